@@ -1,0 +1,90 @@
+"""The agent loop: claim a run, then take steps until it ends or parks.
+
+The worker keeps nothing between steps: each step starts by reading the run and its messages
+from the database and ends with a commit, so any step can be re-run by another worker after a
+crash. What the next step is follows from the last message of the run:
+user or tool message → call the model; assistant message with tool calls → run them;
+assistant message without tool calls → the run is complete.
+"""
+
+import logging
+import traceback
+
+from agents.engine.context import conversation_messages
+from agents.engine.llm_step import ModelStepFailed, llm_step
+from agents.engine.tool_step import tool_step
+from agents.leases import LeaseLost, process_owner, renewer, run_claim
+from conversations.models import Message, Run, RunStatus, StopReason
+from conversations.services import run_event_append, run_finish, run_park_for_approval
+
+log = logging.getLogger(__name__)
+
+MAX_ITERATIONS_MESSAGE = (
+    "I stopped here: this task needed more than {limit} model steps, which is this agent's limit, "
+    "and I have no final answer yet. Please narrow the question or ask me to continue."
+)
+TOOL_LOOP_MESSAGE = (
+    "I stopped here: I kept calling the tool {name} without getting closer to an answer. "
+    "Please rephrase the question or give me more details."
+)
+
+
+def _step(run_id, owner: str) -> bool:
+    """Take one step. Returns True when the loop should go on."""
+    run = Run.objects.select_related("agent_version").get(pk=run_id)
+    if run.status != RunStatus.RUNNING or run.lease_owner != owner:
+        raise LeaseLost(str(run_id))
+    if run.cancel_requested:
+        run_finish(run_id=run.pk, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+        return False
+    snapshot = run.agent_version.snapshot
+    messages = conversation_messages(run)
+    last = messages[-1]
+    if last.role == Message.Role.ASSISTANT and last.tool_calls:
+        outcome = tool_step(run=run, owner=owner, snapshot=snapshot, messages=messages, current=last)
+        if outcome.loop_detected:
+            name = last.tool_calls[0]["function"]["name"]
+            run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=StopReason.TOOL_LOOP,
+                       final_message=TOOL_LOOP_MESSAGE.format(name=name))
+            return False
+        if outcome.parked:
+            run_park_for_approval(run_id=run.pk, owner=owner)
+            return False
+        return True
+    if last.role == Message.Role.ASSISTANT:
+        run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=StopReason.FINAL_ANSWER)
+        return False
+    limit = snapshot["agent"]["max_iterations"]
+    if run.iterations >= limit:
+        run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=StopReason.MAX_ITERATIONS,
+                   final_message=MAX_ITERATIONS_MESSAGE.format(limit=limit))
+        return False
+    try:
+        result = llm_step(run=run, owner=owner, snapshot=snapshot, messages=messages)
+    except ModelStepFailed as exc:
+        run_finish(run_id=run.pk, status=RunStatus.FAILED, stop_reason=StopReason.PROVIDER_ERROR,
+                   error=f"The model could not be reached: {exc}")
+        return False
+    if not result.message.tool_calls:
+        run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=StopReason.FINAL_ANSWER)
+        return False
+    return True
+
+
+def run_advance(*, run_id) -> None:
+    owner = process_owner()
+    if not run_claim(run_id=run_id, owner=owner):
+        return
+    run_event_append(run_id=run_id, type="run.running", payload={"worker": owner})
+    renewer.hold(run_id)
+    try:
+        while _step(run_id, owner):
+            pass
+    except LeaseLost:
+        log.warning("run %s: lease lost; another worker has taken it over", run_id)
+    except Exception:
+        log.exception("run %s failed", run_id)
+        run_finish(run_id=run_id, status=RunStatus.FAILED, stop_reason=StopReason.INTERNAL_ERROR,
+                   error=traceback.format_exc(limit=20))
+    finally:
+        renewer.release(run_id)

@@ -1,0 +1,203 @@
+"""One tool step: every tool call of one assistant message, then their results as messages.
+
+Each call gets one ToolInvocation row (unique per run and tool call id). Read calls run now;
+calls that need a person get a pending Approval and park the run. A call is marked `running`
+in its own commit before it starts, so after a crash a side-effecting call whose outcome is
+unknown is reported, never silently repeated (at most once); idempotent ones are re-run.
+"""
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.leases import lease_fence
+from conversations.models import Approval, Message, Run, ToolInvocation
+from conversations.services import messages_append, run_event_append
+from tools.arguments import parse_arguments, validate_arguments
+from tools.executors import execute_tool
+from tools.registry import ToolContext
+
+Status = ToolInvocation.Status
+FINISHED = {Status.SUCCEEDED, Status.ERROR, Status.REJECTED, Status.BLOCKED}
+
+STREAK_HINT = (
+    "Tool {name} was not run: it has been called {count} times in a row. The information "
+    "available is not enough; answer from what you already have, or ask the user."
+)
+
+
+@dataclass
+class ToolStepOutcome:
+    parked: bool = False
+    loop_detected: bool = False
+
+
+def arguments_hash(arguments: dict) -> str:
+    canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _streak(messages: list[Message], current: Message) -> tuple[str | None, int]:
+    """How many consecutive steps of this run, ending with `current`, called only one tool."""
+    names = {call["function"]["name"] for call in current.tool_calls}
+    if len(names) != 1:
+        return None, 1
+    name = names.pop()
+    count = 0
+    for message in reversed([m for m in messages if m.role == Message.Role.ASSISTANT and m.tool_calls]):
+        if {call["function"]["name"] for call in message.tool_calls} != {name}:
+            break
+        count += 1
+    return name, count
+
+
+def _create_invocation(*, run: Run, message: Message, position: int, call: dict, tools: dict) -> ToolInvocation:
+    name = call["function"]["name"]
+    raw = call["function"].get("arguments") or ""
+    spec = tools.get(name)
+    parsed = parse_arguments(raw)
+    errors = list(parsed.errors)
+    if spec is None:
+        errors = [f"There is no tool named {name!r}. Available tools: {', '.join(tools) or 'none'}."]
+    elif parsed.arguments is not None:
+        errors += validate_arguments(spec["parameters"], parsed.arguments)
+    invocation, _ = ToolInvocation.objects.get_or_create(
+        run=run, tool_call_id=call["id"],
+        defaults={
+            "llm_call_id": message.llm_call_id, "tool_id": spec["id"] if spec else None, "tool_name": name,
+            "position": position, "raw_arguments": raw if isinstance(raw, str) else json.dumps(raw),
+            "arguments": parsed.arguments, "validation_errors": errors,
+            "idempotency_key": f"{run.pk}:{call['id']}",
+        },
+    )
+    return invocation
+
+
+def _finish(invocation: ToolInvocation, *, status: str, result: str, error: str = "", truncated=False,
+            latency_ms=None) -> None:
+    ToolInvocation.objects.filter(pk=invocation.pk).update(
+        status=status, result=result, error=error, truncated=truncated, latency_ms=latency_ms,
+        finished_at=timezone.now(),
+    )
+    invocation.status, invocation.result = status, result
+    run_event_append(run_id=invocation.run_id, type="tool.completed", payload={
+        "tool_invocation_id": invocation.pk, "tool": invocation.tool_name, "status": status,
+        "truncated": truncated, "latency_ms": latency_ms,
+    })
+
+
+def _request_approval(invocation: ToolInvocation) -> None:
+    approval, created = Approval.objects.get_or_create(
+        invocation=invocation,
+        defaults={"run_id": invocation.run_id, "arguments": invocation.arguments,
+                  "arguments_hash": arguments_hash(invocation.arguments)},
+    )
+    ToolInvocation.objects.filter(pk=invocation.pk, status=Status.PENDING).update(status=Status.AWAITING_APPROVAL)
+    invocation.status = Status.AWAITING_APPROVAL
+    if created:
+        run_event_append(run_id=invocation.run_id, type="approval.requested", payload={
+            "approval_id": approval.pk, "tool_invocation_id": invocation.pk, "tool": invocation.tool_name,
+            "arguments": invocation.arguments,
+        })
+
+
+def _approved_arguments(invocation: ToolInvocation) -> tuple[str, dict | None, str]:
+    """('approved', args, '') only for an approval bound to exactly the arguments it approved."""
+    approval = Approval.objects.filter(invocation=invocation).first()
+    if approval is None:
+        return "none", None, ""
+    if approval.status == Approval.Status.APPROVED:
+        if arguments_hash(approval.arguments) != approval.arguments_hash:
+            return "tampered", None, "the approved arguments do not match their recorded hash"
+        return "approved", approval.arguments, ""
+    return approval.status, None, approval.reason
+
+
+def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, arguments: dict) -> None:
+    with transaction.atomic():
+        lease_fence(run_id=run.pk, owner=owner)
+        claimed = ToolInvocation.objects.filter(
+            pk=invocation.pk, status__in=[Status.PENDING, Status.AWAITING_APPROVAL]
+        ).update(status=Status.RUNNING, started_at=timezone.now())
+        if claimed:
+            run_event_append(run_id=run.pk, type="tool.started", payload={
+                "tool_invocation_id": invocation.pk, "tool": invocation.tool_name, "arguments": arguments,
+            })
+    if not claimed:
+        rerunnable = spec["side_effect"] == "read" or spec["idempotent"]
+        if not rerunnable:
+            _finish(invocation, status=Status.ERROR, error="interrupted",
+                    result=f"Tool {spec['name']} was interrupted and its outcome is unknown; it was not run "
+                           "again to avoid doing it twice. Tell the user, and do not assume it succeeded.")
+            return
+    ctx = ToolContext(run_id=str(run.pk), tool_call_id=invocation.tool_call_id,
+                      idempotency_key=invocation.idempotency_key)
+    started = time.monotonic()
+    outcome = execute_tool(spec=spec, arguments=arguments, ctx=ctx)
+    with transaction.atomic():
+        lease_fence(run_id=run.pk, owner=owner)
+        _finish(invocation, status=outcome.status, result=outcome.content, error=outcome.error,
+                truncated=outcome.truncated, latency_ms=int((time.monotonic() - started) * 1000))
+
+
+def _process_call(*, run, owner, invocation: ToolInvocation, spec: dict | None, blocked_hint: str | None) -> None:
+    if invocation.validation_errors:
+        with transaction.atomic():
+            _finish(invocation, status=Status.ERROR, result=" ".join(invocation.validation_errors),
+                    error="invalid arguments")
+        return
+    if blocked_hint:
+        with transaction.atomic():
+            _finish(invocation, status=Status.BLOCKED, result=blocked_hint, error="same-tool streak")
+        return
+    arguments = invocation.arguments
+    if spec["requires_approval"]:
+        state, approved, reason = _approved_arguments(invocation)
+        if state == "none" or state == "pending":
+            with transaction.atomic():
+                lease_fence(run_id=run.pk, owner=owner)
+                _request_approval(invocation)
+            return
+        if state != "approved":
+            result = {
+                "rejected": f"The user rejected this call of {spec['name']}. Reason: {reason or 'none given'}.",
+                "expired": f"Nobody approved this call of {spec['name']} in time; it was not run.",
+            }.get(state, f"This call of {spec['name']} was not run: {reason or state}.")
+            with transaction.atomic():
+                _finish(invocation, status=Status.REJECTED, result=result, error=state)
+            return
+        arguments = approved
+    _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=arguments)
+
+
+def tool_step(*, run: Run, owner: str, snapshot: dict, messages: list[Message], current: Message) -> ToolStepOutcome:
+    tools = {tool["name"]: tool for tool in snapshot["tools"]}
+    limit = snapshot["agent"]["max_same_tool_streak"]
+    name, streak = _streak(messages, current)
+    invocations = [
+        _create_invocation(run=run, message=current, position=i, call=call, tools=tools)
+        for i, call in enumerate(current.tool_calls)
+    ]
+    blocked_hint = None
+    if name is not None and streak > limit:
+        if ToolInvocation.objects.filter(run=run, tool_name=name, status=Status.BLOCKED).exists():
+            return ToolStepOutcome(loop_detected=True)
+        blocked_hint = STREAK_HINT.format(name=name, count=streak)
+    for invocation in invocations:
+        if invocation.status not in FINISHED:
+            _process_call(run=run, owner=owner, invocation=invocation,
+                          spec=tools.get(invocation.tool_name), blocked_hint=blocked_hint)
+    if any(inv.status == Status.AWAITING_APPROVAL for inv in invocations):
+        return ToolStepOutcome(parked=True)
+    with transaction.atomic():
+        lease_fence(run_id=run.pk, owner=owner)
+        messages_append(conversation_id=run.conversation_id, run_id=run.pk, messages=[
+            {"role": Message.Role.TOOL, "content": inv.result, "tool_call_id": inv.tool_call_id,
+             "name": inv.tool_name}
+            for inv in invocations
+        ])
+    return ToolStepOutcome()

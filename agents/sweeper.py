@@ -1,0 +1,52 @@
+"""Recovery of runs whose worker vanished, so that no run stays non-terminal forever."""
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from conversations.models import Run, RunStatus, StopReason
+from conversations.services import run_event_append, run_finish
+
+log = logging.getLogger(__name__)
+
+
+def _enqueue(run_id) -> None:
+    from agents.tasks import run_advance_task
+
+    transaction.on_commit(lambda: run_advance_task.delay(str(run_id)))
+
+
+def runs_sweep() -> dict:
+    """Requeue runs whose lease lapsed (they resume from the database), fail those that have
+    been recovered too often, and re-enqueue queued runs whose task went missing."""
+    now = timezone.now()
+    requeued = failed = reenqueued = 0
+    lapsed = Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now).values_list("pk", "recoveries")
+    for run_id, recoveries in lapsed:
+        if recoveries >= settings.AGENTRY_RUN_MAX_RECOVERIES:
+            failed += run_finish(
+                run_id=run_id, status=RunStatus.FAILED, stop_reason=StopReason.WORKER_LOST,
+                error=f"The worker running this run stopped responding {recoveries + 1} times; giving up.",
+            )
+            continue
+        with transaction.atomic():
+            updated = Run.objects.filter(pk=run_id, status=RunStatus.RUNNING, lease_expires_at__lt=now).update(
+                status=RunStatus.QUEUED, lease_owner="", lease_expires_at=None, recoveries=F("recoveries") + 1
+            )
+            if updated:
+                run_event_append(run_id=run_id, type="run.requeued", payload={"reason": "lease lapsed"})
+                _enqueue(run_id)
+                requeued += 1
+    stale = now - timedelta(seconds=settings.AGENTRY_QUEUED_REENQUEUE_SECONDS)
+    for run_id in Run.objects.filter(status=RunStatus.QUEUED, created_at__lt=stale).values_list("pk", flat=True):
+        with transaction.atomic():
+            _enqueue(run_id)
+        reenqueued += 1
+    summary = {"requeued": requeued, "failed": failed, "reenqueued": reenqueued}
+    if requeued or failed:
+        log.info("sweep: %s", summary)
+    return summary

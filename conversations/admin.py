@@ -1,0 +1,106 @@
+from django.contrib import admin
+from django.db.models import Q
+from django.template.loader import render_to_string
+
+from conversations.models import Approval, Conversation, LLMCall, Message, Run, RunEvent, ToolInvocation
+from conversations.selectors import run_timeline
+from platform_site.admin_mixins import ReadOnlyAdminMixin, ReadOnlyInline
+
+
+class MessageInline(ReadOnlyInline):
+    model = Message
+    fields = ["order", "role", "content", "tool_calls", "tool_call_id", "name", "run"]
+    readonly_fields = fields
+
+
+@admin.register(Conversation)
+class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "agent", "owner", "title", "message_count", "created_at"]
+    list_filter = ["agent"]
+    list_select_related = ["agent", "owner"]
+    search_fields = ["id", "title"]
+    inlines = [MessageInline]
+
+
+class HasErrorFilter(admin.SimpleListFilter):
+    title = "has error"
+    parameter_name = "has_error"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "yes"), ("no", "no")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.exclude(error="")
+        if self.value() == "no":
+            return queryset.filter(error="")
+        return queryset
+
+
+class RunEventInline(ReadOnlyInline):
+    model = RunEvent
+    fields = ["seq", "type", "payload", "created_at"]
+    readonly_fields = fields
+    show_change_link = False
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "agent", "status", "stop_reason", "iterations", "total_tokens", "cost", "created_at", "duration"]
+    list_filter = ["status", "stop_reason", "agent", HasErrorFilter]
+    list_select_related = ["agent"]
+    search_fields = ["id", "conversation__id"]
+    raw_id_fields = ["conversation", "agent_version"]
+    show_full_result_count = False
+    date_hierarchy = "created_at"
+    readonly_fields = ["timeline"]
+    fieldsets = [
+        (None, {"fields": ["conversation", "agent", "agent_version", "status", "stop_reason", "error", "cancel_requested"]}),
+        ("Totals", {"fields": ["iterations", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "total_tokens", "cost"]}),
+        ("Timing and lease", {"fields": ["created_at", "started_at", "finished_at", "lease_owner", "lease_expires_at", "claims", "recoveries"]}),
+        ("Timeline", {"fields": ["timeline"]}),
+    ]
+    inlines = [RunEventInline]
+
+    @admin.display(description="duration (ms)")
+    def duration(self, obj):
+        return obj.duration_ms
+
+    @admin.display(description="Steps in order")
+    def timeline(self, obj):
+        return render_to_string("admin/conversations/run_timeline.html", {"steps": run_timeline(run=obj)})
+
+
+@admin.register(LLMCall)
+class LLMCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "run", "iteration", "attempt", "purpose", "model_name", "status", "http_status", "total_tokens", "latency_ms", "started_at"]
+    list_filter = ["status", "purpose", "model_config"]
+    raw_id_fields = ["run"]
+    search_fields = ["run__id"]
+    show_full_result_count = False
+
+
+@admin.register(ToolInvocation)
+class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "run", "tool_name", "status", "truncated", "latency_ms", "created_at"]
+    list_filter = ["status", "tool_name"]
+    raw_id_fields = ["run", "llm_call"]
+    search_fields = ["run__id", "tool_call_id", "tool_name"]
+    show_full_result_count = False
+
+
+@admin.register(Approval)
+class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "run", "invocation", "status", "decided_by", "decided_at", "channel", "created_at"]
+    list_filter = ["status", "channel"]
+    raw_id_fields = ["run", "invocation"]
+    show_full_result_count = False
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "run", "seq", "type", "created_at"]
+    list_filter = ["type"]
+    raw_id_fields = ["run"]
+    search_fields = ["run__id"]
+    show_full_result_count = False

@@ -1,0 +1,265 @@
+"""Conversations and the ledger: every run, model call, tool call, approval and event is a row."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="conversations")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="conversations"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    # Next Message.order; bumped under a row lock so concurrent writers never collide.
+    message_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return self.title or str(self.id)
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        SYSTEM = "system"
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="messages")
+    run = models.ForeignKey("Run", on_delete=models.PROTECT, null=True, blank=True, related_name="messages")
+    # The model call that produced an assistant message (its tool calls hang off it).
+    llm_call = models.ForeignKey("LLMCall", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    order = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True, default="")
+    tool_calls = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=128, blank=True, default="")
+    name = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "order"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "order"], name="message_order_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.role}#{self.order}"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+
+TERMINAL_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED)
+
+
+class StopReason(models.TextChoices):
+    FINAL_ANSWER = "final_answer"
+    MAX_ITERATIONS = "max_iterations"
+    TOOL_LOOP = "tool_loop"
+    BUDGET = "budget"
+    TIMEOUT = "timeout"
+    PROVIDER_ERROR = "provider_error"
+    CANCELLED = "cancelled"
+    APPROVAL_EXPIRED = "approval_expired"
+    WORKER_LOST = "worker_lost"
+    INTERNAL_ERROR = "internal_error"
+
+
+class Run(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="runs")
+    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="runs")
+    agent_version = models.ForeignKey("agents.AgentVersion", on_delete=models.PROTECT, related_name="runs")
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    stop_reason = models.CharField(max_length=20, choices=StopReason.choices, blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    cancel_requested = models.BooleanField(default=False)
+    iterations = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cached_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(default=0)
+    total_tokens = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=8, default=0)
+    # Lease: the worker holding the run renews it; a lapsed lease means the worker is gone.
+    lease_owner = models.CharField(max_length=128, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    claims = models.PositiveIntegerField(default=0)
+    recoveries = models.PositiveIntegerField(default=0)
+    event_seq = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # The sweeper scans for lapsed leases among running runs only.
+            models.Index(fields=["status", "lease_expires_at"], name="run_status_lease_idx"),
+            models.Index(fields=["conversation", "created_at"], name="run_conversation_idx"),
+        ]
+
+    def __str__(self):
+        return f"run {self.id} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.started_at and self.finished_at:
+            return int((self.finished_at - self.started_at).total_seconds() * 1000)
+        return None
+
+
+class LLMCall(models.Model):
+    """One attempt at one model call: written before the request, completed after."""
+
+    class Status(models.TextChoices):
+        STARTED = "started"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    class Purpose(models.TextChoices):
+        STEP = "step"
+        SUMMARY = "summary"
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="llm_calls")
+    iteration = models.PositiveIntegerField()
+    attempt = models.PositiveSmallIntegerField()
+    purpose = models.CharField(max_length=16, choices=Purpose.choices, default=Purpose.STEP)
+    model_config = models.ForeignKey("agents.ModelConfig", on_delete=models.PROTECT, related_name="+")
+    provider = models.CharField(max_length=32)
+    model_name = models.CharField(max_length=200)
+    request = models.JSONField()
+    response = models.JSONField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.STARTED)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    finish_reason = models.CharField(max_length=32, blank=True, default="")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cached_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(default=0)
+    total_tokens = models.PositiveIntegerField(default=0)
+    usage_estimated = models.BooleanField(default=False)
+    cost = models.DecimalField(max_digits=14, decimal_places=8, default=0)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "iteration", "attempt"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "purpose", "iteration", "attempt"], name="llm_call_attempt_unique"
+            ),
+        ]
+        indexes = [models.Index(fields=["started_at"], name="llm_call_started_idx")]
+
+    def __str__(self):
+        return f"LLM call {self.iteration}.{self.attempt} ({self.status})"
+
+
+class ToolInvocation(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        AWAITING_APPROVAL = "awaiting_approval"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        ERROR = "error"
+        REJECTED = "rejected"
+        BLOCKED = "blocked"
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="tool_invocations")
+    llm_call = models.ForeignKey(LLMCall, on_delete=models.PROTECT, related_name="tool_invocations")
+    tool = models.ForeignKey("tools.ToolDefinition", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    tool_name = models.CharField(max_length=200)
+    tool_call_id = models.CharField(max_length=128)
+    position = models.PositiveSmallIntegerField(default=0)
+    raw_arguments = models.TextField(blank=True, default="")
+    arguments = models.JSONField(null=True, blank=True)
+    validation_errors = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    result = models.TextField(blank=True, default="")
+    truncated = models.BooleanField(default=False)
+    error = models.TextField(blank=True, default="")
+    idempotency_key = models.CharField(max_length=200)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "llm_call", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "tool_call_id"], name="tool_invocation_call_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.tool_name} ({self.status})"
+
+
+class Approval(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        EXPIRED = "expired"
+        CANCELLED = "cancelled"
+
+    invocation = models.OneToOneField(ToolInvocation, on_delete=models.PROTECT, related_name="approval")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approvals")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    arguments = models.JSONField()
+    arguments_hash = models.CharField(max_length=64)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    channel = models.CharField(max_length=16, blank=True, default="")
+    reason = models.TextField(blank=True, default="")
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "created_at"], name="approval_status_idx")]
+
+    def __str__(self):
+        return f"approval {self.pk} ({self.status})"
+
+
+class RunEvent(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=40)
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="run_event_seq_unique"),
+            models.CheckConstraint(condition=Q(seq__gte=1), name="run_event_seq_positive"),
+        ]
+
+    def __str__(self):
+        return f"{self.seq} {self.type}"

@@ -1,0 +1,119 @@
+"""The request pipeline shared by both wire formats: pick, fault, wait, render."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from fakellm import anthropic_wire, openai_wire
+from fakellm.conversation import from_anthropic, from_openai
+from fakellm.reply import build_reply
+from fakellm.state import ServerState
+from fakellm.templates import TemplateContext
+from fakellm.wire_common import Meta, dumps, status_message
+
+
+@dataclass(frozen=True)
+class Wire:
+    conversation: Callable
+    completion: Callable
+    stream_events: Callable
+    error_body: Callable
+    malformed_plain: str
+    malformed_stream: str
+
+
+OPENAI = Wire(from_openai, openai_wire.completion, openai_wire.stream_events,
+              openai_wire.error_body, openai_wire.MALFORMED_PLAIN, openai_wire.MALFORMED_STREAM)
+ANTHROPIC = Wire(from_anthropic, anthropic_wire.completion, anthropic_wire.stream_events,
+                 anthropic_wire.error_body, anthropic_wire.MALFORMED_PLAIN,
+                 anthropic_wire.MALFORMED_STREAM)
+SSE = "text/event-stream"
+
+
+def error_response(wire: Wire, status: int, message: str, retry_after=None, code=None):
+    headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else None
+    return JSONResponse(wire.error_body(status, message, code), status_code=status,
+                        headers=headers)
+
+
+def _digest(messages: list) -> str:
+    canonical = json.dumps(messages, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _prompt_chars(body: dict) -> int:
+    parts = [body[key] for key in ("system", "messages", "tools") if key in body]
+    return len(json.dumps(parts, ensure_ascii=False))
+
+
+async def _emit(events: list[str], delay_s: float):
+    for i, event in enumerate(events):
+        if delay_s and i:
+            await asyncio.sleep(delay_s)
+        yield event
+
+
+async def handle(request: Request, wire: Wire) -> Response:
+    state: ServerState = request.app.state.fakellm
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        return error_response(wire, 400, "Request body is not valid JSON.")
+    if not isinstance(body, dict):
+        return error_response(wire, 400, "Request body must be a JSON object.")
+    state.requests.append(body)
+    if not isinstance(body.get("messages"), list):
+        return error_response(wire, 400, "'messages' is required and must be a list.")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        return error_response(wire, 400, "'model' is required.")
+    script = state.scripts.get(model)
+    if script is None:
+        message = f"The model `{model}` does not exist or you do not have access to it."
+        return error_response(wire, 404, message, code="model_not_found")
+
+    conversation = wire.conversation(body)
+    step, groups = script.pick(conversation)
+    digest = _digest(body["messages"])
+    fault = script.draw_chaos()
+    if fault is None and "fault" in step:
+        if state.scripted_fault_fires(model, digest, step["fault"]):
+            fault = step["fault"]
+    fault = fault or {}
+
+    latency_ms = step.get("latency_ms", script.defaults["latency_ms"])
+    if latency_ms:
+        await asyncio.sleep(latency_ms / 1000)
+    if "status" in fault:
+        status = fault["status"]
+        return error_response(wire, status, status_message(status), fault.get("retry_after"))
+    kind = fault.get("kind")
+    if kind == "timeout":
+        # The client is expected to give up first; answering afterwards is harmless.
+        await asyncio.sleep(fault.get("timeout_ms", script.faults["timeout_ms"]) / 1000)
+    stream = body.get("stream") is True
+    if kind == "malformed_json":
+        if stream:
+            return Response(wire.malformed_stream, media_type=SSE)
+        return Response(wire.malformed_plain, media_type="application/json")
+
+    reply = build_reply(step, TemplateContext(conversation, groups), lambda: _prompt_chars(body))
+    meta = Meta(model, int(time.time()), digest, script.defaults)
+    if stream:
+        events, trailer = wire.stream_events(reply, meta)
+        events = events[: max(1, len(events) // 2)] if kind == "cut_stream" else events + trailer
+        delay_s = script.defaults["stream_chunk_delay_ms"] / 1000
+        return StreamingResponse(_emit(events, delay_s), media_type=SSE,
+                                 headers={"cache-control": "no-cache"})
+    text = dumps(wire.completion(reply, meta))
+    if kind == "cut_stream":
+        text = text[: len(text) // 2]
+    return Response(text, media_type="application/json")

@@ -1,0 +1,78 @@
+"""Turn a reply step into a format-neutral Reply the wire renderers serialise."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from fakellm.templates import TemplateContext, render, render_value
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: str  # exactly what OpenAI clients receive, possibly malformed
+    input: dict  # what Anthropic clients receive (must be an object)
+    given_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    content: str
+    tool_calls: list[ToolCall]
+    usage: Usage | None
+    finish_reason: str | None = None  # script override, else derived per format
+
+
+def _tool_call(spec: dict, ctx: TemplateContext) -> ToolCall:
+    arguments = spec.get("arguments", {})
+    if isinstance(arguments, str):
+        # Raw strings are sent verbatim so scripts can produce malformed JSON.
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            parsed = {}
+        return ToolCall(spec["name"], arguments, parsed if isinstance(parsed, dict) else {},
+                        spec.get("id"))
+    rendered = render_value(arguments, ctx)
+    text = json.dumps(rendered, ensure_ascii=False, separators=(",", ":"))
+    return ToolCall(spec["name"], text, rendered, spec.get("id"))
+
+
+def estimate_tokens(chars: int) -> int:
+    return math.ceil(chars / 4)
+
+
+def _usage(step: dict, content: str, calls: list[ToolCall], prompt_chars) -> Usage | None:
+    if "usage" in step and step["usage"] is None:
+        return None
+    given = step.get("usage") or {}
+    prompt = given.get("prompt_tokens")
+    if prompt is None:
+        prompt = estimate_tokens(prompt_chars())
+    completion = given.get("completion_tokens")
+    if completion is None:
+        completion = estimate_tokens(len(content) + sum(len(c.arguments) for c in calls))
+    return Usage(prompt, completion, given.get("cached_tokens", 0),
+                 given.get("reasoning_tokens", 0))
+
+
+def build_reply(step: dict, ctx: TemplateContext, prompt_chars) -> Reply:
+    """prompt_chars is a callable so the prompt is only measured when needed."""
+    content = render(step.get("content", ""), ctx)
+    calls = [_tool_call(spec, ctx) for spec in step.get("tool_calls", [])]
+    return Reply(content, calls, _usage(step, content, calls, prompt_chars),
+                 step.get("finish_reason"))

@@ -1,0 +1,51 @@
+"""In-memory server state: installed scripts, request log and fault counters."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from fakellm.script import Script
+from fakellm.validation import ScriptError
+
+REQUEST_LOG_SIZE = 2000
+
+
+class ServerState:
+    def __init__(self, scripts: dict[str, dict]):
+        self.scripts: dict[str, Script] = {}
+        self.requests: deque[dict] = deque(maxlen=REQUEST_LOG_SIZE)
+        self._fault_hits: dict[tuple[str, str], int] = {}
+        for name, document in scripts.items():
+            try:
+                self.install(name, document)
+            except ScriptError as exc:
+                raise ScriptError(f"script {name!r}: {exc}") from None
+
+    def install(self, name: str, document: dict) -> None:
+        self.scripts[name] = Script(document)
+        # A replaced script starts over, so tests can reuse a name.
+        self._fault_hits = {k: v for k, v in self._fault_hits.items() if k[0] != name}
+
+    def scripted_fault_fires(self, model: str, digest: str, fault: dict) -> bool:
+        """True while this exact request has been seen at most `times` times."""
+        times = fault.get("times")
+        if times is None:
+            return True
+        key = (model, digest)
+        seen = self._fault_hits.get(key, 0)
+        if seen >= times:
+            return False
+        self._fault_hits[key] = seen + 1
+        return True
+
+    def recent_requests(self, model: str | None, limit: int) -> list[dict]:
+        if limit <= 0:
+            return []
+        found: list[dict] = []
+        for body in reversed(self.requests):
+            if model is None or body.get("model") == model:
+                found.append(body)
+                if len(found) == limit:
+                    break
+        found.reverse()
+        return found

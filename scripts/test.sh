@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs the whole test suite against the real PostgreSQL and Redis on this machine.
+# Usage: bash scripts/test.sh [pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+ensure_venv requirements-dev.txt
+ensure_services
+export DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/agentry}"
+export REDIS_URL="${TEST_REDIS_URL:-redis://127.0.0.1:6379/14}"
+export CELERY_BROKER_URL="$REDIS_URL"
+export AGENTRY_TOOL_MODULES="tools.builtin.demo,tests.tool_fixtures"
+export AGENTRY_RUN_LEASE_SECONDS=3
+export AGENTRY_RETRY_BASE_SECONDS=0.05
+export AGENTRY_RETRY_MAX_SECONDS=2
+export SECRET_KEY="test-secret-key"
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,67 @@
+import httpx
+import pytest
+from django.db import connection
+
+from fakellm.testing import serve_in_thread
+from tests.tool_fixtures import COUNTER_KEY, redis_client
+from tests.workers import WorkerProcess
+
+
+class FakeLLM:
+    def __init__(self, base_url: str):
+        self.base_url = base_url
+        self.api_base = f"{base_url}/v1"
+
+    def script(self, name: str, script: dict) -> str:
+        response = httpx.put(f"{self.base_url}/_scripts/{name}", json=script, timeout=10)
+        response.raise_for_status()
+        return name
+
+    def requests(self, model: str) -> list[dict]:
+        response = httpx.get(f"{self.base_url}/_requests", params={"model": model, "limit": 500}, timeout=10)
+        response.raise_for_status()
+        return response.json()
+
+
+@pytest.fixture(scope="session")
+def fake_llm():
+    base_url, stop = serve_in_thread()
+    yield FakeLLM(base_url)
+    stop()
+
+
+def _database_url() -> str:
+    s = connection.settings_dict
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def worker_process(django_db_setup, django_db_blocker):
+    if connection.vendor != "postgresql":
+        pytest.skip("end-to-end tests need PostgreSQL: set DATABASE_URL (scripts/test.sh does)")
+    redis_client().flushdb()
+    process = WorkerProcess(database_url=_database_url())
+    process.start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def worker(worker_process, transactional_db):
+    """A live worker; restarted if a previous test killed it."""
+    if not worker_process.alive:
+        worker_process.start()
+    return worker_process
+
+
+@pytest.fixture
+def executions():
+    """Read how many times test-counter really ran, per label (outside witness in Redis)."""
+    client = redis_client()
+    client.delete(COUNTER_KEY)
+
+    def count(label: str) -> int:
+        return int(client.hget(COUNTER_KEY, label) or 0)
+
+    return count

@@ -1,0 +1,40 @@
+import factory
+
+from agents.models import Agent, AgentTool, ModelConfig
+from tools.models import ToolDefinition
+from tools.services import tool_definitions_sync_from_registry
+
+
+class ModelConfigFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ModelConfig
+
+    name = factory.Sequence(lambda n: f"model-{n}")
+    base_url = "http://127.0.0.1:9/v1"
+    model = "demo"
+    max_retries = 2
+    price_input_per_million = "1.0"
+    price_output_per_million = "2.0"
+    price_cached_input_per_million = "0.5"
+
+
+class AgentFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Agent
+
+    name = factory.Sequence(lambda n: f"Agent {n}")
+    slug = factory.Sequence(lambda n: f"agent-{n}")
+    model_config = factory.SubFactory(ModelConfigFactory)
+    system_prompt = "You are a test agent."
+
+
+def make_agent(*, tools: list[str] = (), approval: dict | None = None, **fields) -> Agent:
+    """An agent using the named registered tools (synced into ToolDefinition rows first)."""
+    tool_definitions_sync_from_registry()
+    agent = AgentFactory(**fields)
+    for name in tools:
+        AgentTool.objects.create(
+            agent=agent, tool=ToolDefinition.objects.get(name=name),
+            approval=(approval or {}).get(name, AgentTool.Approval.INHERIT),
+        )
+    return agent

@@ -1,0 +1,46 @@
+"""Python tools that exist only in the test suite, registered through AGENTRY_TOOL_MODULES.
+
+`test-counter` is a side-effecting tool with an outside witness: every execution increments
+a Redis counter, so a test can prove how many times it really ran, even across processes.
+"""
+
+import json
+import os
+
+import redis
+
+from tools.registry import python_tool
+
+COUNTER_KEY = "agentry-test:executions"
+
+
+def redis_client() -> redis.Redis:
+    return redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/14"))
+
+
+@python_tool(
+    name="test-counter", description="Records that it ran; a write with a side effect.",
+    parameters={"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]},
+    side_effect="write",
+)
+def counter(*, ctx, label: str) -> str:
+    client = redis_client()
+    client.hincrby(COUNTER_KEY, label, 1)
+    client.rpush(f"{COUNTER_KEY}:keys:{label}", ctx.idempotency_key)
+    return json.dumps({"recorded": label})
+
+
+@python_tool(
+    name="test-echo", description="Returns its text argument.",
+    parameters={"type": "object", "properties": {"text": {"type": "string"}, "times": {"type": "integer", "minimum": 1}},
+                "required": ["text"]},
+)
+def echo(*, ctx, text: str, times: int = 1) -> str:
+    return text * times
+
+
+@python_tool(
+    name="test-fail", description="Always raises.", parameters={"type": "object", "properties": {}},
+)
+def fail(*, ctx) -> str:
+    raise RuntimeError("backend unavailable")

@@ -1,0 +1,56 @@
+"""A real Celery worker process for end-to-end tests, pointed at the test database."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+class WorkerProcess:
+    def __init__(self, *, database_url: str, env: dict | None = None, name: str = "worker"):
+        self.database_url = database_url
+        self.extra_env = env or {}
+        self.name = name
+        self.process: subprocess.Popen | None = None
+        self.starts = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self, timeout: float = 60) -> None:
+        ARTIFACTS.mkdir(exist_ok=True)
+        self.starts += 1
+        log_path = ARTIFACTS / f"{self.name}-{self.starts}.log"
+        env = {**os.environ, "DATABASE_URL": self.database_url, "DB_CONN_MAX_AGE": "0", **self.extra_env}
+        log = open(log_path, "wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "platform_site", "worker", "-P", "threads", "-c", "8",
+             "-Q", "llm,tools,maintenance", "-n", f"{self.name}-{self.starts}@%h", "--without-gossip",
+             "--without-mingle", "--without-heartbeat", "-l", "info"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while b" ready." not in log_path.read_bytes():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker did not start; see {log_path}:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash or an OOM kill would: no cleanup, no acknowledgement."""
+        if self.alive:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.alive:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()

@@ -1,0 +1,76 @@
+"""Tolerant parsing and strict validation of tool-call arguments.
+
+Models wrap JSON in prose or code fences now and then (seed 004 §4.2), so parsing forgives
+what it safely can; validation forgives nothing, and every problem becomes a sentence the
+model can act on (seed 003 §5.3) instead of an exception.
+"""
+
+import json
+from dataclasses import dataclass, field
+
+from jsonschema import Draft202012Validator
+
+
+@dataclass
+class ParsedArguments:
+    arguments: dict | None
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.arguments is not None and not self.errors
+
+
+def parse_arguments(raw) -> ParsedArguments:
+    if isinstance(raw, dict):
+        return ParsedArguments(raw)
+    text = (raw or "").strip()
+    if not text:
+        return ParsedArguments({})
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = _first_json_object(text)
+        if value is None:
+            return ParsedArguments(None, [f"The arguments are not valid JSON: {text[:200]!r}. Send one JSON object."])
+    if not isinstance(value, dict):
+        return ParsedArguments(None, [f"The arguments must be a JSON object, not {type(value).__name__}."])
+    return ParsedArguments(value)
+
+
+def _first_json_object(text: str) -> dict | None:
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            start = text.find("{", start + 1)
+            continue
+        if isinstance(value, dict):
+            return value
+        start = text.find("{", start + 1)
+    return None
+
+
+def validate_arguments(schema: dict, arguments: dict) -> list[str]:
+    errors = []
+    properties = schema.get("properties") or {}
+    if schema.get("additionalProperties", False) is False:
+        unknown = [key for key in arguments if key not in properties]
+        if unknown:
+            allowed = ", ".join(properties) or "no arguments"
+            errors.append(
+                f"Unsupported argument(s) {', '.join(unknown)}; this tool accepts only: {allowed}."
+            )
+    for error in sorted(Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.path)):
+        if error.validator == "additionalProperties":
+            continue
+        where = ".".join(str(p) for p in error.absolute_path)
+        if error.validator == "required":
+            errors.append(f"{error.message}; provide it and call again.")
+        elif where:
+            errors.append(f"Argument {where!r}: {error.message}.")
+        else:
+            errors.append(f"{error.message}.")
+    return errors

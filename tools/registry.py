@@ -1,0 +1,72 @@
+"""Registry of python tools, filled by the @python_tool decorator.
+
+The modules listed in settings.AGENTRY_TOOL_MODULES are imported at start-up; a
+ToolDefinition of kind python names one of these callables.
+"""
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+from django.conf import settings
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may know about the call it serves."""
+
+    run_id: str
+    tool_call_id: str
+    idempotency_key: str
+
+
+@dataclass(frozen=True)
+class PythonTool:
+    name: str
+    description: str
+    parameters: dict
+    func: Callable[..., str]
+    side_effect: str = "read"
+    requires_approval: bool = False
+    idempotent: bool = False
+    timeout_seconds: float = 30
+    max_result_chars: int = 8000
+    tags: tuple = field(default_factory=tuple)
+
+
+class ToolRegistry:
+    def __init__(self):
+        self._tools: dict[str, PythonTool] = {}
+
+    def register(self, tool: PythonTool) -> None:
+        existing = self._tools.get(tool.name)
+        if existing is not None and existing.func is not tool.func:
+            raise ValueError(f"python tool {tool.name!r} is registered twice")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> PythonTool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def all(self) -> list[PythonTool]:
+        return [self._tools[name] for name in self.names()]
+
+    def load_modules(self) -> None:
+        for module in settings.AGENTRY_TOOL_MODULES:
+            importlib.import_module(module)
+
+
+registry = ToolRegistry()
+
+
+def python_tool(*, name: str, description: str, parameters: dict, **options):
+    """Register the decorated function as a tool. It receives the validated arguments as
+    keyword arguments plus `ctx` (a ToolContext) and returns the text the model will read."""
+
+    def decorator(func):
+        registry.register(PythonTool(name=name, description=description, parameters=parameters, func=func, **options))
+        return func
+
+    return decorator
