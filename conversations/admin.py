@@ -1,9 +1,9 @@
-from django.contrib import admin
-from django.db.models import Q
+from django.contrib import admin, messages
 from django.template.loader import render_to_string
 
-from conversations.models import Approval, Conversation, LLMCall, Message, Run, RunEvent, ToolInvocation
+from conversations.models import ApiToken, Approval, Conversation, LLMCall, Message, Run, RunEvent, ToolInvocation
 from conversations.selectors import run_timeline
+from conversations.tokens import api_token_create
 from platform_site.admin_mixins import ReadOnlyAdminMixin, ReadOnlyInline
 
 
@@ -104,3 +104,29 @@ class RunEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     raw_id_fields = ["run"]
     search_fields = ["run__id"]
     show_full_result_count = False
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "prefix", "is_active", "created_at", "last_used_at"]
+    list_filter = ["is_active"]
+    list_select_related = ["user"]
+    search_fields = ["name", "user__username", "prefix"]
+    raw_id_fields = ["user"]
+    readonly_fields = ["prefix", "created_at", "last_used_at"]
+
+    def get_fields(self, request, obj=None):
+        # The secret is generated on save; afterwards a token can only be renamed or revoked.
+        return ["user", "name"] if obj is None else ["user", "name", "prefix", "is_active", "created_at", "last_used_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields + (["user"] if obj else [])
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return super().save_model(request, obj, form, change)
+        token, plaintext = api_token_create(user=obj.user, name=obj.name)
+        obj.pk, obj.prefix, obj.key_hash = token.pk, token.prefix, token.key_hash
+        self.message_user(
+            request, f"Token created. Copy it now; it will not be shown again: {plaintext}", messages.WARNING
+        )

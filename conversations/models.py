@@ -263,3 +263,18 @@ class RunEvent(models.Model):
 
     def __str__(self):
         return f"{self.seq} {self.type}"
+
+
+class ApiToken(models.Model):
+    """A per-user API credential. Only a hash is stored; the token is shown once, at creation."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, help_text="What this token is for, e.g. 'billing backend'.")
+    prefix = models.CharField(max_length=12, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix}…)"

@@ -1,0 +1,47 @@
+"""One error shape for the whole API: {"message": "...", "extra": {...}}.
+
+DRF's own exceptions and Django's Http404/PermissionDenied are turned into it; anything
+else is a bug and stays a 500 (logged by Django), never a silent success.
+"""
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class ApiConflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state."
+    default_code = "conflict"
+
+
+def _first_message(detail) -> str:
+    if isinstance(detail, list) and detail:
+        return _first_message(detail[0])
+    if isinstance(detail, dict) and detail:
+        field, value = next(iter(detail.items()))
+        inner = _first_message(value)
+        return inner if field in ("non_field_errors", "detail") else f"{field}: {inner}"
+    return str(detail)
+
+
+def api_exception_handler(exc, context):
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        body = {"message": _first_message(exc.detail), "extra": {"fields": exc.detail}}
+    else:
+        detail = exc.detail if isinstance(exc, exceptions.APIException) else str(exc)
+        body = {"message": _first_message(detail), "extra": {}}
+        if isinstance(detail, dict):
+            body["extra"] = {k: v for k, v in detail.items() if k != "detail"}
+    return Response(body, status=response.status_code, headers={
+        k: v for k, v in response.headers.items() if k.lower() in ("www-authenticate", "retry-after", "allow")
+    })

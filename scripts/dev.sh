@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Brings Agentry up on the embedded defaults: SQLite, kombu's filesystem broker and the shipped
+# fake LLM server. No PostgreSQL, Redis or API key needed. Ctrl-C stops everything.
+# Usage: bash scripts/dev.sh [--demo]   (--demo also runs seed 000's conversations once)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+ensure_venv requirements.txt
+unset DATABASE_URL REDIS_URL CELERY_BROKER_URL
+export AGENTRY_DEMO_LLM_URL="${AGENTRY_DEMO_LLM_URL:-http://127.0.0.1:8901/v1}"
+PORT="${PORT:-8000}"
+PY=.venv/bin/python
+mkdir -p var/logs
+
+$PY manage.py migrate --noinput -v0
+$PY manage.py collectstatic --noinput -v0
+$PY manage.py agentry_ensure_admin
+$PY manage.py agentry_seed_demo
+
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+
+$PY -m fakellm --host 127.0.0.1 --port 8901 >var/logs/fakellm.log 2>&1 & pids+=($!)
+.venv/bin/celery -A platform_site worker -P threads -c 8 -Q llm,tools,maintenance -l info >var/logs/worker.log 2>&1 & pids+=($!)
+.venv/bin/celery -A platform_site beat -l info >var/logs/beat.log 2>&1 & pids+=($!)
+.venv/bin/uvicorn platform_site.asgi:application --host 127.0.0.1 --port "$PORT" >var/logs/web.log 2>&1 & pids+=($!)
+
+for _ in $(seq 1 100); do
+  curl -fsS "http://127.0.0.1:$PORT/health/" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+until grep -q " ready." var/logs/worker.log 2>/dev/null; do sleep 0.2; done
+
+cat <<INFO
+
+Agentry is up (embedded defaults: SQLite in var/, filesystem broker, fake LLM on :8901).
+  Admin:     http://127.0.0.1:$PORT/admin/   user ${AGENTRY_ADMIN_USERNAME:-admin} / password ${AGENTRY_ADMIN_PASSWORD:-admin}
+  API docs:  http://127.0.0.1:$PORT/api/docs/
+  Demo:      .venv/bin/python manage.py agentry_demo      (seed 000's conversations, through the queue)
+  One-off:   .venv/bin/python manage.py agentry_chat "我在成都，明天天气如何？"
+  Logs:      var/logs/
+INFO
+
+if [[ "${1:-}" == "--demo" ]]; then
+  $PY manage.py agentry_demo
+fi
+wait
