@@ -13,6 +13,7 @@ class ModelConfigForm(forms.ModelForm):
         help_text="Leave empty to keep the current key.",
     )
     clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
+    base_url = forms.URLField(max_length=500, assume_scheme="https", help_text="e.g. https://api.openai.com/v1")
 
     class Meta:
         model = ModelConfig

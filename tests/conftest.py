@@ -1,3 +1,5 @@
+import uuid
+
 import httpx
 import pytest
 from django.db import connection
@@ -65,3 +67,27 @@ def executions():
         return int(client.hget(COUNTER_KEY, label) or 0)
 
     return count
+
+
+@pytest.fixture
+def no_enqueue(monkeypatch):
+    """For engine tests that drive runs in-process: keep runs off the broker, so a worker
+    started by an earlier test cannot take them."""
+    from agents import tasks
+
+    sent = []
+    monkeypatch.setattr(tasks.run_advance_task, "delay", lambda run_id: sent.append(run_id))
+    return sent
+
+
+@pytest.fixture
+def scripted_agent(fake_llm, transactional_db, no_enqueue):
+    """make(script_dict, tools=[...], **agent_fields) → an agent whose model follows the script."""
+    from tests.factories import ModelConfigFactory, make_agent
+
+    def make(script: dict, *, tools=(), model_fields=None, **fields):
+        name = fake_llm.script(f"s-{uuid.uuid4().hex[:10]}", script)
+        model = ModelConfigFactory(**{"base_url": fake_llm.api_base, "model": name, **(model_fields or {})})
+        return make_agent(tools=list(tools), model_config=model, **fields)
+
+    return make

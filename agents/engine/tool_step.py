@@ -184,9 +184,15 @@ def tool_step(*, run: Run, owner: str, snapshot: dict, messages: list[Message], 
     ]
     blocked_hint = None
     if name is not None and streak > limit:
-        if ToolInvocation.objects.filter(run=run, tool_name=name, status=Status.BLOCKED).exists():
-            return ToolStepOutcome(loop_detected=True)
         blocked_hint = STREAK_HINT.format(name=name, count=streak)
+        # The model already had the hint once and called the tool again: stop the run, and
+        # close this step's calls so no invocation is left pending.
+        if ToolInvocation.objects.filter(run=run, tool_name=name, status=Status.BLOCKED).exists():
+            for invocation in invocations:
+                if invocation.status not in FINISHED:
+                    with transaction.atomic():
+                        _finish(invocation, status=Status.BLOCKED, result=blocked_hint, error="tool loop")
+            return ToolStepOutcome(loop_detected=True)
     for invocation in invocations:
         if invocation.status not in FINISHED:
             _process_call(run=run, owner=owner, invocation=invocation,

@@ -1,0 +1,40 @@
+import pytest
+
+from agents import tasks
+from conversations.models import Message, Run
+from conversations.services import conversation_create, message_post
+from tests.factories import make_agent
+
+pytestmark = pytest.mark.django_db
+
+
+def test_message_and_run_commit_together_and_only_the_id_is_enqueued(django_capture_on_commit_callbacks, monkeypatch):
+    sent = []
+    monkeypatch.setattr(tasks.run_advance_task, "delay", lambda *args, **kwargs: sent.append((args, kwargs)))
+    conversation = conversation_create(agent=make_agent())
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run = message_post(conversation=conversation, content="hi")
+    assert sent == []  # nothing leaves before the transaction commits
+    for callback in callbacks:
+        callback()
+
+    assert sent == [((str(run.pk),), {})]
+    assert Run.objects.get(pk=run.pk).status == "queued"
+    [message] = Message.objects.filter(conversation=conversation)
+    assert (message.role, message.content, message.run_id, message.order) == ("user", "hi", run.pk, 1)
+    assert list(run.events.values_list("seq", "type")) == [(1, "run.queued")]
+
+
+def test_failed_transaction_enqueues_nothing(django_capture_on_commit_callbacks, monkeypatch):
+    from django.db import transaction
+
+    sent = []
+    monkeypatch.setattr(tasks.run_advance_task, "delay", lambda *args: sent.append(args))
+    conversation = conversation_create(agent=make_agent())
+    with django_capture_on_commit_callbacks(execute=True):
+        with pytest.raises(RuntimeError):
+            with transaction.atomic():
+                message_post(conversation=conversation, content="lost")
+                raise RuntimeError("the request failed after posting")
+    assert sent == [] and not Run.objects.exists()
