@@ -11,6 +11,7 @@ import time
 import pytest
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -136,7 +137,7 @@ def notes_mcp_server() -> MCPServer:
 
     @server.tool(name="fail", description="Always fails.")
     def fail() -> str:
-        raise ValueError("the notebook is locked")
+        raise ToolError("the notebook is locked")
 
     return server
 

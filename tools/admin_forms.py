@@ -19,21 +19,22 @@ def masked_mapping(value: str) -> str:
     return ", ".join(f"{name}: {mask(secret)}" for name, secret in mapping.items()) or "none"
 
 
+def _new_secret(label: str) -> forms.CharField:
+    return forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}), label=f"New {label}",
+        help_text='A JSON object, e.g. {"Authorization": "Bearer …"}. It replaces the stored one; leave empty to keep it.',
+    )
+
+
+def _clear_secret(label: str) -> forms.BooleanField:
+    return forms.BooleanField(required=False, label=f"Remove the stored {label}")
+
+
 class _SecretMappingsForm(forms.ModelForm):
-    """Adds `new_<field>` and `clear_<field>` inputs for each encrypted JSON field named in `secret_fields`."""
+    """For each encrypted JSON field named in `secret_fields`, the subclass declares the
+    write-only inputs `new_<field>` and `clear_<field>`."""
 
     secret_fields: tuple[str, ...] = ()
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        for name in self.secret_fields:
-            self.fields[f"new_{name}"] = forms.CharField(
-                required=False, widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
-                label=f"New {name.replace('_', ' ')}",
-                help_text='A JSON object, e.g. {"Authorization": "Bearer …"}. It replaces the stored one; '
-                          "leave empty to keep it.",
-            )
-            self.fields[f"clear_{name}"] = forms.BooleanField(required=False, label=f"Remove the stored {name.replace('_', ' ')}")
 
     def clean(self):
         cleaned = super().clean()
@@ -60,6 +61,8 @@ class _SecretMappingsForm(forms.ModelForm):
 
 class ToolDefinitionForm(_SecretMappingsForm):
     secret_fields = ("http_secret_headers",)
+    new_http_secret_headers = _new_secret("secret headers")
+    clear_http_secret_headers = _clear_secret("secret headers")
 
     class Meta:
         model = ToolDefinition
@@ -68,6 +71,10 @@ class ToolDefinitionForm(_SecretMappingsForm):
 
 class MCPServerForm(_SecretMappingsForm):
     secret_fields = ("env", "headers")
+    new_env = _new_secret("environment")
+    clear_env = _clear_secret("environment")
+    new_headers = _new_secret("headers")
+    clear_headers = _clear_secret("headers")
     user = None  # set by the admin: only superusers may have workers run a command
 
     class Meta:
@@ -91,7 +98,7 @@ class OpenAPIImportForm(forms.Form):
     )
     upload = forms.FileField(required=False, label="or upload a file")
     base_url = forms.URLField(
-        required=False, help_text="The API's base URL; empty uses the document's first server URL.",
+        required=False, assume_scheme="https", help_text="The API's base URL; empty uses the document's first server URL.",
     )
     prefix = forms.RegexField(
         regex=r"^[A-Za-z0-9_-]{0,24}$", required=False,
