@@ -106,9 +106,31 @@ class _Session:
         self.closing.set()
 
 
+def _reason(exc: BaseException | None) -> str:
+    """The most telling message inside an exception: task groups wrap the real ones."""
+    if exc is None:
+        return "no reason given"
+    leaves, pending = [], [exc]
+    while pending:
+        current = pending.pop(0)
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        else:
+            leaves.append(current)
+    blocked = [leaf for leaf in leaves if isinstance(leaf, outbound.OutboundBlocked)]
+    if blocked:
+        return blocked[0].message
+    return "; ".join(f"{type(leaf).__name__}: {leaf}" for leaf in leaves[:3])
+
+
+def _session_expired(exc: BaseException) -> bool:
+    """A streamable-HTTP server forgot the session (idle timeout, restart) and ran nothing."""
+    return isinstance(exc, MCPError) and exc.message == "Session terminated"
+
+
 def _connection_lost(exc: BaseException) -> bool:
     if isinstance(exc, MCPError):
-        return "closed" in str(exc).lower()
+        return exc.message == "Connection closed" or _session_expired(exc)
     return isinstance(exc, (OSError, EOFError)) or type(exc).__module__.startswith(("anyio", "httpx2", "httpcore2"))
 
 
@@ -153,7 +175,7 @@ class SessionPool:
             raise MCPUnavailable(f"MCP server {config.name} did not answer within {config.connect_timeout_seconds} s.")
         if session.client is None:
             self._sessions.pop(config.id, None)
-            raise MCPUnavailable(f"MCP server {config.name} could not be started or reached: {session.error!r}")
+            raise MCPUnavailable(f"MCP server {config.name} could not be started or reached: {_reason(session.error)}")
         return session
 
     async def _call(self, config: ServerConfig, name: str, arguments: dict, timeout: float,
@@ -172,7 +194,7 @@ class SessionPool:
                 # twice is harmless, otherwise its unknown outcome is reported.
                 session.close()
                 self._sessions.pop(config.id, None)
-                if not rerunnable or attempt == 2:
+                if attempt == 2 or not (rerunnable or _session_expired(exc)):
                     raise MCPUnavailable(
                         f"the connection to MCP server {config.name} broke during the call ({exc}); "
                         "its outcome is unknown"
@@ -203,14 +225,11 @@ class SessionPool:
         except MCPError as exc:
             raise MCPUnavailable(f"MCP server {config.name} refused to list its tools: {exc}") from exc
         except Exception as exc:
-            raise MCPUnavailable(f"MCP server {config.name} could not be started or reached: {exc!r}") from exc
+            raise MCPUnavailable(f"MCP server {config.name} could not be started or reached: {_reason(exc)}") from exc
         return tools
 
     def list_tools(self, config: ServerConfig) -> list[Tool]:
         return self._submit(self._list_tools(config), config.connect_timeout_seconds * 2 + 5)
-
-    def open_sessions(self) -> int:
-        return sum(1 for session in self._sessions.values() if session.usable)
 
 
 pool = SessionPool()
