@@ -6,6 +6,7 @@ import json
 from django.db import IntegrityError, transaction
 
 from agents.models import Agent, AgentTool, AgentVersion, ModelConfig
+from tools.models import ToolDefinition
 
 
 def _model_snapshot(config: ModelConfig | None) -> dict | None:
@@ -32,12 +33,22 @@ def _tool_snapshot(link: AgentTool) -> dict:
         requires_approval = True
     elif link.approval == AgentTool.Approval.NEVER:
         requires_approval = False
-    return {
+    snapshot = {
         "id": tool.pk, "name": tool.name, "description": tool.description, "parameters": tool.parameters,
         "kind": tool.kind, "python_callable": tool.python_callable, "side_effect": tool.side_effect,
         "idempotent": tool.idempotent, "requires_approval": requires_approval,
         "timeout_seconds": tool.timeout_seconds, "max_result_chars": tool.max_result_chars,
     }
+    # What the executors need to make the call; credentials stay on the rows (encrypted).
+    if tool.kind == ToolDefinition.Kind.HTTP:
+        snapshot["http"] = {
+            "method": tool.http_method, "url": tool.http_url, "query_params": tool.http_query_params,
+            "body_argument": tool.http_body_argument, "headers": tool.http_headers,
+            "response_pointer": tool.http_response_pointer, "max_response_bytes": tool.http_max_response_bytes,
+        }
+    elif tool.kind == ToolDefinition.Kind.MCP:
+        snapshot["mcp"] = {"server_id": tool.mcp_server_id, "tool_name": tool.mcp_tool_name}
+    return snapshot
 
 
 def agent_snapshot(*, agent: Agent) -> dict:

@@ -1,36 +1,156 @@
 """The one seam for outbound HTTP.
 
-Every call that leaves the process (LLM providers, HTTP tools) goes through this module, so
-connection pooling, timeouts and logging are decided in one place. The client is shared per
-process (httpx.Client is thread-safe) and rebuilt after a fork, because a pool inherited
-from the parent would share its sockets.
+Every call that leaves the process goes through this module, so connection pooling,
+timeouts, logging and the network guard are decided in one place. There are two kinds of
+destination:
+
+- `get_client()`: endpoints an operator configured for the platform itself (model
+  providers' base URLs). They are allowed explicitly: a self-hosted model on a private
+  address is a normal setup, and no model output can change where these calls go.
+- `guarded_request()` / `mcp_http_client()`: everything a tool reaches. A model chooses
+  the arguments (and a server chooses redirects), so these connect only to public
+  addresses unless the host is in AGENTRY_OUTBOUND_ALLOWLIST (see platform_site.netguard).
+
+Clients are shared per process (thread-safe) and rebuilt after a fork, because a pool
+inherited from the parent would share its sockets.
 """
 
 import logging
 import os
 import threading
+from dataclasses import dataclass
 
+import httpcore
+import httpcore2
 import httpx
+import httpx2
+
+from platform_site.netguard import GuardedAsyncBackend, GuardedBackend, OutboundBlocked
 
 log = logging.getLogger(__name__)
 
+__all__ = ["OutboundBlocked", "get_client", "guarded_request", "mcp_http_client", "timeout"]
+
 _lock = threading.Lock()
-_client: httpx.Client | None = None
-_client_pid: int | None = None
+_clients: dict[str, httpx.Client] = {}
+_clients_pid: int | None = None
 
 # Generous pool: one worker process keeps many runs waiting on models at once.
 _LIMITS = httpx.Limits(max_connections=500, max_keepalive_connections=200, keepalive_expiry=30)
+_TOOL_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=30)
+
+
+class _GuardedTransport(httpx.HTTPTransport):
+    def __init__(self):
+        super().__init__(trust_env=False)
+        # httpx has no parameter for the network backend, so the pool it built is replaced by
+        # one that connects through the guard; everything else about the transport stays.
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(trust_env=False),
+            max_connections=_TOOL_LIMITS.max_connections,
+            max_keepalive_connections=_TOOL_LIMITS.max_keepalive_connections,
+            keepalive_expiry=_TOOL_LIMITS.keepalive_expiry,
+            network_backend=GuardedBackend(),
+        )
+
+
+def _client(kind: str) -> httpx.Client:
+    global _clients_pid
+    if _clients_pid != os.getpid() or kind not in _clients:
+        with _lock:
+            if _clients_pid != os.getpid():
+                _clients.clear()
+                _clients_pid = os.getpid()
+            if kind not in _clients:
+                if kind == "guarded":
+                    _clients[kind] = httpx.Client(transport=_GuardedTransport(), follow_redirects=False,
+                                                  trust_env=False)
+                else:
+                    _clients[kind] = httpx.Client(limits=_LIMITS, follow_redirects=False, trust_env=False)
+    return _clients[kind]
 
 
 def get_client() -> httpx.Client:
-    global _client, _client_pid
-    if _client is None or _client_pid != os.getpid():
-        with _lock:
-            if _client is None or _client_pid != os.getpid():
-                _client = httpx.Client(limits=_LIMITS, follow_redirects=False, trust_env=False)
-                _client_pid = os.getpid()
-    return _client
+    """For operator-configured platform endpoints (model providers); not address-guarded."""
+    return _client("operator")
 
 
 def timeout(seconds: float, *, connect: float = 10.0) -> httpx.Timeout:
     return httpx.Timeout(seconds, connect=min(connect, seconds))
+
+
+@dataclass
+class Fetched:
+    response: httpx.Response  # closed; status, headers and final URL
+    body: bytes
+    truncated: bool  # the body was longer than max_bytes and was cut there
+
+    def text(self) -> str:
+        return self.body.decode(self.response.encoding or "utf-8", errors="replace")
+
+
+def _check_url(url: httpx.URL) -> None:
+    if url.scheme not in ("http", "https") or not url.host:
+        raise OutboundBlocked(f"Only absolute http and https URLs can be fetched, not {str(url)[:200]!r}.")
+
+
+def _origin(url: httpx.URL) -> tuple:
+    return url.scheme, url.host, url.port
+
+
+def _read_limited(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+    chunks, size = [], 0
+    for chunk in response.iter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            return b"".join(chunks)[:max_bytes], True
+    return b"".join(chunks), False
+
+
+def guarded_request(method: str, url: str, *, headers: dict | None = None, params: dict | None = None,
+                    json=None, timeout_seconds: float = 30, max_bytes: int = 1_000_000, max_redirects: int = 5,
+                    secret_headers: tuple[str, ...] = ()) -> Fetched:
+    """A tool's HTTP request. Redirects are followed here, one hop at a time, so every hop goes
+    through the guard again; headers named in secret_headers never follow a redirect to
+    another origin. Raises OutboundBlocked, or httpx errors for transport failures."""
+    try:
+        _check_url(httpx.URL(url))
+    except httpx.InvalidURL as exc:
+        raise OutboundBlocked(f"Not a valid URL: {str(url)[:200]!r} ({exc}).") from exc
+    client = _client("guarded")
+    request = client.build_request(method, url, headers=headers, params=params, json=json,
+                                   timeout=timeout(timeout_seconds))
+    for _ in range(max_redirects + 1):
+        _check_url(request.url)
+        response = client.send(request, stream=True)
+        next_request = response.next_request
+        if next_request is None:
+            try:
+                body, truncated = _read_limited(response, max_bytes)
+            finally:
+                response.close()
+            return Fetched(response, body, truncated)
+        response.close()
+        if _origin(next_request.url) != _origin(request.url):
+            for name in secret_headers:
+                next_request.headers.pop(name, None)
+        log.info("tool request redirected: %s -> %s", request.url, next_request.url)
+        request = next_request
+    raise OutboundBlocked(f"Stopped after {max_redirects} redirects starting at {url}.")
+
+
+def mcp_http_client(*, headers: dict[str, str], timeout_seconds: float) -> httpx2.AsyncClient:
+    """An httpx2 client (the MCP SDK's HTTP library) that connects through the same guard.
+
+    The read timeout is long because a streamable-HTTP server may hold a response stream
+    open; each tool call has its own deadline on top.
+    """
+    transport = httpx2.AsyncHTTPTransport(trust_env=False)
+    transport._pool = httpcore2.AsyncConnectionPool(
+        ssl_context=httpx2.create_ssl_context(trust_env=False), network_backend=GuardedAsyncBackend(),
+    )
+    return httpx2.AsyncClient(
+        transport=transport, headers=headers, follow_redirects=False, trust_env=False,
+        timeout=httpx2.Timeout(timeout_seconds, read=300),
+    )

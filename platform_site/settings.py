@@ -173,7 +173,10 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- Agentry ------------------------------------------------------------------------------
 # Python modules whose @python_tool functions form the registry of built-in tools.
-AGENTRY_TOOL_MODULES = env_list("AGENTRY_TOOL_MODULES", "tools.builtin.demo")
+AGENTRY_TOOL_MODULES = env_list("AGENTRY_TOOL_MODULES", "tools.builtin.demo,tools.builtin.common")
+# Hosts (or host:port) that tools may reach although they resolve to loopback, private,
+# link-local or other internal addresses; everything else a tool calls must be public.
+AGENTRY_OUTBOUND_ALLOWLIST = env_list("AGENTRY_OUTBOUND_ALLOWLIST")
 # A worker renews the lease of each run it holds; a run whose lease lapsed is recovered.
 AGENTRY_RUN_LEASE_SECONDS = int(os.environ.get("AGENTRY_RUN_LEASE_SECONDS", "60"))
 AGENTRY_RUN_MAX_RECOVERIES = int(os.environ.get("AGENTRY_RUN_MAX_RECOVERIES", "3"))

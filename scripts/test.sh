@@ -10,7 +10,10 @@ ensure_services
 export DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/agentry}"
 export REDIS_URL="${TEST_REDIS_URL:-redis://127.0.0.1:6379/14}"
 export CELERY_BROKER_URL="$REDIS_URL"
-export AGENTRY_TOOL_MODULES="tools.builtin.demo,tests.tool_fixtures"
+export AGENTRY_TOOL_MODULES="tools.builtin.demo,tools.builtin.common,tests.tool_fixtures"
+# The suite's own HTTP and MCP servers listen on loopback (random ports); the guard tests
+# override this to prove loopback is refused when it is not allowlisted.
+export AGENTRY_OUTBOUND_ALLOWLIST="127.0.0.1"
 export AGENTRY_RUN_LEASE_SECONDS=3
 export AGENTRY_RETRY_BASE_SECONDS=0.05
 export AGENTRY_RETRY_MAX_SECONDS=2

@@ -1,46 +1,83 @@
+"""Tolerant parsing, strict validation: nothing invalid reaches a tool, and the model is told why."""
+
+import pytest
+
+from agents.engine.loop import run_advance
+from conversations.models import ToolInvocation
+from conversations.services import conversation_create, message_post
+from tests.factories import ModelConfigFactory, make_agent
 from tools.arguments import parse_arguments, validate_arguments
 
 SCHEMA = {
     "type": "object",
-    "properties": {"summary": {"type": "string"}, "start_time": {"type": "string"}, "days": {"type": "integer"}},
-    "required": ["summary"],
+    "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+    "required": ["city"],
 }
 
 
-def test_plain_json_object():
-    assert parse_arguments('{"summary": "x"}').arguments == {"summary": "x"}
+@pytest.mark.parametrize("raw", [
+    '{"city": "成都"}',
+    'Here are the arguments: {"city": "成都"} — hope that helps',
+    '```json\n{"city": "成都"}\n```',
+    'first {not json} then {"city": "成都"}',
+    {"city": "成都"},
+])
+def test_json_is_found_in_what_models_send(raw):
+    assert parse_arguments(raw).arguments == {"city": "成都"}
 
 
-def test_object_inside_surrounding_text_and_fences():
-    parsed = parse_arguments('Sure, here you go:\n```json\n{"summary": "会议", "days": 2}\n```')
-    assert parsed.ok and parsed.arguments == {"summary": "会议", "days": 2}
+def test_empty_arguments_are_an_empty_object():
+    assert parse_arguments("").arguments == {} and parse_arguments(None).arguments == {}
 
 
-def test_empty_arguments_mean_no_arguments():
-    assert parse_arguments("").arguments == {}
+@pytest.mark.parametrize("raw,message", [
+    ("city=成都", "not valid JSON"),
+    ("[1, 2]", "must be a JSON object, not list"),
+    ('"成都"', "must be a JSON object, not str"),
+])
+def test_unparseable_arguments_get_an_actionable_error(raw, message):
+    parsed = parse_arguments(raw)
+    assert not parsed.ok and message in parsed.errors[0]
 
 
-def test_unparseable_arguments_become_an_actionable_error():
-    parsed = parse_arguments("city = Chengdu")
-    assert not parsed.ok
-    assert "not valid JSON" in parsed.errors[0] and "one JSON object" in parsed.errors[0]
+def test_validation_names_what_is_allowed():
+    assert validate_arguments(SCHEMA, {"city": "成都", "day": 3}) == [
+        "Unsupported argument(s) day; this tool accepts only: city, days."
+    ]
+    assert validate_arguments(SCHEMA, {}) == ["'city' is a required property; provide it and call again."]
+    assert validate_arguments(SCHEMA, {"city": "成都", "days": 9}) == ["Argument 'days': 9 is greater than the maximum of 7."]
+    assert validate_arguments(SCHEMA, {"city": 7}) == ["Argument 'city': 7 is not of type 'string'."]
 
 
-def test_non_object_json_is_refused():
-    parsed = parse_arguments("[1, 2]")
-    assert not parsed.ok and "must be a JSON object" in parsed.errors[0]
+def test_schema_that_allows_extra_properties_is_respected():
+    assert validate_arguments({**SCHEMA, "additionalProperties": True}, {"city": "成都", "extra": 1}) == []
 
 
-def test_unknown_property_names_what_is_allowed():
-    errors = validate_arguments(SCHEMA, {"summary": "x", "calendar": "iphone"})
-    assert errors == ["Unsupported argument(s) calendar; this tool accepts only: summary, start_time, days."]
+SCRIPT = {"scenarios": [{"match": "go", "steps": [
+    {"tool_calls": [
+        {"id": "c1", "name": "no_such_tool", "arguments": {}},
+        {"id": "c2", "name": "calculator", "arguments": {"expression": "1+1", "precision": 2}},
+        {"id": "c3", "name": "calculator", "arguments": 'Sure! {"expression": "6*7"}'},
+        {"id": "c4", "name": "calculator", "arguments": "expression: 6*7"},
+    ]},
+    {"content": "done"},
+]}]}
 
 
-def test_missing_required_and_wrong_type_are_reported():
-    errors = validate_arguments(SCHEMA, {"days": "three"})
-    assert any("'summary' is a required property" in e for e in errors)
-    assert any(e.startswith("Argument 'days'") and "integer" in e for e in errors)
+@pytest.mark.django_db(transaction=True)
+def test_a_run_reports_bad_calls_to_the_model_and_runs_only_valid_ones(fake_llm, no_enqueue):
+    fake_llm.script("arguments-test", SCRIPT)
+    agent = make_agent(tools=["calculator", "current_time"],
+                       model_config=ModelConfigFactory(base_url=fake_llm.api_base, model="arguments-test"))
+    run = message_post(conversation=conversation_create(agent=agent), content="go")
+    run_advance(run_id=run.pk)
 
-
-def test_explicit_additional_properties_are_allowed():
-    assert validate_arguments({**SCHEMA, "additionalProperties": True}, {"summary": "x", "extra": 1}) == []
+    results = {i.tool_call_id: i for i in ToolInvocation.objects.filter(run=run)}
+    assert results["c1"].status == "error"
+    assert results["c1"].result == "There is no tool named 'no_such_tool'. Available tools: calculator, current_time."
+    assert results["c2"].status == "error" and results["c2"].started_at is None
+    assert "Unsupported argument(s) precision; this tool accepts only: expression." in results["c2"].result
+    assert results["c3"].status == "succeeded" and '"result":42' in results["c3"].result
+    assert results["c4"].status == "error" and "not valid JSON" in results["c4"].result
+    run.refresh_from_db()
+    assert run.status == "completed"

@@ -1,8 +1,13 @@
+import json
+import re
+
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+
+from platform_site.crypto import EncryptedTextField
 
 # Providers accept ^[a-zA-Z0-9_-]{1,64}$ for function names (OpenAI's rule, the strictest).
 tool_name_validator = RegexValidator(
@@ -22,9 +27,88 @@ def validate_parameters_schema(value) -> None:
         raise ValidationError(f"Not a valid JSON Schema at {path}: {exc.message}") from exc
 
 
+def secret_mapping(value: str) -> dict[str, str]:
+    """A decrypted secret field that holds a JSON object of names to values ("" = none)."""
+    return json.loads(value) if value else {}
+
+
+def validate_secret_mapping(value: str) -> None:
+    try:
+        mapping = secret_mapping(value)
+    except ValueError as exc:
+        raise ValidationError(f"Not valid JSON: {exc}") from exc
+    if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()):
+        raise ValidationError('Use a JSON object of names to string values, e.g. {"Authorization": "Bearer …"}.')
+
+
+mcp_server_name_validator = RegexValidator(
+    r"^[A-Za-z0-9_-]{1,32}$", "Use 1–32 letters, digits, '_' or '-': it prefixes the names of its tools."
+)
+
+
+class MCPServer(models.Model):
+    """A Model Context Protocol server whose tools agents can use (seed 000's "server-tool" names)."""
+
+    class Transport(models.TextChoices):
+        STDIO = "stdio", "stdio (a local command)"
+        STREAMABLE_HTTP = "streamable_http", "streamable HTTP"
+
+    name = models.CharField(max_length=32, unique=True, validators=[mcp_server_name_validator])
+    description = models.TextField(blank=True)
+    transport = models.CharField(max_length=16, choices=Transport.choices, default=Transport.STDIO)
+    command = models.CharField(max_length=500, blank=True, help_text="stdio: the program to start, e.g. uvx.")
+    args = models.JSONField(default=list, blank=True, help_text='stdio: its arguments, e.g. ["mcp-server-time"].')
+    env = EncryptedTextField(blank=True, default="", validators=[validate_secret_mapping],
+                             help_text="stdio: extra environment variables (JSON object), encrypted at rest.")
+    url = models.URLField(max_length=1000, blank=True, help_text="streamable HTTP: the endpoint, e.g. https://…/mcp.")
+    headers = EncryptedTextField(blank=True, default="", validators=[validate_secret_mapping],
+                                 help_text="streamable HTTP: headers (JSON object), encrypted at rest.")
+    trusted = models.BooleanField(
+        default=False,
+        help_text="Trust the server's tool annotations (readOnlyHint, destructiveHint) when tools are discovered. "
+                  "Tools of an untrusted server start as writes that need approval.",
+    )
+    connect_timeout_seconds = models.FloatField(default=20, validators=[MinValueValidator(1)])
+    is_active = models.BooleanField(default=True)
+    discovered_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "MCP server"
+
+    def __str__(self):
+        return self.name
+
+    def clean(self):
+        if self.transport == self.Transport.STDIO and not self.command:
+            raise ValidationError({"command": "A stdio server needs the command that starts it."})
+        if self.transport == self.Transport.STREAMABLE_HTTP and not self.url:
+            raise ValidationError({"url": "A streamable HTTP server needs its URL."})
+        if not isinstance(self.args, list) or not all(isinstance(a, str) for a in self.args):
+            raise ValidationError({"args": 'Use a JSON list of strings, e.g. ["--local-timezone", "UTC"].'})
+
+
+URL_PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+)\}")
+
+
+def url_placeholders(template: str) -> list[str]:
+    return URL_PLACEHOLDER.findall(template)
+
+
 class ToolDefinition(models.Model):
     class Kind(models.TextChoices):
         PYTHON = "python", "Python (registered callable)"
+        HTTP = "http", "HTTP endpoint"
+        MCP = "mcp", "MCP server tool"
+
+    class HttpMethod(models.TextChoices):
+        GET = "GET"
+        POST = "POST"
+        PUT = "PUT"
+        PATCH = "PATCH"
+        DELETE = "DELETE"
 
     class SideEffect(models.TextChoices):
         READ = "read", "read"
@@ -46,6 +130,31 @@ class ToolDefinition(models.Model):
     requires_approval = models.BooleanField(default=False)
     timeout_seconds = models.FloatField(default=30, validators=[MinValueValidator(0.1)])
     max_result_chars = models.PositiveIntegerField(default=8000, validators=[MinValueValidator(100)])
+    http_method = models.CharField(max_length=8, choices=HttpMethod.choices, blank=True, default="")
+    http_url = models.CharField(
+        max_length=2000, blank=True,
+        help_text="URL template; {name} is replaced by the argument of that name, e.g. https://api.example.com/pets/{petId}.",
+    )
+    http_query_params = models.JSONField(
+        default=list, blank=True,
+        help_text="Arguments sent as query parameters. The rest (not in the path) go to the JSON body, "
+                  "or to the query for GET and DELETE.",
+    )
+    http_body_argument = models.CharField(
+        max_length=64, blank=True, help_text="Send this argument's value as the whole JSON body instead."
+    )
+    http_headers = models.JSONField(default=dict, blank=True, help_text="Plain (not secret) headers for every call.")
+    http_secret_headers = EncryptedTextField(blank=True, default="", validators=[validate_secret_mapping])
+    http_response_pointer = models.CharField(
+        max_length=500, blank=True,
+        help_text="JSON Pointer to the part of a JSON response to keep, e.g. /data/items; empty keeps it all.",
+    )
+    http_max_response_bytes = models.PositiveIntegerField(
+        default=1_000_000, validators=[MinValueValidator(1024)],
+        help_text="A longer response is cut here (text) or refused (JSON).",
+    )
+    mcp_server = models.ForeignKey(MCPServer, on_delete=models.CASCADE, null=True, blank=True, related_name="tools")
+    mcp_tool_name = models.CharField(max_length=200, blank=True, help_text="The tool's name on its MCP server.")
     allowed_roles = models.JSONField(
         default=list, blank=True, help_text="Roles allowed to use the tool; empty means everyone."
     )
@@ -65,3 +174,29 @@ class ToolDefinition(models.Model):
                 raise ValidationError(
                     {"python_callable": f"No python tool {target!r} is registered. Known: {', '.join(registry.names()) or 'none'}."}
                 )
+        elif self.kind == self.Kind.HTTP:
+            self._clean_http()
+        elif self.kind == self.Kind.MCP and not (self.mcp_server_id and self.mcp_tool_name):
+            raise ValidationError("An MCP tool needs its server and the tool's name there (use “Discover tools”).")
+
+    def _clean_http(self):
+        errors = {}
+        if not self.http_method:
+            errors["http_method"] = "Choose the HTTP method."
+        if not re.match(r"^https?://[^/{}]+", self.http_url or ""):
+            errors["http_url"] = "Use an absolute http(s) URL; only the path and query may hold {placeholders}."
+        properties = (self.parameters or {}).get("properties") or {}
+        required = set((self.parameters or {}).get("required") or [])
+        missing = [n for n in url_placeholders(self.http_url or "") if n not in properties or n not in required]
+        if missing:
+            errors["parameters"] = f"Path placeholders must be required arguments: {', '.join(missing)}."
+        if not isinstance(self.http_query_params, list) or any(n not in properties for n in self.http_query_params):
+            errors["http_query_params"] = f"List argument names (known: {', '.join(properties) or 'none'})."
+        if self.http_body_argument and self.http_body_argument not in properties:
+            errors["http_body_argument"] = "Name one of the arguments."
+        if self.http_response_pointer and not self.http_response_pointer.startswith("/"):
+            errors["http_response_pointer"] = "A JSON Pointer starts with /, e.g. /data/items."
+        if not isinstance(self.http_headers, dict):
+            errors["http_headers"] = 'Use a JSON object, e.g. {"Accept": "application/json"}.'
+        if errors:
+            raise ValidationError(errors)

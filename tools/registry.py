@@ -11,6 +11,11 @@ from typing import Callable
 from django.conf import settings
 
 
+class ToolError(Exception):
+    """A failure the model should read as it is: the message says what went wrong and, where
+    it can, what to do instead. Any other exception is reported with its traceback on the ledger."""
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What a tool may know about the call it serves."""
@@ -25,7 +30,7 @@ class PythonTool:
     name: str
     description: str
     parameters: dict
-    func: Callable[..., str]
+    func: Callable[..., object]
     side_effect: str = "read"
     requires_approval: bool = False
     idempotent: bool = False
@@ -63,7 +68,8 @@ registry = ToolRegistry()
 
 def python_tool(*, name: str, description: str, parameters: dict, **options):
     """Register the decorated function as a tool. It receives the validated arguments as
-    keyword arguments plus `ctx` (a ToolContext) and returns the text the model will read."""
+    keyword arguments plus `ctx` (a ToolContext) and returns the text the model will read, or a
+    JSON-able value (trimmed by rows when too long); it raises ToolError for a friendly failure."""
 
     def decorator(func):
         registry.register(PythonTool(name=name, description=description, parameters=parameters, func=func, **options))

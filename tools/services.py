@@ -1,6 +1,16 @@
-"""Writes on tool definitions."""
+"""Writes on tool definitions: the built-in registry, MCP discovery and OpenAPI import."""
 
-from tools.models import ToolDefinition
+import hashlib
+import re
+from dataclasses import dataclass, field
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from tools import openapi
+from tools.mcp_sessions import MCPUnavailable, ServerConfig, pool
+from tools.models import MCPServer, ToolDefinition, validate_parameters_schema
 from tools.registry import registry
 
 
@@ -21,3 +31,142 @@ def tool_definitions_sync_from_registry() -> tuple[int, int]:
         created += was_created
         updated += not was_created
     return created, updated
+
+
+@dataclass
+class ImportReport:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    deactivated: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # "name: why"
+
+    def summary(self) -> str:
+        parts = [f"{len(self.created)} created", f"{len(self.updated)} updated"]
+        if self.deactivated:
+            parts.append(f"{len(self.deactivated)} no longer offered (switched off): {', '.join(self.deactivated)}")
+        if self.skipped:
+            parts.append(f"{len(self.skipped)} skipped: {'; '.join(self.skipped)}")
+        return ", ".join(parts)
+
+
+def prefixed_tool_name(prefix: str, name: str) -> str:
+    """`<prefix>-<name>` within the providers' 64-character rule, still unique when shortened."""
+    clean = re.sub(r"[^A-Za-z0-9_-]", "_", name)
+    full = f"{prefix}-{clean}" if prefix else clean
+    if len(full) <= 64:
+        return full
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{full[:64 - len(digest) - 1]}_{digest}"
+
+
+def _object_schema(schema) -> dict:
+    schema = dict(schema or {})
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    return schema
+
+
+def _side_effect_defaults(annotations) -> dict:
+    """Defaults from MCP tool annotations, read with the spec's defaults for missing hints
+    (not read-only, destructive). `annotations` is None when the server is not trusted."""
+    read_only = bool(annotations and annotations.read_only_hint)
+    destructive = annotations is None or annotations.destructive_hint is not False
+    return {
+        "side_effect": ToolDefinition.SideEffect.READ if read_only else ToolDefinition.SideEffect.WRITE,
+        "requires_approval": not read_only and destructive,
+        "idempotent": read_only or bool(annotations and annotations.idempotent_hint),
+    }
+
+
+def _claimable(name: str, owned: dict) -> str | None:
+    """Why a discovered or imported name cannot be used, if it is taken by another tool."""
+    existing = ToolDefinition.objects.filter(name=name).first()
+    if existing is not None and existing.pk not in owned:
+        return f"{name}: the name is already used by another tool"
+    return None
+
+
+def mcp_server_discover(*, server: MCPServer) -> ImportReport:
+    """Create or update one ToolDefinition per tool the server offers, named <server>-<tool>.
+
+    Descriptions and schemas follow the server; the side effect, approval and idempotency
+    an operator may have changed are set only when a tool is first seen.
+    """
+    try:
+        tools = pool.list_tools(ServerConfig.from_server(server))
+    except MCPUnavailable as exc:
+        MCPServer.objects.filter(pk=server.pk).update(last_error=str(exc))
+        raise
+    report = ImportReport()
+    owned = {tool.pk: tool for tool in ToolDefinition.objects.filter(mcp_server=server)}
+    by_remote_name = {tool.mcp_tool_name: tool for tool in owned.values()}
+    seen = set()
+    with transaction.atomic():
+        for remote in tools:
+            name = prefixed_tool_name(server.name, remote.name)
+            schema = _object_schema(remote.input_schema)
+            try:
+                validate_parameters_schema(schema)
+            except ValidationError as exc:
+                report.skipped.append(f"{name}: {' '.join(exc.messages)}")
+                continue
+            fields = {"name": name, "description": remote.description or remote.title or remote.name,
+                      "parameters": schema, "kind": ToolDefinition.Kind.MCP, "is_active": True}
+            existing = by_remote_name.get(remote.name)
+            problem = _claimable(name, owned)
+            if problem:
+                report.skipped.append(problem)
+                continue
+            if existing is None:
+                existing = ToolDefinition.objects.create(
+                    mcp_server=server, mcp_tool_name=remote.name, **fields,
+                    **_side_effect_defaults(remote.annotations if server.trusted else None),
+                )
+                report.created.append(name)
+            else:
+                ToolDefinition.objects.filter(pk=existing.pk).update(updated_at=timezone.now(), **fields)
+                report.updated.append(name)
+            seen.add(existing.pk)
+        for tool in owned.values():
+            if tool.pk not in seen and tool.is_active:
+                ToolDefinition.objects.filter(pk=tool.pk).update(is_active=False, updated_at=timezone.now())
+                report.deactivated.append(tool.name)
+        MCPServer.objects.filter(pk=server.pk).update(discovered_at=timezone.now(), last_error="")
+    return report
+
+
+def tool_definitions_import_openapi(*, document: str, base_url: str = "", prefix: str = "") -> ImportReport:
+    """One HTTP ToolDefinition per operation of an OpenAPI 3 document (JSON or YAML).
+
+    GET operations are reads; the others are writes that need approval until an operator
+    decides otherwise. Re-importing updates the tools of the same names.
+    """
+    operations = openapi.operations(openapi.load_document(document), base_url=base_url)
+    report = ImportReport()
+    with transaction.atomic():
+        for operation in operations:
+            name = prefixed_tool_name(prefix, operation.name)
+            fields = {
+                "description": operation.description, "parameters": operation.parameters,
+                "kind": ToolDefinition.Kind.HTTP, "http_method": operation.method, "http_url": operation.url,
+                "http_query_params": operation.query_params, "http_body_argument": operation.body_argument,
+                "is_active": True,
+            }
+            existing = ToolDefinition.objects.filter(name=name).first()
+            if existing is not None and existing.kind != ToolDefinition.Kind.HTTP:
+                report.skipped.append(f"{name}: the name is already used by a {existing.kind} tool")
+                continue
+            tool = existing or ToolDefinition(
+                name=name, side_effect="read" if operation.method == "GET" else "write",
+                requires_approval=operation.method != "GET", idempotent=operation.method == "GET",
+            )
+            for key, value in fields.items():
+                setattr(tool, key, value)
+            try:
+                tool.full_clean()
+            except ValidationError as exc:
+                report.skipped.append(f"{name}: {' '.join(exc.messages)}")
+                continue
+            tool.save()
+            (report.updated if existing else report.created).append(name)
+    return report

@@ -1,0 +1,60 @@
+"""Run one tool call and turn whatever happens into a ToolOutcome.
+
+`execute_tool` is the engine's single entry; each kind of tool has a small executor module.
+Its `load(spec)` reads what the call needs from the database (credentials, server settings:
+snapshots hold no secrets) on the caller's thread; its `run(...)` does the call on a pool
+thread, which opens no database connection, and returns the tool's value or raises ToolError. The engine never sees an exception from
+a tool: failures become a short, friendly text the model can correct from (seed 003 §2.4),
+while a traceback, where there is one, stays on the ledger row.
+"""
+
+import logging
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+
+from tools.executors import http, mcp, python
+from tools.registry import ToolContext, ToolError
+from tools.results import render, trim_text
+
+log = logging.getLogger(__name__)
+
+_EXECUTORS = {"python": python, "http": http, "mcp": mcp}
+
+# Timeouts need the call off the worker's own thread. A timed-out call cannot be killed, so
+# its thread runs on; the pool bounds how many such stragglers can pile up.
+_pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="tool")
+
+
+@dataclass
+class ToolOutcome:
+    status: str  # "succeeded" or "error"
+    content: str
+    truncated: bool = False
+    error: str = ""
+
+
+def execute_tool(*, spec: dict, arguments: dict, ctx: ToolContext) -> ToolOutcome:
+    name, limit = spec["name"], int(spec.get("max_result_chars", 8000))
+    executor = _EXECUTORS.get(spec.get("kind", "python"))
+    if executor is None:
+        return ToolOutcome("error", f"Tool {name} cannot run: unsupported kind {spec.get('kind')!r}.",
+                           error=f"kind {spec.get('kind')}")
+    try:
+        loaded = executor.load(spec)
+    except ToolError as exc:
+        return ToolOutcome("error", f"Tool {name} cannot run: {exc}", error=str(exc))
+    future = _pool.submit(executor.run, spec=spec, arguments=arguments, ctx=ctx, loaded=loaded)
+    try:
+        value = future.result(timeout=spec.get("timeout_seconds", 30))
+    except FutureTimeout:
+        return ToolOutcome("error", f"Tool {name} timed out after {spec.get('timeout_seconds')} s; "
+                                    "try again later or answer without it.", error="timeout")
+    except ToolError as exc:
+        return ToolOutcome("error", trim_text(f"Tool {name} failed: {exc}", limit).text, error=str(exc))
+    except Exception as exc:  # a tool's failure is data for the model, not a crash of the run
+        log.warning("tool %s failed", name, exc_info=True)
+        return ToolOutcome("error", trim_text(f"Tool {name} failed: {exc}", limit).text, error=traceback.format_exc())
+    rendered = render(value, limit)
+    return ToolOutcome("succeeded", rendered.text, rendered.truncated)
