@@ -27,10 +27,10 @@ def _past_deadline(now) -> int:
     open_runs = Run.objects.filter(deadline__lt=now).filter(
         Q(status__in=[RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL])
         | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
-    ).only("pk", "created_at", "deadline")
+    ).select_related("agent_version").only("pk", "agent_version__snapshot")
     ended = 0
     for run in open_runs:
-        limit = timeout_limit(run)
+        limit = timeout_limit(run.agent_version.snapshot)
         ended += run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=limit.stop_reason,
                             final_message=limit.message)
     return ended

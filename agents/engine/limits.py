@@ -33,14 +33,13 @@ class Limit:
     message: str
 
 
-def timeout_limit(run: Run) -> Limit:
-    seconds = round((run.deadline - run.created_at).total_seconds())
-    return Limit(StopReason.TIMEOUT, TIMEOUT_MESSAGE.format(seconds=seconds))
+def timeout_limit(snapshot: dict) -> Limit:
+    return Limit(StopReason.TIMEOUT, TIMEOUT_MESSAGE.format(seconds=snapshot["agent"].get("run_timeout_seconds")))
 
 
-def deadline_passed(run: Run) -> Limit | None:
+def deadline_passed(run: Run, snapshot: dict) -> Limit | None:
     if run.deadline is not None and timezone.now() >= run.deadline:
-        return timeout_limit(run)
+        return timeout_limit(snapshot)
     return None
 
 

@@ -45,10 +45,10 @@ def _step(run_id, owner: str) -> bool:
     if run.cancel_requested:
         run_finish(run_id=run.pk, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
         return False
-    limit = deadline_passed(run)
+    snapshot = run.agent_version.snapshot
+    limit = deadline_passed(run, snapshot)
     if limit:
         return _stop(run, limit)
-    snapshot = run.agent_version.snapshot
     messages = conversation_messages(run)
     last = messages[-1]
     if last.role == Message.Role.ASSISTANT and last.tool_calls:
@@ -76,7 +76,7 @@ def _step(run_id, owner: str) -> bool:
     try:
         result = llm_step(run=run, owner=owner, snapshot=snapshot, messages=messages)
     except DeadlineReached:
-        return _stop(run, timeout_limit(run))
+        return _stop(run, timeout_limit(snapshot))
     except ModelStepFailed as exc:
         run_finish(run_id=run.pk, status=RunStatus.FAILED, stop_reason=StopReason.PROVIDER_ERROR, error=str(exc))
         return False
