@@ -163,3 +163,24 @@ def test_a_named_tool_choice_holds_until_the_run_has_called_a_tool(fake_llm, pro
         assert first["tool_choice"] == {"type": "function", "function": {"name": "test-echo"}}
         assert second["tool_choice"] == "auto"
     assert run.stop_reason == "final_answer"
+
+
+def test_a_timed_out_attempt_is_retried(fake_llm):
+    script = echo_script({"fault": {"kind": "timeout", "timeout_ms": 1000, "times": 1}})
+    agent = agent_on(fake_llm, script, model_fields={"read_timeout_seconds": 0.3})
+    run = ask(agent, "echo patience")
+
+    first, second = calls_of(run)[:2]
+    assert first.status == "failed" and "timed out" in first.error
+    assert second.status == "succeeded" and run.stop_reason == "final_answer"
+
+
+def test_connection_errors_are_retried_then_the_run_fails_honestly(fake_llm):
+    agent = agent_on(fake_llm, echo_script())
+    agent.model_config.base_url = "http://127.0.0.1:9/v1"  # nothing listens on the discard port
+    agent.model_config.save()
+    run = ask(agent, "echo nobody")
+
+    assert [c.status for c in calls_of(run)] == ["failed"] * 3
+    assert all("failed to connect" in c.error for c in calls_of(run))
+    assert (run.status, run.stop_reason) == ("failed", "provider_error")
