@@ -161,7 +161,7 @@ class Agent(models.Model):
     # Context policy (seeds 001 §6.3, 003 §3.4, 004 §2.4).
     context_max_turns = models.PositiveSmallIntegerField(
         null=True, blank=True, validators=[MinValueValidator(1)],
-        help_text="Earlier turns (a user message and what followed it) than the last N are not sent.",
+        help_text="Only the last N turns (a user message and what followed it) are sent.",
     )
     context_tool_result_max_chars = models.PositiveIntegerField(
         null=True, blank=True, validators=[MinValueValidator(100)],

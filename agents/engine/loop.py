@@ -65,10 +65,10 @@ def _step(run_id, owner: str) -> bool:
     if last.role == Message.Role.ASSISTANT:
         run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=StopReason.FINAL_ANSWER)
         return False
-    limit = snapshot["agent"]["max_iterations"]
-    if run.iterations >= limit:
+    max_iterations = snapshot["agent"]["max_iterations"]
+    if run.iterations >= max_iterations:
         run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=StopReason.MAX_ITERATIONS,
-                   final_message=MAX_ITERATIONS_MESSAGE.format(limit=limit))
+                   final_message=MAX_ITERATIONS_MESSAGE.format(limit=max_iterations))
         return False
     limit = budget_reached(run, snapshot)
     if limit:

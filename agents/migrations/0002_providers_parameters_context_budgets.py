@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='agent',
             name='context_max_turns',
-            field=models.PositiveSmallIntegerField(blank=True, help_text='Earlier turns (a user message and what followed it) than the last N are not sent.', null=True, validators=[django.core.validators.MinValueValidator(1)]),
+            field=models.PositiveSmallIntegerField(blank=True, help_text='Only the last N turns (a user message and what followed it) are sent.', null=True, validators=[django.core.validators.MinValueValidator(1)]),
         ),
         migrations.AddField(
             model_name='agent',
