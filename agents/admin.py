@@ -1,7 +1,8 @@
 from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 
-from agents.models import Agent, AgentTool, AgentVersion, ModelConfig
+from agents.models import Agent, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
 from platform_site.admin_mixins import ReadOnlyAdminMixin
 from platform_site.crypto import mask
 
@@ -34,14 +35,44 @@ class ModelConfigAdmin(admin.ModelAdmin):
     list_filter = ["provider", "stream"]
     search_fields = ["name", "model", "base_url"]
     readonly_fields = ["key_status"]
+    fieldsets = [
+        (None, {"fields": ["name", "provider", "base_url", "model", "key_status", "new_api_key", "clear_api_key"]}),
+        ("Parameters", {
+            "description": "Empty means the provider's default. A parameter the provider lacks is refused on save.",
+            "fields": ["temperature", "top_p", "max_tokens", "frequency_penalty", "presence_penalty", "seed", "stop",
+                       "response_format", "response_schema", "thinking", "thinking_budget_tokens",
+                       "reasoning_effort", "stream", "extra_params"],
+        }),
+        ("Timeouts and retries", {"fields": ["connect_timeout_seconds", "read_timeout_seconds", "max_retries"]}),
+        ("Prices per million tokens", {"fields": ["price_input_per_million", "price_cached_input_per_million",
+                                                  "price_output_per_million"]}),
+    ]
 
     @admin.display(description="API key")
     def key_status(self, obj):
         return f"set ({mask(obj.api_key)})" if obj.api_key else "not set"
 
 
+class AgentToolFormSet(forms.BaseInlineFormSet):
+    def clean(self):
+        super().clean()
+        agent = self.instance
+        if agent.tool_choice != "tool" or not agent.tool_choice_name:
+            return
+        names = {
+            form.cleaned_data["tool"].name for form in self.forms
+            if form.cleaned_data.get("tool") and form.cleaned_data.get("enabled")
+            and not form.cleaned_data.get("DELETE")
+        }
+        if agent.tool_choice_name not in names:
+            raise ValidationError(
+                f"Tool choice names {agent.tool_choice_name!r}, which is not among this agent's enabled tools."
+            )
+
+
 class AgentToolInline(admin.TabularInline):
     model = AgentTool
+    formset = AgentToolFormSet
     extra = 1
     autocomplete_fields = ["tool"]
 
@@ -54,6 +85,18 @@ class AgentAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ["name"]}
     list_select_related = ["model_config"]
     inlines = [AgentToolInline]
+    fieldsets = [
+        (None, {"fields": ["name", "slug", "description", "is_active", "system_prompt", "time_zone",
+                           "model_config", "fallback_model_config"]}),
+        ("Loop", {"fields": ["max_iterations", "max_same_tool_streak", "tool_choice", "tool_choice_name",
+                             "parallel_tool_calls"]}),
+        ("Context policy", {"fields": ["context_max_turns", "context_tool_result_max_chars", "context_token_budget"]}),
+        ("Budgets", {
+            "description": "Reaching a budget ends the run with stop reason budget (or timeout) and says why.",
+            "fields": ["run_token_budget", "run_cost_budget", "run_timeout_seconds", "daily_token_budget",
+                       "daily_cost_budget"],
+        }),
+    ]
 
 
 @admin.register(AgentVersion)
@@ -62,3 +105,11 @@ class AgentVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["agent"]
     list_select_related = ["agent"]
     readonly_fields = ["agent", "number", "config_hash", "snapshot", "created_at"]
+
+
+@admin.register(AgentUsageDay)
+class AgentUsageDayAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["agent", "day", "total_tokens", "cost", "calls"]
+    list_filter = ["agent"]
+    list_select_related = ["agent"]
+    date_hierarchy = "day"

@@ -9,6 +9,27 @@ from platform_site.crypto import EncryptedTextField
 
 class ProviderKind(models.TextChoices):
     OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible"
+    ANTHROPIC = "anthropic", "Anthropic Messages"
+
+
+class ResponseFormat(models.TextChoices):
+    TEXT = "text", "text"
+    JSON_OBJECT = "json_object", "any JSON object"
+    JSON_SCHEMA = "json_schema", "JSON matching a schema"
+
+
+class Thinking(models.TextChoices):
+    DEFAULT = "", "provider default (not sent)"
+    ENABLED = "enabled", "enabled"
+    DISABLED = "disabled", "disabled"
+    AUTO = "auto", "auto (model decides)"
+
+
+class ReasoningEffort(models.TextChoices):
+    DEFAULT = "", "provider default (not sent)"
+    LOW = "low", "low"
+    MEDIUM = "medium", "medium"
+    HIGH = "high", "high"
 
 
 class ModelConfig(models.Model):
@@ -18,7 +39,10 @@ class ModelConfig(models.Model):
     provider = models.CharField(
         max_length=32, choices=ProviderKind.choices, default=ProviderKind.OPENAI_COMPATIBLE
     )
-    base_url = models.URLField(max_length=500, help_text="e.g. https://api.openai.com/v1")
+    base_url = models.URLField(
+        max_length=500,
+        help_text="Up to and including the version, e.g. https://api.openai.com/v1 or https://api.anthropic.com/v1.",
+    )
     api_key = EncryptedTextField(blank=True, default="")
     model = models.CharField(max_length=200, help_text="Model name sent to the provider.")
     temperature = models.FloatField(
@@ -33,6 +57,23 @@ class ModelConfig(models.Model):
     )
     presence_penalty = models.FloatField(
         null=True, blank=True, validators=[MinValueValidator(-2), MaxValueValidator(2)]
+    )
+    seed = models.BigIntegerField(null=True, blank=True)
+    stop = models.JSONField(default=list, blank=True, help_text='Stop sequences, e.g. ["\\n\\nUser:"].')
+    response_format = models.CharField(max_length=16, choices=ResponseFormat.choices, default=ResponseFormat.TEXT)
+    response_schema = models.JSONField(
+        null=True, blank=True, help_text="The JSON Schema answers must match (response format: JSON matching a schema)."
+    )
+    thinking = models.CharField(
+        max_length=16, choices=Thinking.choices, blank=True, default=Thinking.DEFAULT,
+        help_text="Reasoning / thinking mode (seed 000's thinking_type; Anthropic extended thinking).",
+    )
+    thinking_budget_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Anthropic: tokens the model may think for (at least 1024, below max tokens).",
+    )
+    reasoning_effort = models.CharField(
+        max_length=16, choices=ReasoningEffort.choices, blank=True, default=ReasoningEffort.DEFAULT,
+        help_text="OpenAI-style reasoning models: how hard to think.",
     )
     stream = models.BooleanField(default=False)
     extra_params = models.JSONField(
@@ -54,11 +95,29 @@ class ModelConfig(models.Model):
     def __str__(self):
         return f"{self.name} ({self.model})"
 
+    def clean(self):
+        from agents.providers.parameters import parameter_problems
+
+        problems = parameter_problems(provider=self.provider, params=self.__dict__)
+        if not problems and self.pk and self.provider == ProviderKind.ANTHROPIC and self.thinking == Thinking.ENABLED:
+            forced = Agent.objects.filter(
+                models.Q(model_config=self) | models.Q(fallback_model_config=self),
+                tool_choice__in=[ToolChoice.REQUIRED, ToolChoice.TOOL],
+            ).values_list("name", flat=True)
+            if forced:
+                problems["thinking"] = (
+                    "Anthropic extended thinking allows only tool choice auto or none, and these agents force a "
+                    f"tool: {', '.join(forced)}."
+                )
+        if problems:
+            raise ValidationError(problems)
+
 
 class ToolChoice(models.TextChoices):
     AUTO = "auto", "auto"
     NONE = "none", "none"
     REQUIRED = "required", "required"
+    TOOL = "tool", "the named tool"
 
 
 def validate_time_zone(value: str) -> None:
@@ -91,14 +150,63 @@ class Agent(models.Model):
         default=3, validators=[MinValueValidator(1)],
         help_text="Consecutive steps calling the same tool before the call is refused.",
     )
-    tool_choice = models.CharField(max_length=16, choices=ToolChoice.choices, default=ToolChoice.AUTO)
+    tool_choice = models.CharField(
+        max_length=16, choices=ToolChoice.choices, default=ToolChoice.AUTO,
+        help_text="'required' and a named tool apply until the run has called a tool; then the model may answer.",
+    )
+    tool_choice_name = models.CharField(
+        max_length=200, blank=True, default="", help_text="The tool to call when tool choice is 'the named tool'."
+    )
     parallel_tool_calls = models.BooleanField(default=True)
+    # Context policy (seeds 001 §6.3, 003 §3.4, 004 §2.4).
+    context_max_turns = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="Only the last N turns (a user message and what followed it) are sent.",
+    )
+    context_tool_result_max_chars = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(100)],
+        help_text="Tool results longer than this are cut when sent again in later steps.",
+    )
+    context_token_budget = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(500)],
+        help_text="When the context would exceed this (estimated) many tokens, earlier turns are summarised.",
+    )
+    # Budgets: reaching one ends the run with an explanation (stop reason budget or timeout).
+    run_token_budget = models.PositiveIntegerField(null=True, blank=True, help_text="Tokens one run may use.")
+    run_cost_budget = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True, help_text="Cost one run may incur."
+    )
+    run_timeout_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="Wall-clock deadline of a run from its creation, including time queued or awaiting approval.",
+    )
+    daily_token_budget = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Tokens this agent may use per day (in the agent's time zone)."
+    )
+    daily_cost_budget = models.DecimalField(
+        max_digits=14, decimal_places=6, null=True, blank=True, help_text="Cost this agent may incur per day."
+    )
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        if self.tool_choice == ToolChoice.TOOL and not self.tool_choice_name:
+            raise ValidationError({"tool_choice_name": "Name the tool the model must call."})
+        if self.tool_choice != ToolChoice.TOOL and self.tool_choice_name:
+            raise ValidationError({"tool_choice_name": "Only used when tool choice is 'the named tool'; leave it empty."})
+        from agents.providers.parameters import agent_problems
+
+        problems = agent_problems(
+            tool_choice=self.tool_choice,
+            models=[m for m in (self.model_config if self.model_config_id else None,
+                                self.fallback_model_config) if m is not None],
+        )
+        if problems:
+            raise ValidationError(problems)
 
 
 class AgentTool(models.Model):
@@ -142,3 +250,23 @@ class AgentVersion(models.Model):
 
     def __str__(self):
         return f"{self.agent} v{self.number}"
+
+
+class AgentUsageDay(models.Model):
+    """Tokens and cost an agent used on one day (its time zone), for daily budgets and reports.
+
+    Bumped by an upsert in the same transaction as each completed model call, so it always
+    equals the sum over that day's LLMCall rows and a budget check is one indexed read.
+    """
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="usage_days")
+    day = models.DateField()
+    total_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=16, decimal_places=8, default=0)
+    calls = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "day"], name="agent_usage_day_unique")]
+
+    def __str__(self):
+        return f"{self.agent_id} {self.day}"

@@ -2,10 +2,12 @@
 
 import hashlib
 import json
+from datetime import date
+from decimal import Decimal
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
-from agents.models import Agent, AgentTool, AgentVersion, ModelConfig
+from agents.models import Agent, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
 from tools.models import ToolDefinition
 
 
@@ -17,7 +19,10 @@ def _model_snapshot(config: ModelConfig | None) -> dict | None:
         "id": config.pk, "name": config.name, "provider": config.provider, "base_url": config.base_url,
         "model": config.model, "temperature": config.temperature, "top_p": config.top_p,
         "max_tokens": config.max_tokens, "frequency_penalty": config.frequency_penalty,
-        "presence_penalty": config.presence_penalty, "stream": config.stream,
+        "presence_penalty": config.presence_penalty, "seed": config.seed, "stop": config.stop,
+        "response_format": config.response_format, "response_schema": config.response_schema,
+        "thinking": config.thinking, "thinking_budget_tokens": config.thinking_budget_tokens,
+        "reasoning_effort": config.reasoning_effort, "stream": config.stream,
         "extra_params": config.extra_params, "connect_timeout_seconds": config.connect_timeout_seconds,
         "read_timeout_seconds": config.read_timeout_seconds, "max_retries": config.max_retries,
         "price_input_per_million": str(config.price_input_per_million),
@@ -61,7 +66,15 @@ def agent_snapshot(*, agent: Agent) -> dict:
             "id": agent.pk, "name": agent.name, "slug": agent.slug, "system_prompt": agent.system_prompt,
             "time_zone": agent.time_zone, "max_iterations": agent.max_iterations,
             "max_same_tool_streak": agent.max_same_tool_streak, "tool_choice": agent.tool_choice,
-            "parallel_tool_calls": agent.parallel_tool_calls,
+            "tool_choice_name": agent.tool_choice_name, "parallel_tool_calls": agent.parallel_tool_calls,
+            "context_max_turns": agent.context_max_turns,
+            "context_tool_result_max_chars": agent.context_tool_result_max_chars,
+            "context_token_budget": agent.context_token_budget,
+            "run_token_budget": agent.run_token_budget,
+            "run_cost_budget": None if agent.run_cost_budget is None else str(agent.run_cost_budget),
+            "run_timeout_seconds": agent.run_timeout_seconds,
+            "daily_token_budget": agent.daily_token_budget,
+            "daily_cost_budget": None if agent.daily_cost_budget is None else str(agent.daily_cost_budget),
         },
         "model": _model_snapshot(agent.model_config),
         "fallback_model": _model_snapshot(agent.fallback_model_config),
@@ -84,3 +97,16 @@ def agent_version_current(*, agent: Agent) -> AgentVersion:
     except IntegrityError:
         # Another request wrote the same next number first; its snapshot is at least as new.
         return AgentVersion.objects.filter(agent=agent).order_by("-number").first()
+
+
+def agent_usage_add(*, agent_id: int, day: date, tokens: int, cost: Decimal) -> None:
+    """Add one model call to the agent's usage of `day`: a single upsert, so concurrent runs of
+    one agent never lose an increment (PostgreSQL and SQLite both speak ON CONFLICT)."""
+    table = AgentUsageDay._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'INSERT INTO "{table}" (agent_id, day, total_tokens, cost, calls) VALUES (%s, %s, %s, %s, 1) '
+            f'ON CONFLICT (agent_id, day) DO UPDATE SET total_tokens = "{table}".total_tokens + excluded.total_tokens, '
+            f'cost = "{table}".cost + excluded.cost, calls = "{table}".calls + 1',
+            [agent_id, day, tokens, connection.ops.adapt_decimalfield_value(cost, 16, 8)],
+        )

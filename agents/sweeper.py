@@ -5,9 +5,10 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
+from agents.engine.limits import timeout_limit
 from conversations.models import Run, RunStatus, StopReason
 from conversations.services import run_event_append, run_finish
 
@@ -20,10 +21,27 @@ def _enqueue(run_id) -> None:
     transaction.on_commit(lambda: run_advance_task.delay(str(run_id)))
 
 
+def _past_deadline(now) -> int:
+    """End runs past their deadline that no live worker holds: queued, parked for approval, or
+    running on a lapsed lease. A live worker stops its own run at the next step boundary."""
+    open_runs = Run.objects.filter(deadline__lt=now).filter(
+        Q(status__in=[RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL])
+        | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
+    ).select_related("agent_version").only("pk", "agent_version__snapshot")
+    ended = 0
+    for run in open_runs:
+        limit = timeout_limit(run.agent_version.snapshot)
+        ended += run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=limit.stop_reason,
+                            final_message=limit.message)
+    return ended
+
+
 def runs_sweep() -> dict:
-    """Requeue runs whose lease lapsed (they resume from the database), fail those that have
-    been recovered too often, and re-enqueue queued runs whose task went missing."""
+    """End runs past their deadline, requeue runs whose lease lapsed (they resume from the
+    database), fail those that have been recovered too often, and re-enqueue queued runs
+    whose task went missing."""
     now = timezone.now()
+    timed_out = _past_deadline(now)
     requeued = failed = reenqueued = 0
     lapsed = Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now).values_list("pk", "recoveries")
     for run_id, recoveries in lapsed:
@@ -46,7 +64,7 @@ def runs_sweep() -> dict:
         with transaction.atomic():
             _enqueue(run_id)
         reenqueued += 1
-    summary = {"requeued": requeued, "failed": failed, "reenqueued": reenqueued}
-    if requeued or failed:
+    summary = {"requeued": requeued, "failed": failed, "reenqueued": reenqueued, "timed_out": timed_out}
+    if requeued or failed or timed_out:
         log.info("sweep: %s", summary)
     return summary

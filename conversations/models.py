@@ -17,6 +17,14 @@ class Conversation(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     # Next Message.order; bumped under a row lock so concurrent writers never collide.
     message_count = models.PositiveIntegerField(default=0)
+    # Context policy: earlier turns folded into a summary by a model call (purpose "summary"),
+    # kept here so later steps send it instead of recomputing it; it covers every message up
+    # to and including order `context_summary_through`.
+    context_summary = models.TextField(blank=True, default="")
+    context_summary_through = models.PositiveIntegerField(default=0)
+    context_summary_call = models.ForeignKey(
+        "LLMCall", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -43,6 +51,9 @@ class Message(models.Model):
     tool_calls = models.JSONField(null=True, blank=True)
     tool_call_id = models.CharField(max_length=128, blank=True, default="")
     name = models.CharField(max_length=64, blank=True, default="")
+    # Provider reasoning that must travel with the message (Anthropic thinking blocks and
+    # their signatures are required again when a tool-use turn continues).
+    reasoning = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -103,6 +114,8 @@ class Run(models.Model):
     claims = models.PositiveIntegerField(default=0)
     recoveries = models.PositiveIntegerField(default=0)
     event_seq = models.PositiveIntegerField(default=0)
+    # Wall-clock deadline from the agent's run_timeout_seconds; enforced by the loop and the sweeper.
+    deadline = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -113,6 +126,11 @@ class Run(models.Model):
             # The sweeper scans for lapsed leases among running runs only.
             models.Index(fields=["status", "lease_expires_at"], name="run_status_lease_idx"),
             models.Index(fields=["conversation", "created_at"], name="run_conversation_idx"),
+            # The sweeper ends open runs past their deadline; closed runs stay out of the index.
+            models.Index(
+                fields=["deadline"], name="run_open_deadline_idx",
+                condition=Q(status__in=["queued", "running", "awaiting_approval"], deadline__isnull=False),
+            ),
         ]
 
     def __str__(self):

@@ -1,5 +1,7 @@
 """Writes on conversations and runs. Every state change of a run goes through here."""
 
+from datetime import timedelta
+
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -66,7 +68,11 @@ def message_post(*, conversation: Conversation, content: str) -> Run:
 
     with transaction.atomic():
         version = agent_version_current(agent=conversation.agent)
-        run = Run.objects.create(conversation=conversation, agent_id=conversation.agent_id, agent_version=version)
+        timeout = version.snapshot["agent"].get("run_timeout_seconds")
+        run = Run.objects.create(
+            conversation=conversation, agent_id=conversation.agent_id, agent_version=version,
+            deadline=timezone.now() + timedelta(seconds=timeout) if timeout else None,
+        )
         messages_append(
             conversation_id=conversation.pk, run_id=run.pk,
             messages=[{"role": Message.Role.USER, "content": content}],

@@ -1,21 +1,34 @@
-"""The messages a model call sends: the system prompt, then the conversation so far.
+"""The messages a model call sends, by the agent's context policy (seeds 001 §6.3, 003 §3.4,
+004 §2.4): the system prompt first (with the summary of folded turns, if any), the tools (in
+the request's own field), then the last N turns; tool results sent again in later steps are
+cut to a budget; when the context would still exceed the agent's token budget, the oldest
+turns are folded into the conversation's summary by a model call (see summary.py).
 
-Earlier runs that ended half-way (cancelled while a tool call waited for approval, say) can
-leave an assistant tool-call message without all its results; providers reject such a
-history, so those fragments are left out rather than blocking the conversation forever.
+Turns are kept or dropped whole, and an assistant message with tool calls always travels with
+its results. Earlier runs that ended half-way (cancelled while a tool call waited for
+approval, say) can leave an assistant tool-call message without all its results; providers
+reject such a history, so those fragments are left out rather than blocking the conversation.
 """
 
 from django.db.models import Q
 
+from agents.engine.summary import summarise
+from agents.engine.turns import Turn, group_turns, group_units, trimmed, wire_tokens
 from agents.prompting import render_system_prompt
+from agents.providers.base import estimate_tokens
 from conversations.models import Message, Run
 
+SUMMARY_HEADING = "Summary of the earlier conversation (its messages are no longer shown):\n"
 
-def message_to_wire(message: Message) -> dict:
+
+def message_to_wire(message: Message, *, trim_to: int | None = None) -> dict:
     wire = {"role": message.role, "content": message.content}
     if message.role == Message.Role.ASSISTANT and message.tool_calls:
         wire["tool_calls"] = message.tool_calls
+    if message.reasoning:
+        wire["reasoning"] = message.reasoning
     if message.role == Message.Role.TOOL:
+        wire["content"] = trimmed(message.content, trim_to)
         wire["tool_call_id"] = message.tool_call_id
         if message.name:
             wire["name"] = message.name
@@ -38,19 +51,63 @@ def _drop_unanswered_tool_calls(messages: list[Message], current_run_id) -> list
     return kept
 
 
+def _summary_through(run: Run, first_order: int) -> int:
+    """The conversation's summary applies to this run only if it covers nothing of the run itself."""
+    through = run.conversation.context_summary_through
+    return through if through < first_order else 0
+
+
 def conversation_messages(run: Run) -> list[Message]:
-    """Everything before this run's first message, plus the run's own messages."""
+    """Everything before this run's first message not folded into the summary, plus the run's
+    own messages."""
     first = Message.objects.filter(run=run).order_by("order").values_list("order", flat=True).first()
-    history = Message.objects.filter(conversation_id=run.conversation_id).filter(
-        Q(order__lt=first) | Q(run=run)
-    ).order_by("order")
+    history = Message.objects.filter(
+        conversation_id=run.conversation_id, order__gt=_summary_through(run, first)
+    ).filter(Q(order__lt=first) | Q(run=run)).order_by("order")
     return _drop_unanswered_tool_calls(list(history), run.pk)
 
 
-def build_wire_messages(*, run: Run, snapshot: dict, messages: list[Message]) -> list[dict]:
+def _wire_turns(turns: list[Turn], trim_to: int | None) -> list[list[dict]]:
+    """Tool results are trimmed except those answering the newest assistant message: the step
+    right after a tool call sees the whole result (bounded by the tool's own limit)."""
+    newest = turns[-1][-1] if turns else None
+    return [
+        [message_to_wire(m, trim_to=None if unit is newest else trim_to) for unit in turn for m in unit]
+        for turn in turns
+    ]
+
+
+def _assemble(system: str, summary: str, wire_turns: list[list[dict]]) -> list[dict]:
+    if summary:
+        system = f"{system}\n\n{SUMMARY_HEADING}{summary}" if system else f"{SUMMARY_HEADING}{summary}"
+    head = [{"role": "system", "content": system}] if system else []
+    return head + [wire for turn in wire_turns for wire in turn]
+
+
+def build_context(*, run: Run, owner: str, snapshot: dict, messages: list[Message], iteration: int) -> list[dict]:
     agent = snapshot["agent"]
     system = render_system_prompt(
         template=agent["system_prompt"], now=run.created_at, time_zone=agent["time_zone"], agent_name=agent["name"]
     )
-    wire = [{"role": "system", "content": system}] if system else []
-    return wire + [message_to_wire(m) for m in messages]
+    first_order = next((m.order for m in messages if m.run_id == run.pk), messages[-1].order)
+    summary = run.conversation.context_summary if _summary_through(run, first_order) else ""
+    turns = group_turns(group_units(messages))
+    if agent.get("context_max_turns"):
+        turns = turns[-agent["context_max_turns"]:]
+    wire_turns = _wire_turns(turns, agent.get("context_tool_result_max_chars"))
+    budget = agent.get("context_token_budget")
+    if not budget or len(turns) < 2:
+        return _assemble(system, summary, wire_turns)
+    sizes = [sum(wire_tokens(w) for w in turn) for turn in wire_turns]
+    total = estimate_tokens(system) + estimate_tokens(snapshot["tools"]) + estimate_tokens(summary) + sum(sizes)
+    if total <= budget:
+        return _assemble(system, summary, wire_turns)
+    # Fold down to half the budget, so a summary is made now and then rather than every step.
+    fold = 0
+    while fold < len(turns) - 1 and total > budget // 2:
+        total -= sizes[fold]
+        fold += 1
+    through = min(m.order for turn in turns[fold:] for unit in turn for m in unit) - 1
+    summary = summarise(run=run, owner=owner, snapshot=snapshot, iteration=iteration, previous=summary,
+                        turns=turns[:fold], through=through)
+    return _assemble(system, summary, wire_turns[fold:])

@@ -11,7 +11,9 @@ import logging
 import traceback
 
 from agents.engine.context import conversation_messages
-from agents.engine.llm_step import ModelStepFailed, llm_step
+from agents.engine.limits import Limit, budget_reached, deadline_passed, timeout_limit
+from agents.engine.llm_step import llm_step
+from agents.engine.model_call import DeadlineReached, ModelStepFailed
 from agents.engine.tool_step import tool_step
 from agents.leases import LeaseLost, process_owner, renewer, run_claim
 from conversations.models import Message, Run, RunStatus, StopReason
@@ -29,15 +31,24 @@ TOOL_LOOP_MESSAGE = (
 )
 
 
+def _stop(run: Run, limit: Limit) -> bool:
+    """A limit ends the run like max_iterations does: completed, with the reason said."""
+    run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=limit.stop_reason, final_message=limit.message)
+    return False
+
+
 def _step(run_id, owner: str) -> bool:
     """Take one step. Returns True when the loop should go on."""
-    run = Run.objects.select_related("agent_version").get(pk=run_id)
+    run = Run.objects.select_related("agent_version", "conversation").get(pk=run_id)
     if run.status != RunStatus.RUNNING or run.lease_owner != owner:
         raise LeaseLost(str(run_id))
     if run.cancel_requested:
         run_finish(run_id=run.pk, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
         return False
     snapshot = run.agent_version.snapshot
+    limit = deadline_passed(run, snapshot)
+    if limit:
+        return _stop(run, limit)
     messages = conversation_messages(run)
     last = messages[-1]
     if last.role == Message.Role.ASSISTANT and last.tool_calls:
@@ -54,16 +65,20 @@ def _step(run_id, owner: str) -> bool:
     if last.role == Message.Role.ASSISTANT:
         run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=StopReason.FINAL_ANSWER)
         return False
-    limit = snapshot["agent"]["max_iterations"]
-    if run.iterations >= limit:
+    max_iterations = snapshot["agent"]["max_iterations"]
+    if run.iterations >= max_iterations:
         run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=StopReason.MAX_ITERATIONS,
-                   final_message=MAX_ITERATIONS_MESSAGE.format(limit=limit))
+                   final_message=MAX_ITERATIONS_MESSAGE.format(limit=max_iterations))
         return False
+    limit = budget_reached(run, snapshot)
+    if limit:
+        return _stop(run, limit)
     try:
         result = llm_step(run=run, owner=owner, snapshot=snapshot, messages=messages)
+    except DeadlineReached:
+        return _stop(run, timeout_limit(snapshot))
     except ModelStepFailed as exc:
-        run_finish(run_id=run.pk, status=RunStatus.FAILED, stop_reason=StopReason.PROVIDER_ERROR,
-                   error=f"The model could not be reached: {exc}")
+        run_finish(run_id=run.pk, status=RunStatus.FAILED, stop_reason=StopReason.PROVIDER_ERROR, error=str(exc))
         return False
     if not result.message.tool_calls:
         run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=StopReason.FINAL_ANSWER)

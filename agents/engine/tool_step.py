@@ -48,7 +48,9 @@ def _streak(messages: list[Message], current: Message) -> tuple[str | None, int]
         return None, 1
     name = names.pop()
     count = 0
-    for message in reversed([m for m in messages if m.role == Message.Role.ASSISTANT and m.tool_calls]):
+    # Only this run's steps count: earlier questions that needed the same tool are no loop.
+    own = [m for m in messages if m.run_id == current.run_id and m.role == Message.Role.ASSISTANT and m.tool_calls]
+    for message in reversed(own):
         if {call["function"]["name"] for call in message.tool_calls} != {name}:
             break
         count += 1

@@ -1,7 +1,8 @@
+from agents.providers.anthropic import AnthropicProvider
 from agents.providers.base import LLMResponse, ProviderError, ToolCall, Usage
 from agents.providers.openai_compatible import OpenAICompatibleProvider
 
-PROVIDERS = {"openai_compatible": OpenAICompatibleProvider()}
+PROVIDERS = {"openai_compatible": OpenAICompatibleProvider(), "anthropic": AnthropicProvider()}
 
 
 def get_provider(kind: str):

@@ -28,10 +28,12 @@ class Usage:
 class LLMResponse:
     content: str
     tool_calls: list[ToolCall]
-    finish_reason: str
+    finish_reason: str  # normalised to the OpenAI vocabulary: stop, tool_calls, length, …
     usage: Usage
     raw: dict
     http_status: int = 200
+    # Reasoning that must be sent back with this message in later calls (Anthropic thinking).
+    reasoning: list[dict] | None = None
 
 
 @dataclass
@@ -65,6 +67,12 @@ def parse_retry_after(value: str | None) -> float | None:
 
 
 def estimate_tokens(value) -> int:
-    """A rough count (about four characters a token) for providers that report no usage."""
+    """A rough count for providers that report no usage and for context budgets: about four
+    characters a token for ASCII text, one a token for other scripts (Chinese runs close to
+    that in common tokenisers), so the estimate errs on the high side for seed 000's text."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return math.ceil(len(text) / 4)
+    if text.isascii():
+        return math.ceil(len(text) / 4)
+    # UTF-8 spends two extra bytes on a CJK character: counted at C speed, not per character.
+    wide = (len(text.encode()) - len(text)) // 2
+    return math.ceil((len(text) - wide) / 4) + wide

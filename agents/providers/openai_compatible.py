@@ -1,6 +1,6 @@
 """OpenAI Chat Completions over httpx: OpenAI, Doubao/Ark, DeepSeek, Qwen, Moonshot, vLLM, Ollama…
 
-The internal message format already is this wire format, so requests need no mapping; the
+The internal message format already is this wire format, so requests need little mapping; the
 work is in reading the many dialects of the response (seed 000's Doubao puts `stop_reason`
 in the choice and sends tool calls without ids) and of streamed deltas.
 """
@@ -8,37 +8,56 @@ in the choice and sends tool calls without ids) and of streamed deltas.
 import json
 from typing import Callable
 
-import httpx
+from httpx_sse import EventSource
 
-from agents.providers.base import (
-    LLMResponse,
-    ProviderError,
-    ToolCall,
-    Usage,
-    estimate_tokens,
-    is_retryable_status,
-    parse_retry_after,
-)
-from platform_site import outbound
+from agents.providers import transport
+from agents.providers.base import LLMResponse, ProviderError, ToolCall, Usage, estimate_tokens
 
-_SAMPLING = ("temperature", "top_p", "max_tokens", "frequency_penalty", "presence_penalty")
+_SAMPLING = ("temperature", "top_p", "max_tokens", "frequency_penalty", "presence_penalty", "seed",
+             "reasoning_effort")
+
+
+def _tool_choice(choice: str, name: str):
+    if choice == "tool":
+        return {"type": "function", "function": {"name": name}}
+    return choice
+
+
+def _response_format(model: dict) -> dict | None:
+    fmt = model.get("response_format") or "text"
+    if fmt == "json_object":
+        return {"type": "json_object"}
+    if fmt == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": "answer", "schema": model["response_schema"]}}
+    return None
 
 
 class OpenAICompatibleProvider:
     kind = "openai_compatible"
 
     def build_request(self, *, model: dict, messages: list[dict], tools: list[dict],
-                      tool_choice: str, parallel_tool_calls: bool) -> dict:
+                      tool_choice: str, parallel_tool_calls: bool, tool_name: str = "") -> dict:
+        if any("reasoning" in m for m in messages):
+            # Thinking blocks kept for Anthropic are not part of this format.
+            messages = [{k: v for k, v in m.items() if k != "reasoning"} for m in messages]
         body = {"model": model["model"], "messages": messages}
         for name in _SAMPLING:
-            if model.get(name) is not None:
+            if model.get(name) not in (None, ""):
                 body[name] = model[name]
+        if model.get("stop"):
+            body["stop"] = model["stop"]
+        response_format = _response_format(model)
+        if response_format:
+            body["response_format"] = response_format
+        if model.get("thinking"):
+            # Ark/Doubao (seed 000's thinking_type), DeepSeek and GLM spell it this way.
+            body["thinking"] = {"type": model["thinking"]}
         if tools:
             body["tools"] = [
                 {"type": "function", "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]}}
                 for t in tools
             ]
-            body["tool_choice"] = tool_choice
+            body["tool_choice"] = _tool_choice(tool_choice, tool_name)
             if not parallel_tool_calls:
                 body["parallel_tool_calls"] = False
         if model.get("stream"):
@@ -48,46 +67,14 @@ class OpenAICompatibleProvider:
         return body
 
     def send(self, *, model: dict, api_key: str, body: dict,
-             on_delta: Callable[[str], None] | None = None) -> LLMResponse:
-        url = model["base_url"].rstrip("/") + "/chat/completions"
+             on_delta: Callable[[str], None] | None = None, timeout_cap: float | None = None) -> LLMResponse:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        timeout = httpx.Timeout(model.get("read_timeout_seconds", 120), connect=model.get("connect_timeout_seconds", 10))
-        client = outbound.get_client()
-        try:
-            if body.get("stream"):
-                with client.stream("POST", url, json=body, headers=headers, timeout=timeout) as response:
-                    if response.status_code >= 400:
-                        response.read()
-                        raise _http_error(response)
-                    return _read_stream(response, body, on_delta)
-            response = client.post(url, json=body, headers=headers, timeout=timeout)
-        except httpx.TimeoutException as exc:
-            raise ProviderError(f"Model call timed out ({type(exc).__name__}).", retryable=True) from exc
-        except httpx.TransportError as exc:
-            raise ProviderError(f"Model call failed to connect or was cut: {exc}", retryable=True) from exc
-        if response.status_code >= 400:
-            raise _http_error(response)
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise ProviderError("Model returned a body that is not JSON.", retryable=True,
-                                http_status=response.status_code) from exc
-        return _parse_completion(data, body, response.status_code)
-
-
-def _http_error(response: httpx.Response) -> ProviderError:
-    try:
-        raw = response.json()
-        detail = (raw.get("error") or {}).get("message") if isinstance(raw.get("error"), dict) else raw.get("error")
-    except ValueError:
-        raw, detail = None, response.text[:300]
-    return ProviderError(
-        f"Model endpoint answered HTTP {response.status_code}: {detail or response.reason_phrase}",
-        retryable=is_retryable_status(response.status_code),
-        http_status=response.status_code,
-        retry_after=parse_retry_after(response.headers.get("retry-after")),
-        raw=raw if isinstance(raw, dict) else None,
-    )
+        return transport.post(
+            url=model["base_url"].rstrip("/") + "/chat/completions", headers=headers, body=body,
+            timeout=transport.request_timeout(model, timeout_cap),
+            read_plain=lambda data, status: _parse_completion(data, body, status),
+            read_stream=lambda events, status: _read_stream(events, body, on_delta, status),
+        )
 
 
 def _usage(data: dict | None, body: dict, content: str, tool_calls: list[ToolCall]) -> Usage:
@@ -97,10 +84,13 @@ def _usage(data: dict | None, body: dict, content: str, tool_calls: list[ToolCal
         return Usage(prompt, completion, 0, 0, prompt + completion, estimated=True)
     prompt = int(data.get("prompt_tokens") or 0)
     completion = int(data.get("completion_tokens") or 0)
+    # OpenAI and Doubao nest the details; DeepSeek and Moonshot report cache hits at the top.
+    cached = (data.get("prompt_tokens_details") or {}).get("cached_tokens")
+    cached = cached or data.get("prompt_cache_hit_tokens") or data.get("cached_tokens")
     return Usage(
         prompt_tokens=prompt,
         completion_tokens=completion,
-        cached_tokens=int((data.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
+        cached_tokens=int(cached or 0),
         reasoning_tokens=int((data.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0),
         total_tokens=int(data.get("total_tokens") or prompt + completion),
     )
@@ -118,7 +108,7 @@ def _tool_calls(items: list[dict]) -> list[ToolCall]:
 
 
 def _parse_completion(data: dict, body: dict, status: int) -> LLMResponse:
-    choices = data.get("choices") if isinstance(data, dict) else None
+    choices = data.get("choices")
     if not choices:
         raise ProviderError("Model response has no choices.", retryable=True, http_status=status, raw=data)
     choice = choices[0]
@@ -129,21 +119,25 @@ def _parse_completion(data: dict, body: dict, status: int) -> LLMResponse:
     return LLMResponse(content, calls, finish, _usage(data.get("usage"), body, content, calls), data, status)
 
 
-def _read_stream(response: httpx.Response, body: dict, on_delta) -> LLMResponse:
+def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMResponse:
     content: list[str] = []
-    calls: dict[int, dict] = {}
+    reasoning: list[str] = []
+    calls: list[dict] = []
     finish, usage, done, last = "", None, False, {}
-    for line in response.iter_lines():
-        if not line.startswith("data:"):
-            continue
-        payload = line[5:].strip()
-        if payload == "[DONE]":
+    for event in events.iter_sse():
+        if event.data.strip() == "[DONE]":
             done = True
             break
+        if not event.data.strip():
+            continue
         try:
-            chunk = json.loads(payload)
+            chunk = json.loads(event.data)
         except ValueError as exc:
             raise ProviderError("Model stream carried a chunk that is not JSON.", retryable=True) from exc
+        if not isinstance(chunk, dict):
+            continue
+        if chunk.get("error"):
+            raise ProviderError(f"Model stream reported an error: {chunk['error']}", retryable=True, raw=chunk)
         last = chunk
         usage = chunk.get("usage") or usage
         for choice in chunk.get("choices") or []:
@@ -152,32 +146,44 @@ def _read_stream(response: httpx.Response, body: dict, on_delta) -> LLMResponse:
                 content.append(delta["content"])
                 if on_delta:
                     on_delta(delta["content"])
+            if delta.get("reasoning_content"):
+                reasoning.append(delta["reasoning_content"])
             for position, part in enumerate(delta.get("tool_calls") or []):
                 _merge_tool_delta(calls, part, position)
             finish = choice.get("finish_reason") or choice.get("stop_reason") or finish
     if not done and not finish:
-        raise ProviderError("Model stream ended before the answer was complete.", retryable=True)
-    tool_calls = [ToolCall(c["id"], c["name"], c["arguments"]) for _, c in sorted(calls.items())]
+        raise transport.stream_cut()
+    tool_calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in calls]
     text = "".join(content)
     raw = {"streamed": True, "content": text, "tool_calls": [c.__dict__ for c in tool_calls],
            "finish_reason": finish, "usage": usage, "model": last.get("model")}
+    if reasoning:
+        raw["reasoning_content"] = "".join(reasoning)
     finish = finish or ("tool_calls" if tool_calls else "stop")
-    return LLMResponse(text, tool_calls, finish, _usage(usage, body, text, tool_calls), raw, response.status_code)
+    return LLMResponse(text, tool_calls, finish, _usage(usage, body, text, tool_calls), raw, status)
 
 
-def _merge_tool_delta(calls: dict[int, dict], part: dict, position: int) -> None:
-    """Servers differ: most send id and name once then argument fragments; some repeat id and
-    name in every delta; some omit `index`. Repeats must not be appended twice."""
-    index = part.get("index", position)
+def _merge_tool_delta(calls: list[dict], part: dict, position: int) -> None:
+    """Servers differ: most send id and name once, then argument fragments, keyed by `index`;
+    some repeat id and name in every delta; some send the arguments in one piece; some omit
+    `index`, where a new id (or a second entry in one delta) starts a new call. Repeats must
+    not be appended twice."""
     function = part.get("function") or {}
-    call = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
-    if part.get("id") and not call["id"]:
-        call["id"] = part["id"]
+    part_id = part.get("id") or ""
+    index = part.get("index")
+    if not isinstance(index, int):
+        last = calls[-1] if calls else None
+        starts_new = last is None or position > 0 or bool(part_id and last["id"] and part_id != last["id"])
+        index = len(calls) if starts_new else len(calls) - 1
+    while len(calls) <= index:
+        calls.append({"id": "", "name": "", "arguments": ""})
+    call = calls[index]
+    if part_id and not call["id"]:
+        call["id"] = part_id
     name = function.get("name")
-    if name and not call["name"]:
-        call["name"] = name
-    elif name and name != call["name"] and not name.startswith(call["name"]):
-        call["name"] += name
+    if name and name != call["name"]:
+        # A repeat that grew replaces the name; anything else is the next fragment of it.
+        call["name"] = name if name.startswith(call["name"]) else call["name"] + name
     arguments = function.get("arguments")
     if arguments:
         call["arguments"] += arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)

@@ -1,0 +1,185 @@
+"""One model call with its attempts: retries with backoff, then the fallback model.
+
+Each attempt is its own LLMCall row, written before the request and completed after it. The
+completed row, what the caller derives from the answer (an assistant message, a summary), the
+run's token and cost totals and the agent's daily usage commit together, so a completed call
+is never made again; a row left `started` by a dead worker is closed as interrupted and the
+call is attempted anew.
+
+Cost uses the model config's prices read at call time (in the same query as its API key), so
+a price changed mid-run applies from the next call on; the `llm_call.completed` event records
+the prices used.
+"""
+
+import random
+import time
+import zoneinfo
+from decimal import Decimal
+from typing import Callable
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agents.engine.deltas import DeltaRelay
+from agents.leases import lease_fence
+from agents.models import ModelConfig
+from agents.providers import LLMResponse, ProviderError, get_provider
+from agents.services import agent_usage_add
+from conversations.models import LLMCall, Run
+from conversations.services import run_event_append
+
+_MILLION = Decimal(1_000_000)
+_PRICES = ("price_input_per_million", "price_output_per_million", "price_cached_input_per_million")
+
+
+class ModelStepFailed(Exception):
+    """Every attempt on every configured model failed, or the call cannot be made at all."""
+
+
+class DeadlineReached(Exception):
+    """The run's wall-clock deadline passed while it was waiting on the model."""
+
+
+def call_cost(prices: dict, response: LLMResponse) -> Decimal:
+    usage = response.usage
+    uncached = max(usage.prompt_tokens - usage.cached_tokens, 0)
+    return (
+        Decimal(uncached) * Decimal(prices["price_input_per_million"])
+        + Decimal(usage.cached_tokens) * Decimal(prices["price_cached_input_per_million"])
+        + Decimal(usage.completion_tokens) * Decimal(prices["price_output_per_million"])
+    ) / _MILLION
+
+
+def backoff_seconds(attempt: int, retry_after: float | None) -> float:
+    cap = settings.AGENTRY_RETRY_MAX_SECONDS
+    if retry_after is not None:
+        return min(retry_after, cap)
+    delay = min(settings.AGENTRY_RETRY_BASE_SECONDS * (2 ** (attempt - 1)), cap)
+    return delay + random.uniform(0, delay / 4)
+
+
+def seconds_left(deadline) -> float | None:
+    """Seconds until the run's deadline; DeadlineReached once it has passed."""
+    if deadline is None:
+        return None
+    left = (deadline - timezone.now()).total_seconds()
+    if left <= 0:
+        raise DeadlineReached()
+    return left
+
+
+def _close_interrupted_attempts(run: Run, purpose: str, iteration: int) -> int:
+    """Returns the next attempt number for this call."""
+    calls = LLMCall.objects.filter(run=run, purpose=purpose, iteration=iteration)
+    calls.filter(status=LLMCall.Status.STARTED).update(
+        status=LLMCall.Status.FAILED, error="interrupted: the worker stopped before the call completed",
+        finished_at=timezone.now(),
+    )
+    return calls.count() + 1
+
+
+def _key_and_prices(model: dict) -> tuple[str, dict]:
+    row = ModelConfig.objects.filter(pk=model["id"]).values_list("api_key", *_PRICES).first()
+    if row is None:  # the config is protected from deletion; the snapshot's prices are the fallback
+        return "", {name: model[name] for name in _PRICES}
+    return row[0] or "", {name: str(value) for name, value in zip(_PRICES, row[1:])}
+
+
+def _record_failure(*, run, owner, call, error: ProviderError, started) -> None:
+    with transaction.atomic():
+        lease_fence(run_id=run.pk, owner=owner)
+        LLMCall.objects.filter(pk=call.pk).update(
+            status=LLMCall.Status.FAILED, response=error.raw, http_status=error.http_status,
+            error=error.message, latency_ms=int((time.monotonic() - started) * 1000), finished_at=timezone.now(),
+        )
+        run_event_append(run_id=run.pk, type="llm_call.failed", payload={
+            "llm_call_id": call.pk, "purpose": call.purpose, "attempt": call.attempt, "error": error.message,
+            "http_status": error.http_status, "retryable": error.retryable,
+        })
+
+
+def _record_success(*, run, owner, call, response, prices, started, time_zone, record):
+    usage = response.usage
+    cost = call_cost(prices, response)
+    with transaction.atomic():
+        lease_fence(run_id=run.pk, owner=owner)
+        LLMCall.objects.filter(pk=call.pk).update(
+            status=LLMCall.Status.SUCCEEDED, response=response.raw, http_status=response.http_status,
+            finish_reason=response.finish_reason[:32], prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens, cached_tokens=usage.cached_tokens,
+            reasoning_tokens=usage.reasoning_tokens, total_tokens=usage.total_tokens,
+            usage_estimated=usage.estimated, cost=cost, latency_ms=int((time.monotonic() - started) * 1000),
+            finished_at=timezone.now(),
+        )
+        step = call.purpose == LLMCall.Purpose.STEP
+        Run.objects.filter(pk=run.pk).update(
+            iterations=F("iterations") + (1 if step else 0),
+            prompt_tokens=F("prompt_tokens") + usage.prompt_tokens,
+            completion_tokens=F("completion_tokens") + usage.completion_tokens,
+            cached_tokens=F("cached_tokens") + usage.cached_tokens,
+            reasoning_tokens=F("reasoning_tokens") + usage.reasoning_tokens,
+            total_tokens=F("total_tokens") + usage.total_tokens, cost=F("cost") + cost,
+        )
+        agent_usage_add(agent_id=run.agent_id, day=timezone.now().astimezone(zoneinfo.ZoneInfo(time_zone)).date(),
+                        tokens=usage.total_tokens, cost=cost)
+        result = record(call, response)
+        run_event_append(run_id=run.pk, type="llm_call.completed", payload={
+            "llm_call_id": call.pk, "purpose": call.purpose, "iteration": call.iteration, "attempt": call.attempt,
+            "finish_reason": response.finish_reason, "tool_calls": [c.name for c in response.tool_calls],
+            "usage": usage.__dict__, "cost": str(cost), "prices": prices,
+        })
+    return result
+
+
+def model_call(*, run: Run, owner: str, snapshot: dict, purpose: str, iteration: int,
+               build: Callable[[object, dict], dict], record: Callable[[LLMCall, LLMResponse], object],
+               relay_deltas: bool = False):
+    """Call the agent's model (then its fallback) until one attempt succeeds; returns what
+    `record` made of the answer inside the transaction that completed the call."""
+    attempt = _close_interrupted_attempts(run, purpose, iteration)
+    last_error: ProviderError | None = None
+    for model in filter(None, [snapshot["model"], snapshot.get("fallback_model")]):
+        try:
+            provider = get_provider(model["provider"])
+            body = build(provider, model)
+        except ProviderError as exc:
+            last_error = exc
+            continue
+        api_key, prices = _key_and_prices(model)
+        for try_number in range(1, model["max_retries"] + 2):
+            cap = seconds_left(run.deadline)
+            with transaction.atomic():
+                lease_fence(run_id=run.pk, owner=owner)
+                call = LLMCall.objects.create(
+                    run=run, iteration=iteration, attempt=attempt, purpose=purpose, model_config_id=model["id"],
+                    provider=model["provider"], model_name=model["model"], request=body,
+                )
+                run_event_append(run_id=run.pk, type="llm_call.started", payload={
+                    "llm_call_id": call.pk, "purpose": purpose, "iteration": iteration, "attempt": attempt,
+                    "model": model["name"],
+                })
+            attempt += 1
+            started = time.monotonic()
+            relay = DeltaRelay(run_id=run.pk, llm_call_id=call.pk) if relay_deltas else None
+            try:
+                response = provider.send(model=model, api_key=api_key, body=body,
+                                         on_delta=relay.push if relay else None, timeout_cap=cap)
+            except ProviderError as exc:
+                if relay:
+                    relay.flush()
+                _record_failure(run=run, owner=owner, call=call, error=exc, started=started)
+                last_error = exc
+                if not exc.retryable:
+                    break
+                if try_number <= model["max_retries"]:
+                    wait = backoff_seconds(try_number, exc.retry_after)
+                    left = seconds_left(run.deadline)
+                    time.sleep(wait if left is None else min(wait, left))
+                continue
+            if relay:
+                relay.flush()
+            return _record_success(run=run, owner=owner, call=call, response=response, prices=prices,
+                                   started=started, time_zone=snapshot["agent"]["time_zone"], record=record)
+    raise ModelStepFailed(f"The model could not be reached: {last_error or 'no model is configured'}")

@@ -1,0 +1,103 @@
+"""Budgets per run (tokens, cost, deadline) and per agent per day; the sweeper's deadline."""
+
+import zoneinfo
+from datetime import timedelta
+from decimal import Decimal
+from unittest import mock
+
+import pytest
+from django.utils import timezone
+
+from agents.models import AgentUsageDay
+from agents.sweeper import runs_sweep
+from conversations.models import LLMCall, Message, Run
+from tests.llm_helpers import advance, agent_on, ask, assert_totals_match_calls, calls_of, start_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": 40}
+# Calls a tool at every step: only a limit ends it.
+ENDLESS = {"fallback": {"tool_calls": [{"name": "test-echo", "arguments": {"text": "again"}}], "usage": USAGE}}
+
+
+def final_message(run: Run) -> str:
+    return Message.objects.filter(run=run, role="assistant").order_by("order").last().content
+
+
+def test_run_token_budget_ends_the_run_and_says_why(fake_llm):
+    agent = agent_on(fake_llm, ENDLESS, run_token_budget=250, max_same_tool_streak=50)
+    run = ask(agent, "go")
+
+    assert (run.status, run.stop_reason) == ("completed", "budget")
+    assert len(calls_of(run)) == 3 and run.total_tokens == 330
+    assert "used 330 tokens" in final_message(run) and "limit of 250" in final_message(run)
+    assert_totals_match_calls(run)
+
+
+def test_run_cost_budget(fake_llm):
+    # Each call costs (60 × 1.0 + 40 × 0.5 + 10 × 2.0) / 1e6 = 0.0001 at the factory's prices.
+    agent = agent_on(fake_llm, ENDLESS, run_cost_budget=Decimal("0.0002"), max_same_tool_streak=50)
+    run = ask(agent, "go")
+
+    assert run.stop_reason == "budget" and len(calls_of(run)) == 2
+    assert run.cost == Decimal("0.0002") and "in cost" in final_message(run)
+
+
+def test_daily_usage_adds_up_and_a_spent_daily_budget_stops_the_next_run(fake_llm):
+    script = {"fallback": {"content": "fine", "usage": USAGE}}
+    agent = agent_on(fake_llm, script, daily_token_budget=200, time_zone="Asia/Shanghai")
+    first, second = ask(agent, "one"), ask(agent, "two")
+    third = ask(agent, "three")
+
+    today = timezone.now().astimezone(zoneinfo.ZoneInfo("Asia/Shanghai")).date()
+    usage = AgentUsageDay.objects.get(agent=agent, day=today)
+    assert (usage.total_tokens, usage.calls) == (220, 2)
+    assert usage.cost == first.cost + second.cost
+    assert (first.stop_reason, second.stop_reason, third.stop_reason) == ("final_answer", "final_answer", "budget")
+    assert not LLMCall.objects.filter(run=third).exists()
+    assert "daily limit of 200" in final_message(third) and "Asia/Shanghai" in final_message(third)
+
+
+def test_daily_cost_budget(fake_llm):
+    agent = agent_on(fake_llm, {"fallback": {"content": "fine", "usage": USAGE}}, daily_cost_budget=Decimal("0.0001"))
+    assert ask(agent, "one").stop_reason == "final_answer"
+    assert ask(agent, "two").stop_reason == "budget"
+
+
+def test_the_deadline_cuts_a_slow_model_call_short(fake_llm):
+    agent = agent_on(fake_llm, {"fallback": {"content": "too late", "latency_ms": 5000}}, run_timeout_seconds=1)
+    run = ask(agent, "hurry")
+
+    assert (run.status, run.stop_reason) == ("completed", "timeout")
+    assert "time limit of 1 seconds" in final_message(run)
+    [attempt] = calls_of(run)
+    assert attempt.status == "failed" and "timed out" in attempt.error
+    assert run.duration_ms < 4000
+
+
+def test_the_deadline_is_checked_before_each_step(fake_llm):
+    agent = agent_on(fake_llm, {"fallback": {"content": "never"}}, run_timeout_seconds=60)
+    run = start_run(agent, "hello")
+    Run.objects.filter(pk=run.pk).update(deadline=timezone.now() - timedelta(seconds=1))
+    run = advance(run)
+    assert run.stop_reason == "timeout" and not LLMCall.objects.filter(run=run).exists()
+
+
+def test_the_sweeper_ends_queued_and_parked_runs_past_their_deadline(fake_llm):
+    agent = agent_on(fake_llm, {"fallback": {"content": "never"}}, run_timeout_seconds=30)
+    queued, parked, live, fresh = (start_run(agent, text) for text in ("a", "b", "c", "d"))
+    past = timezone.now() - timedelta(seconds=1)
+    Run.objects.filter(pk__in=[queued.pk, parked.pk, live.pk]).update(deadline=past)
+    Run.objects.filter(pk=parked.pk).update(status="awaiting_approval")
+    Run.objects.filter(pk=live.pk).update(status="running", lease_owner="w", lease_expires_at=timezone.now() + timedelta(seconds=60))
+
+    with mock.patch("agents.tasks.run_advance_task.delay"):
+        summary = runs_sweep()
+
+    assert summary["timed_out"] == 2
+    for run in (queued, parked):
+        run.refresh_from_db()
+        assert (run.status, run.stop_reason) == ("completed", "timeout")
+        assert "time limit of 30 seconds" in final_message(run)
+    live.refresh_from_db()
+    fresh.refresh_from_db()
+    assert live.status == "running" and fresh.status == "queued"
