@@ -2,7 +2,6 @@
 streamed, usage, faults, and the mapping of parameters and messages."""
 
 import json
-import os
 import uuid
 
 import httpx
@@ -189,8 +188,8 @@ def mock_seam(monkeypatch):
         def record(request):
             seen.append(request)
             return handler(request)
-        monkeypatch.setattr(outbound, "_client", httpx.Client(transport=httpx.MockTransport(record)))
-        monkeypatch.setattr(outbound, "_client_pid", os.getpid())
+        client = httpx.Client(transport=httpx.MockTransport(record))
+        monkeypatch.setattr(outbound, "get_client", lambda: client)
         return seen
     return install
 
