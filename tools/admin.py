@@ -8,8 +8,8 @@ from tools.services import tool_definitions_sync_from_registry
 
 @admin.register(ToolDefinition)
 class ToolDefinitionAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind", "side_effect", "requires_approval", "timeout_seconds", "is_active", "updated_at"]
-    list_filter = ["kind", "side_effect", "requires_approval", "is_active"]
+    list_display = ["name", "kind", "side_effect", "approval_policy", "timeout_seconds", "is_active", "updated_at"]
+    list_filter = ["kind", "side_effect", "approval_policy", "is_active"]
     search_fields = ["name", "description"]
     change_list_template = "admin/tools/tooldefinition/change_list.html"
 
