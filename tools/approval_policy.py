@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 from django.db import models
-from simpleeval import EvalWithCompoundTypes, InvalidExpression, NameNotDefined
+from simpleeval import EvalWithCompoundTypes, NameNotDefined
 
 
 class ApprovalPolicy(models.TextChoices):
@@ -51,11 +51,10 @@ def validate_rule(rule: str, parameters: dict | None) -> None:
     if not rule.strip():
         raise ValidationError("A rule is needed when the policy is 'when the rule matches'.")
     try:
-        tree = EvalWithCompoundTypes.parse(rule)
-    except (SyntaxError, InvalidExpression) as exc:
-        raise ValidationError(f"The rule is not a valid expression: {exc}") from exc
-    if not isinstance(tree, ast.Expr):
-        raise ValidationError("The rule must be a single expression, such as: amount > 1000")
+        tree = ast.parse(rule.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValidationError(f"The rule is not a valid expression ({exc.msg}); write one expression, "
+                              "such as: amount > 1000") from exc
     properties = set((parameters or {}).get("properties") or {})
     known = properties | {"args"} | set(RULE_FUNCTIONS) | _bound_names(tree)
     unknown = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - known)

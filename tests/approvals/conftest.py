@@ -10,6 +10,7 @@ from agents.tasks import run_advance_task
 from conversations.models import Run
 from conversations.services import conversation_create, message_post
 from tests.factories import make_agent
+from tools.models import ToolDefinition
 
 _names = itertools.count()
 
@@ -37,12 +38,18 @@ def enqueued(monkeypatch):
 class Scenario:
     """An agent whose fake model follows `steps` for every user message, and helpers to run it."""
 
-    def __init__(self, fake_llm, *, steps: list[dict], tools=("test-counter", "test-echo"),
-                 approval: dict | None = None, rules: dict | None = None, owner=None):
+    def __init__(self, fake_llm, *, steps: list[dict], match: str = ".", fallback: dict | None = None,
+                 tools=("test-counter", "test-echo"), approval: dict | None = None, rules: dict | None = None,
+                 owner=None, tool_settings: dict | None = None):
         self.fake_llm = fake_llm
-        self.model = fake_llm.script(f"approvals-{next(_names)}", {"scenarios": [{"match": ".", "steps": steps}]})
+        script = {"scenarios": [{"match": match, "steps": steps}]}
+        if fallback:
+            script["fallback"] = fallback
+        self.model = fake_llm.script(f"approvals-{next(_names)}", script)
         self.agent = make_agent(tools=list(tools), approval=approval, model_config__base_url=fake_llm.api_base,
                                 model_config__model=self.model, model_config__max_retries=0)
+        for tool_name, fields in (tool_settings or {}).items():
+            ToolDefinition.objects.filter(name=tool_name).update(**fields)
         for tool_name, rule in (rules or {}).items():
             AgentTool.objects.filter(agent=self.agent, tool__name=tool_name).update(approval="rule", approval_rule=rule)
         self.conversation = conversation_create(agent=self.agent, owner=owner)
