@@ -19,7 +19,7 @@ from django.utils import timezone
 from agents.leases import lease_fence
 from conversations.models import Approval, ApprovalGrant, Message, Run, ToolInvocation
 from conversations.services import messages_append, run_event_append
-from tools.approval_policy import approval_need
+from tools.approval_policy import ApprovalPolicy, approval_need
 from tools.arguments import arguments_hash, parse_arguments, validate_arguments
 from tools.executors import execute_tool
 from tools.registry import ToolContext
@@ -178,7 +178,9 @@ def _process_call(*, run, owner, invocation: ToolInvocation, spec: dict | None, 
         with transaction.atomic():
             _finish(invocation, status=Status.BLOCKED, result=blocked_hint, error="same-tool streak")
         return
-    approval = Approval.objects.filter(invocation=invocation).first()
+    # Under "never" no approval can exist for this run (its policy is pinned): skip the lookup.
+    asks = spec["approval"]["policy"] != ApprovalPolicy.NEVER
+    approval = Approval.objects.filter(invocation=invocation).first() if asks else None
     if approval is None:
         need = approval_need(spec=spec, arguments=invocation.arguments)
         if not need.required:

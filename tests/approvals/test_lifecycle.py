@@ -16,6 +16,7 @@ from conversations.approvals.services import ApprovalConflict, approval_decide, 
 from conversations.models import Approval, Message, Run, RunEvent, ToolInvocation
 from conversations.services import run_cancel
 from tests.approvals.conftest import counter_steps
+from tests.tool_fixtures import COUNTER_KEY, redis_client
 from tools.executors import execute_tool
 
 
@@ -116,6 +117,7 @@ class WorkerDied(BaseException):
 
 def test_redelivered_task_does_not_run_an_executed_approved_call_again(scenario, enqueued, executions, approver,
                                                                         monkeypatch):
+    redis_client().delete(f"{COUNTER_KEY}:keys:once")
     s = scenario(steps=counter_steps("once"))
     run = _parked(s.post())
     approval = Approval.objects.get(run=run)
@@ -142,6 +144,9 @@ def test_redelivered_task_does_not_run_an_executed_approved_call_again(scenario,
     invocation.refresh_from_db()
     assert run.status == "completed"
     assert executions("once") == 1
+    # The one execution received the call's idempotency key: run id and tool call id.
+    keys = [k.decode() for k in redis_client().lrange(f"{COUNTER_KEY}:keys:once", 0, -1)]
+    assert keys == [f"{run.pk}:{invocation.tool_call_id}"]
     assert invocation.status == "error" and invocation.error == "interrupted"
     assert "not run again" in s.requests()[-1]["messages"][-1]["content"]
 
