@@ -158,6 +158,8 @@ def approval_decide(*, approval_id, user, decision: str, channel: str, arguments
 
 
 def _grant_rest_of_run(*, run: Run, approval: Approval, user, now) -> None:
+    """Later calls of the tool are approved as they come (tool_step reads the grant); the ones
+    already waiting in this step are approved now, each bound to its own arguments."""
     tool_name = approval.invocation.tool_name
     ApprovalGrant.objects.get_or_create(run=run, tool_name=tool_name, defaults={"approval": approval, "granted_by": user})
     others = (Approval.objects.select_for_update().select_related("invocation")

@@ -168,3 +168,17 @@ def test_admin_actions_decide_with_the_admin_channel(pending, approver, scenario
 
     response = client.post(changelist, {"action": "approve_selected", "_selected_action": [pending.pk]}, follow=True)
     assert "0 decided, 1 skipped (not pending)." in response.content.decode()
+    page = client.get(f"{changelist}{pending.pk}/change/").content.decode()
+    assert "policy: always" in page and "Use the new invoice." in page
+
+
+def test_operators_set_the_policy_in_the_admin(pending, approver):
+    approver.is_superuser = approver.is_staff = True
+    approver.save()
+    client = _signed_in(approver)
+    tool = pending.invocation.tool
+    page = client.get(f"/admin/tools/tooldefinition/{tool.pk}/change/").content.decode()
+    assert 'name="approval_policy"' in page and 'name="approval_rule"' in page
+    assert 'name="approval_timeout_seconds"' in page and 'name="approval_on_expiry"' in page
+    page = client.get(f"/admin/agents/agent/{pending.run.agent_id}/change/").content.decode()
+    assert 'name="agent_tools-0-approval_rule"' in page and 'value="rule"' in page
