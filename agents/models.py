@@ -5,6 +5,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from platform_site.crypto import EncryptedTextField
+from tools.approval_policy import validate_rule
 
 
 class ProviderKind(models.TextChoices):
@@ -216,10 +217,14 @@ class AgentTool(models.Model):
         INHERIT = "inherit", "as the tool says"
         NEVER = "never", "never"
         ALWAYS = "always", "always"
+        RULE = "rule", "when the rule matches"
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="agent_tools")
     tool = models.ForeignKey("tools.ToolDefinition", on_delete=models.PROTECT, related_name="agent_tools")
     approval = models.CharField(max_length=16, choices=Approval.choices, default=Approval.INHERIT)
+    approval_rule = models.CharField(
+        max_length=500, blank=True, help_text="With 'when the rule matches', e.g. amount > 1000.",
+    )
     enabled = models.BooleanField(default=True)
 
     class Meta:
@@ -227,6 +232,13 @@ class AgentTool(models.Model):
 
     def __str__(self):
         return f"{self.agent} → {self.tool}"
+
+    def clean(self):
+        if self.approval == self.Approval.RULE:
+            try:
+                validate_rule(self.approval_rule, self.tool.parameters if self.tool_id else None)
+            except ValidationError as exc:
+                raise ValidationError({"approval_rule": exc.messages}) from exc
 
 
 class AgentVersion(models.Model):

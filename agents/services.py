@@ -8,6 +8,7 @@ from decimal import Decimal
 from django.db import IntegrityError, connection, transaction
 
 from agents.models import Agent, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
+from tools.approval_policy import effective_policy
 from tools.models import ToolDefinition
 
 
@@ -33,15 +34,16 @@ def _model_snapshot(config: ModelConfig | None) -> dict | None:
 
 def _tool_snapshot(link: AgentTool) -> dict:
     tool = link.tool
-    requires_approval = tool.requires_approval
-    if link.approval == AgentTool.Approval.ALWAYS:
-        requires_approval = True
-    elif link.approval == AgentTool.Approval.NEVER:
-        requires_approval = False
+    policy, rule = effective_policy(
+        tool_policy=tool.approval_policy, tool_rule=tool.approval_rule, side_effect=tool.side_effect,
+        override=link.approval, override_rule=link.approval_rule,
+    )
     snapshot = {
         "id": tool.pk, "name": tool.name, "description": tool.description, "parameters": tool.parameters,
         "kind": tool.kind, "python_callable": tool.python_callable, "side_effect": tool.side_effect,
-        "idempotent": tool.idempotent, "requires_approval": requires_approval,
+        "idempotent": tool.idempotent,
+        "approval": {"policy": policy, "rule": rule, "timeout_seconds": tool.approval_timeout_seconds,
+                     "on_expiry": tool.approval_on_expiry},
         "timeout_seconds": tool.timeout_seconds, "max_result_chars": tool.max_result_chars,
     }
     # What the executors need to make the call; credentials stay on the rows (encrypted).

@@ -1,10 +1,15 @@
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
 
+from conversations.approvals.diff import arguments_diff
+from conversations.approvals.services import ApprovalError, approval_decide, user_may_decide
 from conversations.models import ApiToken, Approval, Conversation, LLMCall, Message, Run, RunEvent, ToolInvocation
 from conversations.selectors import run_timeline
 from conversations.tokens import api_token_create
 from platform_site.admin_mixins import ReadOnlyAdminMixin, ReadOnlyInline
+from tools.arguments import arguments_hash
 
 
 class MessageInline(ReadOnlyInline):
@@ -91,10 +96,73 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(Approval)
 class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "run", "invocation", "status", "decided_by", "decided_at", "channel", "created_at"]
-    list_filter = ["status", "channel"]
+    """Audit rows, read-only; approvers may still decide pending ones with the two actions."""
+
+    list_display = ["id", "tool", "agent", "status", "edited", "decided_by", "decided_at", "channel", "created_at", "expires_at"]
+    list_filter = ["status", "channel", ("invocation__tool_name", admin.AllValuesFieldListFilter), "run__agent"]
+    list_select_related = ["invocation", "run__agent", "decided_by"]
+    search_fields = ["run__id", "tool_call_id", "invocation__tool_name"]
     raw_id_fields = ["run", "invocation"]
     show_full_result_count = False
+    actions = ["approve_selected", "reject_selected"]
+    fields = ["run", "invocation", "tool_call_id", "status", "request_reason", "original_arguments", "arguments",
+              "arguments_diff", "arguments_hash", "decided_by", "decided_at", "channel", "reason", "expires_at", "created_at"]
+    readonly_fields = fields
+
+    @admin.display(description="tool", ordering="invocation__tool_name")
+    def tool(self, obj):
+        return obj.invocation.tool_name
+
+    @admin.display(description="agent")
+    def agent(self, obj):
+        return obj.run.agent
+
+    @admin.display(description="edited", boolean=True)
+    def edited(self, obj):
+        return obj.arguments_hash != arguments_hash(obj.invocation.arguments or {})
+
+    @admin.display(description="original arguments (from the model)")
+    def original_arguments(self, obj):
+        return obj.invocation.arguments
+
+    @admin.display(description="difference")
+    def arguments_diff(self, obj):
+        if not self.edited(obj):
+            return "–"
+        return render_to_string("approvals/_diff.html", {"diff": arguments_diff(obj.invocation.arguments or {}, obj.arguments)})
+
+    def has_decide_permission(self, request):
+        return user_may_decide(request.user)
+
+    def _decide(self, request, queryset, **decision):
+        done, refused = 0, []
+        for approval in queryset.filter(status=Approval.Status.PENDING).order_by("pk"):
+            try:
+                approval_decide(approval_id=approval.pk, user=request.user, channel=Approval.Channel.ADMIN, **decision)
+                done += 1
+            except ApprovalError as exc:
+                refused.append(f"#{approval.pk}: {exc}")
+        skipped = queryset.exclude(status=Approval.Status.PENDING).count()
+        self.message_user(request, f"{done} decided, {skipped} skipped (not pending).", messages.SUCCESS)
+        for line in refused:
+            self.message_user(request, line, messages.ERROR)
+
+    @admin.action(description="Approve selected pending approvals", permissions=["decide"])
+    def approve_selected(self, request, queryset):
+        self._decide(request, queryset, decision="approve")
+
+    @admin.action(description="Reject selected pending approvals…", permissions=["decide"])
+    def reject_selected(self, request, queryset):
+        reason = request.POST.get("reason", "").strip()
+        if "apply" in request.POST and reason:
+            self._decide(request, queryset, decision="reject", reason=reason)
+            return None
+        # First pass: ask for the reason the model will read.
+        return TemplateResponse(request, "admin/conversations/approval/reject.html", {
+            **self.admin_site.each_context(request), "title": "Reject approvals", "approvals": queryset,
+            "opts": self.model._meta, "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "missing_reason": "apply" in request.POST,
+        })
 
 
 @admin.register(RunEvent)

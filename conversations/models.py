@@ -205,6 +205,7 @@ class ToolInvocation(models.Model):
         ERROR = "error"
         REJECTED = "rejected"
         BLOCKED = "blocked"
+        CANCELLED = "cancelled"
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="tool_invocations")
     llm_call = models.ForeignKey(LLMCall, on_delete=models.PROTECT, related_name="tool_invocations")
@@ -236,6 +237,10 @@ class ToolInvocation(models.Model):
 
 
 class Approval(models.Model):
+    """A person's decision on one tool call, bound to its tool call id and the hash of the
+    exact arguments approved. The call's original arguments stay on the ToolInvocation;
+    `arguments` here are what was approved (edited or not)."""
+
     class Status(models.TextChoices):
         PENDING = "pending"
         APPROVED = "approved"
@@ -243,26 +248,59 @@ class Approval(models.Model):
         EXPIRED = "expired"
         CANCELLED = "cancelled"
 
+    class Channel(models.TextChoices):
+        PAGE = "page", "approval page"
+        API = "api", "API"
+        ADMIN = "admin", "admin"
+        RUN_GRANT = "run_grant", "approved earlier for the rest of the run"
+        SYSTEM = "system", "system (expiry, cancellation)"
+
     invocation = models.OneToOneField(ToolInvocation, on_delete=models.PROTECT, related_name="approval")
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approvals")
+    tool_call_id = models.CharField(max_length=128, blank=True, default="")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     arguments = models.JSONField()
     arguments_hash = models.CharField(max_length=64)
+    # Why the policy asked (e.g. "rule `amount > 1000` matched"), shown to the approver.
+    request_reason = models.CharField(max_length=500, blank=True, default="")
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     decided_at = models.DateTimeField(null=True, blank=True)
-    channel = models.CharField(max_length=16, blank=True, default="")
+    channel = models.CharField(max_length=16, choices=Channel.choices, blank=True, default="")
     reason = models.TextField(blank=True, default="")
     expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status", "created_at"], name="approval_status_idx")]
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="approval_status_idx"),
+            # The expiry task looks only at pending approvals with a deadline.
+            models.Index(fields=["expires_at"], name="approval_pending_expiry_idx",
+                         condition=Q(status="pending")),
+        ]
+        permissions = [("decide_approval", "Can approve or reject tool calls")]
 
     def __str__(self):
         return f"approval {self.pk} ({self.status})"
+
+
+class ApprovalGrant(models.Model):
+    """"Approve every call of this tool for the rest of this run", given with one decision.
+    Later calls still get their own Approval row, approved through this grant."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approval_grants")
+    tool_name = models.CharField(max_length=200)
+    approval = models.OneToOneField(Approval, on_delete=models.PROTECT, related_name="grant")
+    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "tool_name"], name="approval_grant_unique")]
+
+    def __str__(self):
+        return f"{self.tool_name} approved for run {self.run_id}"
 
 
 class RunEvent(models.Model):

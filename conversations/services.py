@@ -16,6 +16,7 @@ from conversations.models import (
     RunEvent,
     RunStatus,
     StopReason,
+    ToolInvocation,
 )
 
 
@@ -99,15 +100,37 @@ def run_finish(*, run_id, status: str, stop_reason: str, error: str = "", final_
             lease_owner="", lease_expires_at=None,
         )
         if updated:
-            Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING).update(
-                status=Approval.Status.CANCELLED, decided_at=now, reason=f"run {status}"
-            )
+            _open_calls_close(run_id=run_id, status=status, now=now)
             run_event_append(run_id=run_id, type=f"run.{status}", payload={"stop_reason": stop_reason, "error": error})
         return bool(updated)
 
 
+def _open_calls_close(*, run_id, status: str, now) -> None:
+    """An ended run leaves nothing waiting: its pending approvals are cancelled (each with an
+    event) and its calls that never ran are marked cancelled."""
+    pending = Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING).select_related("invocation")
+    for approval in pending:
+        Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(
+            status=Approval.Status.CANCELLED, decided_at=now, channel=Approval.Channel.SYSTEM, reason=f"run {status}"
+        )
+        run_event_append(run_id=run_id, type="approval.cancelled", payload={
+            "approval_id": approval.pk, "tool_invocation_id": approval.invocation_id,
+            "tool_call_id": approval.tool_call_id, "tool": approval.invocation.tool_name, "reason": f"run {status}",
+        })
+    ToolInvocation.objects.filter(
+        run_id=run_id, status__in=[ToolInvocation.Status.PENDING, ToolInvocation.Status.AWAITING_APPROVAL]
+    ).update(status=ToolInvocation.Status.CANCELLED, error=f"run {status}", finished_at=now)
+
+
 def run_park_for_approval(*, run_id, owner: str) -> bool:
+    """Park a running run until its pending approvals are decided. Returns False (and leaves the
+    run running) when there is nothing left to wait for: the approvals were decided while the
+    step still ran, and the decision could not requeue a run that was not parked yet."""
     with transaction.atomic():
+        # The run's row lock orders this against approval_decide, which locks the run first too.
+        run = Run.objects.select_for_update().filter(pk=run_id, status=RunStatus.RUNNING, lease_owner=owner).first()
+        if run is None or not Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING).exists():
+            return False
         updated = Run.objects.filter(pk=run_id, status=RunStatus.RUNNING, lease_owner=owner).update(
             status=RunStatus.AWAITING_APPROVAL, lease_owner="", lease_expires_at=None
         )

@@ -169,6 +169,13 @@ CELERY_TASK_ROUTES = {
 CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "agents.tasks.runs_sweep_task", "schedule": 15.0},
 }
+# --- Approvals: overdue approvals expire on this beat; the queue page polls at this pace.
+CELERY_TASK_ROUTES["conversations.tasks.approvals_expire_task"] = {"queue": "maintenance"}
+CELERY_BEAT_SCHEDULE["expire-approvals"] = {
+    "task": "conversations.tasks.approvals_expire_task",
+    "schedule": float(os.environ.get("AGENTRY_APPROVAL_EXPIRY_INTERVAL_SECONDS", "30")),
+}
+AGENTRY_APPROVALS_POLL_SECONDS = float(os.environ.get("AGENTRY_APPROVALS_POLL_SECONDS", "5"))
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- Agentry ------------------------------------------------------------------------------

@@ -135,7 +135,7 @@ def test_admin_stores_secret_headers_encrypted_and_shows_them_masked(admin_clien
 @pytest.mark.e2e
 def test_a_run_calls_an_http_write_tool_with_its_idempotency_key(worker, fake_llm, petstore):
     tool = http_tool("pets-add", parameters=PET, http_method="POST", http_url=f"{petstore.base_url}/pets",
-                     side_effect="write", requires_approval=True)
+                     side_effect="write", approval_policy="always")
     fake_llm.script("http-write", {"scenarios": [{"match": "add", "steps": [
         {"tool_calls": [{"id": "call_add", "name": "pets-add", "arguments": {"name": "Luna", "tag": "cat"}}]},
         {"content": "Added {tool:name} as number {tool:id}."},

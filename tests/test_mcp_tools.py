@@ -69,7 +69,7 @@ def test_stdio_discovery_creates_server_dash_tool_definitions():
     assert (tool.kind, tool.mcp_server, tool.mcp_tool_name) == ("mcp", server, "get_current_time")
     assert tool.parameters["required"] == ["timezone"] and "timezone" in tool.parameters["properties"]
     # A trusted server's readOnlyHint/idempotentHint make the tool a read that needs no approval.
-    assert (tool.side_effect, tool.requires_approval, tool.idempotent) == ("read", False, True)
+    assert (tool.side_effect, tool.approval_policy, tool.idempotent) == ("read", "auto", True)
     server.refresh_from_db()
     assert server.discovered_at is not None and server.last_error == ""
 
@@ -78,7 +78,7 @@ def test_stdio_discovery_creates_server_dash_tool_definitions():
 def test_an_untrusted_servers_tools_are_writes_that_need_approval():
     mcp_server_discover(server=time_server(trusted=False))
     for tool in ToolDefinition.objects.filter(mcp_server__name="time"):
-        assert (tool.side_effect, tool.requires_approval, tool.idempotent) == ("write", True, False)
+        assert (tool.side_effect, tool.approval_policy, tool.idempotent) == ("write", "always", False)
 
 
 @pytest.mark.django_db
@@ -91,16 +91,16 @@ def test_streamable_http_discovery_reads_annotations_of_a_trusted_server(notes_m
     assert sorted(report.created) == ["notes-add_note", "notes-fail", "notes-list_notes"]
     assert report.deactivated == ["notes-old"]
     tools = {t.name: t for t in ToolDefinition.objects.filter(mcp_server=server)}
-    assert (tools["notes-list_notes"].side_effect, tools["notes-list_notes"].requires_approval) == ("read", False)
-    assert (tools["notes-add_note"].side_effect, tools["notes-add_note"].requires_approval) == ("write", False)
+    assert (tools["notes-list_notes"].side_effect, tools["notes-list_notes"].approval_policy) == ("read", "auto")
+    assert (tools["notes-add_note"].side_effect, tools["notes-add_note"].approval_policy) == ("write", "never")
     # No annotations: the spec's defaults (not read-only, destructive).
-    assert (tools["notes-fail"].side_effect, tools["notes-fail"].requires_approval) == ("write", True)
+    assert (tools["notes-fail"].side_effect, tools["notes-fail"].approval_policy) == ("write", "always")
     assert tools["notes-old"].is_active is False
 
-    ToolDefinition.objects.filter(name="notes-add_note").update(requires_approval=True)
+    ToolDefinition.objects.filter(name="notes-add_note").update(approval_policy="always")
     again = mcp_server_discover(server=server)
     assert sorted(again.updated) == ["notes-add_note", "notes-fail", "notes-list_notes"]
-    assert ToolDefinition.objects.get(name="notes-add_note").requires_approval is True  # the operator's choice stays
+    assert ToolDefinition.objects.get(name="notes-add_note").approval_policy == "always"  # the operator's choice stays
 
 
 def test_names_follow_the_providers_rule():

@@ -37,12 +37,12 @@ def test_each_operation_becomes_an_http_tool(fixture):
     assert find.parameters["properties"]["tags"] == {"type": "array", "items": {"type": "string"},
                                                      "description": "tags to filter by"}
     assert "required" not in find.parameters
-    assert (find.side_effect, find.requires_approval) == ("read", False)
+    assert (find.side_effect, find.approval_policy) == ("read", "auto")
 
     add = tools["petstore-addPet"]
     assert add.http_body_argument == "body" and add.parameters["required"] == ["body"]
     assert add.parameters["properties"]["body"]["required"] == ["name"]  # $ref to NewPet, inlined
-    assert (add.side_effect, add.requires_approval, add.idempotent) == ("write", True, False)
+    assert (add.side_effect, add.approval_policy, add.idempotent) == ("write", "always", False)
 
     by_id = tools["petstore-find_pet_by_id"]  # operationId "find pet by id", made a valid name
     assert by_id.http_url == "https://petstore.swagger.io/v2/pets/{id}" and by_id.parameters["required"] == ["id"]
@@ -53,12 +53,12 @@ def test_each_operation_becomes_an_http_tool(fixture):
 def test_importing_again_updates_and_keeps_operator_choices():
     document = (FIXTURES / "petstore-expanded.yaml").read_text()
     tool_definitions_import_openapi(document=document, prefix="petstore")
-    ToolDefinition.objects.filter(name="petstore-addPet").update(requires_approval=False)
+    ToolDefinition.objects.filter(name="petstore-addPet").update(approval_policy="never")
     report = tool_definitions_import_openapi(document=document, prefix="petstore",
                                              base_url="https://pets.example.com/api/")
     assert sorted(report.updated) == NAMES and not report.created
     assert _tools()["petstore-addPet"].http_url == "https://pets.example.com/api/pets"
-    assert _tools()["petstore-addPet"].requires_approval is False
+    assert _tools()["petstore-addPet"].approval_policy == "never"
     assert ToolDefinition.objects.filter(name__startswith="petstore-").count() == 4
 
 

@@ -18,15 +18,16 @@ from tools.services import (
 @admin.register(ToolDefinition)
 class ToolDefinitionAdmin(admin.ModelAdmin):
     form = ToolDefinitionForm
-    list_display = ["name", "kind", "side_effect", "requires_approval", "mcp_server", "timeout_seconds", "is_active", "updated_at"]
-    list_filter = ["kind", "side_effect", "requires_approval", "is_active", "mcp_server"]
+    list_display = ["name", "kind", "side_effect", "approval_policy", "mcp_server", "timeout_seconds", "is_active", "updated_at"]
+    list_filter = ["kind", "side_effect", "approval_policy", "is_active", "mcp_server"]
     list_select_related = ["mcp_server"]
     search_fields = ["name", "description"]
     readonly_fields = ["secret_headers_status"]
     change_list_template = "admin/tools/tooldefinition/change_list.html"
     fieldsets = [
         (None, {"fields": ["name", "description", "kind", "parameters", "side_effect", "idempotent",
-                           "requires_approval", "timeout_seconds", "max_result_chars", "allowed_roles", "is_active"]}),
+                           "timeout_seconds", "max_result_chars", "allowed_roles", "is_active"]}),
+        ("Approval", {"fields": ["approval_policy", "approval_rule", "approval_timeout_seconds", "approval_on_expiry"]}),
         ("Python tool", {"classes": ["collapse"], "fields": ["python_callable"]}),
         ("HTTP tool", {"classes": ["collapse"], "fields": [
             "http_method", "http_url", "http_query_params", "http_body_argument", "http_headers",
@@ -78,7 +79,7 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
 
 class MCPToolInline(admin.TabularInline):
     model = ToolDefinition
-    fields = ["name", "mcp_tool_name", "side_effect", "requires_approval", "is_active"]
+    fields = ["name", "mcp_tool_name", "side_effect", "approval_policy", "is_active"]
     readonly_fields = fields
     extra = 0
     can_delete = False

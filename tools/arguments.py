@@ -5,6 +5,7 @@ what it safely can; validation forgives nothing, and every problem becomes a sen
 model can act on (seed 003 §5.3) instead of an exception.
 """
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 
@@ -74,3 +75,9 @@ def validate_arguments(schema: dict, arguments: dict) -> list[str]:
         else:
             errors.append(f"{error.message}.")
     return errors
+
+
+def arguments_hash(arguments: dict) -> str:
+    """SHA-256 of the canonical JSON of the arguments: what an approval is bound to."""
+    canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -8,6 +8,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from platform_site.crypto import EncryptedTextField
+from tools.approval_policy import ApprovalExpiry, ApprovalPolicy, validate_rule
 
 # Providers accept ^[a-zA-Z0-9_-]{1,64}$ for function names (OpenAI's rule, the strictest).
 tool_name_validator = RegexValidator(
@@ -127,7 +128,23 @@ class ToolDefinition(models.Model):
     idempotent = models.BooleanField(
         default=False, help_text="Safe to run again after a crash left its outcome unknown."
     )
-    requires_approval = models.BooleanField(default=False)
+    approval_policy = models.CharField(
+        max_length=16, choices=ApprovalPolicy.choices, default=ApprovalPolicy.AUTO,
+        help_text="When a call waits for a person's approval. Agents can override it per tool.",
+    )
+    approval_rule = models.CharField(
+        max_length=500, blank=True,
+        help_text='With "when the rule matches": an expression on the arguments, e.g. amount > 1000 '
+                  'or currency != "CNY". Arguments are names; args is the whole object.',
+    )
+    approval_timeout_seconds = models.PositiveIntegerField(
+        null=True, blank=True, default=86400, validators=[MinValueValidator(1)],
+        help_text="A pending approval expires after this long; empty: it waits until decided or cancelled.",
+    )
+    approval_on_expiry = models.CharField(
+        max_length=16, choices=ApprovalExpiry.choices, default=ApprovalExpiry.CONTINUE,
+        help_text="What an expired approval does to its run.",
+    )
     timeout_seconds = models.FloatField(default=30, validators=[MinValueValidator(0.1)])
     max_result_chars = models.PositiveIntegerField(default=8000, validators=[MinValueValidator(100)])
     http_method = models.CharField(max_length=8, choices=HttpMethod.choices, blank=True, default="")
@@ -166,6 +183,11 @@ class ToolDefinition(models.Model):
         return self.name
 
     def clean(self):
+        if self.approval_policy == ApprovalPolicy.RULE:
+            try:
+                validate_rule(self.approval_rule, self.parameters)
+            except ValidationError as exc:
+                raise ValidationError({"approval_rule": exc.messages}) from exc
         if self.kind == self.Kind.PYTHON:
             from tools.registry import registry
 

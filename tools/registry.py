@@ -32,7 +32,8 @@ class PythonTool:
     parameters: dict
     func: Callable[..., object]
     side_effect: str = "read"
-    requires_approval: bool = False
+    # "auto" asks for approval of write tools only; see tools/approval_policy.py.
+    approval_policy: str = "auto"
     idempotent: bool = False
     timeout_seconds: float = 30
     max_result_chars: int = 8000

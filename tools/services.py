@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from tools import openapi
+from tools.approval_policy import ApprovalPolicy
 from tools.mcp_sessions import MCPUnavailable, ServerConfig, pool
 from tools.models import MCPServer, ToolDefinition, validate_parameters_schema
 from tools.registry import registry
@@ -18,15 +19,16 @@ def tool_definitions_sync_from_registry() -> tuple[int, int]:
     """Create or update one python ToolDefinition per registered tool. Returns (created, updated)."""
     created = updated = 0
     for tool in registry.all():
+        fields = {
+            "description": tool.description, "parameters": tool.parameters,
+            "kind": ToolDefinition.Kind.PYTHON, "python_callable": tool.name,
+            "side_effect": tool.side_effect, "idempotent": tool.idempotent,
+            "timeout_seconds": tool.timeout_seconds, "max_result_chars": tool.max_result_chars,
+        }
         _, was_created = ToolDefinition.objects.update_or_create(
-            name=tool.name,
-            defaults={
-                "description": tool.description, "parameters": tool.parameters,
-                "kind": ToolDefinition.Kind.PYTHON, "python_callable": tool.name,
-                "side_effect": tool.side_effect, "idempotent": tool.idempotent,
-                "requires_approval": tool.requires_approval, "timeout_seconds": tool.timeout_seconds,
-                "max_result_chars": tool.max_result_chars,
-            },
+            name=tool.name, defaults=fields,
+            # The approval policy is the operator's to change: a sync sets it on creation only.
+            create_defaults={**fields, "approval_policy": tool.approval_policy},
         )
         created += was_created
         updated += not was_created
@@ -73,7 +75,8 @@ def _side_effect_defaults(annotations) -> dict:
     destructive = annotations is None or annotations.destructive_hint is not False
     return {
         "side_effect": ToolDefinition.SideEffect.READ if read_only else ToolDefinition.SideEffect.WRITE,
-        "requires_approval": not read_only and destructive,
+        "approval_policy": ApprovalPolicy.AUTO if read_only else (
+            ApprovalPolicy.ALWAYS if destructive else ApprovalPolicy.NEVER),
         "idempotent": read_only or bool(annotations and annotations.idempotent_hint),
     }
 
@@ -158,7 +161,8 @@ def tool_definitions_import_openapi(*, document: str, base_url: str = "", prefix
                 continue
             tool = existing or ToolDefinition(
                 name=name, side_effect="read" if operation.method == "GET" else "write",
-                requires_approval=operation.method != "GET", idempotent=operation.method == "GET",
+                approval_policy=ApprovalPolicy.AUTO if operation.method == "GET" else ApprovalPolicy.ALWAYS,
+                idempotent=operation.method == "GET",
             )
             for key, value in fields.items():
                 setattr(tool, key, value)

@@ -59,8 +59,8 @@ def _step(run_id, owner: str) -> bool:
                        final_message=TOOL_LOOP_MESSAGE.format(name=name))
             return False
         if outcome.parked:
-            run_park_for_approval(run_id=run.pk, owner=owner)
-            return False
+            # Not parked means every approval was decided while the step ran: take the step again.
+            return not run_park_for_approval(run_id=run.pk, owner=owner)
         return True
     if last.role == Message.Role.ASSISTANT:
         run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=StopReason.FINAL_ANSWER)

@@ -1,28 +1,31 @@
 """One tool step: every tool call of one assistant message, then their results as messages.
 
-Each call gets one ToolInvocation row (unique per run and tool call id). Read calls run now;
-calls that need a person get a pending Approval and park the run. A call is marked `running`
-in its own commit before it starts, so after a crash a side-effecting call whose outcome is
-unknown is reported, never silently repeated (at most once); idempotent ones are re-run.
+Each call gets one ToolInvocation row (unique per run and tool call id). Calls the policy lets
+through run now; calls that need a person get a pending Approval and park the run. A call that
+needs approval runs only with an approved Approval bound to its tool call id whose recorded hash
+matches the arguments approved, and it runs with those (possibly edited) arguments. A call is
+marked `running` in its own commit before it starts, so after a crash a side-effecting call whose
+outcome is unknown is reported, never silently repeated (at most once); idempotent ones are re-run.
 """
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from agents.leases import lease_fence
-from conversations.models import Approval, Message, Run, ToolInvocation
+from conversations.models import Approval, ApprovalGrant, Message, Run, ToolInvocation
 from conversations.services import messages_append, run_event_append
-from tools.arguments import parse_arguments, validate_arguments
+from tools.approval_policy import ApprovalPolicy, approval_need
+from tools.arguments import arguments_hash, parse_arguments, validate_arguments
 from tools.executors import execute_tool
 from tools.registry import ToolContext
 
 Status = ToolInvocation.Status
-FINISHED = {Status.SUCCEEDED, Status.ERROR, Status.REJECTED, Status.BLOCKED}
+FINISHED = {Status.SUCCEEDED, Status.ERROR, Status.REJECTED, Status.BLOCKED, Status.CANCELLED}
 
 STREAK_HINT = (
     "Tool {name} was not run: it has been called {count} times in a row. The information "
@@ -34,11 +37,6 @@ STREAK_HINT = (
 class ToolStepOutcome:
     parked: bool = False
     loop_detected: bool = False
-
-
-def arguments_hash(arguments: dict) -> str:
-    canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _streak(messages: list[Message], current: Message) -> tuple[str | None, int]:
@@ -92,31 +90,57 @@ def _finish(invocation: ToolInvocation, *, status: str, result: str, error: str 
     })
 
 
-def _request_approval(invocation: ToolInvocation) -> None:
-    approval, created = Approval.objects.get_or_create(
-        invocation=invocation,
-        defaults={"run_id": invocation.run_id, "arguments": invocation.arguments,
-                  "arguments_hash": arguments_hash(invocation.arguments)},
-    )
-    ToolInvocation.objects.filter(pk=invocation.pk, status=Status.PENDING).update(status=Status.AWAITING_APPROVAL)
-    invocation.status = Status.AWAITING_APPROVAL
+def _request_approval(*, invocation: ToolInvocation, spec: dict, why: str) -> Approval:
+    """A pending Approval for this call, or an approved one if a person already approved this
+    tool for the rest of the run (the call still gets its own row, bound to its arguments)."""
+    now = timezone.now()
+    grant = ApprovalGrant.objects.filter(run_id=invocation.run_id, tool_name=invocation.tool_name).first()
+    fields = {
+        "run_id": invocation.run_id, "tool_call_id": invocation.tool_call_id, "arguments": invocation.arguments,
+        "arguments_hash": arguments_hash(invocation.arguments), "request_reason": why[:500],
+    }
+    if grant is not None:
+        fields.update(status=Approval.Status.APPROVED, decided_by_id=grant.granted_by_id, decided_at=now,
+                      channel=Approval.Channel.RUN_GRANT,
+                      reason=f"approved for the rest of the run with approval #{grant.approval_id}")
+    elif spec["approval"]["timeout_seconds"]:
+        fields["expires_at"] = now + timedelta(seconds=spec["approval"]["timeout_seconds"])
+    approval, created = Approval.objects.get_or_create(invocation=invocation, defaults=fields)
+    if approval.status == Approval.Status.PENDING:
+        ToolInvocation.objects.filter(pk=invocation.pk, status=Status.PENDING).update(status=Status.AWAITING_APPROVAL)
+        invocation.status = Status.AWAITING_APPROVAL
     if created:
-        run_event_append(run_id=invocation.run_id, type="approval.requested", payload={
-            "approval_id": approval.pk, "tool_invocation_id": invocation.pk, "tool": invocation.tool_name,
-            "arguments": invocation.arguments,
-        })
+        payload = {
+            "approval_id": approval.pk, "tool_invocation_id": invocation.pk, "tool_call_id": invocation.tool_call_id,
+            "tool": invocation.tool_name, "arguments": invocation.arguments, "arguments_hash": approval.arguments_hash,
+        }
+        if grant is None:
+            run_event_append(run_id=invocation.run_id, type="approval.requested", payload={
+                **payload, "why": approval.request_reason,
+                "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
+            })
+        else:
+            run_event_append(run_id=invocation.run_id, type="approval.decided", payload={
+                **payload, "status": approval.status, "channel": approval.channel,
+                "decided_by": grant.granted_by.get_username(), "reason": approval.reason, "edited": False,
+            })
+    return approval
 
 
-def _approved_arguments(invocation: ToolInvocation) -> tuple[str, dict | None, str]:
-    """('approved', args, '') only for an approval bound to exactly the arguments it approved."""
-    approval = Approval.objects.filter(invocation=invocation).first()
-    if approval is None:
-        return "none", None, ""
+def _approval_refusal(invocation: ToolInvocation, approval: Approval, spec: dict) -> str | None:
+    """None when the approval lets exactly this call run; otherwise what to tell the model."""
+    name = spec["name"]
     if approval.status == Approval.Status.APPROVED:
-        if arguments_hash(approval.arguments) != approval.arguments_hash:
-            return "tampered", None, "the approved arguments do not match their recorded hash"
-        return "approved", approval.arguments, ""
-    return approval.status, None, approval.reason
+        if approval.tool_call_id != invocation.tool_call_id or arguments_hash(approval.arguments) != approval.arguments_hash:
+            return f"This call of {name} was not run: its approval does not match the call's arguments."
+        return None
+    if approval.status == Approval.Status.REJECTED:
+        return (f"A reviewer rejected this call of {name}; it was not run. "
+                f"Reason: {approval.reason or 'none given'}.")
+    if approval.status == Approval.Status.EXPIRED:
+        return (f"Nobody approved this call of {name} in time, so it was not run. Do not assume it "
+                "happened; tell the user it is waiting for an approval that did not come.")
+    return f"This call of {name} was not run: its approval was {approval.status}."
 
 
 def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, arguments: dict) -> None:
@@ -156,24 +180,35 @@ def _process_call(*, run, owner, invocation: ToolInvocation, spec: dict | None, 
         with transaction.atomic():
             _finish(invocation, status=Status.BLOCKED, result=blocked_hint, error="same-tool streak")
         return
-    arguments = invocation.arguments
-    if spec["requires_approval"]:
-        state, approved, reason = _approved_arguments(invocation)
-        if state == "none" or state == "pending":
-            with transaction.atomic():
-                lease_fence(run_id=run.pk, owner=owner)
-                _request_approval(invocation)
+    # Under "never" no approval can exist for this run (its policy is pinned): skip the lookup.
+    asks = spec["approval"]["policy"] != ApprovalPolicy.NEVER
+    approval = Approval.objects.filter(invocation=invocation).first() if asks else None
+    if approval is None:
+        need = approval_need(spec=spec, arguments=invocation.arguments)
+        if not need.required:
+            _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=invocation.arguments)
             return
-        if state != "approved":
-            result = {
-                "rejected": f"The user rejected this call of {spec['name']}. Reason: {reason or 'none given'}.",
-                "expired": f"Nobody approved this call of {spec['name']} in time; it was not run.",
-            }.get(state, f"This call of {spec['name']} was not run: {reason or state}.")
-            with transaction.atomic():
-                _finish(invocation, status=Status.REJECTED, result=result, error=state)
-            return
-        arguments = approved
-    _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=arguments)
+        with transaction.atomic():
+            lease_fence(run_id=run.pk, owner=owner)
+            approval = _request_approval(invocation=invocation, spec=spec, why=need.why)
+    if approval.status == Approval.Status.PENDING:
+        return
+    refusal = _approval_refusal(invocation, approval, spec)
+    if refusal is not None:
+        with transaction.atomic():
+            _finish(invocation, status=Status.REJECTED, result=refusal, error=approval.status)
+        return
+    _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=approval.arguments)
+
+
+def _tool_message(invocation: ToolInvocation, approval: Approval | None) -> str:
+    """The tool result the model reads; it is told when a person changed the arguments."""
+    if (approval is not None and approval.status == Approval.Status.APPROVED
+            and approval.arguments_hash != arguments_hash(invocation.arguments or {})):
+        edited = json.dumps(approval.arguments, ensure_ascii=False, sort_keys=True)
+        return (f"[A reviewer changed the arguments before approving; the tool ran with {edited}]\n"
+                f"{invocation.result}")
+    return invocation.result
 
 
 def tool_step(*, run: Run, owner: str, snapshot: dict, messages: list[Message], current: Message) -> ToolStepOutcome:
@@ -201,11 +236,12 @@ def tool_step(*, run: Run, owner: str, snapshot: dict, messages: list[Message], 
                           spec=tools.get(invocation.tool_name), blocked_hint=blocked_hint)
     if any(inv.status == Status.AWAITING_APPROVAL for inv in invocations):
         return ToolStepOutcome(parked=True)
+    approvals = {a.invocation_id: a for a in Approval.objects.filter(invocation__in=invocations)}
     with transaction.atomic():
         lease_fence(run_id=run.pk, owner=owner)
         messages_append(conversation_id=run.conversation_id, run_id=run.pk, messages=[
-            {"role": Message.Role.TOOL, "content": inv.result, "tool_call_id": inv.tool_call_id,
-             "name": inv.tool_name}
+            {"role": Message.Role.TOOL, "content": _tool_message(inv, approvals.get(inv.pk)),
+             "tool_call_id": inv.tool_call_id, "name": inv.tool_name}
             for inv in invocations
         ])
     return ToolStepOutcome()

@@ -2,6 +2,9 @@
 
 from rest_framework.routers import DefaultRouter
 
+from conversations.api.approvals import ApprovalViewSet
+
 router = DefaultRouter(trailing_slash=True)
+router.register("approvals", ApprovalViewSet, basename="approval")
 
 urlpatterns = router.urls

@@ -1,0 +1,1 @@
+"""Server-rendered pages for people (the approval queue), outside the Django admin."""
