@@ -123,6 +123,7 @@ def test_admin_stores_secret_headers_encrypted_and_shows_them_masked(admin_clien
         "is_active": "on", "http_method": "POST", "http_url": f"{petstore.base_url}/pets",
         "http_query_params": "[]", "http_headers": "{}", "http_max_response_bytes": "100000",
         "new_http_secret_headers": '{"Authorization": "Bearer abcdefghijkl1234"}',
+        "approval_policy": "auto", "approval_timeout_seconds": "86400", "approval_on_expiry": "continue",
     })
     assert response.status_code == 302, response.content.decode()[:2000]
     tool = ToolDefinition.objects.get(name="pets-add")

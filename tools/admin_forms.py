@@ -76,6 +76,8 @@ class MCPServerForm(_SecretMappingsForm):
     new_headers = _new_secret("headers")
     clear_headers = _clear_secret("headers")
     user = None  # set by the admin: only superusers may have workers run a command
+    url = forms.URLField(max_length=1000, required=False, assume_scheme="https",
+                         help_text="streamable HTTP: the endpoint, e.g. https://…/mcp.")
 
     class Meta:
         model = MCPServer
