@@ -2,6 +2,7 @@ from django.contrib import admin, messages
 from django.template.loader import render_to_string
 
 from conversations.models import ApiToken, Approval, Conversation, LLMCall, Message, Run, RunEvent, ToolInvocation
+from conversations.monitoring.admin_actions import cancel_runs, requeue_runs, retry_runs
 from conversations.selectors import run_timeline
 from conversations.tokens import api_token_create
 from platform_site.admin_mixins import ReadOnlyAdminMixin, ReadOnlyInline
@@ -61,6 +62,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         ("Timeline", {"fields": ["timeline"]}),
     ]
     inlines = [RunEventInline]
+    actions = [cancel_runs, requeue_runs, retry_runs]
 
     @admin.display(description="duration (ms)")
     def duration(self, obj):

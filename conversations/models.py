@@ -113,6 +113,8 @@ class Run(models.Model):
             # The sweeper scans for lapsed leases among running runs only.
             models.Index(fields=["status", "lease_expires_at"], name="run_status_lease_idx"),
             models.Index(fields=["conversation", "created_at"], name="run_conversation_idx"),
+            # The monitoring rollups read the runs that ended in the last hours.
+            models.Index(fields=["finished_at"], name="run_finished_idx"),
         ]
 
     def __str__(self):
@@ -278,3 +280,7 @@ class ApiToken(models.Model):
 
     def __str__(self):
         return f"{self.name} ({self.prefix}…)"
+
+
+# Hourly rollups for the monitoring dashboard (derived from the ledger above).
+from conversations.monitoring.models import ErrorHourly, LLMCallHourly, RollupState, RunHourly  # noqa: E402,F401

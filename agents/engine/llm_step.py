@@ -6,6 +6,7 @@ completed call is never made again; a row left `started` by a dead worker is clo
 interrupted and the step is attempted anew.
 """
 
+import logging
 import random
 import time
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ from agents.models import ModelConfig
 from agents.providers import LLMResponse, ProviderError, get_provider
 from conversations.models import LLMCall, Message, Run
 from conversations.services import messages_append, run_event_append
+from platform_site.logs import bind
+
+log = logging.getLogger(__name__)
 
 _MILLION = Decimal(1_000_000)
 
@@ -149,6 +153,8 @@ def llm_step(*, run: Run, owner: str, snapshot: dict, messages: list[Message]) -
                     "llm_call_id": call.pk, "iteration": iteration, "attempt": attempt, "model": model["name"],
                 })
             attempt += 1
+            # Log lines from here on (this attempt, and the tool calls it asks for) name this call.
+            bind(llm_call_id=call.pk)
             started = time.monotonic()
             relay = DeltaRelay(run_id=run.pk, llm_call_id=call.pk)
             try:
@@ -156,6 +162,7 @@ def llm_step(*, run: Run, owner: str, snapshot: dict, messages: list[Message]) -
             except ProviderError as exc:
                 relay.flush()
                 _record_failure(run=run, owner=owner, call=call, error=exc, started=started)
+                log.warning("model call %s.%s to %s failed: %s", iteration, call.attempt, model["name"], exc.message)
                 last_error = exc
                 if not exc.retryable:
                     break
@@ -165,5 +172,7 @@ def llm_step(*, run: Run, owner: str, snapshot: dict, messages: list[Message]) -
             relay.flush()
             message = _record_success(run=run, owner=owner, call=call, model=model, response=response,
                                       started=started, iteration=iteration)
+            log.info("model call %s.%s to %s: %s, %s tokens", iteration, call.attempt, model["name"],
+                     response.finish_reason, response.usage.total_tokens)
             return StepResult(message, response)
     raise ModelStepFailed(str(last_error) if last_error else "no model configured")

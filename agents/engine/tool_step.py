@@ -8,6 +8,7 @@ unknown is reported, never silently repeated (at most once); idempotent ones are
 
 import hashlib
 import json
+import logging
 import time
 from dataclasses import dataclass
 
@@ -17,9 +18,12 @@ from django.utils import timezone
 from agents.leases import lease_fence
 from conversations.models import Approval, Message, Run, ToolInvocation
 from conversations.services import messages_append, run_event_append
+from platform_site.logs import log_context
 from tools.arguments import parse_arguments, validate_arguments
 from tools.executors import execute_tool
 from tools.registry import ToolContext
+
+log = logging.getLogger(__name__)
 
 Status = ToolInvocation.Status
 FINISHED = {Status.SUCCEEDED, Status.ERROR, Status.REJECTED, Status.BLOCKED}
@@ -145,6 +149,12 @@ def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, ar
 
 
 def _process_call(*, run, owner, invocation: ToolInvocation, spec: dict | None, blocked_hint: str | None) -> None:
+    with log_context(tool_invocation_id=invocation.pk):
+        _decide_and_run(run=run, owner=owner, invocation=invocation, spec=spec, blocked_hint=blocked_hint)
+        log.info("tool %s: %s", invocation.tool_name, invocation.status)
+
+
+def _decide_and_run(*, run, owner, invocation: ToolInvocation, spec: dict | None, blocked_hint: str | None) -> None:
     if invocation.validation_errors:
         with transaction.atomic():
             _finish(invocation, status=Status.ERROR, result=" ".join(invocation.validation_errors),
