@@ -6,6 +6,7 @@ from django.template.response import TemplateResponse
 from conversations.approvals.diff import arguments_diff
 from conversations.approvals.services import ApprovalError, approval_decide, user_may_decide
 from conversations.models import ApiToken, Approval, Conversation, LLMCall, Message, Run, RunEvent, ToolInvocation
+from conversations.monitoring.admin_actions import cancel_runs, requeue_runs, retry_runs
 from conversations.selectors import run_timeline
 from conversations.tokens import api_token_create
 from platform_site.admin_mixins import ReadOnlyAdminMixin, ReadOnlyInline
@@ -66,6 +67,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         ("Timeline", {"fields": ["timeline"]}),
     ]
     inlines = [RunEventInline]
+    actions = [cancel_runs, requeue_runs, retry_runs]
 
     @admin.display(description="duration (ms)")
     def duration(self, obj):

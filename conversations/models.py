@@ -131,6 +131,8 @@ class Run(models.Model):
                 fields=["deadline"], name="run_open_deadline_idx",
                 condition=Q(status__in=["queued", "running", "awaiting_approval"], deadline__isnull=False),
             ),
+            # The monitoring rollups read the runs that ended in the last hours.
+            models.Index(fields=["finished_at"], name="run_finished_idx"),
         ]
 
     def __str__(self):
@@ -334,3 +336,7 @@ class ApiToken(models.Model):
 
     def __str__(self):
         return f"{self.name} ({self.prefix}…)"
+
+
+# Hourly rollups for the monitoring dashboard (derived from the ledger above).
+from conversations.monitoring.models import ErrorHourly, LLMCallHourly, RollupState, RunHourly  # noqa: E402,F401

@@ -11,7 +11,8 @@ def run_timeline(*, run: Run) -> list[dict]:
     """
     steps = []
     calls = LLMCall.objects.filter(run=run).order_by("purpose", "iteration", "attempt")
-    invocations = ToolInvocation.objects.filter(run=run).select_related("approval").order_by("llm_call_id", "position")
+    invocations = (ToolInvocation.objects.filter(run=run).select_related("approval__decided_by")
+                   .order_by("llm_call_id", "position"))
     by_call: dict[int, list[ToolInvocation]] = {}
     for invocation in invocations:
         by_call.setdefault(invocation.llm_call_id, []).append(invocation)

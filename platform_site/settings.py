@@ -52,6 +52,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "platform_site.logs.RequestLogContextMiddleware",
     # Serves the admin's and the pages' static files from the ASGI process itself.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -143,6 +144,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_in": str(_broker_dir / "out"),
         "data_folder_out": str(_broker_dir / "out"),
         "processed_folder": str(_broker_dir / "processed"),
+        # Exchange tables (the workers' control/ping fanout) live beside the queues, not in the cwd.
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
         "polling_interval": 0.1,
     }
@@ -194,10 +197,48 @@ AGENTRY_QUEUED_REENQUEUE_SECONDS = int(os.environ.get("AGENTRY_QUEUED_REENQUEUE_
 AGENTRY_RETRY_BASE_SECONDS = float(os.environ.get("AGENTRY_RETRY_BASE_SECONDS", "0.5"))
 AGENTRY_RETRY_MAX_SECONDS = float(os.environ.get("AGENTRY_RETRY_MAX_SECONDS", "30"))
 
+# --- Monitoring (conversations/monitoring) ------------------------------------------------
+# Flower's address, linked from the monitoring page (empty: no link).
+AGENTRY_FLOWER_URL = os.environ.get("AGENTRY_FLOWER_URL", "")
+# A running run counts as stuck when its lease lapsed or it has run longer than this.
+AGENTRY_MONITOR_STUCK_SECONDS = int(os.environ.get("AGENTRY_MONITOR_STUCK_SECONDS", "600"))
+# Hourly rollups: rebuilt by beat this often, recomputing at least this many past hours.
+AGENTRY_MONITOR_ROLLUP_SECONDS = float(os.environ.get("AGENTRY_MONITOR_ROLLUP_SECONDS", "30"))
+AGENTRY_MONITOR_ROLLUP_OVERLAP_HOURS = int(os.environ.get("AGENTRY_MONITOR_ROLLUP_OVERLAP_HOURS", "2"))
+# Queue depths and worker pings are cached this long; the probes give up after these timeouts.
+AGENTRY_MONITOR_PROBE_CACHE_SECONDS = float(os.environ.get("AGENTRY_MONITOR_PROBE_CACHE_SECONDS", "10"))
+AGENTRY_MONITOR_PING_TIMEOUT = float(os.environ.get("AGENTRY_MONITOR_PING_TIMEOUT", "0.5"))
+AGENTRY_MONITOR_BROKER_TIMEOUT = float(os.environ.get("AGENTRY_MONITOR_BROKER_TIMEOUT", "2"))
+# How often the open dashboard refreshes itself.
+AGENTRY_MONITOR_REFRESH_SECONDS = float(os.environ.get("AGENTRY_MONITOR_REFRESH_SECONDS", "10"))
+CELERY_TASK_ROUTES["conversations.monitoring.tasks.rollups_refresh_task"] = {"queue": "maintenance"}
+CELERY_BEAT_SCHEDULE["monitoring-rollups"] = {
+    "task": "conversations.monitoring.tasks.rollups_refresh_task", "schedule": AGENTRY_MONITOR_ROLLUP_SECONDS,
+}
+
+# Structured logs (platform_site/logs.py): LOG_FORMAT=json writes one JSON object per line with
+# the run / model call / tool invocation / request ids bound where the line was logged.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "platform_site.logs.ContextFilter"}},
+    "formatters": {
+        "text": {"()": "platform_site.logs.HumanFormatter"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(levelname)s %(name)s %(message)s",
+            "timestamp": "time",
+            "rename_fields": {"levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "text",
+            "filters": ["context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
 }

@@ -11,6 +11,7 @@ def health(request):
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("health/", health),
+    path("monitor/", include("conversations.monitoring.urls")),
     path("api/v1/", include("conversations.api.urls")),
     path("approvals/", include("conversations.pages.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -38,6 +38,7 @@ cat <<INFO
 Agentry is up (embedded defaults: SQLite in var/, filesystem broker, fake LLM on :8901).
   Admin:     http://127.0.0.1:$PORT/admin/   user ${AGENTRY_ADMIN_USERNAME:-admin} / password ${AGENTRY_ADMIN_PASSWORD:-admin}
   API docs:  http://127.0.0.1:$PORT/api/docs/
+  Monitor:   http://127.0.0.1:$PORT/monitor/
   Demo:      .venv/bin/python manage.py agentry_demo      (seed 000's conversations, through the queue)
   One-off:   .venv/bin/python manage.py agentry_chat "我在成都，明天天气如何？"
   Logs:      var/logs/

@@ -18,6 +18,7 @@ from agents.engine.tool_step import tool_step
 from agents.leases import LeaseLost, process_owner, renewer, run_claim
 from conversations.models import Message, Run, RunStatus, StopReason
 from conversations.services import run_event_append, run_finish, run_park_for_approval
+from platform_site.logs import log_context
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +88,16 @@ def _step(run_id, owner: str) -> bool:
 
 
 def run_advance(*, run_id) -> None:
+    with log_context(run_id=run_id):
+        _advance(run_id)
+
+
+def _advance(run_id) -> None:
     owner = process_owner()
     if not run_claim(run_id=run_id, owner=owner):
+        log.info("run %s: not claimable (taken, parked or finished)", run_id)
         return
+    log.info("run %s: claimed by %s", run_id, owner)
     run_event_append(run_id=run_id, type="run.running", payload={"worker": owner})
     renewer.hold(run_id)
     try:
@@ -103,3 +111,4 @@ def run_advance(*, run_id) -> None:
                    error=traceback.format_exc(limit=20))
     finally:
         renewer.release(run_id)
+    log.info("run %s: released", run_id)

@@ -11,6 +11,7 @@ a price changed mid-run applies from the next call on; the `llm_call.completed` 
 the prices used.
 """
 
+import logging
 import random
 import time
 import zoneinfo
@@ -29,6 +30,9 @@ from agents.providers import LLMResponse, ProviderError, get_provider
 from agents.services import agent_usage_add
 from conversations.models import LLMCall, Run
 from conversations.services import run_event_append
+from platform_site.logs import bind
+
+log = logging.getLogger(__name__)
 
 _MILLION = Decimal(1_000_000)
 _PRICES = ("price_input_per_million", "price_output_per_million", "price_cached_input_per_million")
@@ -161,6 +165,8 @@ def model_call(*, run: Run, owner: str, snapshot: dict, purpose: str, iteration:
                     "model": model["name"],
                 })
             attempt += 1
+            # Log lines from here on (this attempt, and the tool calls it asks for) name this call.
+            bind(llm_call_id=call.pk)
             started = time.monotonic()
             relay = DeltaRelay(run_id=run.pk, llm_call_id=call.pk) if relay_deltas else None
             try:
@@ -170,6 +176,7 @@ def model_call(*, run: Run, owner: str, snapshot: dict, purpose: str, iteration:
                 if relay:
                     relay.flush()
                 _record_failure(run=run, owner=owner, call=call, error=exc, started=started)
+                log.warning("model call %s.%s to %s failed: %s", iteration, call.attempt, model["name"], exc.message)
                 last_error = exc
                 if not exc.retryable:
                     break
@@ -180,6 +187,8 @@ def model_call(*, run: Run, owner: str, snapshot: dict, purpose: str, iteration:
                 continue
             if relay:
                 relay.flush()
+            log.info("model call %s %s.%s to %s: %s, %s tokens", purpose, iteration, call.attempt, model["name"],
+                     response.finish_reason, response.usage.total_tokens)
             return _record_success(run=run, owner=owner, call=call, response=response, prices=prices,
                                    started=started, time_zone=snapshot["agent"]["time_zone"], record=record)
     raise ModelStepFailed(f"The model could not be reached: {last_error or 'no model is configured'}")

@@ -9,6 +9,7 @@ outcome is unknown is reported, never silently repeated (at most once); idempote
 """
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,10 +20,13 @@ from django.utils import timezone
 from agents.leases import lease_fence
 from conversations.models import Approval, ApprovalGrant, Message, Run, ToolInvocation
 from conversations.services import messages_append, run_event_append
+from platform_site.logs import log_context
 from tools.approval_policy import ApprovalPolicy, approval_need
 from tools.arguments import arguments_hash, parse_arguments, validate_arguments
 from tools.executors import execute_tool
 from tools.registry import ToolContext
+
+log = logging.getLogger(__name__)
 
 Status = ToolInvocation.Status
 FINISHED = {Status.SUCCEEDED, Status.ERROR, Status.REJECTED, Status.BLOCKED, Status.CANCELLED}
@@ -171,6 +175,12 @@ def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, ar
 
 
 def _process_call(*, run, owner, invocation: ToolInvocation, spec: dict | None, blocked_hint: str | None) -> None:
+    with log_context(tool_invocation_id=invocation.pk):
+        _decide_and_run(run=run, owner=owner, invocation=invocation, spec=spec, blocked_hint=blocked_hint)
+        log.info("tool %s: %s", invocation.tool_name, invocation.status)
+
+
+def _decide_and_run(*, run, owner, invocation: ToolInvocation, spec: dict | None, blocked_hint: str | None) -> None:
     if invocation.validation_errors:
         with transaction.atomic():
             _finish(invocation, status=Status.ERROR, result=" ".join(invocation.validation_errors),

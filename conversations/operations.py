@@ -1,0 +1,103 @@
+"""What an operator can do to a run from the monitoring pages or the admin: cancel it, requeue
+a stuck one, retry a failed one. Each is a guarded state change recorded as a RunEvent naming
+who did it, and a run that has to move again is enqueued only after commit.
+
+Retrying is the one way out of a terminal state, and it is deliberate: only a `failed` run,
+only by a person, only while it is still the latest run of its conversation. The run goes back
+to `queued` and resumes from its last committed step, as after a crash (the engine derives the
+next step from the run's last message), so a completed model call is not made again and a
+side-effecting tool call whose outcome is unknown is reported rather than repeated. Its earlier
+outcome stays in the events (`run.failed`, and `run.retried` with the previous status, stop
+reason and error).
+"""
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from conversations.models import Message, Run, RunStatus, StopReason
+from conversations.services import run_event_append, run_finish
+
+log = logging.getLogger(__name__)
+
+
+class RunActionRefused(Exception):
+    """The run is not in a state this action applies to; the message says why."""
+
+
+def _actor(user) -> dict:
+    return {"by": user.get_username(), "by_id": user.pk}
+
+
+def _enqueue_after_commit(run_id) -> None:
+    from agents.tasks import run_advance_task
+
+    transaction.on_commit(lambda: run_advance_task.delay(str(run_id)))
+
+
+def _locked(run_id) -> Run:
+    return Run.objects.select_for_update().get(pk=run_id)
+
+
+def run_cancel_by_operator(*, run_id, user) -> Run:
+    """A queued, parked or abandoned run (lease lapsed) ends now; a run a live worker holds
+    stops at its next step boundary."""
+    with transaction.atomic():
+        run = _locked(run_id)
+        if run.is_terminal:
+            raise RunActionRefused(f"The run already ended ({run.status}).")
+        held = run.status == RunStatus.RUNNING and run.lease_expires_at and run.lease_expires_at > timezone.now()
+        run_event_append(run_id=run.pk, type="run.cancel_requested", payload=_actor(user))
+        if held:
+            Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+        else:
+            run_finish(run_id=run.pk, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+    log.info("run %s: cancelled by %s", run_id, user.get_username())
+    run.refresh_from_db()
+    return run
+
+
+def run_requeue(*, run_id, user) -> Run:
+    """Give a stuck run to any worker: a running run goes back to queued (a worker still
+    holding it loses its lease at its next commit and stops); a queued run's task is sent again."""
+    with transaction.atomic():
+        run = _locked(run_id)
+        if run.status not in (RunStatus.RUNNING, RunStatus.QUEUED):
+            raise RunActionRefused(f"Only a running or queued run can be requeued; this one is {run.status}.")
+        payload = {"reason": "operator", **_actor(user), "previous_status": run.status,
+                   "previous_owner": run.lease_owner,
+                   "lease_expires_at": run.lease_expires_at.isoformat() if run.lease_expires_at else None}
+        Run.objects.filter(pk=run.pk, status__in=[RunStatus.RUNNING, RunStatus.QUEUED]).update(
+            status=RunStatus.QUEUED, lease_owner="", lease_expires_at=None
+        )
+        run_event_append(run_id=run.pk, type="run.requeued", payload=payload)
+        _enqueue_after_commit(run.pk)
+    log.info("run %s: requeued by %s", run_id, user.get_username())
+    run.refresh_from_db()
+    return run
+
+
+def run_retry(*, run_id, user) -> Run:
+    """Reopen a failed run from its last committed step (see the module's docstring)."""
+    with transaction.atomic():
+        run = _locked(run_id)
+        if run.status != RunStatus.FAILED:
+            raise RunActionRefused(f"Only a failed run can be retried; this one is {run.status}.")
+        if Run.objects.filter(conversation_id=run.conversation_id, created_at__gt=run.created_at).exists():
+            raise RunActionRefused("The conversation has moved on (a newer run exists); post a new message instead.")
+        last = Message.objects.filter(run=run).order_by("-order").values("order", "role").first()
+        Run.objects.filter(pk=run.pk, status=RunStatus.FAILED).update(
+            status=RunStatus.QUEUED, stop_reason="", error="", finished_at=None, cancel_requested=False,
+            recoveries=0, lease_owner="", lease_expires_at=None,
+        )
+        run_event_append(run_id=run.pk, type="run.retried", payload={
+            **_actor(user), "resume_after": last,
+            "previous": {"status": run.status, "stop_reason": run.stop_reason, "error": run.error[:2000],
+                         "recoveries": run.recoveries},
+        })
+        run_event_append(run_id=run.pk, type="run.queued", payload={"reason": "retry"})
+        _enqueue_after_commit(run.pk)
+    log.info("run %s: retried by %s", run_id, user.get_username())
+    run.refresh_from_db()
+    return run

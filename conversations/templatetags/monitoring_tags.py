@@ -1,0 +1,41 @@
+"""Small formatting filters for the monitoring pages."""
+
+import json
+from datetime import datetime
+
+from django import template
+from django.utils import timezone
+
+register = template.Library()
+
+
+@register.filter
+def duration(seconds) -> str:
+    """12 s, 4 min, 3 h 5 min."""
+    if seconds is None or seconds == "":
+        return "–"
+    seconds = int(float(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 120:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+@register.filter
+def percent(rate) -> str:
+    return "–" if rate is None else f"{rate * 100:.1f} %"
+
+
+@register.filter
+def iso_time(value: str) -> str:
+    """An ISO timestamp from the JSON data, shown in the site's time zone."""
+    if not value:
+        return "–"
+    return timezone.localtime(datetime.fromisoformat(value)).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@register.filter
+def as_json(value) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
