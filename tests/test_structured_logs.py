@@ -83,7 +83,7 @@ def test_engine_binds_run_model_call_and_tool_invocation_ids(scripted_agent, rec
     run = advance(start_run(agent))
     mine = [r for r in records if getattr(r, "run_id", None) == str(run.pk)]
 
-    calls = [r for r in mine if r.name == "agents.engine.llm_step"]
+    calls = [r for r in mine if r.name == "agents.engine.model_call"]
     tools = [r for r in mine if r.name == "agents.engine.tool_step"]
     assert len(calls) == 2 and len({r.llm_call_id for r in calls}) == 2
     [tool] = tools

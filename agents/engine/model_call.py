@@ -176,7 +176,8 @@ def model_call(*, run: Run, owner: str, snapshot: dict, purpose: str, iteration:
                 if relay:
                     relay.flush()
                 _record_failure(run=run, owner=owner, call=call, error=exc, started=started)
-                log.warning("model call %s.%s to %s failed: %s", iteration, call.attempt, model["name"], exc.message)
+                log.warning("model call %s.%s (%s) to %s failed: %s", iteration, call.attempt, purpose, model["name"],
+                            exc.message)
                 last_error = exc
                 if not exc.retryable:
                     break
@@ -187,7 +188,7 @@ def model_call(*, run: Run, owner: str, snapshot: dict, purpose: str, iteration:
                 continue
             if relay:
                 relay.flush()
-            log.info("model call %s %s.%s to %s: %s, %s tokens", purpose, iteration, call.attempt, model["name"],
+            log.info("model call %s.%s (%s) to %s: %s, %s tokens", iteration, call.attempt, purpose, model["name"],
                      response.finish_reason, response.usage.total_tokens)
             return _record_success(run=run, owner=owner, call=call, response=response, prices=prices,
                                    started=started, time_zone=snapshot["agent"]["time_zone"], record=record)
