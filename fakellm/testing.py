@@ -17,7 +17,11 @@ def serve_in_thread(
     scripts: dict[str, dict] | None = None, host: str = "127.0.0.1", port: int = 0
 ) -> tuple[str, Callable[[], None]]:
     """Start a server (default: the shipped scripts); return (base_url, stop)."""
-    app = create_app(load_default_scripts() if scripts is None else scripts)
+    return serve_app_in_thread(create_app(load_default_scripts() if scripts is None else scripts), host, port)
+
+
+def serve_app_in_thread(app, host: str = "127.0.0.1", port: int = 0) -> tuple[str, Callable[[], None]]:
+    """Serve any ASGI app from a daemon thread; return (base_url, stop)."""
     # Binding here, not in uvicorn, is what lets port=0 report the chosen port.
     # The explicit IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on sockets
     # that declare it, and without it every response stalls ~40 ms (Nagle).
