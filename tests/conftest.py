@@ -65,3 +65,20 @@ def executions():
         return int(client.hget(COUNTER_KEY, label) or 0)
 
     return count
+
+
+@pytest.fixture(scope="session")
+def api_server_process(django_db_setup, django_db_blocker):
+    """The ASGI app under a real uvicorn, on the test database."""
+    from tests.servers import ApiServer
+
+    if connection.vendor != "postgresql":
+        pytest.skip("end-to-end tests need PostgreSQL: set DATABASE_URL (scripts/test.sh does)")
+    server = ApiServer(database_url=_database_url()).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def api_server(api_server_process, transactional_db):
+    return api_server_process

@@ -1,7 +1,17 @@
 """/api/v1/: each resource module registers its views on this router."""
 
+from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-router = DefaultRouter(trailing_slash=True)
+from conversations.api import agents, conversations, events, runs
 
-urlpatterns = router.urls
+router = DefaultRouter(trailing_slash=True)
+router.register("agents", agents.AgentViewSet, basename="agent")
+router.register("conversations", conversations.ConversationViewSet, basename="conversation")
+router.register("runs", runs.RunViewSet, basename="run")
+
+urlpatterns = [
+    # Async (ASGI) view, outside DRF: a stream must not hold a thread while it waits.
+    path("runs/<uuid:run_id>/events/", events.run_events, name="run-events"),
+    *router.urls,
+]
