@@ -74,7 +74,8 @@ def api_server_process(django_db_setup, django_db_blocker):
 
     if connection.vendor != "postgresql":
         pytest.skip("end-to-end tests need PostgreSQL: set DATABASE_URL (scripts/test.sh does)")
-    server = ApiServer(database_url=_database_url()).start()
+    # Named, so a test can count the server's own database connections.
+    server = ApiServer(database_url=_database_url() + "?application_name=agentry-test-web").start()
     yield server
     server.stop()
 
