@@ -14,5 +14,7 @@ export AGENTRY_TOOL_MODULES="tools.builtin.demo,tests.tool_fixtures"
 export AGENTRY_RUN_LEASE_SECONDS=3
 export AGENTRY_RETRY_BASE_SECONDS=0.05
 export AGENTRY_RETRY_MAX_SECONDS=2
+export AGENTRY_WEBHOOK_RETRY_BASE_SECONDS=0.2
+export AGENTRY_WEBHOOK_RETRY_MAX_SECONDS=1
 export SECRET_KEY="test-secret-key"
 exec .venv/bin/python -m pytest "$@"

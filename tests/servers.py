@@ -83,7 +83,7 @@ class WebhookReceiver:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with receiver.lock:
-                    receiver.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                    receiver.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
                     status = receiver.statuses.pop(0) if receiver.statuses else 200
                 self.send_response(status)
                 if status == 429:
