@@ -52,6 +52,7 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     list_select_related = ["model_config"]
+    filter_horizontal = ["allowed_groups"]
     inlines = [AgentToolInline]
 
 

@@ -2,12 +2,16 @@
 PostgreSQL and a real worker."""
 
 import threading
+from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
+from agents.leases import run_claim
+from agents.sweeper import runs_sweep
 from conversations.models import Message, Run
-from conversations.services import ConversationBusy, conversation_create, message_post, message_submit
+from conversations.services import ConversationBusy, conversation_create, message_post, message_submit, run_finish
 from tests.api_helpers import make_user
 from tests.factories import ModelConfigFactory, make_agent
 from tests.helpers import wait_for
@@ -137,3 +141,32 @@ def test_interrupt_with_concurrent_posts_leaves_only_the_last_one(worker, fake_l
     wait_for(lambda: _all_terminal(results), timeout=60, message="all runs to end")
     runs = list(Run.objects.filter(conversation=conversation).order_by("request__id"))
     assert [r.status for r in runs] == ["cancelled"] * (THREADS - 1) + ["completed"]
+
+
+@pytest.mark.django_db
+def test_a_waiting_run_cannot_be_claimed_until_the_run_before_it_ends(django_capture_on_commit_callbacks):
+    conversation, user = _conversation("enqueue")
+    first = message_post(conversation=conversation, content="one", user=user)
+    second = message_post(conversation=conversation, content="two", user=user)
+    assert not run_claim(run_id=second.pk, owner="test-worker")
+    assert not Message.objects.filter(run=second).exists()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        run_finish(run_id=first.pk, status="completed", stop_reason="final_answer")
+    assert Message.objects.get(run=second).content == "two"
+    assert run_claim(run_id=second.pk, owner="test-worker")
+
+
+@pytest.mark.django_db
+def test_the_sweeper_admits_a_waiting_run_whose_hand_over_was_lost(django_capture_on_commit_callbacks, settings):
+    conversation, user = _conversation("enqueue")
+    first = message_post(conversation=conversation, content="one", user=user)
+    second = message_post(conversation=conversation, content="two", user=user)
+    # Finished without its after-commit hand-over, as after a crash at the wrong moment.
+    run_finish(run_id=first.pk, status="completed", stop_reason="final_answer")
+    Run.objects.filter(pk=second.pk).update(
+        created_at=timezone.now() - timedelta(seconds=settings.AGENTRY_QUEUED_REENQUEUE_SECONDS + 1))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert runs_sweep()["admitted"] == 1
+    assert Message.objects.get(run=second).content == "two"

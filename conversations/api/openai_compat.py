@@ -29,12 +29,13 @@ from conversations.live import TERMINAL_EVENT_TYPES, run_event_batches
 from platform_site.asyncdb import db
 
 ANSWER_EVENTS = TERMINAL_EVENT_TYPES | {"run.awaiting_approval"}
+UTF8 = {"ensure_ascii": False}
 
 
 def _error(status: int, message: str, *, code: str, param: str | None = None, headers=None) -> JsonResponse:
     error_type = "invalid_request_error" if status < 500 else "server_error"
     return JsonResponse({"error": {"message": message, "type": error_type, "param": param, "code": code}},
-                        status=status, headers=headers)
+                        status=status, headers=headers, json_dumps_params=UTF8)
 
 
 def _body(request):
@@ -81,7 +82,7 @@ async def _plain(run, model: str) -> JsonResponse:
         "agentry": {"run_id": str(run.pk), "conversation_id": str(run.conversation_id),
                     "status": outcome.run.status, "stop_reason": outcome.run.stop_reason},
     }
-    return JsonResponse(body, headers=headers)
+    return JsonResponse(body, headers=headers, json_dumps_params=UTF8)
 
 
 async def _chunks(run, model: str, include_usage: bool):

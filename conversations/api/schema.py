@@ -143,4 +143,17 @@ def add_streaming_endpoints(result, generator, request, public):
             ]},
         },
     }}
+    result["paths"]["/v1/models"] = {"get": {
+        "operationId": "models_list",
+        "tags": ["openai"],
+        "summary": "The agents the caller may use, as OpenAI models",
+        "security": security,
+        "responses": {
+            "200": _json({"type": "object", "properties": {"object": {"type": "string", "enum": ["list"]}, "data": {
+                "type": "array", "items": {"type": "object", "properties": {
+                    "id": {"type": "string"}, "object": {"type": "string"}, "created": {"type": "integer"},
+                    "owned_by": {"type": "string"}}}}}}, "Agent slugs as model ids."),
+            "401": _json({"$ref": "#/components/schemas/OpenAIError"}, "Not authenticated."),
+        },
+    }}
     return result
