@@ -92,6 +92,9 @@ class RedisWaker:
         except (redis.RedisError, OSError, TimeoutError) as exc:
             log.warning("run event wake-ups unavailable, polling instead: %s", exc)
             wake.poll_seconds = settings.AGENTRY_SSE_POLL_SECONDS
+            future = self._confirmed.get(channel)
+            if future is not None and not future.done():
+                self._confirmed.pop(channel, None)  # the next stream of this run subscribes again
         try:
             yield wake
         finally:

@@ -7,7 +7,6 @@ shape (`{"error": {...}}`) because that is what OpenAI clients read.
 
 import asyncio
 import json
-import time
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
