@@ -52,9 +52,11 @@ def _all_terminal(runs):
     return all(r.is_terminal for r in Run.objects.filter(pk__in=[r.pk for r in runs]))
 
 
-@pytest.mark.django_db(transaction=True)
-def test_reject_lets_exactly_one_of_concurrent_posts_through():
-    conversation, user = _conversation("reject")
+# These tests take the worker too: the run they admit is enqueued, and it must be finished before
+# the test database is emptied, or a worker step could deadlock with the TRUNCATE.
+@pytest.mark.e2e
+def test_reject_lets_exactly_one_of_concurrent_posts_through(worker, fake_llm):
+    conversation, user = _conversation("reject", base_url=fake_llm.api_base)
     results = _concurrently([
         lambda i=i: message_post(conversation=conversation, content=f"q{i}", user=user) for i in range(THREADS)
     ])
@@ -63,12 +65,14 @@ def test_reject_lets_exactly_one_of_concurrent_posts_through():
     assert len(runs) == 1 and len(busy) == THREADS - 1, results
     assert all(b.run.pk == runs[0].pk for b in busy)
     assert Run.objects.filter(conversation=conversation).count() == 1
-    assert Message.objects.filter(conversation=conversation).count() == 1
+    wait_for(lambda: _all_terminal(runs), message="the admitted run to finish")
+    assert [m.content for m in Message.objects.filter(conversation=conversation, role="user")] == [
+        runs[0].request.content]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_concurrent_retries_with_one_idempotency_key_make_one_run():
-    conversation, user = _conversation("enqueue")
+@pytest.mark.e2e
+def test_concurrent_retries_with_one_idempotency_key_make_one_run(worker, fake_llm):
+    conversation, user = _conversation("enqueue", base_url=fake_llm.api_base)
     results = _concurrently([
         lambda: message_submit(conversation=conversation, content="pay", user=user, idempotency_key="retry-1")
         for _ in range(THREADS)
@@ -76,6 +80,7 @@ def test_concurrent_retries_with_one_idempotency_key_make_one_run():
     assert len({r.run.pk for r in results}) == 1, results
     assert sum(not r.replayed for r in results) == 1
     assert Run.objects.filter(conversation=conversation).count() == 1
+    wait_for(lambda: _all_terminal([results[0].run]), message="the run to finish")
 
 
 @pytest.mark.e2e
