@@ -84,6 +84,7 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     list_select_related = ["model_config"]
+    filter_horizontal = ["allowed_groups"]
     inlines = [AgentToolInline]
     fieldsets = [
         (None, {"fields": ["name", "slug", "description", "is_active", "system_prompt", "time_zone",

@@ -15,11 +15,11 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, connection
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from conversations.models import Run, RunStatus
+from conversations.models import Message, Run, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,11 @@ def lease_deadline():
 def run_claim(*, run_id, owner: str) -> bool:
     now = timezone.now()
     claimable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
+    # A run waiting its turn in its conversation has no message yet: it is admitted (given its
+    # user message) only when no earlier run of the conversation is active any more.
+    admitted = Exists(Message.objects.filter(run_id=OuterRef("pk")))
     return bool(
-        Run.objects.filter(claimable, pk=run_id).update(
+        Run.objects.filter(claimable, admitted, pk=run_id).update(
             status=RunStatus.RUNNING, lease_owner=owner, lease_expires_at=lease_deadline(),
             claims=F("claims") + 1, started_at=Coalesce("started_at", now),
         )

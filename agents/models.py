@@ -121,6 +121,12 @@ class ToolChoice(models.TextChoices):
     TOOL = "tool", "the named tool"
 
 
+class ConcurrentMessages(models.TextChoices):
+    REJECT = "reject", "reject (409 while a run is active)"
+    ENQUEUE = "enqueue", "enqueue (the new run waits for the active one)"
+    INTERRUPT = "interrupt", "interrupt (cancel the active run, then start)"
+
+
 def validate_time_zone(value: str) -> None:
     if value not in zoneinfo.available_timezones():
         raise ValidationError(f"Unknown time zone {value!r}; use an IANA name such as Asia/Shanghai.")
@@ -188,6 +194,15 @@ class Agent(models.Model):
         max_digits=14, decimal_places=6, null=True, blank=True, help_text="Cost this agent may incur per day."
     )
     is_active = models.BooleanField(default=True)
+    # API access and conversation policy.
+    allowed_groups = models.ManyToManyField(
+        "auth.Group", blank=True, related_name="+",
+        help_text="Who may use this agent through the API. Empty: every user.",
+    )
+    concurrent_messages = models.CharField(
+        max_length=16, choices=ConcurrentMessages.choices, default=ConcurrentMessages.REJECT,
+        help_text="What a new message does while the conversation still has an active run.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -5,12 +5,12 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from agents.engine.limits import timeout_limit
-from conversations.models import Run, RunStatus, StopReason
-from conversations.services import run_event_append, run_finish
+from conversations.models import Message, Run, RunStatus, StopReason
+from conversations.services import conversation_admit_next, run_event_append, run_finish
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +60,19 @@ def runs_sweep() -> dict:
                 _enqueue(run_id)
                 requeued += 1
     stale = now - timedelta(seconds=settings.AGENTRY_QUEUED_REENQUEUE_SECONDS)
-    for run_id in Run.objects.filter(status=RunStatus.QUEUED, created_at__lt=stale).values_list("pk", flat=True):
+    stale_queued = Run.objects.filter(status=RunStatus.QUEUED, created_at__lt=stale)
+    admitted = Exists(Message.objects.filter(run_id=OuterRef("pk")))
+    for run_id in stale_queued.filter(admitted).values_list("pk", flat=True):
         with transaction.atomic():
             _enqueue(run_id)
         reenqueued += 1
-    summary = {"requeued": requeued, "failed": failed, "reenqueued": reenqueued, "timed_out": timed_out}
+    # A run waiting its turn is admitted when the run before it ends; if that hand-over was
+    # lost (a crash right after the commit), admit it here.
+    admitted_waiting = 0
+    for conversation_id in set(stale_queued.exclude(admitted).values_list("conversation_id", flat=True)):
+        admitted_waiting += conversation_admit_next(conversation_id=conversation_id) is not None
+    summary = {"requeued": requeued, "failed": failed, "reenqueued": reenqueued, "timed_out": timed_out,
+               "admitted": admitted_waiting}
     if requeued or failed or timed_out:
         log.info("sweep: %s", summary)
     return summary

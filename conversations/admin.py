@@ -1,3 +1,4 @@
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.loader import render_to_string
@@ -5,11 +6,25 @@ from django.template.response import TemplateResponse
 
 from conversations.approvals.diff import arguments_diff
 from conversations.approvals.services import ApprovalError, approval_decide, user_may_decide
-from conversations.models import ApiToken, Approval, Conversation, LLMCall, Message, Run, RunEvent, ToolInvocation
+from conversations.models import (
+    ApiToken,
+    Approval,
+    Conversation,
+    LLMCall,
+    Message,
+    Run,
+    RunEvent,
+    ToolInvocation,
+    Webhook,
+    WebhookAttempt,
+    WebhookDelivery,
+)
 from conversations.monitoring.admin_actions import cancel_runs, requeue_runs, retry_runs
 from conversations.selectors import run_timeline
 from conversations.tokens import api_token_create
+from conversations.webhooks import webhook_secret_generate
 from platform_site.admin_mixins import ReadOnlyAdminMixin, ReadOnlyInline
+from platform_site.crypto import mask
 from tools.arguments import arguments_hash
 
 
@@ -200,3 +215,58 @@ class ApiTokenAdmin(admin.ModelAdmin):
         self.message_user(
             request, f"Token created. Copy it now; it will not be shown again: {plaintext}", messages.WARNING
         )
+
+
+class WebhookForm(forms.ModelForm):
+    # The stored secret is never sent to the browser; typing a new one replaces it.
+    new_secret = forms.CharField(
+        required=False, widget=forms.PasswordInput(render_value=False), label="Secret",
+        help_text="Leave empty to keep the current secret (a new webhook gets a generated one, shown once).",
+    )
+
+    class Meta:
+        model = Webhook
+        exclude = ["secret"]
+
+
+class WebhookAttemptInline(ReadOnlyInline):
+    model = WebhookAttempt
+    fields = ["number", "http_status", "error", "will_retry", "duration_ms", "response_body", "created_at"]
+    readonly_fields = fields
+    show_change_link = False
+
+
+@admin.register(Webhook)
+class WebhookAdmin(admin.ModelAdmin):
+    form = WebhookForm
+    list_display = ["url", "agent", "conversation", "is_active", "secret_status", "created_at"]
+    list_filter = ["is_active", "agent"]
+    list_select_related = ["agent"]
+    raw_id_fields = ["conversation"]
+    readonly_fields = ["secret_status"]
+
+    @admin.display(description="secret")
+    def secret_status(self, obj):
+        return mask(obj.secret) if obj.pk else "-"
+
+    def save_model(self, request, obj, form, change):
+        typed = form.cleaned_data.get("new_secret")
+        if typed:
+            obj.secret = typed
+        elif not change:
+            obj.secret = webhook_secret_generate()
+            self.message_user(
+                request, f"Webhook secret, copy it now; it will not be shown again: {obj.secret}", messages.WARNING
+            )
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "event_type", "webhook", "status", "attempts", "created_at", "finished_at"]
+    list_filter = ["status", "event_type"]
+    list_select_related = ["webhook"]
+    search_fields = ["id", "run_event__run__id"]
+    raw_id_fields = ["webhook", "run_event"]
+    show_full_result_count = False
+    inlines = [WebhookAttemptInline]

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from platform_site.crypto import EncryptedTextField
+
 
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -336,6 +338,99 @@ class ApiToken(models.Model):
 
     def __str__(self):
         return f"{self.name} ({self.prefix}…)"
+
+
+class RunRequest(models.Model):
+    """What was posted to start a run: by whom, what, and under which idempotency key.
+
+    A run that waits its turn (the agent enqueues concurrent messages) gets its user message
+    only when it is admitted, so the conversation reads in the order the turns were taken;
+    until then its content lives here.
+    """
+
+    run = models.OneToOneField(Run, on_delete=models.PROTECT, related_name="request")
+    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="run_requests")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    content = models.TextField()
+    idempotency_key = models.CharField(max_length=200, blank=True, default="")
+    content_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "user", "idempotency_key"], condition=~Q(idempotency_key=""),
+                name="run_request_idempotency_unique",
+            ),
+        ]
+
+    def __str__(self):
+        return f"request for {self.run_id}"
+
+
+class Webhook(models.Model):
+    """Where an agent's run outcomes and approval requests are POSTed, signed with the secret."""
+
+    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="webhooks")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, null=True, blank=True, related_name="webhooks",
+        help_text="Only this conversation's runs. Empty: every run of the agent.",
+    )
+    url = models.URLField(max_length=500)
+    secret = EncryptedTextField()
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"{self.agent} → {self.url}"
+
+
+class WebhookDelivery(models.Model):
+    """One event for one webhook; written with the event, so no commit loses a delivery."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    run_event = models.ForeignKey(RunEvent, on_delete=models.PROTECT, related_name="+")
+    event_type = models.CharField(max_length=40)
+    payload = models.JSONField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["webhook", "run_event"], name="webhook_delivery_event_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.event_type} → {self.webhook.url} ({self.status})"
+
+
+class WebhookAttempt(models.Model):
+    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_rows")
+    number = models.PositiveSmallIntegerField()
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.TextField(blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    duration_ms = models.PositiveIntegerField(default=0)
+    will_retry = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["delivery", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["delivery", "number"], name="webhook_attempt_number_unique"),
+        ]
+
+    def __str__(self):
+        return f"attempt {self.number} ({self.http_status or self.error})"
 
 
 # Hourly rollups for the monitoring dashboard (derived from the ledger above).

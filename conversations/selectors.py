@@ -1,6 +1,8 @@
 """Reads on runs: the timeline that the admin, the API and the pages all show."""
 
-from conversations.models import LLMCall, Run, ToolInvocation
+from django.db.models import OuterRef, QuerySet, Subquery
+
+from conversations.models import Conversation, LLMCall, Message, Run, ToolInvocation
 
 
 def run_timeline(*, run: Run) -> list[dict]:
@@ -21,3 +23,23 @@ def run_timeline(*, run: Run) -> list[dict]:
         for invocation in by_call.get(call.pk, []):
             steps.append({"kind": "tool_invocation", "obj": invocation})
     return steps
+
+
+def conversations_visible_to(*, user) -> QuerySet[Conversation]:
+    """A user's own conversations; staff see everyone's."""
+    conversations = Conversation.objects.select_related("agent")
+    return conversations if user.is_staff else conversations.filter(owner=user)
+
+
+def runs_visible_to(*, user) -> QuerySet[Run]:
+    """Runs of the conversations the user may see, with what was asked and the final answer."""
+    answer = Message.objects.filter(run_id=OuterRef("pk"), role=Message.Role.ASSISTANT, tool_calls__isnull=True)
+    runs = Run.objects.select_related("agent", "agent_version", "request").annotate(
+        output=Subquery(answer.order_by("-order").values("content")[:1])
+    )
+    return runs if user.is_staff else runs.filter(conversation__owner=user)
+
+
+def run_step_messages(*, run: Run) -> dict[int, Message]:
+    """The assistant message each successful model call of the run produced, by call id."""
+    return {m.llm_call_id: m for m in Message.objects.filter(run=run, llm_call__isnull=False)}

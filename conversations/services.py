@@ -1,11 +1,15 @@
 """Writes on conversations and runs. Every state change of a run goes through here."""
 
+import hashlib
+from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from agents.models import Agent
+from agents.models import Agent, ConcurrentMessages
 from agents.services import agent_version_current
 from conversations.models import (
     TERMINAL_STATUSES,
@@ -14,10 +18,15 @@ from conversations.models import (
     Message,
     Run,
     RunEvent,
+    RunRequest,
     RunStatus,
     StopReason,
     ToolInvocation,
 )
+from conversations.wakeups import publish_run_event
+from conversations.webhooks import WEBHOOK_EVENT_TYPES, webhook_deliveries_create
+
+ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
 
 
 def _bump(model, pk, field: str, by: int = 1) -> int:
@@ -43,7 +52,12 @@ def _bump(model, pk, field: str, by: int = 1) -> int:
 def run_event_append(*, run_id, type: str, payload: dict | None = None) -> RunEvent:
     with transaction.atomic():
         seq = _bump(Run, run_id, "event_seq")
-        return RunEvent.objects.create(run_id=run_id, seq=seq, type=type, payload=payload or {})
+        event = RunEvent.objects.create(run_id=run_id, seq=seq, type=type, payload=payload or {})
+        if type in WEBHOOK_EVENT_TYPES:
+            webhook_deliveries_create(event=event)
+        # Streams read rows; the wake-up only tells them to look, once the row is visible.
+        transaction.on_commit(partial(publish_run_event, run_id), robust=True)
+    return event
 
 
 def messages_append(*, conversation_id, run_id, messages: list[dict]) -> list[Message]:
@@ -62,25 +76,111 @@ def conversation_create(*, agent: Agent, owner=None, title: str = "", metadata: 
     return Conversation.objects.create(agent=agent, owner=owner, title=title[:200], metadata=metadata or {})
 
 
-def message_post(*, conversation: Conversation, content: str) -> Run:
-    """A user message and the run that answers it, in one transaction; the run is enqueued
-    only after commit, with its id alone, so a worker never sees a run that does not exist."""
+class ConversationBusy(Exception):
+    """The agent rejects concurrent messages and the conversation has an active run."""
+
+    def __init__(self, run: Run):
+        super().__init__(f"conversation has an active run {run.pk} ({run.status})")
+        self.run = run
+
+
+class IdempotencyKeyReused(Exception):
+    """The idempotency key was first used with other content."""
+
+
+@dataclass
+class Submission:
+    run: Run
+    replayed: bool = False
+
+
+def _content_hash(content: str) -> str:
+    return hashlib.sha256(content.encode()).hexdigest()
+
+
+def _admit(run: Run, content: str) -> None:
+    """Give the run its user message and hand it to a worker once this transaction commits."""
     from agents.tasks import run_advance_task
 
+    messages_append(
+        conversation_id=run.conversation_id, run_id=run.pk,
+        messages=[{"role": Message.Role.USER, "content": content}],
+    )
+    transaction.on_commit(lambda: run_advance_task.delay(str(run.pk)))
+
+
+def message_submit(*, conversation: Conversation, content: str, user=None, idempotency_key: str = "") -> Submission:
+    """A user message and the run that answers it, decided under a lock on the conversation.
+
+    While another run of the conversation is active, the agent's policy applies: reject
+    (ConversationBusy), enqueue (the new run waits and is admitted when the active one ends),
+    or interrupt (the active runs are cancelled after commit; the new run waits for them to stop).
+    The same idempotency key from the same user returns the run it first created.
+    """
+    digest = _content_hash(content)
     with transaction.atomic():
+        conversation = Conversation.objects.select_for_update(no_key=True).select_related("agent").get(pk=conversation.pk)
+        if idempotency_key:
+            previous = RunRequest.objects.filter(
+                conversation=conversation, user=user, idempotency_key=idempotency_key
+            ).select_related("run").first()
+            if previous is not None:
+                if previous.content_hash != digest:
+                    raise IdempotencyKeyReused(idempotency_key)
+                return Submission(previous.run, replayed=True)
+        active = list(Run.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES).order_by("created_at"))
+        policy = conversation.agent.concurrent_messages
+        if active and policy == ConcurrentMessages.REJECT:
+            raise ConversationBusy(active[0])
         version = agent_version_current(agent=conversation.agent)
         timeout = version.snapshot["agent"].get("run_timeout_seconds")
         run = Run.objects.create(
             conversation=conversation, agent_id=conversation.agent_id, agent_version=version,
             deadline=timezone.now() + timedelta(seconds=timeout) if timeout else None,
         )
-        messages_append(
-            conversation_id=conversation.pk, run_id=run.pk,
-            messages=[{"role": Message.Role.USER, "content": content}],
-        )
-        run_event_append(run_id=run.pk, type="run.queued", payload={"agent_version": version.number})
-        transaction.on_commit(lambda: run_advance_task.delay(str(run.pk)))
-    return run
+        RunRequest.objects.create(run=run, conversation=conversation, user=user, content=content,
+                                  idempotency_key=idempotency_key, content_hash=digest)
+        payload = {"agent_version": version.number}
+        if active:
+            payload["waiting_for"] = [str(r.pk) for r in active]
+        run_event_append(run_id=run.pk, type="run.queued", payload=payload)
+        if not active:
+            _admit(run, content)
+        elif policy == ConcurrentMessages.INTERRUPT:
+            # After commit and outside the conversation lock: the engine locks a run, then its
+            # conversation, so cancelling here could deadlock with a step being recorded.
+            ids = [r.pk for r in active]
+            transaction.on_commit(lambda: runs_interrupt(run_ids=ids, by=user), robust=True)
+    return Submission(run)
+
+
+def message_post(*, conversation: Conversation, content: str, user=None, idempotency_key: str = "") -> Run:
+    return message_submit(conversation=conversation, content=content, user=user, idempotency_key=idempotency_key).run
+
+
+def runs_interrupt(*, run_ids, by=None) -> None:
+    for run in Run.objects.filter(pk__in=run_ids, status__in=ACTIVE_STATUSES):
+        run_cancel(run=run, by=by)
+
+
+def _admitted():
+    return Exists(Message.objects.filter(run_id=OuterRef("pk")))
+
+
+def conversation_admit_next(*, conversation_id) -> Run | None:
+    """Admit the conversation's earliest waiting run once no admitted run is active."""
+    waiting = Run.objects.filter(conversation_id=conversation_id, status=RunStatus.QUEUED).exclude(_admitted())
+    if not waiting.exists():
+        return None
+    with transaction.atomic():
+        Conversation.objects.select_for_update(no_key=True).filter(pk=conversation_id).first()
+        active = Run.objects.filter(conversation_id=conversation_id, status__in=ACTIVE_STATUSES)
+        if active.filter(_admitted()).exists():
+            return None
+        run = waiting.select_related("request").order_by("request__id").first()
+        if run is not None:
+            _admit(run, run.request.content)
+        return run
 
 
 def run_finish(*, run_id, status: str, stop_reason: str, error: str = "", final_message: str | None = None) -> bool:
@@ -102,6 +202,7 @@ def run_finish(*, run_id, status: str, stop_reason: str, error: str = "", final_
         if updated:
             _open_calls_close(run_id=run_id, status=status, now=now)
             run_event_append(run_id=run_id, type=f"run.{status}", payload={"stop_reason": stop_reason, "error": error})
+            transaction.on_commit(partial(conversation_admit_next, conversation_id=run.conversation_id), robust=True)
         return bool(updated)
 
 

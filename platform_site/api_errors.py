@@ -4,7 +4,8 @@ DRF's own exceptions and Django's Http404/PermissionDenied are turned into it; a
 else is a bug and stays a 500 (logged by Django), never a silent success.
 """
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -15,6 +16,16 @@ class ApiConflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The request conflicts with the current state."
     default_code = "conflict"
+
+
+class RequestTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "request_too_large"
+
+    @classmethod
+    def over_limit(cls) -> "RequestTooLarge":
+        return cls(f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.")
 
 
 def _first_message(detail) -> str:
@@ -32,6 +43,8 @@ def api_exception_handler(exc, context):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, RequestDataTooBig):
+        exc = RequestTooLarge.over_limit()
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

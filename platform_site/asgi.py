@@ -1,6 +1,24 @@
 import os
+import re
+from concurrent.futures import ThreadPoolExecutor
 
+from asgiref.sync import ThreadSensitiveContext
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+# Django gives each request its own thread for the request's synchronous parts (signals,
+# middleware hooks, session lookups), kept until the response is finished: for an event stream
+# open for minutes, an idle thread per stream. Long-lived endpoints share one such thread
+# instead; their synchronous parts are a few short calls, and their queries run on the
+# default pool (platform_site.asyncdb).
+LONG_LIVED_PATHS = re.compile(r"^/api/v1/runs/[^/]+/events/$|^/v1/chat/completions$")
+_long_lived_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="long-lived-requests")
+
+
+async def application(scope, receive, send):
+    if scope["type"] == "http" and LONG_LIVED_PATHS.match(scope["path"]):
+        async with ThreadSensitiveContext(executor=_long_lived_executor):
+            return await django_application(scope, receive, send)
+    return await django_application(scope, receive, send)

@@ -11,6 +11,8 @@ import logging
 import uuid
 from contextlib import contextmanager
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+
 CONTEXT_FIELDS = ("request_id", "run_id", "llm_call_id", "tool_invocation_id")
 
 _context: contextvars.ContextVar[dict] = contextvars.ContextVar("agentry_log_context", default={})
@@ -51,17 +53,38 @@ class HumanFormatter(logging.Formatter):
         return f"{line} [{ids}]" if ids else line
 
 
+def _request_id(request) -> str:
+    return request.headers.get("X-Request-ID", "")[:64] or uuid.uuid4().hex[:16]
+
+
 class RequestLogContextMiddleware:
     """Binds a request id (the caller's X-Request-ID, or a new one) and, for URLs naming a run,
-    its id; the id is echoed back so a client can quote it."""
+    its id; the id is echoed back so a client can quote it.
+
+    Async-capable: under ASGI a sync-only middleware would pin a thread for as long as the view
+    below it waits (an event stream, a chat completion waiting for its run)."""
+
+    sync_capable = True
+    async_capable = True
 
     def __init__(self, get_response):
         self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
 
     def __call__(self, request):
-        request_id = request.headers.get("X-Request-ID", "")[:64] or uuid.uuid4().hex[:16]
+        if iscoroutinefunction(self):
+            return self._acall(request)
+        request_id = _request_id(request)
         with log_context(request_id=request_id):
             response = self.get_response(request)
+        response.setdefault("X-Request-ID", request_id)
+        return response
+
+    async def _acall(self, request):
+        request_id = _request_id(request)
+        with log_context(request_id=request_id):
+            response = await self.get_response(request)
         response.setdefault("X-Request-ID", request_id)
         return response
 

@@ -53,8 +53,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "platform_site.logs.RequestLogContextMiddleware",
-    # Serves the admin's and the pages' static files from the ASGI process itself.
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Serves the admin's and the pages' static files from the ASGI process itself; the async
+    # variant keeps the whole chain async, so a waiting request holds no thread.
+    "platform_site.middleware.AsyncWhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -196,6 +197,45 @@ AGENTRY_QUEUED_REENQUEUE_SECONDS = int(os.environ.get("AGENTRY_QUEUED_REENQUEUE_
 # Model-call retries: exponential backoff with jitter, Retry-After honoured up to the cap.
 AGENTRY_RETRY_BASE_SECONDS = float(os.environ.get("AGENTRY_RETRY_BASE_SECONDS", "0.5"))
 AGENTRY_RETRY_MAX_SECONDS = float(os.environ.get("AGENTRY_RETRY_MAX_SECONDS", "30"))
+
+# --- API: limits, throttling, live events, webhooks ------------------------------------------
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("AGENTRY_MAX_REQUEST_BYTES", str(1024 * 1024)))
+AGENTRY_MESSAGE_MAX_CHARS = int(os.environ.get("AGENTRY_MESSAGE_MAX_CHARS", "32000"))
+# Per user: every API request, and requests that start a run (messages, chat completions).
+AGENTRY_API_RATE = os.environ.get("AGENTRY_API_RATE", "1200/min")
+AGENTRY_API_RUN_RATE = os.environ.get("AGENTRY_API_RUN_RATE", "120/min")
+REST_FRAMEWORK.update({
+    "DEFAULT_PARSER_CLASSES": [
+        "conversations.api.parsers.LimitedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": ["conversations.api.throttles.ApiUserThrottle"],
+})
+SPECTACULAR_SETTINGS.update({
+    "DESCRIPTION": "Conversations, runs, their steps and live events; an OpenAI-compatible chat endpoint.",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "conversations.api.schema.add_streaming_endpoints",
+    ],
+})
+# Throttle counters must be shared by every web process: Redis when there is one. The embedded
+# setup runs a single web process, whose memory is then enough.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": "agentry"}
+    if REDIS_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+# Live event streams: a comment line when idle this long; without Redis, how often they poll.
+AGENTRY_SSE_KEEPALIVE_SECONDS = float(os.environ.get("AGENTRY_SSE_KEEPALIVE_SECONDS", "15"))
+AGENTRY_SSE_POLL_SECONDS = float(os.environ.get("AGENTRY_SSE_POLL_SECONDS", "1"))
+# How long POST /v1/chat/completions waits for a run to end or park before answering 504.
+AGENTRY_COMPLETION_TIMEOUT_SECONDS = float(os.environ.get("AGENTRY_COMPLETION_TIMEOUT_SECONDS", "600"))
+AGENTRY_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("AGENTRY_WEBHOOK_MAX_ATTEMPTS", "6"))
+AGENTRY_WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY_BASE_SECONDS", "10"))
+AGENTRY_WEBHOOK_RETRY_MAX_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY_MAX_SECONDS", "3600"))
+AGENTRY_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_TIMEOUT_SECONDS", "10"))
+CELERY_TASK_ROUTES["conversations.tasks.webhook_deliver_task"] = {"queue": "maintenance"}
+
 
 # --- Monitoring (conversations/monitoring) ------------------------------------------------
 # Flower's address, linked from the monitoring page (empty: no link).

@@ -3,6 +3,8 @@ from django.http import JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from conversations.api import openai_compat
+
 
 def health(request):
     return JsonResponse({"status": "ok"})
@@ -16,4 +18,6 @@ urlpatterns = [
     path("approvals/", include("conversations.pages.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("v1/chat/completions", openai_compat.chat_completions, name="openai-chat-completions"),
+    path("v1/models", openai_compat.models, name="openai-models"),
 ]

@@ -91,3 +91,21 @@ def scripted_agent(fake_llm, transactional_db, no_enqueue):
         return make_agent(tools=list(tools), model_config=model, **fields)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def api_server_process(django_db_setup, django_db_blocker):
+    """The ASGI app under a real uvicorn, on the test database."""
+    from tests.api_servers import ApiServer
+
+    if connection.vendor != "postgresql":
+        pytest.skip("end-to-end tests need PostgreSQL: set DATABASE_URL (scripts/test.sh does)")
+    # Named, so a test can count the server's own database connections.
+    server = ApiServer(database_url=_database_url() + "?application_name=agentry-test-web").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def api_server(api_server_process, transactional_db):
+    return api_server_process

@@ -1,0 +1,147 @@
+"""Wake-ups for live event streams.
+
+Events are rows; a stream reads them. After an event commits, its run's Redis channel gets a
+PUBLISH so that streams waiting on that run look at once instead of at their next timed poll.
+A lost wake-up only delays a stream until that poll; without Redis (the embedded setup) the
+streams simply poll.
+
+Each web process holds one Redis subscription for all its streams: a stream costs a set entry
+and an asyncio.Event, not a connection or a thread.
+"""
+
+import asyncio
+import logging
+import os
+import weakref
+from contextlib import asynccontextmanager
+
+import redis
+import redis.asyncio as aioredis
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+CHANNEL_PREFIX = "agentry:run-events:"
+SUBSCRIBE_WAIT_SECONDS = 2.0
+
+_publisher: tuple[int, redis.Redis] | None = None
+
+
+def _channel(run_id) -> str:
+    return f"{CHANNEL_PREFIX}{run_id}"
+
+
+def publish_run_event(run_id) -> None:
+    global _publisher
+    if not settings.REDIS_URL:
+        return
+    if _publisher is None or _publisher[0] != os.getpid():
+        # Short timeouts: a Redis outage must not stall the run that emitted the event.
+        _publisher = (os.getpid(), redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1))
+    try:
+        _publisher[1].publish(_channel(run_id), b"1")
+    except redis.RedisError as exc:
+        log.warning("run event wake-up not published (streams fall back to polling): %s", exc)
+
+
+class Wake:
+    """Set when the run may have new events; `wait` returns False when the timeout passed."""
+
+    def __init__(self, poll_seconds: float):
+        self.poll_seconds = poll_seconds
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    async def wait(self) -> bool:
+        try:
+            await asyncio.wait_for(self._event.wait(), self.poll_seconds)
+        except TimeoutError:
+            return False
+        return True
+
+
+class RedisWaker:
+    """One subscriber connection per event loop, shared by every stream of the process."""
+
+    def __init__(self, url: str):
+        self._client = aioredis.Redis.from_url(url)
+        self._pubsub = self._client.pubsub()
+        self._wakes: dict[str, set[Wake]] = {}
+        self._confirmed: dict[str, asyncio.Future] = {}
+        self._reader: asyncio.Task | None = None
+
+    @asynccontextmanager
+    async def watch(self, run_id):
+        channel = _channel(run_id)
+        wake = Wake(settings.AGENTRY_SSE_KEEPALIVE_SECONDS)
+        wakes = self._wakes.setdefault(channel, set())
+        wakes.add(wake)
+        try:
+            if channel not in self._confirmed:
+                self._confirmed[channel] = asyncio.get_running_loop().create_future()
+                await self._pubsub.subscribe(channel)
+                if self._reader is None:
+                    self._reader = asyncio.create_task(self._read(), name="run-event-wakeups")
+            # Until Redis confirms, a PUBLISH could pass unseen; the first read must come after.
+            await asyncio.wait_for(asyncio.shield(self._confirmed[channel]), SUBSCRIBE_WAIT_SECONDS)
+        except (redis.RedisError, OSError, TimeoutError) as exc:
+            log.warning("run event wake-ups unavailable, polling instead: %s", exc)
+            wake.poll_seconds = settings.AGENTRY_SSE_POLL_SECONDS
+            future = self._confirmed.get(channel)
+            if future is not None and not future.done():
+                self._confirmed.pop(channel, None)  # the next stream of this run subscribes again
+        try:
+            yield wake
+        finally:
+            wakes.discard(wake)
+            if not wakes:
+                self._wakes.pop(channel, None)
+                self._confirmed.pop(channel, None)
+                try:
+                    await self._pubsub.unsubscribe(channel)
+                except (redis.RedisError, OSError):
+                    pass
+
+    async def _read(self) -> None:
+        while True:
+            try:
+                message = await self._pubsub.get_message(timeout=5.0)
+            except (redis.RedisError, OSError) as exc:
+                log.warning("run event wake-up connection lost: %s", exc)
+                # Whatever was published meanwhile is unknown: every stream looks again.
+                for wakes in self._wakes.values():
+                    for wake in wakes:
+                        wake.set()
+                await asyncio.sleep(1)
+                continue
+            if not message:
+                continue
+            channel = message["channel"].decode()
+            if message["type"] == "message":
+                for wake in self._wakes.get(channel, ()):
+                    wake.set()
+            elif message["type"] == "subscribe":
+                future = self._confirmed.get(channel)
+                if future is not None and not future.done():
+                    future.set_result(True)
+
+
+class PollingWaker:
+    @asynccontextmanager
+    async def watch(self, run_id):
+        yield Wake(settings.AGENTRY_SSE_POLL_SECONDS)
+
+
+_wakers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RedisWaker | PollingWaker]" = weakref.WeakKeyDictionary()
+
+
+def get_waker() -> RedisWaker | PollingWaker:
+    loop = asyncio.get_running_loop()
+    if loop not in _wakers:
+        _wakers[loop] = RedisWaker(settings.REDIS_URL) if settings.REDIS_URL else PollingWaker()
+    return _wakers[loop]

@@ -1,0 +1,147 @@
+"""Webhooks: signed POSTs of run outcomes and approval requests, one row per attempt.
+
+A delivery row is written in the same transaction as the event it reports, and the task that
+sends it is enqueued after commit, so an event that happened is never left unreported.
+Receivers verify `X-Agentry-Signature: sha256=<hex>`, an HMAC-SHA256 with the webhook's secret
+over `<X-Agentry-Timestamp>.<raw body>`, and may drop a repeated `X-Agentry-Delivery` id.
+"""
+
+import hashlib
+import hmac
+import json
+import random
+import secrets
+import time
+
+import httpx
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from agents.providers.base import parse_retry_after
+from conversations.models import Message, Run, RunEvent, Webhook, WebhookAttempt, WebhookDelivery
+from platform_site import outbound
+from platform_site.crypto import SecretDecryptionError
+
+WEBHOOK_EVENT_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled", "run.expired", "approval.requested"})
+RETRYABLE_STATUSES = frozenset({408, 429})
+RESPONSE_EXCERPT_CHARS = 2000
+
+
+def webhook_secret_generate() -> str:
+    return "whsec_" + secrets.token_urlsafe(32)
+
+
+def webhook_signature(*, secret: str, timestamp: str, body: bytes) -> str:
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
+
+
+def _payload(event: RunEvent, run: Run) -> dict:
+    answer = (
+        Message.objects.filter(run=run, role=Message.Role.ASSISTANT, tool_calls__isnull=True)
+        .order_by("-order").values_list("content", flat=True).first()
+    )
+    return {
+        "type": event.type,
+        "created_at": event.created_at.isoformat(),
+        "event": {"seq": event.seq, "payload": event.payload},
+        "run": {
+            "id": str(run.pk), "conversation": str(run.conversation_id), "agent": run.agent.slug,
+            "status": run.status, "stop_reason": run.stop_reason,
+            "output": answer if run.status == "completed" else None,
+            "usage": {"prompt_tokens": run.prompt_tokens, "completion_tokens": run.completion_tokens,
+                      "cached_tokens": run.cached_tokens, "reasoning_tokens": run.reasoning_tokens,
+                      "total_tokens": run.total_tokens},
+            "cost": str(run.cost),
+        },
+    }
+
+
+def webhook_deliveries_create(*, event: RunEvent) -> list[WebhookDelivery]:
+    """In the event's transaction: one delivery per matching webhook, sent after commit."""
+    from conversations.tasks import webhook_deliver_task
+
+    run = Run.objects.select_related("agent").get(pk=event.run_id)
+    hooks = list(Webhook.objects.filter(agent_id=run.agent_id, is_active=True).filter(
+        Q(conversation__isnull=True) | Q(conversation_id=run.conversation_id)
+    ))
+    if not hooks:
+        return []
+    payload = _payload(event, run)
+    deliveries = [
+        WebhookDelivery.objects.create(webhook=hook, run_event=event, event_type=event.type, payload=payload)
+        for hook in hooks
+    ]
+    for delivery in deliveries:
+        transaction.on_commit(lambda pk=str(delivery.pk): webhook_deliver_task.delay(pk))
+    return deliveries
+
+
+def _retry_delay(attempt: int, retry_after: float | None) -> float:
+    cap = settings.AGENTRY_WEBHOOK_RETRY_MAX_SECONDS
+    if retry_after is not None:
+        return min(retry_after, cap)
+    delay = min(settings.AGENTRY_WEBHOOK_RETRY_BASE_SECONDS * (2 ** (attempt - 1)), cap)
+    return delay + random.uniform(0, delay / 4)
+
+
+def _send(delivery: WebhookDelivery, body: bytes) -> tuple[int | None, str, str, bool, float | None]:
+    """(http status, response excerpt, error, retryable, retry-after) of one POST."""
+    try:
+        secret = delivery.webhook.secret
+    except SecretDecryptionError as exc:
+        return None, "", str(exc), False, None
+    timestamp = str(int(time.time()))
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "Agentry-Webhooks/1",
+        "X-Agentry-Event": delivery.event_type,
+        "X-Agentry-Delivery": str(delivery.pk),
+        "X-Agentry-Timestamp": timestamp,
+        "X-Agentry-Signature": webhook_signature(secret=secret, timestamp=timestamp, body=body),
+    }
+    try:
+        response = outbound.get_client().post(
+            delivery.webhook.url, content=body, headers=headers,
+            timeout=outbound.timeout(settings.AGENTRY_WEBHOOK_TIMEOUT_SECONDS),
+        )
+    except httpx.HTTPError as exc:
+        return None, "", f"{type(exc).__name__}: {exc}", True, None
+    status = response.status_code
+    excerpt = response.text[:RESPONSE_EXCERPT_CHARS]
+    if 200 <= status < 300:
+        return status, excerpt, "", False, None
+    retryable = status in RETRYABLE_STATUSES or status >= 500
+    return status, excerpt, f"HTTP {status}", retryable, parse_retry_after(response.headers.get("Retry-After"))
+
+
+def webhook_attempt(*, delivery_id) -> float | None:
+    """Make the next attempt of a pending delivery. Returns seconds until the next attempt,
+    or None when the delivery is settled (delivered, failed for good, or taken by another worker)."""
+    delivery = WebhookDelivery.objects.select_related("webhook").filter(pk=delivery_id).first()
+    if delivery is None or delivery.status != WebhookDelivery.Status.PENDING:
+        return None
+    number = delivery.attempts + 1
+    # Claiming the attempt number first means a duplicated task cannot send the same attempt twice.
+    if not WebhookDelivery.objects.filter(pk=delivery.pk, status=WebhookDelivery.Status.PENDING,
+                                          attempts=delivery.attempts).update(attempts=number):
+        return None
+    body = json.dumps({"id": str(delivery.pk), **delivery.payload}, ensure_ascii=False, separators=(",", ":")).encode()
+    started = time.monotonic()
+    status, excerpt, error, retryable, retry_after = _send(delivery, body)
+    will_retry = bool(error) and retryable and number < settings.AGENTRY_WEBHOOK_MAX_ATTEMPTS
+    with transaction.atomic():
+        WebhookAttempt.objects.create(
+            delivery=delivery, number=number, http_status=status, response_body=excerpt, error=error,
+            duration_ms=int((time.monotonic() - started) * 1000), will_retry=will_retry,
+        )
+        if not error:
+            outcome = WebhookDelivery.Status.DELIVERED
+        elif will_retry:
+            return _retry_delay(number, retry_after)
+        else:
+            outcome = WebhookDelivery.Status.FAILED
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(status=outcome, finished_at=timezone.now())
+    return None
