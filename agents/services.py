@@ -12,23 +12,34 @@ from tools.approval_policy import effective_policy
 from tools.models import ToolDefinition
 
 
+def _decimal(value) -> str | None:
+    """One spelling per amount ("1.0" typed in a form and "1.000000" read back are the same
+    price), so an unchanged configuration always hashes to the same version."""
+    return None if value is None else format(Decimal(str(value)).normalize(), "f")
+
+
+def _float(value) -> float | None:
+    # A form or a default may hold 10 where the database gives back 10.0: same value, other JSON.
+    return None if value is None else float(value)
+
+
 def _model_snapshot(config: ModelConfig | None) -> dict | None:
     if config is None:
         return None
     # The key itself stays on the ModelConfig row (encrypted); a snapshot never copies secrets.
     return {
         "id": config.pk, "name": config.name, "provider": config.provider, "base_url": config.base_url,
-        "model": config.model, "temperature": config.temperature, "top_p": config.top_p,
-        "max_tokens": config.max_tokens, "frequency_penalty": config.frequency_penalty,
-        "presence_penalty": config.presence_penalty, "seed": config.seed, "stop": config.stop,
+        "model": config.model, "temperature": _float(config.temperature), "top_p": _float(config.top_p),
+        "max_tokens": config.max_tokens, "frequency_penalty": _float(config.frequency_penalty),
+        "presence_penalty": _float(config.presence_penalty), "seed": config.seed, "stop": config.stop,
         "response_format": config.response_format, "response_schema": config.response_schema,
         "thinking": config.thinking, "thinking_budget_tokens": config.thinking_budget_tokens,
         "reasoning_effort": config.reasoning_effort, "stream": config.stream,
-        "extra_params": config.extra_params, "connect_timeout_seconds": config.connect_timeout_seconds,
-        "read_timeout_seconds": config.read_timeout_seconds, "max_retries": config.max_retries,
-        "price_input_per_million": str(config.price_input_per_million),
-        "price_output_per_million": str(config.price_output_per_million),
-        "price_cached_input_per_million": str(config.price_cached_input_per_million),
+        "extra_params": config.extra_params, "connect_timeout_seconds": _float(config.connect_timeout_seconds),
+        "read_timeout_seconds": _float(config.read_timeout_seconds), "max_retries": config.max_retries,
+        "price_input_per_million": _decimal(config.price_input_per_million),
+        "price_output_per_million": _decimal(config.price_output_per_million),
+        "price_cached_input_per_million": _decimal(config.price_cached_input_per_million),
     }
 
 
@@ -44,7 +55,7 @@ def _tool_snapshot(link: AgentTool) -> dict:
         "idempotent": tool.idempotent,
         "approval": {"policy": policy, "rule": rule, "timeout_seconds": tool.approval_timeout_seconds,
                      "on_expiry": tool.approval_on_expiry},
-        "timeout_seconds": tool.timeout_seconds, "max_result_chars": tool.max_result_chars,
+        "timeout_seconds": _float(tool.timeout_seconds), "max_result_chars": tool.max_result_chars,
     }
     # What the executors need to make the call; credentials stay on the rows (encrypted).
     if tool.kind == ToolDefinition.Kind.HTTP:
@@ -73,10 +84,10 @@ def agent_snapshot(*, agent: Agent) -> dict:
             "context_tool_result_max_chars": agent.context_tool_result_max_chars,
             "context_token_budget": agent.context_token_budget,
             "run_token_budget": agent.run_token_budget,
-            "run_cost_budget": None if agent.run_cost_budget is None else str(agent.run_cost_budget),
+            "run_cost_budget": _decimal(agent.run_cost_budget),
             "run_timeout_seconds": agent.run_timeout_seconds,
             "daily_token_budget": agent.daily_token_budget,
-            "daily_cost_budget": None if agent.daily_cost_budget is None else str(agent.daily_cost_budget),
+            "daily_cost_budget": _decimal(agent.daily_cost_budget),
         },
         "model": _model_snapshot(agent.model_config),
         "fallback_model": _model_snapshot(agent.fallback_model_config),

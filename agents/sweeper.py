@@ -10,15 +10,9 @@ from django.utils import timezone
 
 from agents.engine.limits import timeout_limit
 from conversations.models import Message, Run, RunStatus, StopReason
-from conversations.services import conversation_admit_next, run_event_append, run_finish
+from conversations.services import conversation_admit_next, run_enqueue, run_event_append, run_finish
 
 log = logging.getLogger(__name__)
-
-
-def _enqueue(run_id) -> None:
-    from agents.tasks import run_advance_task
-
-    transaction.on_commit(lambda: run_advance_task.delay(str(run_id)))
 
 
 def _past_deadline(now) -> int:
@@ -57,14 +51,16 @@ def runs_sweep() -> dict:
             )
             if updated:
                 run_event_append(run_id=run_id, type="run.requeued", payload={"reason": "lease lapsed"})
-                _enqueue(run_id)
+                run_enqueue(run_id=run_id)
                 requeued += 1
     stale = now - timedelta(seconds=settings.AGENTRY_QUEUED_REENQUEUE_SECONDS)
     stale_queued = Run.objects.filter(status=RunStatus.QUEUED, created_at__lt=stale)
     admitted = Exists(Message.objects.filter(run_id=OuterRef("pk")))
-    for run_id in stale_queued.filter(admitted).values_list("pk", flat=True):
+    # Handed to the queue long ago and still not taken: the message was lost; hand it again.
+    not_taken = Q(enqueued_at__lt=stale) | Q(enqueued_at__isnull=True)
+    for run_id in stale_queued.filter(admitted).filter(not_taken).values_list("pk", flat=True):
         with transaction.atomic():
-            _enqueue(run_id)
+            run_enqueue(run_id=run_id)
         reenqueued += 1
     # A run waiting its turn is admitted when the run before it ends; if that hand-over was
     # lost (a crash right after the commit), admit it here.

@@ -115,6 +115,8 @@ class Run(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     claims = models.PositiveIntegerField(default=0)
     recoveries = models.PositiveIntegerField(default=0)
+    # When the run was last handed to the queue; the sweeper hands it again if no worker took it.
+    enqueued_at = models.DateTimeField(null=True, blank=True)
     event_seq = models.PositiveIntegerField(default=0)
     # Wall-clock deadline from the agent's run_timeout_seconds; enforced by the loop and the sweeper.
     deadline = models.DateTimeField(null=True, blank=True)

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations.models import Message, Run, RunStatus, StopReason
-from conversations.services import run_event_append, run_finish
+from conversations.services import run_enqueue, run_event_append, run_finish
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +28,6 @@ class RunActionRefused(Exception):
 
 def _actor(user) -> dict:
     return {"by": user.get_username(), "by_id": user.pk}
-
-
-def _enqueue_after_commit(run_id) -> None:
-    from agents.tasks import run_advance_task
-
-    transaction.on_commit(lambda: run_advance_task.delay(str(run_id)))
 
 
 def _locked(run_id) -> Run:
@@ -72,7 +66,7 @@ def run_requeue(*, run_id, user) -> Run:
             status=RunStatus.QUEUED, lease_owner="", lease_expires_at=None
         )
         run_event_append(run_id=run.pk, type="run.requeued", payload=payload)
-        _enqueue_after_commit(run.pk)
+        run_enqueue(run_id=run.pk)
     log.info("run %s: requeued by %s", run_id, user.get_username())
     run.refresh_from_db()
     return run
@@ -97,7 +91,7 @@ def run_retry(*, run_id, user) -> Run:
                          "recoveries": run.recoveries},
         })
         run_event_append(run_id=run.pk, type="run.queued", payload={"reason": "retry"})
-        _enqueue_after_commit(run.pk)
+        run_enqueue(run_id=run.pk)
     log.info("run %s: retried by %s", run_id, user.get_username())
     run.refresh_from_db()
     return run

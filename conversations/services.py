@@ -98,15 +98,25 @@ def _content_hash(content: str) -> str:
     return hashlib.sha256(content.encode()).hexdigest()
 
 
-def _admit(run: Run, content: str) -> None:
-    """Give the run its user message and hand it to a worker once this transaction commits."""
+def run_enqueue(*, run_id) -> None:
+    """Hand the run to a worker once the caller's transaction commits (with its id only).
+
+    A message can still be lost after that (a broker restart, a worker killed holding it
+    prefetched); `enqueued_at` lets the sweeper hand a run that stayed queued again.
+    """
     from agents.tasks import run_advance_task
 
+    Run.objects.filter(pk=run_id).update(enqueued_at=timezone.now())
+    transaction.on_commit(lambda: run_advance_task.delay(str(run_id)))
+
+
+def _admit(run: Run, content: str) -> None:
+    """Give the run its user message and hand it to a worker once this transaction commits."""
     messages_append(
         conversation_id=run.conversation_id, run_id=run.pk,
         messages=[{"role": Message.Role.USER, "content": content}],
     )
-    transaction.on_commit(lambda: run_advance_task.delay(str(run.pk)))
+    run_enqueue(run_id=run.pk)
 
 
 def message_submit(*, conversation: Conversation, content: str, user=None, idempotency_key: str = "") -> Submission:

@@ -132,7 +132,17 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
 }
-SPECTACULAR_SETTINGS = {"TITLE": "Agentry API", "VERSION": "1.0.0"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Agentry API",
+    "VERSION": "1.0.0",
+    # Several models have a `status`; name each choice set after its model in the schema.
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "conversations.models.RunStatus",
+        "ApprovalStatusEnum": "conversations.models.Approval.Status",
+        "ToolInvocationStatusEnum": "conversations.models.ToolInvocation.Status",
+        "LLMCallStatusEnum": "conversations.models.LLMCall.Status",
+    },
+}
 
 # --- Celery -------------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")

@@ -15,6 +15,7 @@ export AGENTRY_TOOL_MODULES="tools.builtin.demo,tools.builtin.common,tests.tool_
 # override this to prove loopback is refused when it is not allowlisted.
 export AGENTRY_OUTBOUND_ALLOWLIST="127.0.0.1"
 export AGENTRY_RUN_LEASE_SECONDS=3
+export AGENTRY_QUEUED_REENQUEUE_SECONDS=5
 export AGENTRY_RETRY_BASE_SECONDS=0.05
 export AGENTRY_RETRY_MAX_SECONDS=2
 export AGENTRY_WEBHOOK_RETRY_BASE_SECONDS=0.2

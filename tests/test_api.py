@@ -75,7 +75,7 @@ def test_agents_lists_only_what_the_caller_may_use(alice, agent):
     assert detail["slug"] == "ledger" and detail["concurrent_messages"] == "reject"
     helper = client_for(alice).get("/api/v1/agents/helper/").json()
     assert helper["tools"] == [{"name": "test-echo", "description": "Returns its text argument.",
-                                "requires_approval": False}]
+                                "approval": "never", "approval_rule": ""}]
     assert "system_prompt" not in helper
 
 

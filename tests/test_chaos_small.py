@@ -24,7 +24,7 @@ def test_runs_survive_killed_workers_without_loss_or_duplicate_writes(worker, fa
     tally = counting_service.Tally()
     counting_url, stop = serve_app_in_thread(counting_service.create_app(tally))
     approver = get_user_model().objects.create_superuser("approver", password="x")
-    agent = chaos_agent(llm_api_base=fake_llm.api_base, model=fake_llm.script("chaos-small", chaos_script(300)),
+    agent = chaos_agent(llm_api_base=fake_llm.api_base, model=fake_llm.script("chaos-small", chaos_script(500)),
                         counting_url=counting_url)
     runs = [message_post(conversation=conversation_create(agent=agent), content=f"order {n}").pk for n in range(RUNS)]
     rng = random.Random(7)
@@ -38,7 +38,7 @@ def test_runs_survive_killed_workers_without_loss_or_duplicate_writes(worker, fa
                 worker.kill()
                 worker.start()
                 kills += 1
-                next_kill = time.monotonic() + rng.uniform(0.5, 1.5)
+                next_kill = time.monotonic() + rng.uniform(0.3, 0.8)
             runs_sweep()
             if not Run.objects.filter(pk__in=runs).exclude(status__in=TERMINAL_STATUSES).exists():
                 break
@@ -48,7 +48,8 @@ def test_runs_survive_killed_workers_without_loss_or_duplicate_writes(worker, fa
         stop()
 
     assert report_ok(report), report
-    assert kills == 3
+    # The kills landed while runs were in flight: some runs had to be recovered.
+    assert kills >= 2 and report["recoveries"] >= 1, report
     assert report["statuses"] == {"completed": RUNS}, report
     assert report["writes_succeeded"] + report["writes_interrupted"] == RUNS
     assert report["writes_recorded"] <= RUNS

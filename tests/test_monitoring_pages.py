@@ -181,6 +181,10 @@ def test_try_send_posts_through_the_queue_and_continues_the_conversation(client,
     assert run.conversation.owner == staff and run.status == "queued" and no_enqueue == [body["run_id"]]
     assert body["events_url"] == reverse("monitoring:run-events", args=[run.pk])
 
+    busy = client.post(reverse("monitoring:try-send"),
+                       {"agent": agent.pk, "content": "too soon", "conversation": body["conversation_id"]})
+    assert busy.status_code == 409 and "one message at a time" in busy.json()["message"]
+    Run.objects.filter(pk=run.pk).update(status="completed")
     with django_capture_on_commit_callbacks(execute=True):
         second = client.post(reverse("monitoring:try-send"),
                              {"agent": agent.pk, "content": "and again", "conversation": body["conversation_id"]})

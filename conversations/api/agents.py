@@ -5,17 +5,27 @@ from rest_framework import serializers, viewsets
 
 from agents.models import Agent, AgentTool
 from agents.selectors import agents_usable_by
+from tools.approval_policy import effective_policy
 
 
 class AgentToolSerializer(serializers.Serializer):
     name = serializers.CharField(source="tool.name")
     description = serializers.CharField(source="tool.description")
-    requires_approval = serializers.SerializerMethodField()
+    approval = serializers.SerializerMethodField(
+        help_text="When a call waits for a person: never, always, or rule (when `approval_rule` matches)."
+    )
+    approval_rule = serializers.SerializerMethodField()
 
-    def get_requires_approval(self, link: AgentTool) -> bool:
-        if link.approval == AgentTool.Approval.INHERIT:
-            return link.tool.requires_approval
-        return link.approval == AgentTool.Approval.ALWAYS
+    def _effective(self, link: AgentTool) -> tuple[str, str]:
+        tool = link.tool
+        return effective_policy(tool_policy=tool.approval_policy, tool_rule=tool.approval_rule,
+                                side_effect=tool.side_effect, override=link.approval, override_rule=link.approval_rule)
+
+    def get_approval(self, link: AgentTool) -> str:
+        return self._effective(link)[0]
+
+    def get_approval_rule(self, link: AgentTool) -> str:
+        return self._effective(link)[1]
 
 
 class AgentSerializer(serializers.ModelSerializer):

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations.models import Approval, ApprovalGrant, Run, RunStatus, StopReason
-from conversations.services import run_event_append, run_finish
+from conversations.services import run_enqueue, run_event_append, run_finish
 from tools.approval_policy import ApprovalExpiry
 from tools.arguments import arguments_hash, validate_arguments
 
@@ -90,8 +90,6 @@ def _settle(*, approval: Approval, status: str, now, user=None, channel: str, re
 
 def _resume_if_settled(run: Run) -> bool:
     """Requeue a parked run (locked by the caller) once none of its approvals is pending."""
-    from agents.tasks import run_advance_task
-
     if run.status != RunStatus.AWAITING_APPROVAL:
         return False
     if Approval.objects.filter(run_id=run.pk, status=Approval.Status.PENDING).exists():
@@ -99,7 +97,7 @@ def _resume_if_settled(run: Run) -> bool:
     if not Run.objects.filter(pk=run.pk, status=RunStatus.AWAITING_APPROVAL).update(status=RunStatus.QUEUED):
         return False
     run_event_append(run_id=run.pk, type="run.queued", payload={"reason": "approvals decided"})
-    transaction.on_commit(lambda: run_advance_task.delay(str(run.pk)))
+    run_enqueue(run_id=run.pk)
     return True
 
 

@@ -18,6 +18,7 @@ from conversations.monitoring.forms import TryAgentForm
 from conversations.monitoring.presenters import dashboard_context, timeline_rows
 from conversations.monitoring.selectors import dashboard_snapshot, run_events_after
 from conversations.monitoring.services import ConversationNotFound, try_message_post
+from conversations.services import ConversationBusy
 from conversations.monitoring.timeline import run_timeline_export
 from conversations.operations import RunActionRefused, run_cancel_by_operator, run_requeue, run_retry
 from platform_site.logs import bind
@@ -161,6 +162,9 @@ def try_agent_send(request):
                                conversation_id=form.cleaned_data["conversation"])
     except ConversationNotFound as exc:
         return _json_error(str(exc))
+    except ConversationBusy as exc:
+        return JsonResponse({"message": f"This agent answers one message at a time: {exc}. Wait for it to end.",
+                             "extra": {"active_run": str(exc.run.pk)}}, status=409)
     bind(run_id=run.pk)
     log.info("run %s queued from the try-an-agent page by %s", run.pk, request.user.get_username())
     return JsonResponse({
