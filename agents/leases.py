@@ -88,19 +88,21 @@ class LeaseRenewer:
         interval = max(0.5, settings.AGENTRY_RUN_LEASE_SECONDS / 3)
         stop = threading.Event()
         while not stop.wait(interval):
+            # The update runs under the lock: once release() returns, the run is never renewed
+            # again by this process, so a crashed step's lease lapses on time.
             with self._lock:
                 held = list(self._held)
-            if not held:
-                continue
-            try:
-                Run.objects.filter(pk__in=held, lease_owner=process_owner(), status=RunStatus.RUNNING).update(
-                    lease_expires_at=lease_deadline()
-                )
-            except Exception:  # the database may blink; the next round tries again
-                log.warning("lease renewal failed", exc_info=True)
-                close_old_connections()
-            finally:
-                connection.close()
+                if not held:
+                    continue
+                try:
+                    Run.objects.filter(pk__in=held, lease_owner=process_owner(), status=RunStatus.RUNNING).update(
+                        lease_expires_at=lease_deadline()
+                    )
+                except Exception:  # the database may blink; the next round tries again
+                    log.warning("lease renewal failed", exc_info=True)
+                    close_old_connections()
+                finally:
+                    connection.close()
 
 
 renewer = LeaseRenewer()

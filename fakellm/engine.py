@@ -54,10 +54,17 @@ def _prompt_chars(body: dict) -> int:
     return len(json.dumps(parts, ensure_ascii=False))
 
 
+# A STAMP in scripted text leaves the server as STAMP + the emission time in microseconds,
+# so a benchmark can measure how long streamed text takes to reach a client downstream.
+STAMP = "\u231a"
+
+
 async def _emit(events: list[str], delay_s: float):
     for i, event in enumerate(events):
         if delay_s and i:
             await asyncio.sleep(delay_s)
+        if STAMP in event:
+            event = event.replace(STAMP, f"{STAMP}{time.time_ns() // 1000}")
         yield event
 
 

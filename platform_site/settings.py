@@ -89,6 +89,16 @@ DATABASES = {
         conn_max_age=int(os.environ.get("DB_CONN_MAX_AGE", "60")),
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("AGENTRY_DB_POOL", True):
+    # A pool per process (psycopg_pool): worker threads borrow a connection for each database
+    # step and hand it back while they wait on a model, so a few connections serve hundreds of
+    # runs in flight. Pooled connections replace Django's persistent ones.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": int(os.environ.get("AGENTRY_DB_POOL_MIN_SIZE", "2")),
+        "max_size": int(os.environ.get("AGENTRY_DB_POOL_MAX_SIZE", "20")),
+        "timeout": float(os.environ.get("AGENTRY_DB_POOL_TIMEOUT", "60")),
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web, worker and beat share one file: WAL lets readers run beside the writer, and
     # IMMEDIATE transactions queue writers on the busy timeout instead of failing at once.

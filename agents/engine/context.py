@@ -57,14 +57,24 @@ def _summary_through(run: Run, first_order: int) -> int:
     return through if through < first_order else 0
 
 
+def _opening_order(rows: list[Message], run: Run) -> int | None:
+    """Where the run starts: the order of its user message."""
+    return next((m.order for m in rows if m.run_id == run.pk and m.role == Message.Role.USER), None)
+
+
 def conversation_messages(run: Run) -> list[Message]:
     """Everything before this run's first message not folded into the summary, plus the run's
-    own messages."""
-    first = Message.objects.filter(run=run).order_by("order").values_list("order", flat=True).first()
-    history = Message.objects.filter(
-        conversation_id=run.conversation_id, order__gt=_summary_through(run, first)
-    ).filter(Q(order__lt=first) | Q(run=run)).order_by("order")
-    return _drop_unanswered_tool_calls(list(history), run.pk)
+    own messages. The summary applies only if it covers nothing of the run itself; in the
+    common case the rows after it show that, and one query per step is enough."""
+    through = run.conversation.context_summary_through
+    messages = Message.objects.filter(conversation_id=run.conversation_id).order_by("order")
+    rows = list(messages.filter(order__gt=through))
+    first = _opening_order(rows, run)
+    if first is None and through:
+        rows = list(messages)
+        first = _opening_order(rows, run)
+    history = [m for m in rows if first is not None and (m.order < first or m.run_id == run.pk)]
+    return _drop_unanswered_tool_calls(history, run.pk)
 
 
 def _wire_turns(turns: list[Turn], trim_to: int | None) -> list[list[dict]]:

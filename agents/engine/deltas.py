@@ -7,8 +7,9 @@ a handful of event rows per second instead of one per chunk.
 import time
 
 from conversations.services import run_event_append
+from platform_site.dbpool import release_connection
 
-FLUSH_INTERVAL_SECONDS = 0.05
+FLUSH_INTERVAL_SECONDS = 0.02
 
 
 class DeltaRelay:
@@ -28,4 +29,6 @@ class DeltaRelay:
             text, self._buffer = "".join(self._buffer), []
             run_event_append(run_id=self.run_id, type="message.delta",
                              payload={"llm_call_id": self.llm_call_id, "text": text})
+            # Back to waiting on the stream: do not hold a pooled connection meanwhile.
+            release_connection()
         self._last_flush = time.monotonic()

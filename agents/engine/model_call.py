@@ -24,12 +24,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents.engine.deltas import DeltaRelay
-from agents.leases import lease_fence
 from agents.models import ModelConfig
 from agents.providers import LLMResponse, ProviderError, get_provider
 from agents.services import agent_usage_add
 from conversations.models import LLMCall, Run
 from conversations.services import run_event_append
+from platform_site.dbpool import release_connection
 from platform_site.logs import bind
 
 log = logging.getLogger(__name__)
@@ -77,11 +77,13 @@ def seconds_left(deadline) -> float | None:
 def _close_interrupted_attempts(run: Run, purpose: str, iteration: int) -> int:
     """Returns the next attempt number for this call."""
     calls = LLMCall.objects.filter(run=run, purpose=purpose, iteration=iteration)
-    calls.filter(status=LLMCall.Status.STARTED).update(
-        status=LLMCall.Status.FAILED, error="interrupted: the worker stopped before the call completed",
-        finished_at=timezone.now(),
-    )
-    return calls.count() + 1
+    statuses = list(calls.values_list("status", flat=True))
+    if LLMCall.Status.STARTED in statuses:
+        calls.filter(status=LLMCall.Status.STARTED).update(
+            status=LLMCall.Status.FAILED, error="interrupted: the worker stopped before the call completed",
+            finished_at=timezone.now(),
+        )
+    return len(statuses) + 1
 
 
 def _key_and_prices(model: dict) -> tuple[str, dict]:
@@ -93,12 +95,11 @@ def _key_and_prices(model: dict) -> tuple[str, dict]:
 
 def _record_failure(*, run, owner, call, error: ProviderError, started) -> None:
     with transaction.atomic():
-        lease_fence(run_id=run.pk, owner=owner)
         LLMCall.objects.filter(pk=call.pk).update(
             status=LLMCall.Status.FAILED, response=error.raw, http_status=error.http_status,
             error=error.message, latency_ms=int((time.monotonic() - started) * 1000), finished_at=timezone.now(),
         )
-        run_event_append(run_id=run.pk, type="llm_call.failed", payload={
+        run_event_append(run_id=run.pk, type="llm_call.failed", lease_owner=owner, payload={
             "llm_call_id": call.pk, "purpose": call.purpose, "attempt": call.attempt, "error": error.message,
             "http_status": error.http_status, "retryable": error.retryable,
         })
@@ -108,7 +109,6 @@ def _record_success(*, run, owner, call, response, prices, started, time_zone, r
     usage = response.usage
     cost = call_cost(prices, response)
     with transaction.atomic():
-        lease_fence(run_id=run.pk, owner=owner)
         LLMCall.objects.filter(pk=call.pk).update(
             status=LLMCall.Status.SUCCEEDED, response=response.raw, http_status=response.http_status,
             finish_reason=response.finish_reason[:32], prompt_tokens=usage.prompt_tokens,
@@ -129,7 +129,7 @@ def _record_success(*, run, owner, call, response, prices, started, time_zone, r
         agent_usage_add(agent_id=run.agent_id, day=timezone.now().astimezone(zoneinfo.ZoneInfo(time_zone)).date(),
                         tokens=usage.total_tokens, cost=cost)
         result = record(call, response)
-        run_event_append(run_id=run.pk, type="llm_call.completed", payload={
+        run_event_append(run_id=run.pk, type="llm_call.completed", lease_owner=owner, payload={
             "llm_call_id": call.pk, "purpose": call.purpose, "iteration": call.iteration, "attempt": call.attempt,
             "finish_reason": response.finish_reason, "tool_calls": [c.name for c in response.tool_calls],
             "usage": usage.__dict__, "cost": str(cost), "prices": prices,
@@ -155,12 +155,11 @@ def model_call(*, run: Run, owner: str, snapshot: dict, purpose: str, iteration:
         for try_number in range(1, model["max_retries"] + 2):
             cap = seconds_left(run.deadline)
             with transaction.atomic():
-                lease_fence(run_id=run.pk, owner=owner)
                 call = LLMCall.objects.create(
                     run=run, iteration=iteration, attempt=attempt, purpose=purpose, model_config_id=model["id"],
                     provider=model["provider"], model_name=model["model"], request=body,
                 )
-                run_event_append(run_id=run.pk, type="llm_call.started", payload={
+                run_event_append(run_id=run.pk, type="llm_call.started", lease_owner=owner, payload={
                     "llm_call_id": call.pk, "purpose": purpose, "iteration": iteration, "attempt": attempt,
                     "model": model["name"],
                 })
@@ -170,6 +169,7 @@ def model_call(*, run: Run, owner: str, snapshot: dict, purpose: str, iteration:
             started = time.monotonic()
             relay = DeltaRelay(run_id=run.pk, llm_call_id=call.pk) if relay_deltas else None
             try:
+                release_connection()
                 response = provider.send(model=model, api_key=api_key, body=body,
                                          on_delta=relay.push if relay else None, timeout_cap=cap)
             except ProviderError as exc:

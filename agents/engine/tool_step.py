@@ -20,6 +20,7 @@ from django.utils import timezone
 from agents.leases import lease_fence
 from conversations.models import Approval, ApprovalGrant, Message, Run, ToolInvocation
 from conversations.services import messages_append, run_event_append
+from platform_site.dbpool import release_connection
 from platform_site.logs import log_context
 from tools.approval_policy import ApprovalPolicy, approval_need
 from tools.arguments import arguments_hash, parse_arguments, validate_arguments
@@ -59,7 +60,7 @@ def _streak(messages: list[Message], current: Message) -> tuple[str | None, int]
     return name, count
 
 
-def _create_invocation(*, run: Run, message: Message, position: int, call: dict, tools: dict) -> ToolInvocation:
+def _new_invocation(*, run: Run, message: Message, position: int, call: dict, tools: dict) -> ToolInvocation:
     name = call["function"]["name"]
     raw = call["function"].get("arguments") or ""
     spec = tools.get(name)
@@ -69,26 +70,36 @@ def _create_invocation(*, run: Run, message: Message, position: int, call: dict,
         errors = [f"There is no tool named {name!r}. Available tools: {', '.join(tools) or 'none'}."]
     elif parsed.arguments is not None:
         errors += validate_arguments(spec["parameters"], parsed.arguments)
-    invocation, _ = ToolInvocation.objects.get_or_create(
-        run=run, tool_call_id=call["id"],
-        defaults={
-            "llm_call_id": message.llm_call_id, "tool_id": spec["id"] if spec else None, "tool_name": name,
-            "position": position, "raw_arguments": raw if isinstance(raw, str) else json.dumps(raw),
-            "arguments": parsed.arguments, "validation_errors": errors,
-            "idempotency_key": f"{run.pk}:{call['id']}",
-        },
+    return ToolInvocation(
+        run=run, tool_call_id=call["id"], llm_call_id=message.llm_call_id, tool_id=spec["id"] if spec else None,
+        tool_name=name, position=position, raw_arguments=raw if isinstance(raw, str) else json.dumps(raw),
+        arguments=parsed.arguments, validation_errors=errors, idempotency_key=f"{run.pk}:{call['id']}",
     )
-    return invocation
+
+
+def _step_invocations(*, run: Run, message: Message, tools: dict) -> list[ToolInvocation]:
+    """One row per tool call of the step, in call order: created once, read back after a crash.
+
+    Inserted with ON CONFLICT DO NOTHING on (run, tool_call_id), so a step taken again never
+    duplicates a row and never overwrites one that already records what happened."""
+    ids = [call["id"] for call in message.tool_calls]
+    existing = {inv.tool_call_id: inv for inv in ToolInvocation.objects.filter(run=run, tool_call_id__in=ids)}
+    missing = [_new_invocation(run=run, message=message, position=i, call=call, tools=tools)
+               for i, call in enumerate(message.tool_calls) if call["id"] not in existing]
+    if missing:
+        ToolInvocation.objects.bulk_create(missing, ignore_conflicts=True)
+        existing = {inv.tool_call_id: inv for inv in ToolInvocation.objects.filter(run=run, tool_call_id__in=ids)}
+    return [existing[call_id] for call_id in ids]
 
 
 def _finish(invocation: ToolInvocation, *, status: str, result: str, error: str = "", truncated=False,
-            latency_ms=None) -> None:
+            latency_ms=None, lease_owner: str | None = None) -> None:
     ToolInvocation.objects.filter(pk=invocation.pk).update(
         status=status, result=result, error=error, truncated=truncated, latency_ms=latency_ms,
         finished_at=timezone.now(),
     )
     invocation.status, invocation.result = status, result
-    run_event_append(run_id=invocation.run_id, type="tool.completed", payload={
+    run_event_append(run_id=invocation.run_id, type="tool.completed", lease_owner=lease_owner, payload={
         "tool_invocation_id": invocation.pk, "tool": invocation.tool_name, "status": status,
         "truncated": truncated, "latency_ms": latency_ms,
     })
@@ -149,14 +160,15 @@ def _approval_refusal(invocation: ToolInvocation, approval: Approval, spec: dict
 
 def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, arguments: dict) -> None:
     with transaction.atomic():
-        lease_fence(run_id=run.pk, owner=owner)
         claimed = ToolInvocation.objects.filter(
             pk=invocation.pk, status__in=[Status.PENDING, Status.AWAITING_APPROVAL]
         ).update(status=Status.RUNNING, started_at=timezone.now())
         if claimed:
-            run_event_append(run_id=run.pk, type="tool.started", payload={
+            run_event_append(run_id=run.pk, type="tool.started", lease_owner=owner, payload={
                 "tool_invocation_id": invocation.pk, "tool": invocation.tool_name, "arguments": arguments,
             })
+        else:
+            lease_fence(run_id=run.pk, owner=owner)
     if not claimed:
         rerunnable = spec["side_effect"] == "read" or spec["idempotent"]
         if not rerunnable:
@@ -167,11 +179,11 @@ def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, ar
     ctx = ToolContext(run_id=str(run.pk), tool_call_id=invocation.tool_call_id,
                       idempotency_key=invocation.idempotency_key)
     started = time.monotonic()
+    release_connection()
     outcome = execute_tool(spec=spec, arguments=arguments, ctx=ctx)
     with transaction.atomic():
-        lease_fence(run_id=run.pk, owner=owner)
         _finish(invocation, status=outcome.status, result=outcome.content, error=outcome.error,
-                truncated=outcome.truncated, latency_ms=int((time.monotonic() - started) * 1000))
+                truncated=outcome.truncated, latency_ms=int((time.monotonic() - started) * 1000), lease_owner=owner)
 
 
 def _process_call(*, run, owner, invocation: ToolInvocation, spec: dict | None, blocked_hint: str | None) -> None:
@@ -225,10 +237,7 @@ def tool_step(*, run: Run, owner: str, snapshot: dict, messages: list[Message], 
     tools = {tool["name"]: tool for tool in snapshot["tools"]}
     limit = snapshot["agent"]["max_same_tool_streak"]
     name, streak = _streak(messages, current)
-    invocations = [
-        _create_invocation(run=run, message=current, position=i, call=call, tools=tools)
-        for i, call in enumerate(current.tool_calls)
-    ]
+    invocations = _step_invocations(run=run, message=current, tools=tools)
     blocked_hint = None
     if name is not None and streak > limit:
         blocked_hint = STREAK_HINT.format(name=name, count=streak)
@@ -246,7 +255,10 @@ def tool_step(*, run: Run, owner: str, snapshot: dict, messages: list[Message], 
                           spec=tools.get(invocation.tool_name), blocked_hint=blocked_hint)
     if any(inv.status == Status.AWAITING_APPROVAL for inv in invocations):
         return ToolStepOutcome(parked=True)
-    approvals = {a.invocation_id: a for a in Approval.objects.filter(invocation__in=invocations)}
+    # Under "never" no approval can exist for the call (its policy is pinned): skip the lookup.
+    asking = [inv for inv in invocations if (tools.get(inv.tool_name) or {}).get("approval", {}).get("policy")
+              not in (None, ApprovalPolicy.NEVER)]
+    approvals = {a.invocation_id: a for a in Approval.objects.filter(invocation__in=asking)} if asking else {}
     with transaction.atomic():
         lease_fence(run_id=run.pk, owner=owner)
         messages_append(conversation_id=run.conversation_id, run_id=run.pk, messages=[
