@@ -62,7 +62,7 @@ class Stack:
                "CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"]}
         self.fake = self.harness.start_fakellm(self.llm_port)
         self.processes.append(self.fake)
-        self.processes.append(self.harness.start_web(self.web_port, env))
+        self.processes.append(self.harness.start_web(self.web_port, env, workers=self.options.web_workers))
         for index in range(self.options.workers):
             self.processes.append(self.harness.start_worker(
                 f"bench-worker-{index}", concurrency=self.options.threads, pool=self.options.pool, env=env))
@@ -288,6 +288,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes")
     parser.add_argument("--threads", type=int, default=100, help="threads per worker process")
     parser.add_argument("--pool", default="threads")
+    parser.add_argument("--web-workers", type=int, default=2, help="uvicorn worker processes")
     parser.add_argument("--llm-port", type=int, default=8941)
     parser.add_argument("--web-port", type=int, default=8942)
     parser.add_argument("--only", default="single,throughput,queries,approval,relay")

@@ -57,9 +57,10 @@ def start_worker(name: str, *, concurrency: int, pool: str = "threads", env: dic
     return process
 
 
-def start_web(port: int, env: dict | None = None) -> subprocess.Popen:
+def start_web(port: int, env: dict | None = None, workers: int = 1) -> subprocess.Popen:
     process = _spawn("web", [sys.executable, "-m", "uvicorn", "platform_site.asgi:application", "--host", "127.0.0.1",
-                             "--port", str(port), "--log-level", "warning", "--no-access-log"], env)
+                             "--port", str(port), "--workers", str(workers), "--log-level", "warning",
+                             "--no-access-log"], env)
     wait_http(f"http://127.0.0.1:{port}/health/")
     return process
 

@@ -214,6 +214,13 @@ AGENTRY_RUN_MAX_RECOVERIES = int(os.environ.get("AGENTRY_RUN_MAX_RECOVERIES", "3
 # A queued run whose task went missing (broker lost it) is enqueued again after this long.
 AGENTRY_QUEUED_REENQUEUE_SECONDS = int(os.environ.get("AGENTRY_QUEUED_REENQUEUE_SECONDS", "120"))
 
+# One task advances a run for at most this long, then requeues it between steps.
+AGENTRY_TASK_SLICE_SECONDS = float(os.environ.get("AGENTRY_TASK_SLICE_SECONDS", "600"))
+# Celery's own limits, for pools that enforce them (prefork, gevent; not threads): a slice plus
+# the longest model call fits under the soft limit.
+CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", "1200"))
+CELERY_TASK_TIME_LIMIT = int(os.environ.get("CELERY_TASK_TIME_LIMIT", "1260"))
+
 # Model-call retries: exponential backoff with jitter, Retry-After honoured up to the cap.
 AGENTRY_RETRY_BASE_SECONDS = float(os.environ.get("AGENTRY_RETRY_BASE_SECONDS", "0.5"))
 AGENTRY_RETRY_MAX_SECONDS = float(os.environ.get("AGENTRY_RETRY_MAX_SECONDS", "30"))

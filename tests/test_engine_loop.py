@@ -171,3 +171,18 @@ def test_request_carries_the_model_parameters_and_tools(scripted_agent, fake_llm
     assert sent["tools"][0]["function"]["name"] == "test-echo"
     assert sent["messages"][0] == {"role": "system", "content": "You are a test agent."}
     assert sent == LLMCall.objects.get(run=run).request
+
+
+def test_long_run_goes_back_to_the_queue_between_steps(scripted_agent, settings, no_enqueue):
+    settings.AGENTRY_TASK_SLICE_SECONDS = 0
+    agent = scripted_agent(script(call("test-echo", {"text": "a"}), {"content": "done"}), tools=["test-echo"])
+    run = start_run(agent)
+    no_enqueue.clear()
+
+    run = advance(run)
+    assert run.status == "queued" and run.lease_owner == "" and no_enqueue == [str(run.pk)]
+    assert run.events.filter(type="run.requeued", payload__reason="time slice used up").exists()
+    while run.status == "queued":
+        run = advance(run)
+    assert run.status == "completed" and last_answer(run) == "done"
+    assert LLMCall.objects.filter(run=run).count() == 2

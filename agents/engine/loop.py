@@ -8,7 +8,11 @@ assistant message without tool calls → the run is complete.
 """
 
 import logging
+import time
 import traceback
+
+from django.conf import settings
+from django.db import transaction
 
 from agents.engine.context import conversation_messages
 from agents.engine.limits import Limit, budget_reached, deadline_passed, timeout_limit
@@ -17,7 +21,7 @@ from agents.engine.model_call import DeadlineReached, ModelStepFailed
 from agents.engine.tool_step import tool_step
 from agents.leases import LeaseLost, process_owner, renewer, run_claim
 from conversations.models import Message, Run, RunStatus, StopReason
-from conversations.services import run_event_append, run_finish, run_park_for_approval
+from conversations.services import run_enqueue, run_event_append, run_finish, run_park_for_approval
 from platform_site.logs import log_context
 
 log = logging.getLogger(__name__)
@@ -92,6 +96,15 @@ def run_advance(*, run_id) -> None:
         _advance(run_id)
 
 
+def _requeue_between_steps(run_id, owner: str) -> None:
+    with transaction.atomic():
+        if Run.objects.filter(pk=run_id, status=RunStatus.RUNNING, lease_owner=owner).update(
+            status=RunStatus.QUEUED, lease_owner="", lease_expires_at=None
+        ):
+            run_event_append(run_id=run_id, type="run.requeued", payload={"reason": "time slice used up"})
+            run_enqueue(run_id=run_id)
+
+
 def _advance(run_id) -> None:
     owner = process_owner()
     if not run_claim(run_id=run_id, owner=owner):
@@ -100,9 +113,14 @@ def _advance(run_id) -> None:
     log.info("run %s: claimed by %s", run_id, owner)
     run_event_append(run_id=run_id, type="run.running", payload={"worker": owner})
     renewer.hold(run_id)
+    slice_ends = time.monotonic() + settings.AGENTRY_TASK_SLICE_SECONDS
     try:
         while _step(run_id, owner):
-            pass
+            if time.monotonic() > slice_ends:
+                # A long run goes back to the queue between steps, so no task runs unbounded
+                # (thread pools cannot enforce Celery's time limits) and other runs get a turn.
+                _requeue_between_steps(run_id, owner)
+                break
     except LeaseLost:
         log.warning("run %s: lease lost; another worker has taken it over", run_id)
     except Exception:
