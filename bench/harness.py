@@ -77,3 +77,42 @@ def process_cpu_seconds(pid: int) -> float:
     parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     utime, stime, cutime, cstime = (int(v) for v in parts[11:15])
     return (utime + stime + cutime + cstime) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == pid:
+                kids.append(int(entry.name))
+    return kids
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a process and all its live descendants (uvicorn's and Celery's children)."""
+    total, pending = 0.0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            total += process_cpu_seconds(current)
+        except OSError:
+            continue
+        pending += _children(current)
+    return total
+
+
+def named_cpu_seconds(*names: str) -> float:
+    """CPU time of every process whose command name is one of `names` (PostgreSQL backends, Redis)."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() in names:
+                    total += process_cpu_seconds(int(entry.name))
+            except OSError:
+                continue
+    return total
