@@ -14,6 +14,7 @@ import hashlib
 import json
 from collections import Counter, defaultdict
 
+from bench.fault_setup import MODEL_STEPS
 from conversations.models import TERMINAL_STATUSES, LLMCall, Run, RunEvent
 from fakellm.script import Script
 
@@ -53,7 +54,7 @@ def _expected_end(steps: list[list[str]], attempts_per_step: int) -> str:
             continue
         last = index == len(steps) - 1
         return "provider_error" if last and len(kinds) == attempts_per_step else "impossible"
-    return "final_answer" if len(steps) == 3 else "impossible"
+    return "final_answer" if len(steps) == MODEL_STEPS else "impossible"
 
 
 def fault_report(*, run_ids: list, script: dict, requests: list[dict]) -> dict:

@@ -10,6 +10,7 @@ from tools.services import tool_definitions_sync_from_registry
 # Fault kinds as fakellm's faults.rate names them.
 FAULT_KINDS = ("429", "500", "timeout", "malformed_json", "cut_stream")
 TOOLS = ("mojitianqi-DayWeather", "gaodedetu-plan_bicycle")
+MODEL_STEPS = 3  # model calls of a run that gets through: two tool steps, then the answer
 
 
 def fault_script(*, rates: dict[str, float], seed: int, latency_ms: int, timeout_ms: int,
