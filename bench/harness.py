@@ -49,6 +49,13 @@ def start_fakellm(port: int) -> subprocess.Popen:
     return process
 
 
+def start_counting_service(port: int, delay_ms: int = 0) -> subprocess.Popen:
+    process = _spawn("counting", [sys.executable, "-m", "bench.counting_service", "--host", "127.0.0.1",
+                                  "--port", str(port), "--delay-ms", str(delay_ms)])
+    wait_http(f"http://127.0.0.1:{port}/writes")
+    return process
+
+
 def start_worker(name: str, *, concurrency: int, pool: str = "threads", env: dict | None = None) -> subprocess.Popen:
     process = _spawn(name, [sys.executable, "-m", "celery", "-A", "platform_site", "worker", "-P", pool,
                             "-c", str(concurrency), "-Q", "llm,tools,maintenance", "-n", f"{name}@%h",

@@ -16,6 +16,7 @@ from conversations.models import (
     TERMINAL_STATUSES,
     Approval,
     Conversation,
+    LLMCall,
     Message,
     Run,
     RunEvent,
@@ -264,7 +265,9 @@ def run_finish(*, run_id, status: str, stop_reason: str, error: str = "", final_
 
 def _open_calls_close(*, run_id, status: str, now) -> None:
     """An ended run leaves nothing waiting: its pending approvals are cancelled (each with an
-    event) and its calls that never ran are marked cancelled."""
+    event), its calls that never ran are marked cancelled, and the attempts a dead worker left
+    open (a model call, a tool call) are closed as interrupted. A worker that is in fact still
+    in such a call cannot record it any more: its lease fence fails on the ended run."""
     pending = Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING).select_related("invocation")
     for approval in pending:
         Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(
@@ -277,6 +280,14 @@ def _open_calls_close(*, run_id, status: str, now) -> None:
     ToolInvocation.objects.filter(
         run_id=run_id, status__in=[ToolInvocation.Status.PENDING, ToolInvocation.Status.AWAITING_APPROVAL]
     ).update(status=ToolInvocation.Status.CANCELLED, error=f"run {status}", finished_at=now)
+    LLMCall.objects.filter(run_id=run_id, status=LLMCall.Status.STARTED).update(
+        status=LLMCall.Status.FAILED, error=f"interrupted: the run was {status} before the call completed",
+        finished_at=now,
+    )
+    ToolInvocation.objects.filter(run_id=run_id, status=ToolInvocation.Status.RUNNING).update(
+        status=ToolInvocation.Status.ERROR, error="interrupted", finished_at=now,
+        result=f"The run was {status} while this call was running; its outcome is unknown.",
+    )
 
 
 def run_park_for_approval(*, run_id, owner: str) -> bool:

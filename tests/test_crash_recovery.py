@@ -115,6 +115,48 @@ def test_run_recovered_too_often_fails_with_a_clear_reason(scripted_agent, setti
     assert "stopped responding" in run.error
 
 
+def _give_up(run: Run, settings) -> Run:
+    Run.objects.filter(pk=run.pk).update(recoveries=settings.AGENTRY_RUN_MAX_RECOVERIES)
+    _lapse_lease(run)
+    assert runs_sweep()["failed"] == 1
+    run.refresh_from_db()
+    return run
+
+
+def test_run_given_up_mid_model_call_shows_the_call_interrupted(scripted_agent, monkeypatch, settings):
+    agent = scripted_agent(_script("test-echo", {"text": "x"}), tools=["test-echo"])
+    run = start_run(agent)
+
+    def die(self, **kwargs):
+        raise WorkerDied()
+
+    monkeypatch.setattr("agents.providers.openai_compatible.OpenAICompatibleProvider.send", die)
+    with pytest.raises(WorkerDied):
+        advance(run)
+
+    run = _give_up(run, settings)
+
+    assert (run.status, run.stop_reason) == ("failed", "worker_lost")
+    call = LLMCall.objects.get(run=run)
+    assert call.status == "failed" and "interrupted" in call.error and call.finished_at is not None
+
+
+def test_run_given_up_mid_tool_call_shows_the_call_interrupted(scripted_agent, monkeypatch, settings):
+    agent = scripted_agent(_script("test-counter", {"label": "given-up"}), tools=["test-counter"])
+    AgentTool.objects.filter(agent=agent).update(approval=AgentTool.Approval.NEVER)
+    run = start_run(agent)
+    _crash_during_tool(monkeypatch)
+    with pytest.raises(WorkerDied):
+        advance(run)
+
+    run = _give_up(run, settings)
+
+    assert (run.status, run.stop_reason) == ("failed", "worker_lost")
+    invocation = ToolInvocation.objects.get(run=run)
+    assert (invocation.status, invocation.error) == ("error", "interrupted")
+    assert "outcome is unknown" in invocation.result and invocation.finished_at is not None
+
+
 def test_live_lease_is_not_taken_over(scripted_agent):
     agent = scripted_agent(_script("test-echo", {"text": "x"}), tools=["test-echo"])
     run = start_run(agent)
