@@ -63,6 +63,8 @@ def completion_request_parse(body) -> CompletionRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise CompletionRequestError("Required: the slug of an agent.", param="model")
+    if "\x00" in model:
+        raise CompletionRequestError("Must not contain the NUL character (U+0000).", param="model")
     if body.get("tools") or body.get("functions"):
         raise CompletionRequestError("Not supported: the agent runs its own tools.", param="tools")
     if body.get("n", 1) != 1:
@@ -84,6 +86,8 @@ def completion_request_parse(body) -> CompletionRequest:
         if not isinstance(message, dict):
             raise CompletionRequestError("Must be an object with a role and content.", param=param)
         role = message.get("role")
+        if not isinstance(role, str):
+            raise CompletionRequestError("Must be a string: user, assistant, system or developer.", param=f"{param}.role")
         if role in IGNORED_ROLES:
             continue
         if role not in ("user", "assistant"):

@@ -6,7 +6,8 @@ else is a bug and stays a 500 (logged by Django), never a silent success.
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.http import Http404
+from django.http import Http404, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -58,3 +59,11 @@ def api_exception_handler(exc, context):
     return Response(body, status=response.status_code, headers={
         k: v for k, v in response.headers.items() if k.lower() in ("www-authenticate", "retry-after", "allow")
     })
+
+
+def not_found(request, exception):
+    """A URL under /api/ that matches no route (say, a malformed id) answers in the API's error
+    shape too; anywhere else it is Django's page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"message": "Not found.", "extra": {}}, status=404)
+    return defaults.page_not_found(request, exception)

@@ -244,7 +244,10 @@ SPECTACULAR_SETTINGS.update({
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "conversations.api.schema.add_streaming_endpoints",
+        "conversations.api.schema_errors.document_error_responses",
     ],
+    # The schema describes the API, not the view that serves it.
+    "SERVE_INCLUDE_SCHEMA": False,
 })
 # Throttle counters must be shared by every web process: Redis when there is one. The embedded
 # setup runs a single web process, whose memory is then enough.

@@ -21,3 +21,5 @@ urlpatterns = [
     path("v1/chat/completions", openai_compat.chat_completions, name="openai-chat-completions"),
     path("v1/models", openai_compat.models, name="openai-models"),
 ]
+
+handler404 = "platform_site.api_errors.not_found"

@@ -144,6 +144,11 @@ def test_streams_are_private_and_reject_bad_input(api_server, user, headers):
     assert httpx.get(url).status_code == 401
     bad = httpx.get(url, headers={**headers, "Last-Event-ID": "-1"})
     assert bad.status_code == 400 and bad.json()["extra"] == {"fields": {"Last-Event-ID": [bad.json()["message"]]}}
+    # Digits that str.isdigit() accepts and int() does not, and more digits than int() converts.
+    for malformed in ("²", "9" * 5000):
+        assert httpx.get(url, headers=headers, params={"last_event_id": malformed}).status_code == 400
+    unrouted = httpx.get(f"{api_server.base_url}/api/v1/runs/not-a-run-id/events/", headers=headers)
+    assert unrouted.status_code == 404 and unrouted.json() == {"message": "Not found.", "extra": {}}
 
     # Pages use the session cookie of a logged-in user instead of a token.
     browser = Client()

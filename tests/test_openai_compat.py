@@ -1,5 +1,6 @@
 """POST /v1/chat/completions with the official openai client against a live server and worker."""
 
+import httpx
 import openai
 import pytest
 
@@ -121,6 +122,19 @@ def test_bad_requests_get_openai_errors(client, api_server):
         stranger.chat.completions.create(model="oa-plain", messages=[{"role": "user", "content": "hi"}])
     assert not Run.objects.exists()
     assert [m.id for m in client.models.list()] == ["oa-plain", "oa-stream"]
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"model": "oa-plain", "messages": [{"role": ["user"], "content": "hi"}]}, "messages[0].role"),
+    ({"model": "oa-plain", "messages": [{"role": {"name": "user"}, "content": "hi"}]}, "messages[0].role"),
+    ({"model": "oa\x00plain", "messages": [{"role": "user", "content": "hi"}]}, "model"),
+], ids=["role-list", "role-object", "nul-in-model"])
+def test_malformed_fields_are_a_400_naming_them(api_server, user, body, param):
+    response = httpx.post(f"{api_server.base_url}/v1/chat/completions", json=body,
+                          headers={"Authorization": f"Bearer {token_for(user)}"}, timeout=30)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == param
+    assert not Run.objects.exists()
 
 
 def test_a_failed_run_is_a_server_error(api_server, worker, user):

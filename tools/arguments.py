@@ -77,6 +77,18 @@ def validate_arguments(schema: dict, arguments: dict) -> list[str]:
     return errors
 
 
+def contains_nul(value) -> bool:
+    """Whether a JSON value holds U+0000 anywhere (keys too): PostgreSQL stores it in neither
+    text nor jsonb, so such input must be refused before it reaches the database."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(contains_nul(key) or contains_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(contains_nul(item) for item in value)
+    return False
+
+
 def arguments_hash(arguments: dict) -> str:
     """SHA-256 of the canonical JSON of the arguments: what an approval is bound to."""
     canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

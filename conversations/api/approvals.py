@@ -1,11 +1,12 @@
 """/api/v1/approvals/: list and read approvals, and decide one (`POST {id}/decision/`)."""
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
+from conversations.api.common import ErrorSerializer
 from conversations.approvals.selectors import approvals_filter, approvals_visible_to
 from conversations.approvals.services import (
     APPROVE,
@@ -28,7 +29,9 @@ class ApprovalSerializer(serializers.ModelSerializer):
                                                help_text="What the model asked for.")
     arguments = serializers.JSONField(read_only=True, help_text="What is (or was) approved; edited if they differ.")
     why = serializers.CharField(source="request_reason", read_only=True)
-    decided_by = serializers.CharField(source="decided_by.get_username", read_only=True, default=None)
+    decided_by = serializers.CharField(source="decided_by.get_username", read_only=True, default=None, allow_null=True)
+    # Read-only model fields lose allow_blank; an undecided approval has no channel yet.
+    channel = serializers.ChoiceField(choices=Approval.Channel.choices, read_only=True, allow_blank=True)
 
     class Meta:
         model = Approval
@@ -55,29 +58,34 @@ class DecisionSerializer(serializers.Serializer):
         return value
 
 
-@extend_schema(parameters=[
-    OpenApiParameter("status", str, enum=[*Approval.Status.values, "decided"]),
-    OpenApiParameter("agent", str, description="agent slug"),
-    OpenApiParameter("tool", str, description="tool name"),
-    OpenApiParameter("run", str, description="run id"),
-])
+class ApprovalFilterSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=[*Approval.Status.values, "decided"], required=False,
+                                     help_text="`decided` is every status but pending.")
+    agent = serializers.CharField(required=False, help_text="agent slug")
+    tool = serializers.CharField(required=False, help_text="tool name")
+    run = serializers.UUIDField(required=False, help_text="run id")
+
+
+@extend_schema_view(list=extend_schema(parameters=[ApprovalFilterSerializer]))
 class ApprovalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = ApprovalSerializer
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user to narrow to
             return Approval.objects.none()
-        params = self.request.query_params
         queryset = approvals_visible_to(user=self.request.user)
         if self.action != "list":
             return queryset
-        status_filter = params.get("status", "")
-        if status_filter and status_filter not in [*Approval.Status.values, "decided"]:
-            raise ValidationError({"status": f"Use one of: {', '.join([*Approval.Status.values, 'decided'])}."})
-        return approvals_filter(queryset=queryset, status=status_filter, agent=params.get("agent", ""),
-                                tool=params.get("tool", ""), run=params.get("run", "")).order_by("created_at")
+        filters = ApprovalFilterSerializer(data=self.request.query_params)
+        filters.is_valid(raise_exception=True)
+        return approvals_filter(queryset=queryset, **filters.validated_data).order_by("created_at")
 
-    @extend_schema(request=DecisionSerializer, responses={200: ApprovalSerializer})
+    @extend_schema(request=DecisionSerializer, responses={
+        200: ApprovalSerializer,
+        400: ErrorSerializer,
+        403: OpenApiResponse(ErrorSerializer, description="You may not decide approvals."),
+        409: OpenApiResponse(ErrorSerializer, description="Already decided, expired, or its arguments changed."),
+    })
     @action(detail=True, methods=["post"])
     def decision(self, request, pk=None):
         approval = self.get_object()

@@ -2,6 +2,8 @@
 
 from rest_framework import exceptions, serializers, status
 
+from tools.arguments import contains_nul
+
 
 class ErrorSerializer(serializers.Serializer):
     """The one error shape of the API."""
@@ -16,15 +18,7 @@ class IdempotencyKeyMismatch(exceptions.APIException):
     default_code = "idempotency_key_mismatch"
 
 
-def reject_nul(value, field: str) -> None:
+def reject_nul(value) -> None:
     """PostgreSQL cannot store U+0000 in text or JSON; say so instead of failing on insert."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise serializers.ValidationError({field: "Must not contain the NUL character (U+0000)."})
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            reject_nul(key, field)
-            reject_nul(item, field)
-    elif isinstance(value, list):
-        for item in value:
-            reject_nul(item, field)
+    if contains_nul(value):
+        raise serializers.ValidationError("Must not contain the NUL character (U+0000).")

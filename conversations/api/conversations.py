@@ -65,7 +65,7 @@ class ConversationCreateSerializer(serializers.Serializer):
     def validate_metadata(self, metadata):
         if not isinstance(metadata, dict):
             raise serializers.ValidationError("Must be a JSON object.")
-        reject_nul(metadata, "metadata")
+        reject_nul(metadata)
         if len(json.dumps(metadata, ensure_ascii=False).encode()) > METADATA_MAX_BYTES:
             raise serializers.ValidationError(f"Must be at most {METADATA_MAX_BYTES} bytes as JSON.")
         return metadata

@@ -7,6 +7,7 @@ EventSource to stop reconnecting.
 """
 
 import json
+import re
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpResponse, StreamingHttpResponse
@@ -20,11 +21,13 @@ from conversations.selectors import runs_visible_to
 from platform_site.asyncdb import db
 
 RECONNECT_MS = 2000
+# ASCII digits only (str.isdigit() also takes "²", which int() refuses), and few enough for int().
+LAST_EVENT_ID = re.compile(r"[0-9]{1,18}")
 
 
 def _last_event_id(request) -> int:
     raw = request.headers.get("Last-Event-ID") or request.GET.get("last_event_id") or "0"
-    if not raw.isdigit():
+    if not LAST_EVENT_ID.fullmatch(raw):
         raise AsyncApiError(400, "Last-Event-ID must be the id (a non-negative integer) of an event of this stream.",
                             param="Last-Event-ID")
     return int(raw)

@@ -20,6 +20,25 @@ RUN_EVENT = {
     "required": ["run", "seq", "type", "payload", "created_at"],
 }
 
+
+def _sse_event(description: str, *, data: str, **fields) -> dict:
+    """A Server-Sent Event as an SSE parser hands it over: OpenAPI 3.0 has no way to name the
+    schema of the JSON inside `data`, so the description does."""
+    return {"type": "object", "description": description,
+            "properties": {**fields, "data": {"type": "string", "description": data}}, "required": ["data"]}
+
+
+RUN_EVENT_MESSAGE = _sse_event(
+    "One event of the stream: `id` is the event's `seq`, `event` its `type`.",
+    data="The event as JSON: a RunEvent (see components/schemas/RunEvent).",
+    id={"type": "string", "pattern": "^[0-9]+$"}, event={"type": "string"},
+)
+
+CHAT_COMPLETION_CHUNK_MESSAGE = _sse_event(
+    "One chunk of a streamed completion.",
+    data="A `chat.completion.chunk` object as JSON, an `{\"error\": …}` object, or `[DONE]` at the end.",
+)
+
 CHAT_MESSAGE = {
     "type": "object",
     "properties": {
@@ -113,7 +132,7 @@ def add_streaming_endpoints(result, generator, request, public):
         ],
         "responses": {
             "200": {"description": "text/event-stream of RunEvent",
-                    "content": {"text/event-stream": {"schema": {"$ref": "#/components/schemas/RunEvent"}}}},
+                    "content": {"text/event-stream": {"schema": RUN_EVENT_MESSAGE}}},
             "204": {"description": "The run has ended and every event was already read."},
             "400": _json(ERROR, "Malformed Last-Event-ID."),
             "401": _json(ERROR, "Not authenticated."),
@@ -134,7 +153,7 @@ def add_streaming_endpoints(result, generator, request, public):
         "responses": {
             "200": {"description": "The completion, or with stream=true a text/event-stream of chunks.",
                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ChatCompletion"}},
-                                "text/event-stream": {"schema": {"type": "string"}}}},
+                                "text/event-stream": {"schema": CHAT_COMPLETION_CHUNK_MESSAGE}}},
             **{code: _json({"$ref": "#/components/schemas/OpenAIError"}, text) for code, text in [
                 ("400", "Bad input, naming the parameter."), ("401", "Not authenticated."),
                 ("404", "No such agent among those the caller may use."), ("413", "Body too large."),

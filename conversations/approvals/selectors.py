@@ -2,6 +2,7 @@
 
 import json
 from dataclasses import dataclass, field
+from uuid import UUID
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -26,7 +27,7 @@ def approvals_visible_to(*, user) -> QuerySet:
 
 
 def approvals_filter(*, queryset: QuerySet, status: str = "", agent: str = "", tool: str = "",
-                     run: str = "") -> QuerySet:
+                     run: UUID | str = "") -> QuerySet:
     if status == "decided":
         queryset = queryset.exclude(status=Approval.Status.PENDING)
     elif status:

@@ -16,7 +16,7 @@ from django.utils import timezone
 from conversations.models import Approval, ApprovalGrant, Run, RunStatus, StopReason
 from conversations.services import run_enqueue, run_event_append, run_finish
 from tools.approval_policy import ApprovalExpiry
-from tools.arguments import arguments_hash, validate_arguments
+from tools.arguments import arguments_hash, contains_nul, validate_arguments
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,8 @@ def approval_decide(*, approval_id, user, decision: str, channel: str, arguments
         raise ApprovalInvalid(f"Unknown decision {decision!r}; use 'approve' or 'reject'.")
     if decision == REJECT and (arguments is not None or for_rest_of_run):
         raise ApprovalInvalid("Edited arguments and 'for the rest of the run' go with approve, not reject.")
+    if contains_nul(arguments) or contains_nul(reason):
+        raise ApprovalInvalid("The arguments and the reason must not contain the NUL character (U+0000).")
     reason = (reason or "").strip()
     with transaction.atomic():
         run, approval = _lock(approval_id)

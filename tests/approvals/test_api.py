@@ -94,6 +94,22 @@ def test_edited_arguments_are_checked(parked, approver):
     assert response.json()["original_arguments"] == {"label": "mine"}
 
 
+def test_malformed_filters_are_a_400_naming_the_parameter(parked, approver):
+    client = _client(approver)
+    response = client.get("/api/v1/approvals/", {"run": "not-a-run-id"})
+    assert response.status_code == 400 and response.json()["message"] == "run: Must be a valid UUID."
+    assert client.get("/api/v1/approvals/", {"agent": "a\x00b"}).status_code == 400
+    mine = client.get("/api/v1/approvals/", {"run": str(parked["mine"].run_id)}).json()["results"]
+    assert [a["id"] for a in mine] == [parked["mine"].pk]
+
+
+def test_a_nul_character_in_edited_arguments_is_refused(parked, approver):
+    response = _client(approver).post(f"/api/v1/approvals/{parked['mine'].pk}/decision/",
+                                      {"decision": "approve", "arguments": {"label": "a\x00b"}}, format="json")
+    assert response.status_code == 400 and "NUL character" in response.json()["message"]
+    assert Approval.objects.get(pk=parked["mine"].pk).status == "pending"
+
+
 def test_anonymous_requests_are_refused(parked):
     assert APIClient().get("/api/v1/approvals/").status_code == 401
 

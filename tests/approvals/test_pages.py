@@ -105,6 +105,17 @@ def test_edit_then_approve_from_the_page(pending, approver, enqueued):
     assert "Approved #%d test-counter with your edits." % pending.pk in client.get(response.url).content.decode()
 
 
+def test_a_nul_character_in_a_page_decision_is_refused(pending, approver):
+    client = _signed_in(approver)
+    url = f"/approvals/{pending.pk}/decision/"
+    response = client.post(url, {"decision": "reject", "reason": "no\x00pe"})
+    assert response.status_code == 400 and "NUL character" in response.content.decode()
+    response = client.post(url, {"decision": "approve", "arguments": '{"label": "a\\u0000b"}'})
+    assert response.status_code == 400 and "NUL character" in response.content.decode()
+    pending.refresh_from_db()
+    assert pending.status == "pending"
+
+
 def test_a_late_second_decision_is_explained(pending, approver):
     client = _signed_in(approver)
     client.post(f"/approvals/{pending.pk}/decision/", {"decision": "reject", "reason": "duplicate"})
