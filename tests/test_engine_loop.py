@@ -186,3 +186,13 @@ def test_long_run_goes_back_to_the_queue_between_steps(scripted_agent, settings,
         run = advance(run)
     assert run.status == "completed" and last_answer(run) == "done"
     assert LLMCall.objects.filter(run=run).count() == 2
+
+
+def test_nul_characters_from_the_model_or_a_tool_do_not_break_a_step(scripted_agent):
+    agent = scripted_agent(script(call("test-echo", {"text": "a\u0000b"}), {"content": "got {last_tool_result}\u0000!"}),
+                           tools=["test-echo"])
+    run = advance(start_run(agent))
+
+    assert run.status == "completed"
+    assert ToolInvocation.objects.get(run=run).result == "a\ufffdb"
+    assert last_answer(run) == "got a\ufffdb\ufffd!"

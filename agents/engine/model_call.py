@@ -31,6 +31,7 @@ from conversations.models import LLMCall, Run
 from conversations.services import run_event_append
 from platform_site.dbpool import release_connection
 from platform_site.logs import bind
+from platform_site.text import scrub_nul
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,7 @@ def _record_failure(*, run, owner, call, error: ProviderError, started) -> None:
 
 
 def _record_success(*, run, owner, call, response, prices, started, time_zone, record):
+    response = scrub_nul(response)
     usage = response.usage
     cost = call_cost(prices, response)
     with transaction.atomic():

@@ -22,6 +22,7 @@ from conversations.models import Approval, ApprovalGrant, Message, Run, ToolInvo
 from conversations.services import messages_append, run_event_append
 from platform_site.dbpool import release_connection
 from platform_site.logs import log_context
+from platform_site.text import scrub_nul
 from tools.approval_policy import ApprovalPolicy, approval_need
 from tools.arguments import arguments_hash, parse_arguments, validate_arguments
 from tools.executors import execute_tool
@@ -73,7 +74,7 @@ def _new_invocation(*, run: Run, message: Message, position: int, call: dict, to
     return ToolInvocation(
         run=run, tool_call_id=call["id"], llm_call_id=message.llm_call_id, tool_id=spec["id"] if spec else None,
         tool_name=name, position=position, raw_arguments=raw if isinstance(raw, str) else json.dumps(raw),
-        arguments=parsed.arguments, validation_errors=errors, idempotency_key=f"{run.pk}:{call['id']}",
+        arguments=scrub_nul(parsed.arguments), validation_errors=errors, idempotency_key=f"{run.pk}:{call['id']}",
     )
 
 
@@ -180,7 +181,7 @@ def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, ar
                       idempotency_key=invocation.idempotency_key)
     started = time.monotonic()
     release_connection()
-    outcome = execute_tool(spec=spec, arguments=arguments, ctx=ctx)
+    outcome = scrub_nul(execute_tool(spec=spec, arguments=arguments, ctx=ctx))
     with transaction.atomic():
         _finish(invocation, status=outcome.status, result=outcome.content, error=outcome.error,
                 truncated=outcome.truncated, latency_ms=int((time.monotonic() - started) * 1000), lease_owner=owner)
