@@ -223,6 +223,7 @@ class WebhookForm(forms.ModelForm):
         required=False, widget=forms.PasswordInput(render_value=False), label="Secret",
         help_text="Leave empty to keep the current secret (a new webhook gets a generated one, shown once).",
     )
+    url = forms.URLField(max_length=500, assume_scheme="https")
 
     class Meta:
         model = Webhook
