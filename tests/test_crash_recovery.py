@@ -89,10 +89,12 @@ def test_model_call_interrupted_mid_flight_is_closed_and_attempted_again(scripte
     def die(self, **kwargs):
         raise WorkerDied()
 
-    monkeypatch.setattr("agents.providers.openai_compatible.OpenAICompatibleProvider.send", die)
-    with pytest.raises(WorkerDied):
-        advance(run)
-    monkeypatch.undo()
+    # Only this patch is undone: the fixture's patch keeping runs off the queue (no_enqueue)
+    # must stay, or a worker left running by an earlier test could take the run.
+    with monkeypatch.context() as patch:
+        patch.setattr("agents.providers.openai_compatible.OpenAICompatibleProvider.send", die)
+        with pytest.raises(WorkerDied):
+            advance(run)
     _lapse_lease(run)
     runs_sweep()
     run = advance(run)
