@@ -21,6 +21,8 @@ import uuid
 import django
 import httpx
 
+from bench.scripts import three_step_script
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
 
 
@@ -80,7 +82,6 @@ class Stack:
 def _agents(stack: Stack) -> dict:
     from agents.demo import DEMO_TOOLS, demo_seed
     from agents.models import Agent, AgentTool, ModelConfig
-    from bench.scripts import three_step_script
     from conversations.tokens import api_token_create
     from django.contrib.auth import get_user_model
     from tools.models import ToolDefinition
@@ -119,8 +120,7 @@ def _agents(stack: Stack) -> dict:
 def measure_single(stack: Stack, agents: dict, repeats: int) -> dict:
     from bench.bare_loop import measure
 
-    stack.script("bench-bare-single", __import__("bench.scripts", fromlist=["x"]).three_step_script(
-        stack.options.single_latency_ms))
+    stack.script("bench-bare-single", three_step_script(stack.options.single_latency_ms))
     bare = [measure(api_base=f"{stack.llm_base}/v1", model="bench-bare-single", runs=1) for _ in range(repeats)]
     headers = {"Authorization": f"Bearer {agents['token']}"}
     full = []
@@ -169,8 +169,7 @@ def measure_throughput(stack: Stack, agents: dict, runs: int) -> dict:
 
     latency = stack.options.latency_ms / 1000
     ideal = 3 * latency
-    stack.script("bench-bare-throughput", __import__("bench.scripts", fromlist=["x"]).three_step_script(
-        stack.options.latency_ms))
+    stack.script("bench-bare-throughput", three_step_script(stack.options.latency_ms))
     bare = measure(api_base=f"{stack.llm_base}/v1", model="bench-bare-throughput", runs=runs)
     bare_httpx = measure(api_base=f"{stack.llm_base}/v1", model="bench-bare-throughput", runs=runs, client="httpx")
 
@@ -216,11 +215,10 @@ def measure_queries_per_step(stack: Stack, agents: dict) -> dict:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    from agents import tasks
     from agents.engine.loop import run_advance
     from conversations.models import LLMCall
     from conversations.services import conversation_create, message_post
-
-    from agents import tasks
 
     # Keep this run off the queue: it is advanced here, where its statements can be counted.
     delay, tasks.run_advance_task.delay = tasks.run_advance_task.delay, lambda run_id: None
