@@ -14,6 +14,9 @@ export AGENTRY_TOOL_MODULES="tools.builtin.demo,tools.builtin.common,tests.tool_
 # The suite's own HTTP and MCP servers listen on loopback (random ports); the guard tests
 # override this to prove loopback is refused when it is not allowlisted.
 export AGENTRY_OUTBOUND_ALLOWLIST="127.0.0.1"
+# The suite runs several processes on one PostgreSQL (tests, workers, API servers): small pools
+# keep them well under its connection limit.
+export AGENTRY_DB_POOL_MAX_SIZE=10
 export AGENTRY_RUN_LEASE_SECONDS=3
 export AGENTRY_QUEUED_REENQUEUE_SECONDS=5
 export AGENTRY_RETRY_BASE_SECONDS=0.05
