@@ -14,10 +14,9 @@ reason and error).
 import logging
 
 from django.db import transaction
-from django.utils import timezone
 
-from conversations.models import Message, Run, RunStatus, StopReason
-from conversations.services import run_enqueue, run_event_append, run_finish
+from conversations.models import Message, Run, RunStatus
+from conversations.services import run_cancel, run_enqueue, run_event_append
 
 log = logging.getLogger(__name__)
 
@@ -35,20 +34,12 @@ def _locked(run_id) -> Run:
 
 
 def run_cancel_by_operator(*, run_id, user) -> Run:
-    """A queued, parked or abandoned run (lease lapsed) ends now; a run a live worker holds
-    stops at its next step boundary."""
-    with transaction.atomic():
-        run = _locked(run_id)
-        if run.is_terminal:
-            raise RunActionRefused(f"The run already ended ({run.status}).")
-        held = run.status == RunStatus.RUNNING and run.lease_expires_at and run.lease_expires_at > timezone.now()
-        run_event_append(run_id=run.pk, type="run.cancel_requested", payload=_actor(user))
-        if held:
-            Run.objects.filter(pk=run.pk).update(cancel_requested=True)
-        else:
-            run_finish(run_id=run.pk, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+    """run_cancel, refused (with a reason the page shows) for a run that already ended."""
+    run = Run.objects.get(pk=run_id)
+    if run.is_terminal:
+        raise RunActionRefused(f"The run already ended ({run.status}).")
+    run = run_cancel(run=run, by=user)
     log.info("run %s: cancelled by %s", run_id, user.get_username())
-    run.refresh_from_db()
     return run
 
 

@@ -308,11 +308,19 @@ def run_park_for_approval(*, run_id, owner: str) -> bool:
 
 
 def run_cancel(*, run: Run, by=None) -> Run:
-    """Queued or parked runs end now; a running one stops at its next step boundary."""
-    if run.status == RunStatus.RUNNING:
-        Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(cancel_requested=True)
-        run_event_append(run_id=run.pk, type="run.cancel_requested", payload={"by": getattr(by, "username", None)})
-    elif run.status in (RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL):
-        run_finish(run_id=run.pk, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+    """The one way a run is cancelled (API, interrupt, operators). A queued, parked or abandoned
+    run (lease lapsed) ends now; a run a live worker holds stops at its next step boundary.
+    An ended run is left as it is."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if not run.is_terminal:
+            held = (run.status == RunStatus.RUNNING and run.lease_expires_at is not None
+                    and run.lease_expires_at > timezone.now())
+            actor = {"by": by.get_username(), "by_id": by.pk} if by is not None else {"by": None}
+            run_event_append(run_id=run.pk, type="run.cancel_requested", payload=actor)
+            if held:
+                Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+            else:
+                run_finish(run_id=run.pk, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
     run.refresh_from_db()
     return run

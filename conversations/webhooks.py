@@ -9,7 +9,6 @@ over `<X-Agentry-Timestamp>.<raw body>`, and may drop a repeated `X-Agentry-Deli
 import hashlib
 import hmac
 import json
-import random
 import secrets
 import time
 
@@ -22,6 +21,7 @@ from django.utils import timezone
 from agents.providers.base import parse_retry_after
 from conversations.models import Message, Run, RunEvent, Webhook, WebhookAttempt, WebhookDelivery
 from platform_site import outbound
+from platform_site.backoff import backoff_delay
 from platform_site.crypto import SecretDecryptionError
 
 WEBHOOK_EVENT_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled", "run.expired", "approval.requested"})
@@ -80,11 +80,8 @@ def webhook_deliveries_create(*, event: RunEvent) -> list[WebhookDelivery]:
 
 
 def _retry_delay(attempt: int, retry_after: float | None) -> float:
-    cap = settings.AGENTRY_WEBHOOK_RETRY_MAX_SECONDS
-    if retry_after is not None:
-        return min(retry_after, cap)
-    delay = min(settings.AGENTRY_WEBHOOK_RETRY_BASE_SECONDS * (2 ** (attempt - 1)), cap)
-    return delay + random.uniform(0, delay / 4)
+    return backoff_delay(attempt, base=settings.AGENTRY_WEBHOOK_RETRY_BASE_SECONDS,
+                         cap=settings.AGENTRY_WEBHOOK_RETRY_MAX_SECONDS, retry_after=retry_after)
 
 
 def _send(delivery: WebhookDelivery, body: bytes) -> tuple[int | None, str, str, bool, float | None]:

@@ -4,12 +4,7 @@ Both listen on 127.0.0.1 on a free port, in a thread of the test process, and re
 they received so a test can check what a tool (or a worker) really sent.
 """
 
-import socket
-import threading
-import time
-
 import pytest
-import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
@@ -18,27 +13,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from fakellm.testing import serve_app_in_thread
+
 
 def serve(app, *, lifespan: str = "off") -> tuple[str, callable]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan=lifespan,
-                                           timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"test-server:{port}")
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("test server did not start")
-        time.sleep(0.01)
-
-    def stop():
-        server.should_exit = True
-        thread.join(timeout=10)
-
-    return f"http://127.0.0.1:{port}", stop
+    return serve_app_in_thread(app, lifespan=lifespan)
 
 
 class PetstoreServer:

@@ -3,9 +3,7 @@ over HTTP): the dashboard renders them, a stuck run is requeued from it and fini
 try-an-agent page follows a run live. Screenshots are kept in test-artifacts/."""
 
 import json
-import os
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -18,34 +16,19 @@ from conversations.monitoring import broker
 from conversations.monitoring.rollups import rollups_refresh
 from conversations.services import conversation_create, message_post
 from tests.factories import ModelConfigFactory, make_agent
+from tests.browser import chromium_browser
 from tests.helpers import wait_for
 from tests.workers import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PASSWORD = "correct horse battery"
 
 
 @pytest.fixture(scope="module")
 def chromium():
-    """One browser for this module. Playwright's sync API marks an event loop as running in
-    this thread until it stops, so it must not outlive the module (other tests use asyncio),
-    and the ORM calls made between browser steps are allowed in the meantime."""
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            yield browser
-            browser.close()
+    with chromium_browser() as browser:
+        yield browser
 
 
 @pytest.fixture

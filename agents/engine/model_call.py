@@ -12,7 +12,6 @@ the prices used.
 """
 
 import logging
-import random
 import time
 import zoneinfo
 from decimal import Decimal
@@ -29,6 +28,7 @@ from agents.providers import LLMResponse, ProviderError, get_provider
 from agents.services import agent_usage_add
 from conversations.models import LLMCall, Run
 from conversations.services import run_event_append
+from platform_site.backoff import backoff_delay
 from platform_site.dbpool import release_connection
 from platform_site.logs import bind
 from platform_site.text import scrub_nul
@@ -58,11 +58,8 @@ def call_cost(prices: dict, response: LLMResponse) -> Decimal:
 
 
 def backoff_seconds(attempt: int, retry_after: float | None) -> float:
-    cap = settings.AGENTRY_RETRY_MAX_SECONDS
-    if retry_after is not None:
-        return min(retry_after, cap)
-    delay = min(settings.AGENTRY_RETRY_BASE_SECONDS * (2 ** (attempt - 1)), cap)
-    return delay + random.uniform(0, delay / 4)
+    return backoff_delay(attempt, base=settings.AGENTRY_RETRY_BASE_SECONDS, cap=settings.AGENTRY_RETRY_MAX_SECONDS,
+                         retry_after=retry_after)
 
 
 def seconds_left(deadline) -> float | None:

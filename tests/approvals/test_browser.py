@@ -4,7 +4,6 @@ Playwright's sync API keeps an event loop running on this thread, which Django t
 code; the ORM calls here are plain blocking test code, so the guard is lifted for this module.
 """
 
-import os
 import re
 from pathlib import Path
 
@@ -12,31 +11,19 @@ import pytest
 
 from conversations.models import Approval, Message, Run, ToolInvocation
 from tests.approvals.conftest import counter_steps
+from tests.browser import chromium_browser
 from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 @pytest.fixture(scope="module")
 def browser():
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing; .ci/run installs Debian's chromium package")
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
     ARTIFACTS.mkdir(exist_ok=True)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        with sync_playwright() as playwright:
-            chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            yield chromium
-            chromium.close()
+    with chromium_browser() as launched:
+        yield launched
 
 
 @pytest.fixture
