@@ -1,9 +1,13 @@
+import re
+
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext_lazy as _
 
 from agents.models import Agent, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
-from platform_site.admin_mixins import ReadOnlyAdminMixin
+from agents.prompting import system_prompt_check
+from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyAdminMixin
 from platform_site.crypto import mask
 
 
@@ -20,6 +24,14 @@ class ModelConfigForm(forms.ModelForm):
         model = ModelConfig
         exclude = ["api_key"]
 
+    def clean_base_url(self):
+        # URLField would quietly put https:// before a bare host, and a plain-HTTP server (llama.cpp,
+        # vLLM on a LAN) then fails at run time with an SSL error far from this form.
+        typed = (self.data.get(self.add_prefix("base_url")) or "").strip()
+        if not re.match(r"https?://", typed, re.IGNORECASE):
+            raise ValidationError(_("Include the scheme: http://… or https://…, e.g. http://10.0.0.5:8080/v1."))
+        return self.cleaned_data["base_url"]
+
     def save(self, commit=True):
         if self.cleaned_data.get("clear_api_key"):
             self.instance.api_key = ""
@@ -29,19 +41,20 @@ class ModelConfigForm(forms.ModelForm):
 
 
 @admin.register(ModelConfig)
-class ModelConfigAdmin(admin.ModelAdmin):
+class ModelConfigAdmin(JSONInputAdminMixin, admin.ModelAdmin):
     form = ModelConfigForm
-    list_display = ["name", "provider", "model", "base_url", "stream", "key_status", "updated_at"]
-    list_filter = ["provider", "stream"]
+    list_display = ["name", "provider", "model", "base_url", "stream", "stream_tools_unsupported", "context_window",
+                    "key_status", "updated_at"]
+    list_filter = ["provider", "stream", "stream_tools_unsupported"]
     search_fields = ["name", "model", "base_url"]
     readonly_fields = ["key_status"]
     fieldsets = [
         (None, {"fields": ["name", "provider", "base_url", "model", "key_status", "new_api_key", "clear_api_key"]}),
         ("Parameters", {
             "description": "Empty means the provider's default. A parameter the provider lacks is refused on save.",
-            "fields": ["temperature", "top_p", "max_tokens", "frequency_penalty", "presence_penalty", "seed", "stop",
-                       "response_format", "response_schema", "thinking", "thinking_budget_tokens",
-                       "reasoning_effort", "stream", "extra_params"],
+            "fields": ["temperature", "top_p", "max_tokens", "context_window", "frequency_penalty", "presence_penalty",
+                       "seed", "stop", "response_format", "response_schema", "thinking", "thinking_budget_tokens",
+                       "reasoning_effort", "stream", "stream_tools_unsupported", "extra_params"],
         }),
         ("Timeouts and retries", {"fields": ["connect_timeout_seconds", "read_timeout_seconds", "max_retries"]}),
         ("Prices per million tokens", {"fields": ["price_input_per_million", "price_cached_input_per_million",
@@ -51,6 +64,22 @@ class ModelConfigAdmin(admin.ModelAdmin):
     @admin.display(description="API key")
     def key_status(self, obj):
         return f"set ({mask(obj.api_key)})" if obj.api_key else "not set"
+
+
+class AgentForm(forms.ModelForm):
+    class Meta:
+        model = Agent
+        fields = "__all__"
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("system_prompt"):
+            try:
+                system_prompt_check(template=cleaned["system_prompt"], time_zone=cleaned.get("time_zone") or "UTC",
+                                    agent_name=cleaned.get("name") or "")
+            except ValidationError as exc:
+                self.add_error("system_prompt", exc)
+        return cleaned
 
 
 class AgentToolFormSet(forms.BaseInlineFormSet):
@@ -79,6 +108,7 @@ class AgentToolInline(admin.TabularInline):
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    form = AgentForm
     list_display = ["name", "slug", "model_config", "max_iterations", "is_active", "updated_at"]
     list_filter = ["is_active", "model_config"]
     search_fields = ["name", "slug"]

@@ -3,6 +3,7 @@ import zoneinfo
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from platform_site.crypto import EncryptedTextField
 from tools.approval_policy import validate_rule
@@ -52,7 +53,13 @@ class ModelConfig(models.Model):
     top_p = models.FloatField(
         null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(1)]
     )
-    max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # Zero would ask for an empty answer on every call; the database refuses it too.
+    max_tokens = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    context_window = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(256)],
+        help_text="Tokens the model's context holds (prompt and answer), e.g. 4096 for a small llama.cpp model. "
+                  "When set, older turns are summarised so requests fit, and max tokens is capped to what is left.",
+    )
     frequency_penalty = models.FloatField(
         null=True, blank=True, validators=[MinValueValidator(-2), MaxValueValidator(2)]
     )
@@ -77,6 +84,11 @@ class ModelConfig(models.Model):
         help_text="OpenAI-style reasoning models: how hard to think.",
     )
     stream = models.BooleanField(default=False)
+    stream_tools_unsupported = models.BooleanField(
+        default=False, verbose_name="streaming with tools unsupported",
+        help_text="Learned: set when the server refused a streamed request with tools (llama.cpp does); such "
+                  "requests are then sent unstreamed. Clear it to try streaming again.",
+    )
     extra_params = models.JSONField(
         default=dict,
         blank=True,
@@ -93,6 +105,12 @@ class ModelConfig(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=models.Q(max_tokens__isnull=True) | models.Q(max_tokens__gte=1),
+                                   name="model_config_max_tokens_positive"),
+        ]
+
     def __str__(self):
         return f"{self.name} ({self.model})"
 
@@ -100,6 +118,8 @@ class ModelConfig(models.Model):
         from agents.providers.parameters import parameter_problems
 
         problems = parameter_problems(provider=self.provider, params=self.__dict__)
+        if self.context_window and self.max_tokens and self.max_tokens >= self.context_window:
+            problems["max_tokens"] = _("Max tokens must be below the context window, which also holds the prompt.")
         if not problems and self.pk and self.provider == ProviderKind.ANTHROPIC and self.thinking == Thinking.ENABLED:
             forced = Agent.objects.filter(
                 models.Q(model_config=self) | models.Q(fallback_model_config=self),

@@ -2,14 +2,19 @@
 
 Seed 000's system message opens with the current date and time ("今天是 2026年02月28日
 15时05分30秒 星期六 。"); templates get that and friends, rendered in the agent's time zone.
-The template engine runs without autoescaping: this is prompt text, not HTML.
+The template engine runs without autoescaping: this is prompt text, not HTML. A prompt is tried
+when it is saved (system_prompt_check), so one that cannot render is refused then rather than
+failing every run of the agent.
 """
 
 import zoneinfo
 from datetime import datetime
 from functools import lru_cache
 
+from django.core.exceptions import ValidationError
 from django.template import Context, Engine
+from django.utils import timezone
+from django.utils.translation import gettext as _
 
 _WEEKDAYS_CN = ["星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"]
 _engine = Engine(autoescape=False)
@@ -40,3 +45,17 @@ def render_system_prompt(*, template: str, now: datetime, time_zone: str, agent_
         return ""
     variables = prompt_variables(now=now, time_zone=time_zone, agent_name=agent_name)
     return _compile(template).render(Context(variables))
+
+
+def system_prompt_check(*, template: str, time_zone: str, agent_name: str) -> None:
+    """ValidationError if the template does not render now: a syntax error, an unknown tag or
+    filter, a filter that raises on these variables, an include or url that cannot resolve."""
+    if time_zone not in zoneinfo.available_timezones():
+        time_zone = "UTC"  # the time zone's own field reports it
+    try:
+        render_system_prompt(template=template, now=timezone.now(), time_zone=time_zone, agent_name=agent_name)
+    except Exception as exc:  # noqa: BLE001 - whatever a template raises, every run would raise it too
+        raise ValidationError(
+            _("The system prompt cannot be rendered: %(error)s"), code="invalid_template",
+            params={"error": str(exc) or type(exc).__name__},
+        ) from None

@@ -16,9 +16,10 @@ def agent_usage_on(*, agent_id: int, day: date) -> tuple[int, Decimal]:
 
 def agents_usable_by(*, user) -> QuerySet[Agent]:
     """Active agents the user may talk to: those without group restrictions, those shared with
-    one of the user's groups, and all of them for staff."""
+    one of the user's groups, and all of them for superusers. Being staff grants nothing here:
+    an agent restricted to a group stays restricted for operators outside it."""
     agents = Agent.objects.filter(is_active=True)
-    if user.is_staff:
+    if user.is_superuser:
         return agents
     restricted = Agent.allowed_groups.through.objects.filter(agent_id=OuterRef("pk"))
     shared = restricted.filter(group__user=user)

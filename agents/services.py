@@ -30,7 +30,8 @@ def _model_snapshot(config: ModelConfig | None) -> dict | None:
     return {
         "id": config.pk, "name": config.name, "provider": config.provider, "base_url": config.base_url,
         "model": config.model, "temperature": _float(config.temperature), "top_p": _float(config.top_p),
-        "max_tokens": config.max_tokens, "frequency_penalty": _float(config.frequency_penalty),
+        "max_tokens": config.max_tokens, "context_window": config.context_window,
+        "frequency_penalty": _float(config.frequency_penalty),
         "presence_penalty": _float(config.presence_penalty), "seed": config.seed, "stop": config.stop,
         "response_format": config.response_format, "response_schema": config.response_schema,
         "thinking": config.thinking, "thinking_budget_tokens": config.thinking_budget_tokens,

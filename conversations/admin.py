@@ -3,6 +3,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext as _
 
 from conversations.approvals.diff import arguments_diff
 from conversations.approvals.services import ApprovalError, approval_decide, user_may_decide
@@ -20,6 +21,7 @@ from conversations.models import (
     WebhookDelivery,
 )
 from conversations.monitoring.admin_actions import cancel_runs, requeue_runs, retry_runs
+from conversations.operations import user_may_operate
 from conversations.selectors import run_timeline
 from conversations.tokens import api_token_create
 from conversations.webhooks import webhook_secret_generate
@@ -67,7 +69,8 @@ class RunEventInline(ReadOnlyInline):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "agent", "status", "stop_reason", "iterations", "total_tokens", "cost", "created_at", "duration"]
+    list_display = ["id", "agent", "status", "stop_reason", "iterations", "total_tokens", "usage_estimated", "cost",
+                    "created_at", "duration"]
     list_filter = ["status", "stop_reason", "agent", HasErrorFilter]
     list_select_related = ["agent"]
     search_fields = ["id", "conversation__id"]
@@ -77,12 +80,15 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     readonly_fields = ["timeline"]
     fieldsets = [
         (None, {"fields": ["conversation", "agent", "agent_version", "status", "stop_reason", "error", "cancel_requested"]}),
-        ("Totals", {"fields": ["iterations", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "total_tokens", "cost"]}),
+        ("Totals", {"fields": ["iterations", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "total_tokens", "usage_estimated", "cost"]}),
         ("Timing and lease", {"fields": ["created_at", "started_at", "finished_at", "lease_owner", "lease_expires_at", "claims", "recoveries"]}),
         ("Timeline", {"fields": ["timeline"]}),
     ]
     inlines = [RunEventInline]
     actions = [cancel_runs, requeue_runs, retry_runs]
+
+    def has_operate_permission(self, request):
+        return user_may_operate(request.user)
 
     @admin.display(description="duration (ms)")
     def duration(self, obj):
@@ -95,8 +101,8 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(LLMCall)
 class LLMCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "run", "iteration", "attempt", "purpose", "model_name", "status", "http_status", "total_tokens", "latency_ms", "started_at"]
-    list_filter = ["status", "purpose", "model_config"]
+    list_display = ["id", "run", "iteration", "attempt", "purpose", "model_name", "status", "http_status", "total_tokens", "usage_estimated", "latency_ms", "started_at"]
+    list_filter = ["status", "purpose", "model_config", "usage_estimated"]
     raw_id_fields = ["run"]
     search_fields = ["run__id"]
     show_full_result_count = False
@@ -193,6 +199,9 @@ class RunEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
+    """A token acts as its user, so only a superuser may mint one, or reopen a revoked one, for
+    someone else; anyone else manages their own tokens."""
+
     list_display = ["name", "user", "prefix", "is_active", "created_at", "last_used_at"]
     list_filter = ["is_active"]
     list_select_related = ["user"]
@@ -202,18 +211,27 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def get_fields(self, request, obj=None):
         # The secret is generated on save; afterwards a token can only be renamed or revoked.
-        return ["user", "name"] if obj is None else ["user", "name", "prefix", "is_active", "created_at", "last_used_at"]
+        if obj is None:
+            return ["user", "name"] if request.user.is_superuser else ["name"]
+        return ["user", "name", "prefix", "is_active", "created_at", "last_used_at"]
 
     def get_readonly_fields(self, request, obj=None):
         return self.readonly_fields + (["user"] if obj else [])
 
+    def has_change_permission(self, request, obj=None):
+        if obj is not None and obj.user_id != request.user.pk and not request.user.is_superuser:
+            return False
+        return super().has_change_permission(request, obj)
+
     def save_model(self, request, obj, form, change):
         if change:
             return super().save_model(request, obj, form, change)
-        token, plaintext = api_token_create(user=obj.user, name=obj.name)
-        obj.pk, obj.prefix, obj.key_hash = token.pk, token.prefix, token.key_hash
+        user = obj.user if request.user.is_superuser else request.user
+        token, plaintext = api_token_create(user=user, name=obj.name)
+        obj.pk, obj.user, obj.prefix, obj.key_hash = token.pk, user, token.prefix, token.key_hash
         self.message_user(
-            request, f"Token created. Copy it now; it will not be shown again: {plaintext}", messages.WARNING
+            request, _("Token created. Copy it now; it will not be shown again: %(token)s") % {"token": plaintext},
+            messages.WARNING,
         )
 
 

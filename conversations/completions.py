@@ -1,8 +1,10 @@
 """OpenAI chat completions on top of runs: the request's messages become a conversation, its
 last user message starts a run through the real queue, and the run's answer is the reply.
 
-The agent's own system prompt, model settings and tools apply; system/developer messages in the
-request are left out and sampling parameters are ignored, because the operator configures them.
+The agent's own system prompt, model settings and tools apply and sampling parameters are
+ignored, because the operator configures them. The request's system and developer messages are
+kept, never dropped: joined into one system message, the first of the conversation, so the model
+reads it right after the agent's system prompt (which keeps the operator's rules first).
 """
 
 from dataclasses import dataclass
@@ -16,7 +18,7 @@ from conversations.models import Approval, Message, Run, RunStatus, StopReason
 from conversations.services import conversation_create, message_post, messages_append
 
 MAX_MESSAGES = 500
-IGNORED_ROLES = {"system", "developer"}
+SYSTEM_ROLES = {"system", "developer"}
 
 PARKED_TEXT = (
     "This request is waiting for approval: before it can go on, a person must approve the call of "
@@ -33,6 +35,7 @@ class CompletionRequestError(Exception):
 @dataclass
 class CompletionRequest:
     model: str
+    system: str
     history: list[dict]
     content: str
     stream: bool
@@ -80,7 +83,7 @@ def completion_request_parse(body) -> CompletionRequest:
         raise CompletionRequestError("Required: a non-empty list of messages.", param="messages")
     if len(messages) > MAX_MESSAGES:
         raise CompletionRequestError(f"At most {MAX_MESSAGES} messages.", param="messages")
-    turns = []
+    turns, system = [], []
     for index, message in enumerate(messages):
         param = f"messages[{index}]"
         if not isinstance(message, dict):
@@ -88,7 +91,10 @@ def completion_request_parse(body) -> CompletionRequest:
         role = message.get("role")
         if not isinstance(role, str):
             raise CompletionRequestError("Must be a string: user, assistant, system or developer.", param=f"{param}.role")
-        if role in IGNORED_ROLES:
+        if role in SYSTEM_ROLES:
+            if message.get("tool_calls") or message.get("function_call"):
+                raise CompletionRequestError("Tool calls are not accepted: the agent calls its own tools.", param=param)
+            system.append(_text(message.get("content"), f"{param}.content"))
             continue
         if role not in ("user", "assistant"):
             raise CompletionRequestError(
@@ -100,8 +106,13 @@ def completion_request_parse(body) -> CompletionRequest:
         turns.append({"role": role, "content": _text(message.get("content"), f"{param}.content")})
     if not turns or turns[-1]["role"] != "user" or not turns[-1]["content"].strip():
         raise CompletionRequestError("The last message must be a user message with text.", param="messages")
-    return CompletionRequest(model=model, history=turns[:-1], content=turns[-1]["content"], stream=stream,
-                             include_usage=bool(options.get("include_usage")))
+    system_text = "\n\n".join(text for text in system if text.strip())
+    if len(system_text) > settings.AGENTRY_MESSAGE_MAX_CHARS:
+        raise CompletionRequestError(
+            f"The system and developer messages together must be at most {settings.AGENTRY_MESSAGE_MAX_CHARS} "
+            "characters.", param="messages")
+    return CompletionRequest(model=model, system=system_text, history=turns[:-1], content=turns[-1]["content"],
+                             stream=stream, include_usage=bool(options.get("include_usage")))
 
 
 def completion_agent(*, user, slug: str) -> Agent:
@@ -117,8 +128,9 @@ def completion_start(*, user, agent: Agent, request: CompletionRequest) -> Run:
         conversation = conversation_create(
             agent=agent, owner=user, title=request.content[:80], metadata={"source": "chat.completions"}
         )
-        if request.history:
-            messages_append(conversation_id=conversation.pk, run_id=None, messages=request.history)
+        opening = [{"role": Message.Role.SYSTEM, "content": request.system}] if request.system else []
+        if opening or request.history:
+            messages_append(conversation_id=conversation.pk, run_id=None, messages=opening + request.history)
         return message_post(conversation=conversation, content=request.content, user=user)
 
 

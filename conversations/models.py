@@ -88,6 +88,7 @@ class StopReason(models.TextChoices):
     BUDGET = "budget"
     TIMEOUT = "timeout"
     PROVIDER_ERROR = "provider_error"
+    EMPTY_ANSWER = "empty_answer"
     CANCELLED = "cancelled"
     APPROVAL_EXPIRED = "approval_expired"
     WORKER_LOST = "worker_lost"
@@ -109,6 +110,8 @@ class Run(models.Model):
     cached_tokens = models.PositiveIntegerField(default=0)
     reasoning_tokens = models.PositiveIntegerField(default=0)
     total_tokens = models.PositiveIntegerField(default=0)
+    # Some of the totals are estimates: at least one call's server reported no usage.
+    usage_estimated = models.BooleanField(default=False)
     cost = models.DecimalField(max_digits=14, decimal_places=8, default=0)
     # Lease: the worker holding the run renews it; a lapsed lease means the worker is gone.
     lease_owner = models.CharField(max_length=128, blank=True, default="")
@@ -126,6 +129,8 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # Operators' actions on runs (monitoring pages and admin); seeing runs is view_run.
+        permissions = [("operate_run", "Can cancel, requeue and retry runs")]
         indexes = [
             # The sweeper scans for lapsed leases among running runs only.
             models.Index(fields=["status", "lease_expires_at"], name="run_status_lease_idx"),

@@ -21,6 +21,14 @@ from conversations.services import run_cancel, run_enqueue, run_event_append
 log = logging.getLogger(__name__)
 
 
+# Cancel, requeue and retry, from the monitoring pages and the admin.
+OPERATE_PERMISSION = "conversations.operate_run"
+
+
+def user_may_operate(user) -> bool:
+    return bool(user and user.is_active and user.is_staff and user.has_perm(OPERATE_PERMISSION))
+
+
 class RunActionRefused(Exception):
     """The run is not in a state this action applies to; the message says why."""
 

@@ -25,10 +25,16 @@ def run_timeline(*, run: Run) -> list[dict]:
     return steps
 
 
+def _sees_everyones(user, permission: str) -> bool:
+    # Read on every request from the live user row: a token of someone who lost staff or the
+    # permission loses the reach with it.
+    return user.is_active and user.is_staff and user.has_perm(permission)
+
+
 def conversations_visible_to(*, user) -> QuerySet[Conversation]:
-    """A user's own conversations; staff see everyone's."""
+    """A user's own conversations; staff with the view permission see everyone's."""
     conversations = Conversation.objects.select_related("agent")
-    return conversations if user.is_staff else conversations.filter(owner=user)
+    return conversations if _sees_everyones(user, "conversations.view_conversation") else conversations.filter(owner=user)
 
 
 def runs_visible_to(*, user) -> QuerySet[Run]:
@@ -37,7 +43,12 @@ def runs_visible_to(*, user) -> QuerySet[Run]:
     runs = Run.objects.select_related("agent", "agent_version", "request").annotate(
         output=Subquery(answer.order_by("-order").values("content")[:1])
     )
-    return runs if user.is_staff else runs.filter(conversation__owner=user)
+    return runs if _sees_everyones(user, "conversations.view_run") else runs.filter(conversation__owner=user)
+
+
+def run_owned_by(*, run: Run, user) -> bool:
+    """Whether the run belongs to one of the user's own conversations (seeing is not acting)."""
+    return Conversation.objects.filter(pk=run.conversation_id, owner=user).exists()
 
 
 def run_step_messages(*, run: Run) -> dict[int, Message]:

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -27,6 +28,11 @@ from conversations.models import (
 )
 from conversations.wakeups import publish_run_event
 from conversations.webhooks import WEBHOOK_EVENT_TYPES, webhook_deliveries_create
+from platform_site.text import scrub_nul
+from tools.arguments import parse_arguments
+from tools.calls import call_arguments, call_name
+
+log = logging.getLogger(__name__)
 
 ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
 
@@ -154,7 +160,17 @@ def run_enqueue(*, run_id) -> None:
     from agents.tasks import run_advance_task
 
     Run.objects.filter(pk=run_id).update(enqueued_at=timezone.now())
-    transaction.on_commit(lambda: run_advance_task.delay(str(run_id)))
+    transaction.on_commit(partial(_send_run, run_advance_task, run_id))
+
+
+def _send_run(task, run_id) -> None:
+    # The run is committed, so the request has succeeded whatever the broker says: an
+    # unreachable broker (any transport's error) is logged, and the sweeper sends the run
+    # again from `enqueued_at` once the broker is back.
+    try:
+        task.delay(str(run_id))
+    except Exception:
+        log.exception("run %s committed but not sent to the broker; the sweeper will send it again", run_id)
 
 
 def _admit(run: Run, content: str) -> None:
@@ -241,11 +257,19 @@ def conversation_admit_next(*, conversation_id) -> Run | None:
 
 
 def run_finish(*, run_id, status: str, stop_reason: str, error: str = "", final_message: str | None = None) -> bool:
-    """Move a run to a terminal state, once. Returns False if it already was terminal."""
+    """Move a run to a terminal state, once. Returns False if it already was terminal.
+
+    A run whose cancel was accepted (202) ends cancelled, whatever the step that ends it found:
+    an answer that arrived after the cancel stays in the ledger but is not the run's answer.
+    The ending it replaced is recorded in the event."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
         if run.status in TERMINAL_STATUSES:
             return False
+        payload = {"stop_reason": stop_reason, "error": error}
+        if run.cancel_requested and status != RunStatus.CANCELLED:
+            payload = {"stop_reason": StopReason.CANCELLED, "error": "", "instead_of": stop_reason}
+            status, stop_reason, error, final_message = RunStatus.CANCELLED, StopReason.CANCELLED, "", None
         if final_message is not None:
             messages_append(
                 conversation_id=run.conversation_id, run_id=run.pk,
@@ -257,10 +281,41 @@ def run_finish(*, run_id, status: str, stop_reason: str, error: str = "", final_
             lease_owner="", lease_expires_at=None,
         )
         if updated:
+            if stop_reason != StopReason.FINAL_ANSWER:  # a final answer has no calls left to record
+                _unrecorded_calls_record(run=run, status=status, now=now)
             _open_calls_close(run_id=run_id, status=status, now=now)
-            run_event_append(run_id=run_id, type=f"run.{status}", payload={"stop_reason": stop_reason, "error": error})
+            run_event_append(run_id=run_id, type=f"run.{status}", payload=payload)
             transaction.on_commit(partial(conversation_admit_next, conversation_id=run.conversation_id), robust=True)
         return bool(updated)
+
+
+def _unrecorded_calls_record(*, run: Run, status: str, now) -> None:
+    """Tool calls of the run's last step that never got a row (the run ended while the model was
+    answering, or before the step took them) are recorded as cancelled, with the arguments as the
+    model gave them, so every tool call in the ledger has its invocation row. Earlier steps' calls
+    all have rows: a model is called only after the previous step's calls were answered."""
+    last = (Message.objects.filter(run_id=run.pk, role=Message.Role.ASSISTANT, tool_calls__isnull=False)
+            .order_by("-order").only("tool_calls", "llm_call_id").first())
+    if last is None or last.llm_call_id is None:  # a row needs the call that asked for it
+        return
+    ids = [call["id"] for call in last.tool_calls]
+    recorded = set(ToolInvocation.objects.filter(run_id=run.pk, tool_call_id__in=ids)
+                   .values_list("tool_call_id", flat=True))
+    missing = [(position, call) for position, call in enumerate(last.tool_calls) if call["id"] not in recorded]
+    if not missing:
+        return
+    tool_ids = {tool["name"]: tool["id"] for tool in run.agent_version.snapshot["tools"]}
+    rows = []
+    for position, call in missing:
+        name, _ = call_name(call)
+        raw = call_arguments(call)
+        rows.append(ToolInvocation(
+            run_id=run.pk, tool_call_id=call["id"], llm_call_id=last.llm_call_id, tool_id=tool_ids.get(name),
+            tool_name=name, position=position, raw_arguments=raw, arguments=scrub_nul(parse_arguments(raw).arguments),
+            status=ToolInvocation.Status.CANCELLED, error=f"run {status}", finished_at=now,
+            idempotency_key=f"{run.pk}:{call['id']}",
+        ))
+    ToolInvocation.objects.bulk_create(rows, ignore_conflicts=True)
 
 
 def _open_calls_close(*, run_id, status: str, now) -> None:
@@ -297,7 +352,10 @@ def run_park_for_approval(*, run_id, owner: str) -> bool:
     with transaction.atomic():
         # The run's row lock orders this against approval_decide, which locks the run first too.
         run = Run.objects.select_for_update().filter(pk=run_id, status=RunStatus.RUNNING, lease_owner=owner).first()
-        if run is None or not Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING).exists():
+        # A run whose cancel was accepted is not parked: its next step ends it (and the approvals).
+        if run is None or run.cancel_requested:
+            return False
+        if not Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING).exists():
             return False
         updated = Run.objects.filter(pk=run_id, status=RunStatus.RUNNING, lease_owner=owner).update(
             status=RunStatus.AWAITING_APPROVAL, lease_owner="", lease_expires_at=None

@@ -69,7 +69,9 @@ class RedisWaker:
     """One subscriber connection per event loop, shared by every stream of the process."""
 
     def __init__(self, url: str):
-        self._client = aioredis.Redis.from_url(url)
+        # Connecting gives up quickly (an unreachable Redis means polling, not a stalled stream);
+        # reads have no timeout because the reader waits on the subscription by design.
+        self._client = aioredis.Redis.from_url(url, socket_connect_timeout=SUBSCRIBE_WAIT_SECONDS)
         self._pubsub = self._client.pubsub()
         self._wakes: dict[str, set[Wake]] = {}
         self._confirmed: dict[str, asyncio.Future] = {}
@@ -85,7 +87,7 @@ class RedisWaker:
             if channel not in self._confirmed:
                 self._confirmed[channel] = asyncio.get_running_loop().create_future()
                 await self._pubsub.subscribe(channel)
-                if self._reader is None:
+                if self._reader is None or self._reader.done():
                     self._reader = asyncio.create_task(self._read(), name="run-event-wakeups")
             # Until Redis confirms, a PUBLISH could pass unseen; the first read must come after.
             await asyncio.wait_for(asyncio.shield(self._confirmed[channel]), SUBSCRIBE_WAIT_SECONDS)

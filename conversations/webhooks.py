@@ -27,6 +27,7 @@ from platform_site.crypto import SecretDecryptionError
 WEBHOOK_EVENT_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled", "run.expired", "approval.requested"})
 RETRYABLE_STATUSES = frozenset({408, 429})
 RESPONSE_EXCERPT_CHARS = 2000
+RESPONSE_EXCERPT_BYTES = 4 * RESPONSE_EXCERPT_CHARS  # enough for the excerpt in any UTF-8 text
 
 
 def webhook_secret_generate() -> str:
@@ -100,14 +101,22 @@ def _send(delivery: WebhookDelivery, body: bytes) -> tuple[int | None, str, str,
         "X-Agentry-Signature": webhook_signature(secret=secret, timestamp=timestamp, body=body),
     }
     try:
-        response = outbound.get_client().post(
-            delivery.webhook.url, content=body, headers=headers,
-            timeout=outbound.timeout(settings.AGENTRY_WEBHOOK_TIMEOUT_SECONDS),
+        # Through the outbound guard like a tool's request, with its own allowlist: a receiver on
+        # an internal address must be listed in AGENTRY_WEBHOOK_ALLOWLIST. A redirect is not
+        # followed (the receiver's URL is the one configured) and reads as a failed attempt.
+        fetched = outbound.guarded_request(
+            "POST", delivery.webhook.url, content=body, headers=headers,
+            timeout_seconds=settings.AGENTRY_WEBHOOK_TIMEOUT_SECONDS, max_bytes=RESPONSE_EXCERPT_BYTES,
+            follow_redirects=False, allowlist=outbound.WEBHOOKS,
         )
+    except outbound.OutboundBlocked as exc:
+        # The target is refused by configuration: trying again will not help.
+        return None, "", exc.detail, False, None
     except httpx.HTTPError as exc:
         return None, "", f"{type(exc).__name__}: {exc}", True, None
+    response = fetched.response
     status = response.status_code
-    excerpt = response.text[:RESPONSE_EXCERPT_CHARS]
+    excerpt = fetched.text()[:RESPONSE_EXCERPT_CHARS]
     if 200 <= status < 300:
         return status, excerpt, "", False, None
     retryable = status in RETRYABLE_STATUSES or status >= 500

@@ -17,6 +17,7 @@ from fakellm.conversation import from_anthropic, from_openai
 from fakellm.reply import build_reply
 from fakellm.state import ServerState
 from fakellm.templates import TemplateContext
+from fakellm.tokens import prompt_tokens, text_counter
 from fakellm.wire_common import Meta, dumps, status_message
 
 
@@ -49,9 +50,37 @@ def _digest(messages: list) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _prompt_chars(body: dict) -> int:
-    parts = [body[key] for key in ("system", "messages", "tools") if key in body]
-    return len(json.dumps(parts, ensure_ascii=False))
+def _refusal(wire: Wire, settings: dict, body: dict) -> Response | None:
+    """What a small self-hosted server refuses: a streamed request with tools, when it cannot
+    stream tool calls; a request larger than its context window."""
+    refusal = settings["stream_tools_error"]
+    if refusal and body.get("stream") is True and body.get("tools"):
+        status = refusal.get("status", 500)
+        if refusal.get("in_stream"):
+            # Refused after the stream began: a 200 whose only event is the error.
+            error = dumps({**wire.error_body(status, refusal["message"]), "type": "error"})
+            return Response(f"event: error\ndata: {error}\n\n", media_type=SSE)
+        return error_response(wire, status, refusal["message"])
+    window = settings["context_window"]
+    if not window:
+        return None
+    prompt = prompt_tokens(body, settings["token_counting"])
+    wanted = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else 0
+    if prompt + wanted <= window:
+        return None
+    return JSONResponse(overflow_body(wire, settings["context_error"], window, prompt, wanted), status_code=400)
+
+
+def overflow_body(wire: Wire, style: str, window: int, prompt: int, wanted: int) -> dict:
+    if wire is ANTHROPIC:
+        return anthropic_wire.error_body(400, f"prompt is too long: {prompt + wanted} tokens > {window} maximum")
+    if style == "llamacpp":
+        return {"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it",
+                          "type": "exceed_context_size_error", "n_prompt_tokens": prompt, "n_ctx": window}}
+    message = (f"This model's maximum context length is {window} tokens. However, you requested {prompt + wanted} "
+               f"tokens ({prompt} in the messages, {wanted} in the completion). Please reduce the length of the "
+               "messages or completion.")
+    return openai_wire.error_body(400, message, "context_length_exceeded")
 
 
 # A STAMP in scripted text leaves the server as STAMP + the emission time in microseconds,
@@ -87,6 +116,10 @@ async def handle(request: Request, wire: Wire) -> Response:
         message = f"The model `{model}` does not exist or you do not have access to it."
         return error_response(wire, 404, message, code="model_not_found")
 
+    refused = _refusal(wire, script.defaults, body)
+    if refused is not None:
+        return refused
+
     conversation = wire.conversation(body)
     step, groups = script.pick(conversation)
     digest = _digest(body["messages"])
@@ -112,7 +145,9 @@ async def handle(request: Request, wire: Wire) -> Response:
             return Response(wire.malformed_stream, media_type=SSE)
         return Response(wire.malformed_plain, media_type="application/json")
 
-    reply = build_reply(step, TemplateContext(conversation, groups), lambda: _prompt_chars(body))
+    counting = script.defaults["token_counting"]
+    reply = build_reply(step, TemplateContext(conversation, groups), lambda: prompt_tokens(body, counting),
+                        text_counter(counting))
     meta = Meta(model, int(time.time()), digest, script.defaults)
     if stream:
         events, trailer = wire.stream_events(reply, meta)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 
 from fakellm.templates import TemplateContext, render, render_value
@@ -43,7 +42,7 @@ def _tool_call(spec: dict, ctx: TemplateContext) -> ToolCall:
         # Raw strings are sent verbatim so scripts can produce malformed JSON.
         try:
             parsed = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):  # malformed, or nested deeper than a decoder goes
             parsed = {}
         return ToolCall(spec["name"], arguments, parsed if isinstance(parsed, dict) else {},
                         spec.get("id"))
@@ -52,27 +51,24 @@ def _tool_call(spec: dict, ctx: TemplateContext) -> ToolCall:
     return ToolCall(spec["name"], text, rendered, spec.get("id"))
 
 
-def estimate_tokens(chars: int) -> int:
-    return math.ceil(chars / 4)
-
-
-def _usage(step: dict, content: str, calls: list[ToolCall], prompt_chars) -> Usage | None:
+def _usage(step: dict, content: str, calls: list[ToolCall], count_prompt, count_text) -> Usage | None:
     if "usage" in step and step["usage"] is None:
         return None
     given = step.get("usage") or {}
     prompt = given.get("prompt_tokens")
     if prompt is None:
-        prompt = estimate_tokens(prompt_chars())
+        prompt = count_prompt()
     completion = given.get("completion_tokens")
     if completion is None:
-        completion = estimate_tokens(len(content) + sum(len(c.arguments) for c in calls))
+        completion = count_text(content + "".join(c.arguments for c in calls))
     return Usage(prompt, completion, given.get("cached_tokens", 0),
                  given.get("reasoning_tokens", 0))
 
 
-def build_reply(step: dict, ctx: TemplateContext, prompt_chars) -> Reply:
-    """prompt_chars is a callable so the prompt is only measured when needed."""
+def build_reply(step: dict, ctx: TemplateContext, count_prompt, count_text) -> Reply:
+    """count_prompt is a callable so the prompt is only measured when needed; count_text
+    counts the tokens of the reply's text (fakellm.tokens)."""
     content = render(step.get("content", ""), ctx)
     calls = [_tool_call(spec, ctx) for spec in step.get("tool_calls", [])]
-    return Reply(content, calls, _usage(step, content, calls, prompt_chars),
+    return Reply(content, calls, _usage(step, content, calls, count_prompt, count_text),
                  step.get("finish_reason"))

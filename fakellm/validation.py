@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fakellm.step_validation import FAULT_KINDS, Problems, check_step, is_amount, is_int
+from fakellm.tokens import COUNTINGS
 
 DEFAULTS = {
     "latency_ms": 0,
@@ -11,7 +12,12 @@ DEFAULTS = {
     "stream_style": "standard",
     "stream_usage": True,
     "stream_chunk_delay_ms": 0,
+    "token_counting": "chars",
+    "context_window": None,
+    "context_error": "openai",
+    "stream_tools_error": None,
 }
+CONTEXT_ERRORS = ("openai", "llamacpp")
 FAULT_DEFAULTS = {"rate": {}, "seed": 1, "retry_after": 1, "timeout_ms": 30000}
 FINISH_FIELDS = ("finish_reason", "stop_reason", "both")
 STREAM_STYLES = ("standard", "repeat_id_name", "single_chunk_args")
@@ -37,6 +43,26 @@ def _check_defaults(value, problems: Problems) -> None:
         problems.fail("defaults.finish_field", f"must be one of {FINISH_FIELDS}")
     if value.get("stream_style", "standard") not in STREAM_STYLES:
         problems.fail("defaults.stream_style", f"must be one of {STREAM_STYLES}")
+    if value.get("token_counting", "chars") not in COUNTINGS:
+        problems.fail("defaults.token_counting", f"must be one of {COUNTINGS}")
+    window = value.get("context_window")
+    if window is not None and not (is_int(window) and window > 0):
+        problems.fail("defaults.context_window", "must be a positive integer or null")
+    if value.get("context_error", "openai") not in CONTEXT_ERRORS:
+        problems.fail("defaults.context_error", f"must be one of {CONTEXT_ERRORS}")
+    _check_stream_tools_error(value.get("stream_tools_error"), problems)
+
+
+def _check_stream_tools_error(value, problems: Problems) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dict) or not isinstance(value.get("message"), str) or not value["message"]:
+        return problems.fail("defaults.stream_tools_error", "must be null or an object with a non-empty 'message'")
+    problems.keys(value, {"status", "message", "in_stream"}, "defaults.stream_tools_error")
+    if not isinstance(value.get("in_stream", False), bool):
+        problems.fail("defaults.stream_tools_error.in_stream", "must be a boolean")
+    if not (is_int(value.get("status", 500)) and 400 <= value.get("status", 500) <= 599):
+        problems.fail("defaults.stream_tools_error.status", "must be an HTTP error status (400-599)")
 
 
 def _check_faults(value, problems: Problems) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 TEXT_PIECE = 4  # characters per streamed text delta
@@ -36,12 +37,18 @@ class Meta:
         return self.digest[:8]
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def pieces(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 def dumps(value) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    # A lone surrogate (half of an escaped pair, which some models emit) cannot be encoded as
+    # UTF-8; it is sent as the JSON escape such a model writes.
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def status_message(status: int) -> str:

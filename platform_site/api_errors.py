@@ -1,16 +1,22 @@
 """One error shape for the whole API: {"message": "...", "extra": {...}}.
 
 DRF's own exceptions and Django's Http404/PermissionDenied are turned into it; anything
-else is a bug and stays a 500 (logged by Django), never a silent success.
+else is a bug and stays a 500 (logged by Django), never a silent success. The OpenAI-compatible
+endpoints under /v1/ answer in OpenAI's shape instead, because that is what OpenAI clients read.
 """
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.http import Http404, JsonResponse
+from django.http import Http404
+from django.utils.translation import gettext as _
 from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from platform_site.error_responses import OPENAI_PREFIX, error_json
+
+from platform_site.unavailable import RETRY_AFTER_SECONDS, unavailable_body, unavailable_dependency
 
 
 class ApiConflict(exceptions.APIException):
@@ -40,6 +46,10 @@ def _first_message(detail) -> str:
 
 
 def api_exception_handler(exc, context):
+    dependency = unavailable_dependency(exc)
+    if dependency is not None:
+        return Response(unavailable_body(dependency), status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                        headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
@@ -62,8 +72,8 @@ def api_exception_handler(exc, context):
 
 
 def not_found(request, exception):
-    """A URL under /api/ that matches no route (say, a malformed id) answers in the API's error
-    shape too; anywhere else it is Django's page."""
-    if request.path.startswith("/api/"):
-        return JsonResponse({"message": "Not found.", "extra": {}}, status=404)
+    """A URL under /api/ or /v1/ that matches no route (say, a malformed id) answers in the
+    API's error shape too; anywhere else it is Django's page."""
+    if request.path.startswith(("/api/", OPENAI_PREFIX)):
+        return error_json(request, 404, _("Not found."), code="not_found")
     return defaults.page_not_found(request, exception)

@@ -2,7 +2,7 @@ import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from asgiref.sync import ThreadSensitiveContext
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
@@ -18,6 +18,10 @@ _long_lived_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lon
 
 
 async def application(scope, receive, send):
+    # uvicorn starts the next request of a kept-alive connection from inside the task of the one
+    # before, so it inherits that request's thread-sensitive context; after a long-lived request
+    # that context has exited and every sync call of the next request would fail (a 500).
+    SyncToAsync.thread_sensitive_context.set(None)
     if scope["type"] == "http" and LONG_LIVED_PATHS.match(scope["path"]):
         async with ThreadSensitiveContext(executor=_long_lived_executor):
             return await django_application(scope, receive, send)

@@ -10,6 +10,7 @@ from functools import lru_cache
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
+from django.core import checks
 from django.db import models
 
 
@@ -24,6 +25,28 @@ def _fernet() -> MultiFernet:
         digest = hashlib.sha256(("agentry-secrets:" + settings.SECRET_KEY).encode()).digest()
         keys = [base64.urlsafe_b64encode(digest).decode()]
     return MultiFernet([Fernet(key) for key in keys])
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def check_encryption_keys(app_configs, **kwargs) -> list[checks.CheckMessage]:
+    """A deployment keeps its own keys: one derived from SECRET_KEY would make every stored
+    secret unreadable when SECRET_KEY is rotated, and readable to anyone who learns it."""
+    if not settings.AGENTRY_ENCRYPTION_KEYS:
+        return [checks.Error(
+            "AGENTRY_ENCRYPTION_KEYS is not set: secrets would be encrypted with a key derived from SECRET_KEY.",
+            hint="Generate one with: python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
+            id="agentry.E001",
+        )]
+    errors = []
+    for position, key in enumerate(settings.AGENTRY_ENCRYPTION_KEYS, start=1):
+        try:
+            Fernet(key)
+        except ValueError:
+            errors.append(checks.Error(
+                f"AGENTRY_ENCRYPTION_KEYS: key {position} is not a Fernet key (32 url-safe base64-encoded bytes).",
+                id="agentry.E002",
+            ))
+    return errors
 
 
 def encrypt(plaintext: str) -> str:

@@ -3,7 +3,8 @@
 A tool URL can be steered by the model (a fetch tool, a path parameter, a redirect), so a
 call must not become a way into the network behind the server: loopback, private,
 link-local (cloud metadata at 169.254.169.254), shared, reserved and multicast addresses are
-refused unless an operator allowlisted the host (AGENTRY_OUTBOUND_ALLOWLIST).
+refused unless an operator allowlisted the host (AGENTRY_OUTBOUND_ALLOWLIST for tools and MCP
+servers, AGENTRY_WEBHOOK_ALLOWLIST for webhooks).
 
 The check runs inside the connection itself (the network backends below): the name is
 resolved once, every address it resolves to is checked, and the socket connects to the
@@ -27,11 +28,17 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
 class OutboundBlocked(Exception):
-    """The destination is not one a tool may reach."""
+    """The destination is not one a tool may reach.
 
-    def __init__(self, message: str):
+    `message` is safe to show to a model: it names the host it was given and nothing the
+    resolver answered, so a refusal cannot be used to map the internal network. `detail` is
+    for the operator (logs, the ledger's error column): the address and why it was refused.
+    """
+
+    def __init__(self, message: str, detail: str = ""):
         super().__init__(message)
         self.message = message
+        self.detail = detail or message
 
 
 def _embedded_ipv4(address: Address) -> Address:
@@ -67,9 +74,9 @@ def _normalise_host(host: str) -> str:
     return host.strip().lower().removeprefix("[").removesuffix("]").rstrip(".")
 
 
-def _allowed(host: str, port: int) -> bool:
+def _allowed(host: str, port: int, allowlist: Iterable[str]) -> bool:
     host = _normalise_host(host)
-    for entry in settings.AGENTRY_OUTBOUND_ALLOWLIST:
+    for entry in allowlist:
         entry = entry.strip().lower()
         if entry.startswith("["):  # [v6]:port or [v6]
             entry_host, _, rest = entry[1:].partition("]")
@@ -87,7 +94,13 @@ def _describe(host: str, address: str) -> str:
     return host if host == address else f"{host} ({address})"
 
 
-def checked_addresses(host: str, port: int, infos: Iterable[tuple]) -> list[str]:
+def _not_allowed(host: str, detail: str) -> OutboundBlocked:
+    # One answer whether the name is internal or unknown: telling them apart would let a model
+    # probe which internal names exist.
+    return OutboundBlocked(f"Cannot connect to {host}: the host is not allowed or could not be found.", detail)
+
+
+def checked_addresses(host: str, port: int, infos: Iterable[tuple], *, setting: str = "AGENTRY_OUTBOUND_ALLOWLIST") -> list[str]:
     """The resolved addresses of host, or OutboundBlocked if any of them is refused.
 
     All must pass: a name that resolves to one public and one internal address could
@@ -98,14 +111,14 @@ def checked_addresses(host: str, port: int, infos: Iterable[tuple]) -> list[str]
         address = info[4][0].split("%", 1)[0]  # drop an IPv6 zone id
         reason = refusal_reason(ipaddress.ip_address(address))
         if reason:
-            raise OutboundBlocked(
-                f"Refused to connect to {_describe(host, address)}: it is {reason}, which tools may not reach. "
-                "An operator can allow the host in AGENTRY_OUTBOUND_ALLOWLIST."
-            )
+            raise _not_allowed(host, (
+                f"Refused to connect to {_describe(host, address)}: it is {reason}, which outbound calls may "
+                f"not reach. An operator can allow the host in {setting}."
+            ))
         if address not in addresses:
             addresses.append(address)
     if not addresses:
-        raise OutboundBlocked(f"The host {host} did not resolve to any address.")
+        raise _not_allowed(host, f"The host {host} did not resolve to any address.")
     return addresses
 
 
@@ -113,19 +126,23 @@ def _resolve(host: str, port: int) -> list[tuple]:
     try:
         return socket.getaddrinfo(_normalise_host(host), port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise OutboundBlocked(f"The host {host} could not be resolved: {exc.strerror}.") from exc
+        raise _not_allowed(host, f"The host {host} could not be resolved: {exc.strerror}.") from exc
 
 
 class GuardedBackend(httpcore.NetworkBackend):
-    """httpcore's sync backend, connecting only to checked addresses."""
+    """httpcore's sync backend, connecting only to checked addresses.
 
-    def __init__(self):
+    `setting` names the allowlist (a list of strings in Django settings) read at each connect,
+    so a change of settings applies to pooled clients too."""
+
+    def __init__(self, setting: str = "AGENTRY_OUTBOUND_ALLOWLIST"):
         self._backend = httpcore.SyncBackend()
+        self._setting = setting
 
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        if _allowed(host, port):
+        if _allowed(host, port, getattr(settings, self._setting)):
             return self._backend.connect_tcp(host, port, timeout, local_address, socket_options)
-        addresses = checked_addresses(host, port, _resolve(host, port))
+        addresses = checked_addresses(host, port, _resolve(host, port), setting=self._setting)
         last_error = None
         for address in addresses:
             try:
@@ -148,7 +165,7 @@ class GuardedAsyncBackend(httpcore2.AsyncNetworkBackend):
         self._backend = httpcore2.AnyIOBackend()
 
     async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        if _allowed(host, port):
+        if _allowed(host, port, settings.AGENTRY_OUTBOUND_ALLOWLIST):
             return await self._backend.connect_tcp(host, port, timeout, local_address, socket_options)
         infos = await anyio.to_thread.run_sync(_resolve, host, port)
         addresses = checked_addresses(host, port, infos)

@@ -10,6 +10,14 @@ destination:
 - `guarded_request()` / `mcp_http_client()`: everything a tool reaches. A model chooses
   the arguments (and a server chooses redirects), so these connect only to public
   addresses unless the host is in AGENTRY_OUTBOUND_ALLOWLIST (see platform_site.netguard).
+- `guarded_request(..., allowlist=WEBHOOKS)`: webhook targets. Their URLs are typed by
+  people, not models, but a URL field in the admin must not become a way to reach the
+  metadata service or a database port either; internal receivers are listed in
+  AGENTRY_WEBHOOK_ALLOWLIST, kept apart so that allowing a receiver does not open it to tools.
+
+Model providers stay on `get_client()`: a self-hosted model on a private address is the
+common case, only an operator with the right to change model configs sets the base URL, and
+nothing a model or an API client sends can change it.
 
 Clients are shared per process (thread-safe) and rebuilt after a fork, because a pool
 inherited from the parent would share its sockets.
@@ -29,7 +37,11 @@ from platform_site.netguard import GuardedAsyncBackend, GuardedBackend, Outbound
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OutboundBlocked", "get_client", "guarded_request", "mcp_http_client", "timeout"]
+__all__ = ["TOOLS", "WEBHOOKS", "OutboundBlocked", "get_client", "guarded_request", "mcp_http_client", "timeout"]
+
+# Which allowlist setting a guarded request is checked against.
+TOOLS = "AGENTRY_OUTBOUND_ALLOWLIST"
+WEBHOOKS = "AGENTRY_WEBHOOK_ALLOWLIST"
 
 _lock = threading.Lock()
 _clients: dict[str, httpx.Client] = {}
@@ -41,7 +53,7 @@ _TOOL_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, k
 
 
 class _GuardedTransport(httpx.HTTPTransport):
-    def __init__(self):
+    def __init__(self, allowlist: str):
         super().__init__(trust_env=False)
         # httpx has no parameter for the network backend, so the pool it built is replaced by
         # one that connects through the guard; everything else about the transport stays.
@@ -50,7 +62,7 @@ class _GuardedTransport(httpx.HTTPTransport):
             max_connections=_TOOL_LIMITS.max_connections,
             max_keepalive_connections=_TOOL_LIMITS.max_keepalive_connections,
             keepalive_expiry=_TOOL_LIMITS.keepalive_expiry,
-            network_backend=GuardedBackend(),
+            network_backend=GuardedBackend(allowlist),
         )
 
 
@@ -62,8 +74,8 @@ def _client(kind: str) -> httpx.Client:
                 _clients.clear()
                 _clients_pid = os.getpid()
             if kind not in _clients:
-                if kind == "guarded":
-                    _clients[kind] = httpx.Client(transport=_GuardedTransport(), follow_redirects=False,
+                if kind in (TOOLS, WEBHOOKS):
+                    _clients[kind] = httpx.Client(transport=_GuardedTransport(kind), follow_redirects=False,
                                                   trust_env=False)
                 else:
                     _clients[kind] = httpx.Client(limits=_LIMITS, follow_redirects=False, trust_env=False)
@@ -109,22 +121,27 @@ def _read_limited(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool
 
 
 def guarded_request(method: str, url: str, *, headers: dict | None = None, params: dict | None = None,
-                    json=None, timeout_seconds: float = 30, max_bytes: int = 1_000_000, max_redirects: int = 5,
-                    secret_headers: tuple[str, ...] = ()) -> Fetched:
-    """A tool's HTTP request. Redirects are followed here, one hop at a time, so every hop goes
+                    json=None, content: bytes | None = None, timeout_seconds: float = 30,
+                    max_bytes: int = 1_000_000, max_redirects: int = 5, follow_redirects: bool = True,
+                    secret_headers: tuple[str, ...] = (), allowlist: str = TOOLS) -> Fetched:
+    """A guarded HTTP request. Redirects are followed here, one hop at a time, so every hop goes
     through the guard again; headers named in secret_headers never follow a redirect to
-    another origin. Raises OutboundBlocked, or httpx errors for transport failures."""
+    another origin. With follow_redirects=False a 3xx is returned as it is. Raises
+    OutboundBlocked, or httpx errors for transport failures."""
     try:
         _check_url(httpx.URL(url))
     except httpx.InvalidURL as exc:
         raise OutboundBlocked(f"Not a valid URL: {str(url)[:200]!r} ({exc}).") from exc
-    client = _client("guarded")
-    request = client.build_request(method, url, headers=headers, params=params, json=json,
-                                   timeout=timeout(timeout_seconds))
+    client = _client(allowlist)
+    try:
+        request = client.build_request(method, url, headers=headers, params=params, json=json, content=content,
+                                       timeout=timeout(timeout_seconds))
+    except (httpx.InvalidURL, httpx.LocalProtocolError) as exc:
+        raise OutboundBlocked(f"The request cannot be sent as given ({exc}).") from exc
     for _ in range(max_redirects + 1):
         _check_url(request.url)
         response = client.send(request, stream=True)
-        next_request = response.next_request
+        next_request = response.next_request if follow_redirects else None
         if next_request is None:
             try:
                 body, truncated = _read_limited(response, max_bytes)

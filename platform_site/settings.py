@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -32,8 +33,27 @@ SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-secret-key-change-m
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
+# Outside debug, session and CSRF cookies travel over HTTPS only and browsers are told to keep
+# to HTTPS (HSTS; ignored on plain HTTP, so the embedded setup on 127.0.0.1 still works).
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0" if DEBUG else "31536000"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+# Preloading is a request to browser vendors that is slow to undo: the operator opts in.
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+# Redirecting to HTTPS needs TLS in front of the web (the compose stack assumes a proxy there);
+# off by default so the embedded setup and the test servers answer on plain http://127.0.0.1.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_REDIRECT_EXEMPT = [r"^health/$"]  # probes from inside the private network speak HTTP
+# Only behind a proxy that sets this header itself (and drops the client's): otherwise any
+# client could claim HTTPS.
+if env_bool("AGENTRY_TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
 # Fernet keys, newest first; older keys stay to decrypt rows written before a rotation.
-# Without one, a key is derived from SECRET_KEY so the embedded setup works out of the box.
+# Without one, a key is derived from SECRET_KEY so the embedded setup works out of the box;
+# `check --deploy` refuses that (rotating SECRET_KEY would lose every stored secret).
 AGENTRY_ENCRYPTION_KEYS = env_list("AGENTRY_ENCRYPTION_KEYS")
 
 INSTALLED_APPS = [
@@ -58,10 +78,13 @@ MIDDLEWARE = [
     "platform_site.middleware.AsyncWhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before CSRF: a wrong method gets a JSON 405, not the HTML "CSRF verification failed" page.
+    "platform_site.middleware.MethodNotAllowedMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "platform_site.unavailable.DependencyUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "platform_site.urls"
@@ -97,8 +120,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_boo
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": int(os.environ.get("AGENTRY_DB_POOL_MIN_SIZE", "2")),
         "max_size": int(os.environ.get("AGENTRY_DB_POOL_MAX_SIZE", "20")),
-        "timeout": float(os.environ.get("AGENTRY_DB_POOL_TIMEOUT", "60")),
+        # How long a request waits for a connection before it fails (a JSON 503 on the API):
+        # while PostgreSQL is down, every request waits this long, so it stays short.
+        "timeout": float(os.environ.get("AGENTRY_DB_POOL_TIMEOUT", "5")),
     }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # An unreachable server fails the connection attempt after this long instead of the
+    # operating system's TCP timeout (minutes).
+    DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = int(os.environ.get("AGENTRY_DB_CONNECT_TIMEOUT", "3"))
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web, worker and beat share one file: WAL lets readers run beside the writer, and
     # IMMEDIATE transactions queue writers on the busy timeout instead of failing at once.
@@ -184,6 +213,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A request that enqueues after commit gives up on an unreachable broker after about this long
+# (the run stays queued and the sweeper sends it again), instead of hanging on TCP.
+CELERY_BROKER_CONNECTION_TIMEOUT = float(os.environ.get("CELERY_BROKER_CONNECTION_TIMEOUT", "2"))
 CELERY_TASK_DEFAULT_QUEUE = "llm"
 CELERY_TASK_QUEUES = (Queue("llm"), Queue("tools"), Queue("maintenance"))
 CELERY_TASK_ROUTES = {
@@ -208,6 +240,12 @@ AGENTRY_TOOL_MODULES = env_list("AGENTRY_TOOL_MODULES", "tools.builtin.demo,tool
 # Hosts (or host:port) that tools may reach although they resolve to loopback, private,
 # link-local or other internal addresses; everything else a tool calls must be public.
 AGENTRY_OUTBOUND_ALLOWLIST = env_list("AGENTRY_OUTBOUND_ALLOWLIST")
+# The same for webhook receivers, kept apart so that allowing an internal receiver does not
+# let tools (steered by a model) reach it too. Unset, it is the tools' allowlist.
+AGENTRY_WEBHOOK_ALLOWLIST = env_list("AGENTRY_WEBHOOK_ALLOWLIST", os.environ.get("AGENTRY_OUTBOUND_ALLOWLIST", ""))
+# Memory a sandboxed python tool (e.g. the calculator) may use beyond what its process
+# starts with; it also gets CPU time up to its timeout, and is killed at the timeout.
+AGENTRY_SANDBOX_MEMORY_MB = int(os.environ.get("AGENTRY_SANDBOX_MEMORY_MB", "256"))
 # A worker renews the lease of each run it holds; a run whose lease lapsed is recovered.
 AGENTRY_RUN_LEASE_SECONDS = int(os.environ.get("AGENTRY_RUN_LEASE_SECONDS", "60"))
 AGENTRY_RUN_MAX_RECOVERIES = int(os.environ.get("AGENTRY_RUN_MAX_RECOVERIES", "3"))
@@ -252,9 +290,22 @@ SPECTACULAR_SETTINGS.update({
 # Throttle counters must be shared by every web process: Redis when there is one. The embedded
 # setup runs a single web process, whose memory is then enough.
 CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": "agentry"}
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": "agentry",
+        # A Redis outage costs a request at most this long, then the failure policy below applies.
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+    }
     if REDIS_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
+# When Redis (throttle and login-failure counters) is unreachable: "open" lets requests through
+# uncounted, "closed" refuses them with a 503 (API) or a form error (login pages).
+AGENTRY_REDIS_FAILURE = os.environ.get("AGENTRY_REDIS_FAILURE", "open").strip().lower()
+if AGENTRY_REDIS_FAILURE not in ("open", "closed"):
+    raise ImproperlyConfigured("AGENTRY_REDIS_FAILURE must be 'open' or 'closed'.")
+# Failed logins on the admin and approval pages, per username and client address: past the
+# limit within the window, that pair cannot log in until the window has passed.
+AGENTRY_LOGIN_FAILURE_LIMIT = int(os.environ.get("AGENTRY_LOGIN_FAILURE_LIMIT", "5"))
+AGENTRY_LOGIN_FAILURE_WINDOW_SECONDS = int(os.environ.get("AGENTRY_LOGIN_FAILURE_WINDOW_SECONDS", "900"))
 # Live event streams: a comment line when idle this long; without Redis, how often they poll.
 AGENTRY_SSE_KEEPALIVE_SECONDS = float(os.environ.get("AGENTRY_SSE_KEEPALIVE_SECONDS", "15"))
 AGENTRY_SSE_POLL_SECONDS = float(os.environ.get("AGENTRY_SSE_POLL_SECONDS", "1"))

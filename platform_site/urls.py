@@ -1,14 +1,12 @@
 from django.contrib import admin
-from django.http import JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from conversations.api import openai_compat
+from platform_site.health import health
+from platform_site.login_throttle import ThrottledAdminAuthenticationForm
 
-
-def health(request):
-    return JsonResponse({"status": "ok"})
-
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [
     path("admin/", admin.site.urls),

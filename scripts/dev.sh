@@ -8,6 +8,9 @@ source scripts/lib.sh
 
 ensure_venv requirements.txt
 unset DATABASE_URL REDIS_URL CELERY_BROKER_URL
+# Plain HTTP on loopback: cookies marked Secure (the default outside DEBUG) would not come back
+# from every browser.
+export SESSION_COOKIE_SECURE="${SESSION_COOKIE_SECURE:-0}" CSRF_COOKIE_SECURE="${CSRF_COOKIE_SECURE:-0}"
 export AGENTRY_DEMO_LLM_URL="${AGENTRY_DEMO_LLM_URL:-http://127.0.0.1:8901/v1}"
 PORT="${PORT:-8000}"
 PY=.venv/bin/python

@@ -29,7 +29,9 @@ class ApiServer:
     def pid(self) -> int:
         return self.process.pid
 
-    def start(self, timeout: float = 30) -> "ApiServer":
+    def start(self, timeout: float = 30, *, ready_statuses=(200,)) -> "ApiServer":
+        """Returns once /health/ answers one of `ready_statuses` (a 503 when a test took a
+        dependency away on purpose)."""
         ARTIFACTS.mkdir(exist_ok=True)
         # Bound here and handed over as a file descriptor, so the port is known and never raced for.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -48,7 +50,7 @@ class ApiServer:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if httpx.get(f"{self.base_url}/health/", timeout=2).status_code == 200:
+                if httpx.get(f"{self.base_url}/health/", timeout=20).status_code in ready_statuses:
                     return self
             except httpx.HTTPError:
                 pass

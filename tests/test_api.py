@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
 from django.core.cache import cache
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -100,7 +100,9 @@ def test_another_users_conversation_is_a_404_and_staff_see_all(api, agent):
     _error(bob.get(f"/api/v1/conversations/{mine['id']}/"), 404)
     _error(bob.post(f"/api/v1/conversations/{mine['id']}/messages/", {"content": "hi"}, format="json"), 404)
     assert bob.get("/api/v1/conversations/").json()["results"] == []
-    staff = client_for(make_user(staff=True))
+    reader = make_user(staff=True)
+    reader.user_permissions.add(Permission.objects.get(codename="view_conversation"))
+    staff = client_for(reader)
     assert staff.get(f"/api/v1/conversations/{mine['id']}/").status_code == 200
 
 
@@ -238,7 +240,7 @@ def test_run_detail_has_status_totals_timings_and_answer(api, finished_run):
     run = api.get(f"/api/v1/runs/{finished_run.pk}/").json()
     assert run["status"] == "completed" and run["stop_reason"] == "final_answer"
     assert run["usage"] == {"prompt_tokens": 30, "completion_tokens": 8, "cached_tokens": 4,
-                            "reasoning_tokens": 0, "total_tokens": 38}
+                            "reasoning_tokens": 0, "total_tokens": 38, "estimated": False}
     assert run["cost"] == "0.00004600" and run["iterations"] == 2
     assert run["output"] == "You said hi." and run["input"] == "echo hi"
     assert run["duration_ms"] is not None and run["finished_at"] is not None

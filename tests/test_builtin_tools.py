@@ -85,7 +85,8 @@ def test_fetch_url_cannot_reach_the_metadata_service(settings):
     settings.AGENTRY_OUTBOUND_ALLOWLIST = []
     outcome = call("fetch_url", url="http://169.254.169.254/latest/meta-data/")
     assert outcome.status == "error"
-    assert "Refused to connect to 169.254.169.254" in outcome.content
+    assert "Cannot connect to 169.254.169.254: the host is not allowed" in outcome.content
+    assert "link-local" in outcome.error
 
 
 @pytest.mark.django_db

@@ -100,7 +100,8 @@ def test_an_http_tool_cannot_reach_internal_addresses(settings):
     tool = http_tool("metadata", parameters={"type": "object", "properties": {}}, http_method="GET",
                      http_url="http://169.254.169.254/latest/meta-data/")
     outcome = execute_tool(spec=spec_of(tool), arguments={}, ctx=CTX)
-    assert outcome.status == "error" and "Refused to connect to 169.254.169.254" in outcome.content
+    assert outcome.status == "error" and "Cannot connect to 169.254.169.254: the host is not allowed" in outcome.content
+    assert "link-local" in outcome.error
 
 
 @pytest.mark.django_db

@@ -120,7 +120,7 @@ def test_unreachable_servers_are_reported(settings, notes_mcp):
     assert "could not be started" in missing.last_error
 
     settings.AGENTRY_OUTBOUND_ALLOWLIST = []
-    with pytest.raises(MCPUnavailable, match="Refused to connect to 127.0.0.1"):
+    with pytest.raises(MCPUnavailable, match="Cannot connect to 127.0.0.1: the host is not allowed"):
         mcp_server_discover(server=notes_server(notes_mcp.url))
 
 

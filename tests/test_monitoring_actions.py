@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils import timezone
 
@@ -17,7 +18,10 @@ from tests.runs import advance, last_answer, start_run
 
 @pytest.fixture
 def operator(db):
-    return get_user_model().objects.create_user("oncall", password="pw", is_staff=True)
+    user = get_user_model().objects.create_user("oncall", password="pw", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(content_type__app_label="conversations",
+                                                         codename__in=["view_run", "operate_run"]))
+    return user
 
 
 def _events(run, type_):
@@ -120,7 +124,7 @@ def test_actions_are_posted_by_staff_only(client, operator, no_enqueue, django_c
 
     outsider = get_user_model().objects.create_user("visitor", password="pw")
     client.force_login(outsider)
-    assert client.post(url).status_code == 302
+    assert client.post(url).status_code == 403
     assert Run.objects.get(pk=run.pk).status == "running"
 
     client.force_login(operator)

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -23,6 +24,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def staff(client):
     user = get_user_model().objects.create_user("oncall", password="pw", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(content_type__app_label="conversations",
+                                                         codename__in=["view_run", "add_run"]))
     client.force_login(user)
     return user
 
@@ -37,10 +40,10 @@ def quiet_broker(monkeypatch):
 
 @pytest.mark.parametrize("name", ["monitoring:dashboard", "monitoring:panel", "monitoring:data", "monitoring:try"])
 def test_pages_are_for_staff_only(client, name):
-    assert client.get(reverse(name)).status_code == 302
-    client.force_login(get_user_model().objects.create_user("visitor", password="pw"))
     response = client.get(reverse(name))
     assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
+    client.force_login(get_user_model().objects.create_user("visitor", password="pw"))
+    assert client.get(reverse(name)).status_code == 403
 
 
 def test_dashboard_shows_runs_queues_workers_stuck_runs_latency_and_usage(client, staff, quiet_broker):

@@ -71,4 +71,4 @@ def test_cut_stream_is_a_retryable_error_not_a_half_answer(fake_llm):
     model = _model(fake_llm.api_base, name, stream=True)
     with pytest.raises(ProviderError) as error:
         provider.send(model=model, api_key="", body=_body(provider, model))
-    assert error.value.retryable and "ended before" in error.value.message
+    assert error.value.retryable and "before the answer was complete" in error.value.message

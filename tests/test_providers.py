@@ -107,7 +107,7 @@ def test_a_stream_cut_in_the_middle_is_a_retryable_error_not_a_half_answer(fake_
     script = {"fallback": {**TWO_CALLS, "fault": {"kind": "cut_stream"}}}
     with pytest.raises(ProviderError) as caught:
         call(fake_llm, script, provider, stream=True)
-    assert caught.value.retryable and "ended before" in caught.value.message
+    assert caught.value.retryable and "before the answer was complete" in caught.value.message
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])

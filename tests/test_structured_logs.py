@@ -7,6 +7,7 @@ import logging
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils.module_loading import import_string
 
@@ -98,7 +99,9 @@ def test_engine_binds_run_model_call_and_tool_invocation_ids(scripted_agent, rec
 
 @pytest.mark.django_db
 def test_web_requests_bind_a_request_id_and_the_run_in_the_url(client, records, no_enqueue):
-    client.force_login(get_user_model().objects.create_user("oncall", password="pw", is_staff=True))
+    operator = get_user_model().objects.create_user("oncall", password="pw", is_staff=True)
+    operator.user_permissions.add(Permission.objects.get(codename="operate_run"))
+    client.force_login(operator)
     run = ledger_run(make_agent(), status="queued", stop_reason="")
     response = client.post(reverse("monitoring:run-action", args=[run.pk, "requeue"]),
                            HTTP_X_REQUEST_ID="req-123")

@@ -9,6 +9,8 @@ import os
 
 import redis
 
+from conversations.models import Run
+from conversations.services import run_cancel
 from tools.registry import python_tool
 
 COUNTER_KEY = "agentry-test:executions"
@@ -44,3 +46,29 @@ def echo(*, ctx, text: str, times: int = 1) -> str:
 )
 def fail(*, ctx) -> str:
     raise RuntimeError("backend unavailable")
+
+
+@python_tool(
+    name="test-cancel-run", description="Asks for its own run to be cancelled, as a person would while it runs.",
+    parameters={"type": "object", "properties": {}},
+)
+def cancel_own_run(*, ctx) -> str:
+    run_cancel(run=Run.objects.get(pk=ctx.run_id))
+    return "cancel requested"
+
+
+SANDBOX_PID_KEY = "agentry-test:sandbox-pid"
+
+
+@python_tool(
+    name="test-hog", description="Uses the CPU or memory without end; runs sandboxed.",
+    parameters={"type": "object", "properties": {"resource": {"enum": ["cpu", "memory"]}}, "required": ["resource"]},
+    timeout_seconds=2, sandboxed=True,
+)
+def hog(*, ctx, resource: str) -> str:
+    redis_client().set(SANDBOX_PID_KEY, os.getpid())
+    if resource == "memory":
+        hoard = [bytearray(64 * 1024 * 1024) for _ in range(64)]
+        return f"kept {len(hoard)} blocks"
+    while True:
+        pass

@@ -1,33 +1,65 @@
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
+from platform_site.admin_mixins import JSONInputAdminMixin
 from tools.admin_forms import MCPServerForm, OpenAPIImportForm, ToolDefinitionForm, masked_mapping
+from tools.approval_policy import ApprovalPolicy, effective_policy
 from tools.mcp_sessions import MCPUnavailable
 from tools.models import MCPServer, ToolDefinition
 from tools.openapi import OpenAPIError
 from tools.services import (
     mcp_server_discover,
     tool_definitions_import_openapi,
+    tool_definitions_openapi_changes,
     tool_definitions_sync_from_registry,
 )
 
 
+class SuperuserOnlyFieldsMixin:
+    """Shows the form's superuser-only fields read-only to everyone else (the form drops them)."""
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        form.user = request.user
+        return form
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if not request.user.is_superuser:
+            fields += [name for name in self.form.superuser_only if name not in self.write_only_fields]
+        return fields
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if request.user.is_superuser:
+            return fieldsets
+        hidden = set(self.write_only_fields)
+        return [(title, {**options, "fields": [f for f in options["fields"] if f not in hidden]})
+                for title, options in fieldsets]
+
+
 @admin.register(ToolDefinition)
-class ToolDefinitionAdmin(admin.ModelAdmin):
+class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.ModelAdmin):
     form = ToolDefinitionForm
-    list_display = ["name", "kind", "side_effect", "approval_policy", "mcp_server", "timeout_seconds", "is_active", "updated_at"]
+    list_display = ["name", "kind", "side_effect", "approval_policy", "effective_approval", "mcp_server",
+                    "timeout_seconds", "is_active", "updated_at"]
     list_filter = ["kind", "side_effect", "approval_policy", "is_active", "mcp_server"]
     list_select_related = ["mcp_server"]
     search_fields = ["name", "description"]
-    readonly_fields = ["secret_headers_status"]
+    readonly_fields = ["secret_headers_status", "effective_approval"]
+    write_only_fields = ()
     change_list_template = "admin/tools/tooldefinition/change_list.html"
     fieldsets = [
         (None, {"fields": ["name", "description", "kind", "parameters", "side_effect", "idempotent",
                            "timeout_seconds", "max_result_chars", "allowed_roles", "is_active"]}),
-        ("Approval", {"fields": ["approval_policy", "approval_rule", "approval_timeout_seconds", "approval_on_expiry"]}),
+        ("Approval", {"fields": ["approval_policy", "effective_approval", "approval_rule", "approval_timeout_seconds",
+                                 "approval_on_expiry"]}),
         ("Python tool", {"classes": ["collapse"], "fields": ["python_callable"]}),
         ("HTTP tool", {"classes": ["collapse"], "fields": [
             "http_method", "http_url", "http_query_params", "http_body_argument", "http_headers",
@@ -36,6 +68,17 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
         ]}),
         ("MCP tool", {"classes": ["collapse"], "fields": ["mcp_server", "mcp_tool_name"]}),
     ]
+
+    @admin.display(description=gettext_lazy("effective approval"))
+    def effective_approval(self, obj):
+        # What "auto" means for this tool, so a write that asks for approval is visible in the list.
+        if obj is None or not obj.pk:
+            return _("decided when saved: writes (and HTTP methods other than GET) ask for approval")
+        policy, rule = effective_policy(tool_policy=obj.approval_policy, tool_rule=obj.approval_rule,
+                                        side_effect=obj.side_effect)
+        if policy == ApprovalPolicy.RULE:
+            return _("asks when %(rule)s") % {"rule": rule}
+        return _("always asks") if policy == ApprovalPolicy.ALWAYS else _("never asks")
 
     @admin.display(description="Secret headers")
     def secret_headers_status(self, obj):
@@ -50,30 +93,42 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
         ] + super().get_urls()
 
     def sync_registry_view(self, request):
+        # Sync creates the built-in tools and resets the ones that exist.
+        if not (self.has_add_permission(request) and self.has_change_permission(request)):
+            raise PermissionDenied
         # A state change, so only on POST (the button's form carries the CSRF token).
-        if request.method == "POST" and self.has_add_permission(request):
+        if request.method == "POST":
             created, updated = tool_definitions_sync_from_registry()
-            self.message_user(request, f"Built-in tools synced: {created} created, {updated} updated.", messages.SUCCESS)
+            self.message_user(request, _("Built-in tools synced: %(created)s created, %(updated)s updated.")
+                              % {"created": created, "updated": updated}, messages.SUCCESS)
         return redirect("admin:tools_tooldefinition_changelist")
 
     def import_openapi_view(self, request):
         if not self.has_add_permission(request):
-            return redirect("admin:tools_tooldefinition_changelist")
+            raise PermissionDenied
         form = OpenAPIImportForm(request.POST or None, request.FILES or None)
+        changes = []
         if request.method == "POST" and form.is_valid():
+            source = {key: form.cleaned_data[key] for key in ("document", "base_url", "prefix")}
             try:
-                report = tool_definitions_import_openapi(
-                    document=form.cleaned_data["document"], base_url=form.cleaned_data["base_url"],
-                    prefix=form.cleaned_data["prefix"],
-                )
+                changes = tool_definitions_openapi_changes(**source)
+                if changes and not self.has_change_permission(request):
+                    form.add_error(None, _("This import would change existing tools (%(names)s); only someone "
+                                           "allowed to change tools can replace them.") % {"names": ", ".join(changes)})
+                elif changes and not set(changes) <= form.confirmed_names():
+                    # Asked again with the document in the text box: an upload is not sent twice.
+                    form = OpenAPIImportForm({**source, "confirmed": ",".join(changes)})
+                else:
+                    report = tool_definitions_import_openapi(**source, may_replace=changes)
+                    level = messages.SUCCESS if report.created or report.updated else messages.WARNING
+                    self.message_user(request, _("OpenAPI import: %(summary)s.") % {"summary": report.summary()}, level)
+                    return redirect("admin:tools_tooldefinition_changelist")
             except OpenAPIError as exc:
                 form.add_error(None, str(exc))
-            else:
-                level = messages.SUCCESS if report.created or report.updated else messages.WARNING
-                self.message_user(request, f"OpenAPI import: {report.summary()}.", level)
-                return redirect("admin:tools_tooldefinition_changelist")
+                changes = []
         context = {**self.admin_site.each_context(request), "opts": self.model._meta, "form": form,
-                   "title": "Import tools from an OpenAPI document"}
+                   "title": _("Import tools from an OpenAPI document"),
+                   "changes": changes if form.is_bound and not form.errors else []}
         return TemplateResponse(request, "admin/tools/tooldefinition/import_openapi.html", context)
 
 
@@ -91,12 +146,13 @@ class MCPToolInline(admin.TabularInline):
 
 
 @admin.register(MCPServer)
-class MCPServerAdmin(admin.ModelAdmin):
+class MCPServerAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.ModelAdmin):
     form = MCPServerForm
     list_display = ["name", "transport", "trusted", "is_active", "tool_count", "discovered_at", "last_error"]
     list_filter = ["transport", "trusted", "is_active"]
     search_fields = ["name", "description", "command", "url"]
     readonly_fields = ["env_status", "headers_status", "discovered_at", "last_error"]
+    write_only_fields = ("new_env", "clear_env")
     actions = ["discover_tools"]
     inlines = [MCPToolInline]
     fieldsets = [
@@ -109,10 +165,12 @@ class MCPServerAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(tool_total=Count("tools"))
 
-    def get_form(self, request, obj=None, **kwargs):
-        form = super().get_form(request, obj, **kwargs)
-        form.user = request.user
-        return form
+    def get_readonly_fields(self, request, obj=None):
+        fields = super().get_readonly_fields(request, obj)
+        # Only a superuser may turn a server into a command, or change the command's server.
+        if not request.user.is_superuser and obj is not None and obj.transport == MCPServer.Transport.STDIO:
+            fields.append("transport")
+        return fields
 
     @admin.display(description="tools", ordering="tool_total")
     def tool_count(self, obj):
@@ -129,6 +187,11 @@ class MCPServerAdmin(admin.ModelAdmin):
     @admin.action(description="Discover tools (create or update one tool per server tool)", permissions=["change"])
     def discover_tools(self, request, queryset):
         for server in queryset:
+            # Discovering a stdio server starts its command in this process.
+            if server.transport == MCPServer.Transport.STDIO and not request.user.is_superuser:
+                self.message_user(request, _("%(server)s: only a superuser can start a stdio server.")
+                                  % {"server": server.name}, messages.ERROR)
+                continue
             try:
                 report = mcp_server_discover(server=server)
             except MCPUnavailable as exc:

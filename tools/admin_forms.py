@@ -8,7 +8,9 @@ change page shows only the names with masked values.
 import json
 
 from django import forms
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from platform_site.crypto import mask
 from tools.models import MCPServer, ToolDefinition, secret_mapping, validate_secret_mapping
@@ -59,8 +61,40 @@ class _SecretMappingsForm(forms.ModelForm):
         super()._post_clean()
 
 
-class ToolDefinitionForm(_SecretMappingsForm):
+class _SuperuserOnlyFieldsForm(_SecretMappingsForm):
+    """Fields that make the server run a program, load code or set a process environment exist
+    only for superusers: for anyone else they are removed from the form, so a crafted POST
+    cannot set them either (the admin shows their values read-only)."""
+
+    superuser_only: tuple[str, ...] = ()
+    user = None  # set by the admin
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not self.for_superuser:
+            for name in self.superuser_only:
+                self.fields.pop(name, None)
+
+    @property
+    def for_superuser(self) -> bool:
+        return self.user is not None and self.user.is_active and self.user.is_superuser
+
+    def _update_errors(self, errors):
+        # The model's clean() may name a field this user is not given: say it above the form.
+        if hasattr(errors, "error_dict"):
+            for name in [n for n in errors.error_dict if n != NON_FIELD_ERRORS and n not in self.fields]:
+                errors.error_dict.setdefault(NON_FIELD_ERRORS, []).extend(errors.error_dict.pop(name))
+        super()._update_errors(errors)
+
+
+def _python_target(kind: str, name: str, python_callable: str) -> str | None:
+    """The registered callable a tool runs, if it is a python tool."""
+    return (python_callable or name) if kind == ToolDefinition.Kind.PYTHON else None
+
+
+class ToolDefinitionForm(_SuperuserOnlyFieldsForm):
     secret_fields = ("http_secret_headers",)
+    superuser_only = ("python_callable",)
     new_http_secret_headers = _new_secret("secret headers")
     clear_http_secret_headers = _clear_secret("secret headers")
 
@@ -68,14 +102,28 @@ class ToolDefinitionForm(_SecretMappingsForm):
         model = ToolDefinition
         exclude = ["http_secret_headers"]
 
+    def clean(self):
+        cleaned = super().clean()
+        if self.for_superuser:
+            return cleaned
+        # Kind and name decide the python callable too (it defaults to the tool's name).
+        tool = self.instance
+        before = None if tool._state.adding else _python_target(tool.kind, tool.name, tool.python_callable)
+        after = _python_target(cleaned.get("kind", tool.kind), cleaned.get("name", tool.name),
+                               cleaned.get("python_callable", tool.python_callable))
+        if after is not None and after != before:
+            raise ValidationError(_("Only a superuser can choose the python code a tool runs."))
+        return cleaned
 
-class MCPServerForm(_SecretMappingsForm):
+
+class MCPServerForm(_SuperuserOnlyFieldsForm):
     secret_fields = ("env", "headers")
+    # A stdio server is a program the web process and the workers start, with this environment.
+    superuser_only = ("command", "args", "new_env", "clear_env")
     new_env = _new_secret("environment")
     clear_env = _clear_secret("environment")
     new_headers = _new_secret("headers")
     clear_headers = _clear_secret("headers")
-    user = None  # set by the admin: only superusers may have workers run a command
     url = forms.URLField(max_length=1000, required=False, assume_scheme="https",
                          help_text="streamable HTTP: the endpoint, e.g. https://…/mcp.")
 
@@ -83,13 +131,20 @@ class MCPServerForm(_SecretMappingsForm):
         model = MCPServer
         exclude = ["env", "headers", "discovered_at", "last_error"]
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not self.for_superuser and "transport" in self.fields:
+            self.fields["transport"].choices = [
+                choice for choice in self.fields["transport"].choices if choice[0] != MCPServer.Transport.STDIO
+            ]
+            self.fields["transport"].initial = MCPServer.Transport.STREAMABLE_HTTP
+
     def clean(self):
         cleaned = super().clean()
-        stdio = cleaned.get("transport") == MCPServer.Transport.STDIO
-        if stdio and self.user is not None and not self.user.is_superuser and (
-            self.instance._state.adding or {"transport", "command", "args"} & set(self.changed_data)
-        ):
-            raise ValidationError("Only a superuser can set the command a worker runs (stdio servers).")
+        stdio = cleaned.get("transport", self.instance.transport) == MCPServer.Transport.STDIO
+        touched = {"transport", *self.superuser_only} & set(self.changed_data)
+        if stdio and not self.for_superuser and (self.instance._state.adding or touched):
+            raise ValidationError(_("Only a superuser can set the command a worker runs (stdio servers)."))
         return cleaned
 
 
@@ -106,6 +161,15 @@ class OpenAPIImportForm(forms.Form):
         regex=r"^[A-Za-z0-9_-]{0,24}$", required=False,
         help_text="Tool names become <prefix>-<operationId>, e.g. petstore-findPets.",
     )
+    # The second submit of an import that changes existing tools: the names shown are the
+    # names confirmed, so a document edited in between is asked about again.
+    overwrite = forms.BooleanField(required=False, label=gettext_lazy("Replace the existing tools listed above"))
+    confirmed = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def confirmed_names(self) -> set[str]:
+        if not self.cleaned_data.get("overwrite"):
+            return set()
+        return {name for name in self.cleaned_data.get("confirmed", "").split(",") if name}
 
     def clean(self):
         cleaned = super().clean()

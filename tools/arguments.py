@@ -11,6 +11,15 @@ from dataclasses import dataclass, field
 
 from jsonschema import Draft202012Validator
 
+from platform_site.text import has_lone_surrogate
+
+# Real tool arguments nest a few levels; thousands (a model stuck repeating a bracket) would
+# overflow the recursive code that stores, validates and prints them.
+MAX_DEPTH = 32
+TOO_DEEP = f"The arguments nest more than {MAX_DEPTH} levels deep. Send a flat JSON object."
+LONE_SURROGATE = ("The arguments contain a broken Unicode escape (half of a surrogate pair such as \\ud83d). "
+                  "Send the characters themselves or complete pairs.")
+
 
 @dataclass
 class ParsedArguments:
@@ -23,20 +32,43 @@ class ParsedArguments:
 
 
 def parse_arguments(raw) -> ParsedArguments:
-    if isinstance(raw, dict):
-        return ParsedArguments(raw)
-    text = (raw or "").strip()
-    if not text:
-        return ParsedArguments({})
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = _first_json_object(text)
-        if value is None:
-            return ParsedArguments(None, [f"The arguments are not valid JSON: {text[:200]!r}. Send one JSON object."])
+    if raw is None or isinstance(raw, str):
+        text = (raw or "").strip()
+        if not text:
+            return ParsedArguments({})
+        try:
+            value = json.loads(text)
+        except RecursionError:
+            return ParsedArguments(None, [TOO_DEEP])
+        except ValueError:
+            value = _first_json_object(text)
+            if value is None:
+                return ParsedArguments(None, [f"The arguments are not valid JSON: {text[:200]!r}. Send one JSON object."])
+    else:
+        value = raw
     if not isinstance(value, dict):
         return ParsedArguments(None, [f"The arguments must be a JSON object, not {type(value).__name__}."])
+    if _deeper_than(value, MAX_DEPTH):
+        return ParsedArguments(None, [TOO_DEEP])
+    if has_lone_surrogate(value):
+        # Unlike NUL (a character, stored as U+FFFD), a lone surrogate is broken text: the model
+        # is asked to send it again rather than have its text silently altered.
+        return ParsedArguments(None, [LONE_SURROGATE])
     return ParsedArguments(value)
+
+
+def _deeper_than(value, limit: int) -> bool:
+    """Whether containers nest more than `limit` levels; iterative, so no depth can overflow it."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                pending.append((child, depth + 1))
+    return False
 
 
 def _first_json_object(text: str) -> dict | None:
@@ -45,6 +77,8 @@ def _first_json_object(text: str) -> dict | None:
     while start != -1:
         try:
             value, _ = decoder.raw_decode(text, start)
+        except RecursionError:
+            return None  # nothing that deep is a tool's arguments; do not try every brace of it
         except ValueError:
             start = text.find("{", start + 1)
             continue

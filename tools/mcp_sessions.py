@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import sys
+import tempfile
 import threading
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 
 # Bounds a listing: a server whose pagination never ends cannot hang a discovery.
 MAX_LIST_PAGES = 50
+# How much of a failed stdio server's stderr a discovery error quotes.
+STDERR_TAIL_CHARS = 2000
 
 
 class MCPUnavailable(Exception):
@@ -65,12 +68,12 @@ async def _http_transport(config: ServerConfig):
             yield streams
 
 
-def _client(config: ServerConfig) -> Client:
+def _client(config: ServerConfig, errlog=None) -> Client:
     if config.transport == MCPServer.Transport.STDIO:
         params = StdioServerParameters(command=config.command, args=list(config.args), env=dict(config.env))
-        # The server's stderr goes to the process's real stderr: Celery replaces sys.stderr
-        # with a logging proxy that has no file descriptor for a child process to inherit.
-        transport = stdio_client(params, errlog=sys.__stderr__)
+        # By default the server's stderr goes to the process's real stderr: Celery replaces
+        # sys.stderr with a logging proxy that has no file descriptor for a child process to inherit.
+        transport = stdio_client(params, errlog=errlog or sys.__stderr__)
     else:
         transport = _http_transport(config)
     return Client(transport, read_timeout_seconds=config.connect_timeout_seconds, cache=None)
@@ -121,6 +124,14 @@ def _reason(exc: BaseException | None) -> str:
     if blocked:
         return blocked[0].message
     return "; ".join(f"{type(leaf).__name__}: {leaf}" for leaf in leaves[:3])
+
+
+def _stderr_tail(errlog) -> str:
+    """The end of what a stdio server wrote to stderr: why it exited, more often than not."""
+    errlog.flush()
+    size = errlog.seek(0, os.SEEK_END)
+    errlog.seek(max(0, size - STDERR_TAIL_CHARS * 4))
+    return errlog.read().decode("utf-8", "replace").strip()[-STDERR_TAIL_CHARS:]
 
 
 def _session_expired(exc: BaseException) -> bool:
@@ -208,11 +219,22 @@ class SessionPool:
 
     async def _list_tools(self, config: ServerConfig) -> list[Tool]:
         # Discovery runs in the admin's process and reflects the settings just saved, so it
-        # uses a connection of its own instead of a pooled one.
+        # uses a connection of its own instead of a pooled one. A stdio server's stderr is kept,
+        # so that an operator sees why a server that exited failed, not just "Connection closed".
+        with tempfile.TemporaryFile() as errlog:
+            try:
+                return await self._list_pages(config, errlog)
+            except MCPUnavailable as exc:
+                stderr = _stderr_tail(errlog) if config.transport == MCPServer.Transport.STDIO else ""
+                if not stderr:
+                    raise
+                raise MCPUnavailable(f"{str(exc).rstrip('.')}. Its stderr ended with: {stderr}") from exc.__cause__
+
+    async def _list_pages(self, config: ServerConfig, errlog) -> list[Tool]:
         tools, cursor = [], None
         try:
             async with asyncio.timeout(config.connect_timeout_seconds * 2):
-                async with _client(config) as client:
+                async with _client(config, errlog) as client:
                     for _ in range(MAX_LIST_PAGES):
                         page = await client.list_tools(cursor=cursor)
                         tools.extend(page.tools)

@@ -92,6 +92,7 @@ class MCPServer(models.Model):
 
 
 URL_PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+)\}")
+SAFE_HTTP_METHODS = frozenset({"GET", "HEAD"})
 
 
 def url_placeholders(template: str) -> list[str]:
@@ -202,6 +203,11 @@ class ToolDefinition(models.Model):
             raise ValidationError("An MCP tool needs its server and the tool's name there (use “Discover tools”).")
 
     def _clean_http(self):
+        # A call other than GET or HEAD is taken to change something, as the OpenAPI import does:
+        # a new such tool starts as a write, so its calls ask for approval under the "auto"
+        # policy. An operator who knows it only reads can say so once it exists.
+        if self._state.adding and self.http_method not in SAFE_HTTP_METHODS:
+            self.side_effect = self.SideEffect.WRITE
         errors = {}
         if not self.http_method:
             errors["http_method"] = "Choose the HTTP method."

@@ -13,7 +13,14 @@ from django.conf import settings
 
 class ToolError(Exception):
     """A failure the model should read as it is: the message says what went wrong and, where
-    it can, what to do instead. Any other exception is reported with its traceback on the ledger."""
+    it can, what to do instead. Any other exception is reported with its traceback on the ledger.
+
+    `detail`, when given, is what the operator reads on the ledger instead of the message: facts
+    the model should not see, such as the address a refused host resolved to."""
+
+    def __init__(self, message: str, *, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail or message
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,9 @@ class PythonTool:
     timeout_seconds: float = 30
     max_result_chars: int = 8000
     tags: tuple = field(default_factory=tuple)
+    # Run in a child process under CPU-time and memory limits, killed at the timeout
+    # (tools/executors/sandbox.py): for tools whose cost depends on what the model sends.
+    sandboxed: bool = False
 
 
 class ToolRegistry:

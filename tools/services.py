@@ -2,6 +2,7 @@
 
 import hashlib
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
@@ -138,26 +139,50 @@ def mcp_server_discover(*, server: MCPServer) -> ImportReport:
     return report
 
 
-def tool_definitions_import_openapi(*, document: str, base_url: str = "", prefix: str = "") -> ImportReport:
+def _openapi_fields(operation: openapi.Operation) -> dict:
+    return {
+        "description": operation.description, "parameters": operation.parameters,
+        "kind": ToolDefinition.Kind.HTTP, "http_method": operation.method, "http_url": operation.url,
+        "http_query_params": operation.query_params, "http_body_argument": operation.body_argument,
+        "is_active": True,
+    }
+
+
+def _openapi_plan(*, document: str, base_url: str, prefix: str) -> list[tuple[str, dict, openapi.Operation]]:
+    operations = openapi.operations(openapi.load_document(document), base_url=base_url)
+    return [(prefixed_tool_name(prefix, op.name), _openapi_fields(op), op) for op in operations]
+
+
+def _changes_existing(tool: ToolDefinition | None, fields: dict) -> bool:
+    return tool is not None and any(getattr(tool, key) != value for key, value in fields.items())
+
+
+def tool_definitions_openapi_changes(*, document: str, base_url: str = "", prefix: str = "") -> list[str]:
+    """Names of the existing HTTP tools an import of this document would change (sorted)."""
+    plan = _openapi_plan(document=document, base_url=base_url, prefix=prefix)
+    existing = ToolDefinition.objects.filter(name__in=[name for name, _, _ in plan], kind=ToolDefinition.Kind.HTTP)
+    by_name = {tool.name: tool for tool in existing}
+    return sorted(name for name, fields, _ in plan if _changes_existing(by_name.get(name), fields))
+
+
+def tool_definitions_import_openapi(*, document: str, base_url: str = "", prefix: str = "",
+                                   may_replace: Collection[str] | None = None) -> ImportReport:
     """One HTTP ToolDefinition per operation of an OpenAPI 3 document (JSON or YAML).
 
     GET operations are reads; the others are writes that need approval until an operator
-    decides otherwise. Re-importing updates the tools of the same names.
+    decides otherwise. Re-importing updates the tools of the same names; with `may_replace`
+    given, only the existing tools it names may change (the others are skipped), since an
+    import can point a tool that agents already use at another URL.
     """
-    operations = openapi.operations(openapi.load_document(document), base_url=base_url)
     report = ImportReport()
     with transaction.atomic():
-        for operation in operations:
-            name = prefixed_tool_name(prefix, operation.name)
-            fields = {
-                "description": operation.description, "parameters": operation.parameters,
-                "kind": ToolDefinition.Kind.HTTP, "http_method": operation.method, "http_url": operation.url,
-                "http_query_params": operation.query_params, "http_body_argument": operation.body_argument,
-                "is_active": True,
-            }
-            existing = ToolDefinition.objects.filter(name=name).first()
+        for name, fields, operation in _openapi_plan(document=document, base_url=base_url, prefix=prefix):
+            existing = ToolDefinition.objects.select_for_update().filter(name=name).first()
             if existing is not None and existing.kind != ToolDefinition.Kind.HTTP:
                 report.skipped.append(f"{name}: the name is already used by a {existing.kind} tool")
+                continue
+            if may_replace is not None and name not in may_replace and _changes_existing(existing, fields):
+                report.skipped.append(f"{name}: it would change an existing tool, which was not confirmed")
                 continue
             tool = existing or ToolDefinition(
                 name=name, side_effect="read" if operation.method == "GET" else "write",

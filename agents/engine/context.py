@@ -1,8 +1,9 @@
 """The messages a model call sends, by the agent's context policy (seeds 001 §6.3, 003 §3.4,
 004 §2.4): the system prompt first (with the summary of folded turns, if any), the tools (in
 the request's own field), then the last N turns; tool results sent again in later steps are
-cut to a budget; when the context would still exceed the agent's token budget, the oldest
-turns are folded into the conversation's summary by a model call (see summary.py).
+cut to a budget; when the context would still exceed the agent's token budget or what the
+model's context window leaves after the answer's room (window.py), the oldest turns are
+folded into the conversation's summary by a model call (see summary.py).
 
 Turns are kept or dropped whole, and an assistant message with tool calls always travels with
 its results. Earlier runs that ended half-way (cancelled while a tool call waited for
@@ -15,7 +16,8 @@ from django.db.models import Q
 from agents.engine.summary import summarise
 from agents.engine.turns import Turn, group_turns, group_units, trimmed, wire_tokens
 from agents.prompting import render_system_prompt
-from agents.providers.base import estimate_tokens
+from agents.engine.window import history_budget, tool_definitions
+from agents.providers.base import estimate_prompt_tokens, estimate_tokens
 from conversations.models import Message, Run
 
 SUMMARY_HEADING = "Summary of the earlier conversation (its messages are no longer shown):\n"
@@ -94,7 +96,16 @@ def _assemble(system: str, summary: str, wire_turns: list[list[dict]]) -> list[d
     return head + [wire for turn in wire_turns for wire in turn]
 
 
-def build_context(*, run: Run, owner: str, snapshot: dict, messages: list[Message], iteration: int) -> list[dict]:
+def _budget(snapshot: dict) -> int | None:
+    """The agent's own budget or what the models' windows allow, whichever is smaller."""
+    budgets = [b for b in (snapshot["agent"].get("context_token_budget"), history_budget(snapshot)) if b]
+    return min(budgets) if budgets else None
+
+
+def build_context(*, run: Run, owner: str, snapshot: dict, messages: list[Message], iteration: int,
+                  shrink: bool = False) -> list[dict]:
+    """The messages to send. `shrink` folds at least half of the history's estimated size into
+    the summary: the server said the request did not fit, so the estimate ran short."""
     agent = snapshot["agent"]
     system = render_system_prompt(
         template=agent["system_prompt"], now=run.created_at, time_zone=agent["time_zone"], agent_name=agent["name"]
@@ -103,18 +114,25 @@ def build_context(*, run: Run, owner: str, snapshot: dict, messages: list[Messag
     summary = run.conversation.context_summary if _summary_through(run, first_order) else ""
     turns = group_turns(group_units(messages))
     if agent.get("context_max_turns"):
-        turns = turns[-agent["context_max_turns"]:]
+        # A chat completion's own system message opens the conversation as a turn of its own;
+        # the window keeps it, so the client's instructions are never dropped silently.
+        opening = turns[:1] if turns[0][0][0].role == Message.Role.SYSTEM else []
+        turns = opening + turns[len(opening):][-agent["context_max_turns"]:]
     wire_turns = _wire_turns(turns, agent.get("context_tool_result_max_chars"))
-    budget = agent.get("context_token_budget")
-    if not budget or len(turns) < 2:
+    budget = _budget(snapshot)
+    if not (budget or shrink) or len(turns) < 2:
         return _assemble(system, summary, wire_turns)
     sizes = [sum(wire_tokens(w) for w in turn) for turn in wire_turns]
-    total = estimate_tokens(system) + estimate_tokens(snapshot["tools"]) + estimate_tokens(summary) + sum(sizes)
-    if total <= budget:
+    total = (estimate_prompt_tokens(messages=[{"content": system}], tools=tool_definitions(snapshot["tools"]))
+             + estimate_tokens(summary) + sum(sizes))
+    if not shrink and total <= budget:
         return _assemble(system, summary, wire_turns)
     # Fold down to half the budget, so a summary is made now and then rather than every step.
+    target = budget // 2 if budget else total // 2
+    if shrink:
+        target = min(target, total // 2)
     fold = 0
-    while fold < len(turns) - 1 and total > budget // 2:
+    while fold < len(turns) - 1 and total > target:
         total -= sizes[fold]
         fold += 1
     through = min(m.order for turn in turns[fold:] for unit in turn for m in unit) - 1

@@ -1,11 +1,18 @@
 """One model step: build the context, call the model (model_call.py: attempts, retries, the
 fallback model) and record the assistant message with the completed call.
+
+An answer with neither text nor tool calls is no answer (small models do this): it is tried
+again like a failed attempt, and if every attempt is empty the step ends with EmptyAnswer. A
+server that says the request exceeds its context gets one more try with the history folded.
 """
 
 from dataclasses import dataclass
 
+from django.utils.translation import gettext as _
+
 from agents.engine.context import build_context
-from agents.engine.model_call import ModelStepFailed, model_call
+from agents.engine.model_call import ContextOverflow, EmptyAnswer, ModelStepFailed, model_call
+from agents.engine.window import fitted
 from agents.providers import LLMResponse
 from conversations.models import LLMCall, Message, Run
 from conversations.services import messages_append
@@ -46,13 +53,37 @@ def effective_tool_choice(*, run: Run, snapshot: dict, messages: list[Message]) 
     return choice, name
 
 
+def empty_answer(response: LLMResponse) -> EmptyAnswer | None:
+    if response.content.strip() or response.tool_calls:
+        return None
+    return EmptyAnswer(_(
+        "I could not produce an answer: the model replied with no text and no tool calls, also when asked "
+        "again. Please try again, or rephrase the question."
+    ))
+
+
 def llm_step(*, run: Run, owner: str, snapshot: dict, messages: list[Message]) -> StepResult:
     iteration = run.iterations + 1
     tool_choice, tool_name = effective_tool_choice(run=run, snapshot=snapshot, messages=messages)
     wire_messages = build_context(run=run, owner=owner, snapshot=snapshot, messages=messages, iteration=iteration)
+    try:
+        return _call(run=run, owner=owner, snapshot=snapshot, iteration=iteration, wire_messages=wire_messages,
+                     tool_choice=tool_choice, tool_name=tool_name)
+    except ContextOverflow:
+        folded = build_context(run=run, owner=owner, snapshot=snapshot, messages=messages, iteration=iteration,
+                               shrink=True)
+        if len(folded) >= len(wire_messages):
+            raise  # nothing older to fold: the same request would fail the same way
+    return _call(run=run, owner=owner, snapshot=snapshot, iteration=iteration, wire_messages=folded,
+                 tool_choice=tool_choice, tool_name=tool_name)
+
+
+def _call(*, run: Run, owner: str, snapshot: dict, iteration: int, wire_messages: list[dict], tool_choice: str,
+          tool_name: str) -> StepResult:
     parallel = snapshot["agent"]["parallel_tool_calls"]
 
     def build(provider, model: dict) -> dict:
+        model = fitted(model, messages=wire_messages, tools=snapshot["tools"])
         return provider.build_request(model=model, messages=wire_messages, tools=snapshot["tools"],
                                       tool_choice=tool_choice, parallel_tool_calls=parallel, tool_name=tool_name)
 
@@ -66,4 +97,4 @@ def llm_step(*, run: Run, owner: str, snapshot: dict, messages: list[Message]) -
         return StepResult(message, response)
 
     return model_call(run=run, owner=owner, snapshot=snapshot, purpose=LLMCall.Purpose.STEP, iteration=iteration,
-                      build=build, record=record, relay_deltas=True)
+                      build=build, record=record, relay_deltas=True, check=empty_answer)

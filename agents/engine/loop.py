@@ -13,11 +13,12 @@ import traceback
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext_lazy as _
 
 from agents.engine.context import conversation_messages
 from agents.engine.limits import Limit, budget_reached, deadline_passed, timeout_limit
 from agents.engine.llm_step import llm_step
-from agents.engine.model_call import DeadlineReached, ModelStepFailed
+from agents.engine.model_call import DeadlineReached, EmptyAnswer, ModelStepFailed
 from agents.engine.tool_step import tool_step
 from agents.leases import LeaseLost, process_owner, renewer, run_claim
 from conversations.models import Message, Run, RunStatus, StopReason
@@ -30,8 +31,8 @@ MAX_ITERATIONS_MESSAGE = (
     "I stopped here: this task needed more than {limit} model steps, which is this agent's limit, "
     "and I have no final answer yet. Please narrow the question or ask me to continue."
 )
-TOOL_LOOP_MESSAGE = (
-    "I stopped here: I kept calling the tool {name} without getting closer to an answer. "
+TOOL_LOOP_MESSAGE = _(
+    "I stopped here: I kept calling {tools} without getting closer to an answer. "
     "Please rephrase the question or give me more details."
 )
 
@@ -42,14 +43,28 @@ def _stop(run: Run, limit: Limit) -> bool:
     return False
 
 
+def _cancel(run_id) -> bool:
+    # Tool calls the model asked for and that never ran get their rows (cancelled) from run_finish.
+    run_finish(run_id=run_id, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+    return False
+
+
+def _tools_named(names: list[str]) -> str:
+    return (_("the tool {name}") if len(names) == 1 else _("the tools {names}")).format(
+        name=names[0], names=", ".join(names))
+
+
 def _step(run_id, owner: str) -> bool:
-    """Take one step. Returns True when the loop should go on."""
+    """Take one step. Returns True when the loop should go on.
+
+    A cancel is honoured at every step boundary: here, before each tool starts (tool_step), and
+    when a model call returns (run_finish ends a run whose cancel was accepted as cancelled,
+    so an answer that arrives late is kept in the ledger but never delivered as the answer)."""
     run = Run.objects.select_related("agent_version", "conversation").get(pk=run_id)
     if run.status != RunStatus.RUNNING or run.lease_owner != owner:
         raise LeaseLost(str(run_id))
     if run.cancel_requested:
-        run_finish(run_id=run.pk, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
-        return False
+        return _cancel(run.pk)
     snapshot = run.agent_version.snapshot
     limit = deadline_passed(run, snapshot)
     if limit:
@@ -58,10 +73,11 @@ def _step(run_id, owner: str) -> bool:
     last = messages[-1]
     if last.role == Message.Role.ASSISTANT and last.tool_calls:
         outcome = tool_step(run=run, owner=owner, snapshot=snapshot, messages=messages, current=last)
-        if outcome.loop_detected:
-            name = last.tool_calls[0]["function"]["name"]
+        if outcome.cancelled:
+            return _cancel(run.pk)
+        if outcome.loop:
             run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=StopReason.TOOL_LOOP,
-                       final_message=TOOL_LOOP_MESSAGE.format(name=name))
+                       final_message=TOOL_LOOP_MESSAGE.format(tools=_tools_named(outcome.loop.names)))
             return False
         if outcome.parked:
             # Not parked means every approval was decided while the step ran: take the step again.
@@ -82,12 +98,19 @@ def _step(run_id, owner: str) -> bool:
         result = llm_step(run=run, owner=owner, snapshot=snapshot, messages=messages)
     except DeadlineReached:
         return _stop(run, timeout_limit(snapshot))
+    except EmptyAnswer as exc:
+        # Like the limits, a model that gave no answer ends the run completed with the reason
+        # said to the user (failed is for runs the platform could not carry out).
+        run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=StopReason.EMPTY_ANSWER,
+                   final_message=str(exc))
+        return False
     except ModelStepFailed as exc:
         run_finish(run_id=run.pk, status=RunStatus.FAILED, stop_reason=StopReason.PROVIDER_ERROR, error=str(exc))
         return False
     if not result.message.tool_calls:
         run_finish(run_id=run.pk, status=RunStatus.COMPLETED, stop_reason=StopReason.FINAL_ANSWER)
         return False
+    # The calls it asked for start in the next step, which begins by checking for a cancel.
     return True
 
 

@@ -10,6 +10,8 @@ import json
 
 from agents.engine.model_call import model_call
 from agents.engine.turns import Turn, trimmed
+from agents.engine.window import fitted, history_budget
+from agents.providers.base import estimate_prompt_tokens, estimate_tokens
 from conversations.models import Conversation, LLMCall, Message, Run
 
 INSTRUCTIONS = (
@@ -22,6 +24,7 @@ INSTRUCTIONS = (
 TRANSCRIPT_HEADING = "Conversation to summarise:"
 # A tool result rarely needs more than this in a summary's source; it keeps the call small.
 _RESULT_CHARS = 2000
+CUT_NOTE = "[The start of the conversation is left out: it does not fit the model's context.]\n"
 
 
 def _line(message: Message) -> str:
@@ -41,17 +44,32 @@ def transcript(turns: list[Turn]) -> str:
     return "\n".join(line for turn in turns for unit in turn for m in unit if (line := _line(m)))
 
 
+def _fitting(text: str, room: int | None) -> str:
+    """The transcript, or as much of its end as fits the room the model's window leaves: a
+    summary of the later part beats a request the server refuses."""
+    if room is None or estimate_tokens(text) <= room:
+        return text
+    while text and estimate_tokens(CUT_NOTE + text) > room:
+        keep = int(len(text) * max(room, 0) / estimate_tokens(CUT_NOTE + text) * 0.9)
+        text = text[len(text) - keep:] if keep > 0 else ""
+    return CUT_NOTE + text
+
+
 def summarise(*, run: Run, owner: str, snapshot: dict, iteration: int, previous: str, turns: list[Turn],
               through: int) -> str:
     earlier = f"Earlier summary:\n{previous}\n\n" if previous else ""
+    budget = history_budget(snapshot)
+    head = f"{earlier}{TRANSCRIPT_HEADING}\n"
+    room = None if budget is None else budget - estimate_prompt_tokens(
+        messages=[{"content": INSTRUCTIONS}, {"content": head}])
     messages = [
         {"role": "system", "content": INSTRUCTIONS},
-        {"role": "user", "content": f"{earlier}{TRANSCRIPT_HEADING}\n{transcript(turns)}"},
+        {"role": "user", "content": head + _fitting(transcript(turns), room)},
     ]
 
     def build(provider, model: dict) -> dict:
         # A summary is prose whatever the agent's answers must look like.
-        plain = {**model, "response_format": "text", "response_schema": None}
+        plain = fitted({**model, "response_format": "text", "response_schema": None}, messages=messages, tools=[])
         return provider.build_request(model=plain, messages=messages, tools=[], tool_choice="auto",
                                       parallel_tool_calls=True)
 

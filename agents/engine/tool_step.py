@@ -17,6 +17,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from agents.engine.loop_guard import Repeat, repeat_found
 from agents.leases import lease_fence
 from conversations.models import Approval, ApprovalGrant, Message, Run, ToolInvocation
 from conversations.services import messages_append, run_event_append
@@ -25,6 +26,7 @@ from platform_site.logs import log_context
 from platform_site.text import scrub_nul
 from tools.approval_policy import ApprovalPolicy, approval_need
 from tools.arguments import arguments_hash, parse_arguments, validate_arguments
+from tools.calls import call_arguments, call_name
 from tools.executors import execute_tool
 from tools.registry import ToolContext
 
@@ -37,44 +39,47 @@ STREAK_HINT = (
     "Tool {name} was not run: it has been called {count} times in a row. The information "
     "available is not enough; answer from what you already have, or ask the user."
 )
+CYCLE_HINT = (
+    "Tools {names} were not run: the same calls with the same arguments have repeated over the last "
+    "{count} steps. Repeating them will not help; answer from what you already have, or ask the user."
+)
+
+
+class RunCancelled(Exception):
+    """A cancel was accepted while the step ran: no further tool of the step may start."""
 
 
 @dataclass
 class ToolStepOutcome:
     parked: bool = False
-    loop_detected: bool = False
+    loop: Repeat | None = None
+    cancelled: bool = False
 
 
-def _streak(messages: list[Message], current: Message) -> tuple[str | None, int]:
-    """How many consecutive steps of this run, ending with `current`, called only one tool."""
-    names = {call["function"]["name"] for call in current.tool_calls}
-    if len(names) != 1:
-        return None, 1
-    name = names.pop()
-    count = 0
-    # Only this run's steps count: earlier questions that needed the same tool are no loop.
-    own = [m for m in messages if m.run_id == current.run_id and m.role == Message.Role.ASSISTANT and m.tool_calls]
-    for message in reversed(own):
-        if {call["function"]["name"] for call in message.tool_calls} != {name}:
-            break
-        count += 1
-    return name, count
+def _hint(repeat: Repeat) -> str:
+    if repeat.cycle:
+        return CYCLE_HINT.format(names=", ".join(repeat.names), count=repeat.steps)
+    return STREAK_HINT.format(name=repeat.names[0], count=repeat.steps)
 
 
 def _new_invocation(*, run: Run, message: Message, position: int, call: dict, tools: dict) -> ToolInvocation:
-    name = call["function"]["name"]
-    raw = call["function"].get("arguments") or ""
-    spec = tools.get(name)
+    """The call's row; whatever shape the model gave it, what is wrong becomes its validation
+    errors (the model reads them) and what is stored fits its columns."""
+    name, name_problem = call_name(call)
+    raw = call_arguments(call)
+    spec = tools.get(name) if name_problem is None else None
     parsed = parse_arguments(raw)
+    arguments = scrub_nul(parsed.arguments)
     errors = list(parsed.errors)
     if spec is None:
-        errors = [f"There is no tool named {name!r}. Available tools: {', '.join(tools) or 'none'}."]
-    elif parsed.arguments is not None:
-        errors += validate_arguments(spec["parameters"], parsed.arguments)
+        errors = [f"{name_problem or f'There is no tool named {name!r}.'} Available tools: {', '.join(tools) or 'none'}."]
+    elif arguments is not None:
+        # Validated as stored: a NUL in a key would otherwise reach the error text unstorable.
+        errors += validate_arguments(spec["parameters"], arguments)
     return ToolInvocation(
         run=run, tool_call_id=call["id"], llm_call_id=message.llm_call_id, tool_id=spec["id"] if spec else None,
-        tool_name=name, position=position, raw_arguments=raw if isinstance(raw, str) else json.dumps(raw),
-        arguments=scrub_nul(parsed.arguments), validation_errors=errors, idempotency_key=f"{run.pk}:{call['id']}",
+        tool_name=name, position=position, raw_arguments=raw, arguments=arguments, validation_errors=errors,
+        idempotency_key=f"{run.pk}:{call['id']}",
     )
 
 
@@ -161,8 +166,10 @@ def _approval_refusal(invocation: ToolInvocation, approval: Approval, spec: dict
 
 def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, arguments: dict) -> None:
     with transaction.atomic():
+        # A cancel accepted since the step began keeps the tool from starting; checking it in
+        # the claim itself costs no extra query on the usual path.
         claimed = ToolInvocation.objects.filter(
-            pk=invocation.pk, status__in=[Status.PENDING, Status.AWAITING_APPROVAL]
+            pk=invocation.pk, status__in=[Status.PENDING, Status.AWAITING_APPROVAL], run__cancel_requested=False,
         ).update(status=Status.RUNNING, started_at=timezone.now())
         if claimed:
             run_event_append(run_id=run.pk, type="tool.started", lease_owner=owner, payload={
@@ -171,6 +178,8 @@ def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, ar
         else:
             lease_fence(run_id=run.pk, owner=owner)
     if not claimed:
+        if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+            raise RunCancelled(str(run.pk))
         rerunnable = spec["side_effect"] == "read" or spec["idempotent"]
         if not rerunnable:
             _finish(invocation, status=Status.ERROR, error="interrupted",
@@ -194,14 +203,15 @@ def _process_call(*, run, owner, invocation: ToolInvocation, spec: dict | None, 
 
 
 def _decide_and_run(*, run, owner, invocation: ToolInvocation, spec: dict | None, blocked_hint: str | None) -> None:
+    # The loop hint comes first: a model repeating malformed calls is looping too.
+    if blocked_hint:
+        with transaction.atomic():
+            _finish(invocation, status=Status.BLOCKED, result=blocked_hint, error="same-tool streak")
+        return
     if invocation.validation_errors:
         with transaction.atomic():
             _finish(invocation, status=Status.ERROR, result=" ".join(invocation.validation_errors),
                     error="invalid arguments")
-        return
-    if blocked_hint:
-        with transaction.atomic():
-            _finish(invocation, status=Status.BLOCKED, result=blocked_hint, error="same-tool streak")
         return
     # Under "never" no approval can exist for this run (its policy is pinned): skip the lookup.
     asks = spec["approval"]["policy"] != ApprovalPolicy.NEVER
@@ -234,26 +244,34 @@ def _tool_message(invocation: ToolInvocation, approval: Approval | None) -> str:
     return invocation.result
 
 
+def _own_steps(messages: list[Message], current: Message) -> list[Message]:
+    # Only this run's steps count: earlier questions that needed the same tool are no loop.
+    return [m for m in messages if m.run_id == current.run_id and m.role == Message.Role.ASSISTANT and m.tool_calls]
+
+
 def tool_step(*, run: Run, owner: str, snapshot: dict, messages: list[Message], current: Message) -> ToolStepOutcome:
     tools = {tool["name"]: tool for tool in snapshot["tools"]}
-    limit = snapshot["agent"]["max_same_tool_streak"]
-    name, streak = _streak(messages, current)
+    repeat = repeat_found(_own_steps(messages, current), snapshot["agent"]["max_same_tool_streak"])
     invocations = _step_invocations(run=run, message=current, tools=tools)
     blocked_hint = None
-    if name is not None and streak > limit:
-        blocked_hint = STREAK_HINT.format(name=name, count=streak)
-        # The model already had the hint once and called the tool again: stop the run, and
-        # close this step's calls so no invocation is left pending.
-        if ToolInvocation.objects.filter(run=run, tool_name=name, status=Status.BLOCKED).exists():
+    if repeat is not None:
+        blocked_hint = _hint(repeat)
+        # The model already had the hint during this repeat and made the calls again: stop the
+        # run, and close this step's calls so no invocation is left pending.
+        earlier = [call["id"] for message in repeat.earlier for call in message.tool_calls]
+        if ToolInvocation.objects.filter(run=run, tool_call_id__in=earlier, status=Status.BLOCKED).exists():
             for invocation in invocations:
                 if invocation.status not in FINISHED:
                     with transaction.atomic():
                         _finish(invocation, status=Status.BLOCKED, result=blocked_hint, error="tool loop")
-            return ToolStepOutcome(loop_detected=True)
-    for invocation in invocations:
-        if invocation.status not in FINISHED:
-            _process_call(run=run, owner=owner, invocation=invocation,
-                          spec=tools.get(invocation.tool_name), blocked_hint=blocked_hint)
+            return ToolStepOutcome(loop=repeat)
+    try:
+        for invocation in invocations:
+            if invocation.status not in FINISHED:
+                _process_call(run=run, owner=owner, invocation=invocation,
+                              spec=tools.get(invocation.tool_name), blocked_hint=blocked_hint)
+    except RunCancelled:
+        return ToolStepOutcome(cancelled=True)
     if any(inv.status == Status.AWAITING_APPROVAL for inv in invocations):
         return ToolStepOutcome(parked=True)
     # Under "never" no approval can exist for the call (its policy is pinned): skip the lookup.

@@ -5,7 +5,7 @@ answering them (placed right after it, as providers require). A *turn* is a user
 the units that follow it up to the next user message.
 """
 
-from agents.providers.base import estimate_tokens
+from agents.providers.base import estimate_message_tokens
 from conversations.models import Message
 
 Unit = list[Message]
@@ -51,7 +51,4 @@ def trimmed(content: str, limit: int | None) -> str:
 
 
 def wire_tokens(wire: dict) -> int:
-    tokens = 4 + estimate_tokens(wire.get("content") or "")
-    if wire.get("tool_calls"):
-        tokens += estimate_tokens(wire["tool_calls"])
-    return tokens
+    return estimate_message_tokens(wire)

@@ -14,7 +14,7 @@ from typing import Callable
 from httpx_sse import EventSource
 
 from agents.providers import transport
-from agents.providers.base import LLMResponse, ProviderError, ToolCall, Usage, estimate_tokens
+from agents.providers.base import LLMResponse, ProviderError, ToolCall, Usage, estimate_prompt_tokens, estimate_tokens
 from tools.arguments import parse_arguments
 
 API_VERSION = "2023-06-01"
@@ -125,7 +125,8 @@ class AnthropicProvider:
 
 def _usage(data: dict | None, body: dict, content: str, calls: list[ToolCall]) -> Usage:
     if not data or data.get("input_tokens") is None:
-        prompt = sum(estimate_tokens(body.get(key, [])) for key in ("system", "messages", "tools"))
+        system = [{"content": body["system"]}] if body.get("system") else []
+        prompt = estimate_prompt_tokens(messages=system + body.get("messages", []), tools=body.get("tools", []))
         completion = estimate_tokens(content + "".join(c.arguments for c in calls))
         return Usage(prompt, completion, 0, 0, prompt + completion, estimated=True)
     # Anthropic counts cache reads and cache writes apart from the (uncached) input tokens.
@@ -167,8 +168,11 @@ def _parse_message(data: dict, body: dict, status: int) -> LLMResponse:
 
 def _stream_error(data: dict) -> ProviderError:
     error = data.get("error") or {}
-    return ProviderError(f"Model stream reported an error: {error.get('message') or error}",
-                         retryable=error.get("type") in _RETRYABLE_ERRORS, raw=data)
+    said = str(error.get("message") or error)
+    # Some servers refuse a streamed request with tools inside a 200 stream rather than with a status.
+    unstreamable = transport.says_stream_unsupported(said)
+    return ProviderError(f"Model stream reported an error: {said}", raw=data, stream_unsupported=unstreamable,
+                         retryable=error.get("type") in _RETRYABLE_ERRORS and not unstreamable)
 
 
 def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMResponse:
@@ -203,7 +207,7 @@ def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMR
         elif kind == "error":
             raise _stream_error(data)
     if not done:
-        raise transport.stream_cut()
+        raise transport.StreamCut()
     ordered = []
     for index in sorted(blocks):
         block = blocks[index]

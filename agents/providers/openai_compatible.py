@@ -11,7 +11,7 @@ from typing import Callable
 from httpx_sse import EventSource
 
 from agents.providers import transport
-from agents.providers.base import LLMResponse, ProviderError, ToolCall, Usage, estimate_tokens
+from agents.providers.base import LLMResponse, ProviderError, ToolCall, Usage, estimate_prompt_tokens, estimate_tokens
 
 _SAMPLING = ("temperature", "top_p", "max_tokens", "frequency_penalty", "presence_penalty", "seed",
              "reasoning_effort")
@@ -79,7 +79,7 @@ class OpenAICompatibleProvider:
 
 def _usage(data: dict | None, body: dict, content: str, tool_calls: list[ToolCall]) -> Usage:
     if not data:
-        prompt = estimate_tokens(body.get("messages", [])) + estimate_tokens(body.get("tools", []))
+        prompt = estimate_prompt_tokens(messages=body.get("messages", []), tools=body.get("tools", []))
         completion = estimate_tokens(content + "".join(c.arguments for c in tool_calls))
         return Usage(prompt, completion, 0, 0, prompt + completion, estimated=True)
     prompt = int(data.get("prompt_tokens") or 0)
@@ -137,7 +137,10 @@ def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMR
         if not isinstance(chunk, dict):
             continue
         if chunk.get("error"):
-            raise ProviderError(f"Model stream reported an error: {chunk['error']}", retryable=True, raw=chunk)
+            # Some servers refuse a streamed request with tools inside a 200 stream rather than with a status.
+            unstreamable = transport.says_stream_unsupported(json.dumps(chunk["error"], ensure_ascii=False))
+            raise ProviderError(f"Model stream reported an error: {chunk['error']}", retryable=not unstreamable,
+                                raw=chunk, stream_unsupported=unstreamable)
         last = chunk
         usage = chunk.get("usage") or usage
         for choice in chunk.get("choices") or []:
@@ -152,7 +155,7 @@ def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMR
                 _merge_tool_delta(calls, part, position)
             finish = choice.get("finish_reason") or choice.get("stop_reason") or finish
     if not done and not finish:
-        raise transport.stream_cut()
+        raise transport.StreamCut()
     tool_calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in calls]
     text = "".join(content)
     raw = {"streamed": True, "content": text, "tool_calls": [c.__dict__ for c in tool_calls],

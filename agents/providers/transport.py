@@ -1,7 +1,12 @@
 """The HTTP half every adapter shares: one POST through the outbound seam, failures sorted
 into retryable and permanent ones, and the body handed to the adapter's plain or stream reader.
+
+Every error says what happened and where (HTTP status and the server's message, URL and model
+tried, a cut stream with the bytes received, a timeout with its length, a refused connection),
+because "could not be reached" for all of them sends an operator looking in the wrong place.
 """
 
+import re
 from typing import Callable
 
 import httpx
@@ -9,6 +14,27 @@ from httpx_sse import EventSource, SSEError
 
 from agents.providers.base import LLMResponse, ProviderError, is_retryable_status, parse_retry_after
 from platform_site import outbound
+
+# OpenAI and vLLM ("maximum context length is 4096 tokens", code context_length_exceeded),
+# llama.cpp ("the request exceeds the available context size"), Anthropic ("prompt is too long").
+_CONTEXT_OVERFLOW = re.compile(
+    r"context_length_exceeded|maximum context length|exceeds? the (available )?context|context (size|window) "
+    r"(exceeded|is too small)|prompt is too long|exceed_context_size", re.IGNORECASE,
+)
+# llama.cpp and some proxies refuse streamed requests with tools ("Cannot use tools with stream",
+# "Automatic streaming tool choice is not supported"); the same request unstreamed works.
+_STREAM_UNSUPPORTED = re.compile(
+    r"stream\w*\b.*\b(not supported|unsupported|not implemented|not available)"
+    r"|(cannot|can't|unable to|not supported|unsupported)\b.*\bstream", re.IGNORECASE | re.DOTALL,
+)
+
+
+class StreamCut(Exception):
+    """A stream reader found the stream ended before the answer was complete."""
+
+
+def says_stream_unsupported(text: str) -> bool:
+    return bool(_STREAM_UNSUPPORTED.search(text)) and not _CONTEXT_OVERFLOW.search(text)
 
 
 def request_timeout(model: dict, cap: float | None) -> httpx.Timeout:
@@ -20,57 +46,95 @@ def request_timeout(model: dict, cap: float | None) -> httpx.Timeout:
     return httpx.Timeout(max(read, 0.05), connect=max(connect, 0.05))
 
 
-def http_error(response: httpx.Response) -> ProviderError:
+def _where(url: str, body: dict) -> str:
+    return f"{url} (model {body.get('model')!r})"
+
+
+def http_error(response: httpx.Response, *, url: str, body: dict) -> ProviderError:
     try:
         raw = response.json()
     except ValueError:
         raw = None
-    detail = None
+    detail, code = None, ""
     if isinstance(raw, dict):
         error = raw.get("error")
         # OpenAI: {"error": {"message": …}}; Anthropic: {"type": "error", "error": {"message": …}}.
         detail = error.get("message") if isinstance(error, dict) else error
+        code = " ".join(str(error.get(k) or "") for k in ("code", "type")) if isinstance(error, dict) else ""
     if not detail:
         detail = response.text[:300] or response.reason_phrase
+    said = f"{detail} {code}"
+    overflow = bool(_CONTEXT_OVERFLOW.search(said))
+    unstreamable = bool(body.get("stream")) and says_stream_unsupported(said)
     return ProviderError(
-        f"Model endpoint answered HTTP {response.status_code}: {detail}",
-        retryable=is_retryable_status(response.status_code),
+        f"HTTP {response.status_code} from {_where(url, body)}: {detail}",
+        # Neither a too-long request nor an unsupported mode succeeds when sent again as it is.
+        retryable=is_retryable_status(response.status_code) and not (overflow or unstreamable),
         http_status=response.status_code,
         retry_after=parse_retry_after(response.headers.get("retry-after")),
         raw=raw if isinstance(raw, dict) else None,
+        context_overflow=overflow,
+        stream_unsupported=unstreamable,
     )
+
+
+def _timeout_error(exc: httpx.TimeoutException, url: str, body: dict, timeout: httpx.Timeout,
+                   received: int | None) -> ProviderError:
+    if isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout)):
+        text = f"Connecting to {_where(url, body)} timed out after {timeout.connect:g} s."
+    elif received:
+        text = f"The stream from {_where(url, body)} timed out: no data for {timeout.read:g} s after {received} bytes."
+    else:
+        text = f"The request to {_where(url, body)} timed out after {timeout.read:g} s without an answer."
+    return ProviderError(text, retryable=True)
+
+
+def _transport_error(exc: httpx.TransportError, url: str, body: dict, received: int | None) -> ProviderError:
+    if received is not None:
+        return ProviderError(f"The answer from {_where(url, body)} was cut after {received} bytes: {exc}",
+                             retryable=True)
+    reason = "connection refused" if "refused" in str(exc).lower() else (str(exc) or type(exc).__name__)
+    return ProviderError(f"Could not connect to {_where(url, body)}: {reason}.", retryable=True)
 
 
 def post(*, url: str, headers: dict, body: dict, timeout: httpx.Timeout,
          read_plain: Callable[[dict, int], LLMResponse],
          read_stream: Callable[[EventSource, int], LLMResponse]) -> LLMResponse:
     client = outbound.get_client()
+    response = None
     try:
         with client.stream("POST", url, json=body, headers=headers, timeout=timeout) as response:
             if response.status_code >= 400:
                 response.read()
-                raise http_error(response)
+                raise http_error(response, url=url, body=body)
             content_type = response.headers.get("content-type", "")
             # Some servers ignore `stream: true` and answer with one JSON body: read it as such.
             if body.get("stream") and content_type.startswith("text/event-stream"):
-                return read_stream(EventSource(response), response.status_code)
+                try:
+                    return read_stream(EventSource(response), response.status_code)
+                except StreamCut:
+                    raise ProviderError(
+                        f"The stream from {_where(url, body)} was cut after {response.num_bytes_downloaded} bytes, "
+                        "before the answer was complete.", retryable=True, http_status=response.status_code,
+                    ) from None
             response.read()
             try:
                 data = response.json()
             except ValueError as exc:
-                raise ProviderError("Model returned a body that is not JSON (cut or malformed).", retryable=True,
-                                    http_status=response.status_code) from exc
+                raise ProviderError(
+                    f"{_where(url, body)} returned a body that is not JSON (cut or malformed) after "
+                    f"{response.num_bytes_downloaded} bytes.", retryable=True, http_status=response.status_code,
+                ) from exc
             if not isinstance(data, dict):
-                raise ProviderError("Model returned JSON that is not an object.", retryable=True,
+                raise ProviderError(f"{_where(url, body)} returned JSON that is not an object.", retryable=True,
                                     http_status=response.status_code)
             return read_plain(data, response.status_code)
     except httpx.TimeoutException as exc:
-        raise ProviderError(f"Model call timed out ({type(exc).__name__}).", retryable=True) from exc
+        received = response.num_bytes_downloaded if response is not None else None
+        raise _timeout_error(exc, url, body, timeout, received) from exc
     except httpx.TransportError as exc:
-        raise ProviderError(f"Model call failed to connect or was cut: {exc}", retryable=True) from exc
+        received = response.num_bytes_downloaded if response is not None else None
+        raise _transport_error(exc, url, body, received) from exc
     except SSEError as exc:
-        raise ProviderError(f"Model stream is not valid server-sent events: {exc}", retryable=True) from exc
-
-
-def stream_cut() -> ProviderError:
-    return ProviderError("Model stream ended before the answer was complete.", retryable=True)
+        raise ProviderError(f"The stream from {_where(url, body)} is not valid server-sent events: {exc}",
+                            retryable=True) from exc

@@ -6,7 +6,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from conversations.api.common import ErrorSerializer
+from conversations.api.common import ErrorSerializer, JSONInputField
 from conversations.approvals.selectors import approvals_filter, approvals_visible_to
 from conversations.approvals.services import (
     APPROVE,
@@ -43,7 +43,7 @@ class ApprovalSerializer(serializers.ModelSerializer):
 
 class DecisionSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(choices=[APPROVE, REJECT])
-    arguments = serializers.JSONField(required=False, help_text="Edited arguments to approve instead (approve only).")
+    arguments = JSONInputField(required=False, help_text="Edited arguments to approve instead (approve only).")
     reason = serializers.CharField(required=False, allow_blank=True, max_length=2000,
                                    help_text="Sent to the model as the tool result when rejecting.")
     for_rest_of_run = serializers.BooleanField(

@@ -5,13 +5,15 @@ import json
 from django.conf import settings
 from django.db.models import Prefetch
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from agents.selectors import agents_usable_by
-from conversations.api.common import ErrorSerializer, IdempotencyKeyMismatch, reject_nul
+from conversations.api.common import ErrorSerializer, IdempotencyKeyMismatch, JSONInputField, reject_nul
 from conversations.api.runs import RunSerializer
 from conversations.api.throttles import ApiUserThrottle, RunStartThrottle
 from conversations.models import Conversation, Message, Run
@@ -54,7 +56,7 @@ class ConversationDetailSerializer(ConversationSerializer):
 class ConversationCreateSerializer(serializers.Serializer):
     agent = serializers.CharField(max_length=100, help_text="Slug of an agent from GET /api/v1/agents/.")
     title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    metadata = serializers.JSONField(required=False, default=dict, help_text="Any JSON object, up to 16 KiB.")
+    metadata = JSONInputField(required=False, default=dict, help_text="Any JSON object, up to 16 KiB.")
 
     def validate_agent(self, slug: str):
         agent = agents_usable_by(user=self.context["request"].user).filter(slug=slug).first()
@@ -130,6 +132,7 @@ class ConversationViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins
         responses={
             202: RunSerializer,
             400: ErrorSerializer,
+            403: OpenApiResponse(ErrorSerializer, description="The conversation is another user's."),
             409: OpenApiResponse(ErrorSerializer, description="The agent rejects messages while a run is active."),
             422: OpenApiResponse(ErrorSerializer, description="The Idempotency-Key was used with other content."),
         },
@@ -138,6 +141,9 @@ class ConversationViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins
     @action(detail=True, methods=["post"], throttle_classes=[ApiUserThrottle, RunStartThrottle])
     def messages(self, request, pk=None):
         conversation = self.get_object()
+        if conversation.owner_id != request.user.pk:
+            # Staff may be allowed to read other users' conversations, never to speak in them.
+            raise PermissionDenied(_("This conversation belongs to another user; you may read it but not post in it."))
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         key = _idempotency_key(request)

@@ -11,7 +11,6 @@ import re
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpResponse, StreamingHttpResponse
-from django.views.decorators.http import require_GET
 
 from conversations.api.async_auth import AsyncApiError, authenticate, throttle
 from conversations.api.throttles import ApiUserThrottle
@@ -19,6 +18,7 @@ from conversations.live import run_event_batches
 from conversations.models import TERMINAL_STATUSES
 from conversations.selectors import runs_visible_to
 from platform_site.asyncdb import db
+from platform_site.http_methods import require_GET
 
 RECONNECT_MS = 2000
 # ASCII digits only (str.isdigit() also takes "²", which int() refuses), and few enough for int().

@@ -10,7 +10,7 @@ import json
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpResponseNotAllowed, JsonResponse, StreamingHttpResponse
+from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from agents.selectors import agents_usable_by
@@ -26,6 +26,8 @@ from conversations.completions import (
 )
 from conversations.live import TERMINAL_EVENT_TYPES, run_event_batches
 from platform_site.asyncdb import db
+from platform_site.http_methods import require_GET, require_POST
+from platform_site.json_input import JSONInputError, json_loads_checked
 
 ANSWER_EVENTS = TERMINAL_EVENT_TYPES | {"run.awaiting_approval"}
 UTF8 = {"ensure_ascii": False}
@@ -39,14 +41,14 @@ def _error(status: int, message: str, *, code: str, param: str | None = None, he
 
 def _body(request):
     try:
-        return json.loads(request.body)
+        return json_loads_checked(request.body)
     except RequestDataTooBig:
         raise CompletionRequestError(
             f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
             status=413, code="request_too_large",
         ) from None
-    except ValueError:
-        raise CompletionRequestError("The request body is not valid JSON.") from None
+    except JSONInputError as exc:
+        raise CompletionRequestError(str(exc)) from None
 
 
 async def _follow(run_id):
@@ -127,9 +129,8 @@ async def _chunks(run, model: str, include_usage: bool):
 
 
 @csrf_exempt
+@require_POST
 async def chat_completions(request):
-    if request.method != "POST":
-        return HttpResponseNotAllowed(["POST"])
     try:
         # Bearer tokens only: without cookies there is no cross-site request to forge.
         user = await authenticate(request, allow_session=False)
@@ -157,9 +158,8 @@ def _models(user) -> list[dict]:
     ]
 
 
+@require_GET
 async def models(request):
-    if request.method != "GET":
-        return HttpResponseNotAllowed(["GET"])
     try:
         user = await authenticate(request, allow_session=False)
         await throttle(request, user, [ApiUserThrottle])

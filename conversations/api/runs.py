@@ -1,6 +1,7 @@
 """Runs: status and totals, the steps they took, cancellation."""
 
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import (
     OpenApiParameter,
     PolymorphicProxySerializer,
@@ -10,11 +11,13 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from conversations.api.common import ErrorSerializer
 from conversations.models import Run, RunStatus, StopReason
-from conversations.selectors import run_step_messages, run_timeline, runs_visible_to
+from conversations.operations import user_may_operate
+from conversations.selectors import run_owned_by, run_step_messages, run_timeline, runs_visible_to
 from conversations.services import run_cancel
 from platform_site.api_errors import ApiConflict
 
@@ -25,6 +28,10 @@ class UsageSerializer(serializers.Serializer):
     cached_tokens = serializers.IntegerField()
     reasoning_tokens = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
+    estimated = serializers.BooleanField(
+        source="usage_estimated",
+        help_text="True when (some of) these counts are estimates: the model server reported no usage.",
+    )
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -167,15 +174,21 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(
         request=None,
-        responses={202: RunSerializer, 200: RunSerializer, 409: ErrorSerializer},
+        responses={202: RunSerializer, 200: RunSerializer, 403: ErrorSerializer, 409: ErrorSerializer},
         description="Queued and parked runs end at once; a running run stops at its next step (202).",
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         run = self.get_object()
+        if not (run_owned_by(run=run, user=request.user) or user_may_operate(request.user)):
+            raise PermissionDenied(_("This run belongs to another user's conversation; you may read it but not cancel it."))
         if run.status == RunStatus.CANCELLED:
             return Response(self.get_serializer(run).data, status=status.HTTP_200_OK)
         if run.is_terminal:
             raise ApiConflict(f"The run is already {run.status}; it can no longer be cancelled.")
-        run_cancel(run=run, by=request.user)
+        cancelled = run_cancel(run=run, by=request.user)
+        if cancelled.is_terminal and cancelled.status != RunStatus.CANCELLED:
+            # It ended while this request was on its way: the cancel came too late.
+            raise ApiConflict(_("The run is already {status}; it can no longer be cancelled.").format(
+                status=cancelled.status))
         return Response(self.get_serializer(self.get_object()).data, status=status.HTTP_202_ACCEPTED)

@@ -65,8 +65,8 @@ USAGE = {
 
 CHAT_REQUEST = {
     "type": "object",
-    "description": "System and developer messages are left out (the agent has its own system prompt); "
-                   "sampling parameters are ignored (the agent's model settings apply).",
+    "description": "System and developer messages are joined into one system message that follows the "
+                   "agent's own system prompt; sampling parameters are ignored (the agent's model settings apply).",
     "properties": {
         "model": {"type": "string", "description": "An agent slug."},
         "messages": {"type": "array", "items": CHAT_MESSAGE, "minItems": 1},

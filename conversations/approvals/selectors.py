@@ -17,11 +17,12 @@ EXCERPT_CHARS = 280
 
 
 def approvals_visible_to(*, user) -> QuerySet:
-    """Staff and approvers see every approval; anyone else only those of their own conversations."""
+    """Approvers, and staff with the view permission, see every approval; anyone else only those
+    of their own conversations."""
     queryset = Approval.objects.select_related(
         "run__agent", "run__conversation", "invocation__tool", "decided_by"
     )
-    if user.is_staff or user.has_perm(DECIDE_PERMISSION):
+    if user.has_perm(DECIDE_PERMISSION) or (user.is_staff and user.has_perm("conversations.view_approval")):
         return queryset
     return queryset.filter(run__conversation__owner=user)
 

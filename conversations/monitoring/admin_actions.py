@@ -1,4 +1,5 @@
-"""Run admin actions: the operator actions of conversations/operations.py on selected runs."""
+"""Run admin actions: the operator actions of conversations/operations.py on selected runs.
+Each needs the "operate" permission: the run admin's `has_operate_permission` (operate_run)."""
 
 from django.contrib import admin, messages
 
@@ -19,16 +20,16 @@ def _apply(modeladmin, request, queryset, action, verb: str) -> None:
         modeladmin.message_user(request, line, messages.WARNING)
 
 
-@admin.action(description="Cancel selected runs")
+@admin.action(description="Cancel selected runs", permissions=["operate"])
 def cancel_runs(modeladmin, request, queryset):
     _apply(modeladmin, request, queryset, run_cancel_by_operator, "Cancelled")
 
 
-@admin.action(description="Requeue selected runs (stuck)")
+@admin.action(description="Requeue selected runs (stuck)", permissions=["operate"])
 def requeue_runs(modeladmin, request, queryset):
     _apply(modeladmin, request, queryset, run_requeue, "Requeued")
 
 
-@admin.action(description="Retry selected failed runs from their last good step")
+@admin.action(description="Retry selected failed runs from their last good step", permissions=["operate"])
 def retry_runs(modeladmin, request, queryset):
     _apply(modeladmin, request, queryset, run_retry, "Retried")

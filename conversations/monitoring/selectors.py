@@ -163,7 +163,8 @@ def run_events_after(*, run: Run, after: int, limit: int = 200) -> dict:
     events = list(run.events.filter(seq__gt=after).order_by("seq")
                   .values("seq", "type", "payload", "created_at")[:limit])
     answer = None
-    if run.is_terminal:
+    # Only a completed run has an answer: a cancelled one may hold a reply that came too late.
+    if run.status == RunStatus.COMPLETED:
         answer = (run.messages.filter(role="assistant").exclude(content="").order_by("-order")
                   .values_list("content", flat=True).first())
     return {

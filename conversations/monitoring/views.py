@@ -1,17 +1,20 @@
 """Staff pages: the monitoring dashboard (with its HTML panel and JSON data endpoints), a run's
 timeline, the operator actions, and the try-an-agent page. Thin: selectors and services do
-the work."""
+the work. Each page asks for the permission that matches its power: seeing runs
+(view_run), acting on them (operate_run), or starting them (add_run) - being staff is not enough."""
 
 import logging
+from functools import wraps
 
 from django.contrib import admin, messages
-from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.utils.translation import gettext as _
 
 from conversations.models import Run
 from conversations.monitoring.forms import TryAgentForm
@@ -20,12 +23,22 @@ from conversations.monitoring.selectors import dashboard_snapshot, run_events_af
 from conversations.monitoring.services import ConversationNotFound, try_message_post
 from conversations.services import ConversationBusy
 from conversations.monitoring.timeline import run_timeline_export
-from conversations.operations import RunActionRefused, run_cancel_by_operator, run_requeue, run_retry
+from conversations.operations import (
+    OPERATE_PERMISSION,
+    RunActionRefused,
+    run_cancel_by_operator,
+    run_requeue,
+    run_retry,
+)
+from platform_site.http_methods import require_GET, require_POST
 from platform_site.logs import bind
 
 log = logging.getLogger(__name__)
 
 ACTIONS = {"cancel": run_cancel_by_operator, "requeue": run_requeue, "retry": run_retry}
+VIEW_PERMISSION = "conversations.view_run"
+# The try page starts runs, and follows them on the run's timeline and events.
+TRY_PERMISSIONS = ("conversations.add_run", VIEW_PERMISSION)
 
 
 class BadParameter(ValueError):
@@ -53,12 +66,33 @@ def _json_error(message: str, status: int = 400) -> JsonResponse:
     return JsonResponse({"message": message, "extra": {}}, status=status)
 
 
+def operator_required(*permissions: str, json: bool = False):
+    """Active staff holding every permission named. An anonymous visitor is sent to the login
+    page; anyone else is refused with 403 (in the API's error shape for JSON endpoints)."""
+
+    def decorate(view):
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            user = request.user
+            if not user.is_authenticated:
+                return redirect_to_login(request.get_full_path(), reverse("admin:login"))
+            if not (user.is_active and user.is_staff and user.has_perms(permissions)):
+                if json:
+                    return _json_error(_("You do not have permission to do this."), status=403)
+                raise PermissionDenied
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
 def _page(request, template: str, **context):
     return render(request, template, {**admin.site.each_context(request), **context})
 
 
 @require_GET
-@staff_member_required
+@operator_required(VIEW_PERMISSION)
 def dashboard(request):
     try:
         hours, days = _window(request)
@@ -69,7 +103,7 @@ def dashboard(request):
 
 
 @require_GET
-@staff_member_required
+@operator_required(VIEW_PERMISSION)
 def dashboard_panel(request):
     """The dashboard's body alone; the page swaps it in every few seconds."""
     try:
@@ -81,7 +115,7 @@ def dashboard_panel(request):
 
 
 @require_GET
-@staff_member_required
+@operator_required(VIEW_PERMISSION, json=True)
 def dashboard_data(request):
     try:
         hours, days = _window(request)
@@ -95,7 +129,7 @@ def _run(run_id) -> Run:
 
 
 @require_GET
-@staff_member_required
+@operator_required(VIEW_PERMISSION)
 def run_timeline_page(request, run_id):
     run = _run(run_id)
     export = run_timeline_export(run=run)
@@ -104,14 +138,14 @@ def run_timeline_page(request, run_id):
 
 
 @require_GET
-@staff_member_required
+@operator_required(VIEW_PERMISSION, json=True)
 def run_timeline_json(request, run_id):
     return JsonResponse(run_timeline_export(run=_run(run_id)), encoder=DjangoJSONEncoder,
                         json_dumps_params={"ensure_ascii": False, "indent": 2})
 
 
 @require_GET
-@staff_member_required
+@operator_required(VIEW_PERMISSION, json=True)
 def run_events_json(request, run_id):
     try:
         after = _int_param(request, "after", 0, 0, 2**31 - 1)
@@ -123,7 +157,7 @@ def run_events_json(request, run_id):
 
 
 @require_POST
-@staff_member_required
+@operator_required(OPERATE_PERMISSION)
 def run_action(request, run_id, action):
     if action not in ACTIONS:
         raise Http404("no such action")
@@ -143,16 +177,16 @@ def run_action(request, run_id, action):
 
 
 @require_GET
-@staff_member_required
+@operator_required(*TRY_PERMISSIONS)
 def try_agent(request):
-    form = TryAgentForm(initial={"agent": request.GET.get("agent")})
+    form = TryAgentForm(initial={"agent": request.GET.get("agent")}, user=request.user)
     return _page(request, "monitoring/try_agent.html", title="Try an agent", form=form)
 
 
 @require_POST
-@staff_member_required
+@operator_required(*TRY_PERMISSIONS, json=True)
 def try_agent_send(request):
-    form = TryAgentForm(request.POST)
+    form = TryAgentForm(request.POST, user=request.user)
     if not form.is_valid():
         first = next(iter(form.errors.items()))
         return JsonResponse({"message": f"{first[0]}: {' '.join(first[1])}", "extra": form.errors}, status=400)

@@ -1,7 +1,6 @@
 """The approval queue: pending approvals to decide, a history of decided ones, and a small
 JSON endpoint the queue polls so new approvals appear without a reload."""
 
-import json
 from functools import wraps
 
 from django.conf import settings
@@ -13,7 +12,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
 
 from conversations.approvals.diff import arguments_diff
 from conversations.approvals.selectors import (
@@ -31,6 +29,8 @@ from conversations.approvals.services import (
     user_may_decide,
 )
 from conversations.models import Approval
+from platform_site.http_methods import require_GET, require_POST
+from platform_site.json_input import JSONInputError, json_loads_checked
 from tools.arguments import validate_arguments
 
 HISTORY_PAGE_SIZE = 25
@@ -105,9 +105,9 @@ def approval_decision(request, pk: int):
     arguments = None
     if text is not None:
         try:
-            arguments = json.loads(text)
-        except ValueError as exc:
-            return _queue(request, edit={"id": pk, "text": text, "errors": [f"Not valid JSON: {exc}"]}, status=400)
+            arguments = json_loads_checked(text)
+        except JSONInputError as exc:
+            return _queue(request, edit={"id": pk, "text": text, "errors": [str(exc)]}, status=400)
     decision = request.POST.get("decision", "")
     try:
         approval_decide(
@@ -133,9 +133,11 @@ def approval_preview(request, pk: int):
     """Check edited arguments as they are typed: JSON errors, schema errors and the difference."""
     approval = get_object_or_404(approvals_visible_to(user=request.user).select_related("run__agent_version"), pk=pk)
     try:
-        edited = json.loads(request.body.decode() or "null")
-    except (ValueError, UnicodeDecodeError) as exc:
-        return JsonResponse({"ok": False, "errors": [f"Not valid JSON: {exc}"], "diff": []})
+        edited = json_loads_checked(request.body or b"null")
+    except JSONInputError as exc:
+        # In the error shape, and with the fields the page shows as the person types.
+        return JsonResponse({"message": str(exc), "extra": {}, "ok": False, "errors": [str(exc)], "diff": []},
+                            status=400)
     if not isinstance(edited, dict):
         return JsonResponse({"ok": False, "errors": ["The arguments must be a JSON object."], "diff": []})
     spec = next((t for t in approval.run.agent_version.snapshot["tools"]

@@ -2,6 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from conversations.pages import approval_views
+from platform_site.login_throttle import ThrottledAuthenticationForm
 
 app_name = "approvals"
 
@@ -13,6 +14,7 @@ urlpatterns = [
     path("<int:pk>/decision/", approval_views.approval_decision, name="decision"),
     path("<int:pk>/preview/", approval_views.approval_preview, name="preview"),
     path("login/", auth_views.LoginView.as_view(template_name="approvals/login.html",
+                                                authentication_form=ThrottledAuthenticationForm,
                                                 redirect_authenticated_user=True,
                                                 next_page="approvals:queue"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="approvals:login"), name="logout"),

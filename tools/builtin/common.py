@@ -7,7 +7,7 @@ import zoneinfo
 from datetime import datetime
 
 import httpx
-from simpleeval import InvalidExpression, SimpleEval
+from simpleeval import InvalidExpression, OperatorNotDefined, SimpleEval
 
 from platform_site import outbound
 from tools.html_text import html_to_text
@@ -35,6 +35,9 @@ def current_time(*, ctx, time_zone: str = "UTC") -> dict:
 
 # Bounds that keep one expression cheap: Python's integers grow without limit, so 9**9**9
 # or a chain of huge products would otherwise tie up a worker (and its memory) for minutes.
+# Every operation and function that can make a number grow is bounded here; the calculator
+# also runs sandboxed (a child process killed at its timeout), for anything these bounds miss.
+# Shifts, strings, factorials and int() are not offered at all.
 MAX_EXPRESSION_CHARS = 500
 MAX_RESULT_DIGITS = 1000
 _MAX_BITS = int(MAX_RESULT_DIGITS * math.log2(10))
@@ -54,13 +57,20 @@ def _bounded_product(a, b):
     return operator.mul(a, b)
 
 
+def _bounded_round(number, ndigits=None):
+    # round(1, -10**7) computes 10**(10**7) on the way: as costly as the power it hides.
+    if ndigits is not None and (type(ndigits) is not int or abs(ndigits) > MAX_RESULT_DIGITS):
+        raise ToolError(f"round() takes a whole number of digits between -{MAX_RESULT_DIGITS} and {MAX_RESULT_DIGITS}.")
+    return round(number, ndigits)
+
+
 _OPERATORS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: _bounded_product, ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: _bounded_power,
     ast.USub: operator.neg, ast.UAdd: operator.pos,
 }
 _FUNCTIONS = {
-    "abs": abs, "round": round, "min": min, "max": max, "sqrt": math.sqrt, "floor": math.floor,
+    "abs": abs, "round": _bounded_round, "min": min, "max": max, "sqrt": math.sqrt, "floor": math.floor,
     "ceil": math.ceil, "log": math.log, "log10": math.log10, "exp": math.exp,
     "sin": math.sin, "cos": math.cos, "tan": math.tan,
 }
@@ -97,7 +107,7 @@ def _evaluator() -> SimpleEval:
         "properties": {"expression": {"type": "string", "description": "e.g. (1250 * 1.08) / 12"}},
         "required": ["expression"],
     },
-    idempotent=True, timeout_seconds=5, max_result_chars=2000,
+    idempotent=True, timeout_seconds=5, max_result_chars=2000, sandboxed=True,
 )
 def calculator(*, ctx, expression: str) -> dict:
     if len(expression) > MAX_EXPRESSION_CHARS:
@@ -106,10 +116,15 @@ def calculator(*, ctx, expression: str) -> dict:
         value = _evaluator().eval(expression)
     except ToolError:
         raise
+    except OperatorNotDefined:
+        raise ToolError(f"{expression!r} uses an operator this calculator does not offer; use + - * / // % ** "
+                        "and parentheses.")
     except InvalidExpression as exc:
         raise ToolError(f"Cannot evaluate {expression!r}: {exc}. Use numbers, operators and the listed functions.")
     except SyntaxError:
         raise ToolError(f"{expression!r} is not a valid arithmetic expression.")
+    except RecursionError:
+        raise ToolError(f"{expression!r} is nested too deeply; split the calculation.")
     except ZeroDivisionError:
         raise ToolError("Division by zero.")
     except (OverflowError, ValueError, TypeError) as exc:
@@ -143,7 +158,7 @@ def fetch_url(*, ctx, url: str) -> str:
             timeout_seconds=15, max_bytes=2_000_000,
         )
     except outbound.OutboundBlocked as exc:
-        raise ToolError(exc.message)
+        raise ToolError(exc.message, detail=exc.detail)
     except httpx.HTTPError as exc:
         raise ToolError(f"Could not fetch {url}: {exc or type(exc).__name__}.")
     response = fetched.response

@@ -15,6 +15,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 from tools.executors import http, mcp, python
+from tools.executors.sandbox import SandboxCrash
 from tools.registry import ToolContext, ToolError
 from tools.results import render, trim_text
 
@@ -23,7 +24,8 @@ log = logging.getLogger(__name__)
 _EXECUTORS = {"python": python, "http": http, "mcp": mcp}
 
 # Timeouts need the call off the worker's own thread. A timed-out call cannot be killed, so
-# its thread runs on; the pool bounds how many such stragglers can pile up.
+# its thread runs on; the pool bounds how many such stragglers can pile up. Sandboxed python
+# tools are the exception: their child process is killed at the same timeout.
 _pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="tool")
 
 
@@ -44,7 +46,7 @@ def execute_tool(*, spec: dict, arguments: dict, ctx: ToolContext) -> ToolOutcom
     try:
         loaded = executor.load(spec)
     except ToolError as exc:
-        return ToolOutcome("error", f"Tool {name} cannot run: {exc}", error=str(exc))
+        return ToolOutcome("error", f"Tool {name} cannot run: {exc}", error=exc.detail)
     future = _pool.submit(executor.run, spec=spec, arguments=arguments, ctx=ctx, loaded=loaded)
     try:
         value = future.result(timeout=spec.get("timeout_seconds", 30))
@@ -52,7 +54,11 @@ def execute_tool(*, spec: dict, arguments: dict, ctx: ToolContext) -> ToolOutcom
         return ToolOutcome("error", f"Tool {name} timed out after {spec.get('timeout_seconds')} s; "
                                     "try again later or answer without it.", error="timeout")
     except ToolError as exc:
-        return ToolOutcome("error", trim_text(f"Tool {name} failed: {exc}", limit).text, error=str(exc))
+        return ToolOutcome("error", trim_text(f"Tool {name} failed: {exc}", limit).text, error=exc.detail)
+    except SandboxCrash as exc:
+        log.warning("tool %s failed in its sandbox: %s", name, exc)
+        return ToolOutcome("error", trim_text(f"Tool {name} failed: {str(exc).splitlines()[0]}", limit).text,
+                           error=str(exc))
     except Exception as exc:  # a tool's failure is data for the model, not a crash of the run
         log.warning("tool %s failed", name, exc_info=True)
         return ToolOutcome("error", trim_text(f"Tool {name} failed: {exc}", limit).text, error=traceback.format_exc())

@@ -5,12 +5,14 @@ import json
 from mcp import MCPError
 from mcp_types import CallToolResult
 
+from tools.executors.live import live_tool
 from tools.mcp_sessions import MCPUnavailable, ServerConfig, pool
 from tools.models import MCPServer
 from tools.registry import ToolContext, ToolError
 
 
 def load(spec: dict) -> ServerConfig:
+    live_tool(spec)
     server = MCPServer.objects.filter(pk=spec["mcp"]["server_id"], is_active=True).first()
     if server is None:
         raise ToolError("its MCP server has been removed or switched off.")

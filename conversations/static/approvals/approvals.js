@@ -48,7 +48,8 @@
           method: "POST", body: area.value, credentials: "same-origin",
           headers: { "X-CSRFToken": csrf(), "Content-Type": "application/json" },
         });
-        if (!response.ok) return;
+        // 400: the text is not usable JSON; the body still says why.
+        if (!response.ok && response.status !== 400) return;
         const result = await response.json();
         errors.replaceChildren(...result.errors.map((text) => {
           const li = document.createElement("li");

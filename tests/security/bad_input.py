@@ -1,0 +1,121 @@
+"""The routes of the site and the bad inputs every one of them must answer with a 4xx: shared by
+the in-process tests and the ones against a live server."""
+
+import json
+import re
+
+from django.urls import URLPattern, URLResolver, get_resolver
+
+# Every route outside the admin, with the methods it takes (GET implies HEAD). A new route must
+# be added here: test_every_route_is_listed says so.
+ROUTES = {
+    "health/": None,  # any method: load balancers probe it
+    "api/schema/": {"GET"},
+    "api/docs/": {"GET"},
+    "v1/chat/completions": {"POST"},
+    "v1/models": {"GET"},
+    "monitor/": {"GET"},
+    "monitor/panel/": {"GET"},
+    "monitor/data.json": {"GET"},
+    "monitor/runs/{run}/": {"GET"},
+    "monitor/runs/{run}/timeline.json": {"GET"},
+    "monitor/runs/{run}/events.json": {"GET"},
+    "monitor/runs/{run}/{action}/": {"POST"},
+    "monitor/try/": {"GET"},
+    "monitor/try/send/": {"POST"},
+    "api/v1/": {"GET"},
+    "api/v1/runs/{run}/events/": {"GET"},
+    "api/v1/agents/": {"GET"},
+    "api/v1/agents/{agent}/": {"GET"},
+    "api/v1/conversations/": {"GET", "POST"},
+    "api/v1/conversations/{conversation}/": {"GET"},
+    "api/v1/conversations/{conversation}/messages/": {"POST"},
+    "api/v1/runs/": {"GET"},
+    "api/v1/runs/{run}/": {"GET"},
+    "api/v1/runs/{run}/cancel/": {"POST"},
+    "api/v1/runs/{run}/steps/": {"GET"},
+    "api/v1/approvals/": {"GET"},
+    "api/v1/approvals/{approval}/": {"GET"},
+    "api/v1/approvals/{approval}/decision/": {"POST"},
+    "approvals/": {"GET"},
+    "approvals/poll/": {"GET"},
+    "approvals/history/": {"GET"},
+    "approvals/{approval}/": {"GET"},
+    "approvals/{approval}/decision/": {"POST"},
+    "approvals/{approval}/preview/": {"POST"},
+    "approvals/login/": {"GET", "POST", "PUT"},
+    "approvals/logout/": {"POST"},
+}
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+# Routes whose POST reads no body (an action on the row in the URL; the login form answers bad
+# form input with the form again), so a bad body is not theirs to refuse.
+NO_BODY = {"health/", "monitor/runs/{run}/{action}/", "api/v1/runs/{run}/cancel/", "approvals/login/",
+           "approvals/logout/"}
+
+_CONVERTERS = {"<int:pk>": "{approval}", "<uuid:run_id>": "{run}", "<slug:action>": "{action}"}
+_REGEX_GROUPS = re.compile(r"\(\?P<(\w+)>[^)]*\)")
+
+
+def _route_text(pattern) -> str | None:
+    text = str(pattern.pattern)
+    if "(?P<format>" in text or "<drf_format_suffix:format>" in text:
+        return None  # DRF's format suffixes: the same views again
+    text = text.lstrip("^").rstrip("$").replace("\\.", ".")
+    for converter, placeholder in _CONVERTERS.items():
+        text = text.replace(converter, placeholder)
+    return text
+
+
+def site_routes() -> set[str]:
+    """Every route of the URL configuration outside the admin, with placeholders for its ids."""
+    found = set()
+
+    def walk(patterns, prefix):
+        for pattern in patterns:
+            text = _route_text(pattern)
+            if text is None or (prefix + text).startswith("admin/"):
+                continue
+            if isinstance(pattern, URLResolver):
+                walk(pattern.url_patterns, prefix + text)
+            elif isinstance(pattern, URLPattern):
+                found.add(prefix + text)
+
+    walk(get_resolver().url_patterns, "")
+    return {_named(route) for route in found}
+
+
+def _named(route: str) -> str:
+    """DRF's regex groups named after the resource they select."""
+    resource = {"agents": "agent", "conversations": "conversation", "runs": "run", "approvals": "approval"}
+
+    def name(match):
+        before = route[:match.start()].rstrip("/").rsplit("/", 1)[-1]
+        return "{" + resource.get(before, match.group(1)) + "}"
+
+    return _REGEX_GROUPS.sub(name, route)
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+MEDIUM = '{"a":' * 1000 + "1" + "}" * 1000
+# json.dumps writes lone surrogates as \uXXXX escapes, as a client would.
+SURROGATE_BODIES = {
+    "value": json.dumps({"model": "x", "agent": "\ud800", "content": "\udfff", "decision": "approve",
+                         "messages": [{"role": "user", "content": "\ud800"}]}),
+    "key": json.dumps({"\ud800": 1, "agent": "x", "content": "hi"}),
+    "nested": json.dumps({"agent": "x", "metadata": {"a": [{"b": "\udc00"}]}, "arguments": {"label": ["\ud83d"]}}),
+}
+BAD_BODIES = {
+    **{f"surrogate-{name}": body.encode() for name, body in SURROGATE_BODIES.items()},
+    "invalid-utf8": b'{"content": "\xff\xfe", "agent": "\xed\xa0\x80"}',
+    "deep-100000": DEEP.encode(),
+    "deep-1000": MEDIUM.encode(),
+    "huge-number": b'{"agent": "x", "metadata": {"n": 1e999}, "arguments": {"n": -1e999}}',
+}
+BAD_QUERY = "agent=%ED%A0%80&status=%ff&tool=%ED%B0%80&page=%ED%A0%80&last_event_id=%ED%A0%80&hours=%ED%A0%80"
+
+
+def assert_error_shape(route: str, body: dict) -> None:
+    if route.startswith("v1/"):
+        assert set(body) == {"error"} and isinstance(body["error"]["message"], str), body
+    else:
+        assert isinstance(body.get("message"), str) and body["message"] and isinstance(body.get("extra"), dict), body
