@@ -29,6 +29,8 @@ def _run_tools(message: dict, messages: list, n: int) -> None:
 
 
 async def _one_run(post, api_base: str, model: str, n: int) -> int:
+    """The model calls one run made; a run that never answers fails the baseline rather than
+    making it look fast."""
     messages = [{"role": "system", "content": "你是一名智能客服。"}, {"role": "user", "content": f"问题 {n}"}]
     for step in range(10):
         body = await post(f"{api_base}/chat/completions", {"model": model, "messages": messages, "tools": TOOLS})
@@ -37,7 +39,7 @@ async def _one_run(post, api_base: str, model: str, n: int) -> int:
         if not message.get("tool_calls"):
             return step + 1
         _run_tools(message, messages, n)
-    return 10
+    raise RuntimeError(f"bare run {n}: no final answer after 10 model calls")
 
 
 async def _aiohttp_loop(api_base: str, model: str, runs: int) -> float:
@@ -45,6 +47,7 @@ async def _aiohttp_loop(api_base: str, model: str, runs: int) -> float:
                                      timeout=aiohttp.ClientTimeout(total=60)) as session:
         async def post(url, body):
             async with session.post(url, json=body) as response:
+                response.raise_for_status()
                 return await response.json()
 
         started = time.perf_counter()
@@ -56,7 +59,7 @@ async def _httpx_loop(api_base: str, model: str, runs: int) -> float:
     limits = httpx.Limits(max_connections=runs + 10, max_keepalive_connections=runs + 10)
     async with httpx.AsyncClient(limits=limits, timeout=60, trust_env=False) as client:
         async def post(url, body):
-            return (await client.post(url, json=body)).json()
+            return (await client.post(url, json=body)).raise_for_status().json()
 
         started = time.perf_counter()
         await asyncio.gather(*(_one_run(post, api_base, model, n) for n in range(runs)))

@@ -1,11 +1,15 @@
 """Agentry's benchmark: the full stack against a bare loop, measured in the same run.
 
-    DATABASE_URL=postgres://… REDIS_URL=redis://… python -m bench.bench
+    DATABASE_URL=postgres://… REDIS_URL=redis://… python -m bench.bench [--repeat 3] [--runs 200]
 
 Real processes on this machine: the shipped fake model server, the ASGI web server (uvicorn),
 Celery workers, PostgreSQL and Redis. The baseline (bench/bare_loop.py) is one asyncio process
 making the same model calls to the same fake server and running the same python tools, with no
-persistence, queue or web layer. Every figure is printed; nothing is asserted.
+persistence, queue or web layer. Every figure is measured `--repeat` times, each repetition
+measuring the full stack and its bare loop back to back so their ratio comes from one window;
+min and median are printed, with each target beside its ratio. Nothing is asserted: a figure
+that fails is printed as failed and the others still run. Exit code 0 when every figure was
+measured, 1 when one failed.
 """
 
 import argparse
@@ -21,9 +25,23 @@ import uuid
 import django
 import httpx
 
+from bench import machine
+from bench.report import Results, describe_error, spread, verdict
 from bench.scripts import three_step_script
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
+
+FIGURES = {
+    "single": ["single.bare", "single.full", "ratio.single"],
+    "throughput": ["throughput.bare", "throughput.bare_httpx", "throughput.full", "ratio.throughput",
+                   "accept", "cpu_per_run"],
+    "approval": ["approval"],
+    "relay": ["relay"],
+    "queries": ["statements_per_step", "commits_per_step", "rows_per_step"],
+}
+# The processes that serve runs; the fake model and the benchmark client are printed apart.
+SERVING = ("web", "worker", "postgres", "redis")
+WRITES = ("INSERT", "UPDATE", "DELETE")
 
 
 def _setup_django() -> None:
@@ -56,6 +74,7 @@ class Stack:
         self.llm_base = f"http://127.0.0.1:{self.llm_port}"
         self.web = f"http://127.0.0.1:{self.web_port}"
         self.processes = []
+        self.kinds: dict[str, list[int]] = {"web": [], "worker": [], "fake model server": []}
 
     def start(self) -> None:
         # Throttles would cap the benchmark client, not measure the platform.
@@ -63,12 +82,16 @@ class Stack:
                "AGENTRY_API_RATE": "1000000/min", "AGENTRY_API_RUN_RATE": "1000000/min",
                "CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"]}
         self.fake = self.harness.start_fakellm(self.llm_port)
-        self.processes.append(self.fake)
-        self.processes.append(self.harness.start_web(self.web_port, env, workers=self.options.web_workers))
+        self._keep("fake model server", self.fake)
+        self._keep("web", self.harness.start_web(self.web_port, env, workers=self.options.web_workers))
         for index in range(self.options.workers):
-            self.processes.append(self.harness.start_worker(
+            self._keep("worker", self.harness.start_worker(
                 f"bench-worker-{index}", concurrency=self.options.threads, pool=self.options.pool, env=env))
         time.sleep(2)
+
+    def _keep(self, kind: str, process) -> None:
+        self.processes.append(process)
+        self.kinds[kind].append(process.pid)
 
     def stop(self) -> None:
         for process in reversed(self.processes):
@@ -98,14 +121,18 @@ def _agents(stack: Stack) -> dict:
             "name": slug, "model_config": config, "system_prompt": "你是一名智能客服。", "max_iterations": 6,
             "concurrent_messages": "reject"})
         for tool in tools:
+            gated = approval and tool.name == "mojitianqi-DayWeather"
             AgentTool.objects.update_or_create(agent=found, tool=tool,
-                                               defaults={"approval": approval if tool.name == "mojitianqi-DayWeather" and approval else "inherit"})
+                                               defaults={"approval": approval if gated else "inherit"})
         return found
 
-    user, _ = get_user_model().objects.get_or_create(username="bench", defaults={"is_staff": True, "is_superuser": True})
+    user, _ = get_user_model().objects.get_or_create(
+        username="bench", defaults={"is_staff": True, "is_superuser": True})
     _, token = api_token_create(user=user, name=f"bench {uuid.uuid4().hex[:6]}")
     stamps = {"defaults": {"stream_chunk_delay_ms": 25},
               "scenarios": [{"match": ".", "steps": [{"content": "\u231a" * 40}]}]}
+    stack.script("bench-bare-single", three_step_script(stack.options.single_latency_ms))
+    stack.script("bench-bare-throughput", three_step_script(stack.options.latency_ms))
     return {
         "token": token,
         "single": agent("single", three_step_script(stack.options.single_latency_ms)),
@@ -115,103 +142,116 @@ def _agents(stack: Stack) -> dict:
     }
 
 
-# --- measurements ---------------------------------------------------------------------------
+def _until(deadline: float, what: str) -> None:
+    if time.monotonic() > deadline:
+        raise TimeoutError(what)
 
-def measure_single(stack: Stack, agents: dict, repeats: int) -> dict:
+
+# --- measurements: each records one repetition of its figures into `results` -------------------
+
+def single_bare(results: Results, stack: Stack) -> None:
     from bench.bare_loop import measure
 
-    stack.script("bench-bare-single", three_step_script(stack.options.single_latency_ms))
-    bare = [measure(api_base=f"{stack.llm_base}/v1", model="bench-bare-single", runs=1) for _ in range(repeats)]
+    results.add("single.bare", measure(api_base=f"{stack.llm_base}/v1", model="bench-bare-single", runs=1))
+
+
+def single_full(results: Results, stack: Stack, agents: dict, warm_up: bool) -> None:
     headers = {"Authorization": f"Bearer {agents['token']}"}
-    full = []
     with httpx.Client(base_url=stack.web, headers=headers, timeout=60) as client:
-        for _ in range(repeats + 1):
+        # The first request of a run warms the web process up (imports, connections) and is not counted.
+        for counted in ([False] if warm_up else []) + [True]:
             started = time.perf_counter()
             response = client.post("/v1/chat/completions", json={
                 "model": agents["single"].slug, "messages": [{"role": "user", "content": "明天成都天气如何？"}]})
             response.raise_for_status()
-            full.append(time.perf_counter() - started)
-    full = full[1:]  # the first request warms the web process up
-    return {"bare_s": _median(bare), "full_s": _median(full), "ratio": _median(full) / _median(bare),
-            "ideal_s": 3 * stack.options.single_latency_ms / 1000}
+            if counted:
+                results.add("single.full", time.perf_counter() - started)
 
 
-async def _post_all(stack: Stack, token: str, slug: str, runs: int) -> list[str]:
+def throughput_bare(results: Results, stack: Stack, client: str) -> None:
+    from bench.bare_loop import measure
+
+    name = "throughput.bare" if client == "aiohttp" else "throughput.bare_httpx"
+    results.add(name, measure(api_base=f"{stack.llm_base}/v1", model="bench-bare-throughput",
+                              runs=stack.options.runs, client=client))
+
+
+async def _conversations(stack: Stack, token: str, slug: str, runs: int) -> list[str]:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=stack.web, headers=headers, timeout=60) as client:
+        gate = asyncio.Semaphore(32)
+
+        async def one() -> str:
+            async with gate:
+                response = await client.post("/api/v1/conversations/", json={"agent": slug})
+                response.raise_for_status()
+                return response.json()["id"]
+
+        return await asyncio.gather(*(one() for _ in range(runs)))
+
+
+async def _post_all(stack: Stack, token: str, conversations: list[str]) -> list[str]:
     headers = {"Authorization": f"Bearer {token}"}
     limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
     async with httpx.AsyncClient(base_url=stack.web, headers=headers, timeout=60, limits=limits) as client:
         gate = asyncio.Semaphore(32)
 
-        async def one(n: int) -> str:
+        async def one(n: int, conversation: str) -> str:
             async with gate:
-                conversation = (await client.post("/api/v1/conversations/", json={"agent": slug})).json()
-                run = await client.post(f"/api/v1/conversations/{conversation['id']}/messages/",
+                run = await client.post(f"/api/v1/conversations/{conversation}/messages/",
                                         json={"content": f"问题 {n}"})
                 run.raise_for_status()
                 return run.json()["id"]
 
-        return await asyncio.gather(*(one(n) for n in range(runs)))
+        return await asyncio.gather(*(one(n, c) for n, c in enumerate(conversations)))
 
 
-def _db_counters() -> dict:
+def _postgres_pids() -> list[int]:
+    """This database's backends and the server's own background processes (WAL writer,
+    checkpointer), less the benchmark's own connection, which only polls for the end."""
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT xact_commit, tup_inserted, tup_updated, tup_deleted FROM pg_stat_database "
-                       "WHERE datname = current_database()")
-        commits, inserted, updated, deleted = cursor.fetchone()
-    return {"commits": commits, "rows_written": inserted + updated + deleted}
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                       "AND (datname = current_database() OR datname IS NULL)")
+        return [pid for (pid,) in cursor.fetchall()]
 
 
-def measure_throughput(stack: Stack, agents: dict, runs: int) -> dict:
-    from bench.bare_loop import measure
-    from conversations.models import LLMCall, Run, ToolInvocation
+def throughput_full(results: Results, stack: Stack, agents: dict) -> None:
+    from conversations.models import TERMINAL_STATUSES, Run
 
-    latency = stack.options.latency_ms / 1000
-    ideal = 3 * latency
-    stack.script("bench-bare-throughput", three_step_script(stack.options.latency_ms))
-    bare = measure(api_base=f"{stack.llm_base}/v1", model="bench-bare-throughput", runs=runs)
-    bare_httpx = measure(api_base=f"{stack.llm_base}/v1", model="bench-bare-throughput", runs=runs, client="httpx")
-
-    ours = [p.pid for p in stack.processes if p is not stack.fake]
-    before_ours = sum(stack.harness.tree_cpu_seconds(pid) for pid in ours)
-    before_services = stack.harness.named_cpu_seconds("postgres", "redis-server")
-    before_cpu = stack.harness.machine_cpu_seconds()
-    before_fake = stack.harness.process_cpu_seconds(stack.fake.pid)
-    before_self = time.process_time()
-    before_db = _db_counters()
+    runs = stack.options.runs
+    # Conversations exist before the clock starts: the figure is accepting messages, as a chat
+    # client posting into open conversations does.
+    conversations = asyncio.run(_conversations(stack, agents["token"], agents["throughput"].slug, runs))
+    meter = machine.CpuMeter(trees=stack.kinds, listed={
+        "postgres": _postgres_pids, "redis": lambda: machine.named_pids("redis-server"),
+        "benchmark client": lambda: [os.getpid()]})
+    meter.start()
     started = time.perf_counter()
-    run_ids = asyncio.run(_post_all(stack, agents["token"], agents["throughput"].slug, runs))
-    posted = time.perf_counter() - started
-    while Run.objects.filter(pk__in=run_ids, status__in=["queued", "running"]).exists():
+    run_ids = asyncio.run(_post_all(stack, agents["token"], conversations))
+    results.add("accept", time.perf_counter() - started)
+    deadline = time.monotonic() + stack.options.timeout
+    while (still_open := Run.objects.filter(pk__in=run_ids).exclude(status__in=TERMINAL_STATUSES).count()):
+        _until(deadline, f"{still_open} of {runs} runs still open after {stack.options.timeout} s")
         time.sleep(0.02)
     wall = time.perf_counter() - started
-    cpu = stack.harness.machine_cpu_seconds() - before_cpu
-    ours_cpu = sum(stack.harness.tree_cpu_seconds(pid) for pid in ours) - before_ours
-    services_cpu = stack.harness.named_cpu_seconds("postgres", "redis-server") - before_services
-    fake_cpu = stack.harness.process_cpu_seconds(stack.fake.pid) - before_fake
-    client_cpu = time.process_time() - before_self
-    after_db = _db_counters()
-    steps = (LLMCall.objects.filter(run_id__in=run_ids).count()
-             + LLMCall.objects.filter(run_id__in=run_ids).exclude(tool_invocations=None).count())
+    cpu = meter.stop()
     statuses = {}
     for status in Run.objects.filter(pk__in=run_ids).values_list("status", flat=True):
         statuses[status] = statuses.get(status, 0) + 1
-    return {
-        "bare_s": bare, "bare_eff": ideal / bare, "bare_httpx_s": bare_httpx, "full_s": wall, "full_eff": ideal / wall,
-        "ratio": (ideal / wall) / (ideal / bare), "post_s": posted, "statuses": statuses,
-        "cpu_ms_per_run": 1000 * (cpu - fake_cpu - client_cpu) / runs, "cpu_machine_s": cpu,
-        "cpu_ms_per_run_own": 1000 * (ours_cpu + services_cpu) / runs,
-        "cpu_ms_per_run_web_workers": 1000 * ours_cpu / runs,
-        "cpu_fake_s": fake_cpu, "cpu_client_s": client_cpu, "steps": steps,
-        "tool_invocations": ToolInvocation.objects.filter(run_id__in=run_ids).count(),
-        "rows_per_step": (after_db["rows_written"] - before_db["rows_written"]) / max(steps, 1),
-        "commits_per_step": (after_db["commits"] - before_db["commits"]) / max(steps, 1),
-    }
+    if statuses.get("completed", 0) != runs:
+        raise RuntimeError(f"runs did not all complete: {statuses}")
+    results.add("throughput.full", wall)
+    results.add("cpu_per_run", 1000 * sum(cpu[kind] for kind in SERVING) / runs)
+    for kind, seconds in cpu.items():
+        results.add(f"cpu.{kind}", 1000 * seconds / runs)
 
 
-def measure_queries_per_step(stack: Stack, agents: dict) -> dict:
-    """One run advanced in this process with every SQL statement counted."""
+def measure_queries_per_step(results: Results, stack: Stack, agents: dict) -> None:
+    """One run advanced in this process with every statement sent through Django counted (BEGIN
+    and COMMIT included: each is a round trip), and the rows its INSERT, UPDATE and DELETE
+    statements (or data-modifying WITH) report touching."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -220,41 +260,58 @@ def measure_queries_per_step(stack: Stack, agents: dict) -> dict:
     from conversations.models import LLMCall
     from conversations.services import conversation_create, message_post
 
+    counted = {"rows": 0}
+
+    def count(execute, sql, params, many, context):
+        outcome = execute(sql, params, many, context)
+        verb = sql.lstrip().split(None, 1)[0].upper()
+        if verb in WRITES or (verb == "WITH" and re.search(r"\b(INSERT|UPDATE|DELETE)\b", sql.upper())):
+            counted["rows"] += max(context["cursor"].rowcount, 0)
+        return outcome
+
     # Keep this run off the queue: it is advanced here, where its statements can be counted.
     delay, tasks.run_advance_task.delay = tasks.run_advance_task.delay, lambda run_id: None
     try:
         run = message_post(conversation=conversation_create(agent=agents["single"]), content="数一数")
     finally:
         tasks.run_advance_task.delay = delay
-    with CaptureQueriesContext(connection) as queries:
+    with CaptureQueriesContext(connection) as queries, connection.execute_wrapper(count):
         run_advance(run_id=run.pk)
-    steps = LLMCall.objects.filter(run=run).count() + LLMCall.objects.filter(run=run).exclude(tool_invocations=None).count()
-    return {"queries": len(queries), "steps": steps, "queries_per_step": len(queries) / max(steps, 1)}
+    calls = LLMCall.objects.filter(run=run)
+    # A step is a model call, and the tool calls it asked for are a second step.
+    steps = calls.count() + calls.exclude(tool_invocations=None).count()
+    if not steps:
+        raise RuntimeError("the run made no model call")
+    results.add("statements_per_step", len(queries) / steps)
+    results.add("commits_per_step", sum(query["sql"] == "COMMIT" for query in queries) / steps)
+    results.add("rows_per_step", counted["rows"] / steps)
 
 
-def measure_approval_resume(stack: Stack, agents: dict, samples: int) -> dict:
+def measure_approval_resume(results: Results, stack: Stack, agents: dict) -> None:
     from conversations.models import Approval, LLMCall, Run
 
     headers = {"Authorization": f"Bearer {agents['token']}"}
     delays = []
+    deadline = time.monotonic() + stack.options.timeout
     with httpx.Client(base_url=stack.web, headers=headers, timeout=30) as client:
-        for n in range(samples):
+        for n in range(stack.options.samples):
             conversation = client.post("/api/v1/conversations/", json={"agent": agents["approval"].slug}).json()
             run_id = client.post(f"/api/v1/conversations/{conversation['id']}/messages/",
                                  json={"content": f"审批 {n}"}).json()["id"]
-            deadline = time.monotonic() + 30
             while not (approval := Approval.objects.filter(run_id=run_id, status="pending").first()):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("no approval requested")
+                _until(deadline, "no approval requested")
                 time.sleep(0.01)
             while Run.objects.get(pk=run_id).status != "awaiting_approval":
+                _until(deadline, "the run did not park for its approval")
                 time.sleep(0.005)
             decided = time.time()
             client.post(f"/api/v1/approvals/{approval.pk}/decision/", json={"decision": "approve"}).raise_for_status()
             while not (call := LLMCall.objects.filter(run_id=run_id, iteration=2).first()):
+                _until(deadline, "no model call after the approval")
                 time.sleep(0.002)
-            delays.append(call.started_at.timestamp() - decided)
-    return {"median_ms": 1000 * _median(delays), "p95_ms": 1000 * _p95(delays), "samples": len(delays)}
+            delays.append(1000 * (call.started_at.timestamp() - decided))
+    results.samples["approval.each"] += delays
+    results.add("approval", _median(delays))
 
 
 async def _relay_one(stack: Stack, token: str, slug: str) -> list[float]:
@@ -278,11 +335,53 @@ async def _relay_one(stack: Stack, token: str, slug: str) -> list[float]:
     return latencies
 
 
-def measure_delta_relay(stack: Stack, agents: dict, samples: int) -> dict:
+def measure_delta_relay(results: Results, stack: Stack, agents: dict) -> None:
     latencies = []
-    for _ in range(samples):
-        latencies += asyncio.run(_relay_one(stack, agents["token"], agents["stream"].slug))
-    return {"median_ms": _median(latencies), "p95_ms": _p95(latencies), "deltas": len(latencies)}
+    for _ in range(stack.options.relay_runs):
+        # Keepalives would hold a stream that never ends open forever; the whole run has a deadline.
+        latencies += asyncio.run(asyncio.wait_for(_relay_one(stack, agents["token"], agents["stream"].slug),
+                                                  timeout=stack.options.timeout))
+    if not latencies:
+        raise RuntimeError("no stamped text delta reached the client")
+    results.samples["relay.each"] += latencies
+    results.add("relay", _median(latencies))
+
+
+# --- orchestration -------------------------------------------------------------------------------
+
+def _ratio(results: Results, name: str, numerator: str, denominator: str, counts: dict) -> None:
+    """The ratio of two figures measured in the same repetition, or its failure."""
+    fresh = [results.samples[part][-1] for part in (numerator, denominator)
+             if len(results.samples[part]) > counts[part]]
+    if len(fresh) == 2:
+        results.add(name, fresh[0] / fresh[1])
+    else:
+        results.fail(name, f"{numerator} or {denominator} not measured in this repetition")
+
+
+def _repetition(results: Results, stack: Stack, agents: dict, wanted: set, index: int) -> None:
+    counts = {name: len(results.samples[name]) for names in FIGURES.values() for name in names}
+    errors = {name: len(results.errors[name]) for name in counts}
+    if "single" in wanted:
+        results.attempt(["single.bare"], single_bare, stack)
+        results.attempt(["single.full"], single_full, stack, agents, index == 0)
+        _ratio(results, "ratio.single", "single.full", "single.bare", counts)
+    if "throughput" in wanted:
+        results.attempt(["throughput.bare"], throughput_bare, stack, "aiohttp")
+        results.attempt(["throughput.bare_httpx"], throughput_bare, stack, "httpx")
+        results.attempt(["accept", "throughput.full", "cpu_per_run"], throughput_full, stack, agents)
+        _ratio(results, "ratio.throughput", "throughput.bare", "throughput.full", counts)
+    if "approval" in wanted:
+        results.attempt(["approval"], measure_approval_resume, stack, agents)
+    if "relay" in wanted:
+        results.attempt(["relay"], measure_delta_relay, stack, agents)
+    # A statement count does not vary with load: one repetition is enough.
+    if "queries" in wanted and index == 0:
+        results.attempt(FIGURES["queries"], measure_queries_per_step, stack, agents)
+    measured = {name: results.samples[name][-1] for name in counts if len(results.samples[name]) > counts[name]}
+    failed = [name for name in errors if len(results.errors[name]) > errors[name]]
+    print(f"repetition {index + 1}: " + ", ".join(f"{name} {value:.3f}" for name, value in measured.items())
+          + (f"; failed: {', '.join(failed)}" if failed else ""), flush=True)
 
 
 def main() -> None:
@@ -290,67 +389,109 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200, help="runs in flight for the throughput figure")
     parser.add_argument("--latency-ms", type=int, default=1000, help="simulated model latency, throughput")
     parser.add_argument("--single-latency-ms", type=int, default=200, help="simulated model latency, single run")
-    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3, help="repetitions of every figure (min and median printed)")
+    parser.add_argument("--samples", type=int, default=5, help="approvals per repetition")
+    parser.add_argument("--relay-runs", type=int, default=2, help="streamed runs per repetition")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds one repetition of a figure may wait")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes")
     parser.add_argument("--threads", type=int, default=100, help="threads per worker process")
     parser.add_argument("--pool", default="threads")
     parser.add_argument("--web-workers", type=int, default=2, help="uvicorn worker processes")
     parser.add_argument("--llm-port", type=int, default=8941)
     parser.add_argument("--web-port", type=int, default=8942)
-    parser.add_argument("--only", default="single,throughput,queries,approval,relay")
+    parser.add_argument("--only", default=",".join(FIGURES), help=f"comma-separated subset of {','.join(FIGURES)}")
     options = parser.parse_args()
-    _setup_django()
-    stack = Stack(options)
-    stack.start()
     wanted = set(options.only.split(","))
-    results = {}
+    print(f"Agentry benchmark on {machine.describe()}; load average before: {machine.load_average()}", flush=True)
+    print(f"stack: {options.web_workers} uvicorn worker(s), {options.workers} Celery worker process(es) × "
+          f"{options.threads} {options.pool}; {options.repeat} repetition(s) of each figure", flush=True)
+    results = Results()
+    stack = Stack(options)
     try:
+        _setup_django()
+        stack.start()
         agents = _agents(stack)
-        if "single" in wanted:
-            results["single"] = measure_single(stack, agents, options.repeats)
-            print("single run:", results["single"], flush=True)
-        if "throughput" in wanted:
-            results["throughput"] = measure_throughput(stack, agents, options.runs)
-            print("throughput:", results["throughput"], flush=True)
-        if "queries" in wanted:
-            results["queries"] = measure_queries_per_step(stack, agents)
-            print("queries:", results["queries"], flush=True)
-        if "approval" in wanted:
-            results["approval"] = measure_approval_resume(stack, agents, options.repeats * 2)
-            print("approval:", results["approval"], flush=True)
-        if "relay" in wanted:
-            results["relay"] = measure_delta_relay(stack, agents, max(2, options.repeats // 2))
-            print("relay:", results["relay"], flush=True)
+    except Exception as error:  # without the stack no figure can be measured; say so and finish
+        for key in wanted:
+            for name in FIGURES.get(key, []):
+                results.fail(name, f"the stack did not start: {describe_error(error)}")
+    else:
+        for index in range(options.repeat):
+            _repetition(results, stack, agents, wanted, index)
     finally:
         stack.stop()
-    _print_summary(options, results)
+    _print_summary(options, results, wanted)
+    print(f"\nload average after: {machine.load_average()}")
+    failed = results.failed()
+    print("every figure was measured" if not failed else f"{len(failed)} figure(s) failed: {', '.join(failed)}")
+    sys.exit(1 if failed else 0)
 
 
-def _print_summary(options, results: dict) -> None:
-    print(f"\nAgentry benchmark ({os.cpu_count()} cores; {options.workers} worker process(es) × "
-          f"{options.threads} {options.pool}):")
-    if "single" in results:
-        r = results["single"]
-        print(f"  single 3-step run at {options.single_latency_ms} ms: full stack {r['full_s'] * 1000:.0f} ms, "
-              f"bare loop {r['bare_s'] * 1000:.0f} ms (ideal {r['ideal_s'] * 1000:.0f}) → ratio {r['ratio']:.3f} (target ≤ 1.05)")
-    if "throughput" in results:
-        r = results["throughput"]
-        print(f"  {options.runs} runs in flight × 3 calls at {options.latency_ms} ms: full stack {r['full_s']:.2f} s "
-              f"(efficiency {r['full_eff']:.3f}), bare loop {r['bare_s']:.2f} s (efficiency {r['bare_eff']:.3f}) "
-              f"→ ratio {r['ratio']:.3f} (target ≥ 0.9); a bare loop on httpx's shared async pool: "
-              f"{r['bare_httpx_s']:.2f} s (efficiency {3 * options.latency_ms / 1000 / r['bare_httpx_s']:.3f})")
-        print(f"  CPU per run over all processes (web, workers, broker, database): {r['cpu_ms_per_run_own']:.1f} ms "
-              f"(web and workers {r['cpu_ms_per_run_web_workers']:.1f} ms; whole machine less the fake model "
-              f"and the client: {r['cpu_ms_per_run']:.1f} ms); "
-              f"rows written per step {r['rows_per_step']:.1f}; commits per step {r['commits_per_step']:.1f}")
-    if "queries" in results:
-        print(f"  database queries per step: {results['queries']['queries_per_step']:.1f}")
-    if "approval" in results:
-        r = results["approval"]
-        print(f"  approval decision → next model call: median {r['median_ms']:.1f} ms, p95 {r['p95_ms']:.1f} ms (target ≤ 100)")
-    if "relay" in results:
-        r = results["relay"]
-        print(f"  text delta at the model → SSE client: median {r['median_ms']:.1f} ms, p95 {r['p95_ms']:.1f} ms (target ≤ 50)")
+def _print_summary(options, results: Results, wanted: set) -> None:
+    ms = {"unit": " ms", "scale": 1000}
+    ideal = 3 * options.latency_ms / 1000
+    print(f"\nfigures (min and median over {options.repeat} repetition(s)):")
+    if "single" in wanted:
+        print(f"  single 3-step run at {options.single_latency_ms} ms (ideal {3 * options.single_latency_ms} ms): "
+              f"full stack {spread(results, 'single.full', **ms)}; bare loop {spread(results, 'single.bare', **ms)}")
+    if "throughput" in wanted:
+        print(f"  {options.runs} runs in flight × 3 calls at {options.latency_ms} ms (ideal {ideal:.2f} s): "
+              f"full stack {spread(results, 'throughput.full', ' s', digits=2)}; "
+              f"bare loop {spread(results, 'throughput.bare', ' s', digits=2)}")
+        print(f"    httpx baseline (a bare loop on httpx's shared async pool): "
+              f"{spread(results, 'throughput.bare_httpx', ' s', digits=2)}")
+        for name, label in (("throughput.full", "full stack"), ("throughput.bare", "bare loop")):
+            if results.samples[name]:
+                print(f"    efficiency (ideal ÷ wall), {label}: median {ideal / results.median(name):.3f}")
+        print(f"  accepting {options.runs} posted messages with {options.web_workers} web workers: "
+              f"{spread(results, 'accept', ' s', digits=2)}")
+        print("  CPU per run over web, workers, PostgreSQL and Redis: "
+              f"{spread(results, 'cpu_per_run', ' ms', digits=1)}")
+    if "approval" in wanted:
+        print(f"  approval decision → next model call ({options.samples} per repetition; each repetition's median): "
+              f"{spread(results, 'approval', ' ms', digits=1)}; "
+              f"p95 of all {_p95(results.samples['approval.each']):.1f} ms")
+    if "relay" in wanted:
+        print(f"  text delta at the model → SSE client ({options.relay_runs} streamed runs per repetition; "
+              f"each repetition's median): {spread(results, 'relay', ' ms', digits=1)}; "
+              f"p95 of all {_p95(results.samples['relay.each']):.1f} ms")
+
+    print("\ntargets (medians; a ratio is taken within each repetition, then the median of those):")
+    targets = [  # figure group, label, figure, target, whether the target is a ceiling, digits, unit
+        ("throughput", f"efficiency at {options.runs} in flight, full stack ÷ bare loop", "ratio.throughput",
+         0.9, False, 3, ""),
+        ("throughput", "CPU per run over all processes", "cpu_per_run", 30, True, 1, " ms"),
+        ("single", "single run, full stack ÷ bare loop", "ratio.single", 1.05, True, 3, "×"),
+        ("throughput", f"accepting {options.runs} posts", "accept", 1, True, 2, " s"),
+        ("approval", "approve → next model call", "approval", 100, True, 1, " ms"),
+        ("relay", "model delta → SSE client", "relay", 50, True, 1, " ms"),
+    ]
+    for key, label, name, target, at_most, digits, unit in targets:
+        if key not in wanted:
+            continue
+        value = results.median(name)
+        shown = "failed" if value is None else f"{value:.{digits}f}{unit}"
+        sign = "≤" if at_most else "≥"
+        print(f"  {label}: {shown} (target {sign} {target:g}{unit}): {verdict(value, target, at_most=at_most)}")
+
+    print("\nwhere the time goes:")
+    if "throughput" in wanted:
+        kinds = [name for name in results.samples if name.startswith("cpu.")]
+        if kinds:
+            print("  CPU per run by process kind during the throughput figure (median): "
+                  + ", ".join(f"{name[4:]} {results.median(name):.1f} ms" for name in kinds))
+            print("    (postgres: this database's backends and the server's background processes; redis: the "
+                  "whole server; rest of the machine: every other program, which should be near zero)")
+        else:
+            print("  CPU per process kind: not measured (the throughput figure failed)")
+    if "queries" in wanted:
+        labels = {"statements_per_step": "statements (BEGIN/COMMIT included)", "commits_per_step": "commits",
+                  "rows_per_step": "rows written"}
+        print("  per step, one 3-step run advanced in this process (a count; measured once): " + ", ".join(
+            f"{label} {'failed' if (value := results.median(name)) is None else f'{value:.1f}'}"
+            for name, label in labels.items()))
+        if results.errors["statements_per_step"]:
+            print(f"    {spread(results, 'statements_per_step')}")
 
 
 if __name__ == "__main__":

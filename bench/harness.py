@@ -58,7 +58,7 @@ def start_counting_service(port: int, delay_ms: int = 0) -> subprocess.Popen:
 
 def start_worker(name: str, *, concurrency: int, pool: str = "threads", env: dict | None = None) -> subprocess.Popen:
     process = _spawn(name, [sys.executable, "-m", "celery", "-A", "platform_site", "worker", "-P", pool,
-                            "-c", str(concurrency), "-Q", "llm,tools,maintenance", "-n", f"{name}@%h",
+                            "-c", str(concurrency), "-Q", "llm,maintenance", "-n", f"{name}@%h",
                             "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "warning"], env)
     time.sleep(0.5)
     return process

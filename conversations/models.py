@@ -38,6 +38,8 @@ class Conversation(models.Model):
 
 class Message(models.Model):
     class Role(models.TextChoices):
+        # Only a chat completion request stores one: the client's own system message opens its
+        # conversation. An agent's system prompt is built per call and never stored.
         SYSTEM = "system"
         USER = "user"
         ASSISTANT = "assistant"

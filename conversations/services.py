@@ -46,9 +46,10 @@ def _bump(model, pk, field: str, by: int = 1) -> int:
     table = model._meta.db_table
     column = model._meta.get_field(field).column
     key = model._meta.pk.get_db_prep_value(pk, connection)
+    pk_column = model._meta.pk.column
     with connection.cursor() as cursor:
         cursor.execute(
-            f'UPDATE "{table}" SET "{column}" = "{column}" + %s WHERE "{model._meta.pk.column}" = %s RETURNING "{column}"',
+            f'UPDATE "{table}" SET "{column}" = "{column}" + %s WHERE "{pk_column}" = %s RETURNING "{column}"',
             [by, key],
         )
         row = cursor.fetchone()

@@ -23,11 +23,13 @@ def _problem(message: str, status: int = 400) -> JSONResponse:
 
 
 async def chat_completions(request: Request) -> Response:
-    return await handle(request, OPENAI)
+    with _state(request).answering():
+        return await handle(request, OPENAI)
 
 
 async def messages(request: Request) -> Response:
-    return await handle(request, ANTHROPIC)
+    with _state(request).answering():
+        return await handle(request, ANTHROPIC)
 
 
 async def list_models(request: Request) -> Response:
@@ -67,8 +69,13 @@ async def get_requests(request: Request) -> Response:
 
 
 async def clear_requests(request: Request) -> Response:
-    _state(request).requests.clear()
+    _state(request).clear_log()
     return JSONResponse({"status": "ok"})
+
+
+async def get_stats(request: Request) -> Response:
+    state = _state(request)
+    return JSONResponse({"in_flight": state.in_flight, "max_in_flight": state.max_in_flight})
 
 
 def create_app(scripts: dict[str, dict]) -> Starlette:
@@ -82,6 +89,7 @@ def create_app(scripts: dict[str, dict]) -> Starlette:
         Route("/_scripts/{name}", put_script, methods=["PUT"]),
         Route("/_requests", get_requests, methods=["GET"]),
         Route("/_requests", clear_requests, methods=["DELETE"]),
+        Route("/_stats", get_stats, methods=["GET"]),
     ])
     app.state.fakellm = ServerState(scripts)
     return app

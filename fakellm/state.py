@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from fakellm.script import Script
 from fakellm.validation import ScriptError
@@ -15,6 +17,10 @@ class ServerState:
         self.scripts: dict[str, Script] = {}
         self.requests: deque[dict] = deque(maxlen=REQUEST_LOG_SIZE)
         self._fault_hits: dict[tuple[str, str], int] = {}
+        # Requests being answered now, and the most at once since the log was last cleared: shows
+        # whether slow requests overlap (the server runs on one event loop, so no lock is needed).
+        self.in_flight = 0
+        self.max_in_flight = 0
         for name, document in scripts.items():
             try:
                 self.install(name, document)
@@ -25,6 +31,19 @@ class ServerState:
         self.scripts[name] = Script(document)
         # A replaced script starts over, so tests can reuse a name.
         self._fault_hits = {k: v for k, v in self._fault_hits.items() if k[0] != name}
+
+    @contextmanager
+    def answering(self) -> Iterator[None]:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+
+    def clear_log(self) -> None:
+        self.requests.clear()
+        self.max_in_flight = self.in_flight
 
     def scripted_fault_fires(self, model: str, digest: str, fault: dict) -> bool:
         """True while this exact request has been seen at most `times` times."""

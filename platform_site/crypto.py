@@ -34,7 +34,8 @@ def check_encryption_keys(app_configs, **kwargs) -> list[checks.CheckMessage]:
     if not settings.AGENTRY_ENCRYPTION_KEYS:
         return [checks.Error(
             "AGENTRY_ENCRYPTION_KEYS is not set: secrets would be encrypted with a key derived from SECRET_KEY.",
-            hint="Generate one with: python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
+            hint="Generate one with: python -c "
+            "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
             id="agentry.E001",
         )]
     errors = []

@@ -15,7 +15,8 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
 CONTEXT_FIELDS = ("request_id", "run_id", "llm_call_id", "tool_invocation_id")
 
-_context: contextvars.ContextVar[dict] = contextvars.ContextVar("agentry_log_context", default={})
+# The default is never mutated: every bind sets a new dict.
+_context: contextvars.ContextVar[dict] = contextvars.ContextVar("agentry_log_context", default={})  # noqa: B039
 
 
 @contextmanager

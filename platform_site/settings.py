@@ -108,7 +108,8 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'agentry.sqlite3'}"),
+        # An empty DATABASE_URL counts as unset, so `DATABASE_URL= manage.py …` runs on the embedded file.
+        os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'agentry.sqlite3'}",
         conn_max_age=int(os.environ.get("DB_CONN_MAX_AGE", "60")),
     )
 }
@@ -217,7 +218,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # (the run stays queued and the sweeper sends it again), instead of hanging on TCP.
 CELERY_BROKER_CONNECTION_TIMEOUT = float(os.environ.get("CELERY_BROKER_CONNECTION_TIMEOUT", "2"))
 CELERY_TASK_DEFAULT_QUEUE = "llm"
-CELERY_TASK_QUEUES = (Queue("llm"), Queue("tools"), Queue("maintenance"))
+CELERY_TASK_QUEUES = (Queue("llm"), Queue("maintenance"))
 CELERY_TASK_ROUTES = {
     "agents.tasks.run_advance_task": {"queue": "llm"},
     "agents.tasks.runs_sweep_task": {"queue": "maintenance"},

@@ -99,7 +99,7 @@ def main() -> None:
             barrier = threading.Barrier(len(racers))
             won = []
 
-            def race(user):
+            def race(user, barrier=barrier, approval_id=approval_id, won=won):
                 barrier.wait()
                 try:
                     approval_decide(approval_id=approval_id, user=user, decision="approve", channel="api")

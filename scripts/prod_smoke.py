@@ -88,7 +88,7 @@ def main() -> int:
     commands = {
         "fakellm": [sys.executable, "-m", "fakellm", "--host", "127.0.0.1", "--port", str(llm_port)],
         "worker": [sys.executable, "-m", "celery", "-A", "platform_site", "worker", "-P", "threads", "-c", "4",
-                   "-Q", "llm,tools,maintenance", "--without-gossip", "--without-mingle", "-l", "info"],
+                   "-Q", "llm,maintenance", "--without-gossip", "--without-mingle", "-l", "info"],
         "web": [sys.executable, "-m", "uvicorn", "platform_site.asgi:application", "--host", "127.0.0.1",
                 "--port", str(web_port)],
     }
@@ -121,10 +121,10 @@ def main() -> int:
         print(f"prod smoke: run {run_id} completed through web and worker installed from requirements.txt alone")
         return 0
     finally:
-        for name, process, log in processes:
+        for _name, process, _log in processes:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
-        for name, process, log in processes:
+        for _name, process, _log in processes:
             try:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:

@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
+from django.conf import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -39,7 +40,9 @@ class ApiServer:
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
         self.base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        env = {**os.environ, "DATABASE_URL": self.database_url, **self.extra_env}
+        # The server loads the settings this process runs with (the test settings), not its default.
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE, "DATABASE_URL": self.database_url,
+               **self.extra_env}
         log = open(ARTIFACTS / f"{self.name}.log", "wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "platform_site.asgi:application", "--fd", str(sock.fileno()),

@@ -41,7 +41,7 @@ def _database_url() -> str:
 @pytest.fixture(scope="session")
 def worker_process(django_db_setup, django_db_blocker):
     if connection.vendor != "postgresql":
-        pytest.skip("end-to-end tests need PostgreSQL: set DATABASE_URL (scripts/test.sh does)")
+        pytest.skip("end-to-end tests need PostgreSQL (the test settings default to it)")
     redis_client().flushdb()
     process = WorkerProcess(database_url=_database_url())
     process.start()
@@ -99,7 +99,7 @@ def api_server_process(django_db_setup, django_db_blocker):
     from tests.api_servers import ApiServer
 
     if connection.vendor != "postgresql":
-        pytest.skip("end-to-end tests need PostgreSQL: set DATABASE_URL (scripts/test.sh does)")
+        pytest.skip("end-to-end tests need PostgreSQL (the test settings default to it)")
     # Named, so a test can count the server's own database connections.
     server = ApiServer(database_url=_database_url() + "?application_name=agentry-test-web").start()
     yield server

@@ -1,17 +1,10 @@
-"""Engine tests that drive runs in-process against the fake model server.
-
-`start_run` posts the user message without handing the run to the broker (a worker left
-running by an end-to-end test would otherwise race the in-process loop); `advance` then
-takes every step in this process, as a worker would.
-"""
+"""Model configs and agents on the fake model server, and checks of a run's model calls.
+Runs are started and advanced with tests.runs."""
 
 import uuid
-from unittest import mock
 
-from agents.engine.loop import run_advance
 from agents.models import ModelConfig
-from conversations.models import Conversation, LLMCall, Run
-from conversations.services import conversation_create, message_post
+from conversations.models import LLMCall, Run
 from tests.factories import ModelConfigFactory, make_agent
 
 
@@ -27,22 +20,6 @@ def agent_on(fake_llm, script: dict, *, provider: str = "openai_compatible", str
              tools: list[str] = ("test-echo",), model_fields: dict | None = None, **agent_fields):
     model = fake_model(fake_llm, script, provider=provider, stream=stream, **(model_fields or {}))
     return make_agent(tools=list(tools), model_config=model, **agent_fields)
-
-
-def start_run(agent, content: str, conversation: Conversation | None = None) -> Run:
-    conversation = conversation or conversation_create(agent=agent)
-    with mock.patch("agents.tasks.run_advance_task.delay"):
-        return message_post(conversation=conversation, content=content)
-
-
-def advance(run: Run) -> Run:
-    run_advance(run_id=run.pk)
-    run.refresh_from_db()
-    return run
-
-
-def ask(agent, content: str, conversation: Conversation | None = None) -> Run:
-    return advance(start_run(agent, content, conversation))
 
 
 def calls_of(run: Run) -> list[LLMCall]:

@@ -1,19 +1,31 @@
-"""Driving runs in-process (engine tests) without the queue."""
+"""Driving runs in-process (engine tests) without the queue.
+
+`start_run` posts the user message without handing the run to the broker (a worker left
+running by an end-to-end test would otherwise race the in-process loop); `advance` then
+takes every step in this process, as a worker would.
+"""
+
+from unittest import mock
 
 from agents.engine.loop import run_advance
-from conversations.models import Message, Run
+from conversations.models import Conversation, Message, Run
 from conversations.services import conversation_create, message_post
 
 
-def start_run(agent, content: str = "hello", conversation=None) -> Run:
+def start_run(agent, content: str = "hello", conversation: Conversation | None = None) -> Run:
     conversation = conversation or conversation_create(agent=agent)
-    return message_post(conversation=conversation, content=content)
+    with mock.patch("agents.tasks.run_advance_task.delay"):
+        return message_post(conversation=conversation, content=content)
 
 
 def advance(run: Run) -> Run:
     run_advance(run_id=run.pk)
     run.refresh_from_db()
     return run
+
+
+def ask(agent, content: str, conversation: Conversation | None = None) -> Run:
+    return advance(start_run(agent, content, conversation))
 
 
 def last_answer(run: Run) -> str:

@@ -33,15 +33,19 @@ TOOL_SCRIPT = {
 }
 
 
-def iter_events(response: httpx.Response):
-    """Parse SSE from a streaming response: dicts with id, event and parsed data."""
+def iter_events(response: httpx.Response, on_comment=None):
+    """Parse SSE from a streaming response: dicts with id, event and parsed data; comment lines
+    (keepalives) go to `on_comment` when given."""
     current = {}
     for line in response.iter_lines():
         if line == "":
             if "data" in current:
                 yield {"id": int(current["id"]), "event": current["event"], "data": json.loads(current["data"])}
             current = {}
-        elif not line.startswith(":"):
+        elif line.startswith(":"):
+            if on_comment is not None:
+                on_comment(line)
+        else:
             field, _, value = line.partition(":")
             current[field] = value.removeprefix(" ")
 
@@ -172,10 +176,17 @@ def test_idle_streams_hold_no_thread_and_no_database_connection(api_server, user
     threads_before, connections_before = api_server.threads(), _server_db_connections()
 
     received: dict = {run.pk: [] for run in runs}
+    cancelling = threading.Event()
+    # Streams that learnt of the cancel from their timed keepalive poll instead of a wake-up.
+    polled = []
 
     def follow(run):
+        def note(comment):
+            if cancelling.is_set():
+                polled.append(run.pk)
+
         with _stream(api_server, run.pk, headers) as response:
-            for event in iter_events(response):
+            for event in iter_events(response, on_comment=note):
                 received[run.pk].append(event)
 
     followers = [threading.Thread(target=follow, args=(run,)) for run in runs]
@@ -186,6 +197,7 @@ def test_idle_streams_hold_no_thread_and_no_database_connection(api_server, user
     threads_idle, connections_idle = api_server.threads(), _server_db_connections()
 
     started = time.monotonic()
+    cancelling.set()
     for run in runs:
         run_finish(run_id=run.pk, status="cancelled", stop_reason="cancelled")
     for follower in followers:
@@ -198,8 +210,10 @@ def test_idle_streams_hold_no_thread_and_no_database_connection(api_server, user
     assert threads_idle - threads_before <= 8, "threads grew with the number of open streams"
     assert connections_idle - connections_before <= 8, "database connections grew with the number of open streams"
     assert all([e["event"] for e in received[run.pk]] == ["run.awaiting_approval", "run.cancelled"] for run in runs)
-    # Redis wakes the streams; without it they would wait for the 15 s keepalive poll.
-    assert woke_after < 10
+    # Redis wakes the streams; without it each would end only after its keepalive poll, which
+    # sends a keepalive comment first.
+    assert not any(follower.is_alive() for follower in followers)
+    assert polled == []
 
 
 @pytest.fixture(scope="module")

@@ -62,7 +62,7 @@ CONFIG = schemathesis.Config.from_dict({
 def fuzz_server(django_db_setup, django_db_blocker):
     """A web server of its own: the fuzzer sends more requests a minute than the default rates allow."""
     if connection.vendor != "postgresql":
-        pytest.skip("end-to-end tests need PostgreSQL: set DATABASE_URL (scripts/test.sh does)")
+        pytest.skip("end-to-end tests need PostgreSQL (the test settings default to it)")
     server = ApiServer(database_url=_database_url() + "?application_name=agentry-fuzz-web", name="fuzz-web", env={
         "AGENTRY_API_RATE": "100000/min", "AGENTRY_API_RUN_RATE": "100000/min",
         "AGENTRY_COMPLETION_TIMEOUT_SECONDS": "20",

@@ -7,7 +7,8 @@ from agents.engine.context import SUMMARY_HEADING
 from agents.engine.summary import TRANSCRIPT_HEADING
 from conversations.models import Conversation, LLMCall, Message, ToolInvocation
 from conversations.services import conversation_create
-from tests.llm_helpers import advance, agent_on, ask, assert_totals_match_calls
+from tests.llm_helpers import agent_on, assert_totals_match_calls
+from tests.runs import advance, ask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PROVIDERS = ["openai_compatible", "anthropic"]

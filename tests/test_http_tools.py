@@ -120,7 +120,7 @@ def test_definitions_are_checked_when_saved():
 def test_admin_stores_secret_headers_encrypted_and_shows_them_masked(admin_client, petstore):
     response = admin_client.post("/admin/tools/tooldefinition/add/", {
         "name": "pets-add", "description": "Adds a pet.", "kind": "http", "parameters": json.dumps(PET),
-        "side_effect": "write", "timeout_seconds": "10", "max_result_chars": "4000", "allowed_roles": "[]",
+        "side_effect": "write", "timeout_seconds": "10", "max_result_chars": "4000",
         "is_active": "on", "http_method": "POST", "http_url": f"{petstore.base_url}/pets",
         "http_query_params": "[]", "http_headers": "{}", "http_max_response_bytes": "100000",
         "new_http_secret_headers": '{"Authorization": "Bearer abcdefghijkl1234"}',

@@ -6,7 +6,8 @@ from decimal import Decimal
 import pytest
 
 from conversations.models import LLMCall, Message, RunEvent, ToolInvocation
-from tests.llm_helpers import agent_on, ask, assert_totals_match_calls, calls_of, fake_model
+from tests.llm_helpers import agent_on, assert_totals_match_calls, calls_of, fake_model
+from tests.runs import ask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PROVIDERS = ["openai_compatible", "anthropic"]

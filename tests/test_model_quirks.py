@@ -11,7 +11,8 @@ from agents.providers import ProviderError, get_provider
 from conversations.completions import completion_outcome
 from conversations.models import Conversation, Message
 from conversations.services import conversation_create, messages_append
-from tests.llm_helpers import advance, agent_on, ask, assert_totals_match_calls, calls_of, start_run
+from tests.llm_helpers import agent_on, assert_totals_match_calls, calls_of
+from tests.runs import advance, ask, start_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

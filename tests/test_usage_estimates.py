@@ -13,7 +13,8 @@ from agents.providers import get_provider
 from conversations.models import LLMCall
 from conversations.services import conversation_create
 from tests.api_helpers import client_for, make_user
-from tests.llm_helpers import agent_on, ask, assert_totals_match_calls
+from tests.llm_helpers import agent_on, assert_totals_match_calls
+from tests.runs import ask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

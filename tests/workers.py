@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from django.conf import settings
+
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 
@@ -27,11 +29,13 @@ class WorkerProcess:
         ARTIFACTS.mkdir(exist_ok=True)
         self.starts += 1
         log_path = ARTIFACTS / f"{self.name}-{self.starts}.log"
-        env = {**os.environ, "DATABASE_URL": self.database_url, "DB_CONN_MAX_AGE": "0", **self.extra_env}
+        # The worker loads the settings this process runs with (the test settings), not its default.
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE, "DATABASE_URL": self.database_url,
+               "DB_CONN_MAX_AGE": "0", **self.extra_env}
         log = open(log_path, "wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "platform_site", "worker", "-P", "threads", "-c", "8",
-             "-Q", "llm,tools,maintenance", "-n", f"{self.name}-{self.starts}@%h", "--without-gossip",
+             "-Q", "llm,maintenance", "-n", f"{self.name}-{self.starts}@%h", "--without-gossip",
              "--without-mingle", "--without-heartbeat", "-l", "info"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )

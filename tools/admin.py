@@ -57,7 +57,7 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
     change_list_template = "admin/tools/tooldefinition/change_list.html"
     fieldsets = [
         (None, {"fields": ["name", "description", "kind", "parameters", "side_effect", "idempotent",
-                           "timeout_seconds", "max_result_chars", "allowed_roles", "is_active"]}),
+                           "timeout_seconds", "max_result_chars", "is_active"]}),
         ("Approval", {"fields": ["approval_policy", "effective_approval", "approval_rule", "approval_timeout_seconds",
                                  "approval_on_expiry"]}),
         ("Python tool", {"classes": ["collapse"], "fields": ["python_callable"]}),

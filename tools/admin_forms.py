@@ -24,7 +24,8 @@ def masked_mapping(value: str) -> str:
 def _new_secret(label: str) -> forms.CharField:
     return forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}), label=f"New {label}",
-        help_text='A JSON object, e.g. {"Authorization": "Bearer …"}. It replaces the stored one; leave empty to keep it.',
+        help_text='A JSON object, e.g. {"Authorization": "Bearer …"}. '
+        "It replaces the stored one; leave empty to keep it.",
     )
 
 

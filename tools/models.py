@@ -173,9 +173,6 @@ class ToolDefinition(models.Model):
     )
     mcp_server = models.ForeignKey(MCPServer, on_delete=models.CASCADE, null=True, blank=True, related_name="tools")
     mcp_tool_name = models.CharField(max_length=200, blank=True, help_text="The tool's name on its MCP server.")
-    allowed_roles = models.JSONField(
-        default=list, blank=True, help_text="Roles allowed to use the tool; empty means everyone."
-    )
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -194,9 +191,8 @@ class ToolDefinition(models.Model):
 
             target = self.python_callable or self.name
             if registry.get(target) is None:
-                raise ValidationError(
-                    {"python_callable": f"No python tool {target!r} is registered. Known: {', '.join(registry.names()) or 'none'}."}
-                )
+                known = ", ".join(registry.names()) or "none"
+                raise ValidationError({"python_callable": f"No python tool {target!r} is registered. Known: {known}."})
         elif self.kind == self.Kind.HTTP:
             self._clean_http()
         elif self.kind == self.Kind.MCP and not (self.mcp_server_id and self.mcp_tool_name):

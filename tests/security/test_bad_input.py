@@ -284,7 +284,7 @@ def test_admin_json_fields_refuse_bad_json(admin_user, value, error):
     assert not ModelConfig.objects.filter(name="json-check").exists()
     response = client.post("/admin/tools/tooldefinition/add/", {
         "name": "json-check", "description": "d", "kind": "http", "parameters": value, "side_effect": "read",
-        "allowed_roles": "[]", "approval_policy": "never", "timeout_seconds": 5, "max_result_chars": 1000,
+        "approval_policy": "never", "timeout_seconds": 5, "max_result_chars": 1000,
         "http_method": "GET", "http_url": "http://127.0.0.1:9/x", "http_query_params": "{}", "http_headers": "{}",
     })
     assert response.status_code == 200, response.status_code

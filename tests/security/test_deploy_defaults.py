@@ -238,10 +238,12 @@ print("imports ok", broker.transport_cls)
 
 def test_requirements_txt_alone_runs_the_web_and_a_redis_worker(db):
     if not os.environ.get("CELERY_BROKER_URL", "").startswith("redis://"):
-        pytest.skip("needs the Redis broker (scripts/test.sh sets it)")
+        pytest.skip("needs the Redis broker (the test settings default to it)")
     allowed = sorted(_requirements_closure(ROOT / "requirements.txt"))
+    # The production settings module, not the suite's, on the suite's database and broker.
     result = subprocess.run([sys.executable, "-c", PRODUCTION_IMPORTS], cwd=ROOT, capture_output=True, text=True,
-                            env={**os.environ, "DATABASE_URL": _database_url(),
+                            env={**os.environ, "DJANGO_SETTINGS_MODULE": "platform_site.settings",
+                                 "DATABASE_URL": _database_url(),
                                  "ALLOWED_DISTRIBUTIONS": json.dumps(allowed)}, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "imports ok redis" in result.stdout
