@@ -14,7 +14,9 @@ from platform_site.crypto import mask
 class ModelConfigForm(forms.ModelForm):
     # The stored key is never sent to the browser; typing a new one replaces it.
     new_api_key = forms.CharField(
-        required=False, widget=forms.PasswordInput(render_value=False), label="API key",
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        label="API key",
         help_text="Leave empty to keep the current key.",
     )
     clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
@@ -43,22 +45,51 @@ class ModelConfigForm(forms.ModelForm):
 @admin.register(ModelConfig)
 class ModelConfigAdmin(JSONInputAdminMixin, admin.ModelAdmin):
     form = ModelConfigForm
-    list_display = ["name", "provider", "model", "base_url", "stream", "stream_tools_unsupported", "context_window",
-                    "key_status", "updated_at"]
+    list_display = [
+        "name",
+        "provider",
+        "model",
+        "base_url",
+        "stream",
+        "stream_tools_unsupported",
+        "context_window",
+        "key_status",
+        "updated_at",
+    ]
     list_filter = ["provider", "stream", "stream_tools_unsupported"]
     search_fields = ["name", "model", "base_url"]
     readonly_fields = ["key_status"]
     fieldsets = [
         (None, {"fields": ["name", "provider", "base_url", "model", "key_status", "new_api_key", "clear_api_key"]}),
-        ("Parameters", {
-            "description": "Empty means the provider's default. A parameter the provider lacks is refused on save.",
-            "fields": ["temperature", "top_p", "max_tokens", "context_window", "frequency_penalty", "presence_penalty",
-                       "seed", "stop", "response_format", "response_schema", "thinking", "thinking_budget_tokens",
-                       "reasoning_effort", "stream", "stream_tools_unsupported", "extra_params"],
-        }),
+        (
+            "Parameters",
+            {
+                "description": "Empty means the provider's default. A parameter the provider lacks is refused on save.",
+                "fields": [
+                    "temperature",
+                    "top_p",
+                    "max_tokens",
+                    "context_window",
+                    "frequency_penalty",
+                    "presence_penalty",
+                    "seed",
+                    "stop",
+                    "response_format",
+                    "response_schema",
+                    "thinking",
+                    "thinking_budget_tokens",
+                    "reasoning_effort",
+                    "stream",
+                    "stream_tools_unsupported",
+                    "extra_params",
+                ],
+            },
+        ),
         ("Timeouts and retries", {"fields": ["connect_timeout_seconds", "read_timeout_seconds", "max_retries"]}),
-        ("Prices per million tokens", {"fields": ["price_input_per_million", "price_cached_input_per_million",
-                                                  "price_output_per_million"]}),
+        (
+            "Prices per million tokens",
+            {"fields": ["price_input_per_million", "price_cached_input_per_million", "price_output_per_million"]},
+        ),
     ]
 
     @admin.display(description="API key")
@@ -75,8 +106,11 @@ class AgentForm(forms.ModelForm):
         cleaned = super().clean()
         if cleaned.get("system_prompt"):
             try:
-                system_prompt_check(template=cleaned["system_prompt"], time_zone=cleaned.get("time_zone") or "UTC",
-                                    agent_name=cleaned.get("name") or "")
+                system_prompt_check(
+                    template=cleaned["system_prompt"],
+                    time_zone=cleaned.get("time_zone") or "UTC",
+                    agent_name=cleaned.get("name") or "",
+                )
             except ValidationError as exc:
                 self.add_error("system_prompt", exc)
         return cleaned
@@ -89,8 +123,10 @@ class AgentToolFormSet(forms.BaseInlineFormSet):
         if agent.tool_choice != "tool" or not agent.tool_choice_name:
             return
         names = {
-            form.cleaned_data["tool"].name for form in self.forms
-            if form.cleaned_data.get("tool") and form.cleaned_data.get("enabled")
+            form.cleaned_data["tool"].name
+            for form in self.forms
+            if form.cleaned_data.get("tool")
+            and form.cleaned_data.get("enabled")
             and not form.cleaned_data.get("DELETE")
         }
         if agent.tool_choice_name not in names:
@@ -117,16 +153,47 @@ class AgentAdmin(admin.ModelAdmin):
     filter_horizontal = ["allowed_groups"]
     inlines = [AgentToolInline]
     fieldsets = [
-        (None, {"fields": ["name", "slug", "description", "is_active", "system_prompt", "time_zone",
-                           "model_config", "fallback_model_config"]}),
-        ("Loop", {"fields": ["max_iterations", "max_same_tool_streak", "tool_choice", "tool_choice_name",
-                             "parallel_tool_calls"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "name",
+                    "slug",
+                    "description",
+                    "is_active",
+                    "system_prompt",
+                    "time_zone",
+                    "model_config",
+                    "fallback_model_config",
+                ]
+            },
+        ),
+        (
+            "Loop",
+            {
+                "fields": [
+                    "max_iterations",
+                    "max_same_tool_streak",
+                    "tool_choice",
+                    "tool_choice_name",
+                    "parallel_tool_calls",
+                ]
+            },
+        ),
         ("Context policy", {"fields": ["context_max_turns", "context_tool_result_max_chars", "context_token_budget"]}),
-        ("Budgets", {
-            "description": "Reaching a budget ends the run with stop reason budget (or timeout) and says why.",
-            "fields": ["run_token_budget", "run_cost_budget", "run_timeout_seconds", "daily_token_budget",
-                       "daily_cost_budget"],
-        }),
+        (
+            "Budgets",
+            {
+                "description": "Reaching a budget ends the run with stop reason budget (or timeout) and says why.",
+                "fields": [
+                    "run_token_budget",
+                    "run_cost_budget",
+                    "run_timeout_seconds",
+                    "daily_token_budget",
+                    "daily_cost_budget",
+                ],
+            },
+        ),
     ]
 
 

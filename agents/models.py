@@ -5,6 +5,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from agents.providers.parameters import agent_problems, parameter_problems
 from platform_site.crypto import EncryptedTextField
 from tools.approval_policy import validate_rule
 
@@ -38,27 +39,23 @@ class ModelConfig(models.Model):
     """How to reach one model: endpoint, credentials, sampling parameters and prices."""
 
     name = models.CharField(max_length=100, unique=True)
-    provider = models.CharField(
-        max_length=32, choices=ProviderKind.choices, default=ProviderKind.OPENAI_COMPATIBLE
-    )
+    provider = models.CharField(max_length=32, choices=ProviderKind.choices, default=ProviderKind.OPENAI_COMPATIBLE)
     base_url = models.URLField(
         max_length=500,
         help_text="Up to and including the version, e.g. https://api.openai.com/v1 or https://api.anthropic.com/v1.",
     )
     api_key = EncryptedTextField(blank=True, default="")
     model = models.CharField(max_length=200, help_text="Model name sent to the provider.")
-    temperature = models.FloatField(
-        null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(2)]
-    )
-    top_p = models.FloatField(
-        null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(1)]
-    )
+    temperature = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(2)])
+    top_p = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(1)])
     # Zero would ask for an empty answer on every call; the database refuses it too.
     max_tokens = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     context_window = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(256)],
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(256)],
         help_text="Tokens the model's context holds (prompt and answer), e.g. 4096 for a small llama.cpp model. "
-                  "When set, older turns are summarised so requests fit, and max tokens is capped to what is left.",
+        "When set, older turns are summarised so requests fit, and max tokens is capped to what is left.",
     )
     frequency_penalty = models.FloatField(
         null=True, blank=True, validators=[MinValueValidator(-2), MaxValueValidator(2)]
@@ -73,21 +70,30 @@ class ModelConfig(models.Model):
         null=True, blank=True, help_text="The JSON Schema answers must match (response format: JSON matching a schema)."
     )
     thinking = models.CharField(
-        max_length=16, choices=Thinking.choices, blank=True, default=Thinking.DEFAULT,
+        max_length=16,
+        choices=Thinking.choices,
+        blank=True,
+        default=Thinking.DEFAULT,
         help_text="Reasoning / thinking mode (seed 000's thinking_type; Anthropic extended thinking).",
     )
     thinking_budget_tokens = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Anthropic: tokens the model may think for (at least 1024, below max tokens).",
+        null=True,
+        blank=True,
+        help_text="Anthropic: tokens the model may think for (at least 1024, below max tokens).",
     )
     reasoning_effort = models.CharField(
-        max_length=16, choices=ReasoningEffort.choices, blank=True, default=ReasoningEffort.DEFAULT,
+        max_length=16,
+        choices=ReasoningEffort.choices,
+        blank=True,
+        default=ReasoningEffort.DEFAULT,
         help_text="OpenAI-style reasoning models: how hard to think.",
     )
     stream = models.BooleanField(default=False)
     stream_tools_unsupported = models.BooleanField(
-        default=False, verbose_name="streaming with tools unsupported",
+        default=False,
+        verbose_name="streaming with tools unsupported",
         help_text="Learned: set when the server refused a streamed request with tools (llama.cpp does); such "
-                  "requests are then sent unstreamed. Clear it to try streaming again.",
+        "requests are then sent unstreamed. Clear it to try streaming again.",
     )
     extra_params = models.JSONField(
         default=dict,
@@ -99,24 +105,22 @@ class ModelConfig(models.Model):
     max_retries = models.PositiveSmallIntegerField(default=2, validators=[MaxValueValidator(10)])
     price_input_per_million = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     price_output_per_million = models.DecimalField(max_digits=12, decimal_places=6, default=0)
-    price_cached_input_per_million = models.DecimalField(
-        max_digits=12, decimal_places=6, default=0
-    )
+    price_cached_input_per_million = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=models.Q(max_tokens__isnull=True) | models.Q(max_tokens__gte=1),
-                                   name="model_config_max_tokens_positive"),
+            models.CheckConstraint(
+                condition=models.Q(max_tokens__isnull=True) | models.Q(max_tokens__gte=1),
+                name="model_config_max_tokens_positive",
+            ),
         ]
 
     def __str__(self):
         return f"{self.name} ({self.model})"
 
     def clean(self):
-        from agents.providers.parameters import parameter_problems
-
         problems = parameter_problems(provider=self.provider, params=self.__dict__)
         if self.context_window and self.max_tokens and self.max_tokens >= self.context_window:
             problems["max_tokens"] = _("Max tokens must be below the context window, which also holds the prompt.")
@@ -170,15 +174,19 @@ class Agent(models.Model):
     )
     tools = models.ManyToManyField("tools.ToolDefinition", through="AgentTool", blank=True)
     max_iterations = models.PositiveSmallIntegerField(
-        default=8, validators=[MinValueValidator(1), MaxValueValidator(100)],
+        default=8,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="Model calls per run before the run stops with an explanation.",
     )
     max_same_tool_streak = models.PositiveSmallIntegerField(
-        default=3, validators=[MinValueValidator(1)],
+        default=3,
+        validators=[MinValueValidator(1)],
         help_text="Consecutive steps calling the same tool before the call is refused.",
     )
     tool_choice = models.CharField(
-        max_length=16, choices=ToolChoice.choices, default=ToolChoice.AUTO,
+        max_length=16,
+        choices=ToolChoice.choices,
+        default=ToolChoice.AUTO,
         help_text="'required' and a named tool apply until the run has called a tool; then the model may answer.",
     )
     tool_choice_name = models.CharField(
@@ -187,15 +195,21 @@ class Agent(models.Model):
     parallel_tool_calls = models.BooleanField(default=True)
     # Context policy (seeds 001 §6.3, 003 §3.4, 004 §2.4).
     context_max_turns = models.PositiveSmallIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1)],
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
         help_text="Only the last N turns (a user message and what followed it) are sent.",
     )
     context_tool_result_max_chars = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(100)],
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(100)],
         help_text="Tool results longer than this are cut when sent again in later steps.",
     )
     context_token_budget = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(500)],
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(500)],
         help_text="When the context would exceed this (estimated) many tokens, earlier turns are summarised.",
     )
     # Budgets: reaching one ends the run with an explanation (stop reason budget or timeout).
@@ -204,7 +218,9 @@ class Agent(models.Model):
         max_digits=12, decimal_places=6, null=True, blank=True, help_text="Cost one run may incur."
     )
     run_timeout_seconds = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1)],
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
         help_text="Wall-clock deadline of a run from its creation, including time queued or awaiting approval.",
     )
     daily_token_budget = models.PositiveBigIntegerField(
@@ -216,11 +232,15 @@ class Agent(models.Model):
     is_active = models.BooleanField(default=True)
     # API access and conversation policy.
     allowed_groups = models.ManyToManyField(
-        "auth.Group", blank=True, related_name="+",
+        "auth.Group",
+        blank=True,
+        related_name="+",
         help_text="Who may use this agent through the API. Empty: every user.",
     )
     concurrent_messages = models.CharField(
-        max_length=16, choices=ConcurrentMessages.choices, default=ConcurrentMessages.REJECT,
+        max_length=16,
+        choices=ConcurrentMessages.choices,
+        default=ConcurrentMessages.REJECT,
         help_text="What a new message does while the conversation still has an active run.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
@@ -233,13 +253,16 @@ class Agent(models.Model):
         if self.tool_choice == ToolChoice.TOOL and not self.tool_choice_name:
             raise ValidationError({"tool_choice_name": "Name the tool the model must call."})
         if self.tool_choice != ToolChoice.TOOL and self.tool_choice_name:
-            raise ValidationError({"tool_choice_name": "Only used when tool choice is 'the named tool'; leave it empty."})
-        from agents.providers.parameters import agent_problems
-
+            raise ValidationError(
+                {"tool_choice_name": "Only used when tool choice is 'the named tool'; leave it empty."}
+            )
         problems = agent_problems(
             tool_choice=self.tool_choice,
-            models=[m for m in (self.model_config if self.model_config_id else None,
-                                self.fallback_model_config) if m is not None],
+            models=[
+                m
+                for m in (self.model_config if self.model_config_id else None, self.fallback_model_config)
+                if m is not None
+            ],
         )
         if problems:
             raise ValidationError(problems)
@@ -258,7 +281,9 @@ class AgentTool(models.Model):
     tool = models.ForeignKey("tools.ToolDefinition", on_delete=models.PROTECT, related_name="agent_tools")
     approval = models.CharField(max_length=16, choices=Approval.choices, default=Approval.INHERIT)
     approval_rule = models.CharField(
-        max_length=500, blank=True, help_text="With 'when the rule matches', e.g. amount > 1000.",
+        max_length=500,
+        blank=True,
+        help_text="With 'when the rule matches', e.g. amount > 1000.",
     )
     enabled = models.BooleanField(default=True)
 

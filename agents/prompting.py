@@ -56,6 +56,7 @@ def system_prompt_check(*, template: str, time_zone: str, agent_name: str) -> No
         render_system_prompt(template=template, now=timezone.now(), time_zone=time_zone, agent_name=agent_name)
     except Exception as exc:  # noqa: BLE001 - whatever a template raises, every run would raise it too
         raise ValidationError(
-            _("The system prompt cannot be rendered: %(error)s"), code="invalid_template",
+            _("The system prompt cannot be rendered: %(error)s"),
+            code="invalid_template",
             params={"error": str(exc) or type(exc).__name__},
         ) from None

@@ -16,8 +16,11 @@ import httpx
 from tools.builtin import demo  # noqa: F401  (registers the demo tools)
 from tools.registry import ToolContext, registry
 
-TOOLS = [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
-         for t in registry.all() if t.name in ("mojitianqi-DayWeather", "gaodedetu-plan_bicycle")]
+TOOLS = [
+    {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+    for t in registry.all()
+    if t.name in ("mojitianqi-DayWeather", "gaodedetu-plan_bicycle")
+]
 
 
 def _run_tools(message: dict, messages: list, n: int) -> None:
@@ -43,8 +46,10 @@ async def _one_run(post, api_base: str, model: str, n: int) -> int:
 
 
 async def _aiohttp_loop(api_base: str, model: str, runs: int) -> float:
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
-                                     timeout=aiohttp.ClientTimeout(total=60)) as session:
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=60)
+    ) as session:
+
         async def post(url, body):
             async with session.post(url, json=body) as response:
                 response.raise_for_status()
@@ -58,6 +63,7 @@ async def _aiohttp_loop(api_base: str, model: str, runs: int) -> float:
 async def _httpx_loop(api_base: str, model: str, runs: int) -> float:
     limits = httpx.Limits(max_connections=runs + 10, max_keepalive_connections=runs + 10)
     async with httpx.AsyncClient(limits=limits, timeout=60, trust_env=False) as client:
+
         async def post(url, body):
             return (await client.post(url, json=body)).raise_for_status().json()
 

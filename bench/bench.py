@@ -33,8 +33,14 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
 
 FIGURES = {
     "single": ["single.bare", "single.full", "ratio.single"],
-    "throughput": ["throughput.bare", "throughput.bare_httpx", "throughput.full", "ratio.throughput",
-                   "accept", "cpu_per_run"],
+    "throughput": [
+        "throughput.bare",
+        "throughput.bare_httpx",
+        "throughput.full",
+        "ratio.throughput",
+        "accept",
+        "cpu_per_run",
+    ],
     "approval": ["approval"],
     "relay": ["relay"],
     "queries": ["statements_per_step", "commits_per_step", "rows_per_step"],
@@ -78,15 +84,23 @@ class Stack:
 
     def start(self) -> None:
         # Throttles would cap the benchmark client, not measure the platform.
-        env = {"AGENTRY_TOOL_MODULES": "tools.builtin.demo", "LOG_LEVEL": "WARNING",
-               "AGENTRY_API_RATE": "1000000/min", "AGENTRY_API_RUN_RATE": "1000000/min",
-               "CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"]}
+        env = {
+            "AGENTRY_TOOL_MODULES": "tools.builtin.demo",
+            "LOG_LEVEL": "WARNING",
+            "AGENTRY_API_RATE": "1000000/min",
+            "AGENTRY_API_RUN_RATE": "1000000/min",
+            "CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"],
+        }
         self.fake = self.harness.start_fakellm(self.llm_port)
         self._keep("fake model server", self.fake)
         self._keep("web", self.harness.start_web(self.web_port, env, workers=self.options.web_workers))
         for index in range(self.options.workers):
-            self._keep("worker", self.harness.start_worker(
-                f"bench-worker-{index}", concurrency=self.options.threads, pool=self.options.pool, env=env))
+            self._keep(
+                "worker",
+                self.harness.start_worker(
+                    f"bench-worker-{index}", concurrency=self.options.threads, pool=self.options.pool, env=env
+                ),
+            )
         time.sleep(2)
 
     def _keep(self, kind: str, process) -> None:
@@ -103,10 +117,11 @@ class Stack:
 
 
 def _agents(stack: Stack) -> dict:
+    from django.contrib.auth import get_user_model
+
     from agents.demo import DEMO_TOOLS, demo_seed
     from agents.models import Agent, AgentTool, ModelConfig
     from conversations.tokens import api_token_create
-    from django.contrib.auth import get_user_model
     from tools.models import ToolDefinition
 
     demo_seed(llm_base_url=f"{stack.llm_base}/v1", stream=False)
@@ -114,23 +129,41 @@ def _agents(stack: Stack) -> dict:
 
     def agent(slug: str, script: dict, *, stream=False, approval=None) -> Agent:
         model = stack.script(f"bench-{slug}", script)
-        config, _ = ModelConfig.objects.update_or_create(name=f"bench-{slug}", defaults={
-            "base_url": f"{stack.llm_base}/v1", "model": model, "stream": stream, "max_retries": 0,
-            "read_timeout_seconds": 30})
-        found, _ = Agent.objects.update_or_create(slug=f"bench-{slug}", defaults={
-            "name": slug, "model_config": config, "system_prompt": "你是一名智能客服。", "max_iterations": 6,
-            "concurrent_messages": "reject"})
+        config, _ = ModelConfig.objects.update_or_create(
+            name=f"bench-{slug}",
+            defaults={
+                "base_url": f"{stack.llm_base}/v1",
+                "model": model,
+                "stream": stream,
+                "max_retries": 0,
+                "read_timeout_seconds": 30,
+            },
+        )
+        found, _ = Agent.objects.update_or_create(
+            slug=f"bench-{slug}",
+            defaults={
+                "name": slug,
+                "model_config": config,
+                "system_prompt": "你是一名智能客服。",
+                "max_iterations": 6,
+                "concurrent_messages": "reject",
+            },
+        )
         for tool in tools:
             gated = approval and tool.name == "mojitianqi-DayWeather"
-            AgentTool.objects.update_or_create(agent=found, tool=tool,
-                                               defaults={"approval": approval if gated else "inherit"})
+            AgentTool.objects.update_or_create(
+                agent=found, tool=tool, defaults={"approval": approval if gated else "inherit"}
+            )
         return found
 
     user, _ = get_user_model().objects.get_or_create(
-        username="bench", defaults={"is_staff": True, "is_superuser": True})
+        username="bench", defaults={"is_staff": True, "is_superuser": True}
+    )
     _, token = api_token_create(user=user, name=f"bench {uuid.uuid4().hex[:6]}")
-    stamps = {"defaults": {"stream_chunk_delay_ms": 25},
-              "scenarios": [{"match": ".", "steps": [{"content": "\u231a" * 40}]}]}
+    stamps = {
+        "defaults": {"stream_chunk_delay_ms": 25},
+        "scenarios": [{"match": ".", "steps": [{"content": "\u231a" * 40}]}],
+    }
     stack.script("bench-bare-single", three_step_script(stack.options.single_latency_ms))
     stack.script("bench-bare-throughput", three_step_script(stack.options.latency_ms))
     return {
@@ -149,6 +182,7 @@ def _until(deadline: float, what: str) -> None:
 
 # --- measurements: each records one repetition of its figures into `results` -------------------
 
+
 def single_bare(results: Results, stack: Stack) -> None:
     from bench.bare_loop import measure
 
@@ -161,8 +195,10 @@ def single_full(results: Results, stack: Stack, agents: dict, warm_up: bool) -> 
         # The first request of a run warms the web process up (imports, connections) and is not counted.
         for counted in ([False] if warm_up else []) + [True]:
             started = time.perf_counter()
-            response = client.post("/v1/chat/completions", json={
-                "model": agents["single"].slug, "messages": [{"role": "user", "content": "明天成都天气如何？"}]})
+            response = client.post(
+                "/v1/chat/completions",
+                json={"model": agents["single"].slug, "messages": [{"role": "user", "content": "明天成都天气如何？"}]},
+            )
             response.raise_for_status()
             if counted:
                 results.add("single.full", time.perf_counter() - started)
@@ -172,8 +208,10 @@ def throughput_bare(results: Results, stack: Stack, client: str) -> None:
     from bench.bare_loop import measure
 
     name = "throughput.bare" if client == "aiohttp" else "throughput.bare_httpx"
-    results.add(name, measure(api_base=f"{stack.llm_base}/v1", model="bench-bare-throughput",
-                              runs=stack.options.runs, client=client))
+    results.add(
+        name,
+        measure(api_base=f"{stack.llm_base}/v1", model="bench-bare-throughput", runs=stack.options.runs, client=client),
+    )
 
 
 async def _conversations(stack: Stack, token: str, slug: str, runs: int) -> list[str]:
@@ -198,8 +236,9 @@ async def _post_all(stack: Stack, token: str, conversations: list[str]) -> list[
 
         async def one(n: int, conversation: str) -> str:
             async with gate:
-                run = await client.post(f"/api/v1/conversations/{conversation}/messages/",
-                                        json={"content": f"问题 {n}"})
+                run = await client.post(
+                    f"/api/v1/conversations/{conversation}/messages/", json={"content": f"问题 {n}"}
+                )
                 run.raise_for_status()
                 return run.json()["id"]
 
@@ -212,8 +251,10 @@ def _postgres_pids() -> list[int]:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
-                       "AND (datname = current_database() OR datname IS NULL)")
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+            "AND (datname = current_database() OR datname IS NULL)"
+        )
         return [pid for (pid,) in cursor.fetchall()]
 
 
@@ -224,15 +265,20 @@ def throughput_full(results: Results, stack: Stack, agents: dict) -> None:
     # Conversations exist before the clock starts: the figure is accepting messages, as a chat
     # client posting into open conversations does.
     conversations = asyncio.run(_conversations(stack, agents["token"], agents["throughput"].slug, runs))
-    meter = machine.CpuMeter(trees=stack.kinds, listed={
-        "postgres": _postgres_pids, "redis": lambda: machine.named_pids("redis-server"),
-        "benchmark client": lambda: [os.getpid()]})
+    meter = machine.CpuMeter(
+        trees=stack.kinds,
+        listed={
+            "postgres": _postgres_pids,
+            "redis": lambda: machine.named_pids("redis-server"),
+            "benchmark client": lambda: [os.getpid()],
+        },
+    )
     meter.start()
     started = time.perf_counter()
     run_ids = asyncio.run(_post_all(stack, agents["token"], conversations))
     results.add("accept", time.perf_counter() - started)
     deadline = time.monotonic() + stack.options.timeout
-    while (still_open := Run.objects.filter(pk__in=run_ids).exclude(status__in=TERMINAL_STATUSES).count()):
+    while still_open := Run.objects.filter(pk__in=run_ids).exclude(status__in=TERMINAL_STATUSES).count():
         _until(deadline, f"{still_open} of {runs} runs still open after {stack.options.timeout} s")
         time.sleep(0.02)
     wall = time.perf_counter() - started
@@ -255,10 +301,11 @@ def measure_queries_per_step(results: Results, stack: Stack, agents: dict) -> No
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from agents import tasks
-    from agents.engine.loop import run_advance
     from conversations.models import LLMCall
-    from conversations.services import conversation_create, message_post
+    from conversations.services import conversation_create
+    from engine import tasks
+    from engine.admission import message_post
+    from engine.loop import run_advance
 
     counted = {"rows": 0}
 
@@ -296,8 +343,9 @@ def measure_approval_resume(results: Results, stack: Stack, agents: dict) -> Non
     with httpx.Client(base_url=stack.web, headers=headers, timeout=30) as client:
         for n in range(stack.options.samples):
             conversation = client.post("/api/v1/conversations/", json={"agent": agents["approval"].slug}).json()
-            run_id = client.post(f"/api/v1/conversations/{conversation['id']}/messages/",
-                                 json={"content": f"审批 {n}"}).json()["id"]
+            run_id = client.post(
+                f"/api/v1/conversations/{conversation['id']}/messages/", json={"content": f"审批 {n}"}
+            ).json()["id"]
             while not (approval := Approval.objects.filter(run_id=run_id, status="pending").first()):
                 _until(deadline, "no approval requested")
                 time.sleep(0.01)
@@ -319,8 +367,9 @@ async def _relay_one(stack: Stack, token: str, slug: str) -> list[float]:
     latencies = []
     async with httpx.AsyncClient(base_url=stack.web, headers=headers, timeout=60) as client:
         conversation = (await client.post("/api/v1/conversations/", json={"agent": slug})).json()
-        run = (await client.post(f"/api/v1/conversations/{conversation['id']}/messages/",
-                                 json={"content": "说点什么"})).json()
+        run = (
+            await client.post(f"/api/v1/conversations/{conversation['id']}/messages/", json={"content": "说点什么"})
+        ).json()
         async with client.stream("GET", f"/api/v1/runs/{run['id']}/events/") as stream:
             event = None
             async for line in stream.aiter_lines():
@@ -339,8 +388,9 @@ def measure_delta_relay(results: Results, stack: Stack, agents: dict) -> None:
     latencies = []
     for _ in range(stack.options.relay_runs):
         # Keepalives would hold a stream that never ends open forever; the whole run has a deadline.
-        latencies += asyncio.run(asyncio.wait_for(_relay_one(stack, agents["token"], agents["stream"].slug),
-                                                  timeout=stack.options.timeout))
+        latencies += asyncio.run(
+            asyncio.wait_for(_relay_one(stack, agents["token"], agents["stream"].slug), timeout=stack.options.timeout)
+        )
     if not latencies:
         raise RuntimeError("no stamped text delta reached the client")
     results.samples["relay.each"] += latencies
@@ -349,10 +399,12 @@ def measure_delta_relay(results: Results, stack: Stack, agents: dict) -> None:
 
 # --- orchestration -------------------------------------------------------------------------------
 
+
 def _ratio(results: Results, name: str, numerator: str, denominator: str, counts: dict) -> None:
     """The ratio of two figures measured in the same repetition, or its failure."""
-    fresh = [results.samples[part][-1] for part in (numerator, denominator)
-             if len(results.samples[part]) > counts[part]]
+    fresh = [
+        results.samples[part][-1] for part in (numerator, denominator) if len(results.samples[part]) > counts[part]
+    ]
     if len(fresh) == 2:
         results.add(name, fresh[0] / fresh[1])
     else:
@@ -380,8 +432,12 @@ def _repetition(results: Results, stack: Stack, agents: dict, wanted: set, index
         results.attempt(FIGURES["queries"], measure_queries_per_step, stack, agents)
     measured = {name: results.samples[name][-1] for name in counts if len(results.samples[name]) > counts[name]}
     failed = [name for name in errors if len(results.errors[name]) > errors[name]]
-    print(f"repetition {index + 1}: " + ", ".join(f"{name} {value:.3f}" for name, value in measured.items())
-          + (f"; failed: {', '.join(failed)}" if failed else ""), flush=True)
+    print(
+        f"repetition {index + 1}: "
+        + ", ".join(f"{name} {value:.3f}" for name, value in measured.items())
+        + (f"; failed: {', '.join(failed)}" if failed else ""),
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -403,8 +459,11 @@ def main() -> None:
     options = parser.parse_args()
     wanted = set(options.only.split(","))
     print(f"Agentry benchmark on {machine.describe()}; load average before: {machine.load_average()}", flush=True)
-    print(f"stack: {options.web_workers} uvicorn worker(s), {options.workers} Celery worker process(es) × "
-          f"{options.threads} {options.pool}; {options.repeat} repetition(s) of each figure", flush=True)
+    print(
+        f"stack: {options.web_workers} uvicorn worker(s), {options.workers} Celery worker process(es) × "
+        f"{options.threads} {options.pool}; {options.repeat} repetition(s) of each figure",
+        flush=True,
+    )
     results = Results()
     stack = Stack(options)
     try:
@@ -432,34 +491,54 @@ def _print_summary(options, results: Results, wanted: set) -> None:
     ideal = 3 * options.latency_ms / 1000
     print(f"\nfigures (min and median over {options.repeat} repetition(s)):")
     if "single" in wanted:
-        print(f"  single 3-step run at {options.single_latency_ms} ms (ideal {3 * options.single_latency_ms} ms): "
-              f"full stack {spread(results, 'single.full', **ms)}; bare loop {spread(results, 'single.bare', **ms)}")
+        print(
+            f"  single 3-step run at {options.single_latency_ms} ms (ideal {3 * options.single_latency_ms} ms): "
+            f"full stack {spread(results, 'single.full', **ms)}; bare loop {spread(results, 'single.bare', **ms)}"
+        )
     if "throughput" in wanted:
-        print(f"  {options.runs} runs in flight × 3 calls at {options.latency_ms} ms (ideal {ideal:.2f} s): "
-              f"full stack {spread(results, 'throughput.full', ' s', digits=2)}; "
-              f"bare loop {spread(results, 'throughput.bare', ' s', digits=2)}")
-        print(f"    httpx baseline (a bare loop on httpx's shared async pool): "
-              f"{spread(results, 'throughput.bare_httpx', ' s', digits=2)}")
+        print(
+            f"  {options.runs} runs in flight × 3 calls at {options.latency_ms} ms (ideal {ideal:.2f} s): "
+            f"full stack {spread(results, 'throughput.full', ' s', digits=2)}; "
+            f"bare loop {spread(results, 'throughput.bare', ' s', digits=2)}"
+        )
+        print(
+            f"    httpx baseline (a bare loop on httpx's shared async pool): "
+            f"{spread(results, 'throughput.bare_httpx', ' s', digits=2)}"
+        )
         for name, label in (("throughput.full", "full stack"), ("throughput.bare", "bare loop")):
             if results.samples[name]:
                 print(f"    efficiency (ideal ÷ wall), {label}: median {ideal / results.median(name):.3f}")
-        print(f"  accepting {options.runs} posted messages with {options.web_workers} web workers: "
-              f"{spread(results, 'accept', ' s', digits=2)}")
-        print("  CPU per run over web, workers, PostgreSQL and Redis: "
-              f"{spread(results, 'cpu_per_run', ' ms', digits=1)}")
+        print(
+            f"  accepting {options.runs} posted messages with {options.web_workers} web workers: "
+            f"{spread(results, 'accept', ' s', digits=2)}"
+        )
+        print(
+            f"  CPU per run over web, workers, PostgreSQL and Redis: {spread(results, 'cpu_per_run', ' ms', digits=1)}"
+        )
     if "approval" in wanted:
-        print(f"  approval decision → next model call ({options.samples} per repetition; each repetition's median): "
-              f"{spread(results, 'approval', ' ms', digits=1)}; "
-              f"p95 of all {_p95(results.samples['approval.each']):.1f} ms")
+        print(
+            f"  approval decision → next model call ({options.samples} per repetition; each repetition's median): "
+            f"{spread(results, 'approval', ' ms', digits=1)}; "
+            f"p95 of all {_p95(results.samples['approval.each']):.1f} ms"
+        )
     if "relay" in wanted:
-        print(f"  text delta at the model → SSE client ({options.relay_runs} streamed runs per repetition; "
-              f"each repetition's median): {spread(results, 'relay', ' ms', digits=1)}; "
-              f"p95 of all {_p95(results.samples['relay.each']):.1f} ms")
+        print(
+            f"  text delta at the model → SSE client ({options.relay_runs} streamed runs per repetition; "
+            f"each repetition's median): {spread(results, 'relay', ' ms', digits=1)}; "
+            f"p95 of all {_p95(results.samples['relay.each']):.1f} ms"
+        )
 
     print("\ntargets (medians; a ratio is taken within each repetition, then the median of those):")
     targets = [  # figure group, label, figure, target, whether the target is a ceiling, digits, unit
-        ("throughput", f"efficiency at {options.runs} in flight, full stack ÷ bare loop", "ratio.throughput",
-         0.9, False, 3, ""),
+        (
+            "throughput",
+            f"efficiency at {options.runs} in flight, full stack ÷ bare loop",
+            "ratio.throughput",
+            0.9,
+            False,
+            3,
+            "",
+        ),
         ("throughput", "CPU per run over all processes", "cpu_per_run", 30, True, 1, " ms"),
         ("single", "single run, full stack ÷ bare loop", "ratio.single", 1.05, True, 3, "×"),
         ("throughput", f"accepting {options.runs} posts", "accept", 1, True, 2, " s"),
@@ -478,18 +557,29 @@ def _print_summary(options, results: Results, wanted: set) -> None:
     if "throughput" in wanted:
         kinds = [name for name in results.samples if name.startswith("cpu.")]
         if kinds:
-            print("  CPU per run by process kind during the throughput figure (median): "
-                  + ", ".join(f"{name[4:]} {results.median(name):.1f} ms" for name in kinds))
-            print("    (postgres: this database's backends and the server's background processes; redis: the "
-                  "whole server; rest of the machine: every other program, which should be near zero)")
+            print(
+                "  CPU per run by process kind during the throughput figure (median): "
+                + ", ".join(f"{name[4:]} {results.median(name):.1f} ms" for name in kinds)
+            )
+            print(
+                "    (postgres: this database's backends and the server's background processes; redis: the "
+                "whole server; rest of the machine: every other program, which should be near zero)"
+            )
         else:
             print("  CPU per process kind: not measured (the throughput figure failed)")
     if "queries" in wanted:
-        labels = {"statements_per_step": "statements (BEGIN/COMMIT included)", "commits_per_step": "commits",
-                  "rows_per_step": "rows written"}
-        print("  per step, one 3-step run advanced in this process (a count; measured once): " + ", ".join(
-            f"{label} {'failed' if (value := results.median(name)) is None else f'{value:.1f}'}"
-            for name, label in labels.items()))
+        labels = {
+            "statements_per_step": "statements (BEGIN/COMMIT included)",
+            "commits_per_step": "commits",
+            "rows_per_step": "rows written",
+        }
+        print(
+            "  per step, one 3-step run advanced in this process (a count; measured once): "
+            + ", ".join(
+                f"{label} {'failed' if (value := results.median(name)) is None else f'{value:.1f}'}"
+                for name, label in labels.items()
+            )
+        )
         if results.errors["statements_per_step"]:
             print(f"    {spread(results, 'statements_per_step')}")
 

@@ -24,8 +24,13 @@ from bench import harness
 from bench.stack import Clock, free_port, open_runs, run_durations, stack_prepare
 
 # Short leases and re-enqueue delays so a killed worker's runs come back within seconds.
-ENV = {"AGENTRY_OUTBOUND_ALLOWLIST": "127.0.0.1", "AGENTRY_RUN_LEASE_SECONDS": "5",
-       "AGENTRY_QUEUED_REENQUEUE_SECONDS": "15", "AGENTRY_RUN_MAX_RECOVERIES": "5", "DB_CONN_MAX_AGE": "0"}
+ENV = {
+    "AGENTRY_OUTBOUND_ALLOWLIST": "127.0.0.1",
+    "AGENTRY_RUN_LEASE_SECONDS": "5",
+    "AGENTRY_QUEUED_REENQUEUE_SECONDS": "15",
+    "AGENTRY_RUN_MAX_RECOVERIES": "5",
+    "DB_CONN_MAX_AGE": "0",
+}
 POST_BATCH = 10  # runs posted per tick of the driver, so approvals keep pace with arrivals
 
 
@@ -35,11 +40,21 @@ def options() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=3, help="worker processes (threads pool)")
     parser.add_argument("--concurrency", type=int, default=8, help="threads per worker process")
     parser.add_argument("--latency-ms", type=int, default=400, help="simulated latency of each model call")
-    parser.add_argument("--write-latency-ms", type=int, default=200,
-                        help="the counting service answers this long after recording a write")
+    parser.add_argument(
+        "--write-latency-ms",
+        type=int,
+        default=200,
+        help="the counting service answers this long after recording a write",
+    )
     parser.add_argument("--kill-for", type=float, default=40, help="seconds during which workers are killed")
-    parser.add_argument("--kill-every", type=float, nargs=2, default=(1.0, 4.0), metavar=("MIN", "MAX"),
-                        help="seconds between two kills, drawn uniformly")
+    parser.add_argument(
+        "--kill-every",
+        type=float,
+        nargs=2,
+        default=(1.0, 4.0),
+        metavar=("MIN", "MAX"),
+        help="seconds between two kills, drawn uniformly",
+    )
     parser.add_argument("--sweep-every", type=float, default=1.0, help="seconds between two sweeper passes")
     parser.add_argument("--timeout", type=float, default=600, help="give up waiting after this many seconds")
     parser.add_argument("--seed", type=int, default=1)
@@ -60,8 +75,9 @@ class Workers:
 
     def start(self, index: int) -> None:
         self.generations[index] += 1
-        self.processes[index] = harness.start_worker(f"chaos-w{index}-{self.generations[index]}",
-                                                     concurrency=self.concurrency)
+        self.processes[index] = harness.start_worker(
+            f"chaos-w{index}-{self.generations[index]}", concurrency=self.concurrency
+        )
 
     def kill_at_random(self, *, seconds: float, every: tuple[float, float], rng: random.Random) -> None:
         def kill_loop():
@@ -91,10 +107,11 @@ class Workers:
 def drive(*, agent, runs: int, approver, opts, clock: Clock) -> tuple[list, float, float | None]:
     """Post the runs a batch per tick, approve what waits, sweep, until every run is terminal
     or time is up. Returns the run ids, when the last was posted and when the last ended."""
-    from agents.sweeper import runs_sweep
-    from conversations.approvals.services import ApprovalConflict, approval_decide
     from conversations.models import Approval
-    from conversations.services import conversation_create, message_post
+    from conversations.services import conversation_create
+    from engine.admission import message_post
+    from engine.approvals import ApprovalConflict, approval_decide
+    from engine.sweeper import runs_sweep
 
     run_ids: list = []
     posted = None
@@ -132,19 +149,20 @@ def summary(report: dict, tally: dict, opts, timings: dict, run_ids: list) -> st
     ended = f"{timings['ended']:.1f} s" if timings["ended"] is not None else f"not within {opts.timeout:.0f} s"
     posted = f"{timings['posted']:.1f} s" if timings["posted"] is not None else "(not all posted)"
     problems = ", ".join(f"{report[key]} {key.replace('_', ' ')}" for key in PROBLEMS)
-    return "\n".join([
-        f"chaos: {report['runs']} runs, {opts.workers} workers × {opts.concurrency} threads, model latency "
-        f"{opts.latency_ms} ms, {timings['kills']} SIGKILLs during the first {opts.kill_for:.0f} s",
-        f"timings: all posted after {posted}; every run terminal after {ended}; "
-        f"per run {run_durations(run_ids)}",
-        f"statuses: {by_count(report['statuses'])}; stop reasons: {by_count(report['stop_reasons'])}",
-        f"writes: {report['writes_succeeded']} succeeded, {report['writes_interrupted']} interrupted (outcome "
-        f"unknown, not repeated); counting service: {report['writes_recorded']} deliveries of our keys, "
-        f"{tally['keys']} effective writes, {tally['redelivered_keys']} keys delivered twice",
-        f"recovery: {report['recoveries']} lapsed leases requeued by the sweeper, "
-        f"{report['interrupted_model_attempts']} model calls cut off by a kill and closed as interrupted",
-        f"RESULT: {problems} -> {'OK' if timings['ok'] else 'FAILED'}",
-    ])
+    return "\n".join(
+        [
+            f"chaos: {report['runs']} runs, {opts.workers} workers × {opts.concurrency} threads, model latency "
+            f"{opts.latency_ms} ms, {timings['kills']} SIGKILLs during the first {opts.kill_for:.0f} s",
+            f"timings: all posted after {posted}; every run terminal after {ended}; per run {run_durations(run_ids)}",
+            f"statuses: {by_count(report['statuses'])}; stop reasons: {by_count(report['stop_reasons'])}",
+            f"writes: {report['writes_succeeded']} succeeded, {report['writes_interrupted']} interrupted (outcome "
+            f"unknown, not repeated); counting service: {report['writes_recorded']} deliveries of our keys, "
+            f"{tally['keys']} effective writes, {tally['redelivered_keys']} keys delivered twice",
+            f"recovery: {report['recoveries']} lapsed leases requeued by the sweeper, "
+            f"{report['interrupted_model_attempts']} model calls cut off by a kill and closed as interrupted",
+            f"RESULT: {problems} -> {'OK' if timings['ok'] else 'FAILED'}",
+        ]
+    )
 
 
 def main() -> int:
@@ -168,7 +186,8 @@ def main() -> int:
         httpx.put(f"{llm}/_scripts/chaos", json=chaos_script(opts.latency_ms), timeout=10).raise_for_status()
         agent = chaos_agent(llm_api_base=f"{llm}/v1", model="chaos", counting_url=f"http://127.0.0.1:{counting_port}")
         approver, _ = get_user_model().objects.get_or_create(
-            username="chaos-approver", defaults={"is_staff": True, "is_superuser": True})
+            username="chaos-approver", defaults={"is_staff": True, "is_superuser": True}
+        )
         print(f"stack up in {setup():.1f} s; posting {opts.runs} runs", flush=True)
         clock = Clock()
         workers.kill_at_random(seconds=opts.kill_for, every=opts.kill_every, rng=rng)

@@ -16,9 +16,13 @@ def _writes(runs, write_tool: str, per_key: dict) -> dict:
     succeeded wrote exactly once, an interrupted one at most once, an unapproved one never."""
     writes = ToolInvocation.objects.filter(run__in=runs, tool_name=write_tool).select_related("approval")
     succeeded = [inv for inv in writes if inv.status == "succeeded"]
-    approved = {inv.idempotency_key for inv in writes
-                if getattr(inv, "approval", None) is not None and inv.approval.status == Approval.Status.APPROVED
-                and arguments_hash(inv.approval.arguments) == inv.approval.arguments_hash}
+    approved = {
+        inv.idempotency_key
+        for inv in writes
+        if getattr(inv, "approval", None) is not None
+        and inv.approval.status == Approval.Status.APPROVED
+        and arguments_hash(inv.approval.arguments) == inv.approval.arguments_hash
+    }
     ours = {inv.idempotency_key for inv in writes}
     return {
         "writes_succeeded": len(succeeded),
@@ -34,8 +38,9 @@ def _steps(runs, answered_runs: set) -> dict:
     """Every completed model call is one step of its run, made once, and every tool invocation
     answers a tool call of such a step in the same run; a run that reached its final answer
     ran and answered every call it was asked for."""
-    messages = list(Message.objects.filter(run__in=runs).values("run_id", "role", "llm_call_id", "tool_calls",
-                                                                "tool_call_id"))
+    messages = list(
+        Message.objects.filter(run__in=runs).values("run_id", "role", "llm_call_id", "tool_calls", "tool_call_id")
+    )
     step_of_call = {}  # llm_call_id -> (run_id, tool call ids of its assistant message)
     repeated_messages = 0
     for m in messages:
@@ -43,27 +48,35 @@ def _steps(runs, answered_runs: set) -> dict:
             repeated_messages += m["llm_call_id"] in step_of_call
             step_of_call[m["llm_call_id"]] = (m["run_id"], {c["id"] for c in m["tool_calls"] or []})
     calls = LLMCall.objects.filter(run__in=runs, status=LLMCall.Status.SUCCEEDED, purpose=LLMCall.Purpose.STEP)
-    orphan_calls = sum(1 for pk, run_id in calls.values_list("pk", "run_id")
-                       if step_of_call.get(pk, (None,))[0] != run_id)
-    repeated_calls = (calls.values("run_id", "iteration").annotate(n=Count("pk")).filter(n__gt=1).count()
-                      + repeated_messages)
+    orphan_calls = sum(
+        1 for pk, run_id in calls.values_list("pk", "run_id") if step_of_call.get(pk, (None,))[0] != run_id
+    )
+    repeated_calls = (
+        calls.values("run_id", "iteration").annotate(n=Count("pk")).filter(n__gt=1).count() + repeated_messages
+    )
     invocations = list(ToolInvocation.objects.filter(run__in=runs).values_list("run_id", "llm_call_id", "tool_call_id"))
-    foreign = sum(1 for run_id, call_id, tool_call_id in invocations
-                  if step_of_call.get(call_id, (None, set()))[0] != run_id
-                  or tool_call_id not in step_of_call[call_id][1])
+    foreign = sum(
+        1
+        for run_id, call_id, tool_call_id in invocations
+        if step_of_call.get(call_id, (None, set()))[0] != run_id or tool_call_id not in step_of_call[call_id][1]
+    )
     invoked = {(run_id, tool_call_id) for run_id, _, tool_call_id in invocations}
     answered = Counter((m["run_id"], m["tool_call_id"]) for m in messages if m["role"] == Message.Role.TOOL)
     asked = [(m["run_id"], c["id"]) for m in messages if m["run_id"] in answered_runs for c in m["tool_calls"] or []]
     unanswered = sum(1 for key in asked if key not in invoked or answered[key] != 1)
-    return {"orphan_llm_calls": orphan_calls, "repeated_llm_calls": repeated_calls,
-            "orphan_tool_calls": foreign + unanswered}
+    return {
+        "orphan_llm_calls": orphan_calls,
+        "repeated_llm_calls": repeated_calls,
+        "orphan_tool_calls": foreign + unanswered,
+    }
 
 
 def _message_gaps(runs) -> int:
     """Orders are handed out 1, 2, 3… per conversation in the writing transaction: a hole or a
     count that disagrees with the rows means a message was lost after it was numbered."""
     conversations = Conversation.objects.filter(pk__in=runs.values("conversation_id")).annotate(
-        rows=Count("messages"), top=Max("messages__order"))
+        rows=Count("messages"), top=Max("messages__order")
+    )
     return sum(1 for c in conversations if not c.rows == (c.top or 0) == c.message_count)
 
 
@@ -71,8 +84,10 @@ def _open_rows(runs) -> int:
     """An ended run has no attempt still shown as under way (a dead worker's included)."""
     ended = runs.filter(status__in=TERMINAL_STATUSES)
     open_tools = [ToolInvocation.Status.PENDING, ToolInvocation.Status.AWAITING_APPROVAL, ToolInvocation.Status.RUNNING]
-    return (LLMCall.objects.filter(run__in=ended, status=LLMCall.Status.STARTED).count()
-            + ToolInvocation.objects.filter(run__in=ended, status__in=open_tools).count())
+    return (
+        LLMCall.objects.filter(run__in=ended, status=LLMCall.Status.STARTED).count()
+        + ToolInvocation.objects.filter(run__in=ended, status__in=open_tools).count()
+    )
 
 
 def chaos_report(*, run_ids: list, write_tool: str, tally: dict) -> dict:
@@ -84,29 +99,47 @@ def chaos_report(*, run_ids: list, write_tool: str, tally: dict) -> dict:
     # No message lost: every run kept its user message, every completed run answered, and no
     # conversation has a hole in its numbered messages.
     with_user = set(Message.objects.filter(run__in=runs, role="user").values_list("run_id", flat=True))
-    answered = set(Message.objects.filter(run__in=runs, role="assistant", tool_calls__isnull=True)
-                   .values_list("run_id", flat=True))
+    answered = set(
+        Message.objects.filter(run__in=runs, role="assistant", tool_calls__isnull=True).values_list("run_id", flat=True)
+    )
     completed = set(runs.filter(status="completed").values_list("pk", flat=True))
     lost = len(set(run_ids) - with_user) + len(completed - answered)
 
-    tokens = dict(LLMCall.objects.filter(run__in=runs).values("run").annotate(n=Sum("total_tokens"))
-                  .values_list("run", "n"))
+    tokens = dict(
+        LLMCall.objects.filter(run__in=runs).values("run").annotate(n=Sum("total_tokens")).values_list("run", "n")
+    )
     totals_off = sum(1 for pk, total in runs.values_list("pk", "total_tokens") if total != (tokens.get(pk) or 0))
     final = set(runs.filter(stop_reason="final_answer").values_list("pk", flat=True))
 
     return {
-        "runs": len(run_ids), "statuses": dict(statuses), "stop_reasons": dict(stop_reasons),
-        "non_terminal": non_terminal, "lost": lost, "message_gaps": _message_gaps(runs),
+        "runs": len(run_ids),
+        "statuses": dict(statuses),
+        "stop_reasons": dict(stop_reasons),
+        "non_terminal": non_terminal,
+        "lost": lost,
+        "message_gaps": _message_gaps(runs),
         **_writes(runs, write_tool, tally["per_key"]),
         **_steps(runs, final),
-        "open_ledger_rows": _open_rows(runs), "totals_mismatch": totals_off,
+        "open_ledger_rows": _open_rows(runs),
+        "totals_mismatch": totals_off,
         "interrupted_model_attempts": LLMCall.objects.filter(run__in=runs, error__startswith="interrupted").count(),
         "recoveries": runs.aggregate(n=Sum("recoveries"))["n"] or 0,
     }
 
 
-PROBLEMS = ("non_terminal", "lost", "message_gaps", "duplicated", "missing_writes", "unapproved_writes",
-            "orphan_llm_calls", "repeated_llm_calls", "orphan_tool_calls", "open_ledger_rows", "totals_mismatch")
+PROBLEMS = (
+    "non_terminal",
+    "lost",
+    "message_gaps",
+    "duplicated",
+    "missing_writes",
+    "unapproved_writes",
+    "orphan_llm_calls",
+    "repeated_llm_calls",
+    "orphan_tool_calls",
+    "open_ledger_rows",
+    "totals_mismatch",
+)
 
 
 def report_ok(report: dict) -> bool:

@@ -29,9 +29,13 @@ class Tally:
 
     def summary(self) -> dict:
         with self.lock:
-            return {"requests": sum(self.requests.values()), "keys": len(self.effective),
-                    "redelivered_keys": sum(1 for n in self.requests.values() if n > 1),
-                    "missing_key": self.missing_key, "per_key": dict(self.requests)}
+            return {
+                "requests": sum(self.requests.values()),
+                "keys": len(self.effective),
+                "redelivered_keys": sum(1 for n in self.requests.values() if n > 1),
+                "missing_key": self.missing_key,
+                "per_key": dict(self.requests),
+            }
 
 
 def create_app(tally: Tally | None = None, delay_ms: int = 0) -> Starlette:
@@ -64,4 +68,10 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, default=8930)
     parser.add_argument("--delay-ms", type=int, default=0, help="answer this long after recording a write")
     options = parser.parse_args()
-    uvicorn.run(create_app(delay_ms=options.delay_ms), host=options.host, port=options.port, log_level="warning", access_log=False)
+    uvicorn.run(
+        create_app(delay_ms=options.delay_ms),
+        host=options.host,
+        port=options.port,
+        log_level="warning",
+        access_log=False,
+    )

@@ -60,9 +60,11 @@ def _expected_end(steps: list[list[str]], attempts_per_step: int) -> str:
 def fault_report(*, run_ids: list, script: dict, requests: list[dict]) -> dict:
     served = served_faults(script=script, requests=requests)
     runs = {run.pk: run for run in Run.objects.filter(pk__in=run_ids).select_related("agent_version")}
-    calls = list(LLMCall.objects.filter(run__in=run_ids).order_by("run", "iteration", "attempt")
-                 .values("pk", "run_id", "iteration", "attempt", "status", "http_status", "error", "request",
-                         "total_tokens"))
+    calls = list(
+        LLMCall.objects.filter(run__in=run_ids)
+        .order_by("run", "iteration", "attempt")
+        .values("pk", "run_id", "iteration", "attempt", "status", "http_status", "error", "request", "total_tokens")
+    )
     per_body = defaultdict(list)
     for call in calls:
         per_body[_digest(call["request"])].append(call)
@@ -89,21 +91,28 @@ def fault_report(*, run_ids: list, script: dict, requests: list[dict]) -> dict:
         wrong_end += (run.stop_reason, run.status) != (expected, status)
         endings[(run.agent_version.snapshot["model"]["stream"], run.status, run.stop_reason)] += 1
 
-    events = Counter(RunEvent.objects.filter(run__in=run_ids, type__startswith="llm_call.")
-                     .values_list("type", flat=True))
+    events = Counter(
+        RunEvent.objects.filter(run__in=run_ids, type__startswith="llm_call.").values_list("type", flat=True)
+    )
     rows = Counter(call["status"] for call in calls)
     tokens = Counter()
     for call in calls:
         tokens[call["run_id"]] += call["total_tokens"]
     return {
         "runs": len(run_ids),
-        "endings": {f"{'streamed' if stream else 'plain'} {status}/{reason}": n
-                    for (stream, status, reason), n in sorted(endings.items())},
-        "attempts": len(calls), "requests_served": len(requests),
+        "endings": {
+            f"{'streamed' if stream else 'plain'} {status}/{reason}": n
+            for (stream, status, reason), n in sorted(endings.items())
+        },
+        "attempts": len(calls),
+        "requests_served": len(requests),
         "faults_served": dict(Counter(kind for kind in kind_of.values() if kind)),
         "retry_attempts": sum(1 for call in calls if call["attempt"] > 1),
-        "runs_recovered_by_retry": sum(1 for run_id, run in runs.items() if run.status == "completed"
-                                       and any(len(kinds) > 1 for kinds in steps[run_id].values())),
+        "runs_recovered_by_retry": sum(
+            1
+            for run_id, run in runs.items()
+            if run.status == "completed" and any(len(kinds) > 1 for kinds in steps[run_id].values())
+        ),
         "non_terminal": sum(1 for run in runs.values() if run.status not in TERMINAL_STATUSES),
         "wrong_stop_reason": wrong_end,
         "unmatched_attempts": unmatched,
@@ -111,14 +120,22 @@ def fault_report(*, run_ids: list, script: dict, requests: list[dict]) -> dict:
         "extra_attempts": extra_attempts,
         "open_attempts": rows[LLMCall.Status.STARTED],
         "missing_events": abs(events["llm_call.failed"] - rows[LLMCall.Status.FAILED])
-                          + abs(events["llm_call.completed"] - rows[LLMCall.Status.SUCCEEDED])
-                          + abs(events["llm_call.started"] - len(calls)),
+        + abs(events["llm_call.completed"] - rows[LLMCall.Status.SUCCEEDED])
+        + abs(events["llm_call.started"] - len(calls)),
         "totals_mismatch": sum(1 for run_id, run in runs.items() if run.total_tokens != tokens[run_id]),
     }
 
 
-PROBLEMS = ("non_terminal", "wrong_stop_reason", "unmatched_attempts", "misread_attempts", "extra_attempts",
-            "open_attempts", "missing_events", "totals_mismatch")
+PROBLEMS = (
+    "non_terminal",
+    "wrong_stop_reason",
+    "unmatched_attempts",
+    "misread_attempts",
+    "extra_attempts",
+    "open_attempts",
+    "missing_events",
+    "totals_mismatch",
+)
 
 
 def report_ok(report: dict) -> bool:

@@ -42,7 +42,7 @@ def options() -> argparse.Namespace:
 
 
 def wait(run_ids: list, opts, clock: Clock) -> float | None:
-    from agents.sweeper import runs_sweep
+    from engine.sweeper import runs_sweep
 
     next_report = 0.0
     while clock() < opts.timeout:
@@ -60,22 +60,27 @@ def wait(run_ids: list, opts, clock: Clock) -> float | None:
 def summary(report: dict, opts, posted: float, ended: float | None, run_ids: list, ok: bool) -> str:
     from bench.fault_checks import PROBLEMS
 
-    rates = f"429 {opts.rate_429:g}, 500 {opts.rate_500:g}, timeout {opts.rate_timeout:g}, malformed JSON " \
-            f"{opts.rate_malformed:g}, cut {opts.rate_cut:g}"
+    rates = (
+        f"429 {opts.rate_429:g}, 500 {opts.rate_500:g}, timeout {opts.rate_timeout:g}, malformed JSON "
+        f"{opts.rate_malformed:g}, cut {opts.rate_cut:g}"
+    )
     served = ", ".join(f"{kind} {n}" for kind, n in sorted(report["faults_served"].items()))
-    return "\n".join([
-        f"faults: {report['runs']} runs (plain and streamed), fault rates {rates}, seed {opts.seed}, "
-        f"{opts.max_retries + 1} attempts per model call, read timeout {opts.read_timeout:g} s",
-        f"timings: posted in {posted:.1f} s; every run terminal after "
-        + (f"{ended:.1f} s" if ended is not None else f"(not within {opts.timeout:.0f} s)")
-        + f"; per run {run_durations(run_ids)}",
-        "endings: " + ", ".join(f"{k} {n}" for k, n in report["endings"].items()),
-        f"attempts: {report['attempts']} LLMCall rows for {report['requests_served']} requests served; faults "
-        f"served: {served or 'none'}; {report['retry_attempts']} retry attempts (attempt > 1); "
-        f"{report['runs_recovered_by_retry']} runs finished thanks to a retry",
-        "RESULT: " + ", ".join(f"{report[key]} {key.replace('_', ' ')}" for key in PROBLEMS)
-        + f" -> {'OK' if ok else 'FAILED'}",
-    ])
+    return "\n".join(
+        [
+            f"faults: {report['runs']} runs (plain and streamed), fault rates {rates}, seed {opts.seed}, "
+            f"{opts.max_retries + 1} attempts per model call, read timeout {opts.read_timeout:g} s",
+            f"timings: posted in {posted:.1f} s; every run terminal after "
+            + (f"{ended:.1f} s" if ended is not None else f"(not within {opts.timeout:.0f} s)")
+            + f"; per run {run_durations(run_ids)}",
+            "endings: " + ", ".join(f"{k} {n}" for k, n in report["endings"].items()),
+            f"attempts: {report['attempts']} LLMCall rows for {report['requests_served']} requests served; faults "
+            f"served: {served or 'none'}; {report['retry_attempts']} retry attempts (attempt > 1); "
+            f"{report['runs_recovered_by_retry']} runs finished thanks to a retry",
+            "RESULT: "
+            + ", ".join(f"{report[key]} {key.replace('_', ' ')}" for key in PROBLEMS)
+            + f" -> {'OK' if ok else 'FAILED'}",
+        ]
+    )
 
 
 def main() -> int:
@@ -83,13 +88,24 @@ def main() -> int:
     stack_prepare(script="bench.faults", env=ENV)
     from bench.fault_checks import fault_report, report_ok
     from bench.fault_setup import fault_agents, fault_script
-    from conversations.services import conversation_create, message_post
+    from conversations.services import conversation_create
+    from engine.admission import message_post
 
-    rates = {"429": opts.rate_429, "500": opts.rate_500, "timeout": opts.rate_timeout,
-             "malformed_json": opts.rate_malformed, "cut_stream": opts.rate_cut}
+    rates = {
+        "429": opts.rate_429,
+        "500": opts.rate_500,
+        "timeout": opts.rate_timeout,
+        "malformed_json": opts.rate_malformed,
+        "cut_stream": opts.rate_cut,
+    }
     # The server sleeps well past the client's read timeout, then answers to nobody.
-    script = fault_script(rates=rates, seed=opts.seed, latency_ms=opts.latency_ms,
-                          timeout_ms=int(opts.read_timeout * 3000), retry_after=0.1)
+    script = fault_script(
+        rates=rates,
+        seed=opts.seed,
+        latency_ms=opts.latency_ms,
+        timeout_ms=int(opts.read_timeout * 3000),
+        retry_after=0.1,
+    )
     port = free_port()
     processes = []
     try:
@@ -98,11 +114,14 @@ def main() -> int:
             processes.append(harness.start_worker(f"faults-w{index}", concurrency=opts.concurrency))
         llm = f"http://127.0.0.1:{port}"
         httpx.put(f"{llm}/_scripts/faults", json=script, timeout=10).raise_for_status()
-        agents = fault_agents(llm_api_base=f"{llm}/v1", model="faults", max_retries=opts.max_retries,
-                              read_timeout=opts.read_timeout)
+        agents = fault_agents(
+            llm_api_base=f"{llm}/v1", model="faults", max_retries=opts.max_retries, read_timeout=opts.read_timeout
+        )
         clock = Clock()
-        run_ids = [message_post(conversation=conversation_create(agent=agents[n % 2]), content=f"question {n}").pk
-                   for n in range(opts.runs)]
+        run_ids = [
+            message_post(conversation=conversation_create(agent=agents[n % 2]), content=f"question {n}").pk
+            for n in range(opts.runs)
+        ]
         posted = clock()
         ended = wait(run_ids, opts, clock)
         requests = httpx.get(f"{llm}/_requests", params={"model": "faults", "limit": SERVER_LOG}, timeout=30).json()

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import httpx
 
+from platform_site.worker_command import worker_argv
+
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "var" / "bench"
 
@@ -17,8 +19,9 @@ LOGS = ROOT / "var" / "bench"
 def _spawn(name: str, args: list[str], env: dict | None = None) -> subprocess.Popen:
     LOGS.mkdir(parents=True, exist_ok=True)
     log = open(LOGS / f"{name}.log", "wb")
-    return subprocess.Popen(args, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        args, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -50,24 +53,50 @@ def start_fakellm(port: int) -> subprocess.Popen:
 
 
 def start_counting_service(port: int, delay_ms: int = 0) -> subprocess.Popen:
-    process = _spawn("counting", [sys.executable, "-m", "bench.counting_service", "--host", "127.0.0.1",
-                                  "--port", str(port), "--delay-ms", str(delay_ms)])
+    process = _spawn(
+        "counting",
+        [
+            sys.executable,
+            "-m",
+            "bench.counting_service",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--delay-ms",
+            str(delay_ms),
+        ],
+    )
     wait_http(f"http://127.0.0.1:{port}/writes")
     return process
 
 
 def start_worker(name: str, *, concurrency: int, pool: str = "threads", env: dict | None = None) -> subprocess.Popen:
-    process = _spawn(name, [sys.executable, "-m", "celery", "-A", "platform_site", "worker", "-P", pool,
-                            "-c", str(concurrency), "-Q", "llm,maintenance", "-n", f"{name}@%h",
-                            "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "warning"], env)
+    process = _spawn(name, worker_argv(concurrency=concurrency, pool=pool, name=f"{name}@%h", loglevel="warning"), env)
     time.sleep(0.5)
     return process
 
 
 def start_web(port: int, env: dict | None = None, workers: int = 1) -> subprocess.Popen:
-    process = _spawn("web", [sys.executable, "-m", "uvicorn", "platform_site.asgi:application", "--host", "127.0.0.1",
-                             "--port", str(port), "--workers", str(workers), "--log-level", "warning",
-                             "--no-access-log"], env)
+    process = _spawn(
+        "web",
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "platform_site.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        env,
+    )
     wait_http(f"http://127.0.0.1:{port}/health/")
     return process
 

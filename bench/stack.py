@@ -13,8 +13,10 @@ def stack_prepare(*, script: str, env: dict[str, str]) -> None:
     the caller's own values win) and set Django up on a migrated database."""
     database = os.environ.get("DATABASE_URL", "")
     if not database.startswith(("postgres://", "postgresql://")):
-        sys.exit(f"{script} needs PostgreSQL and Redis, as production has: set DATABASE_URL=postgres://… and "
-                 "REDIS_URL=redis://… (SQLite cannot hold several worker processes writing at once).")
+        sys.exit(
+            f"{script} needs PostgreSQL and Redis, as production has: set DATABASE_URL=postgres://… and "
+            "REDIS_URL=redis://… (SQLite cannot hold several worker processes writing at once)."
+        )
     if not os.environ.get("REDIS_URL", "").startswith("redis://"):
         sys.exit(f"{script} needs Redis as its broker: set REDIS_URL=redis://…")
     for name, value in env.items():
@@ -43,8 +45,12 @@ def run_durations(run_ids: list) -> str:
     """Median, 95th percentile and longest time from post to terminal state."""
     from conversations.models import Run
 
-    spans = sorted((finished - created).total_seconds() for created, finished in
-                   Run.objects.filter(pk__in=run_ids, finished_at__isnull=False).values_list("created_at", "finished_at"))
+    spans = sorted(
+        (finished - created).total_seconds()
+        for created, finished in Run.objects.filter(pk__in=run_ids, finished_at__isnull=False).values_list(
+            "created_at", "finished_at"
+        )
+    )
     if not spans:
         return "no run finished"
     p95 = spans[min(len(spans) - 1, int(len(spans) * 0.95))]

@@ -3,7 +3,9 @@ from django.db.models.signals import post_migrate
 
 
 def _approvers_group(sender, **kwargs):
-    from conversations.approvals.services import approvers_group_ensure
+    # Imported when the signal fires: permissions imports models, which cannot be imported
+    # while the app registry is still loading this module.
+    from conversations.permissions import approvers_group_ensure
 
     approvers_group_ensure()
 
@@ -12,5 +14,9 @@ class ConversationsConfig(AppConfig):
     name = "conversations"
 
     def ready(self):
+        # Register the tasks in every process (web ones too): webhook deliveries are sent by
+        # task name (see conversations.webhooks).
+        from conversations import tasks  # noqa: F401
+
         # After every migrate (and every test-database flush) the Approvers group exists.
         post_migrate.connect(_approvers_group, sender=self)

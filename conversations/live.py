@@ -9,11 +9,11 @@ from contextlib import aclosing
 
 from django.conf import settings
 
-from platform_site.asyncdb import db
+from conversations.events import TERMINAL_EVENT_TYPES
 from conversations.models import TERMINAL_STATUSES, Run, RunEvent
 from conversations.wakeups import get_waker
+from platform_site.asyncdb import db
 
-TERMINAL_EVENT_TYPES = frozenset(f"run.{status}" for status in TERMINAL_STATUSES)
 BATCH_SIZE = 500
 
 
@@ -21,7 +21,8 @@ def _read(run_id, after: int) -> tuple[list[dict], bool]:
     # The status first: a run seen terminal here has all its events committed already.
     status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
     rows = list(
-        RunEvent.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")
+        RunEvent.objects.filter(run_id=run_id, seq__gt=after)
+        .order_by("seq")
         .values("seq", "type", "payload", "created_at")[:BATCH_SIZE]
     )
     return rows, status in TERMINAL_STATUSES

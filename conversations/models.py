@@ -139,7 +139,8 @@ class Run(models.Model):
             models.Index(fields=["conversation", "created_at"], name="run_conversation_idx"),
             # The sweeper ends open runs past their deadline; closed runs stay out of the index.
             models.Index(
-                fields=["deadline"], name="run_open_deadline_idx",
+                fields=["deadline"],
+                name="run_open_deadline_idx",
                 condition=Q(status__in=["queued", "running", "awaiting_approval"], deadline__isnull=False),
             ),
             # The monitoring rollups read the runs that ended in the last hours.
@@ -199,9 +200,7 @@ class LLMCall(models.Model):
     class Meta:
         ordering = ["run", "iteration", "attempt"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["run", "purpose", "iteration", "attempt"], name="llm_call_attempt_unique"
-            ),
+            models.UniqueConstraint(fields=["run", "purpose", "iteration", "attempt"], name="llm_call_attempt_unique"),
         ]
         indexes = [models.Index(fields=["started_at"], name="llm_call_started_idx")]
 
@@ -290,8 +289,7 @@ class Approval(models.Model):
         indexes = [
             models.Index(fields=["status", "created_at"], name="approval_status_idx"),
             # The expiry task looks only at pending approvals with a deadline.
-            models.Index(fields=["expires_at"], name="approval_pending_expiry_idx",
-                         condition=Q(status="pending")),
+            models.Index(fields=["expires_at"], name="approval_pending_expiry_idx", condition=Q(status="pending")),
         ]
         permissions = [("decide_approval", "Can approve or reject tool calls")]
 
@@ -300,7 +298,7 @@ class Approval(models.Model):
 
 
 class ApprovalGrant(models.Model):
-    """"Approve every call of this tool for the rest of this run", given with one decision.
+    """ "Approve every call of this tool for the rest of this run", given with one decision.
     Later calls still get their own Approval row, approved through this grant."""
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approval_grants")
@@ -359,7 +357,9 @@ class RunRequest(models.Model):
 
     run = models.OneToOneField(Run, on_delete=models.PROTECT, related_name="request")
     conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="run_requests")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     content = models.TextField()
     idempotency_key = models.CharField(max_length=200, blank=True, default="")
     content_hash = models.CharField(max_length=64)
@@ -368,7 +368,8 @@ class RunRequest(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["conversation", "user", "idempotency_key"], condition=~Q(idempotency_key=""),
+                fields=["conversation", "user", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
                 name="run_request_idempotency_unique",
             ),
         ]
@@ -382,7 +383,11 @@ class Webhook(models.Model):
 
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="webhooks")
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, null=True, blank=True, related_name="webhooks",
+        Conversation,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="webhooks",
         help_text="Only this conversation's runs. Empty: every run of the agent.",
     )
     url = models.URLField(max_length=500)

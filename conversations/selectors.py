@@ -1,8 +1,8 @@
 """Reads on runs: the timeline that the admin, the API and the pages all show."""
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import Case, OuterRef, QuerySet, Subquery, Value, When
 
-from conversations.models import Conversation, LLMCall, Message, Run, ToolInvocation
+from conversations.models import Conversation, LLMCall, Message, Run, RunStatus, ToolInvocation
 
 
 def run_timeline(*, run: Run) -> list[dict]:
@@ -13,8 +13,11 @@ def run_timeline(*, run: Run) -> list[dict]:
     """
     steps = []
     calls = LLMCall.objects.filter(run=run).order_by("purpose", "iteration", "attempt")
-    invocations = (ToolInvocation.objects.filter(run=run).select_related("approval__decided_by")
-                   .order_by("llm_call_id", "position"))
+    invocations = (
+        ToolInvocation.objects.filter(run=run)
+        .select_related("approval__decided_by")
+        .order_by("llm_call_id", "position")
+    )
     by_call: dict[int, list[ToolInvocation]] = {}
     for invocation in invocations:
         by_call.setdefault(invocation.llm_call_id, []).append(invocation)
@@ -34,14 +37,41 @@ def _sees_everyones(user, permission: str) -> bool:
 def conversations_visible_to(*, user) -> QuerySet[Conversation]:
     """A user's own conversations; staff with the view permission see everyone's."""
     conversations = Conversation.objects.select_related("agent")
-    return conversations if _sees_everyones(user, "conversations.view_conversation") else conversations.filter(owner=user)
+    return (
+        conversations if _sees_everyones(user, "conversations.view_conversation") else conversations.filter(owner=user)
+    )
+
+
+def _answers(run_id) -> QuerySet[Message]:
+    # Tool-calling messages may carry text too ("let me look that up"), but only a message
+    # without calls ends a run; newest first.
+    return Message.objects.filter(run_id=run_id, role=Message.Role.ASSISTANT, tool_calls__isnull=True).order_by(
+        "-order"
+    )
+
+
+def run_final_answer(*, run: Run) -> Message | None:
+    """The answer a run delivered: its last assistant message without tool calls, once it has
+    completed. A completed run always ends on one, its model's answer or the message that
+    explains a limit (max iterations, tool loop, budget, timeout, empty answer); a failed,
+    cancelled or expired run delivers none, even if a reply reached the ledger too late."""
+    if run.status != RunStatus.COMPLETED:
+        return None
+    return _answers(run.pk).only("content", "llm_call_id").first()
+
+
+def run_final_answer_annotation() -> Case:
+    """`run_final_answer`'s text as a queryset annotation, for lists of runs (one subquery)."""
+    return Case(
+        When(status=RunStatus.COMPLETED, then=Subquery(_answers(OuterRef("pk")).values("content")[:1])),
+        default=Value(None),
+    )
 
 
 def runs_visible_to(*, user) -> QuerySet[Run]:
     """Runs of the conversations the user may see, with what was asked and the final answer."""
-    answer = Message.objects.filter(run_id=OuterRef("pk"), role=Message.Role.ASSISTANT, tool_calls__isnull=True)
     runs = Run.objects.select_related("agent", "agent_version", "request").annotate(
-        output=Subquery(answer.order_by("-order").values("content")[:1])
+        output=run_final_answer_annotation()
     )
     return runs if _sees_everyones(user, "conversations.view_run") else runs.filter(conversation__owner=user)
 

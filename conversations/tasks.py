@@ -2,16 +2,10 @@
 
 from celery import shared_task
 
-from conversations.approvals.services import approvals_expire
-from conversations.webhooks import webhook_attempt
+from conversations.webhooks import WEBHOOK_DELIVER_TASK, webhook_attempt
 
 
-@shared_task(ignore_result=True)
-def approvals_expire_task() -> int:
-    return approvals_expire()
-
-
-@shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=None)
+@shared_task(name=WEBHOOK_DELIVER_TASK, bind=True, acks_late=True, ignore_result=True, max_retries=None)
 def webhook_deliver_task(self, delivery_id: str) -> None:
     # The number of attempts is bounded by the service (AGENTRY_WEBHOOK_MAX_ATTEMPTS), which
     # counts them on the delivery row, so redelivered tasks cannot add attempts.

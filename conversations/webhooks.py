@@ -18,14 +18,16 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agents.providers.base import parse_retry_after
-from conversations.models import Message, Run, RunEvent, Webhook, WebhookAttempt, WebhookDelivery
+from conversations.models import Run, RunEvent, Webhook, WebhookAttempt, WebhookDelivery
+from conversations.selectors import run_final_answer
 from platform_site import outbound
-from platform_site.backoff import backoff_delay
+from platform_site.backoff import backoff_delay, is_retryable_status, parse_retry_after
+from platform_site.celery import app
 from platform_site.crypto import SecretDecryptionError
 
-WEBHOOK_EVENT_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled", "run.expired", "approval.requested"})
-RETRYABLE_STATUSES = frozenset({408, 429})
+# Sent by name: conversations.tasks wraps this module's webhook_attempt, so this module cannot
+# import it (ConversationsConfig.ready registers the task in every process).
+WEBHOOK_DELIVER_TASK = "conversations.tasks.webhook_deliver_task"
 RESPONSE_EXCERPT_CHARS = 2000
 RESPONSE_EXCERPT_BYTES = 4 * RESPONSE_EXCERPT_CHARS  # enough for the excerpt in any UTF-8 text
 
@@ -40,21 +42,25 @@ def webhook_signature(*, secret: str, timestamp: str, body: bytes) -> str:
 
 
 def _payload(event: RunEvent, run: Run) -> dict:
-    answer = (
-        Message.objects.filter(run=run, role=Message.Role.ASSISTANT, tool_calls__isnull=True)
-        .order_by("-order").values_list("content", flat=True).first()
-    )
+    answer = run_final_answer(run=run)
     return {
         "type": event.type,
         "created_at": event.created_at.isoformat(),
         "event": {"seq": event.seq, "payload": event.payload},
         "run": {
-            "id": str(run.pk), "conversation": str(run.conversation_id), "agent": run.agent.slug,
-            "status": run.status, "stop_reason": run.stop_reason,
-            "output": answer if run.status == "completed" else None,
-            "usage": {"prompt_tokens": run.prompt_tokens, "completion_tokens": run.completion_tokens,
-                      "cached_tokens": run.cached_tokens, "reasoning_tokens": run.reasoning_tokens,
-                      "total_tokens": run.total_tokens},
+            "id": str(run.pk),
+            "conversation": str(run.conversation_id),
+            "agent": run.agent.slug,
+            "status": run.status,
+            "stop_reason": run.stop_reason,
+            "output": answer.content if answer is not None else None,
+            "usage": {
+                "prompt_tokens": run.prompt_tokens,
+                "completion_tokens": run.completion_tokens,
+                "cached_tokens": run.cached_tokens,
+                "reasoning_tokens": run.reasoning_tokens,
+                "total_tokens": run.total_tokens,
+            },
             "cost": str(run.cost),
         },
     }
@@ -62,12 +68,12 @@ def _payload(event: RunEvent, run: Run) -> dict:
 
 def webhook_deliveries_create(*, event: RunEvent) -> list[WebhookDelivery]:
     """In the event's transaction: one delivery per matching webhook, sent after commit."""
-    from conversations.tasks import webhook_deliver_task
-
     run = Run.objects.select_related("agent").get(pk=event.run_id)
-    hooks = list(Webhook.objects.filter(agent_id=run.agent_id, is_active=True).filter(
-        Q(conversation__isnull=True) | Q(conversation_id=run.conversation_id)
-    ))
+    hooks = list(
+        Webhook.objects.filter(agent_id=run.agent_id, is_active=True).filter(
+            Q(conversation__isnull=True) | Q(conversation_id=run.conversation_id)
+        )
+    )
     if not hooks:
         return []
     payload = _payload(event, run)
@@ -76,13 +82,17 @@ def webhook_deliveries_create(*, event: RunEvent) -> list[WebhookDelivery]:
         for hook in hooks
     ]
     for delivery in deliveries:
-        transaction.on_commit(lambda pk=str(delivery.pk): webhook_deliver_task.delay(pk))
+        transaction.on_commit(lambda pk=str(delivery.pk): app.tasks[WEBHOOK_DELIVER_TASK].delay(pk))
     return deliveries
 
 
 def _retry_delay(attempt: int, retry_after: float | None) -> float:
-    return backoff_delay(attempt, base=settings.AGENTRY_WEBHOOK_RETRY_BASE_SECONDS,
-                         cap=settings.AGENTRY_WEBHOOK_RETRY_MAX_SECONDS, retry_after=retry_after)
+    return backoff_delay(
+        attempt,
+        base=settings.AGENTRY_WEBHOOK_RETRY_BASE_SECONDS,
+        cap=settings.AGENTRY_WEBHOOK_RETRY_MAX_SECONDS,
+        retry_after=retry_after,
+    )
 
 
 def _send(delivery: WebhookDelivery, body: bytes) -> tuple[int | None, str, str, bool, float | None]:
@@ -105,9 +115,14 @@ def _send(delivery: WebhookDelivery, body: bytes) -> tuple[int | None, str, str,
         # an internal address must be listed in AGENTRY_WEBHOOK_ALLOWLIST. A redirect is not
         # followed (the receiver's URL is the one configured) and reads as a failed attempt.
         fetched = outbound.guarded_request(
-            "POST", delivery.webhook.url, content=body, headers=headers,
-            timeout_seconds=settings.AGENTRY_WEBHOOK_TIMEOUT_SECONDS, max_bytes=RESPONSE_EXCERPT_BYTES,
-            follow_redirects=False, allowlist=outbound.WEBHOOKS,
+            "POST",
+            delivery.webhook.url,
+            content=body,
+            headers=headers,
+            timeout_seconds=settings.AGENTRY_WEBHOOK_TIMEOUT_SECONDS,
+            max_bytes=RESPONSE_EXCERPT_BYTES,
+            follow_redirects=False,
+            allowlist=outbound.WEBHOOKS,
         )
     except outbound.OutboundBlocked as exc:
         # The target is refused by configuration: trying again will not help.
@@ -119,8 +134,8 @@ def _send(delivery: WebhookDelivery, body: bytes) -> tuple[int | None, str, str,
     excerpt = fetched.text()[:RESPONSE_EXCERPT_CHARS]
     if 200 <= status < 300:
         return status, excerpt, "", False, None
-    retryable = status in RETRYABLE_STATUSES or status >= 500
-    return status, excerpt, f"HTTP {status}", retryable, parse_retry_after(response.headers.get("Retry-After"))
+    retry_after = parse_retry_after(response.headers.get("Retry-After"))
+    return status, excerpt, f"HTTP {status}", is_retryable_status(status), retry_after
 
 
 def webhook_attempt(*, delivery_id) -> float | None:
@@ -131,8 +146,9 @@ def webhook_attempt(*, delivery_id) -> float | None:
         return None
     number = delivery.attempts + 1
     # Claiming the attempt number first means a duplicated task cannot send the same attempt twice.
-    if not WebhookDelivery.objects.filter(pk=delivery.pk, status=WebhookDelivery.Status.PENDING,
-                                          attempts=delivery.attempts).update(attempts=number):
+    if not WebhookDelivery.objects.filter(
+        pk=delivery.pk, status=WebhookDelivery.Status.PENDING, attempts=delivery.attempts
+    ).update(attempts=number):
         return None
     body = json.dumps({"id": str(delivery.pk), **delivery.payload}, ensure_ascii=False, separators=(",", ":")).encode()
     started = time.monotonic()
@@ -140,8 +156,13 @@ def webhook_attempt(*, delivery_id) -> float | None:
     will_retry = bool(error) and retryable and number < settings.AGENTRY_WEBHOOK_MAX_ATTEMPTS
     with transaction.atomic():
         WebhookAttempt.objects.create(
-            delivery=delivery, number=number, http_status=status, response_body=excerpt, error=error,
-            duration_ms=int((time.monotonic() - started) * 1000), will_retry=will_retry,
+            delivery=delivery,
+            number=number,
+            http_status=status,
+            response_body=excerpt,
+            error=error,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            will_retry=will_retry,
         )
         if not error:
             outcome = WebhookDelivery.Status.DELIVERED

@@ -16,8 +16,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fakellm", description="Scriptable fake LLM server.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8901)
-    parser.add_argument("--script", action="append", default=[], metavar="NAME=PATH",
-                        help="add or replace a script (repeatable)")
+    parser.add_argument(
+        "--script", action="append", default=[], metavar="NAME=PATH", help="add or replace a script (repeatable)"
+    )
     args = parser.parse_args(argv)
 
     scripts = load_default_scripts()
@@ -26,10 +27,8 @@ def main(argv: list[str] | None = None) -> int:
         app = create_app(scripts)
     except (OSError, ValueError, ScriptError) as exc:
         parser.error(str(exc))
-    print(f"fakellm serving {', '.join(sorted(scripts))} on http://{args.host}:{args.port}",
-          file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False,
-                timeout_graceful_shutdown=5)
+    print(f"fakellm serving {', '.join(sorted(scripts))} on http://{args.host}:{args.port}", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
     return 0
 
 

@@ -7,9 +7,16 @@ from fakellm.wire_common import ARGS_PIECE, TEXT_PIECE, Meta, dumps, pieces
 
 # Lets one script serve both formats with OpenAI-style overrides.
 _STOP_ALIASES = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
-                403: "permission_error", 404: "not_found_error", 413: "request_too_large",
-                429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
+}
 MALFORMED_PLAIN = '{"id":"msg_malformed","type":"message","role":"assistant","content":[{'
 MALFORMED_STREAM = (
     'event: message_start\ndata: {"type":"message_start","message":{"id":\n\n'
@@ -47,8 +54,15 @@ def _blocks(reply: Reply, meta: Meta) -> list[dict]:
 
 
 def _envelope(reply: Reply, meta: Meta, content: list, stop: str | None) -> dict:
-    body = {"id": f"msg_{meta.digest[:24]}", "type": "message", "role": "assistant",
-            "model": meta.model, "content": content, "stop_reason": stop, "stop_sequence": None}
+    body = {
+        "id": f"msg_{meta.digest[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "model": meta.model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+    }
     if reply.usage is not None:
         body["usage"] = usage_body(reply.usage)
     return body
@@ -68,8 +82,7 @@ def _block_events(index: int, block: dict) -> list[str]:
         deltas = [{"type": "text_delta", "text": p} for p in pieces(block["text"], TEXT_PIECE)]
     else:
         start = {**block, "input": {}}
-        deltas = [{"type": "input_json_delta", "partial_json": p}
-                  for p in pieces(dumps(block["input"]), ARGS_PIECE)]
+        deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces(dumps(block["input"]), ARGS_PIECE)]
     events = [_event("content_block_start", {"index": index, "content_block": start})]
     events += [_event("content_block_delta", {"index": index, "delta": d}) for d in deltas]
     events.append(_event("content_block_stop", {"index": index}))

@@ -33,8 +33,9 @@ async def messages(request: Request) -> Response:
 
 
 async def list_models(request: Request) -> Response:
-    data = [{"id": name, "object": "model", "created": 0, "owned_by": "fakellm"}
-            for name in sorted(_state(request).scripts)]
+    data = [
+        {"id": name, "object": "model", "created": 0, "owned_by": "fakellm"} for name in sorted(_state(request).scripts)
+    ]
     return JSONResponse({"object": "list", "data": data})
 
 
@@ -80,16 +81,18 @@ async def get_stats(request: Request) -> Response:
 
 def create_app(scripts: dict[str, dict]) -> Starlette:
     """Build the server for the given scripts (name -> script document)."""
-    app = Starlette(routes=[
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        Route("/v1/messages", messages, methods=["POST"]),
-        Route("/v1/models", list_models, methods=["GET"]),
-        Route("/_health", health, methods=["GET"]),
-        Route("/_scripts", list_scripts, methods=["GET"]),
-        Route("/_scripts/{name}", put_script, methods=["PUT"]),
-        Route("/_requests", get_requests, methods=["GET"]),
-        Route("/_requests", clear_requests, methods=["DELETE"]),
-        Route("/_stats", get_stats, methods=["GET"]),
-    ])
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/models", list_models, methods=["GET"]),
+            Route("/_health", health, methods=["GET"]),
+            Route("/_scripts", list_scripts, methods=["GET"]),
+            Route("/_scripts/{name}", put_script, methods=["PUT"]),
+            Route("/_requests", get_requests, methods=["GET"]),
+            Route("/_requests", clear_requests, methods=["DELETE"]),
+            Route("/_stats", get_stats, methods=["GET"]),
+        ]
+    )
     app.state.fakellm = ServerState(scripts)
     return app

@@ -57,9 +57,7 @@ def _last_index(messages: list[dict], predicate) -> int:
 
 def from_openai(body: dict) -> Conversation:
     messages = _dict_messages(body)
-    system = "\n".join(
-        text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer")
-    )
+    system = "\n".join(text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
     last_user = _last_index(messages, lambda m: m.get("role") == "user")
     after = messages[last_user + 1 :]
     names_by_id: dict[str, str] = {}
@@ -94,9 +92,7 @@ def _has_user_text(message: dict) -> bool:
     content = message.get("content")
     if isinstance(content, str):
         return True
-    return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "text" for b in content
-    )
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "text" for b in content)
 
 
 def from_anthropic(body: dict) -> Conversation:

@@ -6,8 +6,8 @@ import asyncio
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -31,18 +31,28 @@ class Wire:
     malformed_stream: str
 
 
-OPENAI = Wire(from_openai, openai_wire.completion, openai_wire.stream_events,
-              openai_wire.error_body, openai_wire.MALFORMED_PLAIN, openai_wire.MALFORMED_STREAM)
-ANTHROPIC = Wire(from_anthropic, anthropic_wire.completion, anthropic_wire.stream_events,
-                 anthropic_wire.error_body, anthropic_wire.MALFORMED_PLAIN,
-                 anthropic_wire.MALFORMED_STREAM)
+OPENAI = Wire(
+    from_openai,
+    openai_wire.completion,
+    openai_wire.stream_events,
+    openai_wire.error_body,
+    openai_wire.MALFORMED_PLAIN,
+    openai_wire.MALFORMED_STREAM,
+)
+ANTHROPIC = Wire(
+    from_anthropic,
+    anthropic_wire.completion,
+    anthropic_wire.stream_events,
+    anthropic_wire.error_body,
+    anthropic_wire.MALFORMED_PLAIN,
+    anthropic_wire.MALFORMED_STREAM,
+)
 SSE = "text/event-stream"
 
 
 def error_response(wire: Wire, status: int, message: str, retry_after=None, code=None):
     headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else None
-    return JSONResponse(wire.error_body(status, message, code), status_code=status,
-                        headers=headers)
+    return JSONResponse(wire.error_body(status, message, code), status_code=status, headers=headers)
 
 
 def _digest(messages: list) -> str:
@@ -75,11 +85,20 @@ def overflow_body(wire: Wire, style: str, window: int, prompt: int, wanted: int)
     if wire is ANTHROPIC:
         return anthropic_wire.error_body(400, f"prompt is too long: {prompt + wanted} tokens > {window} maximum")
     if style == "llamacpp":
-        return {"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it",
-                          "type": "exceed_context_size_error", "n_prompt_tokens": prompt, "n_ctx": window}}
-    message = (f"This model's maximum context length is {window} tokens. However, you requested {prompt + wanted} "
-               f"tokens ({prompt} in the messages, {wanted} in the completion). Please reduce the length of the "
-               "messages or completion.")
+        return {
+            "error": {
+                "code": 400,
+                "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": prompt,
+                "n_ctx": window,
+            }
+        }
+    message = (
+        f"This model's maximum context length is {window} tokens. However, you requested {prompt + wanted} "
+        f"tokens ({prompt} in the messages, {wanted} in the completion). Please reduce the length of the "
+        "messages or completion."
+    )
     return openai_wire.error_body(400, message, "context_length_exceeded")
 
 
@@ -146,15 +165,15 @@ async def handle(request: Request, wire: Wire) -> Response:
         return Response(wire.malformed_plain, media_type="application/json")
 
     counting = script.defaults["token_counting"]
-    reply = build_reply(step, TemplateContext(conversation, groups), lambda: prompt_tokens(body, counting),
-                        text_counter(counting))
+    reply = build_reply(
+        step, TemplateContext(conversation, groups), lambda: prompt_tokens(body, counting), text_counter(counting)
+    )
     meta = Meta(model, int(time.time()), digest, script.defaults)
     if stream:
         events, trailer = wire.stream_events(reply, meta)
         events = events[: max(1, len(events) // 2)] if kind == "cut_stream" else events + trailer
         delay_s = script.defaults["stream_chunk_delay_ms"] / 1000
-        return StreamingResponse(_emit(events, delay_s), media_type=SSE,
-                                 headers={"cache-control": "no-cache"})
+        return StreamingResponse(_emit(events, delay_s), media_type=SSE, headers={"cache-control": "no-cache"})
     text = dumps(wire.completion(reply, meta))
     if kind == "cut_stream":
         text = text[: len(text) // 2]

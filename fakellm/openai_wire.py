@@ -83,8 +83,12 @@ def _tool_deltas(call: ToolCall, index: int, meta: Meta) -> list[dict]:
 def stream_events(reply: Reply, meta: Meta) -> tuple[list[str], list[str]]:
     """SSE events split into (body, trailer); a cut stream drops the trailer."""
     with_usage = meta.settings["stream_usage"] and reply.usage is not None
-    base = {"id": f"chatcmpl-{meta.digest[:24]}", "object": "chat.completion.chunk",
-            "created": meta.created, "model": meta.model}
+    base = {
+        "id": f"chatcmpl-{meta.digest[:24]}",
+        "object": "chat.completion.chunk",
+        "created": meta.created,
+        "model": meta.model,
+    }
 
     def chunk(delta: dict, finish: str | None = None) -> str:
         choice = {"index": 0, "delta": delta, **_finish_fields(meta, finish)}

@@ -44,8 +44,7 @@ def _tool_call(spec: dict, ctx: TemplateContext) -> ToolCall:
             parsed = json.loads(arguments)
         except (ValueError, RecursionError):  # malformed, or nested deeper than a decoder goes
             parsed = {}
-        return ToolCall(spec["name"], arguments, parsed if isinstance(parsed, dict) else {},
-                        spec.get("id"))
+        return ToolCall(spec["name"], arguments, parsed if isinstance(parsed, dict) else {}, spec.get("id"))
     rendered = render_value(arguments, ctx)
     text = json.dumps(rendered, ensure_ascii=False, separators=(",", ":"))
     return ToolCall(spec["name"], text, rendered, spec.get("id"))
@@ -61,8 +60,7 @@ def _usage(step: dict, content: str, calls: list[ToolCall], count_prompt, count_
     completion = given.get("completion_tokens")
     if completion is None:
         completion = count_text(content + "".join(c.arguments for c in calls))
-    return Usage(prompt, completion, given.get("cached_tokens", 0),
-                 given.get("reasoning_tokens", 0))
+    return Usage(prompt, completion, given.get("cached_tokens", 0), given.get("reasoning_tokens", 0))
 
 
 def build_reply(step: dict, ctx: TemplateContext, count_prompt, count_text) -> Reply:
@@ -70,5 +68,4 @@ def build_reply(step: dict, ctx: TemplateContext, count_prompt, count_text) -> R
     counts the tokens of the reply's text (fakellm.tokens)."""
     content = render(step.get("content", ""), ctx)
     calls = [_tool_call(spec, ctx) for spec in step.get("tool_calls", [])]
-    return Reply(content, calls, _usage(step, content, calls, count_prompt, count_text),
-                 step.get("finish_reason"))
+    return Reply(content, calls, _usage(step, content, calls, count_prompt, count_text), step.get("finish_reason"))

@@ -13,14 +13,10 @@ DEFAULT_FALLBACK = {"content": "I have no scripted reply for that."}
 
 def _branch_holds(branch: dict, conversation: Conversation) -> bool:
     if "if_last_tool_name" in branch:
-        return conversation.tool_results != [] and (
-            conversation.last_tool_name == branch["if_last_tool_name"]
-        )
+        return conversation.tool_results != [] and (conversation.last_tool_name == branch["if_last_tool_name"])
     if "if_last_tool_result_matches" in branch:
         pattern = branch["if_last_tool_result_matches"]
-        return bool(conversation.tool_results) and bool(
-            re.search(pattern, conversation.last_tool_result)
-        )
+        return bool(conversation.tool_results) and bool(re.search(pattern, conversation.last_tool_result))
     pattern = branch["if_any_tool_result_matches"]
     return any(re.search(pattern, text) for _, text in conversation.tool_results)
 
@@ -39,9 +35,7 @@ class Script:
         self.document = document
         self.defaults = {**DEFAULTS, **document.get("defaults", {})}
         self.faults = {**FAULT_DEFAULTS, **document.get("faults", {})}
-        self.scenarios = [
-            (re.compile(s["match"]), s["steps"]) for s in document.get("scenarios", [])
-        ]
+        self.scenarios = [(re.compile(s["match"]), s["steps"]) for s in document.get("scenarios", [])]
         self.fallback = document.get("fallback", DEFAULT_FALLBACK)
         self._chaos = random.Random(self.faults["seed"])
         self._rates = [(k, p) for k, p in self.faults["rate"].items() if p > 0]

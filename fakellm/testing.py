@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import uvicorn
 
@@ -20,8 +20,9 @@ def serve_in_thread(
     return serve_app_in_thread(create_app(load_default_scripts() if scripts is None else scripts), host, port)
 
 
-def serve_app_in_thread(app, host: str = "127.0.0.1", port: int = 0,
-                        lifespan: str = "off") -> tuple[str, Callable[[], None]]:
+def serve_app_in_thread(
+    app, host: str = "127.0.0.1", port: int = 0, lifespan: str = "off"
+) -> tuple[str, Callable[[], None]]:
     """Serve any ASGI app from a daemon thread; return (base_url, stop)."""
     # Binding here, not in uvicorn, is what lets port=0 report the chosen port.
     # The explicit IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on sockets
@@ -31,11 +32,11 @@ def serve_app_in_thread(app, host: str = "127.0.0.1", port: int = 0,
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     bound_port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan=lifespan,
-                            timeout_graceful_shutdown=1)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan=lifespan, timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
-                              name=f"asgi-server:{bound_port}", daemon=True)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name=f"asgi-server:{bound_port}", daemon=True
+    )
     thread.start()
 
     deadline = time.monotonic() + 10

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-from functools import lru_cache
-from typing import Callable
+from collections.abc import Callable
+from functools import cache
 
 COUNTINGS = ("chars", "cl100k_base", "o200k_base")
 _PER_MESSAGE = 3
@@ -23,7 +23,7 @@ def _text(value) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-@lru_cache(maxsize=None)
+@cache
 def text_counter(counting: str) -> Callable[[str], int]:
     if counting == "chars":
         return lambda text: math.ceil(len(text) / 4)

@@ -15,7 +15,6 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from platform_site.error_responses import OPENAI_PREFIX, error_json
-
 from platform_site.unavailable import RETRY_AFTER_SECONDS, unavailable_body, unavailable_dependency
 
 
@@ -48,8 +47,11 @@ def _first_message(detail) -> str:
 def api_exception_handler(exc, context):
     dependency = unavailable_dependency(exc)
     if dependency is not None:
-        return Response(unavailable_body(dependency), status=status.HTTP_503_SERVICE_UNAVAILABLE,
-                        headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+        return Response(
+            unavailable_body(dependency),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
@@ -66,9 +68,13 @@ def api_exception_handler(exc, context):
         body = {"message": _first_message(detail), "extra": {}}
         if isinstance(detail, dict):
             body["extra"] = {k: v for k, v in detail.items() if k != "detail"}
-    return Response(body, status=response.status_code, headers={
-        k: v for k, v in response.headers.items() if k.lower() in ("www-authenticate", "retry-after", "allow")
-    })
+    return Response(
+        body,
+        status=response.status_code,
+        headers={
+            k: v for k, v in response.headers.items() if k.lower() in ("www-authenticate", "retry-after", "allow")
+        },
+    )
 
 
 def not_found(request, exception):

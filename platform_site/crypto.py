@@ -32,21 +32,25 @@ def check_encryption_keys(app_configs, **kwargs) -> list[checks.CheckMessage]:
     """A deployment keeps its own keys: one derived from SECRET_KEY would make every stored
     secret unreadable when SECRET_KEY is rotated, and readable to anyone who learns it."""
     if not settings.AGENTRY_ENCRYPTION_KEYS:
-        return [checks.Error(
-            "AGENTRY_ENCRYPTION_KEYS is not set: secrets would be encrypted with a key derived from SECRET_KEY.",
-            hint="Generate one with: python -c "
-            "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
-            id="agentry.E001",
-        )]
+        return [
+            checks.Error(
+                "AGENTRY_ENCRYPTION_KEYS is not set: secrets would be encrypted with a key derived from SECRET_KEY.",
+                hint="Generate one with: python -c "
+                "'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'",
+                id="agentry.E001",
+            )
+        ]
     errors = []
     for position, key in enumerate(settings.AGENTRY_ENCRYPTION_KEYS, start=1):
         try:
             Fernet(key)
         except ValueError:
-            errors.append(checks.Error(
-                f"AGENTRY_ENCRYPTION_KEYS: key {position} is not a Fernet key (32 url-safe base64-encoded bytes).",
-                id="agentry.E002",
-            ))
+            errors.append(
+                checks.Error(
+                    f"AGENTRY_ENCRYPTION_KEYS: key {position} is not a Fernet key (32 url-safe base64-encoded bytes).",
+                    id="agentry.E002",
+                )
+            )
     return errors
 
 

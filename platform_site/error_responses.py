@@ -10,8 +10,9 @@ from django.utils.translation import gettext as _
 OPENAI_PREFIX = "/v1/"
 
 
-def error_json(request, status: int, message: str, *, code: str, extra: dict | None = None,
-               headers: dict | None = None) -> JsonResponse:
+def error_json(
+    request, status: int, message: str, *, code: str, extra: dict | None = None, headers: dict | None = None
+) -> JsonResponse:
     """An error in the shape the client of this URL reads."""
     if request.path.startswith(OPENAI_PREFIX):
         error_type = "invalid_request_error" if status < 500 else "server_error"
@@ -23,5 +24,11 @@ def error_json(request, status: int, message: str, *, code: str, extra: dict | N
 
 def method_not_allowed(request, allowed) -> JsonResponse:
     allowed = sorted(allowed)
-    return error_json(request, 405, _('Method "%(method)s" not allowed.') % {"method": request.method},
-                      code="method_not_allowed", extra={"allowed": allowed}, headers={"Allow": ", ".join(allowed)})
+    return error_json(
+        request,
+        405,
+        _('Method "%(method)s" not allowed.') % {"method": request.method},
+        code="method_not_allowed",
+        extra={"allowed": allowed},
+        headers={"Allow": ", ".join(allowed)},
+    )

@@ -29,8 +29,9 @@ def _broker() -> None:
 
 
 def _redis() -> None:
-    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=TIMEOUT_SECONDS,
-                                  socket_connect_timeout=TIMEOUT_SECONDS)
+    client = redis.Redis.from_url(
+        settings.REDIS_URL, socket_timeout=TIMEOUT_SECONDS, socket_connect_timeout=TIMEOUT_SECONDS
+    )
     try:
         client.ping()
     finally:
@@ -48,8 +49,7 @@ def _probe(check) -> dict:
 
 @never_cache
 def health(request):
-    checks = {"database": {**_probe(_database), "required": True},
-              "broker": {**_probe(_broker), "required": False}}
+    checks = {"database": {**_probe(_database), "required": True}, "broker": {**_probe(_broker), "required": False}}
     if settings.REDIS_URL:
         checks["redis"] = {**_probe(_redis), "required": settings.AGENTRY_REDIS_FAILURE == "closed"}
     if any(c["required"] and not c["ok"] for c in checks.values()):

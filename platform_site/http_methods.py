@@ -18,17 +18,20 @@ def require_http_methods(methods):
 
     def decorator(view):
         if iscoroutinefunction(view):
+
             @wraps(view)
             async def wrapper(request, *args, **kwargs):
                 if request.method not in allowed:
                     return method_not_allowed(request, allowed)
                 return await view(request, *args, **kwargs)
         else:
+
             @wraps(view)
             def wrapper(request, *args, **kwargs):
                 if request.method not in allowed:
                     return method_not_allowed(request, allowed)
                 return view(request, *args, **kwargs)
+
         wrapper.allowed_methods = allowed
         return wrapper
 

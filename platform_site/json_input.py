@@ -82,7 +82,9 @@ def json_loads_checked(data: bytes | str):
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise JSONInputError(_("The JSON is not valid UTF-8 (byte %(position)s).") % {"position": exc.start}) from None
+            raise JSONInputError(
+                _("The JSON is not valid UTF-8 (byte %(position)s).") % {"position": exc.start}
+            ) from None
     if _too_deep(data):
         raise JSONInputError(_("The JSON is nested more than %(depth)s levels deep.") % {"depth": MAX_DEPTH})
     try:
@@ -95,6 +97,10 @@ def json_loads_checked(data: bytes | str):
         where = surrogate_path(value)
         if where:
             raise JSONInputError(
-                _("The JSON holds a lone surrogate escape (\\ud800-\\udfff without its pair) at %(where)s; "
-                  "send the character itself or a complete pair.") % {"where": where})
+                _(
+                    "The JSON holds a lone surrogate escape (\\ud800-\\udfff without its pair) at %(where)s; "
+                    "send the character itself or a complete pair."
+                )
+                % {"where": where}
+            )
     return value

@@ -41,8 +41,9 @@ class LoginThrottleMixin:
     """For an AuthenticationForm built with the request (Django's login views pass it)."""
 
     throttle_messages = {
-        "too_many_failures": _("Too many failed logins for this account from your address. "
-                               "Try again in %(minutes)d minutes."),
+        "too_many_failures": _(
+            "Too many failed logins for this account from your address. Try again in %(minutes)d minutes."
+        ),
         "counter_unavailable": _("Logging in is unavailable at the moment. Try again shortly."),
     }
 
@@ -57,7 +58,8 @@ class LoginThrottleMixin:
             return super().clean()
         if failures >= settings.AGENTRY_LOGIN_FAILURE_LIMIT:
             raise ValidationError(
-                self.throttle_messages["too_many_failures"], code="too_many_failures",
+                self.throttle_messages["too_many_failures"],
+                code="too_many_failures",
                 params={"minutes": max(1, settings.AGENTRY_LOGIN_FAILURE_WINDOW_SECONDS // 60)},
             )
         try:

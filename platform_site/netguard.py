@@ -58,9 +58,12 @@ def refusal_reason(address: Address) -> str | None:
     if isinstance(address, ipaddress.IPv6Address) and address.teredo is not None:
         return "a Teredo tunnel address"
     checks = [
-        ("is_loopback", "a loopback address"), ("is_link_local", "a link-local address (where cloud metadata services answer)"),
-        ("is_multicast", "a multicast address"), ("is_unspecified", "an unspecified address"),
-        ("is_private", "a private-network address"), ("is_reserved", "a reserved address"),
+        ("is_loopback", "a loopback address"),
+        ("is_link_local", "a link-local address (where cloud metadata services answer)"),
+        ("is_multicast", "a multicast address"),
+        ("is_unspecified", "an unspecified address"),
+        ("is_private", "a private-network address"),
+        ("is_reserved", "a reserved address"),
     ]
     for attribute, reason in checks:
         if getattr(address, attribute):
@@ -100,7 +103,9 @@ def _not_allowed(host: str, detail: str) -> OutboundBlocked:
     return OutboundBlocked(f"Cannot connect to {host}: the host is not allowed or could not be found.", detail)
 
 
-def checked_addresses(host: str, port: int, infos: Iterable[tuple], *, setting: str = "AGENTRY_OUTBOUND_ALLOWLIST") -> list[str]:
+def checked_addresses(
+    host: str, port: int, infos: Iterable[tuple], *, setting: str = "AGENTRY_OUTBOUND_ALLOWLIST"
+) -> list[str]:
     """The resolved addresses of host, or OutboundBlocked if any of them is refused.
 
     All must pass: a name that resolves to one public and one internal address could
@@ -111,10 +116,13 @@ def checked_addresses(host: str, port: int, infos: Iterable[tuple], *, setting: 
         address = info[4][0].split("%", 1)[0]  # drop an IPv6 zone id
         reason = refusal_reason(ipaddress.ip_address(address))
         if reason:
-            raise _not_allowed(host, (
-                f"Refused to connect to {_describe(host, address)}: it is {reason}, which outbound calls may "
-                f"not reach. An operator can allow the host in {setting}."
-            ))
+            raise _not_allowed(
+                host,
+                (
+                    f"Refused to connect to {_describe(host, address)}: it is {reason}, which outbound calls may "
+                    f"not reach. An operator can allow the host in {setting}."
+                ),
+            )
         if address not in addresses:
             addresses.append(address)
     if not addresses:

@@ -75,8 +75,9 @@ def _client(kind: str) -> httpx.Client:
                 _clients_pid = os.getpid()
             if kind not in _clients:
                 if kind in (TOOLS, WEBHOOKS):
-                    _clients[kind] = httpx.Client(transport=_GuardedTransport(kind), follow_redirects=False,
-                                                  trust_env=False)
+                    _clients[kind] = httpx.Client(
+                        transport=_GuardedTransport(kind), follow_redirects=False, trust_env=False
+                    )
                 else:
                     _clients[kind] = httpx.Client(limits=_LIMITS, follow_redirects=False, trust_env=False)
     return _clients[kind]
@@ -120,10 +121,21 @@ def _read_limited(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool
     return b"".join(chunks), False
 
 
-def guarded_request(method: str, url: str, *, headers: dict | None = None, params: dict | None = None,
-                    json=None, content: bytes | None = None, timeout_seconds: float = 30,
-                    max_bytes: int = 1_000_000, max_redirects: int = 5, follow_redirects: bool = True,
-                    secret_headers: tuple[str, ...] = (), allowlist: str = TOOLS) -> Fetched:
+def guarded_request(
+    method: str,
+    url: str,
+    *,
+    headers: dict | None = None,
+    params: dict | None = None,
+    json=None,
+    content: bytes | None = None,
+    timeout_seconds: float = 30,
+    max_bytes: int = 1_000_000,
+    max_redirects: int = 5,
+    follow_redirects: bool = True,
+    secret_headers: tuple[str, ...] = (),
+    allowlist: str = TOOLS,
+) -> Fetched:
     """A guarded HTTP request. Redirects are followed here, one hop at a time, so every hop goes
     through the guard again; headers named in secret_headers never follow a redirect to
     another origin. With follow_redirects=False a 3xx is returned as it is. Raises
@@ -134,8 +146,9 @@ def guarded_request(method: str, url: str, *, headers: dict | None = None, param
         raise OutboundBlocked(f"Not a valid URL: {str(url)[:200]!r} ({exc}).") from exc
     client = _client(allowlist)
     try:
-        request = client.build_request(method, url, headers=headers, params=params, json=json, content=content,
-                                       timeout=timeout(timeout_seconds))
+        request = client.build_request(
+            method, url, headers=headers, params=params, json=json, content=content, timeout=timeout(timeout_seconds)
+        )
     except (httpx.InvalidURL, httpx.LocalProtocolError) as exc:
         raise OutboundBlocked(f"The request cannot be sent as given ({exc}).") from exc
     for _ in range(max_redirects + 1):
@@ -165,9 +178,13 @@ def mcp_http_client(*, headers: dict[str, str], timeout_seconds: float) -> httpx
     """
     transport = httpx2.AsyncHTTPTransport(trust_env=False)
     transport._pool = httpcore2.AsyncConnectionPool(
-        ssl_context=httpx2.create_ssl_context(trust_env=False), network_backend=GuardedAsyncBackend(),
+        ssl_context=httpx2.create_ssl_context(trust_env=False),
+        network_backend=GuardedAsyncBackend(),
     )
     return httpx2.AsyncClient(
-        transport=transport, headers=headers, follow_redirects=False, trust_env=False,
+        transport=transport,
+        headers=headers,
+        follow_redirects=False,
+        trust_env=False,
         timeout=httpx2.Timeout(timeout_seconds, read=300),
     )

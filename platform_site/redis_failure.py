@@ -15,6 +15,10 @@ log = logging.getLogger(__name__)
 def counters_fail_open(exc: Exception, *, counter: str) -> bool:
     """True when the request may go on without its `counter` (the policy is open)."""
     fail_open = settings.AGENTRY_REDIS_FAILURE == "open"
-    log.warning("%s unavailable (Redis: %s); %s", counter, exc,
-                "letting requests through uncounted" if fail_open else "refusing requests")
+    log.warning(
+        "%s unavailable (Redis: %s); %s",
+        counter,
+        exc,
+        "letting requests through uncounted" if fail_open else "refusing requests",
+    )
     return fail_open

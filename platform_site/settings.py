@@ -68,6 +68,9 @@ INSTALLED_APPS = [
     "agents",
     "tools",
     "conversations",
+    "engine",
+    "api",
+    "console",
 ]
 
 MIDDLEWARE = [
@@ -128,7 +131,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_boo
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # An unreachable server fails the connection attempt after this long instead of the
     # operating system's TCP timeout (minutes).
-    DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = int(os.environ.get("AGENTRY_DB_CONNECT_TIMEOUT", "3"))
+    DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = int(
+        os.environ.get("AGENTRY_DB_CONNECT_TIMEOUT", "3")
+    )
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web, worker and beat share one file: WAL lets readers run beside the writer, and
     # IMMEDIATE transactions queue writers on the busy timeout instead of failing at once.
@@ -164,7 +169,7 @@ LOGIN_URL = "/admin/login/"
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "conversations.api.auth.ApiTokenAuthentication",
+        "api.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -270,33 +275,40 @@ AGENTRY_MESSAGE_MAX_CHARS = int(os.environ.get("AGENTRY_MESSAGE_MAX_CHARS", "320
 # Per user: every API request, and requests that start a run (messages, chat completions).
 AGENTRY_API_RATE = os.environ.get("AGENTRY_API_RATE", "1200/min")
 AGENTRY_API_RUN_RATE = os.environ.get("AGENTRY_API_RUN_RATE", "120/min")
-REST_FRAMEWORK.update({
-    "DEFAULT_PARSER_CLASSES": [
-        "conversations.api.parsers.LimitedJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
-    "DEFAULT_THROTTLE_CLASSES": ["conversations.api.throttles.ApiUserThrottle"],
-})
-SPECTACULAR_SETTINGS.update({
-    "DESCRIPTION": "Conversations, runs, their steps and live events; an OpenAI-compatible chat endpoint.",
-    "POSTPROCESSING_HOOKS": [
-        "drf_spectacular.hooks.postprocess_schema_enums",
-        "conversations.api.schema.add_streaming_endpoints",
-        "conversations.api.schema_errors.document_error_responses",
-    ],
-    # The schema describes the API, not the view that serves it.
-    "SERVE_INCLUDE_SCHEMA": False,
-})
+REST_FRAMEWORK.update(
+    {
+        "DEFAULT_PARSER_CLASSES": [
+            "api.parsers.LimitedJSONParser",
+            "rest_framework.parsers.FormParser",
+            "rest_framework.parsers.MultiPartParser",
+        ],
+        "DEFAULT_THROTTLE_CLASSES": ["api.throttles.ApiUserThrottle"],
+    }
+)
+SPECTACULAR_SETTINGS.update(
+    {
+        "DESCRIPTION": "Conversations, runs, their steps and live events; an OpenAI-compatible chat endpoint.",
+        "POSTPROCESSING_HOOKS": [
+            "drf_spectacular.hooks.postprocess_schema_enums",
+            "api.schema.add_streaming_endpoints",
+            "api.schema_errors.document_error_responses",
+        ],
+        # The schema describes the API, not the view that serves it.
+        "SERVE_INCLUDE_SCHEMA": False,
+    }
+)
 # Throttle counters must be shared by every web process: Redis when there is one. The embedded
 # setup runs a single web process, whose memory is then enough.
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": "agentry",
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "agentry",
         # A Redis outage costs a request at most this long, then the failure policy below applies.
         "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
     }
-    if REDIS_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    if REDIS_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 # When Redis (throttle and login-failure counters) is unreachable: "open" lets requests through
 # uncounted, "closed" refuses them with a 503 (API) or a form error (login pages).
@@ -319,7 +331,7 @@ AGENTRY_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_TIMEOUT_
 CELERY_TASK_ROUTES["conversations.tasks.webhook_deliver_task"] = {"queue": "maintenance"}
 
 
-# --- Monitoring (conversations/monitoring) ------------------------------------------------
+# --- Monitoring (console/monitoring; rollups in conversations/monitoring) ----
 # Flower's address, linked from the monitoring page (empty: no link).
 AGENTRY_FLOWER_URL = os.environ.get("AGENTRY_FLOWER_URL", "")
 # A running run counts as stuck when its lease lapsed or it has run longer than this.
@@ -335,7 +347,8 @@ AGENTRY_MONITOR_BROKER_TIMEOUT = float(os.environ.get("AGENTRY_MONITOR_BROKER_TI
 AGENTRY_MONITOR_REFRESH_SECONDS = float(os.environ.get("AGENTRY_MONITOR_REFRESH_SECONDS", "10"))
 CELERY_TASK_ROUTES["conversations.monitoring.tasks.rollups_refresh_task"] = {"queue": "maintenance"}
 CELERY_BEAT_SCHEDULE["monitoring-rollups"] = {
-    "task": "conversations.monitoring.tasks.rollups_refresh_task", "schedule": AGENTRY_MONITOR_ROLLUP_SECONDS,
+    "task": "conversations.monitoring.tasks.rollups_refresh_task",
+    "schedule": AGENTRY_MONITOR_ROLLUP_SECONDS,
 }
 
 # Structured logs (platform_site/logs.py): LOG_FORMAT=json writes one JSON object per line with

@@ -21,8 +21,9 @@ def scrub_nul(value):
     if isinstance(value, list):
         return [scrub_nul(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.replace(value, **{f.name: scrub_nul(getattr(value, f.name))
-                                             for f in dataclasses.fields(value) if f.init})
+        return dataclasses.replace(
+            value, **{f.name: scrub_nul(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+        )
     return value
 
 

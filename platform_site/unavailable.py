@@ -53,5 +53,11 @@ class DependencyUnavailableMiddleware(MiddlewareMixin):
             return None
         log.warning("%s %s: %s unavailable: %s", request.method, request.path, dependency, exception)
         body = unavailable_body(dependency)
-        return error_json(request, 503, body["message"], code="service_unavailable", extra=body["extra"],
-                          headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+        return error_json(
+            request,
+            503,
+            body["message"],
+            code="service_unavailable",
+            extra=body["extra"],
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )

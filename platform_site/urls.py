@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from conversations.api import openai_compat
+from api import openai_compat
 from platform_site.health import health
 from platform_site.login_throttle import ThrottledAdminAuthenticationForm
 
@@ -11,9 +11,9 @@ admin.site.login_form = ThrottledAdminAuthenticationForm
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("health/", health),
-    path("monitor/", include("conversations.monitoring.urls")),
-    path("api/v1/", include("conversations.api.urls")),
-    path("approvals/", include("conversations.pages.urls")),
+    path("monitor/", include("console.monitoring.urls")),
+    path("api/v1/", include("api.urls")),
+    path("approvals/", include("console.approvals.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("v1/chat/completions", openai_compat.chat_completions, name="openai-chat-completions"),

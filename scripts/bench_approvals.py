@@ -25,15 +25,13 @@ from django.contrib.auth.models import User  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
-from agents.engine.loop import run_advance  # noqa: E402
-from agents.tasks import run_advance_task  # noqa: E402
-from conversations.approvals.services import (  # noqa: E402
-    ApprovalConflict,
-    approval_decide,
-    approvers_group_ensure,
-)
 from conversations.models import Approval, Run  # noqa: E402
-from conversations.services import conversation_create, message_post  # noqa: E402
+from conversations.permissions import approvers_group_ensure  # noqa: E402
+from conversations.services import conversation_create  # noqa: E402
+from engine.admission import message_post  # noqa: E402
+from engine.approvals import ApprovalConflict, approval_decide  # noqa: E402
+from engine.loop import run_advance  # noqa: E402
+from engine.tasks import run_advance_task  # noqa: E402
 from fakellm.testing import serve_in_thread  # noqa: E402
 from tests.factories import make_agent  # noqa: E402
 
@@ -64,12 +62,29 @@ def main() -> None:
 
     connection.settings_dict["TEST"]["NAME"] = f"{connection.settings_dict['NAME']}_bench_approvals"
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
-    base_url, stop = serve_in_thread(scripts={"bench": {"scenarios": [{"match": ".", "steps": [
-        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "hi"}}]}, {"content": "done"}]}]}})
+    base_url, stop = serve_in_thread(
+        scripts={
+            "bench": {
+                "scenarios": [
+                    {
+                        "match": ".",
+                        "steps": [
+                            {"tool_calls": [{"name": "test-echo", "arguments": {"text": "hi"}}]},
+                            {"content": "done"},
+                        ],
+                    }
+                ]
+            }
+        }
+    )
     run_advance_task.delay = lambda run_id: None  # runs are advanced here, in-process
     try:
-        agent = make_agent(tools=["test-echo"], approval={"test-echo": "always"},
-                           model_config__base_url=f"{base_url}/v1", model_config__model="bench")
+        agent = make_agent(
+            tools=["test-echo"],
+            approval={"test-echo": "always"},
+            model_config__base_url=f"{base_url}/v1",
+            model_config__model="bench",
+        )
         approver = User.objects.create_user("bench-approver")
         approver.groups.add(approvers_group_ensure())
 
@@ -118,11 +133,15 @@ def main() -> None:
             race_times.append(time.perf_counter() - started)
             winners.append(len(won))
 
-        print(f"decision (approve + event + requeue), {len(runs)} approvals: {_ms(decide_times)}, "
-              f"{statistics.mean(queries):.0f} SQL statements each")
+        print(
+            f"decision (approve + event + requeue), {len(runs)} approvals: {_ms(decide_times)}, "
+            f"{statistics.mean(queries):.0f} SQL statements each"
+        )
         print(f"resumed step after approval (tool + final model call on the fake server): {_ms(resume_times)}")
-        print(f"{args.racers} approvers racing on one approval, {len(race_runs)} races: {_ms(race_times)} "
-              f"until all answered; winners per race: {sorted(set(winners))}")
+        print(
+            f"{args.racers} approvers racing on one approval, {len(race_runs)} races: {_ms(race_times)} "
+            f"until all answered; winners per race: {sorted(set(winners))}"
+        )
     finally:
         stop()
         connection.creation.destroy_test_db(old_name, verbosity=0)

@@ -31,8 +31,8 @@ from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from console.monitoring.selectors import model_latency  # noqa: E402
 from conversations.monitoring.rollups import floor_hour, rollups_refresh  # noqa: E402
-from conversations.monitoring.selectors import model_latency  # noqa: E402
 
 EXACT_LATENCY_SQL = """
 SELECT m.name, count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms),
@@ -84,21 +84,25 @@ def main() -> None:
         def fetch():
             response = client.get(url)
             assert response.status_code == 200, (url, response.status_code)
+
         return fetch
 
     refresh = _time(lambda: rollups_refresh(), 5)
     print(f"periodic rollup refresh (beat, every 30 s)        {_summary(refresh)}")
 
     get("/monitor/data.json")()  # warm the broker probes' cache and the connection
-    for name, url in [("data endpoint  /monitor/data.json", "/monitor/data.json"),
-                      ("data endpoint, 168 h + 31 days", "/monitor/data.json?hours=168&days=31"),
-                      ("panel (HTML)   /monitor/panel/", "/monitor/panel/"),
-                      ("page           /monitor/", "/monitor/")]:
+    for name, url in [
+        ("data endpoint  /monitor/data.json", "/monitor/data.json"),
+        ("data endpoint, 168 h + 31 days", "/monitor/data.json?hours=168&days=31"),
+        ("panel (HTML)   /monitor/panel/", "/monitor/panel/"),
+        ("page           /monitor/", "/monitor/"),
+    ]:
         print(f"{name:<50}{_summary(_time(get(url), args.repeat))}")
 
     def cold():
         cache.clear()
         get("/monitor/data.json")()
+
     print(f"{'data endpoint, broker probes uncached':<50}{_summary(_time(cold, 3))}")
 
     if connection.vendor == "postgresql":
@@ -113,8 +117,10 @@ def main() -> None:
         print("p50 / p95 per model, last 24 h: rollup histogram vs exact")
         for name, count, p50, p95 in rows:
             row = approx.get(name, {})
-            print(f"  {name:<16} {count:>7} calls   {row.get('p50_ms')} / {row.get('p95_ms')} ms"
-                  f"   vs   {p50:.0f} / {p95:.0f} ms")
+            print(
+                f"  {name:<16} {count:>7} calls   {row.get('p50_ms')} / {row.get('p95_ms')} ms"
+                f"   vs   {p50:.0f} / {p95:.0f} ms"
+            )
 
 
 if __name__ == "__main__":

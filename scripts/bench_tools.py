@@ -45,9 +45,17 @@ def main() -> None:
     print("  tool client (guarded)        %.2f / %.2f" % per_call_ms(lambda: outbound.guarded_request("GET", url), N))
     server.stop()
 
-    config = ServerConfig(id=1, name="time", transport="stdio", command=sys.executable,
-                          args=("-m", "mcp_server_time", "--local-timezone", "UTC"), env=(), url="", headers=(),
-                          connect_timeout_seconds=20)
+    config = ServerConfig(
+        id=1,
+        name="time",
+        transport="stdio",
+        command=sys.executable,
+        args=("-m", "mcp_server_time", "--local-timezone", "UTC"),
+        env=(),
+        url="",
+        headers=(),
+        connect_timeout_seconds=20,
+    )
     pool = SessionPool()
 
     def call(p):

@@ -26,6 +26,7 @@ cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 
 $PY -m fakellm --host 127.0.0.1 --port 8901 >var/logs/fakellm.log 2>&1 & pids+=($!)
+# The worker command as platform_site/worker_command.py spells it for Python callers; keep them alike.
 .venv/bin/celery -A platform_site worker -P threads -c 8 -Q llm,maintenance -l info >var/logs/worker.log 2>&1 & pids+=($!)
 .venv/bin/celery -A platform_site beat -l info >var/logs/beat.log 2>&1 & pids+=($!)
 .venv/bin/uvicorn platform_site.asgi:application --host 127.0.0.1 --port "$PORT" >var/logs/web.log 2>&1 & pids+=($!)

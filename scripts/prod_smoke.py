@@ -23,6 +23,10 @@ import psycopg
 from cryptography.fernet import Fernet
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from platform_site.worker_command import worker_argv  # noqa: E402  (the project root is on the path only now)
+
 QUESTION = "我在成都，明天天气如何？"  # seed 000's one-tool question: a model call, a tool, a model call
 TERMINAL = {"completed", "failed", "cancelled", "expired"}
 
@@ -64,10 +68,16 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="agentry-prod-smoke-"))
     llm_port, web_port = free_port(), free_port()
     env = {
-        **os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url, "CELERY_BROKER_URL": redis_url,
-        "SECRET_KEY": secrets.token_urlsafe(50), "AGENTRY_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
-        "AGENTRY_VAR_DIR": str(work), "AGENTRY_OUTBOUND_ALLOWLIST": f"127.0.0.1:{llm_port}",
-        "AGENTRY_DB_POOL_MAX_SIZE": "4", "PYTHONUNBUFFERED": "1",
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "CELERY_BROKER_URL": redis_url,
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "AGENTRY_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+        "AGENTRY_VAR_DIR": str(work),
+        "AGENTRY_OUTBOUND_ALLOWLIST": f"127.0.0.1:{llm_port}",
+        "AGENTRY_DB_POOL_MAX_SIZE": "4",
+        "PYTHONUNBUFFERED": "1",
     }
     recreate_database(database_url)
     import redis
@@ -75,35 +85,64 @@ def main() -> int:
     redis.Redis.from_url(redis_url).flushdb()
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
-    subprocess.run([*manage, "agentry_seed_demo", "--llm-base-url", f"http://127.0.0.1:{llm_port}/v1"],
-                   cwd=ROOT, env=env, check=True)
-    token = subprocess.run(
-        [*manage, "shell", "-c",
-         "from django.contrib.auth.models import User; from conversations.tokens import api_token_create; "
-         "u = User.objects.create_user(username='smoke', password=None); "
-         "print(api_token_create(user=u, name='smoke')[1])"],
-        cwd=ROOT, env=env, check=True, capture_output=True, text=True,
-    ).stdout.strip().splitlines()[-1]
+    subprocess.run(
+        [*manage, "agentry_seed_demo", "--llm-base-url", f"http://127.0.0.1:{llm_port}/v1"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
+    token = (
+        subprocess.run(
+            [
+                *manage,
+                "shell",
+                "-c",
+                "from django.contrib.auth.models import User; from conversations.tokens import api_token_create; "
+                "u = User.objects.create_user(username='smoke', password=None); "
+                "print(api_token_create(user=u, name='smoke')[1])",
+            ],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
 
     commands = {
         "fakellm": [sys.executable, "-m", "fakellm", "--host", "127.0.0.1", "--port", str(llm_port)],
-        "worker": [sys.executable, "-m", "celery", "-A", "platform_site", "worker", "-P", "threads", "-c", "4",
-                   "-Q", "llm,maintenance", "--without-gossip", "--without-mingle", "-l", "info"],
-        "web": [sys.executable, "-m", "uvicorn", "platform_site.asgi:application", "--host", "127.0.0.1",
-                "--port", str(web_port)],
+        "worker": worker_argv(concurrency=4),
+        "web": [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "platform_site.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(web_port),
+        ],
     }
     processes = []
     try:
         for name, command in commands.items():
             log = work / f"{name}.log"
-            process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+            process = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True
+            )
             processes.append((name, process, log))
         base = f"http://127.0.0.1:{web_port}"
-        wait_until(lambda: answers(f"http://127.0.0.1:{llm_port}/v1/models"), timeout=60, what="the fake model",
-                   processes=processes)
-        wait_until(lambda: b" ready." in (work / "worker.log").read_bytes(), timeout=90, what="the worker",
-                   processes=processes)
+        wait_until(
+            lambda: answers(f"http://127.0.0.1:{llm_port}/v1/models"),
+            timeout=60,
+            what="the fake model",
+            processes=processes,
+        )
+        wait_until(
+            lambda: b" ready." in (work / "worker.log").read_bytes(), timeout=90, what="the worker", processes=processes
+        )
         wait_until(lambda: answers(f"{base}/health/"), timeout=60, what="the web", processes=processes)
 
         api = httpx.Client(base_url=f"{base}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=30)
@@ -114,8 +153,12 @@ def main() -> int:
             raise SystemExit(f"posting the message answered {posted.status_code}: {posted.text}")
         run_id = posted.json()["id"]
         run = {}
-        wait_until(lambda: run.update(api.get(f"/runs/{run_id}/").json()) or run.get("status") in TERMINAL,
-                   timeout=90, what=f"run {run_id} to end", processes=processes)
+        wait_until(
+            lambda: run.update(api.get(f"/runs/{run_id}/").json()) or run.get("status") in TERMINAL,
+            timeout=90,
+            what=f"run {run_id} to end",
+            processes=processes,
+        )
         if run["status"] != "completed":
             raise SystemExit(f"run {run_id} ended {run['status']} ({run.get('stop_reason')}); logs in {work}")
         print(f"prod smoke: run {run_id} completed through web and worker installed from requirements.txt alone")

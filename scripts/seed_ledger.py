@@ -88,9 +88,11 @@ def _bench_agents(count: int) -> tuple[list[int], list[int]]:
     agents, versions = [], []
     for n in range(1, count + 1):
         model, _ = ModelConfig.objects.get_or_create(
-            name=f"bench-model-{n}", defaults={"base_url": "http://127.0.0.1:9/v1", "model": f"bench-{n}"})
-        agent, _ = Agent.objects.get_or_create(slug=f"bench-agent-{n}",
-                                               defaults={"name": f"Bench agent {n}", "model_config": model})
+            name=f"bench-model-{n}", defaults={"base_url": "http://127.0.0.1:9/v1", "model": f"bench-{n}"}
+        )
+        agent, _ = Agent.objects.get_or_create(
+            slug=f"bench-agent-{n}", defaults={"name": f"Bench agent {n}", "model_config": model}
+        )
         agents.append(agent.pk)
         versions.append(agent_version_current(agent=agent).pk)
     return agents, versions
@@ -108,8 +110,15 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     agents, versions = _bench_agents(args.agents)
     runs = args.calls // CALLS_PER_RUN
-    params = {"agents": agents, "versions": versions, "n_agents": len(agents), "days": args.days, "runs": runs,
-              "salt": str(time.time_ns()), "calls_per_run": CALLS_PER_RUN}
+    params = {
+        "agents": agents,
+        "versions": versions,
+        "n_agents": len(agents),
+        "days": args.days,
+        "runs": runs,
+        "salt": str(time.time_ns()),
+        "calls_per_run": CALLS_PER_RUN,
+    }
     started = time.monotonic()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(SEED_SQL, params)

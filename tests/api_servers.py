@@ -41,13 +41,33 @@ class ApiServer:
         sock.listen(128)
         self.base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         # The server loads the settings this process runs with (the test settings), not its default.
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE, "DATABASE_URL": self.database_url,
-               **self.extra_env}
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE,
+            "DATABASE_URL": self.database_url,
+            **self.extra_env,
+        }
         log = open(ARTIFACTS / f"{self.name}.log", "wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "platform_site.asgi:application", "--fd", str(sock.fileno()),
-             "--log-level", "warning", "--no-access-log", "--lifespan", "off"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, pass_fds=[sock.fileno()], start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "platform_site.asgi:application",
+                "--fd",
+                str(sock.fileno()),
+                "--log-level",
+                "warning",
+                "--no-access-log",
+                "--lifespan",
+                "off",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            pass_fds=[sock.fileno()],
+            start_new_session=True,
         )
         sock.close()
         deadline = time.monotonic() + timeout
@@ -88,7 +108,9 @@ class WebhookReceiver:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with receiver.lock:
-                    receiver.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+                    receiver.requests.append(
+                        {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
+                    )
                     status = receiver.statuses.pop(0) if receiver.statuses else 200
                 self.send_response(status)
                 if status == 429:

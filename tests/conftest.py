@@ -73,7 +73,7 @@ def executions():
 def no_enqueue(monkeypatch):
     """For engine tests that drive runs in-process: keep runs off the broker, so a worker
     started by an earlier test cannot take them."""
-    from agents import tasks
+    from engine import tasks
 
     sent = []
     monkeypatch.setattr(tasks.run_advance_task, "delay", lambda run_id: sent.append(run_id))

@@ -34,7 +34,8 @@ def make_agent(*, tools: list[str] = (), approval: dict | None = None, **fields)
     agent = AgentFactory(**fields)
     for name in tools:
         AgentTool.objects.create(
-            agent=agent, tool=ToolDefinition.objects.get(name=name),
+            agent=agent,
+            tool=ToolDefinition.objects.get(name=name),
             approval=(approval or {}).get(name, AgentTool.Approval.INHERIT),
         )
     return agent

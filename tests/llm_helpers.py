@@ -8,16 +8,24 @@ from conversations.models import LLMCall, Run
 from tests.factories import ModelConfigFactory, make_agent
 
 
-def fake_model(fake_llm, script: dict, *, provider: str = "openai_compatible", stream: bool = False,
-               **fields) -> ModelConfig:
+def fake_model(
+    fake_llm, script: dict, *, provider: str = "openai_compatible", stream: bool = False, **fields
+) -> ModelConfig:
     """A model config whose model name is a freshly installed script of the fake server."""
     name = fake_llm.script(f"t-{uuid.uuid4().hex[:12]}", script)
-    return ModelConfigFactory(base_url=fake_llm.api_base, model=name, provider=provider, stream=stream,
-                              **fields)
+    return ModelConfigFactory(base_url=fake_llm.api_base, model=name, provider=provider, stream=stream, **fields)
 
 
-def agent_on(fake_llm, script: dict, *, provider: str = "openai_compatible", stream: bool = False,
-             tools: list[str] = ("test-echo",), model_fields: dict | None = None, **agent_fields):
+def agent_on(
+    fake_llm,
+    script: dict,
+    *,
+    provider: str = "openai_compatible",
+    stream: bool = False,
+    tools: list[str] = ("test-echo",),
+    model_fields: dict | None = None,
+    **agent_fields,
+):
     model = fake_model(fake_llm, script, provider=provider, stream=stream, **(model_fields or {}))
     return make_agent(tools=list(tools), model_config=model, **agent_fields)
 

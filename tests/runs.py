@@ -7,14 +7,15 @@ takes every step in this process, as a worker would.
 
 from unittest import mock
 
-from agents.engine.loop import run_advance
 from conversations.models import Conversation, Message, Run
-from conversations.services import conversation_create, message_post
+from conversations.services import conversation_create
+from engine.admission import message_post
+from engine.loop import run_advance
 
 
 def start_run(agent, content: str = "hello", conversation: Conversation | None = None) -> Run:
     conversation = conversation or conversation_create(agent=agent)
-    with mock.patch("agents.tasks.run_advance_task.delay"):
+    with mock.patch("engine.tasks.run_advance_task.delay"):
         return message_post(conversation=conversation, content=content)
 
 

@@ -26,23 +26,34 @@ class PetstoreServer:
     def __init__(self):
         self.requests: list[dict] = []
         self.pets = {1: {"id": 1, "name": "Rex", "tag": "dog"}, 2: {"id": 2, "name": "Tom", "tag": "cat"}}
-        self.base_url, self.stop = serve(Starlette(routes=[
-            Route("/pets", self.pets_endpoint, methods=["GET", "POST"]),
-            Route("/pets/{id:int}", self.pet_endpoint, methods=["GET", "DELETE"]),
-            Route("/many", self.many),
-            Route("/page", self.page),
-            Route("/redirect", self.redirect),
-            Route("/loop", self.loop),
-            Route("/echo-headers", self.echo_headers),
-            Route("/image", self.image),
-        ]))
+        self.base_url, self.stop = serve(
+            Starlette(
+                routes=[
+                    Route("/pets", self.pets_endpoint, methods=["GET", "POST"]),
+                    Route("/pets/{id:int}", self.pet_endpoint, methods=["GET", "DELETE"]),
+                    Route("/many", self.many),
+                    Route("/page", self.page),
+                    Route("/redirect", self.redirect),
+                    Route("/loop", self.loop),
+                    Route("/echo-headers", self.echo_headers),
+                    Route("/image", self.image),
+                ]
+            )
+        )
 
     def paths(self) -> list[str]:
         return [r["path"] for r in self.requests]
 
     async def _record(self, request: Request) -> None:
-        self.requests.append({"method": request.method, "path": request.url.path, "query": dict(request.query_params),
-                              "headers": dict(request.headers), "body": (await request.body()).decode()})
+        self.requests.append(
+            {
+                "method": request.method,
+                "path": request.url.path,
+                "query": dict(request.query_params),
+                "headers": dict(request.headers),
+                "body": (await request.body()).decode(),
+            }
+        )
 
     async def pets_endpoint(self, request: Request):
         await self._record(request)
@@ -103,14 +114,18 @@ def notes_mcp_server() -> MCPServer:
     server = MCPServer("notes")
     notes: list[str] = []
 
-    @server.tool(name="add_note", description="Stores a note.",
-                 annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+    @server.tool(
+        name="add_note",
+        description="Stores a note.",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False),
+    )
     def add_note(text: str) -> dict:
         notes.append(text)
         return {"saved": text, "count": len(notes)}
 
-    @server.tool(name="list_notes", description="Lists the stored notes.",
-                 annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(
+        name="list_notes", description="Lists the stored notes.", annotations=ToolAnnotations(read_only_hint=True)
+    )
     def list_notes() -> str:
         return "\n".join(notes) or "(no notes)"
 

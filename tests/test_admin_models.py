@@ -12,12 +12,24 @@ pytestmark = pytest.mark.django_db
 
 def _agent_form(model: ModelConfig, tool: ToolDefinition, **fields) -> dict:
     data = {
-        "name": "Router", "slug": "router", "system_prompt": "", "time_zone": "UTC", "model_config": model.pk,
-        "max_iterations": 8, "max_same_tool_streak": 3, "tool_choice": "auto", "tool_choice_name": "",
-        "parallel_tool_calls": "on", "is_active": "on",
-        "agent_tools-TOTAL_FORMS": 1, "agent_tools-INITIAL_FORMS": 0,
-        "agent_tools-MIN_NUM_FORMS": 0, "agent_tools-MAX_NUM_FORMS": 1000,
-        "agent_tools-0-tool": tool.pk, "agent_tools-0-approval": "inherit", "agent_tools-0-enabled": "on",
+        "name": "Router",
+        "slug": "router",
+        "system_prompt": "",
+        "time_zone": "UTC",
+        "model_config": model.pk,
+        "max_iterations": 8,
+        "max_same_tool_streak": 3,
+        "tool_choice": "auto",
+        "tool_choice_name": "",
+        "parallel_tool_calls": "on",
+        "is_active": "on",
+        "agent_tools-TOTAL_FORMS": 1,
+        "agent_tools-INITIAL_FORMS": 0,
+        "agent_tools-MIN_NUM_FORMS": 0,
+        "agent_tools-MAX_NUM_FORMS": 1000,
+        "agent_tools-0-tool": tool.pk,
+        "agent_tools-0-approval": "inherit",
+        "agent_tools-0-enabled": "on",
     }
     data.update(fields)
     return data
@@ -27,22 +39,37 @@ def test_a_named_tool_choice_must_name_one_of_the_agents_tools(admin_client):
     tool_definitions_sync_from_registry()
     model, tool = ModelConfigFactory(), ToolDefinition.objects.get(name="test-echo")
 
-    refused = admin_client.post("/admin/agents/agent/add/", _agent_form(
-        model, tool, tool_choice="tool", tool_choice_name="test-counter"))
+    refused = admin_client.post(
+        "/admin/agents/agent/add/", _agent_form(model, tool, tool_choice="tool", tool_choice_name="test-counter")
+    )
     assert refused.status_code == 200 and not Agent.objects.exists()
     assert "which is not among this agent&#x27;s enabled tools" in refused.content.decode()
 
-    saved = admin_client.post("/admin/agents/agent/add/", _agent_form(
-        model, tool, tool_choice="tool", tool_choice_name="test-echo"))
+    saved = admin_client.post(
+        "/admin/agents/agent/add/", _agent_form(model, tool, tool_choice="tool", tool_choice_name="test-echo")
+    )
     assert saved.status_code == 302
     assert Agent.objects.get().tool_choice_name == "test-echo"
 
 
 def test_a_parameter_the_provider_lacks_is_refused_with_a_reason(admin_client):
-    data = {"name": "claude", "provider": "anthropic", "base_url": "https://api.anthropic.com/v1", "model": "claude-x",
-            "seed": 7, "stop": "[]", "response_format": "text", "extra_params": "{}", "response_schema": "null",
-            "connect_timeout_seconds": 10, "read_timeout_seconds": 120, "max_retries": 2,
-            "price_input_per_million": 0, "price_output_per_million": 0, "price_cached_input_per_million": 0}
+    data = {
+        "name": "claude",
+        "provider": "anthropic",
+        "base_url": "https://api.anthropic.com/v1",
+        "model": "claude-x",
+        "seed": 7,
+        "stop": "[]",
+        "response_format": "text",
+        "extra_params": "{}",
+        "response_schema": "null",
+        "connect_timeout_seconds": 10,
+        "read_timeout_seconds": 120,
+        "max_retries": 2,
+        "price_input_per_million": 0,
+        "price_output_per_million": 0,
+        "price_cached_input_per_million": 0,
+    }
     refused = admin_client.post("/admin/agents/modelconfig/add/", data)
     assert refused.status_code == 200 and not ModelConfig.objects.exists()
     assert "Anthropic Messages has no seed" in refused.content.decode()

@@ -9,7 +9,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from conversations.models import LLMCall, Message, Run, RunRequest, ToolInvocation
-from conversations.services import conversation_create, message_post, run_finish
+from conversations.services import conversation_create
+from engine.admission import message_post
+from engine.runs import run_finish
 from tests.api_helpers import client_for, make_user
 from tests.factories import AgentFactory, make_agent
 
@@ -46,6 +48,7 @@ def _error(response, status: int) -> dict:
 
 # --- authentication ----------------------------------------------------------------------------
 
+
 def test_requests_without_a_valid_token_are_401_in_the_error_shape(alice):
     body = _error(APIClient().get("/api/v1/agents/"), 401)
     assert "credentials" in body["message"]
@@ -62,6 +65,7 @@ def test_token_keyword_works_as_well_as_bearer(alice, agent):
 
 # --- agents --------------------------------------------------------------------------------------
 
+
 def test_agents_lists_only_what_the_caller_may_use(alice, agent):
     finance = Group.objects.create(name="finance")
     make_agent(slug="ledger").allowed_groups.set([finance])
@@ -74,12 +78,14 @@ def test_agents_lists_only_what_the_caller_may_use(alice, agent):
     detail = client_for(treasurer).get("/api/v1/agents/ledger/").json()
     assert detail["slug"] == "ledger" and detail["concurrent_messages"] == "reject"
     helper = client_for(alice).get("/api/v1/agents/helper/").json()
-    assert helper["tools"] == [{"name": "test-echo", "description": "Returns its text argument.",
-                                "approval": "never", "approval_rule": ""}]
+    assert helper["tools"] == [
+        {"name": "test-echo", "description": "Returns its text argument.", "approval": "never", "approval_rule": ""}
+    ]
     assert "system_prompt" not in helper
 
 
 # --- conversations -------------------------------------------------------------------------------
+
 
 def test_create_list_and_read_a_conversation(api, alice, agent):
     created = _conversation(api, agent, metadata={"customer": 42}, title="Order help")
@@ -106,14 +112,17 @@ def test_another_users_conversation_is_a_404_and_staff_see_all(api, agent):
     assert staff.get(f"/api/v1/conversations/{mine['id']}/").status_code == 200
 
 
-@pytest.mark.parametrize("payload,field", [
-    ({"agent": "nope"}, "agent"),
-    ({}, "agent"),
-    ({"agent": "helper", "metadata": [1, 2]}, "metadata"),
-    ({"agent": "helper", "metadata": {"note": "a\u0000b"}}, "metadata"),
-    ({"agent": "helper", "metadata": {"blob": "x" * 20000}}, "metadata"),
-    ({"agent": "helper", "title": "t" * 201}, "title"),
-])
+@pytest.mark.parametrize(
+    "payload,field",
+    [
+        ({"agent": "nope"}, "agent"),
+        ({}, "agent"),
+        ({"agent": "helper", "metadata": [1, 2]}, "metadata"),
+        ({"agent": "helper", "metadata": {"note": "a\u0000b"}}, "metadata"),
+        ({"agent": "helper", "metadata": {"blob": "x" * 20000}}, "metadata"),
+        ({"agent": "helper", "title": "t" * 201}, "title"),
+    ],
+)
 def test_bad_conversation_input_is_a_400_naming_the_field(api, agent, payload, field):
     body = _error(api.post("/api/v1/conversations/", payload, format="json"), 400)
     assert body["message"].startswith(f"{field}: ")
@@ -128,6 +137,7 @@ def test_group_restricted_agent_cannot_be_used_by_others(api, agent):
 
 # --- messages ------------------------------------------------------------------------------------
 
+
 def test_posting_a_message_returns_202_with_the_queued_run(api, alice, agent):
     conversation = _conversation(api, agent)
     response = api.post(f"/api/v1/conversations/{conversation['id']}/messages/", {"content": "hello"}, format="json")
@@ -140,12 +150,15 @@ def test_posting_a_message_returns_202_with_the_queued_run(api, alice, agent):
     assert RunRequest.objects.get(run_id=run["id"]).user == alice
 
 
-@pytest.mark.parametrize("payload,message", [
-    ({}, "content: This field is required."),
-    ({"content": "   "}, "content: This field may not be blank."),
-    ({"content": 5 * [1]}, "content: Not a valid string."),
-    ({"content": "a\u0000b"}, "content: Null characters are not allowed."),
-])
+@pytest.mark.parametrize(
+    "payload,message",
+    [
+        ({}, "content: This field is required."),
+        ({"content": "   "}, "content: This field may not be blank."),
+        ({"content": 5 * [1]}, "content: Not a valid string."),
+        ({"content": "a\u0000b"}, "content: Null characters are not allowed."),
+    ],
+)
 def test_bad_message_input_is_a_400_naming_the_field(api, agent, payload, message):
     conversation = _conversation(api, agent)
     body = _error(api.post(f"/api/v1/conversations/{conversation['id']}/messages/", payload, format="json"), 400)
@@ -214,24 +227,69 @@ def test_starting_runs_is_throttled_per_user(api, agent, settings):
 
 # --- runs ----------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def finished_run(alice, agent) -> Run:
     """A run as the engine leaves it: a model call asking for a tool, the tool, the answer."""
     conversation = conversation_create(agent=agent, owner=alice)
     run = message_post(conversation=conversation, content="echo hi", user=alice)
-    call = LLMCall.objects.create(run=run, iteration=1, attempt=1, model_config=agent.model_config, provider="openai_compatible",
-                                  model_name="demo", request={}, status="succeeded", prompt_tokens=10,
-                                  completion_tokens=5, total_tokens=15, finish_reason="tool_calls", latency_ms=12)
+    call = LLMCall.objects.create(
+        run=run,
+        iteration=1,
+        attempt=1,
+        model_config=agent.model_config,
+        provider="openai_compatible",
+        model_name="demo",
+        request={},
+        status="succeeded",
+        prompt_tokens=10,
+        completion_tokens=5,
+        total_tokens=15,
+        finish_reason="tool_calls",
+        latency_ms=12,
+    )
     tool_calls = [{"id": "c1", "type": "function", "function": {"name": "test-echo", "arguments": '{"text": "hi"}'}}]
-    Message.objects.create(conversation=conversation, run=run, llm_call=call, order=2, role="assistant", tool_calls=tool_calls)
-    ToolInvocation.objects.create(run=run, llm_call=call, tool_name="test-echo", tool_call_id="c1", raw_arguments='{"text": "hi"}',
-                                  arguments={"text": "hi"}, status="succeeded", result="hi", idempotency_key=f"{run.pk}:c1")
-    answer = LLMCall.objects.create(run=run, iteration=2, attempt=1, model_config=agent.model_config, provider="openai_compatible",
-                                    model_name="demo", request={}, status="succeeded", prompt_tokens=20,
-                                    completion_tokens=3, cached_tokens=4, total_tokens=23, finish_reason="stop")
-    Message.objects.create(conversation=conversation, run=run, llm_call=answer, order=4, role="assistant", content="You said hi.")
-    Run.objects.filter(pk=run.pk).update(prompt_tokens=30, completion_tokens=8, cached_tokens=4, total_tokens=38,
-                                         cost="0.00004600", iterations=2, started_at=timezone.now())
+    Message.objects.create(
+        conversation=conversation, run=run, llm_call=call, order=2, role="assistant", tool_calls=tool_calls
+    )
+    ToolInvocation.objects.create(
+        run=run,
+        llm_call=call,
+        tool_name="test-echo",
+        tool_call_id="c1",
+        raw_arguments='{"text": "hi"}',
+        arguments={"text": "hi"},
+        status="succeeded",
+        result="hi",
+        idempotency_key=f"{run.pk}:c1",
+    )
+    answer = LLMCall.objects.create(
+        run=run,
+        iteration=2,
+        attempt=1,
+        model_config=agent.model_config,
+        provider="openai_compatible",
+        model_name="demo",
+        request={},
+        status="succeeded",
+        prompt_tokens=20,
+        completion_tokens=3,
+        cached_tokens=4,
+        total_tokens=23,
+        finish_reason="stop",
+    )
+    Message.objects.create(
+        conversation=conversation, run=run, llm_call=answer, order=4, role="assistant", content="You said hi."
+    )
+    Run.objects.filter(pk=run.pk).update(
+        prompt_tokens=30,
+        completion_tokens=8,
+        cached_tokens=4,
+        total_tokens=38,
+        cost="0.00004600",
+        iterations=2,
+        started_at=timezone.now(),
+    )
     run_finish(run_id=run.pk, status="completed", stop_reason="final_answer")
     return run
 
@@ -239,8 +297,14 @@ def finished_run(alice, agent) -> Run:
 def test_run_detail_has_status_totals_timings_and_answer(api, finished_run):
     run = api.get(f"/api/v1/runs/{finished_run.pk}/").json()
     assert run["status"] == "completed" and run["stop_reason"] == "final_answer"
-    assert run["usage"] == {"prompt_tokens": 30, "completion_tokens": 8, "cached_tokens": 4,
-                            "reasoning_tokens": 0, "total_tokens": 38, "estimated": False}
+    assert run["usage"] == {
+        "prompt_tokens": 30,
+        "completion_tokens": 8,
+        "cached_tokens": 4,
+        "reasoning_tokens": 0,
+        "total_tokens": 38,
+        "estimated": False,
+    }
     assert run["cost"] == "0.00004600" and run["iterations"] == 2
     assert run["output"] == "You said hi." and run["input"] == "echo hi"
     assert run["duration_ms"] is not None and run["finished_at"] is not None
@@ -283,7 +347,9 @@ def test_cancel_a_queued_run_and_not_a_finished_one(api, alice, agent, finished_
 
 def test_internal_error_details_stay_with_operators(api, alice, agent):
     run = message_post(conversation=conversation_create(agent=agent, owner=alice), content="hi", user=alice)
-    run_finish(run_id=run.pk, status="failed", stop_reason="internal_error", error="Traceback (most recent call last): ...")
+    run_finish(
+        run_id=run.pk, status="failed", stop_reason="internal_error", error="Traceback (most recent call last): ..."
+    )
     body = api.get(f"/api/v1/runs/{run.pk}/").json()
     assert "Traceback" not in json.dumps(body)
     assert body["error"] == "An internal error stopped this run; operators can see the details."

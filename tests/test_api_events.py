@@ -13,23 +13,34 @@ from django.test import Client
 
 from agents.services import agent_version_current
 from conversations.models import Run, RunEvent
-from conversations.services import conversation_create, run_event_append, run_finish
+from conversations.services import conversation_create, run_event_append
+from engine.runs import run_finish
 from tests.api_helpers import make_user, token_for
+from tests.api_servers import ApiServer
 from tests.conftest import _database_url
 from tests.factories import ModelConfigFactory, make_agent
 from tests.helpers import wait_for
-from tests.api_servers import ApiServer
 
 pytestmark = pytest.mark.e2e
 
 TOOL_SCRIPT = {
     "defaults": {"stream_chunk_delay_ms": 5},
-    "scenarios": [{"match": "echo (?P<word>\\w+)", "steps": [
-        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "{word}"}}],
-         "usage": {"prompt_tokens": 50, "completion_tokens": 7}},
-        {"content": "You said {last_tool_result}, and that is all I know about it.", "latency_ms": 800,
-         "usage": {"prompt_tokens": 70, "completion_tokens": 12}},
-    ]}],
+    "scenarios": [
+        {
+            "match": "echo (?P<word>\\w+)",
+            "steps": [
+                {
+                    "tool_calls": [{"name": "test-echo", "arguments": {"text": "{word}"}}],
+                    "usage": {"prompt_tokens": 50, "completion_tokens": 7},
+                },
+                {
+                    "content": "You said {last_tool_result}, and that is all I know about it.",
+                    "latency_ms": 800,
+                    "usage": {"prompt_tokens": 70, "completion_tokens": 12},
+                },
+            ],
+        }
+    ],
 }
 
 
@@ -67,22 +78,29 @@ def headers(user):
 @pytest.fixture
 def tool_agent(fake_llm):
     fake_llm.script("sse-tool", TOOL_SCRIPT)
-    return make_agent(tools=["test-echo"], slug="sse-agent",
-                      model_config=ModelConfigFactory(base_url=fake_llm.api_base, model="sse-tool", stream=True))
+    return make_agent(
+        tools=["test-echo"],
+        slug="sse-agent",
+        model_config=ModelConfigFactory(base_url=fake_llm.api_base, model="sse-tool", stream=True),
+    )
 
 
 def _start_run(server, headers, content: str) -> str:
     conversation = httpx.post(f"{server.base_url}/api/v1/conversations/", json={"agent": "sse-agent"}, headers=headers)
     assert conversation.status_code == 201, conversation.text
-    response = httpx.post(f"{server.base_url}/api/v1/conversations/{conversation.json()['id']}/messages/",
-                          json={"content": content}, headers=headers)
+    response = httpx.post(
+        f"{server.base_url}/api/v1/conversations/{conversation.json()['id']}/messages/",
+        json={"content": content},
+        headers=headers,
+    )
     assert response.status_code == 202, response.text
     return response.json()["id"]
 
 
 def _stream(server, run_id, headers, **kwargs):
-    return httpx.stream("GET", f"{server.base_url}/api/v1/runs/{run_id}/events/", headers=headers,
-                        timeout=httpx.Timeout(30), **kwargs)
+    return httpx.stream(
+        "GET", f"{server.base_url}/api/v1/runs/{run_id}/events/", headers=headers, timeout=httpx.Timeout(30), **kwargs
+    )
 
 
 def test_a_run_streams_every_event_in_order_and_the_stream_ends(api_server, worker, tool_agent, headers):
@@ -95,8 +113,14 @@ def test_a_run_streams_every_event_in_order_and_the_stream_ends(api_server, work
     assert [e["id"] for e in events] == list(range(1, len(events) + 1))
     types = [e["event"] for e in events]
     assert types[0] == "run.queued" and types[-1] == "run.completed"
-    for expected in ("run.running", "llm_call.started", "llm_call.completed", "tool.started", "tool.completed",
-                     "message.delta"):
+    for expected in (
+        "run.running",
+        "llm_call.started",
+        "llm_call.completed",
+        "tool.started",
+        "tool.completed",
+        "message.delta",
+    ):
         assert expected in types
     completed = [e["data"] for e in events if e["event"] == "llm_call.completed"]
     assert [c["payload"]["usage"]["prompt_tokens"] for c in completed] == [50, 70]
@@ -126,16 +150,21 @@ def test_last_event_id_resumes_without_loss_or_duplicates(api_server, worker, to
     with _stream(api_server, run_id, headers, params={"last_event_id": ids[-3]}) as response:
         assert [e["id"] for e in read_events(response)] == ids[-2:]
     # Asked again after the end: 204, which tells an EventSource to stop reconnecting.
-    finished = httpx.get(f"{api_server.base_url}/api/v1/runs/{run_id}/events/",
-                         headers={**headers, "Last-Event-ID": str(ids[-1])})
+    finished = httpx.get(
+        f"{api_server.base_url}/api/v1/runs/{run_id}/events/", headers={**headers, "Last-Event-ID": str(ids[-1])}
+    )
     assert finished.status_code == 204
 
 
 def _parked_run(agent, owner) -> Run:
     """A run waiting for a person: no worker will touch it."""
     conversation = conversation_create(agent=agent, owner=owner)
-    run = Run.objects.create(conversation=conversation, agent=agent, agent_version=agent_version_current(agent=agent),
-                             status="awaiting_approval")
+    run = Run.objects.create(
+        conversation=conversation,
+        agent=agent,
+        agent_version=agent_version_current(agent=agent),
+        status="awaiting_approval",
+    )
     run_event_append(run_id=run.pk, type="run.awaiting_approval")
     return run
 
@@ -204,8 +233,10 @@ def test_idle_streams_hold_no_thread_and_no_database_connection(api_server, user
         follower.join(timeout=30)
     woke_after = time.monotonic() - started
 
-    print(f"\n30 idle streams: server threads {threads_before} -> {threads_idle}, server DB connections "
-          f"{connections_before} -> {connections_idle}, all ended {woke_after:.2f} s after their runs")
+    print(
+        f"\n30 idle streams: server threads {threads_before} -> {threads_idle}, server DB connections "
+        f"{connections_before} -> {connections_idle}, all ended {woke_after:.2f} s after their runs"
+    )
     # At most the default thread pool's few threads (and their connections) may come and stay.
     assert threads_idle - threads_before <= 8, "threads grew with the number of open streams"
     assert connections_idle - connections_before <= 8, "database connections grew with the number of open streams"
@@ -220,9 +251,15 @@ def test_idle_streams_hold_no_thread_and_no_database_connection(api_server, user
 def server_without_redis(django_db_setup, django_db_blocker):
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL")
-    server = ApiServer(database_url=_database_url(), name="web-without-redis",
-                       env={"REDIS_URL": "", "AGENTRY_SSE_POLL_SECONDS": "0.2",
-                            "CELERY_BROKER_URL": os.environ.get("CELERY_BROKER_URL", "")}).start()
+    server = ApiServer(
+        database_url=_database_url(),
+        name="web-without-redis",
+        env={
+            "REDIS_URL": "",
+            "AGENTRY_SSE_POLL_SECONDS": "0.2",
+            "CELERY_BROKER_URL": os.environ.get("CELERY_BROKER_URL", ""),
+        },
+    ).start()
     yield server
     server.stop()
 

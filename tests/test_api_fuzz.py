@@ -17,8 +17,9 @@ from django.test import Client
 from hypothesis import HealthCheck, settings
 
 from conversations.models import TERMINAL_STATUSES, Approval, Run, RunStatus
-from conversations.services import conversation_create, message_post
+from conversations.services import conversation_create
 from conversations.tokens import api_token_create
+from engine.admission import message_post
 from tests.api_servers import ApiServer
 from tests.conftest import _database_url
 from tests.factories import ModelConfigFactory, make_agent
@@ -32,30 +33,53 @@ SEED = 8
 
 SCRIPT = {
     "scenarios": [
-        {"match": "^fuzz-steps$", "steps": [
-            {"tool_calls": [{"name": "test-echo", "arguments": {"text": "hi"}}]},
-            {"content": "You said {last_tool_result}."},
-        ]},
-        {"match": "^fuzz-approval$", "steps": [
-            {"tool_calls": [{"name": "test-counter", "arguments": {"label": "fuzz"}}]},
-            {"content": "Recorded."},
-        ]},
+        {
+            "match": "^fuzz-steps$",
+            "steps": [
+                {"tool_calls": [{"name": "test-echo", "arguments": {"text": "hi"}}]},
+                {"content": "You said {last_tool_result}."},
+            ],
+        },
+        {
+            "match": "^fuzz-approval$",
+            "steps": [
+                {"tool_calls": [{"name": "test-counter", "arguments": {"label": "fuzz"}}]},
+                {"content": "Recorded."},
+            ],
+        },
     ],
     "fallback": {"content": "ok"},
 }
 
-CONFIG = schemathesis.Config.from_dict({
-    "seed": SEED,
-    "generation": {"deterministic": True, "max-examples": int(os.environ.get("FUZZ_EXAMPLES", MAX_EXAMPLES)),
-                   "database": "none"},
-    "phases": {"stateful": {"enabled": False}},
-    # Not positive_data_acceptance: a well-formed request can still name an agent that does not exist.
-    # Not negative_data_rejection: unknown query parameters and headers are ignored, on purpose.
-    "checks": {"enabled": False, **{name: {"enabled": True} for name in [
-        "not_a_server_error", "status_code_conformance", "content_type_conformance", "response_schema_conformance",
-        "response_headers_conformance", "missing_required_header", "unsupported_method", "ignored_auth",
-    ]}},
-})
+CONFIG = schemathesis.Config.from_dict(
+    {
+        "seed": SEED,
+        "generation": {
+            "deterministic": True,
+            "max-examples": int(os.environ.get("FUZZ_EXAMPLES", MAX_EXAMPLES)),
+            "database": "none",
+        },
+        "phases": {"stateful": {"enabled": False}},
+        # Not positive_data_acceptance: a well-formed request can still name an agent that does not exist.
+        # Not negative_data_rejection: unknown query parameters and headers are ignored, on purpose.
+        "checks": {
+            "enabled": False,
+            **{
+                name: {"enabled": True}
+                for name in [
+                    "not_a_server_error",
+                    "status_code_conformance",
+                    "content_type_conformance",
+                    "response_schema_conformance",
+                    "response_headers_conformance",
+                    "missing_required_header",
+                    "unsupported_method",
+                    "ignored_auth",
+                ]
+            },
+        },
+    }
+)
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +87,15 @@ def fuzz_server(django_db_setup, django_db_blocker):
     """A web server of its own: the fuzzer sends more requests a minute than the default rates allow."""
     if connection.vendor != "postgresql":
         pytest.skip("end-to-end tests need PostgreSQL (the test settings default to it)")
-    server = ApiServer(database_url=_database_url() + "?application_name=agentry-fuzz-web", name="fuzz-web", env={
-        "AGENTRY_API_RATE": "100000/min", "AGENTRY_API_RUN_RATE": "100000/min",
-        "AGENTRY_COMPLETION_TIMEOUT_SECONDS": "20",
-    }).start()
+    server = ApiServer(
+        database_url=_database_url() + "?application_name=agentry-fuzz-web",
+        name="fuzz-web",
+        env={
+            "AGENTRY_API_RATE": "100000/min",
+            "AGENTRY_API_RUN_RATE": "100000/min",
+            "AGENTRY_COMPLETION_TIMEOUT_SECONDS": "20",
+        },
+    ).start()
     try:
         assert httpx.get(f"{server.base_url}/api/schema/", params={"format": "json"}).json() == SERVED_SCHEMA
         yield server
@@ -75,8 +104,9 @@ def fuzz_server(django_db_setup, django_db_blocker):
 
 
 def _status(run: Run, status: str) -> Run:
-    return wait_for(lambda: Run.objects.filter(pk=run.pk, status=status).first(), timeout=30,
-                    message=f"run {run.pk} to be {status}")
+    return wait_for(
+        lambda: Run.objects.filter(pk=run.pk, status=status).first(), timeout=30, message=f"run {run.pk} to be {status}"
+    )
 
 
 @pytest.fixture
@@ -86,8 +116,12 @@ def objects(fuzz_server, worker, fake_llm):
     fake_llm.script("fuzz", SCRIPT)
     user = User.objects.create_user("fuzzer", password="fuzzer-pass-1")
     user.groups.add(Group.objects.get(name="Approvers"))
-    agent = make_agent(tools=["test-echo", "test-counter"], approval={"test-counter": "always"}, slug="fuzz",
-                       model_config=ModelConfigFactory(base_url=fake_llm.api_base, model="fuzz", max_retries=0))
+    agent = make_agent(
+        tools=["test-echo", "test-counter"],
+        approval={"test-counter": "always"},
+        slug="fuzz",
+        model_config=ModelConfigFactory(base_url=fake_llm.api_base, model="fuzz", max_retries=0),
+    )
     finished = conversation_create(agent=agent, owner=user)
     done = _status(message_post(conversation=finished, content="fuzz-steps", user=user), "completed")
     waiting = conversation_create(agent=agent, owner=user)
@@ -102,8 +136,11 @@ def objects(fuzz_server, worker, fake_llm):
         "approvals": [str(Approval.objects.get(run=parked).pk)],
     }
     # The worker must be idle before the database is emptied, or a step could deadlock with the TRUNCATE.
-    wait_for(lambda: not Run.objects.exclude(status__in=[*TERMINAL_STATUSES, RunStatus.AWAITING_APPROVAL]).exists(),
-             timeout=60, message="the runs the fuzzer started to end")
+    wait_for(
+        lambda: not Run.objects.exclude(status__in=[*TERMINAL_STATUSES, RunStatus.AWAITING_APPROVAL]).exists(),
+        timeout=60,
+        message="the runs the fuzzer started to end",
+    )
 
 
 def _real_ids(objects: dict) -> dict[str, dict[str, list]]:
@@ -153,5 +190,6 @@ schema = schemathesis.openapi.from_dict(copy.deepcopy(SERVED_SCHEMA), config=CON
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_no_input_makes_the_api_fail_or_break_its_schema(case, fuzz_server, objects):
     _aim(case, objects)
-    case.call_and_validate(base_url=fuzz_server.base_url, headers={"Authorization": f"Bearer {objects['token']}"},
-                           timeout=30)
+    case.call_and_validate(
+        base_url=fuzz_server.base_url, headers={"Authorization": f"Bearer {objects['token']}"}, timeout=30
+    )

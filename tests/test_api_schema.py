@@ -16,9 +16,16 @@ def test_the_generated_schema_is_valid_openapi_3_and_covers_every_endpoint():
     validate(schema)
     assert schema["openapi"].startswith("3.")
     assert {
-        "/api/v1/agents/", "/api/v1/agents/{slug}/", "/api/v1/conversations/", "/api/v1/conversations/{id}/",
-        "/api/v1/conversations/{id}/messages/", "/api/v1/runs/{id}/", "/api/v1/runs/{id}/steps/",
-        "/api/v1/runs/{id}/cancel/", "/api/v1/runs/{run_id}/events/", "/v1/chat/completions",
+        "/api/v1/agents/",
+        "/api/v1/agents/{slug}/",
+        "/api/v1/conversations/",
+        "/api/v1/conversations/{id}/",
+        "/api/v1/conversations/{id}/messages/",
+        "/api/v1/runs/{id}/",
+        "/api/v1/runs/{id}/steps/",
+        "/api/v1/runs/{id}/cancel/",
+        "/api/v1/runs/{run_id}/events/",
+        "/v1/chat/completions",
     } <= set(schema["paths"])
     post = schema["paths"]["/api/v1/conversations/{id}/messages/"]["post"]
     assert {"202", "400", "409", "422"} <= set(post["responses"])

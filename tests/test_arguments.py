@@ -2,9 +2,10 @@
 
 import pytest
 
-from agents.engine.loop import run_advance
 from conversations.models import ToolInvocation
-from conversations.services import conversation_create, message_post
+from conversations.services import conversation_create
+from engine.admission import message_post
+from engine.loop import run_advance
 from tests.factories import ModelConfigFactory, make_agent
 from tools.arguments import parse_arguments, validate_arguments
 
@@ -15,13 +16,16 @@ SCHEMA = {
 }
 
 
-@pytest.mark.parametrize("raw", [
-    '{"city": "成都"}',
-    'Here are the arguments: {"city": "成都"} — hope that helps',
-    '```json\n{"city": "成都"}\n```',
-    'first {not json} then {"city": "成都"}',
-    {"city": "成都"},
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"city": "成都"}',
+        'Here are the arguments: {"city": "成都"} — hope that helps',
+        '```json\n{"city": "成都"}\n```',
+        'first {not json} then {"city": "成都"}',
+        {"city": "成都"},
+    ],
+)
 def test_json_is_found_in_what_models_send(raw):
     assert parse_arguments(raw).arguments == {"city": "成都"}
 
@@ -30,11 +34,14 @@ def test_empty_arguments_are_an_empty_object():
     assert parse_arguments("").arguments == {} and parse_arguments(None).arguments == {}
 
 
-@pytest.mark.parametrize("raw,message", [
-    ("city=成都", "not valid JSON"),
-    ("[1, 2]", "must be a JSON object, not list"),
-    ('"成都"', "must be a JSON object, not str"),
-])
+@pytest.mark.parametrize(
+    "raw,message",
+    [
+        ("city=成都", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object, not list"),
+        ('"成都"', "must be a JSON object, not str"),
+    ],
+)
 def test_unparseable_arguments_get_an_actionable_error(raw, message):
     parsed = parse_arguments(raw)
     assert not parsed.ok and message in parsed.errors[0]
@@ -45,7 +52,9 @@ def test_validation_names_what_is_allowed():
         "Unsupported argument(s) day; this tool accepts only: city, days."
     ]
     assert validate_arguments(SCHEMA, {}) == ["'city' is a required property; provide it and call again."]
-    assert validate_arguments(SCHEMA, {"city": "成都", "days": 9}) == ["Argument 'days': 9 is greater than the maximum of 7."]
+    assert validate_arguments(SCHEMA, {"city": "成都", "days": 9}) == [
+        "Argument 'days': 9 is greater than the maximum of 7."
+    ]
     assert validate_arguments(SCHEMA, {"city": 7}) == ["Argument 'city': 7 is not of type 'string'."]
 
 
@@ -53,22 +62,33 @@ def test_schema_that_allows_extra_properties_is_respected():
     assert validate_arguments({**SCHEMA, "additionalProperties": True}, {"city": "成都", "extra": 1}) == []
 
 
-SCRIPT = {"scenarios": [{"match": "go", "steps": [
-    {"tool_calls": [
-        {"id": "c1", "name": "no_such_tool", "arguments": {}},
-        {"id": "c2", "name": "calculator", "arguments": {"expression": "1+1", "precision": 2}},
-        {"id": "c3", "name": "calculator", "arguments": 'Sure! {"expression": "6*7"}'},
-        {"id": "c4", "name": "calculator", "arguments": "expression: 6*7"},
-    ]},
-    {"content": "done"},
-]}]}
+SCRIPT = {
+    "scenarios": [
+        {
+            "match": "go",
+            "steps": [
+                {
+                    "tool_calls": [
+                        {"id": "c1", "name": "no_such_tool", "arguments": {}},
+                        {"id": "c2", "name": "calculator", "arguments": {"expression": "1+1", "precision": 2}},
+                        {"id": "c3", "name": "calculator", "arguments": 'Sure! {"expression": "6*7"}'},
+                        {"id": "c4", "name": "calculator", "arguments": "expression: 6*7"},
+                    ]
+                },
+                {"content": "done"},
+            ],
+        }
+    ]
+}
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_run_reports_bad_calls_to_the_model_and_runs_only_valid_ones(fake_llm, no_enqueue):
     fake_llm.script("arguments-test", SCRIPT)
-    agent = make_agent(tools=["calculator", "current_time"],
-                       model_config=ModelConfigFactory(base_url=fake_llm.api_base, model="arguments-test"))
+    agent = make_agent(
+        tools=["calculator", "current_time"],
+        model_config=ModelConfigFactory(base_url=fake_llm.api_base, model="arguments-test"),
+    )
     run = message_post(conversation=conversation_create(agent=agent), content="go")
     run_advance(run_id=run.pk)
 

@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 
 from agents.models import AgentUsageDay
-from agents.sweeper import runs_sweep
 from conversations.models import LLMCall, Message, Run
+from engine.sweeper import runs_sweep
 from tests.llm_helpers import agent_on, assert_totals_match_calls, calls_of
 from tests.runs import advance, ask, start_run
 
@@ -89,9 +89,11 @@ def test_the_sweeper_ends_queued_and_parked_runs_past_their_deadline(fake_llm):
     past = timezone.now() - timedelta(seconds=1)
     Run.objects.filter(pk__in=[queued.pk, parked.pk, live.pk]).update(deadline=past)
     Run.objects.filter(pk=parked.pk).update(status="awaiting_approval")
-    Run.objects.filter(pk=live.pk).update(status="running", lease_owner="w", lease_expires_at=timezone.now() + timedelta(seconds=60))
+    Run.objects.filter(pk=live.pk).update(
+        status="running", lease_owner="w", lease_expires_at=timezone.now() + timedelta(seconds=60)
+    )
 
-    with mock.patch("agents.tasks.run_advance_task.delay"):
+    with mock.patch("engine.tasks.run_advance_task.delay"):
         summary = runs_sweep()
 
     assert summary["timed_out"] == 2

@@ -2,35 +2,54 @@
 
 import pytest
 
+from tests.servers import petstore  # noqa: F401 (fixture)
 from tools.executors import execute_tool
 from tools.models import ToolDefinition
 from tools.registry import ToolContext, registry
 from tools.services import tool_definitions_sync_from_registry
-from tests.servers import petstore  # noqa: F401 (fixture)
 
 CTX = ToolContext(run_id="run", tool_call_id="call_1", idempotency_key="run:call_1")
 
 
 def call(name: str, **arguments):
     tool = registry.get(name)
-    spec = {"name": name, "kind": "python", "python_callable": name, "timeout_seconds": tool.timeout_seconds,
-            "max_result_chars": tool.max_result_chars}
+    spec = {
+        "name": name,
+        "kind": "python",
+        "python_callable": name,
+        "timeout_seconds": tool.timeout_seconds,
+        "max_result_chars": tool.max_result_chars,
+    }
     return execute_tool(spec=spec, arguments=arguments, ctx=CTX)
 
 
-@pytest.mark.parametrize("expression,result", [
-    ("1 + 2 * 3", "7"), ("(1250 * 1.08) / 12", "112.5"), ("2 ** 10", "1024"), ("sqrt(16) + abs(-2)", "6.0"),
-    ("round(pi, 3)", "3.142"), ("7 // 2 + 7 % 2", "4"),
-])
+@pytest.mark.parametrize(
+    "expression,result",
+    [
+        ("1 + 2 * 3", "7"),
+        ("(1250 * 1.08) / 12", "112.5"),
+        ("2 ** 10", "1024"),
+        ("sqrt(16) + abs(-2)", "6.0"),
+        ("round(pi, 3)", "3.142"),
+        ("7 // 2 + 7 % 2", "4"),
+    ],
+)
 def test_calculator_evaluates_arithmetic(expression, result):
     outcome = call("calculator", expression=expression)
     assert outcome.status == "succeeded"
     assert outcome.content.endswith(f'"result":{result}}}')
 
 
-@pytest.mark.parametrize("expression", [
-    "(1).__class__", "().__class__.__bases__", "'a'.upper()", "sqrt.__globals__", "calculator.__code__",
-])
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "(1).__class__",
+        "().__class__.__bases__",
+        "'a'.upper()",
+        "sqrt.__globals__",
+        "calculator.__code__",
+    ],
+)
 def test_calculator_refuses_attribute_access(expression):
     outcome = call("calculator", expression=expression)
     assert outcome.status == "error"
@@ -43,11 +62,18 @@ def test_calculator_refuses_huge_powers_quickly(expression):
     assert outcome.status == "error" and "too large" in outcome.content
 
 
-@pytest.mark.parametrize("expression,message", [
-    ("1 / 0", "Division by zero"), ("x + 1", "'x' is not defined"), ("[1, 2][0]", "Subscript"),
-    ("'abc'", "Only numbers"), ("exp(1000)", "math range error"), ("1 +", "not a valid arithmetic expression"),
-    ("__import__('os')", "__import__"),
-])
+@pytest.mark.parametrize(
+    "expression,message",
+    [
+        ("1 / 0", "Division by zero"),
+        ("x + 1", "'x' is not defined"),
+        ("[1, 2][0]", "Subscript"),
+        ("'abc'", "Only numbers"),
+        ("exp(1000)", "math range error"),
+        ("1 +", "not a valid arithmetic expression"),
+        ("__import__('os')", "__import__"),
+    ],
+)
 def test_calculator_explains_what_it_cannot_do(expression, message):
     outcome = call("calculator", expression=expression)
     assert outcome.status == "error" and message in outcome.content

@@ -5,9 +5,10 @@ import threading
 from django.db import connection, transaction
 
 from agents.models import AgentTool
+from console.monitoring.selectors import run_events_after
 from conversations.models import Approval, LLMCall, Message, Run, ToolInvocation
-from conversations.monitoring.selectors import run_events_after
-from conversations.services import conversation_create, run_finish
+from conversations.services import conversation_create
+from engine.runs import run_finish
 from tests.api_helpers import client_for, make_user
 from tests.helpers import wait_for
 from tests.runs import advance, start_run
@@ -66,18 +67,29 @@ def test_cancel_during_the_final_model_call_ends_the_run_cancelled_and_keeps_the
 
 def test_tool_calls_asked_for_during_a_cancelled_model_call_are_recorded_cancelled(scripted_agent, executions):
     user = make_user()
-    agent = scripted_agent(script({"latency_ms": SLOW, "tool_calls": [
-        {"id": "c1", "name": "test-counter", "arguments": {"label": "never"}},
-        {"id": "c2", "name": "test-counter", "arguments": '{"label": oops'},
-    ]}), tools=["test-counter"])
+    agent = scripted_agent(
+        script(
+            {
+                "latency_ms": SLOW,
+                "tool_calls": [
+                    {"id": "c1", "name": "test-counter", "arguments": {"label": "never"}},
+                    {"id": "c2", "name": "test-counter", "arguments": '{"label": oops'},
+                ],
+            }
+        ),
+        tools=["test-counter"],
+    )
     run = owned_run(agent, user)
 
     assert cancel_during_the_model_call(run, user) == 202
 
     run.refresh_from_db()
     assert (run.status, run.stop_reason) == ("cancelled", "cancelled")
-    rows = list(ToolInvocation.objects.filter(run=run).order_by("position")
-                .values_list("tool_call_id", "status", "raw_arguments", "arguments"))
+    rows = list(
+        ToolInvocation.objects.filter(run=run)
+        .order_by("position")
+        .values_list("tool_call_id", "status", "raw_arguments", "arguments")
+    )
     assert rows == [
         ("c1", "cancelled", '{"label":"never"}', {"label": "never"}),
         ("c2", "cancelled", '{"label": oops', None),
@@ -87,10 +99,18 @@ def test_tool_calls_asked_for_during_a_cancelled_model_call_are_recorded_cancell
 
 def test_a_cancel_while_a_tool_runs_keeps_the_next_tool_from_starting(scripted_agent):
     # test-cancel-run asks for its own run's cancel, as a person would while it is running.
-    agent = scripted_agent(script(
-        {"tool_calls": [{"name": "test-cancel-run", "arguments": {}}, {"name": "test-echo", "arguments": {"text": "x"}}]},
-        {"content": "done"},
-    ), tools=["test-cancel-run", "test-echo"])
+    agent = scripted_agent(
+        script(
+            {
+                "tool_calls": [
+                    {"name": "test-cancel-run", "arguments": {}},
+                    {"name": "test-echo", "arguments": {"text": "x"}},
+                ]
+            },
+            {"content": "done"},
+        ),
+        tools=["test-cancel-run", "test-echo"],
+    )
     run = advance(start_run(agent))
 
     assert (run.status, run.stop_reason) == ("cancelled", "cancelled")
@@ -101,11 +121,18 @@ def test_a_cancel_while_a_tool_runs_keeps_the_next_tool_from_starting(scripted_a
 
 
 def test_a_run_whose_cancel_was_accepted_is_not_parked_for_approval(scripted_agent, executions):
-    agent = scripted_agent(script(
-        {"tool_calls": [{"name": "test-cancel-run", "arguments": {}},
-                        {"name": "test-counter", "arguments": {"label": "after-cancel"}}]},
-        {"content": "done"},
-    ), tools=["test-cancel-run", "test-counter"])
+    agent = scripted_agent(
+        script(
+            {
+                "tool_calls": [
+                    {"name": "test-cancel-run", "arguments": {}},
+                    {"name": "test-counter", "arguments": {"label": "after-cancel"}},
+                ]
+            },
+            {"content": "done"},
+        ),
+        tools=["test-cancel-run", "test-counter"],
+    )
     AgentTool.objects.filter(agent=agent, tool__name="test-counter").update(approval=AgentTool.Approval.ALWAYS)
     run = advance(start_run(agent))
 
@@ -136,6 +163,8 @@ def test_a_cancel_that_arrives_after_the_run_ended_is_refused(scripted_agent):
 
 def _waiting_for_a_lock() -> bool:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        )
         return cursor.fetchone()[0] > 0

@@ -7,13 +7,14 @@ import time
 import pytest
 from django.contrib.auth import get_user_model
 
-from agents.sweeper import runs_sweep
 from bench import counting_service
 from bench.chaos_checks import chaos_report, report_ok
 from bench.chaos_setup import WRITE_TOOL, chaos_agent, chaos_script
-from conversations.approvals.services import approval_decide
 from conversations.models import TERMINAL_STATUSES, Approval, Run
-from conversations.services import conversation_create, message_post
+from conversations.services import conversation_create
+from engine.admission import message_post
+from engine.approvals import approval_decide
+from engine.sweeper import runs_sweep
 from fakellm.testing import serve_app_in_thread
 
 pytestmark = pytest.mark.e2e
@@ -24,8 +25,11 @@ def test_runs_survive_killed_workers_without_loss_or_duplicate_writes(worker, fa
     tally = counting_service.Tally()
     counting_url, stop = serve_app_in_thread(counting_service.create_app(tally))
     approver = get_user_model().objects.create_superuser("approver", password="x")
-    agent = chaos_agent(llm_api_base=fake_llm.api_base, model=fake_llm.script("chaos-small", chaos_script(500)),
-                        counting_url=counting_url)
+    agent = chaos_agent(
+        llm_api_base=fake_llm.api_base,
+        model=fake_llm.script("chaos-small", chaos_script(500)),
+        counting_url=counting_url,
+    )
     runs = [message_post(conversation=conversation_create(agent=agent), content=f"order {n}").pk for n in range(RUNS)]
     rng = random.Random(7)
     kills, next_kill = 0, time.monotonic() + rng.uniform(0.3, 1.0)

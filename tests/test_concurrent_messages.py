@@ -8,10 +8,12 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from agents.leases import run_claim
-from agents.sweeper import runs_sweep
 from conversations.models import Message, Run
-from conversations.services import ConversationBusy, conversation_create, message_post, message_submit, run_finish
+from conversations.services import conversation_create
+from engine.admission import ConversationBusy, message_post, message_submit
+from engine.leases import run_claim
+from engine.runs import run_finish
+from engine.sweeper import runs_sweep
 from tests.api_helpers import make_user
 from tests.factories import ModelConfigFactory, make_agent
 from tests.helpers import wait_for
@@ -42,8 +44,9 @@ def _concurrently(calls: list) -> list:
 
 
 def _conversation(policy: str, *, model: str = "echo", base_url: str = "http://127.0.0.1:9/v1"):
-    agent = make_agent(tools=["test-echo"], concurrent_messages=policy,
-                       model_config=ModelConfigFactory(base_url=base_url, model=model))
+    agent = make_agent(
+        tools=["test-echo"], concurrent_messages=policy, model_config=ModelConfigFactory(base_url=base_url, model=model)
+    )
     user = make_user()
     return conversation_create(agent=agent, owner=user), user
 
@@ -57,9 +60,9 @@ def _all_terminal(runs):
 @pytest.mark.e2e
 def test_reject_lets_exactly_one_of_concurrent_posts_through(worker, fake_llm):
     conversation, user = _conversation("reject", base_url=fake_llm.api_base)
-    results = _concurrently([
-        lambda i=i: message_post(conversation=conversation, content=f"q{i}", user=user) for i in range(THREADS)
-    ])
+    results = _concurrently(
+        [lambda i=i: message_post(conversation=conversation, content=f"q{i}", user=user) for i in range(THREADS)]
+    )
     runs = [r for r in results if isinstance(r, Run)]
     busy = [r for r in results if isinstance(r, ConversationBusy)]
     assert len(runs) == 1 and len(busy) == THREADS - 1, results
@@ -67,16 +70,19 @@ def test_reject_lets_exactly_one_of_concurrent_posts_through(worker, fake_llm):
     assert Run.objects.filter(conversation=conversation).count() == 1
     wait_for(lambda: _all_terminal(runs), message="the admitted run to finish")
     assert [m.content for m in Message.objects.filter(conversation=conversation, role="user")] == [
-        runs[0].request.content]
+        runs[0].request.content
+    ]
 
 
 @pytest.mark.e2e
 def test_concurrent_retries_with_one_idempotency_key_make_one_run(worker, fake_llm):
     conversation, user = _conversation("enqueue", base_url=fake_llm.api_base)
-    results = _concurrently([
-        lambda: message_submit(conversation=conversation, content="pay", user=user, idempotency_key="retry-1")
-        for _ in range(THREADS)
-    ])
+    results = _concurrently(
+        [
+            lambda: message_submit(conversation=conversation, content="pay", user=user, idempotency_key="retry-1")
+            for _ in range(THREADS)
+        ]
+    )
     assert len({r.run.pk for r in results}) == 1, results
     assert sum(not r.replayed for r in results) == 1
     assert Run.objects.filter(conversation=conversation).count() == 1
@@ -85,12 +91,14 @@ def test_concurrent_retries_with_one_idempotency_key_make_one_run(worker, fake_l
 
 @pytest.mark.e2e
 def test_enqueue_runs_concurrent_posts_one_after_another(worker, fake_llm):
-    fake_llm.script("slow-echo-enqueue", {"defaults": {"latency_ms": 150}, "scenarios": [],
-                                          "fallback": {"content": "answer to {last_user_message}"}})
+    fake_llm.script(
+        "slow-echo-enqueue",
+        {"defaults": {"latency_ms": 150}, "scenarios": [], "fallback": {"content": "answer to {last_user_message}"}},
+    )
     conversation, user = _conversation("enqueue", model="slow-echo-enqueue", base_url=fake_llm.api_base)
-    results = _concurrently([
-        lambda i=i: message_post(conversation=conversation, content=f"q{i}", user=user) for i in range(THREADS)
-    ])
+    results = _concurrently(
+        [lambda i=i: message_post(conversation=conversation, content=f"q{i}", user=user) for i in range(THREADS)]
+    )
     assert all(isinstance(r, Run) for r in results), results
     wait_for(lambda: _all_terminal(results), timeout=60, message="all enqueued runs to finish")
 
@@ -109,16 +117,20 @@ def test_enqueue_runs_concurrent_posts_one_after_another(worker, fake_llm):
 
 # A slow first step that asks for a tool: a cancelled run stops at the boundary after it (an
 # answer already being written when the cancel arrives is kept, like any step in flight).
-SLOW_TOOL_STEP = {"match": "^long", "steps": [
-    {"tool_calls": [{"name": "test-echo", "arguments": {"text": "x"}}], "latency_ms": 1200},
-    {"content": "the long answer"},
-]}
+SLOW_TOOL_STEP = {
+    "match": "^long",
+    "steps": [
+        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "x"}}], "latency_ms": 1200},
+        {"content": "the long answer"},
+    ],
+}
 
 
 @pytest.mark.e2e
 def test_interrupt_cancels_the_active_run_then_starts_the_new_one(worker, fake_llm):
-    fake_llm.script("slow-interrupt", {"scenarios": [SLOW_TOOL_STEP],
-                                       "fallback": {"content": "answer to {last_user_message}"}})
+    fake_llm.script(
+        "slow-interrupt", {"scenarios": [SLOW_TOOL_STEP], "fallback": {"content": "answer to {last_user_message}"}}
+    )
     conversation, user = _conversation("interrupt", model="slow-interrupt", base_url=fake_llm.api_base)
     first = message_post(conversation=conversation, content="long question", user=user)
     wait_for(lambda: first.events.filter(type="llm_call.started").exists(), message="the first run to call its model")
@@ -136,12 +148,13 @@ def test_interrupt_cancels_the_active_run_then_starts_the_new_one(worker, fake_l
 
 @pytest.mark.e2e
 def test_interrupt_with_concurrent_posts_leaves_only_the_last_one(worker, fake_llm):
-    fake_llm.script("slow-interrupt-many", {"scenarios": [SLOW_TOOL_STEP],
-                                            "fallback": {"content": "answer to {last_user_message}"}})
+    fake_llm.script(
+        "slow-interrupt-many", {"scenarios": [SLOW_TOOL_STEP], "fallback": {"content": "answer to {last_user_message}"}}
+    )
     conversation, user = _conversation("interrupt", model="slow-interrupt-many", base_url=fake_llm.api_base)
-    results = _concurrently([
-        lambda i=i: message_post(conversation=conversation, content=f"long q{i}", user=user) for i in range(THREADS)
-    ])
+    results = _concurrently(
+        [lambda i=i: message_post(conversation=conversation, content=f"long q{i}", user=user) for i in range(THREADS)]
+    )
     assert all(isinstance(r, Run) for r in results), results
     wait_for(lambda: _all_terminal(results), timeout=60, message="all runs to end")
     runs = list(Run.objects.filter(conversation=conversation).order_by("request__id"))
@@ -170,7 +183,8 @@ def test_the_sweeper_admits_a_waiting_run_whose_hand_over_was_lost(django_captur
     # Finished without its after-commit hand-over, as after a crash at the wrong moment.
     run_finish(run_id=first.pk, status="completed", stop_reason="final_answer")
     Run.objects.filter(pk=second.pk).update(
-        created_at=timezone.now() - timedelta(seconds=settings.AGENTRY_QUEUED_REENQUEUE_SECONDS + 1))
+        created_at=timezone.now() - timedelta(seconds=settings.AGENTRY_QUEUED_REENQUEUE_SECONDS + 1)
+    )
 
     with django_capture_on_commit_callbacks(execute=True):
         assert runs_sweep()["admitted"] == 1

@@ -1,6 +1,6 @@
 """Operators' configuration: validation, secrets at rest, immutable versions, read-only ledger."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -18,7 +18,9 @@ pytestmark = pytest.mark.django_db
 
 
 def test_tool_schema_that_is_not_json_schema_is_rejected():
-    tool = ToolDefinition(name="bad", description="d", parameters={"type": "object", "properties": {"x": {"type": "strnig"}}})
+    tool = ToolDefinition(
+        name="bad", description="d", parameters={"type": "object", "properties": {"x": {"type": "strnig"}}}
+    )
     with pytest.raises(ValidationError) as error:
         tool.full_clean()
     assert "Not a valid JSON Schema" in str(error.value)
@@ -57,9 +59,12 @@ def test_api_key_is_encrypted_at_rest_and_never_shown(admin_client):
 
 
 def test_system_prompt_renders_seed_000_date_in_the_agents_time_zone():
-    text = render_system_prompt(template="今天是 {{ now_cn }} 。# 角色\n你是一名强子开发的智能客服。\n\n",
-                                now=datetime(2026, 2, 28, 7, 5, 30, tzinfo=timezone.utc),
-                                time_zone="Asia/Shanghai", agent_name="智能客服")
+    text = render_system_prompt(
+        template="今天是 {{ now_cn }} 。# 角色\n你是一名强子开发的智能客服。\n\n",
+        now=datetime(2026, 2, 28, 7, 5, 30, tzinfo=UTC),
+        time_zone="Asia/Shanghai",
+        agent_name="智能客服",
+    )
     assert text == "今天是 2026年02月28日 15时05分30秒 星期六 。# 角色\n你是一名强子开发的智能客服。\n\n"
 
 
@@ -82,9 +87,20 @@ def test_editing_an_agent_makes_a_new_version_and_old_runs_keep_theirs(transacti
 
 
 def test_ledger_is_read_only_in_the_admin(admin_client, scripted_agent):
-    agent = scripted_agent({"scenarios": [{"match": ".", "steps": [
-        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "hi"}}]}, {"content": "done"}]}]},
-        tools=["test-echo"])
+    agent = scripted_agent(
+        {
+            "scenarios": [
+                {
+                    "match": ".",
+                    "steps": [
+                        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "hi"}}]},
+                        {"content": "done"},
+                    ],
+                }
+            ]
+        },
+        tools=["test-echo"],
+    )
     run = advance(start_run(agent))
 
     page = admin_client.get(reverse("admin:conversations_run_change", args=[run.pk]))
@@ -95,16 +111,23 @@ def test_ledger_is_read_only_in_the_admin(admin_client, scripted_agent):
     assert "{&quot;text&quot;: &quot;hi&quot;}" in html or "&quot;text&quot;" in html
     for model in ["run", "llmcall", "toolinvocation", "approval", "runevent", "conversation"]:
         assert admin_client.get(reverse(f"admin:conversations_{model}_add")).status_code == 403
-    assert admin_client.post(reverse("admin:conversations_run_delete", args=[run.pk]), {"post": "yes"}).status_code == 403
+    assert (
+        admin_client.post(reverse("admin:conversations_run_delete", args=[run.pk]), {"post": "yes"}).status_code == 403
+    )
     change = admin_client.post(reverse("admin:conversations_run_change", args=[run.pk]), {"status": "failed"})
     assert change.status_code == 403
     run.refresh_from_db()
     assert run.status == "completed"
-    assert admin_client.get(reverse("admin:conversations_run_changelist") + "?status__exact=completed").status_code == 200
+    assert (
+        admin_client.get(reverse("admin:conversations_run_changelist") + "?status__exact=completed").status_code == 200
+    )
 
 
 def test_registry_sync_button_creates_tool_definitions(admin_client):
     response = admin_client.post(reverse("admin:tools_tooldefinition_sync"))
     assert response.status_code == 302
     assert set(ToolDefinition.objects.values_list("name", flat=True)) >= {
-        "mojitianqi-DayWeather", "gaodedetu-plan_driving", "gaodedetu-plan_bicycle"}
+        "mojitianqi-DayWeather",
+        "gaodedetu-plan_driving",
+        "gaodedetu-plan_bicycle",
+    }

@@ -3,10 +3,10 @@ earlier turns folded into a stored summary by a recorded model call, pairs never
 
 import pytest
 
-from agents.engine.context import SUMMARY_HEADING
-from agents.engine.summary import TRANSCRIPT_HEADING
 from conversations.models import Conversation, LLMCall, Message, ToolInvocation
 from conversations.services import conversation_create
+from engine.context import SUMMARY_HEADING
+from engine.summary import TRANSCRIPT_HEADING
 from tests.llm_helpers import agent_on, assert_totals_match_calls
 from tests.runs import advance, ask
 
@@ -19,11 +19,13 @@ SUMMARY = "Summary: the user went through numbered turns and the assistant echoe
 def turn_script(*, with_tool: bool = True) -> dict:
     answer = {"content": "Answer for turn {n}: " + PADDING}
     steps = [{"tool_calls": [{"name": "test-echo", "arguments": {"text": "n{n}"}}]}, answer] if with_tool else [answer]
-    return {"scenarios": [
-        # A summary request quotes earlier turns, so it must be recognised first.
-        {"match": TRANSCRIPT_HEADING, "steps": [{"content": SUMMARY}]},
-        {"match": r"turn (?P<n>\d+)", "steps": steps},
-    ]}
+    return {
+        "scenarios": [
+            # A summary request quotes earlier turns, so it must be recognised first.
+            {"match": TRANSCRIPT_HEADING, "steps": [{"content": SUMMARY}]},
+            {"match": r"turn (?P<n>\d+)", "steps": steps},
+        ]
+    }
 
 
 def openai_view(body: dict) -> list[tuple[str, str]]:
@@ -65,14 +67,27 @@ def test_only_the_last_n_turns_are_sent_after_the_system_prompt(fake_llm):
 
     last = fake_llm.requests(agent.model_config.model)[-1]
     assert [(m["role"], m["content"][:16]) for m in last["messages"]] == [
-        ("system", "You are a test a"), ("user", "turn 3"), ("assistant", "Answer for turn "), ("user", "turn 4")]
+        ("system", "You are a test a"),
+        ("user", "turn 3"),
+        ("assistant", "Answer for turn "),
+        ("user", "turn 4"),
+    ]
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_long_tool_results_are_trimmed_when_sent_again(fake_llm, provider):
-    script = {"scenarios": [{"match": "long", "steps": [
-        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "0123456789", "times": 50}}]},
-        {"content": "That was long."}]}], "fallback": {"content": "ok"}}
+    script = {
+        "scenarios": [
+            {
+                "match": "long",
+                "steps": [
+                    {"tool_calls": [{"name": "test-echo", "arguments": {"text": "0123456789", "times": 50}}]},
+                    {"content": "That was long."},
+                ],
+            }
+        ],
+        "fallback": {"content": "ok"},
+    }
     agent = agent_on(fake_llm, script, provider=provider, context_tool_result_max_chars=100)
     conversation = conversation_create(agent=agent)
     ask(agent, "something long", conversation)
@@ -94,7 +109,8 @@ def test_earlier_turns_are_summarised_once_in_order_and_pairs_stay_whole(fake_ll
     assert all(run.stop_reason == "final_answer" for run in runs)
     # Seven questions that each need the same tool are no tool loop: the streak is per run.
     assert set(ToolInvocation.objects.filter(run__conversation=conversation).values_list("status", flat=True)) == {
-        "succeeded"}
+        "succeeded"
+    }
     summaries = list(LLMCall.objects.filter(run__conversation=conversation, purpose="summary").order_by("started_at"))
     assert summaries and all(call.status == "succeeded" for call in summaries)
     # A summary is made when the budget is exceeded, not at every step after that.
@@ -117,7 +133,11 @@ def test_earlier_turns_are_summarised_once_in_order_and_pairs_stay_whole(fake_ll
 
     steps = [body for body in fake_llm.requests(agent.model_config.model) if TRANSCRIPT_HEADING not in str(body)]
     last = openai_view(steps[-1])
-    assert last[0][0] == "system" and last[0][1].startswith("You are a test agent.") and SUMMARY_HEADING + SUMMARY in last[0][1]
+    assert (
+        last[0][0] == "system"
+        and last[0][1].startswith("You are a test agent.")
+        and SUMMARY_HEADING + SUMMARY in last[0][1]
+    )
     assert [text for role, text in last if role == "user"][-1] == "turn 7"
     users = [int(text.split()[1]) for role, text in last if role == "user"]
     assert users == sorted(users) and 1 not in users
@@ -134,7 +154,9 @@ def test_the_summary_is_not_used_by_a_run_it_would_cover(fake_llm):
     conversation = conversation_create(agent=agent)
     first = ask(agent, "turn 1", conversation)
     Conversation.objects.filter(pk=conversation.pk).update(
-        context_summary="stale", context_summary_through=Message.objects.filter(run=first).order_by("order").last().order)
+        context_summary="stale",
+        context_summary_through=Message.objects.filter(run=first).order_by("order").last().order,
+    )
     Message.objects.filter(run=first, role="assistant").delete()
     first.status = "queued"
     first.save(update_fields=["status"])

@@ -8,9 +8,10 @@ import pytest
 from django.utils import timezone
 
 from agents.models import AgentTool
-from agents.sweeper import runs_sweep
 from conversations.models import LLMCall, Run, ToolInvocation
-from conversations.services import conversation_create, message_post
+from conversations.services import conversation_create
+from engine.admission import message_post
+from engine.sweeper import runs_sweep
 from tests.helpers import wait_for
 from tests.runs import advance, last_answer, start_run
 from tools import executors
@@ -24,7 +25,7 @@ def _crash_during_tool(monkeypatch):
     def die(**kwargs):
         raise WorkerDied()
 
-    monkeypatch.setattr("agents.engine.tool_step.execute_tool", die)
+    monkeypatch.setattr("engine.tool_step.execute_tool", die)
 
 
 def _lapse_lease(run: Run) -> None:
@@ -32,14 +33,21 @@ def _lapse_lease(run: Run) -> None:
 
 
 def _script(tool: str, arguments: dict) -> dict:
-    return {"scenarios": [{"match": ".", "steps": [
-        {"tool_calls": [{"name": tool, "arguments": arguments}]},
-        {"content": "result: {last_tool_result}"},
-    ]}]}
+    return {
+        "scenarios": [
+            {
+                "match": ".",
+                "steps": [
+                    {"tool_calls": [{"name": tool, "arguments": arguments}]},
+                    {"content": "result: {last_tool_result}"},
+                ],
+            }
+        ]
+    }
 
 
 def _recover(run: Run, monkeypatch) -> Run:
-    monkeypatch.setattr("agents.engine.tool_step.execute_tool", executors.execute_tool)
+    monkeypatch.setattr("engine.tool_step.execute_tool", executors.execute_tool)
     _lapse_lease(run)
     assert runs_sweep()["requeued"] == 1
     assert Run.objects.get(pk=run.pk).status == "queued"
@@ -65,7 +73,9 @@ def test_side_effecting_call_interrupted_mid_flight_is_not_repeated(scripted_age
     assert run.status == "completed" and run.recoveries == 1 and run.claims == 2
     # The first model call completed before the crash and was not made again.
     assert list(LLMCall.objects.filter(run=run).values_list("iteration", "attempt", "status")) == [
-        (1, 1, "succeeded"), (2, 1, "succeeded")]
+        (1, 1, "succeeded"),
+        (2, 1, "succeeded"),
+    ]
     assert len(fake_llm.requests(LLMCall.objects.filter(run=run).first().model_name)) == 2
 
 
@@ -108,7 +118,9 @@ def test_model_call_interrupted_mid_flight_is_closed_and_attempted_again(scripte
 def test_run_recovered_too_often_fails_with_a_clear_reason(scripted_agent, settings):
     agent = scripted_agent(_script("test-echo", {"text": "x"}), tools=["test-echo"])
     run = start_run(agent)
-    Run.objects.filter(pk=run.pk).update(status="running", lease_owner="gone", recoveries=settings.AGENTRY_RUN_MAX_RECOVERIES)
+    Run.objects.filter(pk=run.pk).update(
+        status="running", lease_owner="gone", recoveries=settings.AGENTRY_RUN_MAX_RECOVERIES
+    )
     _lapse_lease(run)
 
     assert runs_sweep()["failed"] == 1
@@ -162,8 +174,9 @@ def test_run_given_up_mid_tool_call_shows_the_call_interrupted(scripted_agent, m
 def test_live_lease_is_not_taken_over(scripted_agent):
     agent = scripted_agent(_script("test-echo", {"text": "x"}), tools=["test-echo"])
     run = start_run(agent)
-    Run.objects.filter(pk=run.pk).update(status="running", lease_owner="other-worker",
-                                         lease_expires_at=timezone.now() + timedelta(seconds=60))
+    Run.objects.filter(pk=run.pk).update(
+        status="running", lease_owner="other-worker", lease_expires_at=timezone.now() + timedelta(seconds=60)
+    )
     run = advance(run)
     assert run.status == "running" and run.lease_owner == "other-worker"
     assert runs_sweep()["requeued"] == 0
@@ -174,25 +187,41 @@ def test_live_lease_is_not_taken_over(scripted_agent):
 def test_worker_killed_between_steps_resumes_without_repeating(worker, fake_llm, executions):
     from tests.factories import ModelConfigFactory, make_agent
 
-    name = fake_llm.script("crash-e2e", {"scenarios": [{"match": ".", "steps": [
-        {"tool_calls": [{"name": "test-counter", "arguments": {"label": "e2e-kill"}}]},
-        # A slow second model call: the worker is killed while it waits on it.
-        {"content": "recorded", "latency_ms": 4000},
-    ]}]})
+    name = fake_llm.script(
+        "crash-e2e",
+        {
+            "scenarios": [
+                {
+                    "match": ".",
+                    "steps": [
+                        {"tool_calls": [{"name": "test-counter", "arguments": {"label": "e2e-kill"}}]},
+                        # A slow second model call: the worker is killed while it waits on it.
+                        {"content": "recorded", "latency_ms": 4000},
+                    ],
+                }
+            ]
+        },
+    )
     agent = make_agent(tools=["test-counter"], model_config=ModelConfigFactory(base_url=fake_llm.api_base, model=name))
     AgentTool.objects.filter(agent=agent).update(approval=AgentTool.Approval.NEVER)
     run = message_post(conversation=conversation_create(agent=agent), content="go")
 
-    wait_for(lambda: LLMCall.objects.filter(run=run, iteration=2, status="started").exists(), timeout=30,
-             message="the second model call to start")
+    wait_for(
+        lambda: LLMCall.objects.filter(run=run, iteration=2, status="started").exists(),
+        timeout=30,
+        message="the second model call to start",
+    )
     assert ToolInvocation.objects.get(run=run).status == "succeeded"
     worker.kill()
     assert Run.objects.get(pk=run.pk).status == "running"
 
     worker.start()
     wait_for(lambda: runs_sweep()["requeued"], timeout=20, interval=0.5, message="the lease to lapse")
-    run = wait_for(lambda: Run.objects.filter(pk=run.pk, status="completed").first(), timeout=30,
-                   message="the run to complete on the new worker")
+    run = wait_for(
+        lambda: Run.objects.filter(pk=run.pk, status="completed").first(),
+        timeout=30,
+        message="the run to complete on the new worker",
+    )
 
     assert executions("e2e-kill") == 1
     assert ToolInvocation.objects.filter(run=run).count() == 1

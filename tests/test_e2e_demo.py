@@ -5,17 +5,23 @@ import pytest
 from agents.demo import demo_seed
 from agents.models import ModelConfig
 from conversations.models import LLMCall, Message, Run, ToolInvocation
-from conversations.services import conversation_create, message_post
+from conversations.services import conversation_create
+from engine.admission import message_post
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.e2e
 
-ROUTE_QUESTION = "我在{city}南站，明天要去{city}动物园。如果明天下雨，请帮我规划一下驾驶路线。如果明天不下雨，给我规划一下骑行路线。"
+ROUTE_QUESTION = (
+    "我在{city}南站，明天要去{city}动物园。如果明天下雨，请帮我规划一下驾驶路线。如果明天不下雨，给我规划一下骑行路线。"
+)
 
 
 def _finish(run: Run, timeout: float = 30) -> Run:
-    return wait_for(lambda: Run.objects.filter(pk=run.pk, status="completed").first()
-                    or _fail_fast(run), timeout=timeout, message=f"run {run.pk} to complete")
+    return wait_for(
+        lambda: Run.objects.filter(pk=run.pk, status="completed").first() or _fail_fast(run),
+        timeout=timeout,
+        message=f"run {run.pk} to complete",
+    )
 
 
 def _fail_fast(run: Run):
@@ -74,10 +80,13 @@ def test_weather_question_calls_one_tool_with_history(demo_agent, fake_llm):
     assert {k: getattr(run, k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")} == _usage_sum(run)
 
 
-@pytest.mark.parametrize("city,route_tool,mode", [
-    ("成都", "gaodedetu-plan_bicycle", "bicycle"),
-    ("重庆", "gaodedetu-plan_driving", "driving"),
-])
+@pytest.mark.parametrize(
+    "city,route_tool,mode",
+    [
+        ("成都", "gaodedetu-plan_bicycle", "bicycle"),
+        ("重庆", "gaodedetu-plan_driving", "driving"),
+    ],
+)
 def test_route_tool_follows_the_weather(demo_agent, city, route_tool, mode):
     conversation = conversation_create(agent=demo_agent)
     run = _finish(message_post(conversation=conversation, content=ROUTE_QUESTION.format(city=city)))
@@ -91,7 +100,9 @@ def test_route_tool_follows_the_weather(demo_agent, city, route_tool, mode):
     assert {k: getattr(run, k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")} == _usage_sum(run)
     # Cost follows the model config's prices per million tokens.
     model = ModelConfig.objects.get(name="demo")
-    expected = (run.prompt_tokens * model.price_input_per_million + run.completion_tokens * model.price_output_per_million) / 1_000_000
+    expected = (
+        run.prompt_tokens * model.price_input_per_million + run.completion_tokens * model.price_output_per_million
+    ) / 1_000_000
     assert run.cost == pytest.approx(expected)
     events = list(run.events.values_list("type", flat=True))
     assert events[0] == "run.queued" and events[-1] == "run.completed"

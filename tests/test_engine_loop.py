@@ -1,9 +1,8 @@
 """The loop's decisions, driven in-process against the fake model over real HTTP."""
 
-
 from agents.models import AgentTool
 from conversations.models import Approval, LLMCall, Message, ToolInvocation
-from conversations.services import run_cancel
+from engine.runs import run_cancel
 from tests.runs import advance, last_answer, start_run
 
 
@@ -16,8 +15,9 @@ def script(*steps):
 
 
 def test_max_iterations_ends_with_an_explanation(scripted_agent):
-    agent = scripted_agent(script(call("test-echo", {"text": "a"})), tools=["test-echo"],
-                           max_iterations=2, max_same_tool_streak=10)
+    agent = scripted_agent(
+        script(call("test-echo", {"text": "a"})), tools=["test-echo"], max_iterations=2, max_same_tool_streak=10
+    )
     run = advance(start_run(agent))
 
     assert (run.status, run.stop_reason) == ("completed", "max_iterations")
@@ -27,8 +27,9 @@ def test_max_iterations_ends_with_an_explanation(scripted_agent):
 
 
 def test_same_tool_streak_is_refused_with_a_hint_then_stopped(scripted_agent, fake_llm):
-    agent = scripted_agent(script(call("test-echo", {"text": "again"})), tools=["test-echo"],
-                           max_iterations=20, max_same_tool_streak=3)
+    agent = scripted_agent(
+        script(call("test-echo", {"text": "again"})), tools=["test-echo"], max_iterations=20, max_same_tool_streak=3
+    )
     run = advance(start_run(agent))
 
     assert (run.status, run.stop_reason) == ("completed", "tool_loop")
@@ -42,12 +43,22 @@ def test_same_tool_streak_is_refused_with_a_hint_then_stopped(scripted_agent, fa
 
 
 def test_invalid_arguments_are_told_to_the_model_which_corrects_them(scripted_agent, fake_llm):
-    agent = scripted_agent(script(
-        call("test-echo", {"txt": "hi"}),
-        {"branches": [{"if_last_tool_result_matches": "accepts only: text, times", "then": call("test-echo", {"text": "hi"})}],
-         "else": {"content": "gave up"}},
-        {"content": "done: {last_tool_result}"},
-    ), tools=["test-echo"])
+    agent = scripted_agent(
+        script(
+            call("test-echo", {"txt": "hi"}),
+            {
+                "branches": [
+                    {
+                        "if_last_tool_result_matches": "accepts only: text, times",
+                        "then": call("test-echo", {"text": "hi"}),
+                    }
+                ],
+                "else": {"content": "gave up"},
+            },
+            {"content": "done: {last_tool_result}"},
+        ),
+        tools=["test-echo"],
+    )
     run = advance(start_run(agent))
 
     first, second = ToolInvocation.objects.filter(run=run).order_by("created_at")
@@ -58,11 +69,14 @@ def test_invalid_arguments_are_told_to_the_model_which_corrects_them(scripted_ag
 
 
 def test_unknown_tool_and_tolerant_parsing(scripted_agent):
-    agent = scripted_agent(script(
-        call("no-such-tool", {}),
-        call("test-echo", 'Sure! {"text": "ok", "times": 2} hope that helps'),
-        {"content": "finished"},
-    ), tools=["test-echo"])
+    agent = scripted_agent(
+        script(
+            call("no-such-tool", {}),
+            call("test-echo", 'Sure! {"text": "ok", "times": 2} hope that helps'),
+            {"content": "finished"},
+        ),
+        tools=["test-echo"],
+    )
     run = advance(start_run(agent))
 
     unknown, echo = ToolInvocation.objects.filter(run=run).order_by("created_at")
@@ -95,7 +109,9 @@ def test_failing_tool_becomes_a_friendly_error(scripted_agent):
 def test_long_result_is_trimmed_and_says_so(scripted_agent):
     from tools.models import ToolDefinition
 
-    agent = scripted_agent(script(call("test-echo", {"text": "x", "times": 500}), {"content": "ok"}), tools=["test-echo"])
+    agent = scripted_agent(
+        script(call("test-echo", {"text": "x", "times": 500}), {"content": "ok"}), tools=["test-echo"]
+    )
     ToolDefinition.objects.filter(name="test-echo").update(max_result_chars=100)
     run = advance(start_run(agent))
 
@@ -120,10 +136,15 @@ def test_write_tool_parks_the_run_without_running(scripted_agent, executions):
 
 
 def test_dead_approval_does_not_block_the_next_message(scripted_agent, fake_llm):
-    agent = scripted_agent({"scenarios": [
-        {"match": "write", "steps": [call("test-counter", {"label": "dead"})]},
-        {"match": "hello", "steps": [{"content": "hi there"}]},
-    ]}, tools=["test-counter"])
+    agent = scripted_agent(
+        {
+            "scenarios": [
+                {"match": "write", "steps": [call("test-counter", {"label": "dead"})]},
+                {"match": "hello", "steps": [{"content": "hi there"}]},
+            ]
+        },
+        tools=["test-counter"],
+    )
     AgentTool.objects.filter(agent=agent).update(approval=AgentTool.Approval.ALWAYS)
     parked = advance(start_run(agent, "please write"))
     run_cancel(run=parked)
@@ -154,7 +175,9 @@ def test_provider_4xx_is_not_retried_and_fails_the_run_readably(scripted_agent):
 
 
 def test_unreachable_model_exhausts_retries_then_fails(scripted_agent):
-    agent = scripted_agent(script({"content": "x"}), model_fields={"base_url": "http://127.0.0.1:9/v1", "max_retries": 2})
+    agent = scripted_agent(
+        script({"content": "x"}), model_fields={"base_url": "http://127.0.0.1:9/v1", "max_retries": 2}
+    )
     run = advance(start_run(agent))
 
     assert (run.status, run.stop_reason) == ("failed", "provider_error")
@@ -162,8 +185,11 @@ def test_unreachable_model_exhausts_retries_then_fails(scripted_agent):
 
 
 def test_request_carries_the_model_parameters_and_tools(scripted_agent, fake_llm):
-    agent = scripted_agent(script({"content": "ok"}), tools=["test-echo"],
-                           model_fields={"temperature": 0.8, "top_p": 1, "max_tokens": 4096, "stream": True})
+    agent = scripted_agent(
+        script({"content": "ok"}),
+        tools=["test-echo"],
+        model_fields={"temperature": 0.8, "top_p": 1, "max_tokens": 4096, "stream": True},
+    )
     run = advance(start_run(agent))
 
     [sent] = fake_llm.requests(LLMCall.objects.get(run=run).model_name)
@@ -189,8 +215,10 @@ def test_long_run_goes_back_to_the_queue_between_steps(scripted_agent, settings,
 
 
 def test_nul_characters_from_the_model_or_a_tool_do_not_break_a_step(scripted_agent):
-    agent = scripted_agent(script(call("test-echo", {"text": "a\u0000b"}), {"content": "got {last_tool_result}\u0000!"}),
-                           tools=["test-echo"])
+    agent = scripted_agent(
+        script(call("test-echo", {"text": "a\u0000b"}), {"content": "got {last_tool_result}\u0000!"}),
+        tools=["test-echo"],
+    )
     run = advance(start_run(agent))
 
     assert run.status == "completed"

@@ -1,8 +1,9 @@
 import pytest
 
-from agents import tasks
 from conversations.models import Message, Run
-from conversations.services import conversation_create, message_post
+from conversations.services import conversation_create
+from engine import tasks
+from engine.admission import message_post
 from tests.factories import make_agent
 
 pytestmark = pytest.mark.django_db

@@ -19,42 +19,98 @@ from fakellm.loader import load_default_scripts
 from fakellm.testing import serve_in_thread
 
 SYSTEM_PROMPT = "你是智能客服。今天是 2026年02月28日 15时05分30秒 星期六 。"
-SUNNY = {"data": [{"wind_dir_day": "东北风", "wind_level_day": "2", "temp_high": 18,
-                   "condition": "多云", "wind_dir_night": "东北风", "predict_date": "2026-03-01",
-                   "weather_day": "多云", "wind_level_night": "2", "temp_low": 10, "humidity": 76}]}
+SUNNY = {
+    "data": [
+        {
+            "wind_dir_day": "东北风",
+            "wind_level_day": "2",
+            "temp_high": 18,
+            "condition": "多云",
+            "wind_dir_night": "东北风",
+            "predict_date": "2026-03-01",
+            "weather_day": "多云",
+            "wind_level_night": "2",
+            "temp_low": 10,
+            "humidity": 76,
+        }
+    ]
+}
 RAINY = {"data": [{**SUNNY["data"][0], "condition": "小雨", "temp_low": 8, "temp_high": 12}]}
 
 
 def route(mode: str) -> dict:
-    return {"mode": mode, "origin": "x", "destination": "y", "distance_m": 14900,
-            "duration_s": 5076, "steps": ["沿天府大道直行"]}
+    return {
+        "mode": mode,
+        "origin": "x",
+        "destination": "y",
+        "distance_m": 14900,
+        "duration_s": 5076,
+        "steps": ["沿天府大道直行"],
+    }
 
 
 BASIC = {
     "scenarios": [
-        {"match": r"weather in (?P<city>\w+)", "steps": [
-            {"content": "Checking {city}", "tool_calls": [{"name": "get_weather", "arguments": {
-                "city": "{city}", "days": ["{today}", "{tomorrow}"], "n": 2}}]},
-            {"branches": [{"if_last_tool_result_matches": "rain",
-                           "then": {"content": "Umbrella: {tool:now.desc} in {city}"}}],
-             "else": {"content": "Sunny: {tool:now.desc}; raw={last_tool_result}"}},
-        ]},
+        {
+            "match": r"weather in (?P<city>\w+)",
+            "steps": [
+                {
+                    "content": "Checking {city}",
+                    "tool_calls": [
+                        {
+                            "name": "get_weather",
+                            "arguments": {"city": "{city}", "days": ["{today}", "{tomorrow}"], "n": 2},
+                        }
+                    ],
+                },
+                {
+                    "branches": [
+                        {
+                            "if_last_tool_result_matches": "rain",
+                            "then": {"content": "Umbrella: {tool:now.desc} in {city}"},
+                        }
+                    ],
+                    "else": {"content": "Sunny: {tool:now.desc}; raw={last_tool_result}"},
+                },
+            ],
+        },
         {"match": "loop", "steps": [{"content": "again", "tool_calls": [{"name": "spin"}]}]},
-        {"match": "which tool", "steps": [
-            {"tool_calls": [{"name": "a"}, {"name": "b"}]},
-            {"branches": [{"if_last_tool_name": "b", "then": {"content": "last was b"}}],
-             "else": {"content": "last was not b"}},
-        ]},
-        {"match": "braces", "steps": [
-            {"content": '{"json": {unknown}} [{tool:missing.path}] {0} {} {last_user_message}'}]},
-        {"match": "raw args", "steps": [{"tool_calls": [
-            {"name": "f", "arguments": '{"a": 1'},
-            {"name": "g", "arguments": '{"b": [2]}', "id": "fixed-id"}]}]},
+        {
+            "match": "which tool",
+            "steps": [
+                {"tool_calls": [{"name": "a"}, {"name": "b"}]},
+                {
+                    "branches": [{"if_last_tool_name": "b", "then": {"content": "last was b"}}],
+                    "else": {"content": "last was not b"},
+                },
+            ],
+        },
+        {
+            "match": "braces",
+            "steps": [{"content": '{"json": {unknown}} [{tool:missing.path}] {0} {} {last_user_message}'}],
+        },
+        {
+            "match": "raw args",
+            "steps": [
+                {
+                    "tool_calls": [
+                        {"name": "f", "arguments": '{"a": 1'},
+                        {"name": "g", "arguments": '{"b": [2]}', "id": "fixed-id"},
+                    ]
+                }
+            ],
+        },
         {"match": "no usage", "steps": [{"content": "x", "usage": None}]},
         {"match": "computed usage", "steps": [{"content": "abcdefgh"}]},
-        {"match": "partial usage", "steps": [
-            {"content": "x", "usage": {"prompt_tokens": 100, "completion_tokens": 7,
-                                       "cached_tokens": 40, "reasoning_tokens": 3}}]},
+        {
+            "match": "partial usage",
+            "steps": [
+                {
+                    "content": "x",
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 7, "cached_tokens": 40, "reasoning_tokens": 3},
+                }
+            ],
+        },
         {"match": "override", "steps": [{"content": "cut short", "finish_reason": "length"}]},
     ]
 }
@@ -64,15 +120,26 @@ FAULTS = {
         {"match": "flaky", "steps": [{"content": "recovered", "fault": {"status": 500, "times": 1}}]},
         {"match": "limited", "steps": [{"content": "no", "fault": {"status": 429, "retry_after": 2}}]},
         {"match": "garbage", "steps": [{"content": "no", "fault": {"kind": "malformed_json"}}]},
-        {"match": "cut", "steps": [{"content": "a fairly long reply that streams in many pieces",
-                                    "tool_calls": [{"name": "t", "arguments": {"k": "v"}}],
-                                    "fault": {"kind": "cut_stream"}}]},
+        {
+            "match": "cut",
+            "steps": [
+                {
+                    "content": "a fairly long reply that streams in many pieces",
+                    "tool_calls": [{"name": "t", "arguments": {"k": "v"}}],
+                    "fault": {"kind": "cut_stream"},
+                }
+            ],
+        },
         {"match": "slow", "steps": [{"content": "late", "fault": {"kind": "timeout"}}]},
     ],
 }
-STREAM_REPLY = {"content": "Let me look that up for you.", "tool_calls": [
-    {"name": "search", "arguments": {"q": "天气 成都", "limit": 3}},
-    {"name": "lookup", "arguments": {"id": "abc-123-xyz", "tags": ["a", "b"]}}]}
+STREAM_REPLY = {
+    "content": "Let me look that up for you.",
+    "tool_calls": [
+        {"name": "search", "arguments": {"q": "天气 成都", "limit": 3}},
+        {"name": "lookup", "arguments": {"id": "abc-123-xyz", "tags": ["a", "b"]}},
+    ],
+}
 STYLES = ["standard", "repeat_id_name", "single_chunk_args"]
 # One shared client: building a client per request costs more than the request itself.
 HTTP = httpx.Client(timeout=5, trust_env=False)
@@ -88,8 +155,7 @@ def url():
     for style in STYLES:
         scripts[f"stream-{style}"] = stream_script(style)
     scripts["stream-nousage"] = stream_script("standard", stream_usage=False)
-    scripts["stream-both"] = stream_script("standard", finish_field="both",
-                                           omit_tool_call_ids=True)
+    scripts["stream-both"] = stream_script("standard", finish_field="both", omit_tool_call_ids=True)
     base_url, stop = serve_in_thread(scripts)
     yield base_url
     stop()
@@ -118,9 +184,10 @@ def message_of(response: httpx.Response) -> dict:
 
 def tool_turn(messages: list, assistant: dict, results: list) -> list:
     """Append an assistant tool-call message and one tool message per result."""
-    tool_messages = [{"role": "tool", "tool_call_id": call.get("id", ""),
-                      "content": json.dumps(result, ensure_ascii=False)}
-                     for call, result in zip(assistant["tool_calls"], results)]
+    tool_messages = [
+        {"role": "tool", "tool_call_id": call.get("id", ""), "content": json.dumps(result, ensure_ascii=False)}
+        for call, result in zip(assistant["tool_calls"], results)
+    ]
     return messages + [assistant] + tool_messages
 
 
@@ -148,8 +215,7 @@ def assemble_openai(text: str) -> dict:
                 if "name" in function:
                     call["function"]["name"] = function["name"]
                 call["function"]["arguments"] += function.get("arguments", "")
-            finish.update({k: choice[k] for k in ("finish_reason", "stop_reason")
-                           if choice.get(k)})
+            finish.update({k: choice[k] for k in ("finish_reason", "stop_reason") if choice.get(k)})
     message = {"content": content, "role": "assistant"}
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
@@ -157,8 +223,7 @@ def assemble_openai(text: str) -> dict:
 
 
 def assemble_anthropic(text: str) -> dict:
-    events = [(block.split("\n")[0][7:], json.loads(block.split("\n")[1][6:]))
-              for block in text.strip().split("\n\n")]
+    events = [(block.split("\n")[0][7:], json.loads(block.split("\n")[1][6:])) for block in text.strip().split("\n\n")]
     assert [kind for kind, data in events] == [data["type"] for kind, data in events]
     message, partial = None, {}
     for kind, data in events:
@@ -215,17 +280,20 @@ def test_missing_messages_is_400(url):
     assert response.json()["error"]["type"] == "invalid_request_error"
 
 
-@pytest.mark.parametrize("script, fragment", [
-    ({"scenarios": [{"match": "(", "steps": [{"content": "x"}]}]}, "scenarios[0].match"),
-    ({"scenarios": [{"match": "x", "steps": []}]}, "scenarios[0].steps"),
-    ({"fallback": {"content": "x", "colour": "red"}}, "unknown key 'colour'"),
-    ({"fallback": {"content": "x", "fault": {"status": 200}}}, "fallback.fault.status"),
-    ({"fallback": {"branches": [{"then": {}}], "else": {}}}, "needs exactly one condition"),
-    ({"defaults": {"stream_style": "fancy"}}, "defaults.stream_style"),
-    ({"faults": {"rate": {"500": 0.8, "429": 0.8}}}, "sum to at most 1"),
-    ({"fallback": {"tool_calls": [{"arguments": 3}]}}, "tool_calls[0].name"),
-    ([], "JSON object"),
-])
+@pytest.mark.parametrize(
+    "script, fragment",
+    [
+        ({"scenarios": [{"match": "(", "steps": [{"content": "x"}]}]}, "scenarios[0].match"),
+        ({"scenarios": [{"match": "x", "steps": []}]}, "scenarios[0].steps"),
+        ({"fallback": {"content": "x", "colour": "red"}}, "unknown key 'colour'"),
+        ({"fallback": {"content": "x", "fault": {"status": 200}}}, "fallback.fault.status"),
+        ({"fallback": {"branches": [{"then": {}}], "else": {}}}, "needs exactly one condition"),
+        ({"defaults": {"stream_style": "fancy"}}, "defaults.stream_style"),
+        ({"faults": {"rate": {"500": 0.8, "429": 0.8}}}, "sum to at most 1"),
+        ({"fallback": {"tool_calls": [{"arguments": 3}]}}, "tool_calls[0].name"),
+        ([], "JSON object"),
+    ],
+)
 def test_put_script_rejects_malformed_scripts(url, script, fragment):
     response = HTTP.put(f"{url}/_scripts/bad", json=script)
     assert response.status_code == 400
@@ -260,7 +328,8 @@ def test_request_log_filters_limits_and_clears(url):
 
 def test_fallback_and_echo(url):
     assert message_of(chat(url, "basic", [user("nothing matches")]))["content"] == (
-        "I have no scripted reply for that.")
+        "I have no scripted reply for that."
+    )
     assert message_of(chat(url, "echo", [user("first"), user("say 你好")]))["content"] == "say 你好"
 
 
@@ -271,12 +340,14 @@ def test_steps_templates_and_branches(url):
     call = first["tool_calls"][0]
     assert call["type"] == "function" and call["id"].startswith("call_")
     assert json.loads(call["function"]["arguments"]) == {
-        "city": "Paris", "days": ["2026年02月28日", "2026年03月01日"], "n": 2}
+        "city": "Paris",
+        "days": ["2026年02月28日", "2026年03月01日"],
+        "n": 2,
+    }
     rainy = tool_turn(messages, first, [{"now": {"desc": "light rain"}}])
     assert message_of(chat(url, "basic", rainy))["content"] == "Umbrella: light rain in Paris"
     sunny = tool_turn(messages, first, [{"now": {"desc": "clear"}}])
-    assert message_of(chat(url, "basic", sunny))["content"] == (
-        'Sunny: clear; raw={"now": {"desc": "clear"}}')
+    assert message_of(chat(url, "basic", sunny))["content"] == ('Sunny: clear; raw={"now": {"desc": "clear"}}')
 
 
 def test_today_defaults_to_local_date(url):
@@ -311,8 +382,7 @@ def test_unknown_placeholders_and_json_braces_survive(url):
 def test_raw_string_arguments_are_sent_verbatim(url):
     calls = message_of(chat(url, "basic", [user("raw args")]))["tool_calls"]
     assert calls[0]["function"]["arguments"] == '{"a": 1'
-    assert calls[1] == {"id": "fixed-id", "type": "function",
-                        "function": {"arguments": '{"b": [2]}', "name": "g"}}
+    assert calls[1] == {"id": "fixed-id", "type": "function", "function": {"arguments": '{"b": [2]}', "name": "g"}}
     blocks = anthropic(url, "basic", [user("raw args")]).json()["content"]
     assert [b["input"] for b in blocks] == [{}, {"b": [2]}]
     assert blocks[1]["id"] == "fixed-id"
@@ -324,8 +394,10 @@ def test_raw_string_arguments_are_sent_verbatim(url):
 def test_demo_who_are_you(url):
     body = chat(url, "demo", [user("你是谁")]).json()
     choice = body["choices"][0]
-    assert choice["message"] == {"content": "我是强子开发的智能客服，能够为您提供信息咨询、问题解答等服务。",
-                                 "role": "assistant"}
+    assert choice["message"] == {
+        "content": "我是强子开发的智能客服，能够为您提供信息咨询、问题解答等服务。",
+        "role": "assistant",
+    }
     assert choice["stop_reason"] == "stop" and "finish_reason" not in choice
     assert body["usage"]["prompt_tokens"] == 868 and body["usage"]["completion_tokens"] == 21
     assert body["usage"]["total_tokens"] == 889
@@ -339,17 +411,19 @@ def test_demo_weather_question(url):
     assert "id" not in call
     assert call["function"]["name"] == "mojitianqi-DayWeather"
     assert call["function"]["arguments"] == (
-        '{"city":"成都市","start_time":"2026年03月01日","end_time":"2026年03月01日"}')
-    answer = message_of(chat(url, "demo", tool_turn(messages, response["choices"][0]["message"],
-                                                    [SUNNY])))
-    assert answer["content"] == (
-        "明天（2026年03月01日）成都的天气为多云，东北风 2 级，气温 10℃到 18℃，湿度 76%。")
+        '{"city":"成都市","start_time":"2026年03月01日","end_time":"2026年03月01日"}'
+    )
+    answer = message_of(chat(url, "demo", tool_turn(messages, response["choices"][0]["message"], [SUNNY])))
+    assert answer["content"] == ("明天（2026年03月01日）成都的天气为多云，东北风 2 级，气温 10℃到 18℃，湿度 76%。")
 
 
-@pytest.mark.parametrize("place, weather, tool, mode_word", [
-    ("成都市武侯区", SUNNY, "gaodedetu-plan_bicycle", "骑行"),
-    ("重庆市渝中区", RAINY, "gaodedetu-plan_driving", "驾车"),
-])
+@pytest.mark.parametrize(
+    "place, weather, tool, mode_word",
+    [
+        ("成都市武侯区", SUNNY, "gaodedetu-plan_bicycle", "骑行"),
+        ("重庆市渝中区", RAINY, "gaodedetu-plan_driving", "驾车"),
+    ],
+)
 def test_demo_trip_planning_openai(url, place, weather, tool, mode_word):
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, user(f"我在{place}，明天要去青城山，怎么去？")]
     first = message_of(chat(url, "demo", messages))
@@ -357,8 +431,7 @@ def test_demo_trip_planning_openai(url, place, weather, tool, mode_word):
     messages = tool_turn(messages, first, [weather])
     second = message_of(chat(url, "demo", messages))
     assert second["tool_calls"][0]["function"]["name"] == tool
-    assert json.loads(second["tool_calls"][0]["function"]["arguments"]) == {
-        "origin": place, "destination": "青城山"}
+    assert json.loads(second["tool_calls"][0]["function"]["arguments"]) == {"origin": place, "destination": "青城山"}
     messages = tool_turn(messages, second, [route("driving" if "driving" in tool else "bicycle")])
     final = message_of(chat(url, "demo", messages))["content"]
     assert final.startswith(f"根据明天（2026年03月01日）{place[:2]}的天气情况（{weather['data'][0]['condition']}")
@@ -373,8 +446,17 @@ def test_demo_trip_planning_anthropic(url):
         tool_use = body["content"][-1]
         messages = messages + [
             {"role": "assistant", "content": body["content"]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_use["id"],
-                                          "content": json.dumps(result, ensure_ascii=False)}]}]
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": tool_use["id"],
+                        "content": json.dumps(result, ensure_ascii=False),
+                    }
+                ],
+            },
+        ]
     assert tool_use["name"] == "gaodedetu-plan_driving"
     body = anthropic(url, "demo", messages, system=SYSTEM_PROMPT).json()
     assert body["stop_reason"] == "end_turn"
@@ -395,8 +477,12 @@ def test_openai_stream_reassembles_to_plain(url, model):
     assert streamed["message"] == choice["message"]
     assert streamed["finish"] == {k: v for k, v in choice.items() if k in ("finish_reason", "stop_reason")}
     assert streamed["usage"] == plain["usage"]
-    deltas = [part for chunk in map(json.loads, sse_data(response.text)[:-1])
-              for c in chunk["choices"] for part in c["delta"].get("tool_calls", [])]
+    deltas = [
+        part
+        for chunk in map(json.loads, sse_data(response.text)[:-1])
+        for c in chunk["choices"]
+        for part in c["delta"].get("tool_calls", [])
+    ]
     if model.endswith("repeat_id_name"):
         assert all("id" in d and "name" in d["function"] for d in deltas)
     elif model.endswith("single_chunk_args"):
@@ -427,8 +513,12 @@ def test_anthropic_stream_reassembles_to_plain(url):
     assert plain["content"][0] == {"type": "text", "text": STREAM_REPLY["content"]}
     assert plain["content"][1]["input"] == {"q": "天气 成都", "limit": 3}
     assert plain["stop_reason"] == "tool_use" and plain["stop_sequence"] is None
-    assert set(plain["usage"]) == {"input_tokens", "output_tokens", "cache_read_input_tokens",
-                                   "cache_creation_input_tokens"}
+    assert set(plain["usage"]) == {
+        "input_tokens",
+        "output_tokens",
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+    }
     response = anthropic(url, "stream-standard", messages, stream=True)
     assert response.headers["content-type"].startswith("text/event-stream")
     assert assemble_anthropic(response.text) == plain
@@ -447,9 +537,13 @@ def test_usage_is_computed_when_missing(url):
     tools = [{"type": "function", "function": {"name": "x", "parameters": {}}}]
     usage = chat(url, "basic", messages, tools=tools).json()["usage"]
     prompt = math.ceil(len(json.dumps([messages, tools], ensure_ascii=False)) / 4)
-    assert usage == {"completion_tokens": 2, "completion_tokens_details": {"reasoning_tokens": 0},
-                     "prompt_tokens": prompt, "prompt_tokens_details": {"cached_tokens": 0},
-                     "total_tokens": prompt + 2}
+    assert usage == {
+        "completion_tokens": 2,
+        "completion_tokens_details": {"reasoning_tokens": 0},
+        "prompt_tokens": prompt,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "total_tokens": prompt + 2,
+    }
 
 
 def test_usage_details_in_both_formats(url):
@@ -457,8 +551,12 @@ def test_usage_details_in_both_formats(url):
     assert usage["prompt_tokens_details"] == {"cached_tokens": 40}
     assert usage["completion_tokens_details"] == {"reasoning_tokens": 3}
     usage = anthropic(url, "basic", [user("partial usage")]).json()["usage"]
-    assert usage == {"input_tokens": 60, "output_tokens": 7, "cache_read_input_tokens": 40,
-                     "cache_creation_input_tokens": 0}
+    assert usage == {
+        "input_tokens": 60,
+        "output_tokens": 7,
+        "cache_read_input_tokens": 40,
+        "cache_creation_input_tokens": 0,
+    }
 
 
 def test_finish_reason_override_maps_per_format(url):
@@ -520,8 +618,7 @@ def test_cut_stream(url):
 
 def test_timeout_fault_outlasts_the_client(url):
     with pytest.raises(httpx.ReadTimeout):
-        HTTP.post(f"{url}/v1/chat/completions", timeout=0.05,
-                   json={"model": "faults", "messages": [user("slow")]})
+        HTTP.post(f"{url}/v1/chat/completions", timeout=0.05, json={"model": "faults", "messages": [user("slow")]})
 
 
 def test_chaos_rates_are_seeded_and_reproducible(url):
@@ -542,8 +639,7 @@ def test_chaos_rates_are_seeded_and_reproducible(url):
 def test_many_concurrent_slow_requests(url):
     """Slow replies overlap instead of queueing behind each other: the server's own count of
     requests answered at once says so (a wall-clock limit would fail on a busy machine)."""
-    HTTP.put(f"{url}/_scripts/slow", json={"defaults": {"latency_ms": 200},
-                                              "fallback": {"content": "done"}})
+    HTTP.put(f"{url}/_scripts/slow", json={"defaults": {"latency_ms": 200}, "fallback": {"content": "done"}})
     # Replies an earlier test gave up on may still be waiting out their latency: start idle.
     deadline = time.monotonic() + 30
     while HTTP.get(f"{url}/_stats").json()["in_flight"] and time.monotonic() < deadline:
@@ -553,11 +649,9 @@ def test_many_concurrent_slow_requests(url):
 
     async def burst() -> list[int]:
         limits = httpx.Limits(max_connections=200)
-        async with httpx.AsyncClient(base_url=url, limits=limits, timeout=10,
-                                     trust_env=False) as client:
+        async with httpx.AsyncClient(base_url=url, limits=limits, timeout=10, trust_env=False) as client:
             body = {"model": "slow", "messages": [user("hi")]}
-            responses = await asyncio.gather(
-                *(client.post("/v1/chat/completions", json=body) for _ in range(150)))
+            responses = await asyncio.gather(*(client.post("/v1/chat/completions", json=body) for _ in range(150)))
         return [r.status_code for r in responses]
 
     assert asyncio.run(burst()) == [200] * 150
@@ -574,9 +668,10 @@ def test_command_line_entry_point(tmp_path: Path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = subprocess.Popen(
-        [sys.executable, "-m", "fakellm", "--host", "127.0.0.1", "--port", str(port),
-         "--script", f"custom={script}"],
-        cwd=Path(__file__).resolve().parents[1], stderr=subprocess.PIPE)
+        [sys.executable, "-m", "fakellm", "--host", "127.0.0.1", "--port", str(port), "--script", f"custom={script}"],
+        cwd=Path(__file__).resolve().parents[1],
+        stderr=subprocess.PIPE,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 10

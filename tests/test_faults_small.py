@@ -9,7 +9,8 @@ import pytest
 from bench.fault_checks import fault_report, report_ok
 from bench.fault_setup import FAULT_KINDS, fault_agents, fault_script
 from bench.stack import open_runs
-from conversations.services import conversation_create, message_post
+from conversations.services import conversation_create
+from engine.admission import message_post
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -23,10 +24,11 @@ SEED = 7
 def test_runs_on_a_faulty_model_end_right_with_every_attempt_recorded(worker, fake_llm):
     script = fault_script(rates=RATES, seed=SEED, latency_ms=10, timeout_ms=4000, retry_after=0.1)
     model = fake_llm.script(f"faults-{uuid.uuid4().hex[:8]}", script)
-    agents = fault_agents(llm_api_base=fake_llm.api_base, model=model, max_retries=1, read_timeout=1.0,
-                          prefix=model)
-    runs = [message_post(conversation=conversation_create(agent=agents[n % 2]), content=f"question {n}").pk
-            for n in range(RUNS)]
+    agents = fault_agents(llm_api_base=fake_llm.api_base, model=model, max_retries=1, read_timeout=1.0, prefix=model)
+    runs = [
+        message_post(conversation=conversation_create(agent=agents[n % 2]), content=f"question {n}").pk
+        for n in range(RUNS)
+    ]
     wait_for(lambda: open_runs(runs) == 0, timeout=120, interval=0.2, message="every run to end")
 
     report = fault_report(run_ids=runs, script=script, requests=fake_llm.requests(model))

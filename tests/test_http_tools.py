@@ -7,9 +7,10 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 
 from agents.models import AgentTool
-from agents.services import agent_snapshot
+from agents.snapshot import snapshot_build
 from conversations.models import ToolInvocation
-from conversations.services import conversation_create, message_post
+from conversations.services import conversation_create
+from engine.admission import message_post
 from tests.factories import ModelConfigFactory, make_agent
 from tests.helpers import wait_for
 from tests.servers import petstore  # noqa: F401 (fixture)
@@ -32,14 +33,20 @@ def http_tool(name: str, **fields) -> ToolDefinition:
 def spec_of(tool: ToolDefinition, **agent_fields) -> dict:
     agent = make_agent(**agent_fields)
     AgentTool.objects.create(agent=agent, tool=tool)
-    return next(s for s in agent_snapshot(agent=agent)["tools"] if s["name"] == tool.name)
+    return next(s for s in snapshot_build(agent=agent)["tools"] if s["name"] == tool.name)
 
 
 @pytest.mark.django_db
 def test_write_tool_sends_body_secret_header_and_idempotency_key(petstore):
-    tool = http_tool("pets-add", parameters=PET, http_method="POST", http_url=f"{petstore.base_url}/pets",
-                     http_headers={"X-Client": "agentry"}, http_secret_headers=json.dumps({"X-Api-Key": "s3cret"}),
-                     side_effect="write")
+    tool = http_tool(
+        "pets-add",
+        parameters=PET,
+        http_method="POST",
+        http_url=f"{petstore.base_url}/pets",
+        http_headers={"X-Client": "agentry"},
+        http_secret_headers=json.dumps({"X-Api-Key": "s3cret"}),
+        side_effect="write",
+    )
     spec = spec_of(tool)
     before = len(petstore.requests)
     outcome = execute_tool(spec=spec, arguments={"name": "Bella", "tag": "dog"}, ctx=CTX)
@@ -69,9 +76,15 @@ def test_read_tool_fills_path_and_query_and_sends_no_idempotency_key(petstore):
 
 @pytest.mark.django_db
 def test_response_pointer_keeps_a_part_and_long_lists_are_trimmed_by_rows(petstore):
-    tool = http_tool("pets-many", parameters={"type": "object", "properties": {"n": {"type": "integer"}}},
-                     http_method="GET", http_url=f"{petstore.base_url}/many", http_query_params=["n"],
-                     http_response_pointer="/data/items", max_result_chars=400)
+    tool = http_tool(
+        "pets-many",
+        parameters={"type": "object", "properties": {"n": {"type": "integer"}}},
+        http_method="GET",
+        http_url=f"{petstore.base_url}/many",
+        http_query_params=["n"],
+        http_response_pointer="/data/items",
+        max_result_chars=400,
+    )
     outcome = execute_tool(spec=spec_of(tool), arguments={"n": 50}, ctx=CTX)
     assert outcome.status == "succeeded" and outcome.truncated
     head, note = outcome.content.rsplit("\n", 1)
@@ -86,9 +99,17 @@ def test_service_errors_and_empty_answers_read_well(petstore):
     get = http_tool("pets-get", parameters=PET_ID, http_method="GET", http_url=f"{petstore.base_url}/pets/{{id}}")
     missing = execute_tool(spec=spec_of(get), arguments={"id": 999}, ctx=CTX)
     assert missing.status == "error"
-    assert missing.content == 'Tool pets-get failed: the service answered HTTP 404 Not Found: {"code":404,"message":"pet 999 not found"}'
-    delete = http_tool("pets-delete", parameters=PET_ID, http_method="DELETE",
-                       http_url=f"{petstore.base_url}/pets/{{id}}", side_effect="write")
+    assert (
+        missing.content
+        == 'Tool pets-get failed: the service answered HTTP 404 Not Found: {"code":404,"message":"pet 999 not found"}'
+    )
+    delete = http_tool(
+        "pets-delete",
+        parameters=PET_ID,
+        http_method="DELETE",
+        http_url=f"{petstore.base_url}/pets/{{id}}",
+        side_effect="write",
+    )
     petstore.pets[77] = {"id": 77, "name": "Gone"}
     done = execute_tool(spec=spec_of(delete), arguments={"id": 77}, ctx=CTX)
     assert done.status == "succeeded" and done.content == "HTTP 204 No Content (no content)."
@@ -97,8 +118,12 @@ def test_service_errors_and_empty_answers_read_well(petstore):
 @pytest.mark.django_db
 def test_an_http_tool_cannot_reach_internal_addresses(settings):
     settings.AGENTRY_OUTBOUND_ALLOWLIST = []
-    tool = http_tool("metadata", parameters={"type": "object", "properties": {}}, http_method="GET",
-                     http_url="http://169.254.169.254/latest/meta-data/")
+    tool = http_tool(
+        "metadata",
+        parameters={"type": "object", "properties": {}},
+        http_method="GET",
+        http_url="http://169.254.169.254/latest/meta-data/",
+    )
     outcome = execute_tool(spec=spec_of(tool), arguments={}, ctx=CTX)
     assert outcome.status == "error" and "Cannot connect to 169.254.169.254: the host is not allowed" in outcome.content
     assert "link-local" in outcome.error
@@ -107,8 +132,13 @@ def test_an_http_tool_cannot_reach_internal_addresses(settings):
 @pytest.mark.django_db
 def test_definitions_are_checked_when_saved():
     with pytest.raises(ValidationError) as invalid:
-        http_tool("bad", parameters={"type": "object", "properties": {"id": {"type": "integer"}}},
-                  http_method="GET", http_url="http://example.com/pets/{id}", http_query_params=["limit"])
+        http_tool(
+            "bad",
+            parameters={"type": "object", "properties": {"id": {"type": "integer"}}},
+            http_method="GET",
+            http_url="http://example.com/pets/{id}",
+            http_query_params=["limit"],
+        )
     assert "Path placeholders must be required arguments: id." in str(invalid.value)
     assert "http_query_params" in invalid.value.message_dict
     with pytest.raises(ValidationError) as no_url:
@@ -118,14 +148,28 @@ def test_definitions_are_checked_when_saved():
 
 @pytest.mark.django_db
 def test_admin_stores_secret_headers_encrypted_and_shows_them_masked(admin_client, petstore):
-    response = admin_client.post("/admin/tools/tooldefinition/add/", {
-        "name": "pets-add", "description": "Adds a pet.", "kind": "http", "parameters": json.dumps(PET),
-        "side_effect": "write", "timeout_seconds": "10", "max_result_chars": "4000",
-        "is_active": "on", "http_method": "POST", "http_url": f"{petstore.base_url}/pets",
-        "http_query_params": "[]", "http_headers": "{}", "http_max_response_bytes": "100000",
-        "new_http_secret_headers": '{"Authorization": "Bearer abcdefghijkl1234"}',
-        "approval_policy": "auto", "approval_timeout_seconds": "86400", "approval_on_expiry": "continue",
-    })
+    response = admin_client.post(
+        "/admin/tools/tooldefinition/add/",
+        {
+            "name": "pets-add",
+            "description": "Adds a pet.",
+            "kind": "http",
+            "parameters": json.dumps(PET),
+            "side_effect": "write",
+            "timeout_seconds": "10",
+            "max_result_chars": "4000",
+            "is_active": "on",
+            "http_method": "POST",
+            "http_url": f"{petstore.base_url}/pets",
+            "http_query_params": "[]",
+            "http_headers": "{}",
+            "http_max_response_bytes": "100000",
+            "new_http_secret_headers": '{"Authorization": "Bearer abcdefghijkl1234"}',
+            "approval_policy": "auto",
+            "approval_timeout_seconds": "86400",
+            "approval_on_expiry": "continue",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     tool = ToolDefinition.objects.get(name="pets-add")
     assert json.loads(tool.http_secret_headers) == {"Authorization": "Bearer abcdefghijkl1234"}
@@ -133,15 +177,34 @@ def test_admin_stores_secret_headers_encrypted_and_shows_them_masked(admin_clien
     assert "abcdefghijkl1234" not in page and "Authorization: ••••••••1234" in page
 
 
-
 @pytest.mark.e2e
 def test_a_run_calls_an_http_write_tool_with_its_idempotency_key(worker, fake_llm, petstore):
-    tool = http_tool("pets-add", parameters=PET, http_method="POST", http_url=f"{petstore.base_url}/pets",
-                     side_effect="write", approval_policy="always")
-    fake_llm.script("http-write", {"scenarios": [{"match": "add", "steps": [
-        {"tool_calls": [{"id": "call_add", "name": "pets-add", "arguments": {"name": "Luna", "tag": "cat"}}]},
-        {"content": "Added {tool:name} as number {tool:id}."},
-    ]}]})
+    tool = http_tool(
+        "pets-add",
+        parameters=PET,
+        http_method="POST",
+        http_url=f"{petstore.base_url}/pets",
+        side_effect="write",
+        approval_policy="always",
+    )
+    fake_llm.script(
+        "http-write",
+        {
+            "scenarios": [
+                {
+                    "match": "add",
+                    "steps": [
+                        {
+                            "tool_calls": [
+                                {"id": "call_add", "name": "pets-add", "arguments": {"name": "Luna", "tag": "cat"}}
+                            ]
+                        },
+                        {"content": "Added {tool:name} as number {tool:id}."},
+                    ],
+                }
+            ]
+        },
+    )
     agent = make_agent(model_config=ModelConfigFactory(base_url=fake_llm.api_base, model="http-write"))
     AgentTool.objects.create(agent=agent, tool=tool, approval=AgentTool.Approval.NEVER)
     before = len(petstore.requests)

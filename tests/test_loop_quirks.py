@@ -7,8 +7,8 @@ import uuid
 import httpx
 import pytest
 
-from agents.engine.loop_guard import repeat_found
 from conversations.models import LLMCall, Message, ToolInvocation
+from engine.loop_guard import repeat_found
 from tests.factories import ModelConfigFactory, make_agent
 from tests.runs import advance, last_answer, start_run
 from tools.arguments import MAX_DEPTH
@@ -23,12 +23,15 @@ def script(*steps):
 
 
 def statuses(run):
-    return list(ToolInvocation.objects.filter(run=run).order_by("created_at", "position").values_list("status", flat=True))
+    return list(
+        ToolInvocation.objects.filter(run=run).order_by("created_at", "position").values_list("status", flat=True)
+    )
 
 
 def test_repeats_with_invalid_json_arguments_are_hinted_then_stopped(scripted_agent):
-    agent = scripted_agent(script(call("test-echo", '{"text": oops')), tools=["test-echo"],
-                           max_iterations=20, max_same_tool_streak=3)
+    agent = scripted_agent(
+        script(call("test-echo", '{"text": oops')), tools=["test-echo"], max_iterations=20, max_same_tool_streak=3
+    )
     run = advance(start_run(agent))
 
     assert (run.status, run.stop_reason) == ("completed", "tool_loop")
@@ -40,8 +43,12 @@ def test_repeats_with_invalid_json_arguments_are_hinted_then_stopped(scripted_ag
 
 def test_alternating_calls_are_a_loop(scripted_agent):
     echo, calc = call("test-echo", {"text": "a"}), call("calculator", {"expression": "1+1"})
-    agent = scripted_agent(script({"branches": [{"if_last_tool_name": "test-echo", "then": calc}], "else": echo}),
-                           tools=["test-echo", "calculator"], max_iterations=20, max_same_tool_streak=3)
+    agent = scripted_agent(
+        script({"branches": [{"if_last_tool_name": "test-echo", "then": calc}], "else": echo}),
+        tools=["test-echo", "calculator"],
+        max_iterations=20,
+        max_same_tool_streak=3,
+    )
     run = advance(start_run(agent))
 
     assert (run.status, run.stop_reason) == ("completed", "tool_loop")
@@ -53,9 +60,16 @@ def test_alternating_calls_are_a_loop(scripted_agent):
 
 
 def test_a_model_that_changes_course_after_the_hint_goes_on(scripted_agent):
-    agent = scripted_agent(script({"branches": [{"if_last_tool_result_matches": "not run", "then": {"content": "ok"}}],
-                                   "else": call("test-echo", '{"text": oops')}),
-                           tools=["test-echo"], max_same_tool_streak=2)
+    agent = scripted_agent(
+        script(
+            {
+                "branches": [{"if_last_tool_result_matches": "not run", "then": {"content": "ok"}}],
+                "else": call("test-echo", '{"text": oops'),
+            }
+        ),
+        tools=["test-echo"],
+        max_same_tool_streak=2,
+    )
     run = advance(start_run(agent))
 
     assert (run.status, run.stop_reason, last_answer(run)) == ("completed", "final_answer", "ok")
@@ -64,26 +78,43 @@ def test_a_model_that_changes_course_after_the_hint_goes_on(scripted_agent):
 
 def steps(*signatures):
     """Unsaved assistant messages, one per step, each a list of (name, arguments text)."""
-    return [Message(role="assistant", tool_calls=[
-        {"id": f"c{i}{j}", "type": "function", "function": {"name": name, "arguments": arguments}}
-        for j, (name, arguments) in enumerate(step)]) for i, step in enumerate(signatures)]
+    return [
+        Message(
+            role="assistant",
+            tool_calls=[
+                {"id": f"c{i}{j}", "type": "function", "function": {"name": name, "arguments": arguments}}
+                for j, (name, arguments) in enumerate(step)
+            ],
+        )
+        for i, step in enumerate(signatures)
+    ]
 
 
 A, B, C = [("a", '{"x": 1}')], [("b", "{}")], [("c", "not json")]
 
 
-@pytest.mark.parametrize("history,found", [
-    ([A, B, A, B], True),
-    ([B, A, B, A, B], True),
-    ([A, B, C, A, B, C], True),
-    ([A, B, A], False),
-    ([A, B, C, A, B], False),
-    ([[("a", '{"x": 1}'), ("b", "{}")]] * 4, True),  # the same parallel calls, step after step
-    ([[("a", '{"x": 1}')], [("a", '{"x": 2}')], [("a", '{"x": 3}')], [("a", '{"x": 4}')]], True),  # one tool
-    ([[("a", '{"x": 1}'), ("b", "{}")], [("a", '{"x": 2}'), ("b", "{}")], [("a", '{"x": 3}'), ("b", "{}")],
-      [("a", '{"x": 4}'), ("b", "{}")]], False),  # new arguments each time, two tools: progress
-    ([[("a", '{"x": 1, "y": 2}')], [("b", "{}")], [("a", '{"y": 2, "x": 1}')], [("b", " {} ")]], True),
-])
+@pytest.mark.parametrize(
+    "history,found",
+    [
+        ([A, B, A, B], True),
+        ([B, A, B, A, B], True),
+        ([A, B, C, A, B, C], True),
+        ([A, B, A], False),
+        ([A, B, C, A, B], False),
+        ([[("a", '{"x": 1}'), ("b", "{}")]] * 4, True),  # the same parallel calls, step after step
+        ([[("a", '{"x": 1}')], [("a", '{"x": 2}')], [("a", '{"x": 3}')], [("a", '{"x": 4}')]], True),  # one tool
+        (
+            [
+                [("a", '{"x": 1}'), ("b", "{}")],
+                [("a", '{"x": 2}'), ("b", "{}")],
+                [("a", '{"x": 3}'), ("b", "{}")],
+                [("a", '{"x": 4}'), ("b", "{}")],
+            ],
+            False,
+        ),  # new arguments each time, two tools: progress
+        ([[("a", '{"x": 1, "y": 2}')], [("b", "{}")], [("a", '{"y": 2, "x": 1}')], [("b", " {} ")]], True),
+    ],
+)
 def test_repeated_call_patterns(history, found):
     assert (repeat_found(steps(*history), limit=3) is not None) == found
 
@@ -92,8 +123,12 @@ def agent_replying(fake_llm, *steps, tools=("test-echo",)):
     """An agent whose model follows the script; the script is sent as ASCII JSON so it can hold
     the lone surrogates some models emit."""
     name = f"q-{uuid.uuid4().hex[:10]}"
-    httpx.put(f"{fake_llm.base_url}/_scripts/{name}", content=json.dumps(script(*steps)),
-              headers={"content-type": "application/json"}, timeout=10).raise_for_status()
+    httpx.put(
+        f"{fake_llm.base_url}/_scripts/{name}",
+        content=json.dumps(script(*steps)),
+        headers={"content-type": "application/json"},
+        timeout=10,
+    ).raise_for_status()
     return make_agent(tools=list(tools), model_config=ModelConfigFactory(base_url=fake_llm.api_base, model=name))
 
 
@@ -125,11 +160,24 @@ def test_a_tool_name_that_is_no_string_becomes_a_tool_error(scripted_agent, name
     what such a server sent, and the run is taken from there."""
     agent = scripted_agent(script({"content": "answered: {last_tool_result}"}), tools=["test-echo"])
     run = start_run(agent)
-    llm_call = LLMCall.objects.create(run=run, iteration=1, attempt=1, model_config=agent.model_config,
-                                      provider="openai_compatible", model_name=agent.model_config.model, request={},
-                                      status="succeeded")
-    Message.objects.create(conversation=run.conversation, run=run, order=2, role="assistant", llm_call=llm_call,
-                           tool_calls=[{"id": "c1", "type": "function", "function": {"name": name, "arguments": "{}"}}])
+    llm_call = LLMCall.objects.create(
+        run=run,
+        iteration=1,
+        attempt=1,
+        model_config=agent.model_config,
+        provider="openai_compatible",
+        model_name=agent.model_config.model,
+        request={},
+        status="succeeded",
+    )
+    Message.objects.create(
+        conversation=run.conversation,
+        run=run,
+        order=2,
+        role="assistant",
+        llm_call=llm_call,
+        tool_calls=[{"id": "c1", "type": "function", "function": {"name": name, "arguments": "{}"}}],
+    )
     run.conversation.__class__.objects.filter(pk=run.conversation_id).update(message_count=2)
     run = advance(run)
 

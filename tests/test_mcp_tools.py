@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from agents.models import AgentTool
-from agents.services import agent_snapshot
+from agents.snapshot import snapshot_build
 from conversations.models import Run, ToolInvocation
-from conversations.services import conversation_create, message_post
+from conversations.services import conversation_create
+from engine.admission import message_post
 from tests.factories import ModelConfigFactory, make_agent
 from tests.helpers import wait_for
 from tests.servers import notes_mcp  # noqa: F401 (fixture)
@@ -25,13 +26,15 @@ TIME_ARGS = ["-m", "mcp_server_time", "--local-timezone", "UTC"]
 
 
 def time_server(*, trusted: bool = True, name: str = "time") -> MCPServer:
-    return MCPServer.objects.create(name=name, transport="stdio", command=sys.executable, args=TIME_ARGS,
-                                    trusted=trusted)
+    return MCPServer.objects.create(
+        name=name, transport="stdio", command=sys.executable, args=TIME_ARGS, trusted=trusted
+    )
 
 
 def notes_server(url: str, *, trusted: bool = True) -> MCPServer:
-    return MCPServer.objects.create(name="notes", transport="streamable_http", url=url, trusted=trusted,
-                                    headers=json.dumps({"X-Token": "t0ken"}))
+    return MCPServer.objects.create(
+        name="notes", transport="streamable_http", url=url, trusted=trusted, headers=json.dumps({"X-Token": "t0ken"})
+    )
 
 
 def children_running(pid: int, needle: str) -> list[int]:
@@ -53,7 +56,7 @@ def specs(*tools: ToolDefinition) -> dict[str, dict]:
     agent = make_agent()
     for tool in tools:
         AgentTool.objects.create(agent=agent, tool=tool)
-    return {s["name"]: s for s in agent_snapshot(agent=agent)["tools"]}
+    return {s["name"]: s for s in snapshot_build(agent=agent)["tools"]}
 
 
 CTX = ToolContext(run_id="r", tool_call_id="c", idempotency_key="r:c")
@@ -84,8 +87,9 @@ def test_an_untrusted_servers_tools_are_writes_that_need_approval():
 @pytest.mark.django_db
 def test_streamable_http_discovery_reads_annotations_of_a_trusted_server(notes_mcp):
     server = notes_server(notes_mcp.url)
-    ToolDefinition.objects.create(name="notes-old", description="gone", kind="mcp", mcp_server=server,
-                                  mcp_tool_name="old")
+    ToolDefinition.objects.create(
+        name="notes-old", description="gone", kind="mcp", mcp_server=server, mcp_tool_name="old"
+    )
     report = mcp_server_discover(server=server)
 
     assert sorted(report.created) == ["notes-add_note", "notes-fail", "notes-list_notes"]
@@ -112,8 +116,9 @@ def test_names_follow_the_providers_rule():
 
 @pytest.mark.django_db
 def test_unreachable_servers_are_reported(settings, notes_mcp):
-    missing = MCPServer.objects.create(name="missing", transport="stdio", command="/nonexistent/mcp-server",
-                                       connect_timeout_seconds=5)
+    missing = MCPServer.objects.create(
+        name="missing", transport="stdio", command="/nonexistent/mcp-server", connect_timeout_seconds=5
+    )
     with pytest.raises(MCPUnavailable, match="missing could not be started or reached"):
         mcp_server_discover(server=missing)
     missing.refresh_from_db()
@@ -166,8 +171,9 @@ def test_is_error_results_become_friendly_errors(notes_mcp):
 @pytest.mark.django_db
 def test_admin_discover_action(admin_client, notes_mcp):
     server = notes_server(notes_mcp.url)
-    response = admin_client.post("/admin/tools/mcpserver/", {"action": "discover_tools", "_selected_action": [server.pk]},
-                                 follow=True)
+    response = admin_client.post(
+        "/admin/tools/mcpserver/", {"action": "discover_tools", "_selected_action": [server.pk]}, follow=True
+    )
     assert "Notes: 3 created, 0 updated." in response.content.decode()  # the admin capitalises messages
     page = admin_client.get(f"/admin/tools/mcpserver/{server.pk}/change/").content.decode()
     assert "t0ken" not in page and "X-Token: ••••••••" in page and "notes-add_note" in page
@@ -179,19 +185,44 @@ def test_a_run_calls_tools_of_both_servers(worker, fake_llm, notes_mcp):
     notes = notes_server(notes_mcp.url, trusted=True)
     mcp_server_discover(server=time)
     mcp_server_discover(server=notes)
-    fake_llm.script("mcp-run", {"scenarios": [
-        {"match": "time and note", "steps": [
-            {"tool_calls": [
-                {"id": "call_time", "name": "time-get_current_time", "arguments": {"timezone": "Asia/Tokyo"}},
-                {"id": "call_note", "name": "notes-add_note", "arguments": {"text": "buy milk"}},
-            ]},
-            {"content": "In Tokyo it is {tool@time-get_current_time:datetime}; noted."},
-        ]},
-        {"match": "bad zone", "steps": [
-            {"tool_calls": [{"id": "call_bad", "name": "time-get_current_time", "arguments": {"timezone": "Mars/Base"}}]},
-            {"content": "That zone does not exist: {last_tool_result}"},
-        ]},
-    ]})
+    fake_llm.script(
+        "mcp-run",
+        {
+            "scenarios": [
+                {
+                    "match": "time and note",
+                    "steps": [
+                        {
+                            "tool_calls": [
+                                {
+                                    "id": "call_time",
+                                    "name": "time-get_current_time",
+                                    "arguments": {"timezone": "Asia/Tokyo"},
+                                },
+                                {"id": "call_note", "name": "notes-add_note", "arguments": {"text": "buy milk"}},
+                            ]
+                        },
+                        {"content": "In Tokyo it is {tool@time-get_current_time:datetime}; noted."},
+                    ],
+                },
+                {
+                    "match": "bad zone",
+                    "steps": [
+                        {
+                            "tool_calls": [
+                                {
+                                    "id": "call_bad",
+                                    "name": "time-get_current_time",
+                                    "arguments": {"timezone": "Mars/Base"},
+                                }
+                            ]
+                        },
+                        {"content": "That zone does not exist: {last_tool_result}"},
+                    ],
+                },
+            ]
+        },
+    )
     agent = make_agent(model_config=ModelConfigFactory(base_url=fake_llm.api_base, model="mcp-run"))
     for tool in ToolDefinition.objects.filter(name__in=["time-get_current_time", "notes-add_note"]):
         AgentTool.objects.create(agent=agent, tool=tool)

@@ -15,11 +15,21 @@ USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": 40}
 
 
 def echo_script(first_step_extra: dict | None = None, final_extra: dict | None = None) -> dict:
-    return {"scenarios": [{"match": r"echo (?P<word>\w+)", "steps": [
-        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "{word}"}}], "usage": USAGE,
-         **(first_step_extra or {})},
-        {"content": "You said {last_tool_result}.", "usage": USAGE, **(final_extra or {})},
-    ]}]}
+    return {
+        "scenarios": [
+            {
+                "match": r"echo (?P<word>\w+)",
+                "steps": [
+                    {
+                        "tool_calls": [{"name": "test-echo", "arguments": {"text": "{word}"}}],
+                        "usage": USAGE,
+                        **(first_step_extra or {}),
+                    },
+                    {"content": "You said {last_tool_result}.", "usage": USAGE, **(final_extra or {})},
+                ],
+            }
+        ]
+    }
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -37,8 +47,9 @@ def test_a_500_is_retried_and_each_attempt_is_a_row(fake_llm, provider):
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_429_waits_as_long_as_retry_after_says(fake_llm, provider):
-    agent = agent_on(fake_llm, echo_script({"fault": {"status": 429, "retry_after": 0.6, "times": 1}}),
-                     provider=provider)
+    agent = agent_on(
+        fake_llm, echo_script({"fault": {"status": 429, "retry_after": 0.6, "times": 1}}), provider=provider
+    )
     run = ask(agent, "echo hi")
 
     failed, retried = calls_of(run)[:2]
@@ -49,26 +60,33 @@ def test_429_waits_as_long_as_retry_after_says(fake_llm, provider):
 
 def test_after_the_last_attempt_the_fallback_model_answers(fake_llm):
     fallback = fake_model(fake_llm, echo_script())
-    agent = agent_on(fake_llm, {"fallback": {"content": "never", "fault": {"status": 503}}},
-                     fallback_model_config=fallback)
+    agent = agent_on(
+        fake_llm, {"fallback": {"content": "never", "fault": {"status": 503}}}, fallback_model_config=fallback
+    )
     run = ask(agent, "echo hi")
 
     assert run.status == "completed"
     first_step = [c for c in calls_of(run) if c.iteration == 1]
     assert [(c.attempt, c.status, c.model_config_id) for c in first_step] == [
-        (1, "failed", agent.model_config_id), (2, "failed", agent.model_config_id),
-        (3, "failed", agent.model_config_id), (4, "succeeded", fallback.pk)]
+        (1, "failed", agent.model_config_id),
+        (2, "failed", agent.model_config_id),
+        (3, "failed", agent.model_config_id),
+        (4, "succeeded", fallback.pk),
+    ]
     assert Message.objects.filter(run=run, role="assistant").last().content == "You said hi."
 
 
 def test_a_non_retryable_4xx_goes_to_the_fallback_at_once(fake_llm):
     fallback = fake_model(fake_llm, echo_script(), provider="anthropic")
-    agent = agent_on(fake_llm, {"fallback": {"content": "never", "fault": {"status": 401}}},
-                     fallback_model_config=fallback)
+    agent = agent_on(
+        fake_llm, {"fallback": {"content": "never", "fault": {"status": 401}}}, fallback_model_config=fallback
+    )
     run = ask(agent, "echo hi")
 
     assert [(c.status, c.http_status, c.provider) for c in calls_of(run)][:2] == [
-        ("failed", 401, "openai_compatible"), ("succeeded", 200, "anthropic")]
+        ("failed", 401, "openai_compatible"),
+        ("succeeded", 200, "anthropic"),
+    ]
     assert run.stop_reason == "final_answer"
 
 
@@ -90,7 +108,10 @@ def test_a_cut_stream_is_retried_and_leaves_no_half_answer(fake_llm, provider):
     run = ask(agent, "echo streaming")
 
     assert [(c.iteration, c.attempt, c.status) for c in calls_of(run)] == [
-        (1, 1, "succeeded"), (2, 1, "failed"), (2, 2, "succeeded")]
+        (1, 1, "succeeded"),
+        (2, 1, "failed"),
+        (2, 2, "succeeded"),
+    ]
     assert "before the answer was complete" in calls_of(run)[1].error
     answers = Message.objects.filter(run=run, role="assistant", tool_calls__isnull=True)
     assert [m.content for m in answers] == ["You said streaming."]
@@ -98,8 +119,10 @@ def test_a_cut_stream_is_retried_and_leaves_no_half_answer(fake_llm, provider):
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_streamed_text_reaches_the_run_events_as_it_arrives(fake_llm, provider):
-    script = {"defaults": {"stream_chunk_delay_ms": 15},
-              "fallback": {"content": "成都明天多云，气温10到18度，东北风二级，湿度百分之七十六，适合骑行出门。"}}
+    script = {
+        "defaults": {"stream_chunk_delay_ms": 15},
+        "fallback": {"content": "成都明天多云，气温10到18度，东北风二级，湿度百分之七十六，适合骑行出门。"},
+    }
     agent = agent_on(fake_llm, script, provider=provider, stream=True, tools=[])
     run = ask(agent, "明天天气")
 
@@ -113,9 +136,14 @@ def test_streamed_text_reaches_the_run_events_as_it_arrives(fake_llm, provider):
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
 def test_malformed_tool_call_json_gets_a_friendly_error_and_the_run_goes_on(fake_llm, stream):
-    script = {"fallback": {"branches": [{"if_last_tool_result_matches": "not valid JSON",
-                                         "then": {"content": "Sorry, let me fix that."}}],
-                           "else": {"tool_calls": [{"name": "test-echo", "arguments": '{"text": "hi"'}]}}}
+    script = {
+        "fallback": {
+            "branches": [
+                {"if_last_tool_result_matches": "not valid JSON", "then": {"content": "Sorry, let me fix that."}}
+            ],
+            "else": {"tool_calls": [{"name": "test-echo", "arguments": '{"text": "hi"'}]},
+        }
+    }
     agent = agent_on(fake_llm, script, stream=stream)
     run = ask(agent, "echo broken")
 
@@ -134,7 +162,11 @@ def test_usage_present_and_absent_on_the_ledger(fake_llm, provider):
 
     reported, estimated = calls_of(run)
     assert (reported.prompt_tokens, reported.completion_tokens, reported.cached_tokens, reported.usage_estimated) == (
-        100, 10, 40, False)
+        100,
+        10,
+        40,
+        False,
+    )
     assert estimated.usage_estimated and estimated.prompt_tokens > 0
     assert_totals_match_calls(run)
     # Cost from the config's prices: 60 uncached × 1.0 + 40 cached × 0.5 + 10 out × 2.0, per million.
@@ -184,6 +216,8 @@ def test_connection_errors_are_retried_then_the_run_fails_honestly(fake_llm):
     run = ask(agent, "echo nobody")
 
     assert [c.status for c in calls_of(run)] == ["failed"] * 3
-    assert all("Could not connect to http://127.0.0.1:9/v1" in c.error and "connection refused" in c.error
-               for c in calls_of(run))
+    assert all(
+        "Could not connect to http://127.0.0.1:9/v1" in c.error and "connection refused" in c.error
+        for c in calls_of(run)
+    )
     assert (run.status, run.stop_reason) == ("failed", "provider_error")

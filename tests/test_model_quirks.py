@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from agents.admin import ModelConfigForm
 from agents.models import ModelConfig
 from agents.providers import ProviderError, get_provider
-from conversations.completions import completion_outcome
+from api.completions import completion_outcome
 from conversations.models import Conversation, Message
 from conversations.services import conversation_create, messages_append
 from tests.llm_helpers import agent_on, assert_totals_match_calls, calls_of
@@ -16,10 +16,17 @@ from tests.runs import advance, ask, start_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ECHO = {"scenarios": [{"match": r"echo (?P<word>\w+)", "steps": [
-    {"tool_calls": [{"name": "test-echo", "arguments": {"text": "{word}"}}]},
-    {"content": "You said {last_tool_result}."},
-]}]}
+ECHO = {
+    "scenarios": [
+        {
+            "match": r"echo (?P<word>\w+)",
+            "steps": [
+                {"tool_calls": [{"name": "test-echo", "arguments": {"text": "{word}"}}]},
+                {"content": "You said {last_tool_result}."},
+            ],
+        }
+    ]
+}
 
 
 def test_an_empty_answer_is_retried_then_the_run_says_it_got_none(fake_llm):
@@ -39,20 +46,32 @@ def test_an_empty_answer_is_retried_then_the_run_says_it_got_none(fake_llm):
 
 def test_an_empty_answer_goes_to_the_fallback_model(fake_llm):
     fallback = agent_on(fake_llm, {"fallback": {"content": "Here is an answer."}}, tools=[]).model_config
-    agent = agent_on(fake_llm, {"fallback": {"content": "   "}}, tools=[], fallback_model_config=fallback,
-                     model_fields={"max_retries": 0})
+    agent = agent_on(
+        fake_llm,
+        {"fallback": {"content": "   "}},
+        tools=[],
+        fallback_model_config=fallback,
+        model_fields={"max_retries": 0},
+    )
     run = ask(agent, "hello?")
 
     assert [(c.model_config_id, c.status) for c in calls_of(run)] == [
-        (agent.model_config_id, "failed"), (fallback.pk, "succeeded")]
+        (agent.model_config_id, "failed"),
+        (fallback.pk, "succeeded"),
+    ]
     assert (run.stop_reason, Message.objects.filter(run=run, role="assistant").get().content) == (
-        "final_answer", "Here is an answer.")
+        "final_answer",
+        "Here is an answer.",
+    )
 
 
-@pytest.mark.parametrize("status,message", [
-    (500, "Cannot use tools with stream"),
-    (400, "Automatic streaming tool choice is not supported"),
-])
+@pytest.mark.parametrize(
+    "status,message",
+    [
+        (500, "Cannot use tools with stream"),
+        (400, "Automatic streaming tool choice is not supported"),
+    ],
+)
 def test_a_server_that_cannot_stream_tool_calls_is_asked_unstreamed_at_once(fake_llm, status, message):
     script = {**ECHO, "defaults": {"stream_tools_error": {"status": status, "message": message}}}
     agent = agent_on(fake_llm, script, stream=True)
@@ -62,7 +81,10 @@ def test_a_server_that_cannot_stream_tool_calls_is_asked_unstreamed_at_once(fake
     assert Message.objects.filter(run=run, role="assistant").last().content == "You said hello."
     # One refused attempt, no retries burnt on it; the next step goes unstreamed from the start.
     assert [(c.iteration, c.attempt, c.status, c.http_status) for c in calls_of(run)] == [
-        (1, 1, "failed", status), (1, 2, "succeeded", 200), (2, 1, "succeeded", 200)]
+        (1, 1, "failed", status),
+        (1, 2, "succeeded", 200),
+        (2, 1, "succeeded", 200),
+    ]
     assert message in calls_of(run)[0].error
     assert [bool(c.request.get("stream")) for c in calls_of(run)] == [True, False, False]
     config = ModelConfig.objects.get(pk=agent.model_config_id)
@@ -84,8 +106,10 @@ def test_a_refusal_inside_the_stream_also_switches_to_unstreamed(fake_llm, provi
 
 
 def test_streaming_without_tools_still_streams_on_such_a_server(fake_llm):
-    script = {"defaults": {"stream_tools_error": {"status": 500, "message": "Cannot use tools with stream"}},
-              "fallback": {"content": "plain talk"}}
+    script = {
+        "defaults": {"stream_tools_error": {"status": 500, "message": "Cannot use tools with stream"}},
+        "fallback": {"content": "plain talk"},
+    }
     agent = agent_on(fake_llm, script, stream=True, tools=[])
     run = ask(agent, "hi")
 
@@ -93,8 +117,10 @@ def test_streaming_without_tools_still_streams_on_such_a_server(fake_llm):
     assert not ModelConfig.objects.get(pk=agent.model_config_id).stream_tools_unsupported
 
 
-LONG = ("Tell me more about the history of the river port, the warehouses along the quay, the ferry lines "
-        "that crossed to the island and the families who ran the boatyards before the bridge was built. ")
+LONG = (
+    "Tell me more about the history of the river port, the warehouses along the quay, the ferry lines "
+    "that crossed to the island and the families who ran the boatyards before the bridge was built. "
+)
 SUMMARISING = {"match": "Conversation to summarise", "steps": [{"content": "The user asked about the port."}]}
 
 
@@ -107,13 +133,19 @@ def _conversation_with_history(agent, turns: int) -> Conversation:
     return conversation
 
 
-@pytest.mark.parametrize("style,said", [
-    ("openai", "maximum context length is 1500 tokens"),
-    ("llamacpp", "the request exceeds the available context size"),
-])
+@pytest.mark.parametrize(
+    "style,said",
+    [
+        ("openai", "maximum context length is 1500 tokens"),
+        ("llamacpp", "the request exceeds the available context size"),
+    ],
+)
 def test_a_context_overflow_folds_the_history_and_retries_once(fake_llm, style, said):
-    script = {"defaults": {"context_window": 1500, "context_error": style, "token_counting": "cl100k_base"},
-              "scenarios": [SUMMARISING], "fallback": {"content": "Done."}}
+    script = {
+        "defaults": {"context_window": 1500, "context_error": style, "token_counting": "cl100k_base"},
+        "scenarios": [SUMMARISING],
+        "fallback": {"content": "Done."},
+    }
     agent = agent_on(fake_llm, script, tools=[])  # the config does not know the window
     conversation = _conversation_with_history(agent, turns=14)
     run = advance(start_run(agent, "And the lighthouse?", conversation))
@@ -140,8 +172,11 @@ def test_an_overflow_with_nothing_left_to_fold_fails_the_run_and_says_why(fake_l
 
 def test_a_known_context_window_keeps_every_request_within_it(fake_llm):
     # The fake counts with a real tokeniser and refuses prompt + max_tokens over its window.
-    script = {"defaults": {"context_window": 1500, "token_counting": "cl100k_base"},
-              "scenarios": [SUMMARISING], "fallback": {"content": "Done."}}
+    script = {
+        "defaults": {"context_window": 1500, "token_counting": "cl100k_base"},
+        "scenarios": [SUMMARISING],
+        "fallback": {"content": "Done."},
+    }
     agent = agent_on(fake_llm, script, tools=["test-echo"], model_fields={"context_window": 1500, "max_tokens": 600})
     conversation = _conversation_with_history(agent, turns=14)
     run = advance(start_run(agent, "And the lighthouse?", conversation))
@@ -157,10 +192,21 @@ def test_a_known_context_window_keeps_every_request_within_it(fake_llm):
 
 def _send(fake_llm, name: str, *, stream=False, base=None, **model):
     provider = get_provider("openai_compatible")
-    config = {"base_url": base or fake_llm.api_base, "model": name, "stream": stream, "read_timeout_seconds": 10,
-              "connect_timeout_seconds": 5, **model}
-    body = provider.build_request(model=config, messages=[{"role": "user", "content": "go"}], tools=[],
-                                  tool_choice="auto", parallel_tool_calls=True)
+    config = {
+        "base_url": base or fake_llm.api_base,
+        "model": name,
+        "stream": stream,
+        "read_timeout_seconds": 10,
+        "connect_timeout_seconds": 5,
+        **model,
+    }
+    body = provider.build_request(
+        model=config,
+        messages=[{"role": "user", "content": "go"}],
+        tools=[],
+        tool_choice="auto",
+        parallel_tool_calls=True,
+    )
     with pytest.raises(ProviderError) as caught:
         provider.send(model=config, api_key="", body=body)
     return caught.value
@@ -170,8 +216,9 @@ def test_each_error_says_what_happened(fake_llm):
     url = f"{fake_llm.api_base}/chat/completions"
     fake_llm.script("err-500", {"fallback": {"content": "x", "fault": {"status": 500}}})
     error = _send(fake_llm, "err-500")
-    assert str(error) == (f"HTTP 500 from {url} (model 'err-500'): "
-                          "The server had an error while processing your request.")
+    assert str(error) == (
+        f"HTTP 500 from {url} (model 'err-500'): The server had an error while processing your request."
+    )
     assert error.retryable and not error.context_overflow
 
     error = _send(fake_llm, "no-such-model")
@@ -196,10 +243,23 @@ def test_each_error_says_what_happened(fake_llm):
 
 
 def _model_form(**fields) -> ModelConfigForm:
-    data = {"name": "local", "provider": "openai_compatible", "base_url": "http://10.0.0.5:8080/v1", "model": "gemma",
-            "stop": "[]", "response_format": "text", "extra_params": "{}", "response_schema": "null",
-            "connect_timeout_seconds": 10, "read_timeout_seconds": 120, "max_retries": 2,
-            "price_input_per_million": 0, "price_output_per_million": 0, "price_cached_input_per_million": 0, **fields}
+    data = {
+        "name": "local",
+        "provider": "openai_compatible",
+        "base_url": "http://10.0.0.5:8080/v1",
+        "model": "gemma",
+        "stop": "[]",
+        "response_format": "text",
+        "extra_params": "{}",
+        "response_schema": "null",
+        "connect_timeout_seconds": 10,
+        "read_timeout_seconds": 120,
+        "max_retries": 2,
+        "price_input_per_million": 0,
+        "price_output_per_million": 0,
+        "price_cached_input_per_million": 0,
+        **fields,
+    }
     return ModelConfigForm(data=data)
 
 

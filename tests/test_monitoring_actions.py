@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from conversations.models import LLMCall, Run, RunEvent, ToolInvocation
-from conversations.operations import RunActionRefused, run_cancel_by_operator, run_requeue, run_retry
+from engine.operations import RunActionRefused, run_cancel_by_operator, run_requeue, run_retry
 from tests.factories import make_agent
 from tests.ledger import ledger_run
 from tests.runs import advance, last_answer, start_run
@@ -19,8 +19,9 @@ from tests.runs import advance, last_answer, start_run
 @pytest.fixture
 def operator(db):
     user = get_user_model().objects.create_user("oncall", password="pw", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(content_type__app_label="conversations",
-                                                         codename__in=["view_run", "operate_run"]))
+    user.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label="conversations", codename__in=["view_run", "operate_run"])
+    )
     return user
 
 
@@ -30,13 +31,21 @@ def _events(run, type_):
 
 def _stuck(agent, **fields):
     past = timezone.now() - timedelta(minutes=5)
-    return ledger_run(agent, status="running", stop_reason="", lease_owner="gone-host:1:abc",
-                      lease_expires_at=past, created_at=past, **fields)
+    return ledger_run(
+        agent,
+        status="running",
+        stop_reason="",
+        lease_owner="gone-host:1:abc",
+        lease_expires_at=past,
+        created_at=past,
+        **fields,
+    )
 
 
 @pytest.mark.django_db
-def test_requeue_a_stuck_run_records_who_and_enqueues_after_commit(operator, no_enqueue,
-                                                                   django_capture_on_commit_callbacks):
+def test_requeue_a_stuck_run_records_who_and_enqueues_after_commit(
+    operator, no_enqueue, django_capture_on_commit_callbacks
+):
     run = _stuck(make_agent())
     with django_capture_on_commit_callbacks(execute=True):
         run = run_requeue(run_id=run.pk, user=operator)
@@ -70,8 +79,13 @@ def test_cancel_ends_an_abandoned_run_now_and_asks_a_live_one_to_stop(operator, 
     assert _events(abandoned, "run.cancel_requested")[0]["by"] == "oncall"
     assert _events(abandoned, "run.cancelled")
 
-    held = ledger_run(agent, status="running", stop_reason="", lease_owner="live:1:x",
-                      lease_expires_at=timezone.now() + timedelta(seconds=30))
+    held = ledger_run(
+        agent,
+        status="running",
+        stop_reason="",
+        lease_owner="live:1:x",
+        lease_expires_at=timezone.now() + timedelta(seconds=30),
+    )
     held = run_cancel_by_operator(run_id=held.pk, user=operator)
     # The worker holding it stops at its next step boundary (the engine checks the flag).
     assert held.status == "running" and held.cancel_requested
@@ -80,10 +94,21 @@ def test_cancel_ends_an_abandoned_run_now_and_asks_a_live_one_to_stop(operator, 
 
 def test_retry_resumes_a_failed_run_from_its_last_good_step(scripted_agent, fake_llm, operator, no_enqueue):
     # Step 1 calls a tool; step 2 fails once with a 500 and the model config allows no retry.
-    agent = scripted_agent({"scenarios": [{"match": ".", "steps": [
-        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "hi"}}]},
-        {"content": "echoed {last_tool_result}", "fault": {"status": 500, "times": 1}},
-    ]}]}, tools=["test-echo"], model_fields={"max_retries": 0})
+    agent = scripted_agent(
+        {
+            "scenarios": [
+                {
+                    "match": ".",
+                    "steps": [
+                        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "hi"}}]},
+                        {"content": "echoed {last_tool_result}", "fault": {"status": 500, "times": 1}},
+                    ],
+                }
+            ]
+        },
+        tools=["test-echo"],
+        model_fields={"max_retries": 0},
+    )
     run = advance(start_run(agent))
     assert (run.status, run.stop_reason) == ("failed", "provider_error")
     model = LLMCall.objects.filter(run=run).first().model_name
@@ -103,12 +128,17 @@ def test_retry_resumes_a_failed_run_from_its_last_good_step(scripted_agent, fake
     assert len(fake_llm.requests(model)) == 3
     assert ToolInvocation.objects.filter(run=run).count() == 1
     assert list(LLMCall.objects.filter(run=run).order_by("id").values_list("iteration", "attempt", "status")) == [
-        (1, 1, "succeeded"), (2, 1, "failed"), (2, 2, "succeeded")]
+        (1, 1, "succeeded"),
+        (2, 1, "failed"),
+        (2, 2, "succeeded"),
+    ]
 
 
 def test_retry_is_refused_once_the_conversation_moved_on(scripted_agent, operator, no_enqueue):
-    agent = scripted_agent({"scenarios": [{"match": ".", "steps": [{"content": "x", "fault": {"status": 500}}]}]},
-                           model_fields={"max_retries": 0})
+    agent = scripted_agent(
+        {"scenarios": [{"match": ".", "steps": [{"content": "x", "fault": {"status": 500}}]}]},
+        model_fields={"max_retries": 0},
+    )
     failed = advance(start_run(agent))
     assert failed.status == "failed"
     start_run(agent, "another question", conversation=failed.conversation)
@@ -148,8 +178,11 @@ def test_admin_actions_apply_to_selected_runs(client, operator, no_enqueue, djan
     agent = make_agent()
     stuck, done = _stuck(agent), ledger_run(agent, finished_at=timezone.now())
     with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(reverse("admin:conversations_run_changelist"),
-                               {"action": "requeue_runs", "_selected_action": [stuck.pk, done.pk]}, follow=True)
+        response = client.post(
+            reverse("admin:conversations_run_changelist"),
+            {"action": "requeue_runs", "_selected_action": [stuck.pk, done.pk]},
+            follow=True,
+        )
     page = response.content.decode()
     assert "Requeued 1 run(s)." in page and "this one is completed" in page
     assert Run.objects.get(pk=stuck.pk).status == "queued" and no_enqueue == [str(stuck.pk)]

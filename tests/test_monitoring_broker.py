@@ -7,7 +7,7 @@ import pytest
 from django.core.cache import cache
 from kombu import Queue
 
-from conversations.monitoring import broker
+from console.monitoring import broker
 from platform_site.celery import app
 from tests.helpers import wait_for
 

@@ -10,13 +10,14 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.utils import timezone
 
-from agents import tasks
+from console.monitoring import broker
 from conversations.models import Run, RunEvent
-from conversations.monitoring import broker
 from conversations.monitoring.rollups import rollups_refresh
-from conversations.services import conversation_create, message_post
-from tests.factories import ModelConfigFactory, make_agent
+from conversations.services import conversation_create
+from engine import tasks
+from engine.admission import message_post
 from tests.browser import chromium_browser
+from tests.factories import ModelConfigFactory, make_agent
 from tests.helpers import wait_for
 from tests.workers import ARTIFACTS
 
@@ -33,8 +34,11 @@ def chromium():
 
 @pytest.fixture
 def page(chromium, live_server):
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, base_url=live_server.url,
-                                   permissions=["clipboard-read", "clipboard-write"])
+    context = chromium.new_context(
+        viewport={"width": 1400, "height": 1000},
+        base_url=live_server.url,
+        permissions=["clipboard-read", "clipboard-write"],
+    )
     page = context.new_page()
     page.set_default_timeout(20_000)
     yield page
@@ -55,14 +59,16 @@ def _log_in(page, operator, next_url: str) -> None:
 
 
 def _agent(fake_llm, name: str, script: dict, **model_fields):
-    model = ModelConfigFactory(name=name, base_url=fake_llm.api_base, model=fake_llm.script(f"browser-{name}", script),
-                               **model_fields)
+    model = ModelConfigFactory(
+        name=name, base_url=fake_llm.api_base, model=fake_llm.script(f"browser-{name}", script), **model_fields
+    )
     return make_agent(name=name, model_config=model, tools=["test-echo"])
 
 
 def _finished(run: Run) -> Run:
-    return wait_for(lambda: Run.objects.filter(pk=run.pk, finished_at__isnull=False).first(),
-                    message=f"run {run.pk} to end")
+    return wait_for(
+        lambda: Run.objects.filter(pk=run.pk, finished_at__isnull=False).first(), message=f"run {run.pk} to end"
+    )
 
 
 def _stuck_run(agent, monkeypatch) -> Run:
@@ -71,23 +77,42 @@ def _stuck_run(agent, monkeypatch) -> Run:
         patch.setattr(tasks.run_advance_task, "delay", lambda run_id: None)
         run = message_post(conversation=conversation_create(agent=agent), content="are you stuck?")
     past = timezone.now() - timedelta(minutes=4)
-    Run.objects.filter(pk=run.pk).update(status="running", lease_owner="vanished-host:4242:dead",
-                                         lease_expires_at=past, started_at=past, claims=1)
+    Run.objects.filter(pk=run.pk).update(
+        status="running", lease_owner="vanished-host:4242:dead", lease_expires_at=past, started_at=past, claims=1
+    )
     return run
 
 
-def test_dashboard_shows_real_runs_and_requeues_a_stuck_run(worker, fake_llm, live_server, page, operator, monkeypatch,
-                                                            settings):
+def test_dashboard_shows_real_runs_and_requeues_a_stuck_run(
+    worker, fake_llm, live_server, page, operator, monkeypatch, settings
+):
     settings.AGENTRY_MONITOR_REFRESH_SECONDS = 1
-    helper = _agent(fake_llm, "helper", {"scenarios": [
-        {"match": "echo", "steps": [{"tool_calls": [{"name": "test-echo", "arguments": {"text": "pong"}}]},
-                                    {"content": "tool said {last_tool_result}"}]},
-        {"match": ".", "steps": [{"content": "hello there", "latency_ms": 30}]},
-    ]})
-    broken = _agent(fake_llm, "broken", {"scenarios": [{"match": ".", "steps": [
-        {"content": "x", "fault": {"status": 503}}]}]}, max_retries=0)
-    runs = [message_post(conversation=conversation_create(agent=agent), content=text)
-            for agent, text in [(helper, "hi"), (helper, "echo please"), (helper, "hi again"), (broken, "hi")]]
+    helper = _agent(
+        fake_llm,
+        "helper",
+        {
+            "scenarios": [
+                {
+                    "match": "echo",
+                    "steps": [
+                        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "pong"}}]},
+                        {"content": "tool said {last_tool_result}"},
+                    ],
+                },
+                {"match": ".", "steps": [{"content": "hello there", "latency_ms": 30}]},
+            ]
+        },
+    )
+    broken = _agent(
+        fake_llm,
+        "broken",
+        {"scenarios": [{"match": ".", "steps": [{"content": "x", "fault": {"status": 503}}]}]},
+        max_retries=0,
+    )
+    runs = [
+        message_post(conversation=conversation_create(agent=agent), content=text)
+        for agent, text in [(helper, "hi"), (helper, "echo please"), (helper, "hi again"), (broken, "hi")]
+    ]
     runs = [_finished(run) for run in runs]
     assert [run.status for run in runs] == ["completed", "completed", "completed", "failed"]
     stuck = _stuck_run(helper, monkeypatch)
@@ -130,10 +155,22 @@ def test_dashboard_shows_real_runs_and_requeues_a_stuck_run(worker, fake_llm, li
 
 
 def test_try_an_agent_from_the_admin_and_copy_its_timeline(worker, fake_llm, live_server, page, operator):
-    agent = _agent(fake_llm, "tryout", {"scenarios": [{"match": ".", "steps": [
-        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "42"}}]},
-        {"content": "The answer is {last_tool_result}."},
-    ]}]}, stream=True)
+    agent = _agent(
+        fake_llm,
+        "tryout",
+        {
+            "scenarios": [
+                {
+                    "match": ".",
+                    "steps": [
+                        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "42"}}]},
+                        {"content": "The answer is {last_tool_result}."},
+                    ],
+                }
+            ]
+        },
+        stream=True,
+    )
 
     _log_in(page, operator, f"/admin/agents/agent/{agent.pk}/change/")
     page.get_by_role("link", name="Try this agent").click()

@@ -4,11 +4,12 @@ answer the dashboard's ping, and the worker's log lines name the run they are ab
 import pytest
 from django.core.cache import cache
 
+from console.monitoring import broker
 from conversations.models import Run
-from conversations.monitoring import broker
 from conversations.monitoring.models import RollupState
 from conversations.monitoring.tasks import rollups_refresh_task
-from conversations.services import conversation_create, message_post
+from conversations.services import conversation_create
+from engine.admission import message_post
 from platform_site.celery import app
 from tests.factories import ModelConfigFactory, make_agent
 from tests.helpers import wait_for
@@ -31,8 +32,10 @@ def test_workers_answer_the_ping_and_log_the_run_they_work_on(worker, fake_llm):
     online = wait_for(lambda: broker.workers_online()["online"], timeout=10, message="a reply to the ping")
     assert any(name.startswith(f"{worker.name}-{worker.starts}@") for name in online), online
 
-    model = ModelConfigFactory(base_url=fake_llm.api_base, model=fake_llm.script(
-        "e2e-log", {"scenarios": [{"match": ".", "steps": [{"content": "logged"}]}]}))
+    model = ModelConfigFactory(
+        base_url=fake_llm.api_base,
+        model=fake_llm.script("e2e-log", {"scenarios": [{"match": ".", "steps": [{"content": "logged"}]}]}),
+    )
     run = message_post(conversation=conversation_create(agent=make_agent(model_config=model)), content="hi")
     wait_for(lambda: Run.objects.filter(pk=run.pk, status="completed").exists(), message="the run to complete")
 

@@ -6,10 +6,10 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
+from console.monitoring.selectors import dashboard_snapshot
 from conversations.monitoring.histogram import percentile
 from conversations.monitoring.models import LLMCallHourly, RunHourly
 from conversations.monitoring.rollups import error_summary, floor_hour, rollups_refresh
-from conversations.monitoring.selectors import dashboard_snapshot
 from tests.factories import ModelConfigFactory, make_agent
 from tests.ledger import ledger_call, ledger_run
 
@@ -19,8 +19,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def broker_probes(monkeypatch):
     """The dashboard's broker part is tested with the real broker elsewhere; here it is kept out."""
-    monkeypatch.setattr("conversations.monitoring.selectors.queue_depths", lambda: {"queues": []})
-    monkeypatch.setattr("conversations.monitoring.selectors.workers_online", lambda: {"online": []})
+    monkeypatch.setattr("console.monitoring.selectors.queue_depths", lambda: {"queues": []})
+    monkeypatch.setattr("console.monitoring.selectors.workers_online", lambda: {"online": []})
 
 
 def test_latency_percentiles_per_model_come_from_the_hourly_histograms(broker_probes):
@@ -51,10 +51,20 @@ def test_runs_by_hour_failure_rate_stop_reasons_and_top_errors(broker_probes):
         ledger_run(agent, finished_at=now)
     ledger_run(agent, status="completed", stop_reason="max_iterations", finished_at=now - timedelta(hours=2))
     for run_id in ("1b4e28ba-2fa1-11d2-883f-0016d3cca427", "6fa459ea-ee8a-3ca4-894e-db77e160355e"):
-        ledger_run(agent, status="failed", stop_reason="internal_error", finished_at=now,
-                   error=f"Traceback (most recent call last):\n  File x\nKeyError: 'run {run_id}'")
-    failing = ledger_run(agent, status="failed", stop_reason="provider_error", finished_at=now,
-                         error="The model could not be reached: HTTP 503")
+        ledger_run(
+            agent,
+            status="failed",
+            stop_reason="internal_error",
+            finished_at=now,
+            error=f"Traceback (most recent call last):\n  File x\nKeyError: 'run {run_id}'",
+        )
+    failing = ledger_run(
+        agent,
+        status="failed",
+        stop_reason="provider_error",
+        finished_at=now,
+        error="The model could not be reached: HTTP 503",
+    )
     for i in range(3):
         ledger_call(failing, started_at=now, status="failed", error="HTTP 503: overloaded", iteration=i + 1)
     ledger_run(agent, status="running", finished_at=None)
@@ -67,8 +77,12 @@ def test_runs_by_hour_failure_rate_stop_reasons_and_top_errors(broker_probes):
     assert outcomes["run_failure_rate"] == pytest.approx(3 / 7)
     assert outcomes["llm_call_failure_rate"] == 1.0
     reasons = {(r["status"], r["stop_reason"]): r["count"] for r in outcomes["stop_reasons"]}
-    assert reasons == {("completed", "final_answer"): 3, ("failed", "internal_error"): 2,
-                       ("failed", "provider_error"): 1, ("completed", "max_iterations"): 1}
+    assert reasons == {
+        ("completed", "final_answer"): 3,
+        ("failed", "internal_error"): 2,
+        ("failed", "provider_error"): 1,
+        ("completed", "max_iterations"): 1,
+    }
     errors = {(e["source"], e["message"]): e["count"] for e in outcomes["top_errors"]}
     # The two tracebacks differ only by an id: one line, counted twice.
     assert errors[("run", "KeyError: 'run <id>'")] == 2
@@ -94,8 +108,15 @@ def test_tokens_and_cost_per_agent_per_day(broker_probes):
 
     assert len(usage["days"]) == 3 and usage["days"][-1] == timezone.localdate(now).isoformat()
     alpha_days = {a["name"]: a for a in usage["agents"]}["alpha"]["per_day"]
-    assert alpha_days[-1] == {"day": usage["days"][-1], "prompt_tokens": 1000, "completion_tokens": 200,
-                              "cached_tokens": 300, "reasoning_tokens": 0, "total_tokens": 1200, "cost": "0.25000000"}
+    assert alpha_days[-1] == {
+        "day": usage["days"][-1],
+        "prompt_tokens": 1000,
+        "completion_tokens": 200,
+        "cached_tokens": 300,
+        "reasoning_tokens": 0,
+        "total_tokens": 1200,
+        "cost": "0.25000000",
+    }
     assert alpha_days[-2]["total_tokens"] == 15 and alpha_days[0]["total_tokens"] == 0
     beta_today = {a["name"]: a for a in usage["agents"]}["beta"]["per_day"][-1]
     assert beta_today["reasoning_tokens"] == 20 and beta_today["cost"] == "0.50000000"
@@ -140,4 +161,4 @@ def test_error_summary_and_percentile_helpers():
     assert error_summary("Traceback (most recent call last):\n  File 'a'\nValueError: id 1234567") == "ValueError: id N"
     assert error_summary("") == "(no message)"
     assert percentile({}, 0.5) is None
-    assert percentile({10: 1}, 0.5) == round(1.25 ** 10.5)
+    assert percentile({10: 1}, 0.5) == round(1.25**10.5)

@@ -21,15 +21,18 @@ def _port(url: str) -> int:
     return int(url.rsplit(":", 1)[1])
 
 
-@pytest.mark.parametrize("host,reason", [
-    ("127.0.0.1", "loopback"),
-    ("[::1]", "loopback"),
-    ("localhost", "loopback"),  # a name that resolves to loopback
-    ("[::ffff:127.0.0.1]", "loopback"),  # IPv4-mapped IPv6
-    ("10.0.0.1", "private"),
-    ("169.254.169.254", "link-local"),  # the cloud metadata service
-    ("0.0.0.0", "unspecified"),
-])
+@pytest.mark.parametrize(
+    "host,reason",
+    [
+        ("127.0.0.1", "loopback"),
+        ("[::1]", "loopback"),
+        ("localhost", "loopback"),  # a name that resolves to loopback
+        ("[::ffff:127.0.0.1]", "loopback"),  # IPv4-mapped IPv6
+        ("10.0.0.1", "private"),
+        ("169.254.169.254", "link-local"),  # the cloud metadata service
+        ("0.0.0.0", "unspecified"),
+    ],
+)
 def test_internal_addresses_are_refused_before_connecting(no_allowlist, petstore, host, reason):
     before = len(petstore.requests)
     # On loopback the port is the live test server's: had the guard let the call through, it would be recorded.
@@ -63,8 +66,10 @@ def test_redirects_are_followed_and_secrets_stay_on_their_origin(settings, petst
     port = _port(petstore.base_url)
     settings.AGENTRY_OUTBOUND_ALLOWLIST = [f"127.0.0.1:{port}", f"localhost:{port}"]
     fetched = outbound.guarded_request(
-        "GET", f"{petstore.base_url}/redirect?to=http://localhost:{port}/echo-headers",
-        headers={"X-Api-Key": "s3cret", "X-Plain": "yes"}, secret_headers=("X-Api-Key",),
+        "GET",
+        f"{petstore.base_url}/redirect?to=http://localhost:{port}/echo-headers",
+        headers={"X-Api-Key": "s3cret", "X-Plain": "yes"},
+        secret_headers=("X-Api-Key",),
     )
     assert fetched.response.status_code == 200
     assert json.loads(fetched.body) == {"x-plain": "yes"}
@@ -89,8 +94,10 @@ def test_a_name_with_any_internal_address_is_refused(no_allowlist, monkeypatch):
 
     def resolver(host, *args, **kwargs):
         if host == "mixed.example":
-            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", 80)),
-                    (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", 80))]
+            return [
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", 80)),
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", 80)),
+            ]
         return real(host, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", resolver)
@@ -103,6 +110,8 @@ def test_model_provider_traffic_is_allowed_explicitly(no_allowlist, fake_llm):
     # The operator-configured model endpoint on loopback works with an empty allowlist.
     model = {"base_url": fake_llm.api_base, "model": "echo", "read_timeout_seconds": 10, "connect_timeout_seconds": 5}
     response = OpenAICompatibleProvider().send(
-        model=model, api_key="", body={"model": "echo", "messages": [{"role": "user", "content": "ping"}]},
+        model=model,
+        api_key="",
+        body={"model": "echo", "messages": [{"role": "user", "content": "ping"}]},
     )
     assert response.content == "ping"

@@ -16,31 +16,56 @@ from platform_site import outbound
 
 PROVIDERS = ["openai_compatible", "anthropic"]
 TOOLS = [
-    {"name": "get_weather", "description": "查询指定城市的当前天气",
-     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
-    {"name": "get_current_time", "description": "获取当前的日期和时间", "parameters": {"type": "object", "properties": {}}},
+    {
+        "name": "get_weather",
+        "description": "查询指定城市的当前天气",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+    {
+        "name": "get_current_time",
+        "description": "获取当前的日期和时间",
+        "parameters": {"type": "object", "properties": {}},
+    },
 ]
 TWO_CALLS = {
     "content": "Let me look that up.",
-    "tool_calls": [{"name": "get_weather", "arguments": {"city": "上海"}},
-                   {"name": "get_current_time", "arguments": {}}],
+    "tool_calls": [
+        {"name": "get_weather", "arguments": {"city": "上海"}},
+        {"name": "get_current_time", "arguments": {}},
+    ],
     "usage": {"prompt_tokens": 120, "completion_tokens": 30, "cached_tokens": 20, "reasoning_tokens": 5},
 }
 
 
 def model_dict(name: str, base_url: str, provider: str, stream: bool, **fields) -> dict:
-    return {"id": 0, "name": name, "provider": provider, "base_url": base_url, "model": name, "stream": stream,
-            "max_retries": 0, "read_timeout_seconds": 5, "connect_timeout_seconds": 2, **fields}
+    return {
+        "id": 0,
+        "name": name,
+        "provider": provider,
+        "base_url": base_url,
+        "model": name,
+        "stream": stream,
+        "max_retries": 0,
+        "read_timeout_seconds": 5,
+        "connect_timeout_seconds": 2,
+        **fields,
+    }
 
 
-def call(fake_llm, script: dict, provider: str, *, stream: bool = False, messages=None, tools=TOOLS,
-         on_delta=None, **fields):
+def call(
+    fake_llm, script: dict, provider: str, *, stream: bool = False, messages=None, tools=TOOLS, on_delta=None, **fields
+):
     """(response, request body as the fake server received it)."""
     name = fake_llm.script(f"p-{uuid.uuid4().hex[:12]}", script)
     model = model_dict(name, fake_llm.api_base, provider, stream, **fields)
     adapter = get_provider(provider)
-    body = adapter.build_request(model=model, messages=messages or [{"role": "user", "content": "上海天气?"}],
-                                 tools=tools, tool_choice="auto", parallel_tool_calls=True)
+    body = adapter.build_request(
+        model=model,
+        messages=messages or [{"role": "user", "content": "上海天气?"}],
+        tools=tools,
+        tool_choice="auto",
+        parallel_tool_calls=True,
+    )
     return adapter.send(model=model, api_key="secret", body=body, on_delta=on_delta), fake_llm.requests(name)[-1]
 
 
@@ -52,7 +77,9 @@ def test_text_and_several_tool_calls_read_alike_in_both_formats(fake_llm, provid
 
     assert response.content == "Let me look that up."
     assert [(c.name, json.loads(c.arguments)) for c in response.tool_calls] == [
-        ("get_weather", {"city": "上海"}), ("get_current_time", {})]
+        ("get_weather", {"city": "上海"}),
+        ("get_current_time", {}),
+    ]
     assert all(c.id for c in response.tool_calls)
     assert response.finish_reason == "tool_calls"
     usage = response.usage
@@ -71,7 +98,9 @@ def test_streamed_tool_call_deltas_are_assembled_whatever_the_server_style(fake_
     response, _ = call(fake_llm, script, "openai_compatible", stream=True)
 
     assert [(c.name, json.loads(c.arguments)) for c in response.tool_calls] == [
-        ("get_weather", {"city": "上海"}), ("get_current_time", {})]
+        ("get_weather", {"city": "上海"}),
+        ("get_current_time", {}),
+    ]
     assert all(bool(c.id) != omit_ids for c in response.tool_calls)
 
 
@@ -79,9 +108,11 @@ def test_deltas_without_index_split_on_a_new_id():
     from agents.providers.openai_compatible import _merge_tool_delta
 
     calls = []
-    for part in [{"id": "a", "function": {"name": "f", "arguments": '{"x":'}},
-                 {"id": "a", "function": {"name": "f", "arguments": "1}"}},
-                 {"id": "b", "function": {"name": "g", "arguments": "{}"}}]:
+    for part in [
+        {"id": "a", "function": {"name": "f", "arguments": '{"x":'}},
+        {"id": "a", "function": {"name": "f", "arguments": "1}"}},
+        {"id": "b", "function": {"name": "g", "arguments": "{}"}},
+    ]:
         _merge_tool_delta(calls, part, 0)
     assert calls == [{"id": "a", "name": "f", "arguments": '{"x":1}'}, {"id": "b", "name": "g", "arguments": "{}"}]
 
@@ -138,45 +169,81 @@ def test_anthropic_request_has_seed_002s_shape(fake_llm):
     messages = [
         {"role": "system", "content": "你是一个乐于助人的助手。"},
         {"role": "user", "content": "上海现在天气怎么样?现在几点了?"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "上海"}'}},
-            {"id": "call_2", "type": "function", "function": {"name": "get_current_time", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "上海"}'},
+                },
+                {"id": "call_2", "type": "function", "function": {"name": "get_current_time", "arguments": "{}"}},
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "上海:晴,26℃"},
         {"role": "tool", "tool_call_id": "call_2", "name": "get_current_time", "content": "2026-10-08 23:30:06"},
     ]
-    response, sent = call(fake_llm, {"fallback": {"content": "上海晴,26℃。现在是23:30。"}}, "anthropic",
-                          messages=messages, max_tokens=2048)
+    response, sent = call(
+        fake_llm,
+        {"fallback": {"content": "上海晴,26℃。现在是23:30。"}},
+        "anthropic",
+        messages=messages,
+        max_tokens=2048,
+    )
 
     assert sent["system"] == "你是一个乐于助人的助手。" and sent["max_tokens"] == 2048
     assert sent["messages"] == [
         {"role": "user", "content": "上海现在天气怎么样?现在几点了?"},
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "上海"}},
-            {"type": "tool_use", "id": "call_2", "name": "get_current_time", "input": {}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "call_1", "content": "上海:晴,26℃"},
-            {"type": "tool_result", "tool_use_id": "call_2", "content": "2026-10-08 23:30:06"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "上海"}},
+                {"type": "tool_use", "id": "call_2", "name": "get_current_time", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "call_1", "content": "上海:晴,26℃"},
+                {"type": "tool_result", "tool_use_id": "call_2", "content": "2026-10-08 23:30:06"},
+            ],
+        },
     ]
-    assert sent["tools"][0] == {"name": "get_weather", "description": "查询指定城市的当前天气",
-                                "input_schema": TOOLS[0]["parameters"]}
+    assert sent["tools"][0] == {
+        "name": "get_weather",
+        "description": "查询指定城市的当前天气",
+        "input_schema": TOOLS[0]["parameters"],
+    }
     assert response.content == "上海晴,26℃。现在是23:30。" and response.finish_reason == "stop"
 
 
 def test_anthropic_merges_same_role_neighbours_and_keeps_thinking_blocks():
     thinking = {"type": "thinking", "thinking": "need the weather", "signature": "sig"}
-    system, messages = to_anthropic_messages([
-        {"role": "user", "content": "first"},
-        {"role": "user", "content": "second"},
-        {"role": "assistant", "content": "", "reasoning": [thinking], "tool_calls": [
-            {"id": "t1", "type": "function", "function": {"name": "f", "arguments": "{not json"}}]},
-        {"role": "tool", "tool_call_id": "t1", "content": "ok"},
-        {"role": "user", "content": "third"},
-    ])
+    system, messages = to_anthropic_messages(
+        [
+            {"role": "user", "content": "first"},
+            {"role": "user", "content": "second"},
+            {
+                "role": "assistant",
+                "content": "",
+                "reasoning": [thinking],
+                "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "f", "arguments": "{not json"}}],
+            },
+            {"role": "tool", "tool_call_id": "t1", "content": "ok"},
+            {"role": "user", "content": "third"},
+        ]
+    )
     assert system == ""
-    assert messages[0] == {"role": "user", "content": [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}]}
+    assert messages[0] == {
+        "role": "user",
+        "content": [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}],
+    }
     assert messages[1]["content"] == [thinking, {"type": "tool_use", "id": "t1", "name": "f", "input": {}}]
-    assert messages[2]["content"] == [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"},
-                                      {"type": "text", "text": "third"}]
+    assert messages[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "ok"},
+        {"type": "text", "text": "third"},
+    ]
 
 
 @pytest.fixture
@@ -188,26 +255,53 @@ def mock_seam(monkeypatch):
         def record(request):
             seen.append(request)
             return handler(request)
+
         client = httpx.Client(transport=httpx.MockTransport(record))
         monkeypatch.setattr(outbound, "get_client", lambda: client)
         return seen
+
     return install
 
 
-ANTHROPIC_MODEL = {"id": 0, "name": "claude", "provider": "anthropic", "base_url": "https://llm.test/v1",
-                   "model": "claude-x", "max_tokens": 4000, "thinking": "enabled", "thinking_budget_tokens": 2048}
+ANTHROPIC_MODEL = {
+    "id": 0,
+    "name": "claude",
+    "provider": "anthropic",
+    "base_url": "https://llm.test/v1",
+    "model": "claude-x",
+    "max_tokens": 4000,
+    "thinking": "enabled",
+    "thinking_budget_tokens": 2048,
+}
 
 
 def test_anthropic_sends_its_headers_and_reads_thinking_blocks(mock_seam):
-    answer = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x", "stop_reason": "tool_use",
-              "content": [{"type": "thinking", "thinking": "check weather", "signature": "sig-1"},
-                          {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "上海"}}],
-              "usage": {"input_tokens": 50, "cache_read_input_tokens": 30, "cache_creation_input_tokens": 20,
-                        "output_tokens": 40}}
+    answer = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "stop_reason": "tool_use",
+        "content": [
+            {"type": "thinking", "thinking": "check weather", "signature": "sig-1"},
+            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "上海"}},
+        ],
+        "usage": {
+            "input_tokens": 50,
+            "cache_read_input_tokens": 30,
+            "cache_creation_input_tokens": 20,
+            "output_tokens": 40,
+        },
+    }
     seen = mock_seam(lambda request: httpx.Response(200, json=answer))
     adapter = get_provider("anthropic")
-    body = adapter.build_request(model=ANTHROPIC_MODEL, messages=[{"role": "user", "content": "hi"}], tools=TOOLS,
-                                 tool_choice="auto", parallel_tool_calls=False)
+    body = adapter.build_request(
+        model=ANTHROPIC_MODEL,
+        messages=[{"role": "user", "content": "hi"}],
+        tools=TOOLS,
+        tool_choice="auto",
+        parallel_tool_calls=False,
+    )
     response = adapter.send(model=ANTHROPIC_MODEL, api_key="sk-ant", body=body)
 
     request = seen[0]
@@ -224,13 +318,25 @@ def test_anthropic_sends_its_headers_and_reads_thinking_blocks(mock_seam):
 
 def test_anthropic_stream_assembles_thinking_and_split_tool_input(mock_seam):
     events = [
-        ("message_start", {"message": {"id": "m", "model": "claude-x", "content": [],
-                                       "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        (
+            "message_start",
+            {
+                "message": {
+                    "id": "m",
+                    "model": "claude-x",
+                    "content": [],
+                    "usage": {"input_tokens": 10, "output_tokens": 1},
+                }
+            },
+        ),
         ("content_block_start", {"index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
         ("content_block_delta", {"index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm"}}),
         ("content_block_delta", {"index": 0, "delta": {"type": "signature_delta", "signature": "sig"}}),
         ("content_block_stop", {"index": 0}),
-        ("content_block_start", {"index": 1, "content_block": {"type": "tool_use", "id": "toolu_9", "name": "f", "input": {}}}),
+        (
+            "content_block_start",
+            {"index": 1, "content_block": {"type": "tool_use", "id": "toolu_9", "name": "f", "input": {}}},
+        ),
         ("content_block_delta", {"index": 1, "delta": {"type": "input_json_delta", "partial_json": '{"ci'}}),
         ("content_block_delta", {"index": 1, "delta": {"type": "input_json_delta", "partial_json": 'ty": "成都"}'}}),
         ("content_block_stop", {"index": 1}),
@@ -241,30 +347,80 @@ def test_anthropic_stream_assembles_thinking_and_split_tool_input(mock_seam):
     mock_seam(lambda request: httpx.Response(200, text=text, headers={"content-type": "text/event-stream"}))
     model = {**ANTHROPIC_MODEL, "stream": True}
     adapter = get_provider("anthropic")
-    body = adapter.build_request(model=model, messages=[{"role": "user", "content": "hi"}], tools=TOOLS,
-                                 tool_choice="auto", parallel_tool_calls=True)
+    body = adapter.build_request(
+        model=model,
+        messages=[{"role": "user", "content": "hi"}],
+        tools=TOOLS,
+        tool_choice="auto",
+        parallel_tool_calls=True,
+    )
     response = adapter.send(model=model, api_key="", body=body)
 
     assert response.reasoning == [{"type": "thinking", "thinking": "hmm", "signature": "sig"}]
-    assert [(c.id, c.name, json.loads(c.arguments)) for c in response.tool_calls] == [("toolu_9", "f", {"city": "成都"})]
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in response.tool_calls] == [
+        ("toolu_9", "f", {"city": "成都"})
+    ]
     assert (response.usage.prompt_tokens, response.usage.completion_tokens) == (10, 12)
 
 
 def test_openai_mapping_of_every_parameter():
-    model = {"model": "m", "temperature": 0.3, "top_p": 0.9, "max_tokens": 512, "frequency_penalty": 0.5,
-             "presence_penalty": -0.5, "seed": 42, "stop": ["END"], "response_format": "json_schema",
-             "response_schema": {"type": "object"}, "thinking": "disabled", "reasoning_effort": "low",
-             "stream": True, "extra_params": {"user": "u1"}}
-    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x", "reasoning": [{"type": "thinking"}]}]
+    model = {
+        "model": "m",
+        "temperature": 0.3,
+        "top_p": 0.9,
+        "max_tokens": 512,
+        "frequency_penalty": 0.5,
+        "presence_penalty": -0.5,
+        "seed": 42,
+        "stop": ["END"],
+        "response_format": "json_schema",
+        "response_schema": {"type": "object"},
+        "thinking": "disabled",
+        "reasoning_effort": "low",
+        "stream": True,
+        "extra_params": {"user": "u1"},
+    }
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "x", "reasoning": [{"type": "thinking"}]},
+    ]
     body = get_provider("openai_compatible").build_request(
-        model=model, messages=messages, tools=TOOLS, tool_choice="tool", tool_name="get_weather",
-        parallel_tool_calls=False)
+        model=model,
+        messages=messages,
+        tools=TOOLS,
+        tool_choice="tool",
+        tool_name="get_weather",
+        parallel_tool_calls=False,
+    )
 
-    assert {k: body[k] for k in ("temperature", "top_p", "max_tokens", "frequency_penalty", "presence_penalty",
-                                 "seed", "stop", "reasoning_effort", "user")} == {
-        "temperature": 0.3, "top_p": 0.9, "max_tokens": 512, "frequency_penalty": 0.5, "presence_penalty": -0.5,
-        "seed": 42, "stop": ["END"], "reasoning_effort": "low", "user": "u1"}
-    assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "object"}}}
+    assert {
+        k: body[k]
+        for k in (
+            "temperature",
+            "top_p",
+            "max_tokens",
+            "frequency_penalty",
+            "presence_penalty",
+            "seed",
+            "stop",
+            "reasoning_effort",
+            "user",
+        )
+    } == {
+        "temperature": 0.3,
+        "top_p": 0.9,
+        "max_tokens": 512,
+        "frequency_penalty": 0.5,
+        "presence_penalty": -0.5,
+        "seed": 42,
+        "stop": ["END"],
+        "reasoning_effort": "low",
+        "user": "u1",
+    }
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": {"type": "object"}},
+    }
     assert body["thinking"] == {"type": "disabled"}  # seed 000's thinking_type
     assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
     assert body["parallel_tool_calls"] is False
@@ -272,45 +428,79 @@ def test_openai_mapping_of_every_parameter():
     assert "reasoning" not in body["messages"][1]
 
 
-@pytest.mark.parametrize("choice,expected", [
-    ("auto", {"type": "auto"}), ("none", {"type": "none"}), ("required", {"type": "any"}),
-    ("tool", {"type": "tool", "name": "get_weather"}),
-])
+@pytest.mark.parametrize(
+    "choice,expected",
+    [
+        ("auto", {"type": "auto"}),
+        ("none", {"type": "none"}),
+        ("required", {"type": "any"}),
+        ("tool", {"type": "tool", "name": "get_weather"}),
+    ],
+)
 def test_anthropic_tool_choice_mapping(choice, expected):
     body = get_provider("anthropic").build_request(
-        model={"model": "m", "stop": ["END"], "temperature": 0.2}, messages=[{"role": "user", "content": "x"}],
-        tools=TOOLS, tool_choice=choice, tool_name="get_weather", parallel_tool_calls=True)
+        model={"model": "m", "stop": ["END"], "temperature": 0.2},
+        messages=[{"role": "user", "content": "x"}],
+        tools=TOOLS,
+        tool_choice=choice,
+        tool_name="get_weather",
+        parallel_tool_calls=True,
+    )
     assert body["tool_choice"] == expected
     assert body["stop_sequences"] == ["END"] and body["temperature"] == 0.2 and body["max_tokens"] == 4096
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("fields,field,phrase", [
-    ({"frequency_penalty": 0.5}, "frequency_penalty", "no frequency penalty"),
-    ({"presence_penalty": 0.5}, "presence_penalty", "no presence penalty"),
-    ({"seed": 7}, "seed", "no seed"),
-    ({"response_format": "json_object"}, "response_format", "no response format"),
-    ({"temperature": 1.5}, "temperature", "from 0 to 1"),
-    ({"thinking": "auto"}, "thinking", "not auto"),
-    ({"thinking": "enabled", "thinking_budget_tokens": 500, "max_tokens": 4000}, "thinking_budget_tokens", "at least 1024"),
-    ({"thinking": "enabled", "thinking_budget_tokens": 2048, "max_tokens": 1000}, "max_tokens", "above the thinking budget"),
-    ({"thinking": "enabled", "thinking_budget_tokens": 2048, "max_tokens": 4000, "temperature": 0.5}, "temperature", "default temperature"),
-    ({"reasoning_effort": "high"}, "reasoning_effort", "no reasoning effort"),
-])
+@pytest.mark.parametrize(
+    "fields,field,phrase",
+    [
+        ({"frequency_penalty": 0.5}, "frequency_penalty", "no frequency penalty"),
+        ({"presence_penalty": 0.5}, "presence_penalty", "no presence penalty"),
+        ({"seed": 7}, "seed", "no seed"),
+        ({"response_format": "json_object"}, "response_format", "no response format"),
+        ({"temperature": 1.5}, "temperature", "from 0 to 1"),
+        ({"thinking": "auto"}, "thinking", "not auto"),
+        (
+            {"thinking": "enabled", "thinking_budget_tokens": 500, "max_tokens": 4000},
+            "thinking_budget_tokens",
+            "at least 1024",
+        ),
+        (
+            {"thinking": "enabled", "thinking_budget_tokens": 2048, "max_tokens": 1000},
+            "max_tokens",
+            "above the thinking budget",
+        ),
+        (
+            {"thinking": "enabled", "thinking_budget_tokens": 2048, "max_tokens": 4000, "temperature": 0.5},
+            "temperature",
+            "default temperature",
+        ),
+        ({"reasoning_effort": "high"}, "reasoning_effort", "no reasoning effort"),
+    ],
+)
 def test_parameters_anthropic_lacks_are_refused_on_save(fields, field, phrase):
-    config = ModelConfig(name="c", base_url="https://api.anthropic.com/v1", model="claude", provider="anthropic", **fields)
+    config = ModelConfig(
+        name="c", base_url="https://api.anthropic.com/v1", model="claude", provider="anthropic", **fields
+    )
     with pytest.raises(ValidationError) as caught:
         config.full_clean()
     assert phrase in " ".join(caught.value.message_dict[field])
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("fields,field,phrase", [
-    ({"thinking": "enabled", "thinking_budget_tokens": 2048}, "thinking_budget_tokens", "no standard thinking budget"),
-    ({"response_format": "json_schema"}, "response_schema", "Give the JSON Schema"),
-    ({"response_schema": {"type": "object"}}, "response_schema", "only used with"),
-    ({"stop": "END"}, "stop", "list of non-empty strings"),
-])
+@pytest.mark.parametrize(
+    "fields,field,phrase",
+    [
+        (
+            {"thinking": "enabled", "thinking_budget_tokens": 2048},
+            "thinking_budget_tokens",
+            "no standard thinking budget",
+        ),
+        ({"response_format": "json_schema"}, "response_schema", "Give the JSON Schema"),
+        ({"response_schema": {"type": "object"}}, "response_schema", "only used with"),
+        ({"stop": "END"}, "stop", "list of non-empty strings"),
+    ],
+)
 def test_openai_compatible_refusals(fields, field, phrase):
     config = ModelConfig(name="c", base_url="https://api.openai.com/v1", model="gpt", **fields)
     with pytest.raises(ValidationError) as caught:
@@ -320,18 +510,41 @@ def test_openai_compatible_refusals(fields, field, phrase):
 
 @pytest.mark.django_db
 def test_supported_parameters_save_cleanly():
-    ModelConfig(name="a", base_url="https://api.anthropic.com/v1", model="claude", provider="anthropic",
-                temperature=0.7, top_p=0.9, max_tokens=4000, stop=["END"], thinking="disabled").full_clean()
-    ModelConfig(name="o", base_url="https://ark.example/api/v3", model="doubao", temperature=0.8, seed=1,
-                frequency_penalty=0, response_format="json_object", thinking="disabled",
-                reasoning_effort="low").full_clean()
+    ModelConfig(
+        name="a",
+        base_url="https://api.anthropic.com/v1",
+        model="claude",
+        provider="anthropic",
+        temperature=0.7,
+        top_p=0.9,
+        max_tokens=4000,
+        stop=["END"],
+        thinking="disabled",
+    ).full_clean()
+    ModelConfig(
+        name="o",
+        base_url="https://ark.example/api/v3",
+        model="doubao",
+        temperature=0.8,
+        seed=1,
+        frequency_penalty=0,
+        response_format="json_object",
+        thinking="disabled",
+        reasoning_effort="low",
+    ).full_clean()
 
 
 @pytest.mark.django_db
 def test_agent_tool_choice_is_checked_against_its_models():
-    thinking = ModelConfig.objects.create(name="t", base_url="https://api.anthropic.com/v1", model="claude",
-                                          provider="anthropic", max_tokens=4000, thinking="enabled",
-                                          thinking_budget_tokens=2048)
+    thinking = ModelConfig.objects.create(
+        name="t",
+        base_url="https://api.anthropic.com/v1",
+        model="claude",
+        provider="anthropic",
+        max_tokens=4000,
+        thinking="enabled",
+        thinking_budget_tokens=2048,
+    )
     agent = Agent(name="a", slug="a", model_config=thinking, tool_choice="required")
     with pytest.raises(ValidationError) as caught:
         agent.clean()

@@ -16,7 +16,7 @@ def test_lists_lose_whole_rows_and_say_how_many():
     rendered = render(rows, 300)
     head, note = rendered.text.rsplit("\n", 1)
     kept = json.loads(head)
-    assert rendered.truncated and kept == rows[:len(kept)] and 0 < len(kept) < 50
+    assert rendered.truncated and kept == rows[: len(kept)] and 0 < len(kept) < 50
     assert note == f"… {50 - len(kept)} more rows (showing {len(kept)} of 50)"
     assert len(head) <= 300
 

@@ -78,14 +78,25 @@ def test_human_lines_append_the_ids():
 
 
 def test_engine_binds_run_model_call_and_tool_invocation_ids(scripted_agent, records):
-    agent = scripted_agent({"scenarios": [{"match": ".", "steps": [
-        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "hi"}}]}, {"content": "done"},
-    ]}]}, tools=["test-echo"])
+    agent = scripted_agent(
+        {
+            "scenarios": [
+                {
+                    "match": ".",
+                    "steps": [
+                        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "hi"}}]},
+                        {"content": "done"},
+                    ],
+                }
+            ]
+        },
+        tools=["test-echo"],
+    )
     run = advance(start_run(agent))
     mine = [r for r in records if getattr(r, "run_id", None) == str(run.pk)]
 
-    calls = [r for r in mine if r.name == "agents.engine.model_call"]
-    tools = [r for r in mine if r.name == "agents.engine.tool_step"]
+    calls = [r for r in mine if r.name == "engine.model_call"]
+    tools = [r for r in mine if r.name == "engine.tool_step"]
     assert len(calls) == 2 and len({r.llm_call_id for r in calls}) == 2
     [tool] = tools
     assert tool.tool_invocation_id == str(run.tool_invocations.get().pk)
@@ -103,9 +114,8 @@ def test_web_requests_bind_a_request_id_and_the_run_in_the_url(client, records, 
     operator.user_permissions.add(Permission.objects.get(codename="operate_run"))
     client.force_login(operator)
     run = ledger_run(make_agent(), status="queued", stop_reason="")
-    response = client.post(reverse("monitoring:run-action", args=[run.pk, "requeue"]),
-                           HTTP_X_REQUEST_ID="req-123")
+    response = client.post(reverse("monitoring:run-action", args=[run.pk, "requeue"]), HTTP_X_REQUEST_ID="req-123")
     assert response["X-Request-ID"] == "req-123"
-    [line] = [r for r in records if r.name == "conversations.operations"]
+    [line] = [r for r in records if r.name == "engine.operations"]
     assert line.run_id == str(run.pk) and line.request_id == "req-123"
     assert "requeued by oncall" in line.getMessage()

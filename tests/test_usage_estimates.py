@@ -18,39 +18,80 @@ from tests.runs import ask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-WEATHER_TOOL = {"name": "get_weather", "description": "Weather forecast for a city and a date.",
-                "parameters": {"type": "object", "properties": {
-                    "city": {"type": "string", "description": "City name, e.g. Berlin or 成都市"},
-                    "date": {"type": "string", "description": "YYYY-MM-DD"}}, "required": ["city"]}}
-FORECAST = json.dumps({"city": "Berlin", "date": "2026-03-01", "hourly": [
-    {"hour": h, "temp_c": 10 + h % 5, "rain_mm": round(0.2 * h, 1), "wind": "NE 12 km/h"} for h in range(8)]})
-CALL = [{"id": "call_1", "type": "function",
-         "function": {"name": "get_weather", "arguments": '{"city": "Berlin", "date": "2026-03-01"}'}}]
+WEATHER_TOOL = {
+    "name": "get_weather",
+    "description": "Weather forecast for a city and a date.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": "City name, e.g. Berlin or 成都市"},
+            "date": {"type": "string", "description": "YYYY-MM-DD"},
+        },
+        "required": ["city"],
+    },
+}
+FORECAST = json.dumps(
+    {
+        "city": "Berlin",
+        "date": "2026-03-01",
+        "hourly": [
+            {"hour": h, "temp_c": 10 + h % 5, "rain_mm": round(0.2 * h, 1), "wind": "NE 12 km/h"} for h in range(8)
+        ],
+    }
+)
+CALL = [
+    {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Berlin", "date": "2026-03-01"}'},
+    }
+]
 
 CONVERSATIONS = {
-    "english": ([
-        {"role": "system", "content": "You are a helpful travel assistant. Answer briefly and mention sources."},
-        {"role": "user", "content": "Please look up the weather in Berlin for tomorrow and tell me whether I need "
-                                    "an umbrella when I walk to the office at 8 am."},
-    ], "Light rain is likely around 8 am, so take an umbrella; it clears up by noon."),
-    "chinese": ([
-        {"role": "system", "content": "你是智能客服。今天是 2026年02月28日 15时05分30秒 星期六 。"},
-        {"role": "user", "content": "成都明天天气怎么样？我想从成都南站骑车去成都动物园，请帮我规划路线并告诉我要多久。"},
-    ], "成都明天多云，气温10到18度，东北风二级。骑行约14.9公里，需要85分钟左右。"),
-    "tool_result": ([
-        {"role": "user", "content": "Will it rain in Berlin tomorrow?"},
-        {"role": "assistant", "content": "", "tool_calls": CALL},
-        {"role": "tool", "tool_call_id": "call_1", "content": FORECAST},
-    ], "Yes: about 1.4 mm of rain by the afternoon, mostly after 3 pm."),
+    "english": (
+        [
+            {"role": "system", "content": "You are a helpful travel assistant. Answer briefly and mention sources."},
+            {
+                "role": "user",
+                "content": "Please look up the weather in Berlin for tomorrow and tell me whether I need "
+                "an umbrella when I walk to the office at 8 am.",
+            },
+        ],
+        "Light rain is likely around 8 am, so take an umbrella; it clears up by noon.",
+    ),
+    "chinese": (
+        [
+            {"role": "system", "content": "你是智能客服。今天是 2026年02月28日 15时05分30秒 星期六 。"},
+            {
+                "role": "user",
+                "content": "成都明天天气怎么样？我想从成都南站骑车去成都动物园，请帮我规划路线并告诉我要多久。",
+            },
+        ],
+        "成都明天多云，气温10到18度，东北风二级。骑行约14.9公里，需要85分钟左右。",
+    ),
+    "tool_result": (
+        [
+            {"role": "user", "content": "Will it rain in Berlin tomorrow?"},
+            {"role": "assistant", "content": "", "tool_calls": CALL},
+            {"role": "tool", "tool_call_id": "call_1", "content": FORECAST},
+        ],
+        "Yes: about 1.4 mm of rain by the afternoon, mostly after 3 pm.",
+    ),
 }
 
 
 def _prompt_and_completion(fake_llm, name: str, messages: list[dict], tools: list[dict]):
     provider = get_provider("openai_compatible")
-    model = {"base_url": fake_llm.api_base, "model": name, "stream": False, "read_timeout_seconds": 10,
-             "connect_timeout_seconds": 5}
-    body = provider.build_request(model=model, messages=messages, tools=tools, tool_choice="auto",
-                                  parallel_tool_calls=True)
+    model = {
+        "base_url": fake_llm.api_base,
+        "model": name,
+        "stream": False,
+        "read_timeout_seconds": 10,
+        "connect_timeout_seconds": 5,
+    }
+    body = provider.build_request(
+        model=model, messages=messages, tools=tools, tool_choice="auto", parallel_tool_calls=True
+    )
     usage = provider.send(model=model, api_key="", body=body).usage
     return usage.prompt_tokens, usage.completion_tokens, usage.estimated
 
@@ -60,8 +101,9 @@ def test_estimates_track_a_real_tokeniser(fake_llm, counting):
     pairs = []
     for label, (messages, answer) in CONVERSATIONS.items():
         tools = [WEATHER_TOOL] if label == "tool_result" else []
-        reported = fake_llm.script(f"real-{counting}-{label}", {"defaults": {"token_counting": counting},
-                                                                  "fallback": {"content": answer}})
+        reported = fake_llm.script(
+            f"real-{counting}-{label}", {"defaults": {"token_counting": counting}, "fallback": {"content": answer}}
+        )
         silent = fake_llm.script(f"none-{counting}-{label}", {"fallback": {"content": answer, "usage": None}})
         real = _prompt_and_completion(fake_llm, reported, messages, tools)
         guess = _prompt_and_completion(fake_llm, silent, messages, tools)
@@ -77,11 +119,20 @@ def test_estimates_track_a_real_tokeniser(fake_llm, counting):
 
 
 def test_estimated_usage_shows_on_the_run_its_steps_and_in_the_admin(fake_llm, admin_client):
-    script = {"scenarios": [{"match": r"echo (?P<word>\w+)", "steps": [
-        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "{word}"}}],
-         "usage": {"prompt_tokens": 50, "completion_tokens": 5}},
-        {"content": "You said {last_tool_result}.", "usage": None},
-    ]}]}
+    script = {
+        "scenarios": [
+            {
+                "match": r"echo (?P<word>\w+)",
+                "steps": [
+                    {
+                        "tool_calls": [{"name": "test-echo", "arguments": {"text": "{word}"}}],
+                        "usage": {"prompt_tokens": 50, "completion_tokens": 5},
+                    },
+                    {"content": "You said {last_tool_result}.", "usage": None},
+                ],
+            }
+        ]
+    }
     agent = agent_on(fake_llm, script)
     user = make_user()
     run = ask(agent, "echo hi", conversation_create(agent=agent, owner=user))

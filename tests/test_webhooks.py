@@ -9,11 +9,12 @@ import pytest
 from django.db import connection
 
 from conversations.models import Run, Webhook, WebhookDelivery
-from conversations.services import conversation_create, message_post
+from conversations.services import conversation_create
+from engine.admission import message_post
 from tests.api_helpers import make_user
+from tests.api_servers import WebhookReceiver
 from tests.factories import ModelConfigFactory, make_agent
 from tests.helpers import wait_for
-from tests.api_servers import WebhookReceiver
 
 SECRET = "whsec_test-secret"
 
@@ -27,13 +28,26 @@ def receiver():
 
 @pytest.fixture
 def agent(fake_llm):
-    fake_llm.script("hooks", {
-        "scenarios": [{"match": "^record", "steps": [
-            {"tool_calls": [{"name": "test-counter", "arguments": {"label": "hook"}}]}, {"content": "recorded"}]}],
-        "fallback": {"content": "answer to {last_user_message}"},
-    })
-    return make_agent(tools=["test-counter"], approval={"test-counter": "always"},
-                      model_config=ModelConfigFactory(base_url=fake_llm.api_base, model="hooks"))
+    fake_llm.script(
+        "hooks",
+        {
+            "scenarios": [
+                {
+                    "match": "^record",
+                    "steps": [
+                        {"tool_calls": [{"name": "test-counter", "arguments": {"label": "hook"}}]},
+                        {"content": "recorded"},
+                    ],
+                }
+            ],
+            "fallback": {"content": "answer to {last_user_message}"},
+        },
+    )
+    return make_agent(
+        tools=["test-counter"],
+        approval={"test-counter": "always"},
+        model_config=ModelConfigFactory(base_url=fake_llm.api_base, model="hooks"),
+    )
 
 
 def _settled(run, count: int = 1) -> list[WebhookDelivery]:
@@ -121,9 +135,16 @@ def test_approval_requests_are_posted_and_conversation_hooks_see_only_their_conv
 @pytest.mark.django_db
 def test_the_admin_generates_the_secret_once_and_never_shows_it_again(admin_client, fake_llm):
     agent = make_agent()
-    response = admin_client.post("/admin/conversations/webhook/add/", {
-        "agent": agent.pk, "url": "https://hooks.example.com/agentry", "is_active": "on", "new_secret": "",
-    }, follow=True)
+    response = admin_client.post(
+        "/admin/conversations/webhook/add/",
+        {
+            "agent": agent.pk,
+            "url": "https://hooks.example.com/agentry",
+            "is_active": "on",
+            "new_secret": "",
+        },
+        follow=True,
+    )
     hook = Webhook.objects.get()
     assert hook.secret.startswith("whsec_")
     assert hook.secret in response.content.decode()  # shown once, in the confirmation message

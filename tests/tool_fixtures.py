@@ -10,7 +10,7 @@ import os
 import redis
 
 from conversations.models import Run
-from conversations.services import run_cancel
+from engine.runs import run_cancel
 from tools.registry import python_tool
 
 COUNTER_KEY = "agentry-test:executions"
@@ -21,7 +21,8 @@ def redis_client() -> redis.Redis:
 
 
 @python_tool(
-    name="test-counter", description="Records that it ran; a write with a side effect.",
+    name="test-counter",
+    description="Records that it ran; a write with a side effect.",
     parameters={"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]},
     side_effect="write",
 )
@@ -33,23 +34,30 @@ def counter(*, ctx, label: str) -> str:
 
 
 @python_tool(
-    name="test-echo", description="Returns its text argument.",
-    parameters={"type": "object", "properties": {"text": {"type": "string"}, "times": {"type": "integer", "minimum": 1}},
-                "required": ["text"]},
+    name="test-echo",
+    description="Returns its text argument.",
+    parameters={
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "times": {"type": "integer", "minimum": 1}},
+        "required": ["text"],
+    },
 )
 def echo(*, ctx, text: str, times: int = 1) -> str:
     return text * times
 
 
 @python_tool(
-    name="test-fail", description="Always raises.", parameters={"type": "object", "properties": {}},
+    name="test-fail",
+    description="Always raises.",
+    parameters={"type": "object", "properties": {}},
 )
 def fail(*, ctx) -> str:
     raise RuntimeError("backend unavailable")
 
 
 @python_tool(
-    name="test-cancel-run", description="Asks for its own run to be cancelled, as a person would while it runs.",
+    name="test-cancel-run",
+    description="Asks for its own run to be cancelled, as a person would while it runs.",
     parameters={"type": "object", "properties": {}},
 )
 def cancel_own_run(*, ctx) -> str:
@@ -61,9 +69,11 @@ SANDBOX_PID_KEY = "agentry-test:sandbox-pid"
 
 
 @python_tool(
-    name="test-hog", description="Uses the CPU or memory without end; runs sandboxed.",
+    name="test-hog",
+    description="Uses the CPU or memory without end; runs sandboxed.",
     parameters={"type": "object", "properties": {"resource": {"enum": ["cpu", "memory"]}}, "required": ["resource"]},
-    timeout_seconds=2, sandboxed=True,
+    timeout_seconds=2,
+    sandboxed=True,
 )
 def hog(*, ctx, resource: str) -> str:
     redis_client().set(SANDBOX_PID_KEY, os.getpid())

@@ -3,11 +3,12 @@
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from django.conf import settings
+
+from platform_site.worker_command import worker_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -30,14 +31,21 @@ class WorkerProcess:
         self.starts += 1
         log_path = ARTIFACTS / f"{self.name}-{self.starts}.log"
         # The worker loads the settings this process runs with (the test settings), not its default.
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE, "DATABASE_URL": self.database_url,
-               "DB_CONN_MAX_AGE": "0", **self.extra_env}
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE,
+            "DATABASE_URL": self.database_url,
+            "DB_CONN_MAX_AGE": "0",
+            **self.extra_env,
+        }
         log = open(log_path, "wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "platform_site", "worker", "-P", "threads", "-c", "8",
-             "-Q", "llm,maintenance", "-n", f"{self.name}-{self.starts}@%h", "--without-gossip",
-             "--without-mingle", "--without-heartbeat", "-l", "info"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            worker_argv(concurrency=8, name=f"{self.name}-{self.starts}@%h"),
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while b" ready." not in log_path.read_bytes():

@@ -40,15 +40,26 @@ class SuperuserOnlyFieldsMixin:
         if request.user.is_superuser:
             return fieldsets
         hidden = set(self.write_only_fields)
-        return [(title, {**options, "fields": [f for f in options["fields"] if f not in hidden]})
-                for title, options in fieldsets]
+        return [
+            (title, {**options, "fields": [f for f in options["fields"] if f not in hidden]})
+            for title, options in fieldsets
+        ]
 
 
 @admin.register(ToolDefinition)
 class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.ModelAdmin):
     form = ToolDefinitionForm
-    list_display = ["name", "kind", "side_effect", "approval_policy", "effective_approval", "mcp_server",
-                    "timeout_seconds", "is_active", "updated_at"]
+    list_display = [
+        "name",
+        "kind",
+        "side_effect",
+        "approval_policy",
+        "effective_approval",
+        "mcp_server",
+        "timeout_seconds",
+        "is_active",
+        "updated_at",
+    ]
     list_filter = ["kind", "side_effect", "approval_policy", "is_active", "mcp_server"]
     list_select_related = ["mcp_server"]
     search_fields = ["name", "description"]
@@ -56,16 +67,53 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
     write_only_fields = ()
     change_list_template = "admin/tools/tooldefinition/change_list.html"
     fieldsets = [
-        (None, {"fields": ["name", "description", "kind", "parameters", "side_effect", "idempotent",
-                           "timeout_seconds", "max_result_chars", "is_active"]}),
-        ("Approval", {"fields": ["approval_policy", "effective_approval", "approval_rule", "approval_timeout_seconds",
-                                 "approval_on_expiry"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "name",
+                    "description",
+                    "kind",
+                    "parameters",
+                    "side_effect",
+                    "idempotent",
+                    "timeout_seconds",
+                    "max_result_chars",
+                    "is_active",
+                ]
+            },
+        ),
+        (
+            "Approval",
+            {
+                "fields": [
+                    "approval_policy",
+                    "effective_approval",
+                    "approval_rule",
+                    "approval_timeout_seconds",
+                    "approval_on_expiry",
+                ]
+            },
+        ),
         ("Python tool", {"classes": ["collapse"], "fields": ["python_callable"]}),
-        ("HTTP tool", {"classes": ["collapse"], "fields": [
-            "http_method", "http_url", "http_query_params", "http_body_argument", "http_headers",
-            "secret_headers_status", "new_http_secret_headers", "clear_http_secret_headers",
-            "http_response_pointer", "http_max_response_bytes",
-        ]}),
+        (
+            "HTTP tool",
+            {
+                "classes": ["collapse"],
+                "fields": [
+                    "http_method",
+                    "http_url",
+                    "http_query_params",
+                    "http_body_argument",
+                    "http_headers",
+                    "secret_headers_status",
+                    "new_http_secret_headers",
+                    "clear_http_secret_headers",
+                    "http_response_pointer",
+                    "http_max_response_bytes",
+                ],
+            },
+        ),
         ("MCP tool", {"classes": ["collapse"], "fields": ["mcp_server", "mcp_tool_name"]}),
     ]
 
@@ -74,8 +122,9 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
         # What "auto" means for this tool, so a write that asks for approval is visible in the list.
         if obj is None or not obj.pk:
             return _("decided when saved: writes (and HTTP methods other than GET) ask for approval")
-        policy, rule = effective_policy(tool_policy=obj.approval_policy, tool_rule=obj.approval_rule,
-                                        side_effect=obj.side_effect)
+        policy, rule = effective_policy(
+            tool_policy=obj.approval_policy, tool_rule=obj.approval_rule, side_effect=obj.side_effect
+        )
         if policy == ApprovalPolicy.RULE:
             return _("asks when %(rule)s") % {"rule": rule}
         return _("always asks") if policy == ApprovalPolicy.ALWAYS else _("never asks")
@@ -99,8 +148,12 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
         # A state change, so only on POST (the button's form carries the CSRF token).
         if request.method == "POST":
             created, updated = tool_definitions_sync_from_registry()
-            self.message_user(request, _("Built-in tools synced: %(created)s created, %(updated)s updated.")
-                              % {"created": created, "updated": updated}, messages.SUCCESS)
+            self.message_user(
+                request,
+                _("Built-in tools synced: %(created)s created, %(updated)s updated.")
+                % {"created": created, "updated": updated},
+                messages.SUCCESS,
+            )
         return redirect("admin:tools_tooldefinition_changelist")
 
     def import_openapi_view(self, request):
@@ -113,8 +166,14 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
             try:
                 changes = tool_definitions_openapi_changes(**source)
                 if changes and not self.has_change_permission(request):
-                    form.add_error(None, _("This import would change existing tools (%(names)s); only someone "
-                                           "allowed to change tools can replace them.") % {"names": ", ".join(changes)})
+                    form.add_error(
+                        None,
+                        _(
+                            "This import would change existing tools (%(names)s); only someone "
+                            "allowed to change tools can replace them."
+                        )
+                        % {"names": ", ".join(changes)},
+                    )
                 elif changes and not set(changes) <= form.confirmed_names():
                     # Asked again with the document in the text box: an upload is not sent twice.
                     form = OpenAPIImportForm({**source, "confirmed": ",".join(changes)})
@@ -126,9 +185,13 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
             except OpenAPIError as exc:
                 form.add_error(None, str(exc))
                 changes = []
-        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "form": form,
-                   "title": _("Import tools from an OpenAPI document"),
-                   "changes": changes if form.is_bound and not form.errors else []}
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "form": form,
+            "title": _("Import tools from an OpenAPI document"),
+            "changes": changes if form.is_bound and not form.errors else [],
+        }
         return TemplateResponse(request, "admin/tools/tooldefinition/import_openapi.html", context)
 
 
@@ -189,8 +252,11 @@ class MCPServerAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.ModelA
         for server in queryset:
             # Discovering a stdio server starts its command in this process.
             if server.transport == MCPServer.Transport.STDIO and not request.user.is_superuser:
-                self.message_user(request, _("%(server)s: only a superuser can start a stdio server.")
-                                  % {"server": server.name}, messages.ERROR)
+                self.message_user(
+                    request,
+                    _("%(server)s: only a superuser can start a stdio server.") % {"server": server.name},
+                    messages.ERROR,
+                )
                 continue
             try:
                 report = mcp_server_discover(server=server)

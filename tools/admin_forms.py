@@ -23,7 +23,9 @@ def masked_mapping(value: str) -> str:
 
 def _new_secret(label: str) -> forms.CharField:
     return forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}), label=f"New {label}",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
+        label=f"New {label}",
         help_text='A JSON object, e.g. {"Authorization": "Bearer …"}. '
         "It replaces the stored one; leave empty to keep it.",
     )
@@ -110,8 +112,11 @@ class ToolDefinitionForm(_SuperuserOnlyFieldsForm):
         # Kind and name decide the python callable too (it defaults to the tool's name).
         tool = self.instance
         before = None if tool._state.adding else _python_target(tool.kind, tool.name, tool.python_callable)
-        after = _python_target(cleaned.get("kind", tool.kind), cleaned.get("name", tool.name),
-                               cleaned.get("python_callable", tool.python_callable))
+        after = _python_target(
+            cleaned.get("kind", tool.kind),
+            cleaned.get("name", tool.name),
+            cleaned.get("python_callable", tool.python_callable),
+        )
         if after is not None and after != before:
             raise ValidationError(_("Only a superuser can choose the python code a tool runs."))
         return cleaned
@@ -125,8 +130,12 @@ class MCPServerForm(_SuperuserOnlyFieldsForm):
     clear_env = _clear_secret("environment")
     new_headers = _new_secret("headers")
     clear_headers = _clear_secret("headers")
-    url = forms.URLField(max_length=1000, required=False, assume_scheme="https",
-                         help_text="streamable HTTP: the endpoint, e.g. https://…/mcp.")
+    url = forms.URLField(
+        max_length=1000,
+        required=False,
+        assume_scheme="https",
+        help_text="streamable HTTP: the endpoint, e.g. https://…/mcp.",
+    )
 
     class Meta:
         model = MCPServer
@@ -151,15 +160,19 @@ class MCPServerForm(_SuperuserOnlyFieldsForm):
 
 class OpenAPIImportForm(forms.Form):
     document = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 16, "style": "font-family: monospace; width: 90%"}),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 16, "style": "font-family: monospace; width: 90%"}),
         help_text="Paste an OpenAPI 3 document (JSON or YAML), or upload it below.",
     )
     upload = forms.FileField(required=False, label="or upload a file")
     base_url = forms.URLField(
-        required=False, assume_scheme="https", help_text="The API's base URL; empty uses the document's first server URL.",
+        required=False,
+        assume_scheme="https",
+        help_text="The API's base URL; empty uses the document's first server URL.",
     )
     prefix = forms.RegexField(
-        regex=r"^[A-Za-z0-9_-]{0,24}$", required=False,
+        regex=r"^[A-Za-z0-9_-]{0,24}$",
+        required=False,
         help_text="Tool names become <prefix>-<operationId>, e.g. petstore-findPets.",
     )
     # The second submit of an import that changes existing tools: the names shown are the

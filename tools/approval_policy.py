@@ -27,8 +27,17 @@ class ApprovalExpiry(models.TextChoices):
     END_RUN = "end_run", "end the run (approval_expired)"
 
 
-RULE_FUNCTIONS = {"len": len, "abs": abs, "min": min, "max": max, "int": int, "float": float, "str": str,
-                  "round": round, "sorted": sorted}
+RULE_FUNCTIONS = {
+    "len": len,
+    "abs": abs,
+    "min": min,
+    "max": max,
+    "int": int,
+    "float": float,
+    "str": str,
+    "round": round,
+    "sorted": sorted,
+}
 
 
 @dataclass(frozen=True)
@@ -53,8 +62,9 @@ def validate_rule(rule: str, parameters: dict | None) -> None:
     try:
         tree = ast.parse(rule.strip(), mode="eval")
     except SyntaxError as exc:
-        raise ValidationError(f"The rule is not a valid expression ({exc.msg}); write one expression, "
-                              "such as: amount > 1000") from exc
+        raise ValidationError(
+            f"The rule is not a valid expression ({exc.msg}); write one expression, such as: amount > 1000"
+        ) from exc
     properties = set((parameters or {}).get("properties") or {})
     known = properties | {"args"} | set(RULE_FUNCTIONS) | _bound_names(tree)
     unknown = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - known)
@@ -81,8 +91,9 @@ def evaluate_rule(rule: str, *, arguments: dict, parameters: dict | None) -> boo
     return bool(EvalWithCompoundTypes(functions=dict(RULE_FUNCTIONS), names=name).eval(rule))
 
 
-def effective_policy(*, tool_policy: str, tool_rule: str, side_effect: str, override: str = "inherit",
-                     override_rule: str = "") -> tuple[str, str]:
+def effective_policy(
+    *, tool_policy: str, tool_rule: str, side_effect: str, override: str = "inherit", override_rule: str = ""
+) -> tuple[str, str]:
     """(policy, rule) after resolving the tool's default and an agent's override."""
     if override and override != "inherit":
         return override, override_rule if override == ApprovalPolicy.RULE else ""
@@ -101,6 +112,8 @@ def approval_need(*, spec: dict, arguments: dict) -> ApprovalNeed:
         try:
             matched = evaluate_rule(rule, arguments=arguments, parameters=spec.get("parameters"))
         except Exception as exc:  # any failure of a rule is a reason to ask, never to run
-            return ApprovalNeed(True, f"rule `{rule}` could not be evaluated ({type(exc).__name__}: {exc}); asking to be safe")
+            return ApprovalNeed(
+                True, f"rule `{rule}` could not be evaluated ({type(exc).__name__}: {exc}); asking to be safe"
+            )
         return ApprovalNeed(matched, f"rule `{rule}` {'matched' if matched else 'did not match'}")
     return ApprovalNeed(True, "policy: always")

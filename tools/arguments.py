@@ -17,8 +17,10 @@ from platform_site.text import has_lone_surrogate
 # overflow the recursive code that stores, validates and prints them.
 MAX_DEPTH = 32
 TOO_DEEP = f"The arguments nest more than {MAX_DEPTH} levels deep. Send a flat JSON object."
-LONE_SURROGATE = ("The arguments contain a broken Unicode escape (half of a surrogate pair such as \\ud83d). "
-                  "Send the characters themselves or complete pairs.")
+LONE_SURROGATE = (
+    "The arguments contain a broken Unicode escape (half of a surrogate pair such as \\ud83d). "
+    "Send the characters themselves or complete pairs."
+)
 
 
 @dataclass
@@ -43,7 +45,9 @@ def parse_arguments(raw) -> ParsedArguments:
         except ValueError:
             value = _first_json_object(text)
             if value is None:
-                return ParsedArguments(None, [f"The arguments are not valid JSON: {text[:200]!r}. Send one JSON object."])
+                return ParsedArguments(
+                    None, [f"The arguments are not valid JSON: {text[:200]!r}. Send one JSON object."]
+                )
     else:
         value = raw
     if not isinstance(value, dict):
@@ -95,9 +99,7 @@ def validate_arguments(schema: dict, arguments: dict) -> list[str]:
         unknown = [key for key in arguments if key not in properties]
         if unknown:
             allowed = ", ".join(properties) or "no arguments"
-            errors.append(
-                f"Unsupported argument(s) {', '.join(unknown)}; this tool accepts only: {allowed}."
-            )
+            errors.append(f"Unsupported argument(s) {', '.join(unknown)}; this tool accepts only: {allowed}.")
     for error in sorted(Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.path)):
         if error.validator == "additionalProperties":
             continue

@@ -12,8 +12,14 @@ import reprlib
 from platform_site.text import clipped, scrub_nul
 
 NAME_MAX = 64
-_JSON_TYPES = {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a number",
-               type(None): "null"}
+_JSON_TYPES = {
+    dict: "an object",
+    list: "an array",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    type(None): "null",
+}
 # reprlib bounds depth and size, so a deeply nested "name" is shown without recursing into it.
 _shown = reprlib.Repr()
 _shown.maxstring = _shown.maxother = NAME_MAX

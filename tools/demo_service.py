@@ -8,9 +8,30 @@ import hashlib
 import re
 
 _WEATHER = {
-    "成都": {"condition": "多云", "temp_low": 10, "temp_high": 18, "wind_dir": "东北风", "wind_level": "2", "humidity": 76},
-    "重庆": {"condition": "小雨", "temp_low": 9, "temp_high": 14, "wind_dir": "北风", "wind_level": "1", "humidity": 91},
-    "北京": {"condition": "晴", "temp_low": -3, "temp_high": 8, "wind_dir": "西北风", "wind_level": "3", "humidity": 30},
+    "成都": {
+        "condition": "多云",
+        "temp_low": 10,
+        "temp_high": 18,
+        "wind_dir": "东北风",
+        "wind_level": "2",
+        "humidity": 76,
+    },
+    "重庆": {
+        "condition": "小雨",
+        "temp_low": 9,
+        "temp_high": 14,
+        "wind_dir": "北风",
+        "wind_level": "1",
+        "humidity": 91,
+    },
+    "北京": {
+        "condition": "晴",
+        "temp_low": -3,
+        "temp_high": 8,
+        "wind_dir": "西北风",
+        "wind_level": "3",
+        "humidity": 30,
+    },
 }
 _CONDITIONS = ["晴", "多云", "阴", "小雨", "中雨"]
 
@@ -32,14 +53,25 @@ def day_weather(city: str, date: str) -> dict:
     known = _WEATHER.get(key)
     if known is None:
         n = _stable_int(key)
-        known = {"condition": _CONDITIONS[n % len(_CONDITIONS)], "temp_low": 5 + n % 10, "temp_high": 15 + n % 10,
-                 "wind_dir": "东风", "wind_level": str(1 + n % 4), "humidity": 40 + n % 50}
+        known = {
+            "condition": _CONDITIONS[n % len(_CONDITIONS)],
+            "temp_low": 5 + n % 10,
+            "temp_high": 15 + n % 10,
+            "wind_dir": "东风",
+            "wind_level": str(1 + n % 4),
+            "humidity": 40 + n % 50,
+        }
     return {
-        "wind_dir_day": known["wind_dir"], "wind_level_day": known["wind_level"],
-        "temp_high": known["temp_high"], "condition": known["condition"],
-        "wind_dir_night": known["wind_dir"], "predict_date": _iso_date(date),
-        "weather_day": known["condition"], "wind_level_night": known["wind_level"],
-        "temp_low": known["temp_low"], "humidity": known["humidity"],
+        "wind_dir_day": known["wind_dir"],
+        "wind_level_day": known["wind_level"],
+        "temp_high": known["temp_high"],
+        "condition": known["condition"],
+        "wind_dir_night": known["wind_dir"],
+        "predict_date": _iso_date(date),
+        "weather_day": known["condition"],
+        "wind_level_night": known["wind_level"],
+        "temp_low": known["temp_low"],
+        "humidity": known["humidity"],
     }
 
 
@@ -47,12 +79,18 @@ def plan_route(mode: str, origin: str, destination: str, with_paths: bool = True
     distance = 3000 + _stable_int(f"{origin}->{destination}") % 20000
     speed_m_per_s = 11.0 if mode == "driving" else 2.9
     route = {
-        "mode": mode, "origin": origin, "destination": destination,
-        "distance_m": distance, "duration_s": int(distance / speed_m_per_s),
+        "mode": mode,
+        "origin": origin,
+        "destination": destination,
+        "distance_m": distance,
+        "duration_s": int(distance / speed_m_per_s),
     }
     if with_paths:
         verb = "驾车" if mode == "driving" else "骑行"
         legs = [distance // 4, distance // 2, distance - distance // 4 - distance // 2]
-        route["steps"] = [f"从{origin}出发，{verb} {legs[0]} 米", f"继续{verb} {legs[1]} 米后右转",
-                          f"{verb} {legs[2]} 米到达{destination}"]
+        route["steps"] = [
+            f"从{origin}出发，{verb} {legs[0]} 米",
+            f"继续{verb} {legs[1]} 米后右转",
+            f"{verb} {legs[2]} 米到达{destination}",
+        ]
     return route

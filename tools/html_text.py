@@ -4,8 +4,30 @@ import re
 from html.parser import HTMLParser
 
 _SKIPPED = {"script", "style", "noscript", "template", "svg", "head"}
-_BLOCKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article",
-           "header", "footer", "pre", "blockquote", "table", "ul", "ol", "dt", "dd"}
+_BLOCKS = {
+    "p",
+    "div",
+    "br",
+    "li",
+    "tr",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "section",
+    "article",
+    "header",
+    "footer",
+    "pre",
+    "blockquote",
+    "table",
+    "ul",
+    "ol",
+    "dt",
+    "dd",
+}
 
 
 class _TextExtractor(HTMLParser):

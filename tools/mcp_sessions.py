@@ -53,8 +53,13 @@ class ServerConfig:
     @classmethod
     def from_server(cls, server: MCPServer) -> "ServerConfig":
         return cls(
-            id=server.pk, name=server.name, transport=server.transport, command=server.command,
-            args=tuple(server.args or ()), env=tuple(sorted(secret_mapping(server.env).items())), url=server.url,
+            id=server.pk,
+            name=server.name,
+            transport=server.transport,
+            command=server.command,
+            args=tuple(server.args or ()),
+            env=tuple(sorted(secret_mapping(server.env).items())),
+            url=server.url,
             headers=tuple(sorted(secret_mapping(server.headers).items())),
             connect_timeout_seconds=server.connect_timeout_seconds,
         )
@@ -62,8 +67,9 @@ class ServerConfig:
 
 @asynccontextmanager
 async def _http_transport(config: ServerConfig):
-    async with outbound.mcp_http_client(headers=dict(config.headers),
-                                        timeout_seconds=config.connect_timeout_seconds) as http_client:
+    async with outbound.mcp_http_client(
+        headers=dict(config.headers), timeout_seconds=config.connect_timeout_seconds
+    ) as http_client:
         async with streamable_http_client(config.url, http_client=http_client) as streams:
             yield streams
 
@@ -189,8 +195,9 @@ class SessionPool:
             raise MCPUnavailable(f"MCP server {config.name} could not be started or reached: {_reason(session.error)}")
         return session
 
-    async def _call(self, config: ServerConfig, name: str, arguments: dict, timeout: float,
-                    rerunnable: bool) -> CallToolResult:
+    async def _call(
+        self, config: ServerConfig, name: str, arguments: dict, timeout: float, rerunnable: bool
+    ) -> CallToolResult:
         for attempt in (1, 2):
             session = await self._session(config)
             try:
@@ -212,10 +219,12 @@ class SessionPool:
                     ) from exc
                 log.warning("MCP server %s: connection lost (%r); reconnecting", config.name, exc)
 
-    def call_tool(self, config: ServerConfig, name: str, arguments: dict, *, timeout: float,
-                  rerunnable: bool) -> CallToolResult:
-        return self._submit(self._call(config, name, arguments, timeout, rerunnable),
-                            2 * (timeout + config.connect_timeout_seconds) + 5)
+    def call_tool(
+        self, config: ServerConfig, name: str, arguments: dict, *, timeout: float, rerunnable: bool
+    ) -> CallToolResult:
+        return self._submit(
+            self._call(config, name, arguments, timeout, rerunnable), 2 * (timeout + config.connect_timeout_seconds) + 5
+        )
 
     async def _list_tools(self, config: ServerConfig) -> list[Tool]:
         # Discovery runs in the admin's process and reflects the settings just saved, so it
@@ -242,8 +251,9 @@ class SessionPool:
                         if not cursor:
                             break
         except TimeoutError:
-            raise MCPUnavailable(f"MCP server {config.name} did not list its tools within "
-                                 f"{config.connect_timeout_seconds * 2} s.")
+            raise MCPUnavailable(
+                f"MCP server {config.name} did not list its tools within {config.connect_timeout_seconds * 2} s."
+            )
         except MCPError as exc:
             raise MCPUnavailable(f"MCP server {config.name} refused to list its tools: {exc}") from exc
         except Exception as exc:

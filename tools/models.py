@@ -9,6 +9,7 @@ from jsonschema.exceptions import SchemaError
 
 from platform_site.crypto import EncryptedTextField
 from tools.approval_policy import ApprovalExpiry, ApprovalPolicy, validate_rule
+from tools.registry import registry
 
 # Providers accept ^[a-zA-Z0-9_-]{1,64}$ for function names (OpenAI's rule, the strictest).
 tool_name_validator = RegexValidator(
@@ -59,15 +60,23 @@ class MCPServer(models.Model):
     transport = models.CharField(max_length=16, choices=Transport.choices, default=Transport.STDIO)
     command = models.CharField(max_length=500, blank=True, help_text="stdio: the program to start, e.g. uvx.")
     args = models.JSONField(default=list, blank=True, help_text='stdio: its arguments, e.g. ["mcp-server-time"].')
-    env = EncryptedTextField(blank=True, default="", validators=[validate_secret_mapping],
-                             help_text="stdio: extra environment variables (JSON object), encrypted at rest.")
+    env = EncryptedTextField(
+        blank=True,
+        default="",
+        validators=[validate_secret_mapping],
+        help_text="stdio: extra environment variables (JSON object), encrypted at rest.",
+    )
     url = models.URLField(max_length=1000, blank=True, help_text="streamable HTTP: the endpoint, e.g. https://…/mcp.")
-    headers = EncryptedTextField(blank=True, default="", validators=[validate_secret_mapping],
-                                 help_text="streamable HTTP: headers (JSON object), encrypted at rest.")
+    headers = EncryptedTextField(
+        blank=True,
+        default="",
+        validators=[validate_secret_mapping],
+        help_text="streamable HTTP: headers (JSON object), encrypted at rest.",
+    )
     trusted = models.BooleanField(
         default=False,
         help_text="Trust the server's tool annotations (readOnlyHint, destructiveHint) when tools are discovered. "
-                  "Tools of an untrusted server start as writes that need approval.",
+        "Tools of an untrusted server start as writes that need approval.",
     )
     connect_timeout_seconds = models.FloatField(default=20, validators=[MinValueValidator(1)])
     is_active = models.BooleanField(default=True)
@@ -130,33 +139,43 @@ class ToolDefinition(models.Model):
         default=False, help_text="Safe to run again after a crash left its outcome unknown."
     )
     approval_policy = models.CharField(
-        max_length=16, choices=ApprovalPolicy.choices, default=ApprovalPolicy.AUTO,
+        max_length=16,
+        choices=ApprovalPolicy.choices,
+        default=ApprovalPolicy.AUTO,
         help_text="When a call waits for a person's approval. Agents can override it per tool.",
     )
     approval_rule = models.CharField(
-        max_length=500, blank=True,
+        max_length=500,
+        blank=True,
         help_text='With "when the rule matches": an expression on the arguments, e.g. amount > 1000 '
-                  'or currency != "CNY". Arguments are names; args is the whole object.',
+        'or currency != "CNY". Arguments are names; args is the whole object.',
     )
     approval_timeout_seconds = models.PositiveIntegerField(
-        null=True, blank=True, default=86400, validators=[MinValueValidator(1)],
+        null=True,
+        blank=True,
+        default=86400,
+        validators=[MinValueValidator(1)],
         help_text="A pending approval expires after this long; empty: it waits until decided or cancelled.",
     )
     approval_on_expiry = models.CharField(
-        max_length=16, choices=ApprovalExpiry.choices, default=ApprovalExpiry.CONTINUE,
+        max_length=16,
+        choices=ApprovalExpiry.choices,
+        default=ApprovalExpiry.CONTINUE,
         help_text="What an expired approval does to its run.",
     )
     timeout_seconds = models.FloatField(default=30, validators=[MinValueValidator(0.1)])
     max_result_chars = models.PositiveIntegerField(default=8000, validators=[MinValueValidator(100)])
     http_method = models.CharField(max_length=8, choices=HttpMethod.choices, blank=True, default="")
     http_url = models.CharField(
-        max_length=2000, blank=True,
+        max_length=2000,
+        blank=True,
         help_text="URL template; {name} is replaced by the argument of that name, e.g. https://api.example.com/pets/{petId}.",
     )
     http_query_params = models.JSONField(
-        default=list, blank=True,
+        default=list,
+        blank=True,
         help_text="Arguments sent as query parameters. The rest (not in the path) go to the JSON body, "
-                  "or to the query for GET and DELETE.",
+        "or to the query for GET and DELETE.",
     )
     http_body_argument = models.CharField(
         max_length=64, blank=True, help_text="Send this argument's value as the whole JSON body instead."
@@ -164,11 +183,13 @@ class ToolDefinition(models.Model):
     http_headers = models.JSONField(default=dict, blank=True, help_text="Plain (not secret) headers for every call.")
     http_secret_headers = EncryptedTextField(blank=True, default="", validators=[validate_secret_mapping])
     http_response_pointer = models.CharField(
-        max_length=500, blank=True,
+        max_length=500,
+        blank=True,
         help_text="JSON Pointer to the part of a JSON response to keep, e.g. /data/items; empty keeps it all.",
     )
     http_max_response_bytes = models.PositiveIntegerField(
-        default=1_000_000, validators=[MinValueValidator(1024)],
+        default=1_000_000,
+        validators=[MinValueValidator(1024)],
         help_text="A longer response is cut here (text) or refused (JSON).",
     )
     mcp_server = models.ForeignKey(MCPServer, on_delete=models.CASCADE, null=True, blank=True, related_name="tools")
@@ -187,8 +208,6 @@ class ToolDefinition(models.Model):
             except ValidationError as exc:
                 raise ValidationError({"approval_rule": exc.messages}) from exc
         if self.kind == self.Kind.PYTHON:
-            from tools.registry import registry
-
             target = self.python_callable or self.name
             if registry.get(target) is None:
                 known = ", ".join(registry.names()) or "none"

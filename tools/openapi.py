@@ -162,9 +162,15 @@ def operations(document: dict, *, base_url: str = "") -> list[Operation]:
             parameters = {"type": "object", "properties": properties}
             if required:
                 parameters["required"] = required
-            found.append(Operation(
-                name=_operation_name(method, path, operation), method=method.upper(), url=server + path,
-                description=_describe(method, path, operation), parameters=parameters, query_params=query,
-                body_argument=body_argument,
-            ))
+            found.append(
+                Operation(
+                    name=_operation_name(method, path, operation),
+                    method=method.upper(),
+                    url=server + path,
+                    description=_describe(method, path, operation),
+                    parameters=parameters,
+                    query_params=query,
+                    body_argument=body_argument,
+                )
+            )
     return found

@@ -5,8 +5,8 @@ ToolDefinition of kind python names one of these callables.
 """
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from django.conf import settings
 

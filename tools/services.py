@@ -21,13 +21,18 @@ def tool_definitions_sync_from_registry() -> tuple[int, int]:
     created = updated = 0
     for tool in registry.all():
         fields = {
-            "description": tool.description, "parameters": tool.parameters,
-            "kind": ToolDefinition.Kind.PYTHON, "python_callable": tool.name,
-            "side_effect": tool.side_effect, "idempotent": tool.idempotent,
-            "timeout_seconds": tool.timeout_seconds, "max_result_chars": tool.max_result_chars,
+            "description": tool.description,
+            "parameters": tool.parameters,
+            "kind": ToolDefinition.Kind.PYTHON,
+            "python_callable": tool.name,
+            "side_effect": tool.side_effect,
+            "idempotent": tool.idempotent,
+            "timeout_seconds": tool.timeout_seconds,
+            "max_result_chars": tool.max_result_chars,
         }
         _, was_created = ToolDefinition.objects.update_or_create(
-            name=tool.name, defaults=fields,
+            name=tool.name,
+            defaults=fields,
             # The approval policy is the operator's to change: a sync sets it on creation only.
             create_defaults={**fields, "approval_policy": tool.approval_policy},
         )
@@ -59,7 +64,7 @@ def prefixed_tool_name(prefix: str, name: str) -> str:
     if len(full) <= 64:
         return full
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    return f"{full[:64 - len(digest) - 1]}_{digest}"
+    return f"{full[: 64 - len(digest) - 1]}_{digest}"
 
 
 def _object_schema(schema) -> dict:
@@ -76,8 +81,9 @@ def _side_effect_defaults(annotations) -> dict:
     destructive = annotations is None or annotations.destructive_hint is not False
     return {
         "side_effect": ToolDefinition.SideEffect.READ if read_only else ToolDefinition.SideEffect.WRITE,
-        "approval_policy": ApprovalPolicy.AUTO if read_only else (
-            ApprovalPolicy.ALWAYS if destructive else ApprovalPolicy.NEVER),
+        "approval_policy": ApprovalPolicy.AUTO
+        if read_only
+        else (ApprovalPolicy.ALWAYS if destructive else ApprovalPolicy.NEVER),
         "idempotent": read_only or bool(annotations and annotations.idempotent_hint),
     }
 
@@ -114,8 +120,13 @@ def mcp_server_discover(*, server: MCPServer) -> ImportReport:
             except ValidationError as exc:
                 report.skipped.append(f"{name}: {' '.join(exc.messages)}")
                 continue
-            fields = {"name": name, "description": remote.description or remote.title or remote.name,
-                      "parameters": schema, "kind": ToolDefinition.Kind.MCP, "is_active": True}
+            fields = {
+                "name": name,
+                "description": remote.description or remote.title or remote.name,
+                "parameters": schema,
+                "kind": ToolDefinition.Kind.MCP,
+                "is_active": True,
+            }
             existing = by_remote_name.get(remote.name)
             problem = _claimable(name, owned)
             if problem:
@@ -123,7 +134,9 @@ def mcp_server_discover(*, server: MCPServer) -> ImportReport:
                 continue
             if existing is None:
                 existing = ToolDefinition.objects.create(
-                    mcp_server=server, mcp_tool_name=remote.name, **fields,
+                    mcp_server=server,
+                    mcp_tool_name=remote.name,
+                    **fields,
                     **_side_effect_defaults(remote.annotations if server.trusted else None),
                 )
                 report.created.append(name)
@@ -141,9 +154,13 @@ def mcp_server_discover(*, server: MCPServer) -> ImportReport:
 
 def _openapi_fields(operation: openapi.Operation) -> dict:
     return {
-        "description": operation.description, "parameters": operation.parameters,
-        "kind": ToolDefinition.Kind.HTTP, "http_method": operation.method, "http_url": operation.url,
-        "http_query_params": operation.query_params, "http_body_argument": operation.body_argument,
+        "description": operation.description,
+        "parameters": operation.parameters,
+        "kind": ToolDefinition.Kind.HTTP,
+        "http_method": operation.method,
+        "http_url": operation.url,
+        "http_query_params": operation.query_params,
+        "http_body_argument": operation.body_argument,
         "is_active": True,
     }
 
@@ -165,8 +182,9 @@ def tool_definitions_openapi_changes(*, document: str, base_url: str = "", prefi
     return sorted(name for name, fields, _ in plan if _changes_existing(by_name.get(name), fields))
 
 
-def tool_definitions_import_openapi(*, document: str, base_url: str = "", prefix: str = "",
-                                   may_replace: Collection[str] | None = None) -> ImportReport:
+def tool_definitions_import_openapi(
+    *, document: str, base_url: str = "", prefix: str = "", may_replace: Collection[str] | None = None
+) -> ImportReport:
     """One HTTP ToolDefinition per operation of an OpenAPI 3 document (JSON or YAML).
 
     GET operations are reads; the others are writes that need approval until an operator
@@ -185,7 +203,8 @@ def tool_definitions_import_openapi(*, document: str, base_url: str = "", prefix
                 report.skipped.append(f"{name}: it would change an existing tool, which was not confirmed")
                 continue
             tool = existing or ToolDefinition(
-                name=name, side_effect="read" if operation.method == "GET" else "write",
+                name=name,
+                side_effect="read" if operation.method == "GET" else "write",
                 approval_policy=ApprovalPolicy.AUTO if operation.method == "GET" else ApprovalPolicy.ALWAYS,
                 idempotent=operation.method == "GET",
             )

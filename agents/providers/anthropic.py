@@ -9,7 +9,7 @@ again, usage with cache reads counted as cached prompt tokens).
 """
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from httpx_sse import EventSource
 
@@ -20,8 +20,13 @@ from tools.arguments import parse_arguments
 API_VERSION = "2023-06-01"
 # Anthropic requires max_tokens on every request; this is used when the model config has none.
 DEFAULT_MAX_TOKENS = 4096
-_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
-           "refusal": "content_filter"}
+_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
 _RETRYABLE_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 _REASONING_BLOCKS = ("thinking", "redacted_thinking")
 
@@ -40,15 +45,24 @@ def _add(out: list[dict], role: str, blocks: list[dict]) -> None:
 
 
 def _assistant_blocks(message: dict) -> list[dict]:
-    blocks = [b for b in message.get("reasoning") or [] if b.get("type") in _REASONING_BLOCKS and
-              (b.get("signature") or b.get("data"))]
+    blocks = [
+        b
+        for b in message.get("reasoning") or []
+        if b.get("type") in _REASONING_BLOCKS and (b.get("signature") or b.get("data"))
+    ]
     if message.get("content"):
         blocks.append({"type": "text", "text": message["content"]})
     for call in message.get("tool_calls") or []:
         function = call["function"]
         parsed = parse_arguments(function.get("arguments"))
-        blocks.append({"type": "tool_use", "id": call["id"], "name": function["name"],
-                       "input": parsed.arguments if parsed.arguments is not None else {}})
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call["id"],
+                "name": function["name"],
+                "input": parsed.arguments if parsed.arguments is not None else {},
+            }
+        )
     return blocks
 
 
@@ -69,14 +83,27 @@ def to_anthropic_messages(messages: list[dict]) -> tuple[str, list[dict]]:
             if blocks:  # an empty text block is refused; an empty answer carries nothing
                 _add(out, "assistant", blocks)
         elif role == "tool":
-            _add(out, "user", [{"type": "tool_result", "tool_use_id": message["tool_call_id"],
-                                "content": message.get("content") or ""}])
+            _add(
+                out,
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": message["tool_call_id"],
+                        "content": message.get("content") or "",
+                    }
+                ],
+            )
     return "\n\n".join(system), out
 
 
 def _tool_choice(choice: str, name: str, parallel: bool) -> dict:
-    mapped = {"auto": {"type": "auto"}, "none": {"type": "none"}, "required": {"type": "any"},
-              "tool": {"type": "tool", "name": name}}[choice]
+    mapped = {
+        "auto": {"type": "auto"},
+        "none": {"type": "none"},
+        "required": {"type": "any"},
+        "tool": {"type": "tool", "name": name},
+    }[choice]
     if not parallel and choice != "none":
         mapped["disable_parallel_tool_use"] = True
     return mapped
@@ -85,8 +112,16 @@ def _tool_choice(choice: str, name: str, parallel: bool) -> dict:
 class AnthropicProvider:
     kind = "anthropic"
 
-    def build_request(self, *, model: dict, messages: list[dict], tools: list[dict],
-                      tool_choice: str, parallel_tool_calls: bool, tool_name: str = "") -> dict:
+    def build_request(
+        self,
+        *,
+        model: dict,
+        messages: list[dict],
+        tools: list[dict],
+        tool_choice: str,
+        parallel_tool_calls: bool,
+        tool_name: str = "",
+    ) -> dict:
         system, wire = to_anthropic_messages(messages)
         body = {"model": model["model"], "max_tokens": model.get("max_tokens") or DEFAULT_MAX_TOKENS}
         if system:
@@ -102,21 +137,31 @@ class AnthropicProvider:
         elif model.get("thinking") == "disabled":
             body["thinking"] = {"type": "disabled"}
         if tools:
-            body["tools"] = [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
-                             for t in tools]
+            body["tools"] = [
+                {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in tools
+            ]
             body["tool_choice"] = _tool_choice(tool_choice, tool_name, parallel_tool_calls)
         if model.get("stream"):
             body["stream"] = True
         body.update(model.get("extra_params") or {})
         return body
 
-    def send(self, *, model: dict, api_key: str, body: dict,
-             on_delta: Callable[[str], None] | None = None, timeout_cap: float | None = None) -> LLMResponse:
+    def send(
+        self,
+        *,
+        model: dict,
+        api_key: str,
+        body: dict,
+        on_delta: Callable[[str], None] | None = None,
+        timeout_cap: float | None = None,
+    ) -> LLMResponse:
         headers = {"anthropic-version": API_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
         return transport.post(
-            url=model["base_url"].rstrip("/") + "/messages", headers=headers, body=body,
+            url=model["base_url"].rstrip("/") + "/messages",
+            headers=headers,
+            body=body,
             timeout=transport.request_timeout(model, timeout_cap),
             read_plain=lambda data, status: _parse_message(data, body, status),
             read_stream=lambda events, status: _read_stream(events, body, on_delta, status),
@@ -133,8 +178,13 @@ def _usage(data: dict | None, body: dict, content: str, calls: list[ToolCall]) -
     cache_read = int(data.get("cache_read_input_tokens") or 0)
     prompt = int(data.get("input_tokens") or 0) + cache_read + int(data.get("cache_creation_input_tokens") or 0)
     completion = int(data.get("output_tokens") or 0)
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cache_read,
-                 reasoning_tokens=0, total_tokens=prompt + completion)
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cached_tokens=cache_read,
+        reasoning_tokens=0,
+        total_tokens=prompt + completion,
+    )
 
 
 def _finish(stop_reason: str | None, calls: list[ToolCall]) -> str:
@@ -145,11 +195,13 @@ def _finish(stop_reason: str | None, calls: list[ToolCall]) -> str:
 
 def _response(blocks: list[dict], stop_reason, usage_data, body, raw, status) -> LLMResponse:
     text = "".join(b.get("text") or "" for b in blocks if b.get("type") == "text")
-    calls = [ToolCall(b.get("id") or "", b.get("name") or "", b["arguments"]) for b in blocks
-             if b.get("type") == "tool_use"]
+    calls = [
+        ToolCall(b.get("id") or "", b.get("name") or "", b["arguments"]) for b in blocks if b.get("type") == "tool_use"
+    ]
     reasoning = [b for b in blocks if b.get("type") in _REASONING_BLOCKS] or None
-    return LLMResponse(text, calls, _finish(stop_reason, calls), _usage(usage_data, body, text, calls), raw,
-                       status, reasoning)
+    return LLMResponse(
+        text, calls, _finish(stop_reason, calls), _usage(usage_data, body, text, calls), raw, status, reasoning
+    )
 
 
 def _parse_message(data: dict, body: dict, status: int) -> LLMResponse:
@@ -171,8 +223,12 @@ def _stream_error(data: dict) -> ProviderError:
     said = str(error.get("message") or error)
     # Some servers refuse a streamed request with tools inside a 200 stream rather than with a status.
     unstreamable = transport.says_stream_unsupported(said)
-    return ProviderError(f"Model stream reported an error: {said}", raw=data, stream_unsupported=unstreamable,
-                         retryable=error.get("type") in _RETRYABLE_ERRORS and not unstreamable)
+    return ProviderError(
+        f"Model stream reported an error: {said}",
+        raw=data,
+        stream_unsupported=unstreamable,
+        retryable=error.get("type") in _RETRYABLE_ERRORS and not unstreamable,
+    )
 
 
 def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMResponse:
@@ -196,8 +252,12 @@ def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMR
             blocks[data["index"]] = dict(data.get("content_block") or {})
             fragments[data["index"]] = []
         elif kind == "content_block_delta":
-            _apply_delta(blocks.setdefault(data["index"], {"type": "text", "text": ""}),
-                         fragments.setdefault(data["index"], []), data.get("delta") or {}, on_delta)
+            _apply_delta(
+                blocks.setdefault(data["index"], {"type": "text", "text": ""}),
+                fragments.setdefault(data["index"], []),
+                data.get("delta") or {},
+                on_delta,
+            )
         elif kind == "message_delta":
             stop_reason = (data.get("delta") or {}).get("stop_reason") or stop_reason
             usage.update(data.get("usage") or {})
@@ -216,8 +276,13 @@ def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMR
             joined = "".join(fragments[index])
             block["arguments"] = joined if joined else json.dumps(block.get("input") or {}, ensure_ascii=False)
         ordered.append(block)
-    raw = {"streamed": True, "model": model_name, "content": ordered, "stop_reason": stop_reason,
-           "usage": usage or None}
+    raw = {
+        "streamed": True,
+        "model": model_name,
+        "content": ordered,
+        "stop_reason": stop_reason,
+        "usage": usage or None,
+    }
     return _response(ordered, stop_reason, usage, body, raw, status)
 
 

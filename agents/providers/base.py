@@ -1,11 +1,11 @@
 """What every provider adapter returns, and how it fails."""
 
-import email.utils
 import json
 import math
 import re
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
 
 
 @dataclass
@@ -53,22 +53,37 @@ class ProviderError(Exception):
         return self.message
 
 
-RETRYABLE_STATUSES = {408, 409, 425, 429}
+class Provider(Protocol):
+    """What the engine asks of a provider adapter (OpenAI-compatible, Anthropic).
 
+    `model` is the snapshot's model (agents.snapshot.ModelSnapshot) and `messages` are in the
+    internal format, the OpenAI chat format; an adapter maps both to its wire format in
+    `build_request`, which the engine writes to the LLMCall row before `send` makes the call.
+    `send` streams when the body asks for it, handing text to `on_delta` as it arrives, and
+    returns the parsed answer or raises ProviderError (retryable or not)."""
 
-def is_retryable_status(status: int) -> bool:
-    return status in RETRYABLE_STATUSES or status >= 500
+    kind: ClassVar[str]
 
+    def build_request(
+        self,
+        *,
+        model: dict,
+        messages: list[dict],
+        tools: list[dict],
+        tool_choice: str,
+        parallel_tool_calls: bool,
+        tool_name: str = "",
+    ) -> dict: ...
 
-def parse_retry_after(value: str | None) -> float | None:
-    """Retry-After is either delta-seconds or an HTTP date (RFC 9110 §10.2.3)."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+    def send(
+        self,
+        *,
+        model: dict,
+        api_key: str,
+        body: dict,
+        on_delta: Callable[[str], None] | None = None,
+        timeout_cap: float | None = None,
+    ) -> LLMResponse: ...
 
 
 # Token estimates stand in when a server reports no usage, and size the context against a
@@ -82,8 +97,13 @@ _CJK = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-
 _PIECES = re.compile(
     rf"(?P<cjk>[{_CJK}])|(?P<word>[^\W\d_{_CJK}]+)|(?P<digits>\d+)|(?P<mark>[^\w\s{_CJK}]+)|(?P<line>\s*\n\s*)"
 )
-_COSTS = {"cjk": lambda n: n, "word": lambda n: math.ceil(n / 6), "digits": lambda n: math.ceil(n / 3),
-          "mark": lambda n: math.ceil(n * 2 / 3), "line": lambda n: 1}
+_COSTS = {
+    "cjk": lambda n: n,
+    "word": lambda n: math.ceil(n / 6),
+    "digits": lambda n: math.ceil(n / 3),
+    "mark": lambda n: math.ceil(n * 2 / 3),
+    "line": lambda n: 1,
+}
 # Chat formats wrap every message in a few tokens (OpenAI documents 3, plus 3 to start the
 # reply); a tool definition is rendered with its name, description and schema plus some framing.
 MESSAGE_OVERHEAD = 4
@@ -108,5 +128,8 @@ def estimate_message_tokens(message: dict) -> int:
 
 def estimate_prompt_tokens(*, messages: list[dict], tools: list[dict] = ()) -> int:
     """Estimated prompt tokens of a chat request: messages with their framing, tool definitions."""
-    return (REPLY_OVERHEAD + sum(estimate_message_tokens(m) for m in messages)
-            + sum(TOOL_OVERHEAD + estimate_tokens(t) for t in tools))
+    return (
+        REPLY_OVERHEAD
+        + sum(estimate_message_tokens(m) for m in messages)
+        + sum(TOOL_OVERHEAD + estimate_tokens(t) for t in tools)
+    )

@@ -6,15 +6,14 @@ in the choice and sends tool calls without ids) and of streamed deltas.
 """
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from httpx_sse import EventSource
 
 from agents.providers import transport
 from agents.providers.base import LLMResponse, ProviderError, ToolCall, Usage, estimate_prompt_tokens, estimate_tokens
 
-_SAMPLING = ("temperature", "top_p", "max_tokens", "frequency_penalty", "presence_penalty", "seed",
-             "reasoning_effort")
+_SAMPLING = ("temperature", "top_p", "max_tokens", "frequency_penalty", "presence_penalty", "seed", "reasoning_effort")
 
 
 def _tool_choice(choice: str, name: str):
@@ -35,8 +34,16 @@ def _response_format(model: dict) -> dict | None:
 class OpenAICompatibleProvider:
     kind = "openai_compatible"
 
-    def build_request(self, *, model: dict, messages: list[dict], tools: list[dict],
-                      tool_choice: str, parallel_tool_calls: bool, tool_name: str = "") -> dict:
+    def build_request(
+        self,
+        *,
+        model: dict,
+        messages: list[dict],
+        tools: list[dict],
+        tool_choice: str,
+        parallel_tool_calls: bool,
+        tool_name: str = "",
+    ) -> dict:
         if any("reasoning" in m for m in messages):
             # Thinking blocks kept for Anthropic are not part of this format.
             messages = [{k: v for k, v in m.items() if k != "reasoning"} for m in messages]
@@ -54,7 +61,10 @@ class OpenAICompatibleProvider:
             body["thinking"] = {"type": model["thinking"]}
         if tools:
             body["tools"] = [
-                {"type": "function", "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]}}
+                {
+                    "type": "function",
+                    "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]},
+                }
                 for t in tools
             ]
             body["tool_choice"] = _tool_choice(tool_choice, tool_name)
@@ -66,11 +76,20 @@ class OpenAICompatibleProvider:
         body.update(model.get("extra_params") or {})
         return body
 
-    def send(self, *, model: dict, api_key: str, body: dict,
-             on_delta: Callable[[str], None] | None = None, timeout_cap: float | None = None) -> LLMResponse:
+    def send(
+        self,
+        *,
+        model: dict,
+        api_key: str,
+        body: dict,
+        on_delta: Callable[[str], None] | None = None,
+        timeout_cap: float | None = None,
+    ) -> LLMResponse:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         return transport.post(
-            url=model["base_url"].rstrip("/") + "/chat/completions", headers=headers, body=body,
+            url=model["base_url"].rstrip("/") + "/chat/completions",
+            headers=headers,
+            body=body,
             timeout=transport.request_timeout(model, timeout_cap),
             read_plain=lambda data, status: _parse_completion(data, body, status),
             read_stream=lambda events, status: _read_stream(events, body, on_delta, status),
@@ -139,8 +158,12 @@ def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMR
         if chunk.get("error"):
             # Some servers refuse a streamed request with tools inside a 200 stream rather than with a status.
             unstreamable = transport.says_stream_unsupported(json.dumps(chunk["error"], ensure_ascii=False))
-            raise ProviderError(f"Model stream reported an error: {chunk['error']}", retryable=not unstreamable,
-                                raw=chunk, stream_unsupported=unstreamable)
+            raise ProviderError(
+                f"Model stream reported an error: {chunk['error']}",
+                retryable=not unstreamable,
+                raw=chunk,
+                stream_unsupported=unstreamable,
+            )
         last = chunk
         usage = chunk.get("usage") or usage
         for choice in chunk.get("choices") or []:
@@ -158,8 +181,14 @@ def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMR
         raise transport.StreamCut()
     tool_calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in calls]
     text = "".join(content)
-    raw = {"streamed": True, "content": text, "tool_calls": [c.__dict__ for c in tool_calls],
-           "finish_reason": finish, "usage": usage, "model": last.get("model")}
+    raw = {
+        "streamed": True,
+        "content": text,
+        "tool_calls": [c.__dict__ for c in tool_calls],
+        "finish_reason": finish,
+        "usage": usage,
+        "model": last.get("model"),
+    }
     if reasoning:
         raw["reasoning_content"] = "".join(reasoning)
     finish = finish or ("tool_calls" if tool_calls else "stop")

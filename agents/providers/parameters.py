@@ -85,8 +85,10 @@ def agent_problems(*, tool_choice: str, models: list) -> dict[str, str]:
     """Agent settings that one of its model configs (main or fallback) cannot honour."""
     for model in models:
         if model.provider == ANTHROPIC and model.thinking == "enabled" and tool_choice in ("required", "tool"):
-            return {"tool_choice": (
-                f"Model config {model.name} uses Anthropic extended thinking, which allows only tool choice "
-                "auto or none."
-            )}
+            return {
+                "tool_choice": (
+                    f"Model config {model.name} uses Anthropic extended thinking, which allows only tool choice "
+                    "auto or none."
+                )
+            }
     return {}

@@ -7,25 +7,28 @@ because "could not be reached" for all of them sends an operator looking in the 
 """
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import httpx
 from httpx_sse import EventSource, SSEError
 
-from agents.providers.base import LLMResponse, ProviderError, is_retryable_status, parse_retry_after
+from agents.providers.base import LLMResponse, ProviderError
 from platform_site import outbound
+from platform_site.backoff import is_retryable_status, parse_retry_after
 
 # OpenAI and vLLM ("maximum context length is 4096 tokens", code context_length_exceeded),
 # llama.cpp ("the request exceeds the available context size"), Anthropic ("prompt is too long").
 _CONTEXT_OVERFLOW = re.compile(
     r"context_length_exceeded|maximum context length|exceeds? the (available )?context|context (size|window) "
-    r"(exceeded|is too small)|prompt is too long|exceed_context_size", re.IGNORECASE,
+    r"(exceeded|is too small)|prompt is too long|exceed_context_size",
+    re.IGNORECASE,
 )
 # llama.cpp and some proxies refuse streamed requests with tools ("Cannot use tools with stream",
 # "Automatic streaming tool choice is not supported"); the same request unstreamed works.
 _STREAM_UNSUPPORTED = re.compile(
     r"stream\w*\b.*\b(not supported|unsupported|not implemented|not available)"
-    r"|(cannot|can't|unable to|not supported|unsupported)\b.*\bstream", re.IGNORECASE | re.DOTALL,
+    r"|(cannot|can't|unable to|not supported|unsupported)\b.*\bstream",
+    re.IGNORECASE | re.DOTALL,
 )
 
 
@@ -78,8 +81,9 @@ def http_error(response: httpx.Response, *, url: str, body: dict) -> ProviderErr
     )
 
 
-def _timeout_error(exc: httpx.TimeoutException, url: str, body: dict, timeout: httpx.Timeout,
-                   received: int | None) -> ProviderError:
+def _timeout_error(
+    exc: httpx.TimeoutException, url: str, body: dict, timeout: httpx.Timeout, received: int | None
+) -> ProviderError:
     if isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout)):
         text = f"Connecting to {_where(url, body)} timed out after {timeout.connect:g} s."
     elif received:
@@ -91,15 +95,22 @@ def _timeout_error(exc: httpx.TimeoutException, url: str, body: dict, timeout: h
 
 def _transport_error(exc: httpx.TransportError, url: str, body: dict, received: int | None) -> ProviderError:
     if received is not None:
-        return ProviderError(f"The answer from {_where(url, body)} was cut after {received} bytes: {exc}",
-                             retryable=True)
+        return ProviderError(
+            f"The answer from {_where(url, body)} was cut after {received} bytes: {exc}", retryable=True
+        )
     reason = "connection refused" if "refused" in str(exc).lower() else (str(exc) or type(exc).__name__)
     return ProviderError(f"Could not connect to {_where(url, body)}: {reason}.", retryable=True)
 
 
-def post(*, url: str, headers: dict, body: dict, timeout: httpx.Timeout,
-         read_plain: Callable[[dict, int], LLMResponse],
-         read_stream: Callable[[EventSource, int], LLMResponse]) -> LLMResponse:
+def post(
+    *,
+    url: str,
+    headers: dict,
+    body: dict,
+    timeout: httpx.Timeout,
+    read_plain: Callable[[dict, int], LLMResponse],
+    read_stream: Callable[[EventSource, int], LLMResponse],
+) -> LLMResponse:
     client = outbound.get_client()
     response = None
     try:
@@ -115,7 +126,9 @@ def post(*, url: str, headers: dict, body: dict, timeout: httpx.Timeout,
                 except StreamCut:
                     raise ProviderError(
                         f"The stream from {_where(url, body)} was cut after {response.num_bytes_downloaded} bytes, "
-                        "before the answer was complete.", retryable=True, http_status=response.status_code,
+                        "before the answer was complete.",
+                        retryable=True,
+                        http_status=response.status_code,
                     ) from None
             response.read()
             try:
@@ -123,11 +136,16 @@ def post(*, url: str, headers: dict, body: dict, timeout: httpx.Timeout,
             except ValueError as exc:
                 raise ProviderError(
                     f"{_where(url, body)} returned a body that is not JSON (cut or malformed) after "
-                    f"{response.num_bytes_downloaded} bytes.", retryable=True, http_status=response.status_code,
+                    f"{response.num_bytes_downloaded} bytes.",
+                    retryable=True,
+                    http_status=response.status_code,
                 ) from exc
             if not isinstance(data, dict):
-                raise ProviderError(f"{_where(url, body)} returned JSON that is not an object.", retryable=True,
-                                    http_status=response.status_code)
+                raise ProviderError(
+                    f"{_where(url, body)} returned JSON that is not an object.",
+                    retryable=True,
+                    http_status=response.status_code,
+                )
             return read_plain(data, response.status_code)
     except httpx.TimeoutException as exc:
         received = response.num_bytes_downloaded if response is not None else None
@@ -136,5 +154,6 @@ def post(*, url: str, headers: dict, body: dict, timeout: httpx.Timeout,
         received = response.num_bytes_downloaded if response is not None else None
         raise _transport_error(exc, url, body, received) from exc
     except SSEError as exc:
-        raise ProviderError(f"The stream from {_where(url, body)} is not valid server-sent events: {exc}",
-                            retryable=True) from exc
+        raise ProviderError(
+            f"The stream from {_where(url, body)} is not valid server-sent events: {exc}", retryable=True
+        ) from exc

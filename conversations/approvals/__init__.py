@@ -1,1 +1,1 @@
-"""Approvals: people deciding on tool calls that a policy holds back (services, selectors, diffs)."""
+"""Reads on approvals (who may see which, the queue's filters); deciding them is engine.approvals."""

@@ -1,34 +1,26 @@
-"""Reads on approvals: who may see which, the queue's filters, and what an approver is shown."""
+"""Reads on approvals: who may see which, and the queue's filters."""
 
-import json
-from dataclasses import dataclass, field
 from uuid import UUID
 
 from django.db.models import QuerySet
-from django.utils import timezone
 
 from agents.models import Agent
-from conversations.approvals.diff import arguments_diff
-from conversations.approvals.services import DECIDE_PERMISSION
-from conversations.models import Approval, Message
-from tools.arguments import arguments_hash
-
-EXCERPT_CHARS = 280
+from conversations.models import Approval
+from conversations.permissions import DECIDE_PERMISSION
 
 
 def approvals_visible_to(*, user) -> QuerySet:
     """Approvers, and staff with the view permission, see every approval; anyone else only those
     of their own conversations."""
-    queryset = Approval.objects.select_related(
-        "run__agent", "run__conversation", "invocation__tool", "decided_by"
-    )
+    queryset = Approval.objects.select_related("run__agent", "run__conversation", "invocation__tool", "decided_by")
     if user.has_perm(DECIDE_PERMISSION) or (user.is_staff and user.has_perm("conversations.view_approval")):
         return queryset
     return queryset.filter(run__conversation__owner=user)
 
 
-def approvals_filter(*, queryset: QuerySet, status: str = "", agent: str = "", tool: str = "",
-                     run: UUID | str = "") -> QuerySet:
+def approvals_filter(
+    *, queryset: QuerySet, status: str = "", agent: str = "", tool: str = "", run: UUID | str = ""
+) -> QuerySet:
     if status == "decided":
         queryset = queryset.exclude(status=Approval.Status.PENDING)
     elif status:
@@ -50,57 +42,3 @@ def approval_filter_choices(*, queryset: QuerySet) -> dict:
         "agents": list(Agent.objects.filter(slug__in=list(slugs)).order_by("name").values("slug", "name")),
         "tools": sorted(tools),
     }
-
-
-def _pretty(arguments) -> str:
-    return json.dumps(arguments, indent=2, ensure_ascii=False, sort_keys=True)
-
-
-@dataclass
-class ApprovalCard:
-    """One approval as an approver sees it."""
-
-    approval: Approval
-    excerpt: str
-    original_json: str
-    approved_json: str
-    edited: bool
-    diff: list
-    age_seconds: int
-    seconds_left: int | None
-    # A failed edit shown again with its errors, so the person loses nothing they typed.
-    edit_text: str = ""
-    edit_errors: list = field(default_factory=list)
-
-    @property
-    def tool_name(self) -> str:
-        return self.approval.invocation.tool_name
-
-    @property
-    def description(self) -> str:
-        tool = self.approval.invocation.tool
-        return tool.description if tool else ""
-
-
-def approval_cards(*, approvals, now=None) -> list[ApprovalCard]:
-    approvals = list(approvals)
-    now = now or timezone.now()
-    excerpts = {}
-    for run_id, content in (Message.objects.filter(run_id__in={a.run_id for a in approvals}, role=Message.Role.USER)
-                            .order_by("-order").values_list("run_id", "content")):
-        excerpts[run_id] = content  # ordered newest first, so the run's first user message wins
-    cards = []
-    for approval in approvals:
-        original = approval.invocation.arguments or {}
-        edited = approval.arguments_hash != arguments_hash(original)
-        excerpt = excerpts.get(approval.run_id, "")
-        if len(excerpt) > EXCERPT_CHARS:
-            excerpt = excerpt[:EXCERPT_CHARS].rstrip() + "…"
-        cards.append(ApprovalCard(
-            approval=approval, excerpt=excerpt, original_json=_pretty(original),
-            approved_json=_pretty(approval.arguments), edited=edited,
-            diff=arguments_diff(original, approval.arguments) if edited else [],
-            age_seconds=int((now - approval.created_at).total_seconds()),
-            seconds_left=int((approval.expires_at - now).total_seconds()) if approval.expires_at else None,
-        ))
-    return cards

@@ -1,2 +1,2 @@
-"""The operator's view: the monitoring dashboard and its rollups, the run timeline page, the
-try-an-agent page, and the broker/worker probes they show."""
+"""Monitoring's share of the record: the hourly rollup tables and the task that refreshes them.
+The pages that read them are the console's (console/monitoring)."""

@@ -11,8 +11,7 @@ engine's hot path.
 import math
 import re
 import time
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -30,7 +29,7 @@ _LONG_NUMBER = re.compile(r"\d{5,}")
 
 
 def floor_hour(moment: datetime) -> datetime:
-    return moment.astimezone(dt_timezone.utc).replace(minute=0, second=0, microsecond=0)
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def error_summary(error: str) -> str:
@@ -46,12 +45,20 @@ def error_summary(error: str) -> str:
 
 def _window_start(now: datetime) -> datetime | None:
     recent = floor_hour(now) - timedelta(hours=settings.AGENTRY_MONITOR_ROLLUP_OVERLAP_HOURS)
-    latest = max(filter(None, [LLMCallHourly.objects.aggregate(h=Max("hour"))["h"],
-                               RunHourly.objects.aggregate(h=Max("hour"))["h"]]), default=None)
+    latest = max(
+        filter(
+            None, [LLMCallHourly.objects.aggregate(h=Max("hour"))["h"], RunHourly.objects.aggregate(h=Max("hour"))["h"]]
+        ),
+        default=None,
+    )
     if latest is not None:
         return min(recent, latest)
-    earliest = list(filter(None, [LLMCall.objects.aggregate(t=Min("started_at"))["t"],
-                                  Run.objects.aggregate(t=Min("finished_at"))["t"]]))
+    earliest = list(
+        filter(
+            None,
+            [LLMCall.objects.aggregate(t=Min("started_at"))["t"], Run.objects.aggregate(t=Min("finished_at"))["t"]],
+        )
+    )
     return floor_hour(min(earliest)) if earliest else None
 
 
@@ -59,14 +66,20 @@ def _llm_call_rows(start: datetime) -> list[LLMCallHourly]:
     succeeded = Q(status=LLMCall.Status.SUCCEEDED, latency_ms__isnull=False)
     bucket = Case(
         When(succeeded, then=Floor(Ln(Greatest(Cast("latency_ms", FloatField()), Value(1.0))) / Value(LOG_BASE))),
-        default=None, output_field=FloatField(),
+        default=None,
+        output_field=FloatField(),
     )
     groups = (
-        LLMCall.objects.filter(started_at__gte=start).exclude(status=LLMCall.Status.STARTED)
-        .annotate(hour=TruncHour("started_at", tzinfo=dt_timezone.utc), bucket=bucket)
+        LLMCall.objects.filter(started_at__gte=start)
+        .exclude(status=LLMCall.Status.STARTED)
+        .annotate(hour=TruncHour("started_at", tzinfo=UTC), bucket=bucket)
         .values("hour", "model_config_id", "run__agent_id", "bucket")
-        .annotate(calls=Count("id"), failed=Count("id", filter=Q(status=LLMCall.Status.FAILED)),
-                  cost=Sum("cost"), **{field: Sum(field) for field in TOKEN_FIELDS})
+        .annotate(
+            calls=Count("id"),
+            failed=Count("id", filter=Q(status=LLMCall.Status.FAILED)),
+            cost=Sum("cost"),
+            **{field: Sum(field) for field in TOKEN_FIELDS},
+        )
         .order_by()
     )
     rows: dict[tuple, LLMCallHourly] = {}
@@ -89,27 +102,42 @@ def _llm_call_rows(start: datetime) -> list[LLMCallHourly]:
 def _run_rows(start: datetime) -> list[RunHourly]:
     groups = (
         Run.objects.filter(finished_at__gte=start)
-        .annotate(hour=TruncHour("finished_at", tzinfo=dt_timezone.utc))
-        .values("hour", "agent_id", "status", "stop_reason").annotate(runs=Count("id")).order_by()
+        .annotate(hour=TruncHour("finished_at", tzinfo=UTC))
+        .values("hour", "agent_id", "status", "stop_reason")
+        .annotate(runs=Count("id"))
+        .order_by()
     )
-    return [RunHourly(hour=g["hour"], agent_id=g["agent_id"], status=g["status"], stop_reason=g["stop_reason"],
-                      runs=g["runs"]) for g in groups]
+    return [
+        RunHourly(
+            hour=g["hour"], agent_id=g["agent_id"], status=g["status"], stop_reason=g["stop_reason"], runs=g["runs"]
+        )
+        for g in groups
+    ]
 
 
 def _error_rows(start: datetime) -> list[ErrorHourly]:
     counts: dict[tuple, int] = {}
     sources = [
-        (ErrorHourly.Source.RUN, Run.objects.filter(finished_at__gte=start, status=RunStatus.FAILED)
-         .annotate(hour=TruncHour("finished_at", tzinfo=dt_timezone.utc))),
-        (ErrorHourly.Source.LLM_CALL, LLMCall.objects.filter(started_at__gte=start, status=LLMCall.Status.FAILED)
-         .annotate(hour=TruncHour("started_at", tzinfo=dt_timezone.utc))),
+        (
+            ErrorHourly.Source.RUN,
+            Run.objects.filter(finished_at__gte=start, status=RunStatus.FAILED).annotate(
+                hour=TruncHour("finished_at", tzinfo=UTC)
+            ),
+        ),
+        (
+            ErrorHourly.Source.LLM_CALL,
+            LLMCall.objects.filter(started_at__gte=start, status=LLMCall.Status.FAILED).annotate(
+                hour=TruncHour("started_at", tzinfo=UTC)
+            ),
+        ),
     ]
     for source, queryset in sources:
         for group in queryset.values("hour", "error").annotate(n=Count("id")).order_by():
             key = (group["hour"], source, error_summary(group["error"]))
             counts[key] = counts.get(key, 0) + group["n"]
-    return [ErrorHourly(hour=hour, source=source, message=message, count=n)
-            for (hour, source, message), n in counts.items()]
+    return [
+        ErrorHourly(hour=hour, source=source, message=message, count=n) for (hour, source, message), n in counts.items()
+    ]
 
 
 def rollups_refresh(*, since: datetime | None = None) -> dict:
@@ -126,8 +154,11 @@ def rollups_refresh(*, since: datetime | None = None) -> dict:
             model.objects.filter(hour__gte=start).delete()
             model.objects.bulk_create(rows, batch_size=1000)
         duration_ms = math.ceil((time.monotonic() - clock) * 1000)
-        RollupState.objects.filter(name="ledger").update(
-            refreshed_at=now, window_start=start, duration_ms=duration_ms
-        )
-    return {"window_start": start.isoformat(), "llm_call_rows": len(llm_rows), "run_rows": len(run_rows),
-            "error_rows": len(error_rows), "duration_ms": duration_ms}
+        RollupState.objects.filter(name="ledger").update(refreshed_at=now, window_start=start, duration_ms=duration_ms)
+    return {
+        "window_start": start.isoformat(),
+        "llm_call_rows": len(llm_rows),
+        "run_rows": len(run_rows),
+        "error_rows": len(error_rows),
+        "duration_ms": duration_ms,
+    }

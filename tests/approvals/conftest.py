@@ -6,9 +6,10 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from agents.models import AgentTool
-from agents.tasks import run_advance_task
 from conversations.models import Run
-from conversations.services import conversation_create, message_post
+from conversations.services import conversation_create
+from engine.admission import message_post
+from engine.tasks import run_advance_task
 from tests.factories import make_agent
 from tools.models import ToolDefinition
 
@@ -38,16 +39,31 @@ def enqueued(monkeypatch):
 class Scenario:
     """An agent whose fake model follows `steps` for every user message, and helpers to run it."""
 
-    def __init__(self, fake_llm, *, steps: list[dict], match: str = ".", fallback: dict | None = None,
-                 tools=("test-counter", "test-echo"), approval: dict | None = None, rules: dict | None = None,
-                 owner=None, tool_settings: dict | None = None):
+    def __init__(
+        self,
+        fake_llm,
+        *,
+        steps: list[dict],
+        match: str = ".",
+        fallback: dict | None = None,
+        tools=("test-counter", "test-echo"),
+        approval: dict | None = None,
+        rules: dict | None = None,
+        owner=None,
+        tool_settings: dict | None = None,
+    ):
         self.fake_llm = fake_llm
         script = {"scenarios": [{"match": match, "steps": steps}]}
         if fallback:
             script["fallback"] = fallback
         self.model = fake_llm.script(f"approvals-{next(_names)}", script)
-        self.agent = make_agent(tools=list(tools), approval=approval, model_config__base_url=fake_llm.api_base,
-                                model_config__model=self.model, model_config__max_retries=0)
+        self.agent = make_agent(
+            tools=list(tools),
+            approval=approval,
+            model_config__base_url=fake_llm.api_base,
+            model_config__model=self.model,
+            model_config__max_retries=0,
+        )
         for tool_name, fields in (tool_settings or {}).items():
             ToolDefinition.objects.filter(name=tool_name).update(**fields)
         for tool_name, rule in (rules or {}).items():
@@ -63,8 +79,10 @@ class Scenario:
 
 def counter_steps(*labels: str, reply: str = "Done: {last_tool_result}") -> list[dict]:
     """One step calling test-counter once per label (in parallel), then a final answer."""
-    return [{"tool_calls": [{"name": "test-counter", "arguments": {"label": label}} for label in labels]},
-            {"content": reply}]
+    return [
+        {"tool_calls": [{"name": "test-counter", "arguments": {"label": label}} for label in labels]},
+        {"content": reply},
+    ]
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from agents.engine.loop import run_advance
 from conversations.models import Approval
 from conversations.tokens import api_token_create
+from engine.loop import run_advance
 from tests.approvals.conftest import counter_steps
 
 
@@ -60,12 +60,17 @@ def test_others_see_only_their_own_conversations_and_cannot_decide(parked, owner
 def test_decision_then_a_second_decision_is_409(parked, approver, enqueued):
     client = _client(approver)
     approval = parked["mine"]
-    response = client.post(f"/api/v1/approvals/{approval.pk}/decision/",
-                           {"decision": "reject", "reason": "wrong customer"}, format="json")
+    response = client.post(
+        f"/api/v1/approvals/{approval.pk}/decision/", {"decision": "reject", "reason": "wrong customer"}, format="json"
+    )
     assert response.status_code == 200
     body = response.json()
     assert (body["status"], body["decided_by"], body["channel"], body["reason"]) == (
-        "rejected", "approver", "api", "wrong customer")
+        "rejected",
+        "approver",
+        "api",
+        "wrong customer",
+    )
     assert str(approval.run_id) in enqueued
 
     again = client.post(f"/api/v1/approvals/{approval.pk}/decision/", {"decision": "approve"}, format="json")
@@ -87,8 +92,11 @@ def test_edited_arguments_are_checked(parked, approver):
     assert response.status_code == 400 and response.json()["message"].startswith("decision:")
     assert client.get("/api/v1/approvals/?status=undecided").status_code == 400
 
-    response = client.post(url, {"decision": "approve", "arguments": {"label": "fixed"},
-                                 "arguments_hash": parked["mine"].arguments_hash}, format="json")
+    response = client.post(
+        url,
+        {"decision": "approve", "arguments": {"label": "fixed"}, "arguments_hash": parked["mine"].arguments_hash},
+        format="json",
+    )
     assert response.status_code == 200
     assert response.json()["arguments"] == {"label": "fixed"}
     assert response.json()["original_arguments"] == {"label": "mine"}
@@ -104,8 +112,11 @@ def test_malformed_filters_are_a_400_naming_the_parameter(parked, approver):
 
 
 def test_a_nul_character_in_edited_arguments_is_refused(parked, approver):
-    response = _client(approver).post(f"/api/v1/approvals/{parked['mine'].pk}/decision/",
-                                      {"decision": "approve", "arguments": {"label": "a\x00b"}}, format="json")
+    response = _client(approver).post(
+        f"/api/v1/approvals/{parked['mine'].pk}/decision/",
+        {"decision": "approve", "arguments": {"label": "a\x00b"}},
+        format="json",
+    )
     assert response.status_code == 400 and "NUL character" in response.json()["message"]
     assert Approval.objects.get(pk=parked["mine"].pk).status == "pending"
 

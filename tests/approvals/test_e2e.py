@@ -1,13 +1,13 @@
 """Approvals through the real queue: a real worker parks the run, the API decision resumes it."""
 
-import pytest
 from datetime import timedelta
+
+import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agents.tasks import run_advance_task
 from conversations.models import Approval, Message, Run, RunEvent
-from conversations.tasks import approvals_expire_task
+from engine.tasks import approvals_expire_task, run_advance_task
 from tests.approvals.conftest import counter_steps
 from tests.helpers import wait_for
 
@@ -15,12 +15,16 @@ pytestmark = pytest.mark.e2e
 
 
 def _status(run, status: str, timeout: float = 30) -> Run:
-    return wait_for(lambda: Run.objects.filter(pk=run.pk, status=status).first(), timeout=timeout,
-                    message=f"run {run.pk} to be {status} (is {Run.objects.get(pk=run.pk).status})")
+    return wait_for(
+        lambda: Run.objects.filter(pk=run.pk, status=status).first(),
+        timeout=timeout,
+        message=f"run {run.pk} to be {status} (is {Run.objects.get(pk=run.pk).status})",
+    )
 
 
 def test_api_approval_resumes_the_run_on_the_worker_and_a_second_delivery_runs_nothing(
-        worker, scenario, approver, executions):
+    worker, scenario, approver, executions
+):
     s = scenario(steps=counter_steps("e2e-write"))
     run = _status(s.post(), "awaiting_approval")
     approval = Approval.objects.get(run=run)

@@ -6,15 +6,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 
-from agents.engine.loop import run_advance
-from conversations.approvals.services import (
-    ApprovalConflict,
-    ApprovalInvalid,
-    ApprovalNotAllowed,
-    approval_decide,
-)
 from conversations.models import Approval, ApprovalGrant, Message, Run, RunEvent, ToolInvocation
-from conversations.services import run_park_for_approval
+from engine.approvals import ApprovalConflict, ApprovalInvalid, ApprovalNotAllowed, approval_decide
+from engine.loop import run_advance
+from engine.runs import run_park_for_approval
 from tests.approvals.conftest import counter_steps
 from tools.arguments import arguments_hash
 
@@ -38,11 +33,17 @@ def _resume(run, enqueued) -> Run:
 
 
 def test_write_call_parks_while_read_call_runs(scenario, enqueued, executions, approver):
-    s = scenario(steps=[
-        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "hi"}},
-                        {"name": "test-counter", "arguments": {"label": "park"}}]},
-        {"content": "Done: {last_tool_result}"},
-    ])
+    s = scenario(
+        steps=[
+            {
+                "tool_calls": [
+                    {"name": "test-echo", "arguments": {"text": "hi"}},
+                    {"name": "test-counter", "arguments": {"label": "park"}},
+                ]
+            },
+            {"content": "Done: {last_tool_result}"},
+        ]
+    )
     run = _parked(s.post())
 
     echo, counter = ToolInvocation.objects.filter(run=run).order_by("position")
@@ -99,14 +100,20 @@ def test_edited_arguments_are_validated_kept_apart_and_used(scenario, enqueued, 
     approval = Approval.objects.get(run=run)
 
     with pytest.raises(ApprovalInvalid) as invalid:
-        approval_decide(approval_id=approval.pk, user=approver, decision="approve", channel="api",
-                        arguments={"label": 5, "extra": True})
+        approval_decide(
+            approval_id=approval.pk,
+            user=approver,
+            decision="approve",
+            channel="api",
+            arguments={"label": 5, "extra": True},
+        )
     assert any("extra" in e for e in invalid.value.errors) and any("'label'" in e for e in invalid.value.errors)
     approval.refresh_from_db()
     assert approval.status == "pending"
 
-    approval_decide(approval_id=approval.pk, user=approver, decision="approve", channel="page",
-                    arguments={"label": "as-edited"})
+    approval_decide(
+        approval_id=approval.pk, user=approver, decision="approve", channel="page", arguments={"label": "as-edited"}
+    )
     run = _resume(run, enqueued)
     assert run.status == "completed"
     assert (executions("as-asked"), executions("as-edited")) == (0, 1)
@@ -128,8 +135,13 @@ def test_rejection_reason_reaches_the_model(scenario, enqueued, executions, appr
     run = _parked(s.post())
     approval = Approval.objects.get(run=run)
 
-    approval_decide(approval_id=approval.pk, user=approver, decision="reject", channel="api",
-                    reason="Refunds above 5000 need a manager.")
+    approval_decide(
+        approval_id=approval.pk,
+        user=approver,
+        decision="reject",
+        channel="api",
+        reason="Refunds above 5000 need a manager.",
+    )
     run = _resume(run, enqueued)
     assert run.status == "completed" and executions("refund-9000") == 0
     invocation = ToolInvocation.objects.get(run=run)
@@ -141,12 +153,18 @@ def test_rejection_reason_reaches_the_model(scenario, enqueued, executions, appr
 
 
 def test_approving_for_the_rest_of_the_run_covers_later_calls(scenario, enqueued, executions, approver):
-    s = scenario(steps=[
-        {"tool_calls": [{"name": "test-counter", "arguments": {"label": "a"}},
-                        {"name": "test-counter", "arguments": {"label": "b"}}]},
-        {"tool_calls": [{"name": "test-counter", "arguments": {"label": "c"}}]},
-        {"content": "all recorded"},
-    ])
+    s = scenario(
+        steps=[
+            {
+                "tool_calls": [
+                    {"name": "test-counter", "arguments": {"label": "a"}},
+                    {"name": "test-counter", "arguments": {"label": "b"}},
+                ]
+            },
+            {"tool_calls": [{"name": "test-counter", "arguments": {"label": "c"}}]},
+            {"content": "all recorded"},
+        ]
+    )
     run = _parked(s.post())
     first, second = Approval.objects.filter(run=run).order_by("invocation__position")
 
@@ -217,8 +235,10 @@ def test_concurrent_decisions_have_one_winner(scenario, enqueued, approver):
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=decide, args=(user, "approve" if i % 2 else "reject"))
-               for i, user in enumerate(deciders)]
+    threads = [
+        threading.Thread(target=decide, args=(user, "approve" if i % 2 else "reject"))
+        for i, user in enumerate(deciders)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -241,17 +261,22 @@ def test_decision_needs_the_permission_and_the_arguments_the_approver_saw(scenar
     with pytest.raises(ApprovalNotAllowed):
         approval_decide(approval_id=approval.pk, user=owner, decision="approve", channel="api")
     with pytest.raises(ApprovalConflict, match="not the ones you saw"):
-        approval_decide(approval_id=approval.pk, user=approver, decision="approve", channel="api",
-                        expected_hash=arguments_hash({"label": "something else"}))
-    approval_decide(approval_id=approval.pk, user=approver, decision="approve", channel="api",
-                    expected_hash=approval.arguments_hash)
+        approval_decide(
+            approval_id=approval.pk,
+            user=approver,
+            decision="approve",
+            channel="api",
+            expected_hash=arguments_hash({"label": "something else"}),
+        )
+    approval_decide(
+        approval_id=approval.pk, user=approver, decision="approve", channel="api", expected_hash=approval.arguments_hash
+    )
     approval.refresh_from_db()
     assert approval.status == "approved"
 
 
 def test_rule_policy_asks_only_when_the_rule_matches(scenario, enqueued, executions, approver):
-    s = scenario(steps=counter_steps("petty-cash", "wire-transfer"),
-                 rules={"test-counter": 'label.startswith("wire")'})
+    s = scenario(steps=counter_steps("petty-cash", "wire-transfer"), rules={"test-counter": 'label.startswith("wire")'})
     run = _parked(s.post())
 
     small, big = ToolInvocation.objects.filter(run=run).order_by("position")

@@ -8,13 +8,13 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from agents.engine import tool_step
-from agents.engine.loop import run_advance
-from agents.sweeper import runs_sweep
-from agents.tasks import run_advance_task
-from conversations.approvals.services import ApprovalConflict, approval_decide, approvals_expire
 from conversations.models import Approval, Message, Run, RunEvent, ToolInvocation
-from conversations.services import run_cancel
+from engine import tool_step
+from engine.approvals import ApprovalConflict, approval_decide, approvals_expire
+from engine.loop import run_advance
+from engine.runs import run_cancel
+from engine.sweeper import runs_sweep
+from engine.tasks import run_advance_task
 from tests.approvals.conftest import counter_steps
 from tests.tool_fixtures import COUNTER_KEY, redis_client
 from tools.executors import execute_tool
@@ -54,7 +54,9 @@ def test_expired_approval_tells_the_model_and_the_run_continues(scenario, enqueu
 
 
 def test_expired_approval_ends_the_run_when_the_policy_says_so(scenario, enqueued, executions):
-    s = scenario(steps=counter_steps("first", "second"), tool_settings={"test-counter": {"approval_on_expiry": "end_run"}})
+    s = scenario(
+        steps=counter_steps("first", "second"), tool_settings={"test-counter": {"approval_on_expiry": "end_run"}}
+    )
     run = _parked(s.post())
     first, second = Approval.objects.filter(run=run).order_by("invocation__position")
     _overdue(first)
@@ -81,8 +83,9 @@ def test_an_overdue_approval_cannot_be_decided_even_before_the_task_ran(scenario
 
 
 def test_expiry_runs_on_the_beat():
-    entry = next(e for e in settings.CELERY_BEAT_SCHEDULE.values()
-                 if e["task"] == "conversations.tasks.approvals_expire_task")
+    entry = next(
+        e for e in settings.CELERY_BEAT_SCHEDULE.values() if e["task"] == "conversations.tasks.approvals_expire_task"
+    )
     assert entry["schedule"] <= 60
     assert settings.CELERY_TASK_ROUTES["conversations.tasks.approvals_expire_task"]["queue"] == "maintenance"
 
@@ -115,8 +118,9 @@ class WorkerDied(BaseException):
     """The process running the step is gone: nothing after this point happens."""
 
 
-def test_redelivered_task_does_not_run_an_executed_approved_call_again(scenario, enqueued, executions, approver,
-                                                                        monkeypatch):
+def test_redelivered_task_does_not_run_an_executed_approved_call_again(
+    scenario, enqueued, executions, approver, monkeypatch
+):
     redis_client().delete(f"{COUNTER_KEY}:keys:once")
     s = scenario(steps=counter_steps("once"))
     run = _parked(s.post())

@@ -6,8 +6,8 @@ import re
 import pytest
 from django.test import Client
 
-from agents.engine.loop import run_advance
 from conversations.models import Approval, RunEvent
+from engine.loop import run_advance
 from tests.approvals.conftest import counter_steps
 
 
@@ -34,8 +34,10 @@ def test_sign_in_is_required_and_only_approvers_get_in(pending, owner, approver)
     assert response.status_code == 302 and response.url == "/approvals/login/?next=/approvals/"
 
     client = Client()
-    response = client.post("/approvals/login/?next=/approvals/", {"username": "approver", "password": "approver-pass-1",
-                                                                  "next": "/approvals/"})
+    response = client.post(
+        "/approvals/login/?next=/approvals/",
+        {"username": "approver", "password": "approver-pass-1", "next": "/approvals/"},
+    )
     assert response.status_code == 302 and response.url == "/approvals/"
     assert client.get("/approvals/").status_code == 200
 
@@ -55,15 +57,19 @@ def test_queue_shows_what_the_approver_needs(pending, approver):
 
 
 def test_queue_filters_by_agent_and_tool(pending, approver, scenario, enqueued):
-    other = scenario(steps=[{"tool_calls": [{"name": "test-echo", "arguments": {"text": "hi"}}]}, {"content": "ok"}],
-                     approval={"test-echo": "always"})
+    other = scenario(
+        steps=[{"tool_calls": [{"name": "test-echo", "arguments": {"text": "hi"}}]}, {"content": "ok"}],
+        approval={"test-echo": "always"},
+    )
     run = other.post()
     run_advance(run_id=run.pk)
     other_approval = Approval.objects.get(run=run)
     client = _signed_in(approver)
 
     def shown(query: str) -> set[int]:
-        return {int(i) for i in re.findall(r'data-approval-id="(\d+)"', client.get(f"/approvals/{query}").content.decode())}
+        return {
+            int(i) for i in re.findall(r'data-approval-id="(\d+)"', client.get(f"/approvals/{query}").content.decode())
+        }
 
     assert shown("") == {pending.pk, other_approval.pk}
     assert shown("?tool=test-echo") == {other_approval.pk}
@@ -84,19 +90,42 @@ def test_edit_then_approve_from_the_page(pending, approver, enqueued):
     token = _csrf(client)
     url = f"/approvals/{pending.pk}/decision/"
 
-    response = client.post(url, {"csrfmiddlewaretoken": token, "decision": "approve", "arguments": '{"label": 1',
-                                 "arguments_hash": pending.arguments_hash, "next": "/approvals/"})
+    response = client.post(
+        url,
+        {
+            "csrfmiddlewaretoken": token,
+            "decision": "approve",
+            "arguments": '{"label": 1',
+            "arguments_hash": pending.arguments_hash,
+            "next": "/approvals/",
+        },
+    )
     assert response.status_code == 400
     page = response.content.decode()
     assert "Not valid JSON" in page and "{&quot;label&quot;: 1</textarea>" in page  # what was typed is kept
 
-    response = client.post(url, {"csrfmiddlewaretoken": token, "decision": "approve", "arguments": '{"label": 1}',
-                                 "arguments_hash": pending.arguments_hash, "next": "/approvals/"})
+    response = client.post(
+        url,
+        {
+            "csrfmiddlewaretoken": token,
+            "decision": "approve",
+            "arguments": '{"label": 1}',
+            "arguments_hash": pending.arguments_hash,
+            "next": "/approvals/",
+        },
+    )
     assert response.status_code == 400 and "is not of type" in response.content.decode()
 
-    response = client.post(url, {"csrfmiddlewaretoken": token, "decision": "approve",
-                                 "arguments": '{"label": "invoice-43"}', "arguments_hash": pending.arguments_hash,
-                                 "next": "/approvals/?tool=test-counter"})
+    response = client.post(
+        url,
+        {
+            "csrfmiddlewaretoken": token,
+            "decision": "approve",
+            "arguments": '{"label": "invoice-43"}',
+            "arguments_hash": pending.arguments_hash,
+            "next": "/approvals/?tool=test-counter",
+        },
+    )
     assert response.status_code == 302 and response.url == "/approvals/?tool=test-counter"
     pending.refresh_from_db()
     assert (pending.status, pending.channel, pending.decided_by) == ("approved", "page", approver)
@@ -139,7 +168,9 @@ def test_preview_validates_and_shows_the_difference(pending, approver):
     url = f"/approvals/{pending.pk}/preview/"
     body = client.post(url, json.dumps({"label": "invoice-43"}), content_type="application/json").json()
     assert body["ok"] is True and body["errors"] == []
-    assert ["removed", '  "label": "invoice-42"'] in body["diff"] and ["added", '  "label": "invoice-43"'] in body["diff"]
+    assert ["removed", '  "label": "invoice-42"'] in body["diff"] and ["added", '  "label": "invoice-43"'] in body[
+        "diff"
+    ]
     body = client.post(url, json.dumps({"label": "x", "amount": 3}), content_type="application/json").json()
     assert body["ok"] is False and "amount" in body["errors"][0]
     body = client.post(url, "{oops", content_type="application/json").json()
@@ -172,8 +203,10 @@ def test_admin_actions_decide_with_the_admin_channel(pending, approver, scenario
     response = client.post(changelist, {"action": "reject_selected", "_selected_action": [pending.pk]})
     assert response.status_code == 200 and b"The reason is sent to the model" in response.content
     assert Approval.objects.get(pk=pending.pk).status == "pending"
-    client.post(changelist, {"action": "reject_selected", "_selected_action": [pending.pk], "apply": "1",
-                             "reason": "Use the new invoice."})
+    client.post(
+        changelist,
+        {"action": "reject_selected", "_selected_action": [pending.pk], "apply": "1", "reason": "Use the new invoice."},
+    )
     pending.refresh_from_db()
     assert (pending.status, pending.channel, pending.reason) == ("rejected", "admin", "Use the new invoice.")
 

@@ -49,8 +49,13 @@ ROUTES = {
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 # Routes whose POST reads no body (an action on the row in the URL; the login form answers bad
 # form input with the form again), so a bad body is not theirs to refuse.
-NO_BODY = {"health/", "monitor/runs/{run}/{action}/", "api/v1/runs/{run}/cancel/", "approvals/login/",
-           "approvals/logout/"}
+NO_BODY = {
+    "health/",
+    "monitor/runs/{run}/{action}/",
+    "api/v1/runs/{run}/cancel/",
+    "approvals/login/",
+    "approvals/logout/",
+}
 
 _CONVERTERS = {"<int:pk>": "{approval}", "<uuid:run_id>": "{run}", "<slug:action>": "{action}"}
 _REGEX_GROUPS = re.compile(r"\(\?P<(\w+)>[^)]*\)")
@@ -89,7 +94,7 @@ def _named(route: str) -> str:
     resource = {"agents": "agent", "conversations": "conversation", "runs": "run", "approvals": "approval"}
 
     def name(match):
-        before = route[:match.start()].rstrip("/").rsplit("/", 1)[-1]
+        before = route[: match.start()].rstrip("/").rsplit("/", 1)[-1]
         return "{" + resource.get(before, match.group(1)) + "}"
 
     return _REGEX_GROUPS.sub(name, route)
@@ -99,8 +104,15 @@ DEEP = "[" * 100_000 + "]" * 100_000
 MEDIUM = '{"a":' * 1000 + "1" + "}" * 1000
 # json.dumps writes lone surrogates as \uXXXX escapes, as a client would.
 SURROGATE_BODIES = {
-    "value": json.dumps({"model": "x", "agent": "\ud800", "content": "\udfff", "decision": "approve",
-                         "messages": [{"role": "user", "content": "\ud800"}]}),
+    "value": json.dumps(
+        {
+            "model": "x",
+            "agent": "\ud800",
+            "content": "\udfff",
+            "decision": "approve",
+            "messages": [{"role": "user", "content": "\ud800"}],
+        }
+    ),
     "key": json.dumps({"\ud800": 1, "agent": "x", "content": "hi"}),
     "nested": json.dumps({"agent": "x", "metadata": {"a": [{"b": "\udc00"}]}, "arguments": {"label": ["\ud83d"]}}),
 }

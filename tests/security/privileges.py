@@ -9,8 +9,9 @@ from django.forms.models import model_to_dict
 
 def user_with(*permissions: str, staff: bool = True, superuser: bool = False) -> User:
     """A user with these "app_label.codename" permissions and nothing else."""
-    user = User.objects.create_user(username=f"u-{uuid.uuid4().hex[:8]}", password="pw", is_staff=staff,
-                                    is_superuser=superuser)
+    user = User.objects.create_user(
+        username=f"u-{uuid.uuid4().hex[:8]}", password="pw", is_staff=staff, is_superuser=superuser
+    )
     for name in permissions:
         app_label, codename = name.split(".")
         user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))

@@ -26,8 +26,9 @@ def _signed_in(client, user):
 
 
 def _stdio_server(**fields) -> MCPServer:
-    return MCPServer.objects.create(name="local", transport="stdio", command=sys.executable,
-                                    args=["-m", "mcp_server_time"], **fields)
+    return MCPServer.objects.create(
+        name="local", transport="stdio", command=sys.executable, args=["-m", "mcp_server_time"], **fields
+    )
 
 
 def _mcp_post(server: MCPServer, **changes) -> dict:
@@ -46,8 +47,10 @@ def test_staff_cannot_set_the_environment_or_command_of_a_stdio_server(client):
     assert 'name="new_env"' not in page and 'name="command"' not in page and 'name="args"' not in page
     assert "mcp_server_time" in page  # shown, read-only
 
-    staff.post(url, _mcp_post(server, new_env=ENV, command="/bin/sh", args=["-c", "id"], transport="stdio",
-                              description="renamed"))
+    staff.post(
+        url,
+        _mcp_post(server, new_env=ENV, command="/bin/sh", args=["-c", "id"], transport="stdio", description="renamed"),
+    )
     server.refresh_from_db()
     assert server.env == "" and server.command == sys.executable and server.args == ["-m", "mcp_server_time"]
 
@@ -58,15 +61,25 @@ def test_staff_cannot_set_the_environment_or_command_of_a_stdio_server(client):
 
 def test_staff_cannot_create_a_stdio_server_or_switch_a_server_to_stdio(client):
     staff = _signed_in(client, user_with(*MCP_PERMISSIONS))
-    response = staff.post("/admin/tools/mcpserver/add/", {
-        "name": "sneaky", "transport": "stdio", "command": "/bin/sh", "args": '["-c", "id"]', "new_env": ENV,
-        "connect_timeout_seconds": "20", **INLINE,
-    })
+    response = staff.post(
+        "/admin/tools/mcpserver/add/",
+        {
+            "name": "sneaky",
+            "transport": "stdio",
+            "command": "/bin/sh",
+            "args": '["-c", "id"]',
+            "new_env": ENV,
+            "connect_timeout_seconds": "20",
+            **INLINE,
+        },
+    )
     assert response.status_code == 200 and not MCPServer.objects.filter(name="sneaky").exists()
 
     remote = MCPServer.objects.create(name="remote", transport="streamable_http", url="https://mcp.example.com/mcp")
-    staff.post(f"/admin/tools/mcpserver/{remote.pk}/change/",
-               _mcp_post(remote, transport="stdio", command="/bin/sh", new_env=ENV))
+    staff.post(
+        f"/admin/tools/mcpserver/{remote.pk}/change/",
+        _mcp_post(remote, transport="stdio", command="/bin/sh", new_env=ENV),
+    )
     remote.refresh_from_db()
     assert (remote.transport, remote.command, remote.env) == ("streamable_http", "", "")
 
@@ -87,11 +100,13 @@ def test_a_superuser_still_sets_the_environment(client):
 
 def test_discovering_a_stdio_server_is_for_superusers_only(client, tmp_path):
     witness = tmp_path / "ran"
-    server = MCPServer.objects.create(name="witness", transport="stdio", command=sys.executable,
-                                      args=["-c", f"open({str(witness)!r}, 'w')"])
+    server = MCPServer.objects.create(
+        name="witness", transport="stdio", command=sys.executable, args=["-c", f"open({str(witness)!r}, 'w')"]
+    )
     staff = _signed_in(client, user_with(*MCP_PERMISSIONS))
-    response = staff.post("/admin/tools/mcpserver/", {"action": "discover_tools", "_selected_action": [server.pk]},
-                          follow=True)
+    response = staff.post(
+        "/admin/tools/mcpserver/", {"action": "discover_tools", "_selected_action": [server.pk]}, follow=True
+    )
     assert "only a superuser can start a stdio server" in response.content.decode()
     assert not witness.exists()
     server.refresh_from_db()
@@ -100,12 +115,15 @@ def test_discovering_a_stdio_server_is_for_superusers_only(client, tmp_path):
 
 def test_discovery_of_a_server_that_exits_shows_the_end_of_its_stderr(client):
     server = MCPServer.objects.create(
-        name="boom", transport="stdio", command=sys.executable,
+        name="boom",
+        transport="stdio",
+        command=sys.executable,
         args=["-c", "import sys; sys.stderr.write('boom: missing key\\n'); sys.exit(3)"],
     )
     root = _signed_in(client, user_with(superuser=True))
-    response = root.post("/admin/tools/mcpserver/", {"action": "discover_tools", "_selected_action": [server.pk]},
-                         follow=True)
+    response = root.post(
+        "/admin/tools/mcpserver/", {"action": "discover_tools", "_selected_action": [server.pk]}, follow=True
+    )
     assert "boom: missing key" in response.content.decode()
     server.refresh_from_db()
     assert "boom: missing key" in server.last_error
@@ -141,8 +159,9 @@ def test_staff_cannot_point_a_python_tool_at_another_callable(client):
 
 
 def test_staff_cannot_turn_an_http_tool_into_a_python_tool(client):
-    tool = ToolDefinition.objects.create(name="test-counter", description="d", kind="http", http_method="GET",
-                                         http_url="https://api.example.com/x")
+    tool = ToolDefinition.objects.create(
+        name="test-counter", description="d", kind="http", http_method="GET", http_url="https://api.example.com/x"
+    )
     staff = _signed_in(client, user_with(*TOOL_PERMISSIONS))
     response = staff.post(f"/admin/tools/tooldefinition/{tool.pk}/change/", admin_form_data(tool, kind="python"))
     assert "Only a superuser can choose the python code a tool runs." in response.content.decode()
@@ -184,10 +203,13 @@ def test_syncing_the_registry_needs_add_and_change_permissions(client):
 
 
 IMPORT_URL = "/admin/tools/tooldefinition/import-openapi/"
-DOCUMENT = json.dumps({
-    "openapi": "3.0.0", "servers": [{"url": "https://evil.example.com"}],
-    "paths": {"/pets": {"get": {"operationId": "listPets"}}, "/pets/new": {"post": {"operationId": "newPet"}}},
-})
+DOCUMENT = json.dumps(
+    {
+        "openapi": "3.0.0",
+        "servers": [{"url": "https://evil.example.com"}],
+        "paths": {"/pets": {"get": {"operationId": "listPets"}}, "/pets/new": {"post": {"operationId": "newPet"}}},
+    }
+)
 
 
 def _existing_http_tool() -> ToolDefinition:
@@ -199,8 +221,9 @@ def _existing_http_tool() -> ToolDefinition:
 def test_importing_over_an_existing_tool_needs_the_change_permission(client):
     tool = _existing_http_tool()
     staff = _signed_in(client, user_with("tools.view_tooldefinition", "tools.add_tooldefinition"))
-    response = staff.post(IMPORT_URL, {"document": DOCUMENT, "prefix": "pet", "overwrite": "on",
-                                       "confirmed": "pet-listPets"})
+    response = staff.post(
+        IMPORT_URL, {"document": DOCUMENT, "prefix": "pet", "overwrite": "on", "confirmed": "pet-listPets"}
+    )
     assert response.status_code == 200
     assert "would change existing tools (pet-listPets)" in response.content.decode()
     assert ToolDefinition.objects.get(pk=tool.pk).http_url == "https://pets.example.com/pets"
@@ -219,8 +242,9 @@ def test_an_import_that_would_overwrite_asks_first_and_lists_the_tools(client):
     assert ToolDefinition.objects.get(pk=tool.pk).http_url == "https://pets.example.com/pets"
     assert not ToolDefinition.objects.filter(name="pet-newPet").exists()
 
-    second = staff.post(IMPORT_URL, {"document": DOCUMENT, "prefix": "pet", "overwrite": "on",
-                                     "confirmed": "pet-listPets"})
+    second = staff.post(
+        IMPORT_URL, {"document": DOCUMENT, "prefix": "pet", "overwrite": "on", "confirmed": "pet-listPets"}
+    )
     assert second.status_code == 302
     assert ToolDefinition.objects.get(pk=tool.pk).http_url == "https://evil.example.com/pets"
     assert ToolDefinition.objects.filter(name="pet-newPet").exists()

@@ -9,10 +9,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from agents.engine.loop import run_advance
 from agents.models import Agent, ModelConfig
-from conversations.completions import completion_request_parse, completion_start
+from api.completions import completion_request_parse, completion_start
 from conversations.models import Approval, Conversation, Message, Run
+from engine.loop import run_advance
 from tests.api_helpers import client_for, make_user, token_for
 from tests.approvals.conftest import Scenario, counter_steps
 from tests.security.bad_input import (
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def enqueued(monkeypatch):
-    from agents.tasks import run_advance_task
+    from engine.tasks import run_advance_task
 
     ids = []
     monkeypatch.setattr(run_advance_task, "delay", lambda run_id: ids.append(run_id))
@@ -52,8 +52,13 @@ def site(fake_llm, enqueued, admin_user):
     run = scenario.post("Please count.")
     run_advance(run_id=run.pk)
     approval = Approval.objects.get(run=run)
-    return {"approval": approval.pk, "run": run.pk, "conversation": run.conversation_id,
-            "agent": scenario.agent.slug, "action": "cancel"}
+    return {
+        "approval": approval.pk,
+        "run": run.pk,
+        "conversation": run.conversation_id,
+        "agent": scenario.agent.slug,
+        "action": "cancel",
+    }
 
 
 def _url(route: str, ids: dict) -> str:
@@ -112,8 +117,9 @@ def test_bad_bodies_and_queries_are_4xx_on_every_route(site, admin_user):
         client = api if api_route else pages
         for method in sorted(allowed or {"GET", "POST"}):
             if method == "GET":
-                response = client.get(f"{url}?{BAD_QUERY}", HTTP_LAST_EVENT_ID="\xed\xa0\x80",
-                                      HTTP_IDEMPOTENCY_KEY="\xff\xfe")
+                response = client.get(
+                    f"{url}?{BAD_QUERY}", HTTP_LAST_EVENT_ID="\xed\xa0\x80", HTTP_IDEMPOTENCY_KEY="\xff\xfe"
+                )
                 assert response.status_code < 500, (url, response.status_code)
                 if api_route and response.status_code >= 400:
                     assert_error_shape(route, _json(response))
@@ -121,10 +127,21 @@ def test_bad_bodies_and_queries_are_4xx_on_every_route(site, admin_user):
             if route in NO_BODY:
                 continue
             for name, body in BAD_BODIES.items():
-                response = client.generic(method, f"{url}?{BAD_QUERY}", body, content_type="application/json",
-                                          HTTP_X_CSRFTOKEN=csrf, HTTP_IDEMPOTENCY_KEY="\xff\xfe")
-                assert 400 <= response.status_code < 500, (name, method, url, response.status_code,
-                                                            response.content[:300])
+                response = client.generic(
+                    method,
+                    f"{url}?{BAD_QUERY}",
+                    body,
+                    content_type="application/json",
+                    HTTP_X_CSRFTOKEN=csrf,
+                    HTTP_IDEMPOTENCY_KEY="\xff\xfe",
+                )
+                assert 400 <= response.status_code < 500, (
+                    name,
+                    method,
+                    url,
+                    response.status_code,
+                    response.content[:300],
+                )
                 if api_route:
                     assert_error_shape(route, _json(response))
     # Nothing bad was stored, and the approval is still waiting.
@@ -144,8 +161,11 @@ def test_surrogates_in_api_bodies_are_a_400_naming_the_problem(site, admin_user,
     response = api.post("/api/v1/conversations/", body, content_type="application/json")
     assert response.status_code == 400
     assert "surrogate" in response.json()["message"]
-    response = api.post(f"/api/v1/conversations/{site['conversation']}/messages/",
-                        json.dumps({"content": "hi \ud83d there"}), content_type="application/json")
+    response = api.post(
+        f"/api/v1/conversations/{site['conversation']}/messages/",
+        json.dumps({"content": "hi \ud83d there"}),
+        content_type="application/json",
+    )
     assert response.status_code == 400 and "surrogate" in response.json()["message"]
     assert Conversation.objects.count() == 1
 
@@ -153,11 +173,16 @@ def test_surrogates_in_api_bodies_are_a_400_naming_the_problem(site, admin_user,
 def test_form_encoded_json_fields_are_checked_too(site, admin_user):
     api = client_for(admin_user)
     for metadata in ['{"a": "\\ud800"}', DEEP, '{"n": 1e999}']:
-        response = api.post("/api/v1/conversations/", {"agent": site["agent"], "metadata": metadata}, format="multipart")
+        response = api.post(
+            "/api/v1/conversations/", {"agent": site["agent"], "metadata": metadata}, format="multipart"
+        )
         assert response.status_code == 400, response.content[:200]
         assert response.json()["message"].startswith("metadata: ")
-    response = api.post(f"/api/v1/approvals/{site['approval']}/decision/",
-                        {"decision": "approve", "arguments": '{"label": "\\udfff"}'}, format="multipart")
+    response = api.post(
+        f"/api/v1/approvals/{site['approval']}/decision/",
+        {"decision": "approve", "arguments": '{"label": "\\udfff"}'},
+        format="multipart",
+    )
     assert response.status_code == 400 and response.json()["message"].startswith("arguments: ")
     assert Conversation.objects.count() == 1
     assert Approval.objects.get().status == Approval.Status.PENDING
@@ -166,31 +191,43 @@ def test_form_encoded_json_fields_are_checked_too(site, admin_user):
 def test_nesting_is_bounded_at_the_parser_with_a_clear_400(site, admin_user):
     api = client_for(admin_user)
     for depth in (65, 1000, 100_000):
-        metadata = "{\"a\":" * depth + "1" + "}" * depth
-        response = api.post("/api/v1/conversations/", f'{{"agent": "{site["agent"]}", "metadata": {metadata}}}',
-                            content_type="application/json")
+        metadata = '{"a":' * depth + "1" + "}" * depth
+        response = api.post(
+            "/api/v1/conversations/",
+            f'{{"agent": "{site["agent"]}", "metadata": {metadata}}}',
+            content_type="application/json",
+        )
         assert response.status_code == 400
         assert response.json()["message"] == "The JSON is nested more than 64 levels deep."
     # Brackets inside strings are text, not nesting.
-    response = api.post("/api/v1/conversations/", json.dumps({"agent": site["agent"], "title": "[" * 150,
-                                                               "metadata": {"a": {"b": ["{" * 100]}}}),
-                        content_type="application/json")
+    response = api.post(
+        "/api/v1/conversations/",
+        json.dumps({"agent": site["agent"], "title": "[" * 150, "metadata": {"a": {"b": ["{" * 100]}}}),
+        content_type="application/json",
+    )
     assert response.status_code == 201 and response.json()["title"] == "[" * 150
 
 
 def test_approval_page_decision_and_preview_refuse_bad_json(site, admin_user):
     client, csrf = _session(admin_user)
     approval = site["approval"]
-    response = client.post(f"/approvals/{approval}/decision/", {
-        "decision": "approve", "arguments": DEEP, "csrfmiddlewaretoken": csrf})
+    response = client.post(
+        f"/approvals/{approval}/decision/", {"decision": "approve", "arguments": DEEP, "csrfmiddlewaretoken": csrf}
+    )
     assert response.status_code == 400 and b"nested more than 64 levels" in response.content
-    response = client.post(f"/approvals/{approval}/decision/", {
-        "decision": "approve", "arguments": '{"label": "\\ud800"}', "csrfmiddlewaretoken": csrf})
+    response = client.post(
+        f"/approvals/{approval}/decision/",
+        {"decision": "approve", "arguments": '{"label": "\\ud800"}', "csrfmiddlewaretoken": csrf},
+    )
     assert response.status_code == 400 and b"lone surrogate" in response.content
-    for body, error in [(DEEP, "nested more than 64 levels"), ('{"label": "\\udbff"}', "lone surrogate"),
-                        (b'{"label": "\xff"}', "not valid UTF-8")]:
-        response = client.post(f"/approvals/{approval}/preview/", body, content_type="application/json",
-                               HTTP_X_CSRFTOKEN=csrf)
+    for body, error in [
+        (DEEP, "nested more than 64 levels"),
+        ('{"label": "\\udbff"}', "lone surrogate"),
+        (b'{"label": "\xff"}', "not valid UTF-8"),
+    ]:
+        response = client.post(
+            f"/approvals/{approval}/preview/", body, content_type="application/json", HTTP_X_CSRFTOKEN=csrf
+        )
         result = _json(response)
         assert result["ok"] is False and error in result["errors"][0], result
     assert Approval.objects.get().status == Approval.Status.PENDING
@@ -220,15 +257,23 @@ def test_unknown_paths_under_v1_are_a_json_404():
 def test_chat_completions_passes_the_clients_system_message_after_the_agents(fake_llm, admin_user):
     name = fake_llm.script("sc-system", {"fallback": {"content": "Bonjour."}})
     model = ModelConfig.objects.create(name="sc-system", base_url=fake_llm.api_base, model=name)
-    agent = Agent.objects.create(name="Sys", slug="sys-agent", model_config=model, context_max_turns=1,
-                                 system_prompt="You are the operator's agent.")
-    body = {"model": "sys-agent", "messages": [
-        {"role": "system", "content": "Answer in French."},
-        {"role": "user", "content": "Hello"},
-        {"role": "assistant", "content": "Salut."},
-        {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]},
-        {"role": "user", "content": "How are you?"},
-    ]}
+    agent = Agent.objects.create(
+        name="Sys",
+        slug="sys-agent",
+        model_config=model,
+        context_max_turns=1,
+        system_prompt="You are the operator's agent.",
+    )
+    body = {
+        "model": "sys-agent",
+        "messages": [
+            {"role": "system", "content": "Answer in French."},
+            {"role": "user", "content": "Hello"},
+            {"role": "assistant", "content": "Salut."},
+            {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]},
+            {"role": "user", "content": "How are you?"},
+        ],
+    }
     # What POST /v1/chat/completions does before it waits; the run is advanced here, without a worker.
     run = completion_start(user=admin_user, agent=agent, request=completion_request_parse(body))
     run_advance(run_id=run.pk)
@@ -239,22 +284,37 @@ def test_chat_completions_passes_the_clients_system_message_after_the_agents(fak
     assert sent[-1]["content"] == "How are you?"
 
 
-@pytest.mark.parametrize("prompt, error", [
-    ("Today is {{ now_cn|center:'wide' }}", "cannot be rendered"),
-    ("{% if %}x{% endif %}", "cannot be rendered"),
-    ("{% include 'secrets.txt' %}", "secrets.txt"),
-    ("{% url 'nowhere' %}", "nowhere"),
-    ("{% widthratio 1 0 %}", "widthratio takes at least three arguments"),
-    ("Today is {{ now_cn }} ({{ weekday_en }}, {{ time_zone }}). {% widthratio 1 2 100 %}", None),
-])
+@pytest.mark.parametrize(
+    "prompt, error",
+    [
+        ("Today is {{ now_cn|center:'wide' }}", "cannot be rendered"),
+        ("{% if %}x{% endif %}", "cannot be rendered"),
+        ("{% include 'secrets.txt' %}", "secrets.txt"),
+        ("{% url 'nowhere' %}", "nowhere"),
+        ("{% widthratio 1 0 %}", "widthratio takes at least three arguments"),
+        ("Today is {{ now_cn }} ({{ weekday_en }}, {{ time_zone }}). {% widthratio 1 2 100 %}", None),
+    ],
+)
 def test_admin_refuses_a_system_prompt_that_cannot_render(admin_user, prompt, error):
     model = ModelConfig.objects.create(name="m", base_url="http://127.0.0.1:9/v1", model="demo")
     client = Client()
     client.force_login(admin_user)
-    form = {"name": "Prompted", "slug": "prompted", "description": "", "is_active": "on", "system_prompt": prompt,
-            "time_zone": "UTC", "model_config": model.pk, "max_iterations": 8, "max_same_tool_streak": 3,
-            "tool_choice": "auto", "parallel_tool_calls": "on", "concurrent_messages": "reject",
-            "agent_tools-TOTAL_FORMS": 0, "agent_tools-INITIAL_FORMS": 0}
+    form = {
+        "name": "Prompted",
+        "slug": "prompted",
+        "description": "",
+        "is_active": "on",
+        "system_prompt": prompt,
+        "time_zone": "UTC",
+        "model_config": model.pk,
+        "max_iterations": 8,
+        "max_same_tool_streak": 3,
+        "tool_choice": "auto",
+        "parallel_tool_calls": "on",
+        "concurrent_messages": "reject",
+        "agent_tools-TOTAL_FORMS": 0,
+        "agent_tools-INITIAL_FORMS": 0,
+    }
     response = client.post("/admin/agents/agent/add/", form)
     if error is None:
         assert response.status_code == 302, re.findall(r'class="errorlist[^>]*>(.*?)</ul>', response.content.decode())
@@ -265,28 +325,55 @@ def test_admin_refuses_a_system_prompt_that_cannot_render(admin_user, prompt, er
     assert not Agent.objects.filter(slug="prompted").exists()
 
 
-@pytest.mark.parametrize("value, error", [
-    (DEEP, "nested more than 64 levels"),
-    ('{"type": "object", "description": "\\ud800"}', "lone surrogate"),
-    ('{"type": "object", "maximum": 1e999}', "too large"),
-])
+@pytest.mark.parametrize(
+    "value, error",
+    [
+        (DEEP, "nested more than 64 levels"),
+        ('{"type": "object", "description": "\\ud800"}', "lone surrogate"),
+        ('{"type": "object", "maximum": 1e999}', "too large"),
+    ],
+)
 def test_admin_json_fields_refuse_bad_json(admin_user, value, error):
     client = Client()
     client.force_login(admin_user)
-    response = client.post("/admin/agents/modelconfig/add/", {
-        "name": "json-check", "provider": "openai_compatible", "base_url": "http://127.0.0.1:9/v1", "model": "demo",
-        "response_schema": value, "stop": "[]", "extra_params": "{}", "connect_timeout_seconds": 5,
-        "read_timeout_seconds": 60, "max_retries": 2, "price_input_per_million": 0,
-        "price_cached_input_per_million": 0, "price_output_per_million": 0,
-    })
+    response = client.post(
+        "/admin/agents/modelconfig/add/",
+        {
+            "name": "json-check",
+            "provider": "openai_compatible",
+            "base_url": "http://127.0.0.1:9/v1",
+            "model": "demo",
+            "response_schema": value,
+            "stop": "[]",
+            "extra_params": "{}",
+            "connect_timeout_seconds": 5,
+            "read_timeout_seconds": 60,
+            "max_retries": 2,
+            "price_input_per_million": 0,
+            "price_cached_input_per_million": 0,
+            "price_output_per_million": 0,
+        },
+    )
     assert response.status_code == 200, response.status_code
     assert error in response.content.decode()
     assert not ModelConfig.objects.filter(name="json-check").exists()
-    response = client.post("/admin/tools/tooldefinition/add/", {
-        "name": "json-check", "description": "d", "kind": "http", "parameters": value, "side_effect": "read",
-        "approval_policy": "never", "timeout_seconds": 5, "max_result_chars": 1000,
-        "http_method": "GET", "http_url": "http://127.0.0.1:9/x", "http_query_params": "{}", "http_headers": "{}",
-    })
+    response = client.post(
+        "/admin/tools/tooldefinition/add/",
+        {
+            "name": "json-check",
+            "description": "d",
+            "kind": "http",
+            "parameters": value,
+            "side_effect": "read",
+            "approval_policy": "never",
+            "timeout_seconds": 5,
+            "max_result_chars": 1000,
+            "http_method": "GET",
+            "http_url": "http://127.0.0.1:9/x",
+            "http_query_params": "{}",
+            "http_headers": "{}",
+        },
+    )
     assert response.status_code == 200, response.status_code
     assert error in response.content.decode()
     assert not ToolDefinition.objects.filter(name="json-check").exists()

@@ -16,8 +16,13 @@ CTX = ToolContext(run_id="run", tool_call_id="call_1", idempotency_key="run:call
 
 def call(name: str, **arguments):
     tool = registry.get(name)
-    spec = {"name": name, "kind": "python", "python_callable": name, "timeout_seconds": tool.timeout_seconds,
-            "max_result_chars": tool.max_result_chars}
+    spec = {
+        "name": name,
+        "kind": "python",
+        "python_callable": name,
+        "timeout_seconds": tool.timeout_seconds,
+        "max_result_chars": tool.max_result_chars,
+    }
     return execute_tool(spec=spec, arguments=arguments, ctx=CTX)
 
 
@@ -33,16 +38,19 @@ def test_round_within_bounds_still_works():
     assert outcome.status == "succeeded" and outcome.content.endswith('"result":123000}')
 
 
-@pytest.mark.parametrize("expression,message", [
-    ("1 << 10**7", "operator this calculator does not offer"),
-    ("2 >> 1", "operator this calculator does not offer"),
-    ("'ab' * 10**9", "Only numbers"),
-    ("(10**999) * (10**999) * (10**999)", "too large"),
-    ("max(10**999, 1) * 10**999", "too large"),
-    ("factorial(10**6)", "Function 'factorial' not defined"),
-    ("int('9' * 10**6)", "Function 'int' not defined"),
-    ("-" * 499 + "1", "nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "expression,message",
+    [
+        ("1 << 10**7", "operator this calculator does not offer"),
+        ("2 >> 1", "operator this calculator does not offer"),
+        ("'ab' * 10**9", "Only numbers"),
+        ("(10**999) * (10**999) * (10**999)", "too large"),
+        ("max(10**999, 1) * 10**999", "too large"),
+        ("factorial(10**6)", "Function 'factorial' not defined"),
+        ("int('9' * 10**6)", "Function 'int' not defined"),
+        ("-" * 499 + "1", "nested too deeply"),
+    ],
+)
 def test_operations_that_could_grow_without_limit_are_refused(expression, message):
     outcome = call("calculator", expression=expression)
     assert outcome.status == "error" and message in outcome.content

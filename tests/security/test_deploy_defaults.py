@@ -50,8 +50,11 @@ def _compose_config(tmp_path, variables: dict) -> subprocess.CompletedProcess:
     env_file.write_text("")
     return subprocess.run(
         [*_compose_command(), "--env-file", str(env_file), "-f", str(ROOT / "docker-compose.yml"), "config"],
-        cwd=tmp_path, env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), **variables},
-        capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), **variables},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -88,11 +91,21 @@ def test_compose_uses_the_operators_secrets_and_binds_to_loopback(compose):
 
 
 def _check_deploy(tmp_path, environment: dict) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ["PATH"], **{k: str(v) for k, v in environment.items()},
-           # Paths inside the image; this machine has neither.
-           "AGENTRY_VAR_DIR": str(tmp_path / "var"), "STATIC_ROOT": str(tmp_path / "static")}
-    return subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        "PATH": os.environ["PATH"],
+        **{k: str(v) for k, v in environment.items()},
+        # Paths inside the image; this machine has neither.
+        "AGENTRY_VAR_DIR": str(tmp_path / "var"),
+        "STATIC_ROOT": str(tmp_path / "static"),
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_check_deploy_is_clean_with_the_web_environment_of_compose(tmp_path, compose):
@@ -164,10 +177,13 @@ def dead_redis_cache(settings):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    settings.CACHES = {"default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": f"redis://127.0.0.1:{port}/0",
-        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
-    }}
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{port}/0",
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
     return caches["default"]
 
 
@@ -241,9 +257,18 @@ def test_requirements_txt_alone_runs_the_web_and_a_redis_worker(db):
         pytest.skip("needs the Redis broker (the test settings default to it)")
     allowed = sorted(_requirements_closure(ROOT / "requirements.txt"))
     # The production settings module, not the suite's, on the suite's database and broker.
-    result = subprocess.run([sys.executable, "-c", PRODUCTION_IMPORTS], cwd=ROOT, capture_output=True, text=True,
-                            env={**os.environ, "DJANGO_SETTINGS_MODULE": "platform_site.settings",
-                                 "DATABASE_URL": _database_url(),
-                                 "ALLOWED_DISTRIBUTIONS": json.dumps(allowed)}, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", PRODUCTION_IMPORTS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "platform_site.settings",
+            "DATABASE_URL": _database_url(),
+            "ALLOWED_DISTRIBUTIONS": json.dumps(allowed),
+        },
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "imports ok redis" in result.stdout

@@ -33,8 +33,12 @@ def _browser(server, user=None) -> httpx.Client:
         cookies[settings.SESSION_COOKIE_NAME] = client.cookies[settings.SESSION_COOKIE_NAME].value
     # Cookies go in the header: the jar would not send cookies marked Secure over plain HTTP.
     cookie_header = "; ".join(f"{name}={value}" for name, value in cookies.items())
-    return httpx.Client(base_url=server.base_url, timeout=30, follow_redirects=False,
-                        headers={"Cookie": cookie_header, "X-CSRFToken": csrf})
+    return httpx.Client(
+        base_url=server.base_url,
+        timeout=30,
+        follow_redirects=False,
+        headers={"Cookie": cookie_header, "X-CSRFToken": csrf},
+    )
 
 
 @pytest.fixture
@@ -55,8 +59,13 @@ def prober(request, world):
 def test_operator_pages_json_and_actions_are_refused(api_server, world, prober):
     run = world["run"]
     with _browser(api_server, prober) as browser:
-        for path in ("/monitor/", "/monitor/data.json", f"/monitor/runs/{run.pk}/timeline.json",
-                     f"/monitor/runs/{run.pk}/events.json", "/monitor/try/"):
+        for path in (
+            "/monitor/",
+            "/monitor/data.json",
+            f"/monitor/runs/{run.pk}/timeline.json",
+            f"/monitor/runs/{run.pk}/events.json",
+            "/monitor/try/",
+        ):
             assert browser.get(path).status_code == 403, path
         for action in ("cancel", "requeue", "retry"):
             assert browser.post(f"/monitor/runs/{run.pk}/{action}/").status_code == 403, action
@@ -84,8 +93,9 @@ def test_other_users_conversations_are_refused_to_api_tokens(api_server, world, 
         assert api.get(f"/api/v1/runs/{run.pk}/events/").status_code == 404
 
     reader = user_with("conversations.view_conversation", "conversations.view_run")
-    with httpx.Client(base_url=api_server.base_url, timeout=30,
-                      headers={"Authorization": f"Bearer {token_for(reader)}"}) as api:
+    with httpx.Client(
+        base_url=api_server.base_url, timeout=30, headers={"Authorization": f"Bearer {token_for(reader)}"}
+    ) as api:
         assert api.get(f"/api/v1/conversations/{conversation.pk}/").status_code == 200
         posted = api.post(f"/api/v1/conversations/{conversation.pk}/messages/", json={"content": "hi"})
         assert posted.status_code == 403 and "another user" in posted.json()["message"]
@@ -105,7 +115,9 @@ def test_staff_cannot_give_an_mcp_server_an_environment(api_server, world):
     # The environment of a process is superuser-only on every server, whatever its transport
     # now: a server can become a stdio one later, and its environment goes with it.
     servers = [
-        MCPServer.objects.create(name="local", transport="stdio", command=sys.executable, args=["-m", "mcp_server_time"]),
+        MCPServer.objects.create(
+            name="local", transport="stdio", command=sys.executable, args=["-m", "mcp_server_time"]
+        ),
         MCPServer.objects.create(name="remote", transport="streamable_http", url="https://mcp.example.com/mcp"),
     ]
     editor = user_with("tools.view_mcpserver", "tools.change_mcpserver")
@@ -114,21 +126,28 @@ def test_staff_cannot_give_an_mcp_server_an_environment(api_server, world):
             data = admin_form_data(server, new_env=json.dumps({"BROWSER": "sh -c id"}), description="x")
             for name in ("env", "headers", "discovered_at", "last_error", "id"):
                 data.pop(name, None)
-            browser.post(f"/admin/tools/mcpserver/{server.pk}/change/",
-                         data={**data, "tools-TOTAL_FORMS": "0", "tools-INITIAL_FORMS": "0"})
+            browser.post(
+                f"/admin/tools/mcpserver/{server.pk}/change/",
+                data={**data, "tools-TOTAL_FORMS": "0", "tools-INITIAL_FORMS": "0"},
+            )
     for server in servers:
         server.refresh_from_db()
         assert server.env == "", server.name
 
 
 def test_an_openapi_import_cannot_overwrite_without_the_change_permission(api_server, world):
-    document = {"openapi": "3.0.0", "servers": [{"url": "https://pets.example.com"}],
-                "paths": {"/pets": {"get": {"operationId": "listPets"}}}}
+    document = {
+        "openapi": "3.0.0",
+        "servers": [{"url": "https://pets.example.com"}],
+        "paths": {"/pets": {"get": {"operationId": "listPets"}}},
+    }
     tool_definitions_import_openapi(document=json.dumps(document), prefix="pet")
     document["servers"] = [{"url": "https://evil.example.com"}]
     importer = user_with("tools.view_tooldefinition", "tools.add_tooldefinition")
     with _browser(api_server, importer) as browser:
-        response = browser.post("/admin/tools/tooldefinition/import-openapi/", data={
-            "document": json.dumps(document), "prefix": "pet", "overwrite": "on", "confirmed": "pet-listPets"})
+        response = browser.post(
+            "/admin/tools/tooldefinition/import-openapi/",
+            data={"document": json.dumps(document), "prefix": "pet", "overwrite": "on", "confirmed": "pet-listPets"},
+        )
     assert response.status_code == 200
     assert ToolDefinition.objects.get(name="pet-listPets").http_url == "https://pets.example.com/pets"

@@ -23,22 +23,29 @@ VIEW, OPERATE, ADD = "conversations.view_run", "conversations.operate_run", "con
 
 @pytest.fixture
 def quiet_broker(monkeypatch):
-    monkeypatch.setattr("conversations.monitoring.selectors.queue_depths",
-                        lambda: {"transport": "redis", "queues": [], "error": ""})
-    monkeypatch.setattr("conversations.monitoring.selectors.workers_online", lambda: {"online": [], "error": ""})
+    monkeypatch.setattr(
+        "console.monitoring.selectors.queue_depths", lambda: {"transport": "redis", "queues": [], "error": ""}
+    )
+    monkeypatch.setattr("console.monitoring.selectors.workers_online", lambda: {"online": [], "error": ""})
 
 
 @pytest.fixture
 def run(db):
     past = timezone.now() - timedelta(minutes=5)
-    return ledger_run(make_agent(), status="running", stop_reason="", lease_owner="gone:1:x",
-                      lease_expires_at=past, created_at=past)
+    return ledger_run(
+        make_agent(), status="running", stop_reason="", lease_owner="gone:1:x", lease_expires_at=past, created_at=past
+    )
 
 
 def _reading_urls(run) -> list[str]:
-    return [reverse("monitoring:dashboard"), reverse("monitoring:panel"), reverse("monitoring:data"),
-            reverse("monitoring:run", args=[run.pk]), reverse("monitoring:run-json", args=[run.pk]),
-            reverse("monitoring:run-events", args=[run.pk])]
+    return [
+        reverse("monitoring:dashboard"),
+        reverse("monitoring:panel"),
+        reverse("monitoring:data"),
+        reverse("monitoring:run", args=[run.pk]),
+        reverse("monitoring:run-json", args=[run.pk]),
+        reverse("monitoring:run-events", args=[run.pk]),
+    ]
 
 
 def test_monitoring_pages_and_json_need_view_run(client, run, quiet_broker):
@@ -116,8 +123,10 @@ def test_a_staff_token_does_not_read_other_users_conversations_without_the_permi
     assert api.get(f"/api/v1/conversations/{conversation.pk}/").status_code == 404
     assert api.get("/api/v1/conversations/").json()["count"] == 0
     assert api.get(f"/api/v1/runs/{run.pk}/").status_code == 404
-    assert api.post(f"/api/v1/conversations/{conversation.pk}/messages/", {"content": "hi"},
-                    format="json").status_code == 404
+    assert (
+        api.post(f"/api/v1/conversations/{conversation.pk}/messages/", {"content": "hi"}, format="json").status_code
+        == 404
+    )
     assert api.post(f"/api/v1/runs/{run.pk}/cancel/").status_code == 404
     assert not Message.objects.filter(conversation=conversation).exists()
     assert not Run.objects.get(pk=run.pk).cancel_requested
@@ -131,8 +140,10 @@ def test_staff_who_may_read_others_conversations_may_not_post_or_cancel_in_them(
     assert api.get(f"/api/v1/conversations/{conversation.pk}/").status_code == 200
     posted = api.post(f"/api/v1/conversations/{conversation.pk}/messages/", {"content": "hi"}, format="json")
     assert posted.status_code == 403
-    assert posted.json() == {"message": "This conversation belongs to another user; you may read it but not "
-                                        "post in it.", "extra": {}}
+    assert posted.json() == {
+        "message": "This conversation belongs to another user; you may read it but not post in it.",
+        "extra": {},
+    }
     assert not Message.objects.filter(conversation=conversation).exists() and no_enqueue == []
     cancelled = api.post(f"/api/v1/runs/{run.pk}/cancel/")
     assert cancelled.status_code == 403 and "not cancel it" in cancelled.json()["message"]
@@ -156,11 +167,18 @@ def _pending_approval(conversation) -> Approval:
     run = ledger_run(conversation.agent, status="awaiting_approval", stop_reason="")
     Run.objects.filter(pk=run.pk).update(conversation=conversation)
     call = ledger_call(run, started_at=timezone.now())
-    invocation = ToolInvocation.objects.create(run=run, llm_call=call, tool_call_id="call_1", tool_name="test-counter",
-                                               arguments={"label": "x"}, raw_arguments=json.dumps({"label": "x"}),
-                                               status="awaiting_approval")
-    return Approval.objects.create(run=run, invocation=invocation, tool_call_id="call_1", arguments={"label": "x"},
-                                   arguments_hash="h")
+    invocation = ToolInvocation.objects.create(
+        run=run,
+        llm_call=call,
+        tool_call_id="call_1",
+        tool_name="test-counter",
+        arguments={"label": "x"},
+        raw_arguments=json.dumps({"label": "x"}),
+        status="awaiting_approval",
+    )
+    return Approval.objects.create(
+        run=run, invocation=invocation, tool_call_id="call_1", arguments={"label": "x"}, arguments_hash="h"
+    )
 
 
 def test_staff_without_approval_permissions_cannot_see_or_decide_others_approvals():
@@ -168,14 +186,18 @@ def test_staff_without_approval_permissions_cannot_see_or_decide_others_approval
     approval = _pending_approval(conversation)
     api = client_for(user_with())
     assert api.get(f"/api/v1/approvals/{approval.pk}/").status_code == 404
-    assert api.post(f"/api/v1/approvals/{approval.pk}/decision/", {"decision": "approve"},
-                    format="json").status_code == 404
+    assert (
+        api.post(f"/api/v1/approvals/{approval.pk}/decision/", {"decision": "approve"}, format="json").status_code
+        == 404
+    )
     assert Approval.objects.get(pk=approval.pk).status == "pending"
 
     reader = client_for(user_with("conversations.view_approval"))
     assert reader.get(f"/api/v1/approvals/{approval.pk}/").status_code == 200
-    assert reader.post(f"/api/v1/approvals/{approval.pk}/decision/", {"decision": "approve"},
-                       format="json").status_code == 403
+    assert (
+        reader.post(f"/api/v1/approvals/{approval.pk}/decision/", {"decision": "approve"}, format="json").status_code
+        == 403
+    )
     assert Approval.objects.get(pk=approval.pk).status == "pending"
 
 

@@ -16,9 +16,11 @@ import pytest
 from django.core.cache import caches
 from kombu.exceptions import OperationalError as BrokerError
 
-from agents import tasks
 from conversations.models import Run
-from conversations.services import conversation_create, message_post, run_finish
+from conversations.services import conversation_create
+from engine import tasks
+from engine.admission import message_post
+from engine.runs import run_finish
 from tests.api_helpers import client_for, make_user, token_for
 from tests.api_servers import ApiServer
 from tests.conftest import _database_url
@@ -41,7 +43,8 @@ class ThrowawayRedis:
         self.port = _closed_port()
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         wait_for(self._answers, timeout=10, message="throwaway redis-server answering")
 
@@ -92,17 +95,25 @@ def _unavailable(response: httpx.Response, dependency: str) -> dict:
 
 
 def test_unreachable_database_is_a_json_503_for_the_api_and_health(servers):
-    server = servers(database_url=f"postgres://postgres@127.0.0.1:{_closed_port()}/agentry",
-                     name="web-database-down", ready_statuses=(503,))
+    server = servers(
+        database_url=f"postgres://postgres@127.0.0.1:{_closed_port()}/agentry",
+        name="web-database-down",
+        ready_statuses=(503,),
+    )
     headers = {"Authorization": "Bearer some-token"}
 
-    body = _unavailable(httpx.get(f"{server.base_url}/api/v1/conversations/", headers=headers,
-                                  timeout=CLIENT_TIMEOUT), "database")
+    body = _unavailable(
+        httpx.get(f"{server.base_url}/api/v1/conversations/", headers=headers, timeout=CLIENT_TIMEOUT), "database"
+    )
     assert body["extra"] == {"unavailable": "database"} and "unavailable" in body["message"]
 
     # Outside DRF too: the OpenAI-compatible endpoint answers in OpenAI's error shape.
-    completion = httpx.post(f"{server.base_url}/v1/chat/completions", headers=headers, timeout=CLIENT_TIMEOUT,
-                            json={"model": "any", "messages": [{"role": "user", "content": "hi"}]})
+    completion = httpx.post(
+        f"{server.base_url}/v1/chat/completions",
+        headers=headers,
+        timeout=CLIENT_TIMEOUT,
+        json={"model": "any", "messages": [{"role": "user", "content": "hi"}]},
+    )
     error = _unavailable(completion, "database")["error"]
     assert error["type"] == "server_error" and error["code"] == "service_unavailable"
 
@@ -118,16 +129,23 @@ def test_redis_outage_follows_the_failure_policy(servers, throwaway_redis, trans
     user = make_user()
     headers = {"Authorization": f"Bearer {token_for(user)}"}
     conversation = conversation_create(agent=make_agent(), owner=user)
-    server = servers(database_url=_database_url(), name=f"web-redis-{policy}",
-                     env={"REDIS_URL": throwaway_redis.url, "AGENTRY_REDIS_FAILURE": policy})
+    server = servers(
+        database_url=_database_url(),
+        name=f"web-redis-{policy}",
+        env={"REDIS_URL": throwaway_redis.url, "AGENTRY_REDIS_FAILURE": policy},
+    )
     conversations_url = f"{server.base_url}/api/v1/conversations/"
     assert httpx.get(conversations_url, headers=headers, timeout=CLIENT_TIMEOUT).status_code == 200
 
     throwaway_redis.kill()
 
     listed = httpx.get(conversations_url, headers=headers, timeout=CLIENT_TIMEOUT)
-    posted = httpx.post(f"{conversations_url}{conversation.pk}/messages/", headers=headers, timeout=CLIENT_TIMEOUT,
-                        json={"content": "hello while Redis is down"})
+    posted = httpx.post(
+        f"{conversations_url}{conversation.pk}/messages/",
+        headers=headers,
+        timeout=CLIENT_TIMEOUT,
+        json={"content": "hello while Redis is down"},
+    )
     health = httpx.get(f"{server.base_url}/health/", timeout=CLIENT_TIMEOUT)
     assert health.json()["checks"]["redis"] == {"ok": False, "error": "ConnectionError", "required": policy == "closed"}
     if policy == "open":
@@ -151,8 +169,12 @@ def test_event_streams_still_deliver_while_redis_is_down(servers, throwaway_redi
     throwaway_redis.kill()
     run_finish(run_id=run.pk, status="cancelled", stop_reason="cancelled")
 
-    with httpx.stream("GET", f"{server.base_url}/api/v1/runs/{run.pk}/events/", timeout=CLIENT_TIMEOUT,
-                      headers={"Authorization": f"Bearer {token_for(user)}"}) as response:
+    with httpx.stream(
+        "GET",
+        f"{server.base_url}/api/v1/runs/{run.pk}/events/",
+        timeout=CLIENT_TIMEOUT,
+        headers={"Authorization": f"Bearer {token_for(user)}"},
+    ) as response:
         assert response.status_code == 200
         events = [line.removeprefix("event: ") for line in response.iter_lines() if line.startswith("event: ")]
     assert events == ["run.queued", "run.cancelled"]
@@ -162,8 +184,11 @@ def test_broker_outage_keeps_the_202_and_the_retry_returns_the_same_run(servers,
     user = make_user()
     headers = {"Authorization": f"Bearer {token_for(user)}", "Idempotency-Key": f"k-{uuid.uuid4().hex}"}
     conversation = conversation_create(agent=make_agent(), owner=user)
-    server = servers(database_url=_database_url(), name="web-broker-down",
-                     env={"CELERY_BROKER_URL": f"redis://127.0.0.1:{_closed_port()}/0"})
+    server = servers(
+        database_url=_database_url(),
+        name="web-broker-down",
+        env={"CELERY_BROKER_URL": f"redis://127.0.0.1:{_closed_port()}/0"},
+    )
     url = f"{server.base_url}/api/v1/conversations/{conversation.pk}/messages/"
 
     first = httpx.post(url, headers=headers, json={"content": "pay invoice 9"}, timeout=CLIENT_TIMEOUT)
@@ -182,7 +207,8 @@ def test_broker_outage_keeps_the_202_and_the_retry_returns_the_same_run(servers,
 
 
 def test_a_broker_error_after_commit_is_logged_and_the_run_stays_queued(
-        db, django_capture_on_commit_callbacks, monkeypatch, caplog):
+    db, django_capture_on_commit_callbacks, monkeypatch, caplog
+):
     def broker_down(*args, **kwargs):
         raise BrokerError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
 
@@ -196,11 +222,13 @@ def test_a_broker_error_after_commit_is_logged_and_the_run_stays_queued(
 
 @pytest.fixture
 def dead_redis_cache(settings):
-    settings.CACHES = {"default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
-        "LOCATION": f"redis://127.0.0.1:{_closed_port()}/0",
-        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
-    }}
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{_closed_port()}/0",
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
     yield caches["default"]
 
 

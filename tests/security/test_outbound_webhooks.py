@@ -4,8 +4,9 @@ operator listed it in AGENTRY_WEBHOOK_ALLOWLIST, a list kept apart from the tool
 import pytest
 
 from conversations.models import Webhook, WebhookDelivery
-from conversations.services import conversation_create, message_post, run_event_append
+from conversations.services import conversation_create, run_event_append
 from conversations.webhooks import webhook_attempt
+from engine.admission import message_post
 from tests.api_servers import WebhookReceiver
 from tests.factories import make_agent
 from tests.servers import petstore  # noqa: F401 (fixture)
@@ -25,8 +26,9 @@ def _delivery(url: str) -> WebhookDelivery:
     run = message_post(conversation=conversation_create(agent=agent), content="hello")
     event = run_event_append(run_id=run.pk, type="run.completed", payload={})
     hook = Webhook.objects.create(agent=agent, url=url, secret="whsec_test")
-    return WebhookDelivery.objects.create(webhook=hook, run_event=event, event_type="run.completed",
-                                          payload={"type": "run.completed"})
+    return WebhookDelivery.objects.create(
+        webhook=hook, run_event=event, event_type="run.completed", payload={"type": "run.completed"}
+    )
 
 
 @pytest.mark.django_db
@@ -67,7 +69,9 @@ def test_an_allowlisted_internal_receiver_gets_its_webhooks(settings, receiver):
 def test_allowing_a_webhook_receiver_does_not_open_it_to_tools(settings, petstore):
     settings.AGENTRY_OUTBOUND_ALLOWLIST = []
     settings.AGENTRY_WEBHOOK_ALLOWLIST = ["127.0.0.1"]
-    outcome = execute_tool(spec={"name": "fetch_url", "kind": "python", "timeout_seconds": 10, "max_result_chars": 500},
-                           arguments={"url": f"{petstore.base_url}/page"},
-                           ctx=ToolContext(run_id="r", tool_call_id="c", idempotency_key="r:c"))
+    outcome = execute_tool(
+        spec={"name": "fetch_url", "kind": "python", "timeout_seconds": 10, "max_result_chars": 500},
+        arguments={"url": f"{petstore.base_url}/page"},
+        ctx=ToolContext(run_id="r", tool_call_id="c", idempotency_key="r:c"),
+    )
     assert outcome.status == "error" and "the host is not allowed" in outcome.content

@@ -8,11 +8,11 @@ import socket
 
 import pytest
 
-from agents.engine.loop import run_advance
 from agents.models import AgentTool
-from agents.services import agent_snapshot
-from conversations.approvals.services import approval_decide
+from agents.snapshot import snapshot_build
 from conversations.models import Approval, ToolInvocation
+from engine.approvals import approval_decide
+from engine.loop import run_advance
 from tests.approvals.conftest import approver, enqueued, scenario  # noqa: F401 (fixtures)
 from tests.factories import make_agent
 from tests.servers import petstore  # noqa: F401 (fixture)
@@ -36,12 +36,13 @@ def http_tool(name: str, **fields) -> ToolDefinition:
 def spec_of(tool: ToolDefinition) -> dict:
     agent = make_agent()
     AgentTool.objects.create(agent=agent, tool=tool, approval=AgentTool.Approval.NEVER)
-    return next(s for s in agent_snapshot(agent=agent)["tools"] if s["name"] == tool.name)
+    return next(s for s in snapshot_build(agent=agent)["tools"] if s["name"] == tool.name)
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("value", ["..", ".", "%2e%2e", "%2E%2e", "..%2f", "a%2Fb", "a/b", "a\\b", "%5c",
-                                   "%252e%252e", "..%252f", ""])
+@pytest.mark.parametrize(
+    "value", ["..", ".", "%2e%2e", "%2E%2e", "..%2f", "a%2Fb", "a/b", "a\\b", "%5c", "%252e%252e", "..%252f", ""]
+)
 def test_path_arguments_cannot_leave_their_segment(petstore, value):
     tool = http_tool("pets-get", parameters=PET_ID, http_method="GET", http_url=f"{petstore.base_url}/pets/{{id}}")
     before = len(petstore.requests)
@@ -78,7 +79,7 @@ def test_a_new_http_tool_that_is_not_a_get_is_a_write_that_asks(petstore, admin_
     assert post.side_effect == "write" and get.side_effect == "read"
     agent = make_agent()
     AgentTool.objects.create(agent=agent, tool=post)
-    [spec] = agent_snapshot(agent=agent)["tools"]
+    [spec] = snapshot_build(agent=agent)["tools"]
     assert approval_need(spec=spec, arguments={"name": "Bella"}).required
     # An operator who knows it only reads can say so afterwards.
     post.side_effect = "read"
@@ -108,7 +109,7 @@ def test_a_switched_off_tool_stops_in_runs_pinned_before(petstore):
 @pytest.mark.django_db
 def test_a_switched_off_python_tool_stops_too():
     agent = make_agent(tools=["test-echo"])
-    [spec] = agent_snapshot(agent=agent)["tools"]
+    [spec] = snapshot_build(agent=agent)["tools"]
     ToolDefinition.objects.filter(name="test-echo").update(is_active=False)
     outcome = execute_tool(spec=spec, arguments={"text": "hi"}, ctx=CTX)
     assert outcome.status == "error" and "switched off by an operator" in outcome.content
@@ -116,8 +117,12 @@ def test_a_switched_off_python_tool_stops_too():
 
 @pytest.mark.django_db(transaction=True)
 def test_an_approved_call_does_not_run_after_its_tool_was_switched_off(scenario, enqueued, executions, approver):
-    s = scenario(steps=[{"tool_calls": [{"name": "test-counter", "arguments": {"label": "off"}}]},
-                        {"content": "Result: {last_tool_result}"}])
+    s = scenario(
+        steps=[
+            {"tool_calls": [{"name": "test-counter", "arguments": {"label": "off"}}]},
+            {"content": "Result: {last_tool_result}"},
+        ]
+    )
     run = s.post()
     run_advance(run_id=run.pk)
     approval = Approval.objects.get(run=run)
@@ -136,8 +141,13 @@ def test_an_approved_call_does_not_run_after_its_tool_was_switched_off(scenario,
 def test_a_secret_is_not_sent_to_the_old_url_after_a_move(petstore, settings):
     port = petstore.base_url.rsplit(":", 1)[1]
     settings.AGENTRY_OUTBOUND_ALLOWLIST = ["127.0.0.1", f"localhost:{port}"]
-    tool = http_tool("pets-add", parameters=PET, http_method="POST", http_url=f"{petstore.base_url}/pets",
-                     http_secret_headers=json.dumps({"X-Api-Key": "old-key"}))
+    tool = http_tool(
+        "pets-add",
+        parameters=PET,
+        http_method="POST",
+        http_url=f"{petstore.base_url}/pets",
+        http_secret_headers=json.dumps({"X-Api-Key": "old-key"}),
+    )
     pinned = spec_of(tool)
     # The operator moves the tool to another host, with that host's key.
     tool.http_url = f"http://localhost:{port}/pets"
@@ -165,16 +175,25 @@ def test_refusals_do_not_tell_the_model_what_a_host_resolved_to(settings, monkey
         return real(host, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", resolver)
-    tool = http_tool("inventory", parameters={"type": "object", "properties": {}}, http_method="GET",
-                     http_url="http://inventory.example/items")
+    tool = http_tool(
+        "inventory",
+        parameters={"type": "object", "properties": {}},
+        http_method="GET",
+        http_url="http://inventory.example/items",
+    )
     outcome = execute_tool(spec=spec_of(tool), arguments={}, ctx=CTX)
     assert outcome.status == "error"
-    assert outcome.content == ("Tool inventory failed: Cannot connect to inventory.example: "
-                               "the host is not allowed or could not be found.")
+    assert outcome.content == (
+        "Tool inventory failed: Cannot connect to inventory.example: the host is not allowed or could not be found."
+    )
     # The operator still reads the address and the reason on the ledger.
     assert "10.20.30.40" in outcome.error and "private" in outcome.error
     # An unknown name reads the same, so the model cannot tell internal names from missing ones.
-    unknown = http_tool("nowhere", parameters={"type": "object", "properties": {}}, http_method="GET",
-                        http_url="http://no-such-host.invalid/items")
+    unknown = http_tool(
+        "nowhere",
+        parameters={"type": "object", "properties": {}},
+        http_method="GET",
+        http_url="http://no-such-host.invalid/items",
+    )
     missing = execute_tool(spec=spec_of(unknown), arguments={}, ctx=CTX)
     assert missing.content.endswith("the host is not allowed or could not be found.")

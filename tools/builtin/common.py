@@ -21,7 +21,9 @@ from tools.registry import ToolError, python_tool
         "type": "object",
         "properties": {"time_zone": {"type": "string", "description": "IANA time zone; default UTC."}},
     },
-    idempotent=True, timeout_seconds=5, max_result_chars=500,
+    idempotent=True,
+    timeout_seconds=5,
+    max_result_chars=500,
 )
 def current_time(*, ctx, time_zone: str = "UTC") -> dict:
     try:
@@ -29,8 +31,12 @@ def current_time(*, ctx, time_zone: str = "UTC") -> dict:
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         raise ToolError(f"Unknown time zone {time_zone!r}; use an IANA name such as Asia/Shanghai or Europe/London.")
     now = datetime.now(zone)
-    return {"time_zone": time_zone, "datetime": now.isoformat(timespec="seconds"), "weekday": now.strftime("%A"),
-            "utc_offset": now.strftime("%z")[:3] + ":" + now.strftime("%z")[3:]}
+    return {
+        "time_zone": time_zone,
+        "datetime": now.isoformat(timespec="seconds"),
+        "weekday": now.strftime("%A"),
+        "utc_offset": now.strftime("%z")[:3] + ":" + now.strftime("%z")[3:],
+    }
 
 
 # Bounds that keep one expression cheap: Python's integers grow without limit, so 9**9**9
@@ -65,14 +71,30 @@ def _bounded_round(number, ndigits=None):
 
 
 _OPERATORS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: _bounded_product, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: _bounded_power,
-    ast.USub: operator.neg, ast.UAdd: operator.pos,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: _bounded_product,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: _bounded_power,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
 }
 _FUNCTIONS = {
-    "abs": abs, "round": _bounded_round, "min": min, "max": max, "sqrt": math.sqrt, "floor": math.floor,
-    "ceil": math.ceil, "log": math.log, "log10": math.log10, "exp": math.exp,
-    "sin": math.sin, "cos": math.cos, "tan": math.tan,
+    "abs": abs,
+    "round": _bounded_round,
+    "min": min,
+    "max": max,
+    "sqrt": math.sqrt,
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "log": math.log,
+    "log10": math.log10,
+    "exp": math.exp,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
 }
 _NAMES = {"pi": math.pi, "e": math.e}
 # Arithmetic only: attribute access, subscripts, strings, comprehensions and the like are
@@ -91,7 +113,9 @@ def _evaluator() -> SimpleEval:
         return evaluate_constant(node)
 
     def no_attributes(node):
-        raise ToolError(f"Attribute access (.{node.attr}) is not allowed; use numbers, operators and the listed functions.")
+        raise ToolError(
+            f"Attribute access (.{node.attr}) is not allowed; use numbers, operators and the listed functions."
+        )
 
     evaluator.nodes[ast.Constant] = numbers_only
     evaluator.nodes[ast.Attribute] = no_attributes
@@ -100,14 +124,19 @@ def _evaluator() -> SimpleEval:
 
 @python_tool(
     name="calculator",
-    description=("Evaluates an arithmetic expression exactly: + - * / // % ** and parentheses, "
-                 "functions abs round min max sqrt floor ceil log log10 exp sin cos tan, constants pi e."),
+    description=(
+        "Evaluates an arithmetic expression exactly: + - * / // % ** and parentheses, "
+        "functions abs round min max sqrt floor ceil log log10 exp sin cos tan, constants pi e."
+    ),
     parameters={
         "type": "object",
         "properties": {"expression": {"type": "string", "description": "e.g. (1250 * 1.08) / 12"}},
         "required": ["expression"],
     },
-    idempotent=True, timeout_seconds=5, max_result_chars=2000, sandboxed=True,
+    idempotent=True,
+    timeout_seconds=5,
+    max_result_chars=2000,
+    sandboxed=True,
 )
 def calculator(*, ctx, expression: str) -> dict:
     if len(expression) > MAX_EXPRESSION_CHARS:
@@ -117,8 +146,9 @@ def calculator(*, ctx, expression: str) -> dict:
     except ToolError:
         raise
     except OperatorNotDefined:
-        raise ToolError(f"{expression!r} uses an operator this calculator does not offer; use + - * / // % ** "
-                        "and parentheses.")
+        raise ToolError(
+            f"{expression!r} uses an operator this calculator does not offer; use + - * / // % ** and parentheses."
+        )
     except InvalidExpression as exc:
         raise ToolError(f"Cannot evaluate {expression!r}: {exc}. Use numbers, operators and the listed functions.")
     except SyntaxError:
@@ -149,13 +179,18 @@ _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtm
         "properties": {"url": {"type": "string", "description": "An absolute http(s) URL."}},
         "required": ["url"],
     },
-    idempotent=True, timeout_seconds=20, max_result_chars=6000,
+    idempotent=True,
+    timeout_seconds=20,
+    max_result_chars=6000,
 )
 def fetch_url(*, ctx, url: str) -> str:
     try:
         fetched = outbound.guarded_request(
-            "GET", url, headers={"Accept": "text/html,text/plain,application/json;q=0.9,*/*;q=0.5"},
-            timeout_seconds=15, max_bytes=2_000_000,
+            "GET",
+            url,
+            headers={"Accept": "text/html,text/plain,application/json;q=0.9,*/*;q=0.5"},
+            timeout_seconds=15,
+            max_bytes=2_000_000,
         )
     except outbound.OutboundBlocked as exc:
         raise ToolError(exc.message, detail=exc.detail)

@@ -41,8 +41,9 @@ def execute_tool(*, spec: dict, arguments: dict, ctx: ToolContext) -> ToolOutcom
     name, limit = spec["name"], int(spec.get("max_result_chars", 8000))
     executor = _EXECUTORS.get(spec.get("kind", "python"))
     if executor is None:
-        return ToolOutcome("error", f"Tool {name} cannot run: unsupported kind {spec.get('kind')!r}.",
-                           error=f"kind {spec.get('kind')}")
+        return ToolOutcome(
+            "error", f"Tool {name} cannot run: unsupported kind {spec.get('kind')!r}.", error=f"kind {spec.get('kind')}"
+        )
     try:
         loaded = executor.load(spec)
     except ToolError as exc:
@@ -51,14 +52,18 @@ def execute_tool(*, spec: dict, arguments: dict, ctx: ToolContext) -> ToolOutcom
     try:
         value = future.result(timeout=spec.get("timeout_seconds", 30))
     except FutureTimeout:
-        return ToolOutcome("error", f"Tool {name} timed out after {spec.get('timeout_seconds')} s; "
-                                    "try again later or answer without it.", error="timeout")
+        return ToolOutcome(
+            "error",
+            f"Tool {name} timed out after {spec.get('timeout_seconds')} s; try again later or answer without it.",
+            error="timeout",
+        )
     except ToolError as exc:
         return ToolOutcome("error", trim_text(f"Tool {name} failed: {exc}", limit).text, error=exc.detail)
     except SandboxCrash as exc:
         log.warning("tool %s failed in its sandbox: %s", name, exc)
-        return ToolOutcome("error", trim_text(f"Tool {name} failed: {str(exc).splitlines()[0]}", limit).text,
-                           error=str(exc))
+        return ToolOutcome(
+            "error", trim_text(f"Tool {name} failed: {str(exc).splitlines()[0]}", limit).text, error=str(exc)
+        )
     except Exception as exc:  # a tool's failure is data for the model, not a crash of the run
         log.warning("tool %s failed", name, exc_info=True)
         return ToolOutcome("error", trim_text(f"Tool {name} failed: {exc}", limit).text, error=traceback.format_exc())

@@ -43,10 +43,12 @@ def load(spec: dict) -> dict[str, str]:
     row = live_tool(spec, "http_url", "http_secret_headers")
     secrets = secret_mapping(row["http_secret_headers"] or "")
     if secrets and _origin(row["http_url"]) != _origin(spec["http"]["url"]):
-        raise ToolError("an operator moved it to another address after this run started, so its credentials "
-                        "cannot be used here; answer without it.",
-                        detail=f"snapshot origin {_origin(spec['http']['url'])} differs from the live one "
-                               f"{_origin(row['http_url'])}: secret headers not sent")
+        raise ToolError(
+            "an operator moved it to another address after this run started, so its credentials "
+            "cannot be used here; answer without it.",
+            detail=f"snapshot origin {_origin(spec['http']['url'])} differs from the live one "
+            f"{_origin(row['http_url'])}: secret headers not sent",
+        )
     return secrets
 
 
@@ -59,8 +61,10 @@ def _path_segment(name: str, value) -> str:
     text = decoded = str(value)
     for _ in range(_DECODE_LAYERS):
         if decoded in ("", ".", "..") or "/" in decoded or "\\" in decoded or _CONTROL.search(decoded):
-            raise ToolError(f"the argument {name!r} is part of the URL path and cannot be {text[:100]!r}: send the "
-                            "value itself, without '/', '\\', '.' or '..' (also not percent-encoded), and not empty.")
+            raise ToolError(
+                f"the argument {name!r} is part of the URL path and cannot be {text[:100]!r}: send the "
+                "value itself, without '/', '\\', '.' or '..' (also not percent-encoded), and not empty."
+            )
         if unquote(decoded) == decoded:
             return quote(text, safe="")
         decoded = unquote(decoded)
@@ -72,7 +76,7 @@ def _base_path(template_path: str) -> str:
     before the first placeholder), or the whole path when it has none."""
     if "{" not in template_path:
         return template_path
-    return template_path[:template_path.index("{")].rsplit("/", 1)[0] + "/"
+    return template_path[: template_path.index("{")].rsplit("/", 1)[0] + "/"
 
 
 def _stays_under(template: str, url: str) -> bool:
@@ -104,8 +108,10 @@ def build_request(http: dict, arguments: dict) -> dict:
 
     url = URL_PLACEHOLDER.sub(fill_path, path_part) + mark + URL_PLACEHOLDER.sub(fill_query, query_part)
     if not _stays_under(template, url):
-        raise ToolError("the arguments would send the call outside the service's configured path; "
-                        "send plain values for the path arguments.")
+        raise ToolError(
+            "the arguments would send the call outside the service's configured path; "
+            "send plain values for the path arguments."
+        )
     params = {name: _query_value(rest.pop(name)) for name in http["query_params"] if name in rest}
     body = None
     if http["body_argument"]:
@@ -121,8 +127,10 @@ def _check_headers(headers: dict) -> None:
     # The idempotency key holds the model's tool call id; a line break there would add a header.
     for name, value in headers.items():
         if _CONTROL.search(str(value)):
-            raise ToolError(f"the value of the {name} header would contain a line break or control character; "
-                            "the call was not sent.")
+            raise ToolError(
+                f"the value of the {name} header would contain a line break or control character; "
+                "the call was not sent."
+            )
 
 
 def _pointer(value, pointer: str):
@@ -146,8 +154,13 @@ def run(*, spec: dict, arguments: dict, ctx: ToolContext, loaded: dict[str, str]
     _check_headers(headers)
     try:
         fetched = outbound.guarded_request(
-            request["method"], request["url"], headers=headers, params=request["params"], json=request["json"],
-            timeout_seconds=spec["timeout_seconds"], max_bytes=http["max_response_bytes"],
+            request["method"],
+            request["url"],
+            headers=headers,
+            params=request["params"],
+            json=request["json"],
+            timeout_seconds=spec["timeout_seconds"],
+            max_bytes=http["max_response_bytes"],
             secret_headers=tuple(loaded),
         )
     except outbound.OutboundBlocked as exc:
@@ -165,8 +178,10 @@ def run(*, spec: dict, arguments: dict, ctx: ToolContext, loaded: dict[str, str]
     if "json" not in response.headers.get("content-type", ""):
         return text + (f"\n… [cut at {http['max_response_bytes']} bytes]" if fetched.truncated else "")
     if fetched.truncated:
-        raise ToolError(f"the response is larger than this tool's limit of {http['max_response_bytes']} bytes; "
-                        "narrow the request (filters, a smaller page).")
+        raise ToolError(
+            f"the response is larger than this tool's limit of {http['max_response_bytes']} bytes; "
+            "narrow the request (filters, a smaller page)."
+        )
     try:
         value = json.loads(text)
     except ValueError:

@@ -52,8 +52,9 @@ def tool_value(result: CallToolResult):
 def run(*, spec: dict, arguments: dict, ctx: ToolContext, loaded: ServerConfig):
     rerunnable = spec["side_effect"] == "read" or spec["idempotent"]
     try:
-        result = pool.call_tool(loaded, spec["mcp"]["tool_name"], arguments, timeout=spec["timeout_seconds"],
-                                rerunnable=rerunnable)
+        result = pool.call_tool(
+            loaded, spec["mcp"]["tool_name"], arguments, timeout=spec["timeout_seconds"], rerunnable=rerunnable
+        )
     except TimeoutError:
         raise ToolError(f"the MCP server did not answer within {spec['timeout_seconds']} s.")
     except MCPUnavailable as exc:

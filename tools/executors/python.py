@@ -23,6 +23,7 @@ def run(*, spec: dict, arguments: dict, ctx: ToolContext, loaded: None):
     if tool is None:
         raise ToolError("it is not available right now (not registered in this worker).")
     if tool.sandboxed:
-        return run_sandboxed(tool, arguments=arguments, ctx=ctx,
-                             timeout_seconds=float(spec.get("timeout_seconds", tool.timeout_seconds)))
+        return run_sandboxed(
+            tool, arguments=arguments, ctx=ctx, timeout_seconds=float(spec.get("timeout_seconds", tool.timeout_seconds))
+        )
     return tool.func(ctx=ctx, **arguments)

@@ -91,15 +91,19 @@ def run_sandboxed(tool: PythonTool, *, arguments: dict, ctx: ToolContext, timeou
     memory_bytes = settings.AGENTRY_SANDBOX_MEMORY_MB * 1024 * 1024
     receiver, sender = _context.Pipe(duplex=False)
     process = _context.Process(
-        target=_child, args=(sender, tool.func.__module__, tool.name, arguments, ctx, cpu_seconds, memory_bytes),
+        target=_child,
+        args=(sender, tool.func.__module__, tool.name, arguments, ctx, cpu_seconds, memory_bytes),
         daemon=True,
     )
     process.start()
     sender.close()
     try:
         if not receiver.poll(timeout_seconds):
-            raise ToolError(f"it did not finish within {timeout_seconds:g} s and was stopped; "
-                            "simplify the request or answer without it.", detail="timeout: child process killed")
+            raise ToolError(
+                f"it did not finish within {timeout_seconds:g} s and was stopped; "
+                "simplify the request or answer without it.",
+                detail="timeout: child process killed",
+            )
         try:
             outcome, value, detail = receiver.recv()
         except EOFError:
@@ -114,6 +118,8 @@ def run_sandboxed(tool: PythonTool, *, arguments: dict, ctx: ToolContext, timeou
     if outcome == "tool_error":
         raise ToolError(value, detail=detail)
     if outcome == "limit":
-        raise ToolError("it needed more CPU time or memory than it is allowed and was stopped; "
-                        "simplify the request.", detail=f"child process ended by its limits (exit code {process.exitcode})")
+        raise ToolError(
+            "it needed more CPU time or memory than it is allowed and was stopped; simplify the request.",
+            detail=f"child process ended by its limits (exit code {process.exitcode})",
+        )
     raise SandboxCrash(f"{value}\n{detail}")

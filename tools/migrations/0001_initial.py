@@ -2,9 +2,10 @@
 
 import django.core.validators
 import django.db.models.deletion
+from django.db import migrations, models
+
 import platform_site.crypto
 import tools.models
-from django.db import migrations, models
 
 
 class Migration(migrations.Migration):

@@ -7,8 +7,10 @@ from conversations.monitoring.rollups import rollups_refresh
 
 
 class Command(BaseCommand):
-    help = ("Rebuild the monitoring dashboard's hourly rollups now. Beat does this every "
-            "AGENTRY_MONITOR_ROLLUP_SECONDS for recent hours; use --days to rebuild older ones.")
+    help = (
+        "Rebuild the monitoring dashboard's hourly rollups now. Beat does this every "
+        "AGENTRY_MONITOR_ROLLUP_SECONDS for recent hours; use --days to rebuild older ones."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--days", type=int, help="rebuild every hour of the last N days")

@@ -1,0 +1,274 @@
+"""The agent-version snapshot: what a run is pinned to, as typed structures.
+
+An AgentVersion stores the agent's settings, its model configs and its tools' specs as JSON,
+identified by the hash of that JSON. The structures below are that JSON exactly (TypedDicts, so
+a snapshot travels as the plain dict the executors in `tools` and the provider adapters read,
+with no conversion on the hot path), `snapshot_build` is the one place that writes it, and
+`snapshot_parse` the one place that reads a stored one: code that reads a snapshot takes it
+from there as an AgentSnapshot, so a type checker knows every key it reads, and uses the helpers
+here (`snapshot_models`, `snapshot_tool`) rather than walking the JSON itself.
+"""
+
+import hashlib
+import json
+from decimal import Decimal
+from typing import Literal, NotRequired, TypedDict, cast
+
+from agents.models import Agent, AgentTool, ModelConfig
+from tools.approval_policy import effective_policy
+from tools.models import ToolDefinition
+
+
+class AgentSettings(TypedDict):
+    id: int
+    name: str
+    slug: str
+    system_prompt: str
+    time_zone: str
+    max_iterations: int
+    max_same_tool_streak: int
+    tool_choice: str
+    tool_choice_name: str
+    parallel_tool_calls: bool
+    context_max_turns: int | None
+    context_tool_result_max_chars: int | None
+    context_token_budget: int | None
+    run_token_budget: int | None
+    run_cost_budget: str | None  # a Decimal's text: one spelling per amount (see _decimal)
+    run_timeout_seconds: int | None
+    daily_token_budget: int | None
+    daily_cost_budget: str | None
+
+
+class ModelSnapshot(TypedDict):
+    """A ModelConfig without its key: the key stays on the row, encrypted."""
+
+    id: int
+    name: str
+    provider: str
+    base_url: str
+    model: str
+    temperature: float | None
+    top_p: float | None
+    max_tokens: int | None
+    context_window: int
+    frequency_penalty: float | None
+    presence_penalty: float | None
+    seed: int | None
+    stop: list[str] | None
+    response_format: str
+    response_schema: dict | None
+    thinking: str
+    thinking_budget_tokens: int | None
+    reasoning_effort: str
+    stream: bool
+    extra_params: dict | None
+    connect_timeout_seconds: float | None
+    read_timeout_seconds: float | None
+    max_retries: int
+    price_input_per_million: str | None
+    price_output_per_million: str | None
+    price_cached_input_per_million: str | None
+
+
+class ToolApproval(TypedDict):
+    policy: str
+    rule: str
+    timeout_seconds: int | None
+    on_expiry: str
+
+
+class ToolHttp(TypedDict):
+    method: str
+    url: str
+    query_params: list
+    body_argument: str
+    headers: dict
+    response_pointer: str
+    max_response_bytes: int
+
+
+class ToolMcp(TypedDict):
+    server_id: int
+    tool_name: str
+
+
+class ToolSpec(TypedDict):
+    """A tool as the agent may call it: what the model is shown, and what the executors need."""
+
+    id: int
+    name: str
+    description: str
+    parameters: dict
+    kind: str
+    python_callable: str
+    side_effect: Literal["read", "write"]
+    idempotent: bool
+    approval: ToolApproval
+    timeout_seconds: float | None
+    max_result_chars: int
+    http: NotRequired[ToolHttp]  # kind "http" only
+    mcp: NotRequired[ToolMcp]  # kind "mcp" only
+
+
+class AgentSnapshot(TypedDict):
+    agent: AgentSettings
+    model: ModelSnapshot
+    fallback_model: ModelSnapshot | None
+    tools: list[ToolSpec]
+
+
+class SnapshotInvalid(ValueError):
+    """A stored snapshot does not have the shape this code reads."""
+
+
+def snapshot_parse(data: dict) -> AgentSnapshot:
+    """A stored snapshot as an AgentSnapshot, checked for the parts every reader relies on.
+
+    The check is by keys, not a copy: the dict is handed on as it is (the engine reads it on
+    every step)."""
+    if not isinstance(data, dict):
+        raise SnapshotInvalid(f"a snapshot is an object, not {type(data).__name__}")
+    missing = [key for key in AgentSnapshot.__required_keys__ if key not in data]
+    if missing:
+        raise SnapshotInvalid(f"snapshot lacks {', '.join(sorted(missing))}")
+    if not isinstance(data["agent"], dict) or not isinstance(data["model"], dict):
+        raise SnapshotInvalid("snapshot's agent and model must be objects")
+    if not isinstance(data["tools"], list):
+        raise SnapshotInvalid("snapshot's tools must be a list")
+    return cast(AgentSnapshot, data)
+
+
+def snapshot_models(snapshot: AgentSnapshot) -> list[ModelSnapshot]:
+    """The models a call may use, in the order they are tried: the agent's, then its fallback."""
+    fallback = snapshot["fallback_model"]
+    return [snapshot["model"]] if fallback is None else [snapshot["model"], fallback]
+
+
+def snapshot_tool(snapshot: AgentSnapshot, name: str) -> ToolSpec | None:
+    """The spec of the tool the agent lists under `name`; None if it lists no such tool."""
+    return next((tool for tool in snapshot["tools"] if tool["name"] == name), None)
+
+
+def snapshot_hash(snapshot: AgentSnapshot) -> str:
+    """What identifies a version: equal configurations hash equal, whatever order keys came in."""
+    return hashlib.sha256(json.dumps(snapshot, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _decimal(value) -> str | None:
+    """One spelling per amount ("1.0" typed in a form and "1.000000" read back are the same
+    price), so an unchanged configuration always hashes to the same version."""
+    return None if value is None else format(Decimal(str(value)).normalize(), "f")
+
+
+def _float(value) -> float | None:
+    # A form or a default may hold 10 where the database gives back 10.0: same value, other JSON.
+    return None if value is None else float(value)
+
+
+def _model_snapshot(config: ModelConfig) -> ModelSnapshot:
+    return {
+        "id": config.pk,
+        "name": config.name,
+        "provider": config.provider,
+        "base_url": config.base_url,
+        "model": config.model,
+        "temperature": _float(config.temperature),
+        "top_p": _float(config.top_p),
+        "max_tokens": config.max_tokens,
+        "context_window": config.context_window,
+        "frequency_penalty": _float(config.frequency_penalty),
+        "presence_penalty": _float(config.presence_penalty),
+        "seed": config.seed,
+        "stop": config.stop,
+        "response_format": config.response_format,
+        "response_schema": config.response_schema,
+        "thinking": config.thinking,
+        "thinking_budget_tokens": config.thinking_budget_tokens,
+        "reasoning_effort": config.reasoning_effort,
+        "stream": config.stream,
+        "extra_params": config.extra_params,
+        "connect_timeout_seconds": _float(config.connect_timeout_seconds),
+        "read_timeout_seconds": _float(config.read_timeout_seconds),
+        "max_retries": config.max_retries,
+        "price_input_per_million": _decimal(config.price_input_per_million),
+        "price_output_per_million": _decimal(config.price_output_per_million),
+        "price_cached_input_per_million": _decimal(config.price_cached_input_per_million),
+    }
+
+
+def _tool_snapshot(link: AgentTool) -> ToolSpec:
+    tool = link.tool
+    policy, rule = effective_policy(
+        tool_policy=tool.approval_policy,
+        tool_rule=tool.approval_rule,
+        side_effect=tool.side_effect,
+        override=link.approval,
+        override_rule=link.approval_rule,
+    )
+    spec: ToolSpec = {
+        "id": tool.pk,
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "kind": tool.kind,
+        "python_callable": tool.python_callable,
+        "side_effect": tool.side_effect,
+        "idempotent": tool.idempotent,
+        "approval": {
+            "policy": policy,
+            "rule": rule,
+            "timeout_seconds": tool.approval_timeout_seconds,
+            "on_expiry": tool.approval_on_expiry,
+        },
+        "timeout_seconds": _float(tool.timeout_seconds),
+        "max_result_chars": tool.max_result_chars,
+    }
+    # What the executors need to make the call; credentials stay on the rows (encrypted).
+    if tool.kind == ToolDefinition.Kind.HTTP:
+        spec["http"] = {
+            "method": tool.http_method,
+            "url": tool.http_url,
+            "query_params": tool.http_query_params,
+            "body_argument": tool.http_body_argument,
+            "headers": tool.http_headers,
+            "response_pointer": tool.http_response_pointer,
+            "max_response_bytes": tool.http_max_response_bytes,
+        }
+    elif tool.kind == ToolDefinition.Kind.MCP:
+        spec["mcp"] = {"server_id": tool.mcp_server_id, "tool_name": tool.mcp_tool_name}
+    return spec
+
+
+def snapshot_build(*, agent: Agent) -> AgentSnapshot:
+    """The agent's configuration now, as a version would pin it."""
+    links = (
+        AgentTool.objects.filter(agent=agent, enabled=True, tool__is_active=True)
+        .select_related("tool")
+        .order_by("tool__name")
+    )
+    return {
+        "agent": {
+            "id": agent.pk,
+            "name": agent.name,
+            "slug": agent.slug,
+            "system_prompt": agent.system_prompt,
+            "time_zone": agent.time_zone,
+            "max_iterations": agent.max_iterations,
+            "max_same_tool_streak": agent.max_same_tool_streak,
+            "tool_choice": agent.tool_choice,
+            "tool_choice_name": agent.tool_choice_name,
+            "parallel_tool_calls": agent.parallel_tool_calls,
+            "context_max_turns": agent.context_max_turns,
+            "context_tool_result_max_chars": agent.context_tool_result_max_chars,
+            "context_token_budget": agent.context_token_budget,
+            "run_token_budget": agent.run_token_budget,
+            "run_cost_budget": _decimal(agent.run_cost_budget),
+            "run_timeout_seconds": agent.run_timeout_seconds,
+            "daily_token_budget": agent.daily_token_budget,
+            "daily_cost_budget": _decimal(agent.daily_cost_budget),
+        },
+        "model": _model_snapshot(agent.model_config),
+        "fallback_model": _model_snapshot(agent.fallback_model_config) if agent.fallback_model_config_id else None,
+        "tools": [_tool_snapshot(link) for link in links],
+    }

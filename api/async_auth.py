@@ -1,0 +1,54 @@
+"""Authentication, throttling and errors for the async (streaming) views, which DRF cannot
+serve: the same token and session rules, the same throttles, the same error shape."""
+
+import math
+
+from django.http import JsonResponse
+from rest_framework import exceptions
+
+from api.auth import ApiTokenAuthentication
+from platform_site.asyncdb import db
+
+
+class AsyncApiError(Exception):
+    def __init__(
+        self, status: int, message: str, *, code: str = "", param: str | None = None, headers: dict | None = None
+    ):
+        super().__init__(message)
+        self.status, self.message, self.code, self.param = status, message, code, param
+        self.headers = headers or {}
+
+    def response(self) -> JsonResponse:
+        """In the API's error contract."""
+        extra = {"fields": {self.param: [self.message]}} if self.param else {}
+        return JsonResponse({"message": self.message, "extra": extra}, status=self.status, headers=self.headers)
+
+
+async def authenticate(request, *, allow_session: bool):
+    auth = ApiTokenAuthentication()
+    challenge = {"WWW-Authenticate": auth.authenticate_header(request)}
+    try:
+        result = await db(auth.authenticate, request)
+    except exceptions.AuthenticationFailed as exc:
+        raise AsyncApiError(401, str(exc.detail), code="invalid_api_key", headers=challenge) from None
+    if result is not None:
+        return result[0]
+    if allow_session:
+        user = await request.auser()
+        if user.is_authenticated:
+            return user
+    raise AsyncApiError(401, "Authentication credentials were not provided.", code="missing_api_key", headers=challenge)
+
+
+async def throttle(request, user, throttle_classes) -> None:
+    request.user = user
+    for throttle_class in throttle_classes:
+        limiter = throttle_class()
+        if not await db(limiter.allow_request, request, None):
+            wait = math.ceil(limiter.wait() or 1)
+            raise AsyncApiError(
+                429,
+                f"Request was throttled. Expected available in {wait} seconds.",
+                code="rate_limit_exceeded",
+                headers={"Retry-After": str(wait)},
+            )

@@ -1,0 +1,197 @@
+"""OpenAI chat completions on top of runs: the request's messages become a conversation, its
+last user message starts a run through the real queue, and the run's answer is the reply.
+
+The agent's own system prompt, model settings and tools apply and sampling parameters are
+ignored, because the operator configures them. The request's system and developer messages are
+kept, never dropped: joined into one system message, the first of the conversation, so the model
+reads it right after the agent's system prompt (which keeps the operator's rules first).
+"""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+
+from agents.models import Agent
+from agents.selectors import agents_usable_by
+from conversations.models import Approval, Message, Run, RunStatus, StopReason
+from conversations.selectors import run_final_answer
+from conversations.services import conversation_create, messages_append
+from engine.admission import message_post
+
+MAX_MESSAGES = 500
+SYSTEM_ROLES = {"system", "developer"}
+
+PARKED_TEXT = (
+    "This request is waiting for approval: before it can go on, a person must approve the call of "
+    "{tools}. Run {run_id} continues after the decision; follow it at /api/v1/runs/{run_id}/."
+)
+
+
+class CompletionRequestError(Exception):
+    def __init__(self, message: str, *, param: str | None = None, status: int = 400, code: str = "invalid_request"):
+        super().__init__(message)
+        self.message, self.param, self.status, self.code = message, param, status, code
+
+
+@dataclass
+class CompletionRequest:
+    model: str
+    system: str
+    history: list[dict]
+    content: str
+    stream: bool
+    include_usage: bool
+
+
+def _text(content, param: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list) and all(
+        isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str) for part in content
+    ):
+        text = "\n".join(part["text"] for part in content)
+    else:
+        raise CompletionRequestError("Must be a string or a list of text parts.", param=param)
+    if "\x00" in text:
+        raise CompletionRequestError("Must not contain the NUL character (U+0000).", param=param)
+    if len(text) > settings.AGENTRY_MESSAGE_MAX_CHARS:
+        raise CompletionRequestError(f"Must be at most {settings.AGENTRY_MESSAGE_MAX_CHARS} characters.", param=param)
+    return text
+
+
+def completion_request_parse(body) -> CompletionRequest:
+    if not isinstance(body, dict):
+        raise CompletionRequestError("The request body must be a JSON object.")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise CompletionRequestError("Required: the slug of an agent.", param="model")
+    if "\x00" in model:
+        raise CompletionRequestError("Must not contain the NUL character (U+0000).", param="model")
+    if body.get("tools") or body.get("functions"):
+        raise CompletionRequestError("Not supported: the agent runs its own tools.", param="tools")
+    if body.get("n", 1) != 1:
+        raise CompletionRequestError("Only n=1 is supported.", param="n")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise CompletionRequestError("Must be true or false.", param="stream")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise CompletionRequestError("Must be an object.", param="stream_options")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise CompletionRequestError("Required: a non-empty list of messages.", param="messages")
+    if len(messages) > MAX_MESSAGES:
+        raise CompletionRequestError(f"At most {MAX_MESSAGES} messages.", param="messages")
+    turns, system = [], []
+    for index, message in enumerate(messages):
+        param = f"messages[{index}]"
+        if not isinstance(message, dict):
+            raise CompletionRequestError("Must be an object with a role and content.", param=param)
+        role = message.get("role")
+        if not isinstance(role, str):
+            raise CompletionRequestError(
+                "Must be a string: user, assistant, system or developer.", param=f"{param}.role"
+            )
+        if role in SYSTEM_ROLES:
+            if message.get("tool_calls") or message.get("function_call"):
+                raise CompletionRequestError("Tool calls are not accepted: the agent calls its own tools.", param=param)
+            system.append(_text(message.get("content"), f"{param}.content"))
+            continue
+        if role not in ("user", "assistant"):
+            raise CompletionRequestError(
+                f"Role {role!r} is not accepted: send user and assistant messages; the agent calls its own tools.",
+                param=f"{param}.role",
+            )
+        if message.get("tool_calls") or message.get("function_call"):
+            raise CompletionRequestError("Tool calls are not accepted: the agent calls its own tools.", param=param)
+        turns.append({"role": role, "content": _text(message.get("content"), f"{param}.content")})
+    if not turns or turns[-1]["role"] != "user" or not turns[-1]["content"].strip():
+        raise CompletionRequestError("The last message must be a user message with text.", param="messages")
+    system_text = "\n\n".join(text for text in system if text.strip())
+    if len(system_text) > settings.AGENTRY_MESSAGE_MAX_CHARS:
+        raise CompletionRequestError(
+            f"The system and developer messages together must be at most {settings.AGENTRY_MESSAGE_MAX_CHARS} "
+            "characters.",
+            param="messages",
+        )
+    return CompletionRequest(
+        model=model,
+        system=system_text,
+        history=turns[:-1],
+        content=turns[-1]["content"],
+        stream=stream,
+        include_usage=bool(options.get("include_usage")),
+    )
+
+
+def completion_agent(*, user, slug: str) -> Agent:
+    agent = agents_usable_by(user=user).filter(slug=slug).first()
+    if agent is None:
+        raise CompletionRequestError(
+            f"The model {slug!r} does not exist or you do not have access to it.",
+            param="model",
+            status=404,
+            code="model_not_found",
+        )
+    return agent
+
+
+def completion_start(*, user, agent: Agent, request: CompletionRequest) -> Run:
+    with transaction.atomic():
+        conversation = conversation_create(
+            agent=agent, owner=user, title=request.content[:80], metadata={"source": "chat.completions"}
+        )
+        opening = [{"role": Message.Role.SYSTEM, "content": request.system}] if request.system else []
+        if opening or request.history:
+            messages_append(conversation_id=conversation.pk, run_id=None, messages=opening + request.history)
+        return message_post(conversation=conversation, content=request.content, user=user)
+
+
+@dataclass
+class CompletionOutcome:
+    run: Run
+    text: str | None
+    final_llm_call_id: int | None
+    finish_reason: str
+    error: str | None
+
+
+def completion_outcome(*, run_id) -> CompletionOutcome:
+    """What to answer once the run has ended or parked (or, past the wait, where it stands)."""
+    run = Run.objects.select_related("agent").get(pk=run_id)
+    if run.status == RunStatus.AWAITING_APPROVAL:
+        tools = Approval.objects.filter(run=run, status=Approval.Status.PENDING).values_list(
+            "invocation__tool_name", flat=True
+        )
+        text = PARKED_TEXT.format(tools=", ".join(sorted(set(tools))) or "a tool", run_id=run.pk)
+        return CompletionOutcome(run, text, None, "stop", None)
+    if run.status == RunStatus.COMPLETED:
+        final = run_final_answer(run=run)
+        finish = "length" if run.stop_reason == StopReason.MAX_ITERATIONS else "stop"
+        if final is None:
+            return CompletionOutcome(run, "", None, finish, None)
+        return CompletionOutcome(run, final.content, final.llm_call_id, finish, None)
+    if run.is_terminal:
+        detail = "an internal error" if run.stop_reason == StopReason.INTERNAL_ERROR else (run.error or run.stop_reason)
+        return CompletionOutcome(run, None, None, "stop", f"Run {run.pk} ended {run.status}: {detail}")
+    return CompletionOutcome(
+        run,
+        None,
+        None,
+        "stop",
+        f"Run {run.pk} is still {run.status} after {settings.AGENTRY_COMPLETION_TIMEOUT_SECONDS:.0f} s; "
+        f"follow it at /api/v1/runs/{run.pk}/.",
+    )
+
+
+def completion_usage(run: Run) -> dict:
+    return {
+        "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens,
+        "total_tokens": run.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": run.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": run.reasoning_tokens},
+    }

@@ -1,0 +1,187 @@
+"""Conversations and the messages that start runs."""
+
+import json
+
+from django.conf import settings
+from django.db.models import Prefetch
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+
+from agents.selectors import agents_usable_by
+from api.common import ErrorSerializer, IdempotencyKeyMismatch, JSONInputField, reject_nul
+from api.runs import RunSerializer
+from api.throttles import ApiUserThrottle, RunStartThrottle
+from conversations.models import Conversation, Message, Run
+from conversations.selectors import conversations_visible_to, runs_visible_to
+from conversations.services import conversation_create
+from engine.admission import ConversationBusy, IdempotencyKeyReused, message_submit
+from platform_site.api_errors import ApiConflict
+
+METADATA_MAX_BYTES = 16 * 1024
+IDEMPOTENCY_KEY_MAX_CHARS = 200
+
+
+class MessageSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Message
+        fields = ["order", "role", "content", "tool_calls", "tool_call_id", "name", "run", "created_at"]
+
+
+class RunBriefSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Run
+        fields = ["id", "status", "stop_reason", "created_at", "finished_at"]
+
+
+class ConversationSerializer(serializers.ModelSerializer):
+    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = Conversation
+        fields = ["id", "agent", "title", "metadata", "created_at"]
+
+
+class ConversationDetailSerializer(ConversationSerializer):
+    messages = MessageSerializer(many=True, read_only=True)
+    runs = RunBriefSerializer(many=True, read_only=True)
+
+    class Meta(ConversationSerializer.Meta):
+        fields = ConversationSerializer.Meta.fields + ["messages", "runs"]
+
+
+class ConversationCreateSerializer(serializers.Serializer):
+    agent = serializers.CharField(max_length=100, help_text="Slug of an agent from GET /api/v1/agents/.")
+    title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    metadata = JSONInputField(required=False, default=dict, help_text="Any JSON object, up to 16 KiB.")
+
+    def validate_agent(self, slug: str):
+        agent = agents_usable_by(user=self.context["request"].user).filter(slug=slug).first()
+        if agent is None:
+            raise serializers.ValidationError(f"There is no agent {slug!r} that you may use.")
+        return agent
+
+    def validate_metadata(self, metadata):
+        if not isinstance(metadata, dict):
+            raise serializers.ValidationError("Must be a JSON object.")
+        reject_nul(metadata)
+        if len(json.dumps(metadata, ensure_ascii=False).encode()) > METADATA_MAX_BYTES:
+            raise serializers.ValidationError(f"Must be at most {METADATA_MAX_BYTES} bytes as JSON.")
+        return metadata
+
+
+class MessageCreateSerializer(serializers.Serializer):
+    content = serializers.CharField(trim_whitespace=False, help_text="The user's message.")
+
+    def validate_content(self, content: str) -> str:
+        if not content.strip():
+            raise serializers.ValidationError("This field may not be blank.")
+        limit = settings.AGENTRY_MESSAGE_MAX_CHARS
+        if len(content) > limit:
+            raise serializers.ValidationError(f"Ensure this field has no more than {limit} characters.")
+        return content
+
+
+def _idempotency_key(request) -> str:
+    key = request.headers.get("Idempotency-Key", "")
+    if len(key) > IDEMPOTENCY_KEY_MAX_CHARS or not key.isprintable():
+        raise serializers.ValidationError(
+            {"Idempotency-Key": f"Must be at most {IDEMPOTENCY_KEY_MAX_CHARS} printable characters."}
+        )
+    return key
+
+
+class ConversationViewSet(
+    mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model
+            return Conversation.objects.none()
+        conversations = conversations_visible_to(user=self.request.user).order_by("-created_at")
+        if self.action == "retrieve":
+            conversations = conversations.prefetch_related(
+                Prefetch("messages", queryset=Message.objects.order_by("order")),
+                Prefetch("runs", queryset=Run.objects.order_by("created_at")),
+            )
+        return conversations
+
+    def get_serializer_class(self):
+        return {
+            "create": ConversationCreateSerializer,
+            "retrieve": ConversationDetailSerializer,
+            "messages": MessageCreateSerializer,
+        }.get(self.action, ConversationSerializer)
+
+    @extend_schema(
+        request=ConversationCreateSerializer, responses={201: ConversationDetailSerializer, 400: ErrorSerializer}
+    )
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        conversation = conversation_create(owner=request.user, **serializer.validated_data)
+        conversation = self.get_queryset().prefetch_related("messages", "runs").get(pk=conversation.pk)
+        return Response(
+            ConversationDetailSerializer(conversation, context=self.get_serializer_context()).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(
+        request=MessageCreateSerializer,
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="Retrying with the same key returns the run the first request created.",
+            )
+        ],
+        responses={
+            202: RunSerializer,
+            400: ErrorSerializer,
+            403: OpenApiResponse(ErrorSerializer, description="The conversation is another user's."),
+            409: OpenApiResponse(ErrorSerializer, description="The agent rejects messages while a run is active."),
+            422: OpenApiResponse(ErrorSerializer, description="The Idempotency-Key was used with other content."),
+        },
+        description="Posts a user message and starts the run that answers it; follow it with GET /runs/{id}/events/.",
+    )
+    @action(detail=True, methods=["post"], throttle_classes=[ApiUserThrottle, RunStartThrottle])
+    def messages(self, request, pk=None):
+        conversation = self.get_object()
+        if conversation.owner_id != request.user.pk:
+            # Staff may be allowed to read other users' conversations, never to speak in them.
+            raise PermissionDenied(_("This conversation belongs to another user; you may read it but not post in it."))
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        key = _idempotency_key(request)
+        if not agents_usable_by(user=request.user).filter(pk=conversation.agent_id).exists():
+            raise ApiConflict(
+                f"The agent {conversation.agent.slug!r} is not available any more: "
+                "it was disabled or your access to it was removed."
+            )
+        try:
+            submission = message_submit(
+                conversation=conversation,
+                content=serializer.validated_data["content"],
+                user=request.user,
+                idempotency_key=key,
+            )
+        except ConversationBusy as exc:
+            raise ApiConflict(
+                {
+                    "detail": f"This conversation already has an active run ({exc.run.pk}, {exc.run.status}) and its "
+                    "agent does not take a new message until it ends; wait for it or cancel it first.",
+                    "active_run": str(exc.run.pk),
+                }
+            ) from None
+        except IdempotencyKeyReused:
+            raise IdempotencyKeyMismatch() from None
+        run = runs_visible_to(user=request.user).get(pk=submission.run.pk)
+        headers = {"Location": reverse("run-detail", kwargs={"pk": run.pk})}
+        if submission.replayed:
+            headers["Idempotent-Replayed"] = "true"
+        data = RunSerializer(run, context=self.get_serializer_context()).data
+        return Response(data, status=status.HTTP_202_ACCEPTED, headers=headers)

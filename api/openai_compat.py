@@ -1,0 +1,193 @@
+"""POST /v1/chat/completions: OpenAI's chat completions API, where `model` is an agent slug.
+
+Authenticated with the same API tokens (`Authorization: Bearer …`). The run goes through the
+real queue and workers; this view only waits for it, on the event loop. Errors use OpenAI's
+shape (`{"error": {...}}`) because that is what OpenAI clients read.
+"""
+
+import asyncio
+import json
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from agents.selectors import agents_usable_by
+from api.async_auth import AsyncApiError, authenticate, throttle
+from api.completions import (
+    CompletionRequestError,
+    completion_agent,
+    completion_outcome,
+    completion_request_parse,
+    completion_start,
+    completion_usage,
+)
+from api.throttles import ApiUserThrottle, RunStartThrottle
+from conversations.events import TERMINAL_EVENT_TYPES, EventType
+from conversations.live import run_event_batches
+from platform_site.asyncdb import db
+from platform_site.http_methods import require_GET, require_POST
+from platform_site.json_input import JSONInputError, json_loads_checked
+
+ANSWER_EVENTS = TERMINAL_EVENT_TYPES | {EventType.RUN_AWAITING_APPROVAL}
+UTF8 = {"ensure_ascii": False}
+
+
+def _error(status: int, message: str, *, code: str, param: str | None = None, headers=None) -> JsonResponse:
+    error_type = "invalid_request_error" if status < 500 else "server_error"
+    return JsonResponse(
+        {"error": {"message": message, "type": error_type, "param": param, "code": code}},
+        status=status,
+        headers=headers,
+        json_dumps_params=UTF8,
+    )
+
+
+def _body(request):
+    try:
+        return json_loads_checked(request.body)
+    except RequestDataTooBig:
+        raise CompletionRequestError(
+            f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
+            status=413,
+            code="request_too_large",
+        ) from None
+    except JSONInputError as exc:
+        raise CompletionRequestError(str(exc)) from None
+
+
+async def _follow(run_id):
+    """The run's event batches until it ends or parks, or the configured wait runs out."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.AGENTRY_COMPLETION_TIMEOUT_SECONDS
+    async with run_event_batches(run_id, until=ANSWER_EVENTS) as batches:
+        async for batch in batches:
+            yield batch
+            if loop.time() > deadline:
+                return
+
+
+def _completion(run, model: str) -> dict:
+    return {
+        "id": f"chatcmpl-{run.pk.hex}",
+        "created": int(run.created_at.timestamp()),
+        "model": model,
+        "system_fingerprint": None,
+    }
+
+
+async def _plain(run, model: str) -> JsonResponse:
+    async for _ in _follow(run.pk):
+        pass
+    outcome = await db(completion_outcome, run_id=run.pk)
+    headers = {"X-Agentry-Run-Id": str(run.pk)}
+    if outcome.error:
+        status = 504 if not outcome.run.is_terminal else 502
+        return _error(status, outcome.error, code=outcome.run.stop_reason or "timeout", headers=headers)
+    body = {
+        **_completion(run, model),
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": outcome.text, "refusal": None},
+                "finish_reason": outcome.finish_reason,
+                "logprobs": None,
+            }
+        ],
+        "usage": completion_usage(outcome.run),
+        "agentry": {
+            "run_id": str(run.pk),
+            "conversation_id": str(run.conversation_id),
+            "status": outcome.run.status,
+            "stop_reason": outcome.run.stop_reason,
+        },
+    }
+    return JsonResponse(body, headers=headers, json_dumps_params=UTF8)
+
+
+async def _chunks(run, model: str, include_usage: bool):
+    base = {**_completion(run, model), "object": "chat.completion.chunk"}
+
+    def chunk(delta: dict, finish_reason=None, **extra) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+        return "data: " + json.dumps({**base, "choices": [choice], **extra}, ensure_ascii=False) + "\n\n"
+
+    streamed_calls: list[int] = []
+
+    def deltas(batch) -> str:
+        parts = []
+        for event in batch:
+            if event["type"] != EventType.MESSAGE_DELTA:
+                continue
+            call_id = event["payload"]["llm_call_id"]
+            if call_id not in streamed_calls:
+                # Text of an earlier model step (before its tool calls) stays apart from the next.
+                parts.append("\n\n" if streamed_calls else "")
+                streamed_calls.append(call_id)
+            parts.append(event["payload"]["text"])
+        return "".join(parts)
+
+    yield chunk({"role": "assistant", "content": ""})
+    async for batch in _follow(run.pk):
+        if not batch:
+            yield ": keepalive\n\n"
+        elif text := deltas(batch):
+            yield chunk({"content": text})
+    outcome = await db(completion_outcome, run_id=run.pk)
+    if outcome.error:
+        error = {
+            "message": outcome.error,
+            "type": "server_error",
+            "param": None,
+            "code": outcome.run.stop_reason or "timeout",
+        }
+        yield "data: " + json.dumps({"error": error}, ensure_ascii=False) + "\n\n"
+        return
+    if outcome.text and outcome.final_llm_call_id not in streamed_calls:
+        yield chunk({"content": ("\n\n" if streamed_calls else "") + outcome.text})
+    yield chunk({}, outcome.finish_reason, agentry={"run_id": str(run.pk), "status": outcome.run.status})
+    if include_usage:
+        yield "data: " + json.dumps({**base, "choices": [], "usage": completion_usage(outcome.run)}) + "\n\n"
+    yield "data: [DONE]\n\n"
+
+
+@csrf_exempt
+@require_POST
+async def chat_completions(request):
+    try:
+        # Bearer tokens only: without cookies there is no cross-site request to forge.
+        user = await authenticate(request, allow_session=False)
+        await throttle(request, user, [ApiUserThrottle, RunStartThrottle])
+        parsed = completion_request_parse(await db(_body, request))
+        agent = await db(completion_agent, user=user, slug=parsed.model)
+        run = await db(completion_start, user=user, agent=agent, request=parsed)
+    except AsyncApiError as exc:
+        return _error(exc.status, exc.message, code=exc.code, headers=exc.headers)
+    except CompletionRequestError as exc:
+        return _error(exc.status, exc.message, code=exc.code, param=exc.param)
+    if not parsed.stream:
+        return await _plain(run, parsed.model)
+    response = StreamingHttpResponse(_chunks(run, parsed.model, parsed.include_usage), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    response["X-Agentry-Run-Id"] = str(run.pk)
+    return response
+
+
+def _models(user) -> list[dict]:
+    return [
+        {"id": slug, "object": "model", "created": int(created.timestamp()), "owned_by": "agentry"}
+        for slug, created in agents_usable_by(user=user).order_by("slug").values_list("slug", "created_at")
+    ]
+
+
+@require_GET
+async def models(request):
+    try:
+        user = await authenticate(request, allow_session=False)
+        await throttle(request, user, [ApiUserThrottle])
+    except AsyncApiError as exc:
+        return _error(exc.status, exc.message, code=exc.code, headers=exc.headers)
+    return JsonResponse({"object": "list", "data": await db(_models, user)})

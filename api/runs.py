@@ -1,0 +1,212 @@
+"""Runs: status and totals, the steps they took, cancellation."""
+
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+
+from api.common import ErrorSerializer
+from conversations.models import Run, RunStatus, StopReason
+from conversations.selectors import run_owned_by, run_step_messages, run_timeline, runs_visible_to
+from engine.operations import user_may_operate
+from engine.runs import run_cancel
+from platform_site.api_errors import ApiConflict
+
+
+class UsageSerializer(serializers.Serializer):
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    cached_tokens = serializers.IntegerField()
+    reasoning_tokens = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+    estimated = serializers.BooleanField(
+        source="usage_estimated",
+        help_text="True when (some of) these counts are estimates: the model server reported no usage.",
+    )
+
+
+class RunSerializer(serializers.ModelSerializer):
+    agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    agent_version = serializers.IntegerField(source="agent_version.number", read_only=True)
+    error = serializers.SerializerMethodField()
+    input = serializers.SerializerMethodField()
+    output = serializers.SerializerMethodField()
+    usage = UsageSerializer(source="*", read_only=True)
+    cost = serializers.DecimalField(max_digits=14, decimal_places=8, read_only=True)
+    duration_ms = serializers.IntegerField(read_only=True, allow_null=True)
+    events_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "conversation",
+            "agent",
+            "agent_version",
+            "status",
+            "stop_reason",
+            "error",
+            "cancel_requested",
+            "input",
+            "output",
+            "iterations",
+            "usage",
+            "cost",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "events_url",
+        ]
+
+    def get_error(self, run: Run) -> str:
+        # An internal error's text is a traceback: for operators (admin), not for API clients.
+        if run.stop_reason == StopReason.INTERNAL_ERROR:
+            return "An internal error stopped this run; operators can see the details."
+        return run.error
+
+    def get_input(self, run: Run) -> str | None:
+        request = getattr(run, "request", None)
+        return request.content if request else None
+
+    def get_output(self, run: Run) -> str | None:
+        """The final answer, once the run has completed (runs_visible_to annotates it)."""
+        return getattr(run, "output", None)
+
+    def get_events_url(self, run: Run) -> str:
+        return self.context["request"].build_absolute_uri(reverse("run-events", kwargs={"run_id": run.pk}))
+
+
+class LLMCallStepSerializer(serializers.Serializer):
+    kind = serializers.CharField(default="llm_call")
+    id = serializers.IntegerField()
+    iteration = serializers.IntegerField()
+    attempt = serializers.IntegerField()
+    purpose = serializers.CharField()
+    provider = serializers.CharField()
+    model = serializers.CharField(source="model_name")
+    status = serializers.CharField()
+    http_status = serializers.IntegerField(allow_null=True)
+    finish_reason = serializers.CharField()
+    usage = UsageSerializer(source="*")
+    cost = serializers.DecimalField(max_digits=14, decimal_places=8)
+    latency_ms = serializers.IntegerField(allow_null=True)
+    error = serializers.CharField()
+    content = serializers.SerializerMethodField(help_text="What the model wrote, when the call succeeded.")
+    tool_calls = serializers.SerializerMethodField(help_text="The tool calls it asked for, in the OpenAI format.")
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def get_content(self, call) -> str | None:
+        message = self.context["messages"].get(call.pk)
+        return message.content if message else None
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField(), allow_null=True))
+    def get_tool_calls(self, call):
+        message = self.context["messages"].get(call.pk)
+        return message.tool_calls if message else None
+
+
+class ToolInvocationStepSerializer(serializers.Serializer):
+    kind = serializers.CharField(default="tool_invocation")
+    id = serializers.IntegerField()
+    llm_call = serializers.IntegerField(source="llm_call_id")
+    tool = serializers.CharField(source="tool_name")
+    tool_call_id = serializers.CharField()
+    arguments = serializers.JSONField(allow_null=True)
+    raw_arguments = serializers.CharField()
+    validation_errors = serializers.ListField(child=serializers.CharField())
+    status = serializers.CharField()
+    approval = serializers.SerializerMethodField(help_text="Status of the approval this call needed, if any.")
+    result = serializers.CharField()
+    truncated = serializers.BooleanField()
+    error = serializers.CharField()
+    latency_ms = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def get_approval(self, invocation) -> str | None:
+        # Reverse one-to-one: hasattr is False when the call needed no approval.
+        return invocation.approval.status if hasattr(invocation, "approval") else None
+
+
+STEP_SERIALIZERS = {"llm_call": LLMCallStepSerializer, "tool_invocation": ToolInvocationStepSerializer}
+
+
+STEP_SCHEMA = PolymorphicProxySerializer(
+    component_name="RunStep",
+    serializers=STEP_SERIALIZERS,
+    resource_type_field_name="kind",
+    many=True,
+)
+
+
+class RunFilterSerializer(serializers.Serializer):
+    conversation = serializers.UUIDField(required=False)
+    status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[RunFilterSerializer]),
+)
+class RunViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = RunSerializer
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model
+            return Run.objects.none()
+        runs = runs_visible_to(user=self.request.user).order_by("-created_at")
+        if self.action == "list":
+            filters = RunFilterSerializer(data=self.request.query_params)
+            filters.is_valid(raise_exception=True)
+            runs = runs.filter(**filters.validated_data)
+        return runs
+
+    @extend_schema(
+        responses={200: STEP_SCHEMA},
+        parameters=[OpenApiParameter("page", int, description="Page number (50 steps a page).")],
+        description="The run's model calls and tool invocations in the order they happened.",
+    )
+    @action(detail=True, methods=["get"])
+    def steps(self, request, pk=None):
+        run = self.get_object()
+        steps = run_timeline(run=run)
+        page = self.paginate_queryset(steps)
+        context = {"messages": run_step_messages(run=run)}
+        return self.get_paginated_response(
+            [STEP_SERIALIZERS[step["kind"]](step["obj"], context=context).data for step in page]
+        )
+
+    @extend_schema(
+        request=None,
+        responses={202: RunSerializer, 200: RunSerializer, 403: ErrorSerializer, 409: ErrorSerializer},
+        description="Queued and parked runs end at once; a running run stops at its next step (202).",
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        run = self.get_object()
+        if not (run_owned_by(run=run, user=request.user) or user_may_operate(request.user)):
+            raise PermissionDenied(
+                _("This run belongs to another user's conversation; you may read it but not cancel it.")
+            )
+        if run.status == RunStatus.CANCELLED:
+            return Response(self.get_serializer(run).data, status=status.HTTP_200_OK)
+        if run.is_terminal:
+            raise ApiConflict(f"The run is already {run.status}; it can no longer be cancelled.")
+        cancelled = run_cancel(run=run, by=request.user)
+        if cancelled.is_terminal and cancelled.status != RunStatus.CANCELLED:
+            # It ended while this request was on its way: the cancel came too late.
+            raise ApiConflict(
+                _("The run is already {status}; it can no longer be cancelled.").format(status=cancelled.status)
+            )
+        return Response(self.get_serializer(self.get_object()).data, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,19 @@
+"""/api/v1/: each resource module registers its views on this router."""
+
+from django.urls import path
+from rest_framework.routers import DefaultRouter
+
+from api import agents, conversations, events, runs
+from api.approvals import ApprovalViewSet
+
+router = DefaultRouter(trailing_slash=True)
+router.register("agents", agents.AgentViewSet, basename="agent")
+router.register("conversations", conversations.ConversationViewSet, basename="conversation")
+router.register("runs", runs.RunViewSet, basename="run")
+router.register("approvals", ApprovalViewSet, basename="approval")
+
+urlpatterns = [
+    # Async (ASGI) view, outside DRF: a stream must not hold a thread while it waits.
+    path("runs/<uuid:run_id>/events/", events.run_events, name="run-events"),
+    *router.urls,
+]

@@ -1,0 +1,393 @@
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
+from django.utils.translation import gettext as _
+
+from console.approvals.diff import arguments_diff
+from console.monitoring.admin_actions import cancel_runs, requeue_runs, retry_runs
+from conversations.models import (
+    ApiToken,
+    Approval,
+    Conversation,
+    LLMCall,
+    Message,
+    Run,
+    RunEvent,
+    ToolInvocation,
+    Webhook,
+    WebhookAttempt,
+    WebhookDelivery,
+)
+from conversations.permissions import user_may_decide
+from conversations.selectors import run_timeline
+from conversations.tokens import api_token_create
+from conversations.webhooks import webhook_secret_generate
+from engine.approvals import ApprovalError, approval_decide
+from engine.operations import user_may_operate
+from platform_site.admin_mixins import ReadOnlyAdminMixin, ReadOnlyInline
+from platform_site.crypto import mask
+from tools.arguments import arguments_hash
+
+
+class MessageInline(ReadOnlyInline):
+    model = Message
+    fields = ["order", "role", "content", "tool_calls", "tool_call_id", "name", "run"]
+    readonly_fields = fields
+
+
+@admin.register(Conversation)
+class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "agent", "owner", "title", "message_count", "created_at"]
+    list_filter = ["agent"]
+    list_select_related = ["agent", "owner"]
+    search_fields = ["id", "title"]
+    inlines = [MessageInline]
+
+
+class HasErrorFilter(admin.SimpleListFilter):
+    title = "has error"
+    parameter_name = "has_error"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "yes"), ("no", "no")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.exclude(error="")
+        if self.value() == "no":
+            return queryset.filter(error="")
+        return queryset
+
+
+class RunEventInline(ReadOnlyInline):
+    model = RunEvent
+    fields = ["seq", "type", "payload", "created_at"]
+    readonly_fields = fields
+    show_change_link = False
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = [
+        "id",
+        "agent",
+        "status",
+        "stop_reason",
+        "iterations",
+        "total_tokens",
+        "usage_estimated",
+        "cost",
+        "created_at",
+        "duration",
+    ]
+    list_filter = ["status", "stop_reason", "agent", HasErrorFilter]
+    list_select_related = ["agent"]
+    search_fields = ["id", "conversation__id"]
+    raw_id_fields = ["conversation", "agent_version"]
+    show_full_result_count = False
+    date_hierarchy = "created_at"
+    readonly_fields = ["timeline"]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "conversation",
+                    "agent",
+                    "agent_version",
+                    "status",
+                    "stop_reason",
+                    "error",
+                    "cancel_requested",
+                ]
+            },
+        ),
+        (
+            "Totals",
+            {
+                "fields": [
+                    "iterations",
+                    "prompt_tokens",
+                    "completion_tokens",
+                    "cached_tokens",
+                    "reasoning_tokens",
+                    "total_tokens",
+                    "usage_estimated",
+                    "cost",
+                ]
+            },
+        ),
+        (
+            "Timing and lease",
+            {
+                "fields": [
+                    "created_at",
+                    "started_at",
+                    "finished_at",
+                    "lease_owner",
+                    "lease_expires_at",
+                    "claims",
+                    "recoveries",
+                ]
+            },
+        ),
+        ("Timeline", {"fields": ["timeline"]}),
+    ]
+    inlines = [RunEventInline]
+    actions = [cancel_runs, requeue_runs, retry_runs]
+
+    def has_operate_permission(self, request):
+        return user_may_operate(request.user)
+
+    @admin.display(description="duration (ms)")
+    def duration(self, obj):
+        return obj.duration_ms
+
+    @admin.display(description="Steps in order")
+    def timeline(self, obj):
+        return render_to_string("admin/conversations/run_timeline.html", {"steps": run_timeline(run=obj)})
+
+
+@admin.register(LLMCall)
+class LLMCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = [
+        "id",
+        "run",
+        "iteration",
+        "attempt",
+        "purpose",
+        "model_name",
+        "status",
+        "http_status",
+        "total_tokens",
+        "usage_estimated",
+        "latency_ms",
+        "started_at",
+    ]
+    list_filter = ["status", "purpose", "model_config", "usage_estimated"]
+    raw_id_fields = ["run"]
+    search_fields = ["run__id"]
+    show_full_result_count = False
+
+
+@admin.register(ToolInvocation)
+class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "run", "tool_name", "status", "truncated", "latency_ms", "created_at"]
+    list_filter = ["status", "tool_name"]
+    raw_id_fields = ["run", "llm_call"]
+    search_fields = ["run__id", "tool_call_id", "tool_name"]
+    show_full_result_count = False
+
+
+@admin.register(Approval)
+class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Audit rows, read-only; approvers may still decide pending ones with the two actions."""
+
+    list_display = [
+        "id",
+        "tool",
+        "agent",
+        "status",
+        "edited",
+        "decided_by",
+        "decided_at",
+        "channel",
+        "created_at",
+        "expires_at",
+    ]
+    list_filter = ["status", "channel", ("invocation__tool_name", admin.AllValuesFieldListFilter), "run__agent"]
+    list_select_related = ["invocation", "run__agent", "decided_by"]
+    search_fields = ["run__id", "tool_call_id", "invocation__tool_name"]
+    raw_id_fields = ["run", "invocation"]
+    show_full_result_count = False
+    actions = ["approve_selected", "reject_selected"]
+    fields = [
+        "run",
+        "invocation",
+        "tool_call_id",
+        "status",
+        "request_reason",
+        "original_arguments",
+        "arguments",
+        "arguments_diff",
+        "arguments_hash",
+        "decided_by",
+        "decided_at",
+        "channel",
+        "reason",
+        "expires_at",
+        "created_at",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description="tool", ordering="invocation__tool_name")
+    def tool(self, obj):
+        return obj.invocation.tool_name
+
+    @admin.display(description="agent")
+    def agent(self, obj):
+        return obj.run.agent
+
+    @admin.display(description="edited", boolean=True)
+    def edited(self, obj):
+        return obj.arguments_hash != arguments_hash(obj.invocation.arguments or {})
+
+    @admin.display(description="original arguments (from the model)")
+    def original_arguments(self, obj):
+        return obj.invocation.arguments
+
+    @admin.display(description="difference")
+    def arguments_diff(self, obj):
+        if not self.edited(obj):
+            return "–"
+        return render_to_string(
+            "approvals/_diff.html", {"diff": arguments_diff(obj.invocation.arguments or {}, obj.arguments)}
+        )
+
+    def has_decide_permission(self, request):
+        return user_may_decide(request.user)
+
+    def _decide(self, request, queryset, **decision):
+        done, refused = 0, []
+        for approval in queryset.filter(status=Approval.Status.PENDING).order_by("pk"):
+            try:
+                approval_decide(approval_id=approval.pk, user=request.user, channel=Approval.Channel.ADMIN, **decision)
+                done += 1
+            except ApprovalError as exc:
+                refused.append(f"#{approval.pk}: {exc}")
+        skipped = queryset.exclude(status=Approval.Status.PENDING).count()
+        self.message_user(request, f"{done} decided, {skipped} skipped (not pending).", messages.SUCCESS)
+        for line in refused:
+            self.message_user(request, line, messages.ERROR)
+
+    @admin.action(description="Approve selected pending approvals", permissions=["decide"])
+    def approve_selected(self, request, queryset):
+        self._decide(request, queryset, decision="approve")
+
+    @admin.action(description="Reject selected pending approvals…", permissions=["decide"])
+    def reject_selected(self, request, queryset):
+        reason = request.POST.get("reason", "").strip()
+        if "apply" in request.POST and reason:
+            self._decide(request, queryset, decision="reject", reason=reason)
+            return None
+        # First pass: ask for the reason the model will read.
+        return TemplateResponse(
+            request,
+            "admin/conversations/approval/reject.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Reject approvals",
+                "approvals": queryset,
+                "opts": self.model._meta,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+                "missing_reason": "apply" in request.POST,
+            },
+        )
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "run", "seq", "type", "created_at"]
+    list_filter = ["type"]
+    raw_id_fields = ["run"]
+    search_fields = ["run__id"]
+    show_full_result_count = False
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """A token acts as its user, so only a superuser may mint one, or reopen a revoked one, for
+    someone else; anyone else manages their own tokens."""
+
+    list_display = ["name", "user", "prefix", "is_active", "created_at", "last_used_at"]
+    list_filter = ["is_active"]
+    list_select_related = ["user"]
+    search_fields = ["name", "user__username", "prefix"]
+    raw_id_fields = ["user"]
+    readonly_fields = ["prefix", "created_at", "last_used_at"]
+
+    def get_fields(self, request, obj=None):
+        # The secret is generated on save; afterwards a token can only be renamed or revoked.
+        if obj is None:
+            return ["user", "name"] if request.user.is_superuser else ["name"]
+        return ["user", "name", "prefix", "is_active", "created_at", "last_used_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields + (["user"] if obj else [])
+
+    def has_change_permission(self, request, obj=None):
+        if obj is not None and obj.user_id != request.user.pk and not request.user.is_superuser:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return super().save_model(request, obj, form, change)
+        user = obj.user if request.user.is_superuser else request.user
+        token, plaintext = api_token_create(user=user, name=obj.name)
+        obj.pk, obj.user, obj.prefix, obj.key_hash = token.pk, user, token.prefix, token.key_hash
+        self.message_user(
+            request,
+            _("Token created. Copy it now; it will not be shown again: %(token)s") % {"token": plaintext},
+            messages.WARNING,
+        )
+
+
+class WebhookForm(forms.ModelForm):
+    # The stored secret is never sent to the browser; typing a new one replaces it.
+    new_secret = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        label="Secret",
+        help_text="Leave empty to keep the current secret (a new webhook gets a generated one, shown once).",
+    )
+    url = forms.URLField(max_length=500, assume_scheme="https")
+
+    class Meta:
+        model = Webhook
+        exclude = ["secret"]
+
+
+class WebhookAttemptInline(ReadOnlyInline):
+    model = WebhookAttempt
+    fields = ["number", "http_status", "error", "will_retry", "duration_ms", "response_body", "created_at"]
+    readonly_fields = fields
+    show_change_link = False
+
+
+@admin.register(Webhook)
+class WebhookAdmin(admin.ModelAdmin):
+    form = WebhookForm
+    list_display = ["url", "agent", "conversation", "is_active", "secret_status", "created_at"]
+    list_filter = ["is_active", "agent"]
+    list_select_related = ["agent"]
+    raw_id_fields = ["conversation"]
+    readonly_fields = ["secret_status"]
+
+    @admin.display(description="secret")
+    def secret_status(self, obj):
+        return mask(obj.secret) if obj.pk else "-"
+
+    def save_model(self, request, obj, form, change):
+        typed = form.cleaned_data.get("new_secret")
+        if typed:
+            obj.secret = typed
+        elif not change:
+            obj.secret = webhook_secret_generate()
+            self.message_user(
+                request, f"Webhook secret, copy it now; it will not be shown again: {obj.secret}", messages.WARNING
+            )
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "event_type", "webhook", "status", "attempts", "created_at", "finished_at"]
+    list_filter = ["status", "event_type"]
+    list_select_related = ["webhook"]
+    search_fields = ["id", "run_event__run__id"]
+    raw_id_fields = ["webhook", "run_event"]
+    show_full_result_count = False
+    inlines = [WebhookAttemptInline]

@@ -1,0 +1,219 @@
+"""Reads behind the monitoring dashboard.
+
+Everything about the past comes from the hourly rollups (a few rows per hour, whatever the
+size of the ledger); what is happening now comes from the runs table through its status index
+(active runs are few); the broker and the workers are asked through cached probes.
+"""
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from agents.models import Agent, ModelConfig
+from console.monitoring.broker import queue_depths, workers_online
+from conversations.models import Run, RunStatus
+from conversations.monitoring import histogram
+from conversations.monitoring.models import TOKEN_FIELDS, ErrorHourly, LLMCallHourly, RollupState, RunHourly
+from conversations.monitoring.rollups import floor_hour
+from conversations.selectors import run_final_answer
+
+ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
+ENDED_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED)
+
+
+def runs_now() -> dict[str, int]:
+    counts = dict(
+        Run.objects.filter(status__in=ACTIVE_STATUSES).values_list("status").annotate(n=Count("id")).order_by()
+    )
+    return {status: counts.get(status, 0) for status in ACTIVE_STATUSES}
+
+
+def stuck_runs(*, now: datetime, limit: int = 50) -> list[dict]:
+    """Running runs whose lease lapsed (their worker is gone) or that run past the threshold."""
+    threshold = now - timedelta(seconds=settings.AGENTRY_MONITOR_STUCK_SECONDS)
+    runs = (
+        Run.objects.filter(status=RunStatus.RUNNING)
+        .filter(Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True) | Q(started_at__lt=threshold))
+        .select_related("agent")
+        .order_by("started_at")[:limit]
+    )
+    return [
+        {
+            "id": str(run.pk),
+            "agent": run.agent.name,
+            "agent_id": run.agent_id,
+            "reason": "lease lapsed" if not run.lease_expires_at or run.lease_expires_at < now else "running too long",
+            "started_at": run.started_at.isoformat() if run.started_at else None,
+            "running_seconds": int((now - run.started_at).total_seconds()) if run.started_at else None,
+            "lease_owner": run.lease_owner,
+            "lease_expires_at": run.lease_expires_at.isoformat() if run.lease_expires_at else None,
+            "iterations": run.iterations,
+            "recoveries": run.recoveries,
+        }
+        for run in runs
+    ]
+
+
+def _hours(start: datetime, count: int) -> list[datetime]:
+    return [start + timedelta(hours=i) for i in range(count)]
+
+
+def runs_by_hour(*, start: datetime, hours: int) -> list[dict]:
+    counts: dict[tuple, int] = {}
+    for hour, status, n in (
+        RunHourly.objects.filter(hour__gte=start).values_list("hour", "status").annotate(n=Sum("runs")).order_by()
+    ):
+        counts[(hour, status)] = n
+    return [
+        {"hour": hour.isoformat(), **{status: counts.get((hour, status), 0) for status in ENDED_STATUSES}}
+        for hour in _hours(start, hours)
+    ]
+
+
+def outcomes(*, start: datetime) -> dict:
+    """Failure rates and the most frequent stop reasons and errors since `start`."""
+    by_status = dict(RunHourly.objects.filter(hour__gte=start).values_list("status").annotate(n=Sum("runs")).order_by())
+    ended, failed = sum(by_status.values()), by_status.get(RunStatus.FAILED, 0)
+    calls = LLMCallHourly.objects.filter(hour__gte=start).aggregate(calls=Sum("calls"), failed=Sum("failed"))
+    stop_reasons = (
+        RunHourly.objects.filter(hour__gte=start)
+        .values("status", "stop_reason")
+        .annotate(count=Sum("runs"))
+        .order_by("-count")[:10]
+    )
+    errors = (
+        ErrorHourly.objects.filter(hour__gte=start)
+        .values("source", "message")
+        .annotate(count=Sum("count"))
+        .order_by("-count")[:10]
+    )
+    return {
+        "runs_ended": ended,
+        "runs_failed": failed,
+        "run_failure_rate": failed / ended if ended else None,
+        "llm_calls": calls["calls"] or 0,
+        "llm_calls_failed": calls["failed"] or 0,
+        "llm_call_failure_rate": (calls["failed"] or 0) / calls["calls"] if calls["calls"] else None,
+        "stop_reasons": list(stop_reasons),
+        "top_errors": list(errors),
+    }
+
+
+def model_latency(*, start: datetime) -> list[dict]:
+    """p50 / p95 of successful model-call latency per model config (from the histograms)."""
+    per_model: dict[int, dict] = {}
+    for model_id, calls, failed, hist in LLMCallHourly.objects.filter(hour__gte=start).values_list(
+        "model_config_id", "calls", "failed", "latency_histogram"
+    ):
+        entry = per_model.setdefault(model_id, {"calls": 0, "failed": 0, "histograms": []})
+        entry["calls"] += calls
+        entry["failed"] += failed
+        entry["histograms"].append(hist)
+    names = dict(ModelConfig.objects.filter(pk__in=per_model).values_list("pk", "name"))
+    rows = []
+    for model_id, entry in per_model.items():
+        merged = histogram.merge(entry["histograms"])
+        rows.append(
+            {
+                "model_config_id": model_id,
+                "name": names.get(model_id, f"#{model_id}"),
+                "calls": entry["calls"],
+                "failed": entry["failed"],
+                "p50_ms": histogram.percentile(merged, 0.5),
+                "p95_ms": histogram.percentile(merged, 0.95),
+            }
+        )
+    return sorted(rows, key=lambda row: row["name"])
+
+
+def usage_by_agent_day(*, days: int, now: datetime) -> dict:
+    """Tokens by kind and cost per agent per day (days in the site's time zone)."""
+    today = timezone.localdate(now)
+    first_day = today - timedelta(days=days - 1)
+    start = floor_hour(timezone.make_aware(datetime.combine(first_day, datetime.min.time())))
+    rows = (
+        LLMCallHourly.objects.filter(hour__gte=start)
+        .values("hour", "agent_id")
+        .annotate(cost=Sum("cost"), **{kind: Sum(kind) for kind in TOKEN_FIELDS})
+        .order_by()
+    )
+    cells: dict[tuple, dict] = {}
+    for row in rows:
+        day = timezone.localdate(row["hour"])
+        if day < first_day:
+            continue
+        cell = cells.setdefault((day, row["agent_id"]), {"cost": Decimal(0), **dict.fromkeys(TOKEN_FIELDS, 0)})
+        cell["cost"] += row["cost"] or 0
+        for kind in TOKEN_FIELDS:
+            cell[kind] += row[kind] or 0
+    names = dict(Agent.objects.filter(pk__in={agent for _, agent in cells}).values_list("pk", "name"))
+    day_list = [first_day + timedelta(days=i) for i in range(days)]
+    empty = {"cost": Decimal(0), **dict.fromkeys(TOKEN_FIELDS, 0)}
+    agents = []
+    for agent_id, name in sorted(names.items(), key=lambda item: item[1]):
+        per_day = []
+        for day in day_list:
+            cell = cells.get((day, agent_id), empty)
+            per_day.append({"day": day.isoformat(), **cell, "cost": str(cell["cost"])})
+        agents.append({"id": agent_id, "name": name, "per_day": per_day})
+    return {"days": [day.isoformat() for day in day_list], "agents": agents}
+
+
+def rollup_freshness(*, now: datetime) -> dict:
+    state = RollupState.objects.filter(name="ledger").first()
+    if state is None:
+        return {"refreshed_at": None, "age_seconds": None, "stale": True}
+    age = (now - state.refreshed_at).total_seconds()
+    return {
+        "refreshed_at": state.refreshed_at.isoformat(),
+        "age_seconds": int(age),
+        "stale": age > 3 * settings.AGENTRY_MONITOR_ROLLUP_SECONDS + 60,
+    }
+
+
+def dashboard_snapshot(*, hours: int = 24, days: int = 7) -> dict:
+    """Everything the monitoring page shows, as plain JSON-ready data."""
+    now = timezone.now()
+    start = floor_hour(now) - timedelta(hours=hours - 1)
+    return {
+        "generated_at": now.isoformat(),
+        "hours": hours,
+        "days": days,
+        "rollups": rollup_freshness(now=now),
+        "runs_now": runs_now(),
+        "stuck_runs": stuck_runs(now=now),
+        "stuck_after_seconds": settings.AGENTRY_MONITOR_STUCK_SECONDS,
+        "runs_by_hour": runs_by_hour(start=start, hours=hours),
+        "outcomes": outcomes(start=start),
+        "latency": model_latency(start=start),
+        "usage": usage_by_agent_day(days=days, now=now),
+        "broker": queue_depths(),
+        "workers": workers_online(),
+        "flower_url": settings.AGENTRY_FLOWER_URL,
+        "refresh_seconds": settings.AGENTRY_MONITOR_REFRESH_SECONDS,
+    }
+
+
+def run_events_after(*, run: Run, after: int, limit: int = 200) -> dict:
+    """A run's events past sequence number `after` (the try-an-agent page polls this), and
+    once the run has ended, its answer."""
+    events = list(
+        run.events.filter(seq__gt=after).order_by("seq").values("seq", "type", "payload", "created_at")[:limit]
+    )
+    answer = run_final_answer(run=run)
+    return {
+        "run": {
+            "id": str(run.pk),
+            "status": run.status,
+            "stop_reason": run.stop_reason,
+            "error": run.error,
+            "terminal": run.is_terminal,
+            "total_tokens": run.total_tokens,
+            "cost": str(run.cost),
+        },
+        "events": [{**event, "created_at": event["created_at"].isoformat()} for event in events],
+        "answer": answer.content if answer is not None else None,
+    }

@@ -1,0 +1,106 @@
+"""A run's whole story as one JSON document: the run, each model call and tool call in order
+(request, response, tokens by kind, cost, latency, arguments, result, approval and decider),
+and its events. The timeline page shows it and copies it; four queries whatever the run's size."""
+
+from conversations.models import Run, RunEvent
+from conversations.monitoring.models import TOKEN_FIELDS
+from conversations.selectors import run_timeline
+
+
+def _iso(moment) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def _llm_call(call) -> dict:
+    return {
+        "kind": "llm_call",
+        "id": call.pk,
+        "purpose": call.purpose,
+        "iteration": call.iteration,
+        "attempt": call.attempt,
+        "model_config_id": call.model_config_id,
+        "provider": call.provider,
+        "model": call.model_name,
+        "status": call.status,
+        "http_status": call.http_status,
+        "finish_reason": call.finish_reason,
+        "tokens": {kind: getattr(call, kind) for kind in TOKEN_FIELDS},
+        "usage_estimated": call.usage_estimated,
+        "cost": str(call.cost),
+        "latency_ms": call.latency_ms,
+        "error": call.error,
+        "started_at": _iso(call.started_at),
+        "finished_at": _iso(call.finished_at),
+        "request": call.request,
+        "response": call.response,
+    }
+
+
+def _approval(approval) -> dict | None:
+    if approval is None:
+        return None
+    return {
+        "id": approval.pk,
+        "status": approval.status,
+        "arguments": approval.arguments,
+        "decided_by": approval.decided_by.get_username() if approval.decided_by else None,
+        "decided_at": _iso(approval.decided_at),
+        "channel": approval.channel,
+        "reason": approval.reason,
+        "created_at": _iso(approval.created_at),
+        "expires_at": _iso(approval.expires_at),
+    }
+
+
+def _tool_invocation(invocation) -> dict:
+    return {
+        "kind": "tool_invocation",
+        "id": invocation.pk,
+        "llm_call_id": invocation.llm_call_id,
+        "tool": invocation.tool_name,
+        "tool_call_id": invocation.tool_call_id,
+        "status": invocation.status,
+        "raw_arguments": invocation.raw_arguments,
+        "arguments": invocation.arguments,
+        "validation_errors": invocation.validation_errors,
+        "result": invocation.result,
+        "truncated": invocation.truncated,
+        "error": invocation.error,
+        "latency_ms": invocation.latency_ms,
+        "idempotency_key": invocation.idempotency_key,
+        "created_at": _iso(invocation.created_at),
+        "started_at": _iso(invocation.started_at),
+        "finished_at": _iso(invocation.finished_at),
+        "approval": _approval(getattr(invocation, "approval", None)),
+    }
+
+
+def run_timeline_export(*, run: Run) -> dict:
+    steps = [
+        _llm_call(step["obj"]) if step["kind"] == "llm_call" else _tool_invocation(step["obj"])
+        for step in run_timeline(run=run)
+    ]
+    events = RunEvent.objects.filter(run=run).order_by("seq").values("seq", "type", "payload", "created_at")
+    return {
+        "run": {
+            "id": str(run.pk),
+            "conversation_id": str(run.conversation_id),
+            "agent_id": run.agent_id,
+            "agent": run.agent.name,
+            "agent_version": run.agent_version.number,
+            "status": run.status,
+            "stop_reason": run.stop_reason,
+            "error": run.error,
+            "iterations": run.iterations,
+            "tokens": {kind: getattr(run, kind) for kind in TOKEN_FIELDS},
+            "cost": str(run.cost),
+            "created_at": _iso(run.created_at),
+            "started_at": _iso(run.started_at),
+            "finished_at": _iso(run.finished_at),
+            "duration_ms": run.duration_ms,
+            "claims": run.claims,
+            "recoveries": run.recoveries,
+        },
+        "steps": steps,
+        "events": [{**event, "created_at": _iso(event["created_at"])} for event in events],
+    }

@@ -1,0 +1,17 @@
+from django.urls import path
+
+from console.monitoring import views
+
+app_name = "monitoring"
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("panel/", views.dashboard_panel, name="panel"),
+    path("data.json", views.dashboard_data, name="data"),
+    path("runs/<uuid:run_id>/", views.run_timeline_page, name="run"),
+    path("runs/<uuid:run_id>/timeline.json", views.run_timeline_json, name="run-json"),
+    path("runs/<uuid:run_id>/events.json", views.run_events_json, name="run-events"),
+    path("runs/<uuid:run_id>/<slug:action>/", views.run_action, name="run-action"),
+    path("try/", views.try_agent, name="try"),
+    path("try/send/", views.try_agent_send, name="try-send"),
+]

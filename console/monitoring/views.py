@@ -1,0 +1,231 @@
+"""Staff pages: the monitoring dashboard (with its HTML panel and JSON data endpoints), a run's
+timeline, the operator actions, and the try-an-agent page. Thin: selectors and services do
+the work. Each page asks for the permission that matches its power: seeing runs
+(view_run), acting on them (operate_run), or starting them (add_run) - being staff is not enough."""
+
+import logging
+from functools import wraps
+
+from django.contrib import admin, messages
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import Http404, HttpResponseBadRequest, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
+
+from console.monitoring.forms import TryAgentForm
+from console.monitoring.presenters import dashboard_context, timeline_rows
+from console.monitoring.selectors import dashboard_snapshot, run_events_after
+from console.monitoring.services import ConversationNotFound, try_message_post
+from console.monitoring.timeline import run_timeline_export
+from conversations.models import Run
+from engine.admission import ConversationBusy
+from engine.operations import (
+    OPERATE_PERMISSION,
+    RunActionRefused,
+    run_cancel_by_operator,
+    run_requeue,
+    run_retry,
+)
+from platform_site.http_methods import require_GET, require_POST
+from platform_site.logs import bind
+
+log = logging.getLogger(__name__)
+
+ACTIONS = {"cancel": run_cancel_by_operator, "requeue": run_requeue, "retry": run_retry}
+VIEW_PERMISSION = "conversations.view_run"
+# The try page starts runs, and follows them on the run's timeline and events.
+TRY_PERMISSIONS = ("conversations.add_run", VIEW_PERMISSION)
+
+
+class BadParameter(ValueError):
+    pass
+
+
+def _int_param(request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.GET.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise BadParameter(f"{name} must be a whole number from {low} to {high}.")
+    return value
+
+
+def _window(request) -> tuple[int, int]:
+    return _int_param(request, "hours", 24, 1, 168), _int_param(request, "days", 7, 1, 31)
+
+
+def _json_error(message: str, status: int = 400) -> JsonResponse:
+    return JsonResponse({"message": message, "extra": {}}, status=status)
+
+
+def operator_required(*permissions: str, json: bool = False):
+    """Active staff holding every permission named. An anonymous visitor is sent to the login
+    page; anyone else is refused with 403 (in the API's error shape for JSON endpoints)."""
+
+    def decorate(view):
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            user = request.user
+            if not user.is_authenticated:
+                return redirect_to_login(request.get_full_path(), reverse("admin:login"))
+            if not (user.is_active and user.is_staff and user.has_perms(permissions)):
+                if json:
+                    return _json_error(_("You do not have permission to do this."), status=403)
+                raise PermissionDenied
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def _page(request, template: str, **context):
+    return render(request, template, {**admin.site.each_context(request), **context})
+
+
+@require_GET
+@operator_required(VIEW_PERMISSION)
+def dashboard(request):
+    try:
+        hours, days = _window(request)
+    except BadParameter as exc:
+        return HttpResponseBadRequest(str(exc))
+    snapshot = dashboard_snapshot(hours=hours, days=days)
+    return _page(request, "monitoring/dashboard.html", title="Monitoring", **dashboard_context(snapshot))
+
+
+@require_GET
+@operator_required(VIEW_PERMISSION)
+def dashboard_panel(request):
+    """The dashboard's body alone; the page swaps it in every few seconds."""
+    try:
+        hours, days = _window(request)
+    except BadParameter as exc:
+        return HttpResponseBadRequest(str(exc))
+    snapshot = dashboard_snapshot(hours=hours, days=days)
+    return render(request, "monitoring/_panel.html", dashboard_context(snapshot))
+
+
+@require_GET
+@operator_required(VIEW_PERMISSION, json=True)
+def dashboard_data(request):
+    try:
+        hours, days = _window(request)
+    except BadParameter as exc:
+        return _json_error(str(exc))
+    return JsonResponse(dashboard_snapshot(hours=hours, days=days), encoder=DjangoJSONEncoder)
+
+
+def _run(run_id) -> Run:
+    return get_object_or_404(Run.objects.select_related("agent", "agent_version"), pk=run_id)
+
+
+@require_GET
+@operator_required(VIEW_PERMISSION)
+def run_timeline_page(request, run_id):
+    run = _run(run_id)
+    export = run_timeline_export(run=run)
+    return _page(
+        request,
+        "monitoring/run_timeline.html",
+        title=f"Run {run.pk}",
+        run=run,
+        export=export,
+        rows=timeline_rows(export["steps"]),
+    )
+
+
+@require_GET
+@operator_required(VIEW_PERMISSION, json=True)
+def run_timeline_json(request, run_id):
+    return JsonResponse(
+        run_timeline_export(run=_run(run_id)),
+        encoder=DjangoJSONEncoder,
+        json_dumps_params={"ensure_ascii": False, "indent": 2},
+    )
+
+
+@require_GET
+@operator_required(VIEW_PERMISSION, json=True)
+def run_events_json(request, run_id):
+    try:
+        after = _int_param(request, "after", 0, 0, 2**31 - 1)
+    except BadParameter as exc:
+        return _json_error(str(exc))
+    run = get_object_or_404(Run, pk=run_id)
+    return JsonResponse(
+        run_events_after(run=run, after=after), encoder=DjangoJSONEncoder, json_dumps_params={"ensure_ascii": False}
+    )
+
+
+@require_POST
+@operator_required(OPERATE_PERMISSION)
+def run_action(request, run_id, action):
+    if action not in ACTIONS:
+        raise Http404("no such action")
+    try:
+        ACTIONS[action](run_id=run_id, user=request.user)
+    except Run.DoesNotExist:
+        raise Http404("no such run")
+    except RunActionRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Run {run_id}: {action} done.")
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        target = reverse("monitoring:run", args=[run_id])
+    return redirect(target)
+
+
+@require_GET
+@operator_required(*TRY_PERMISSIONS)
+def try_agent(request):
+    form = TryAgentForm(initial={"agent": request.GET.get("agent")}, user=request.user)
+    return _page(request, "monitoring/try_agent.html", title="Try an agent", form=form)
+
+
+@require_POST
+@operator_required(*TRY_PERMISSIONS, json=True)
+def try_agent_send(request):
+    form = TryAgentForm(request.POST, user=request.user)
+    if not form.is_valid():
+        first = next(iter(form.errors.items()))
+        return JsonResponse({"message": f"{first[0]}: {' '.join(first[1])}", "extra": form.errors}, status=400)
+    try:
+        run = try_message_post(
+            agent=form.cleaned_data["agent"],
+            user=request.user,
+            content=form.cleaned_data["content"],
+            conversation_id=form.cleaned_data["conversation"],
+        )
+    except ConversationNotFound as exc:
+        return _json_error(str(exc))
+    except ConversationBusy as exc:
+        return JsonResponse(
+            {
+                "message": f"This agent answers one message at a time: {exc}. Wait for it to end.",
+                "extra": {"active_run": str(exc.run.pk)},
+            },
+            status=409,
+        )
+    bind(run_id=run.pk)
+    log.info("run %s queued from the try-an-agent page by %s", run.pk, request.user.get_username())
+    return JsonResponse(
+        {
+            "run_id": str(run.pk),
+            "conversation_id": str(run.conversation_id),
+            "events_url": reverse("monitoring:run-events", args=[run.pk]),
+            "timeline_url": reverse("monitoring:run", args=[run.pk]),
+        },
+        status=201,
+    )

@@ -1,0 +1,104 @@
+"""Admission: a posted message becomes a run, under the agent's concurrency policy."""
+
+import hashlib
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.models import ConcurrentMessages
+from agents.services import agent_version_current
+from agents.snapshot import snapshot_parse
+from conversations import events
+from conversations.events import EventType
+from conversations.models import Conversation, Run, RunRequest
+from conversations.services import run_event_append
+from engine.dispatch import ACTIVE_STATUSES, run_admit
+from engine.runs import run_cancel
+
+
+class ConversationBusy(Exception):
+    """The agent rejects concurrent messages and the conversation has an active run."""
+
+    def __init__(self, run: Run):
+        super().__init__(f"conversation has an active run {run.pk} ({run.status})")
+        self.run = run
+
+
+class IdempotencyKeyReused(Exception):
+    """The idempotency key was first used with other content."""
+
+
+@dataclass
+class Submission:
+    run: Run
+    replayed: bool = False
+
+
+def _content_hash(content: str) -> str:
+    return hashlib.sha256(content.encode()).hexdigest()
+
+
+def message_submit(*, conversation: Conversation, content: str, user=None, idempotency_key: str = "") -> Submission:
+    """A user message and the run that answers it, decided under a lock on the conversation.
+
+    While another run of the conversation is active, the agent's policy applies: reject
+    (ConversationBusy), enqueue (the new run waits and is admitted when the active one ends),
+    or interrupt (the active runs are cancelled after commit; the new run waits for them to stop).
+    The same idempotency key from the same user returns the run it first created.
+    """
+    digest = _content_hash(content)
+    with transaction.atomic():
+        conversation = (
+            Conversation.objects.select_for_update(no_key=True).select_related("agent").get(pk=conversation.pk)
+        )
+        if idempotency_key:
+            previous = (
+                RunRequest.objects.filter(conversation=conversation, user=user, idempotency_key=idempotency_key)
+                .select_related("run")
+                .first()
+            )
+            if previous is not None:
+                if previous.content_hash != digest:
+                    raise IdempotencyKeyReused(idempotency_key)
+                return Submission(previous.run, replayed=True)
+        active = list(Run.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES).order_by("created_at"))
+        policy = conversation.agent.concurrent_messages
+        if active and policy == ConcurrentMessages.REJECT:
+            raise ConversationBusy(active[0])
+        version = agent_version_current(agent=conversation.agent)
+        timeout = snapshot_parse(version.snapshot)["agent"]["run_timeout_seconds"]
+        run = Run.objects.create(
+            conversation=conversation,
+            agent_id=conversation.agent_id,
+            agent_version=version,
+            deadline=timezone.now() + timedelta(seconds=timeout) if timeout else None,
+        )
+        RunRequest.objects.create(
+            run=run,
+            conversation=conversation,
+            user=user,
+            content=content,
+            idempotency_key=idempotency_key,
+            content_hash=digest,
+        )
+        payload = events.run_queued(agent_version=version.number, waiting_for=[str(r.pk) for r in active] or None)
+        run_event_append(run_id=run.pk, type=EventType.RUN_QUEUED, payload=payload)
+        if not active:
+            run_admit(run, content)
+        elif policy == ConcurrentMessages.INTERRUPT:
+            # After commit and outside the conversation lock: the engine locks a run, then its
+            # conversation, so cancelling here could deadlock with a step being recorded.
+            ids = [r.pk for r in active]
+            transaction.on_commit(lambda: runs_interrupt(run_ids=ids, by=user), robust=True)
+    return Submission(run)
+
+
+def message_post(*, conversation: Conversation, content: str, user=None, idempotency_key: str = "") -> Run:
+    return message_submit(conversation=conversation, content=content, user=user, idempotency_key=idempotency_key).run
+
+
+def runs_interrupt(*, run_ids, by=None) -> None:
+    for run in Run.objects.filter(pk__in=run_ids, status__in=ACTIVE_STATUSES):
+        run_cancel(run=run, by=by)

@@ -1,0 +1,252 @@
+"""Decisions on approvals, their expiry, and resuming a run once nothing of its step is pending.
+
+Every decision locks the run's row first and the approval's row second, as run_finish and
+run_park_for_approval do, so a decision, an expiry, a cancellation and the parking of the same
+run queue up behind each other instead of deadlocking or interleaving. The approval's status is
+checked under that lock and guarded again in the UPDATE: of two deciders, exactly one wins.
+"""
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.snapshot import ToolSpec, snapshot_parse, snapshot_tool
+from conversations import events
+from conversations.events import EventType
+from conversations.models import Approval, ApprovalGrant, Run, RunStatus, StopReason
+from conversations.permissions import user_may_decide
+from conversations.services import run_event_append
+from engine.dispatch import run_enqueue
+from engine.runs import run_finish
+from engine.transitions import run_transition
+from tools.approval_policy import ApprovalExpiry
+from tools.arguments import arguments_hash, contains_nul, validate_arguments
+
+log = logging.getLogger(__name__)
+
+APPROVE, REJECT = "approve", "reject"
+
+EXPIRED_RUN_MESSAGE = (
+    "I stopped here: calling {tool} needed a person's approval and nobody decided within the time "
+    "allowed, so nothing was done. Ask again when someone can approve it."
+)
+
+
+class ApprovalError(Exception):
+    """A decision that cannot be taken; the message says why, in words for the person."""
+
+
+class ApprovalNotAllowed(ApprovalError):
+    pass
+
+
+class ApprovalConflict(ApprovalError):
+    """The approval is no longer pending (decided, expired, cancelled) or has changed."""
+
+
+class ApprovalInvalid(ApprovalError):
+    def __init__(self, message: str, errors: list[str] | None = None):
+        super().__init__(message)
+        self.errors = errors or [message]
+
+
+def _tool_spec(run: Run, tool_name: str) -> ToolSpec | None:
+    return snapshot_tool(snapshot_parse(run.agent_version.snapshot), tool_name)
+
+
+def _settle(
+    *,
+    approval: Approval,
+    status: str,
+    now,
+    user=None,
+    channel: str,
+    reason: str = "",
+    arguments: dict | None = None,
+    for_rest_of_run: bool = False,
+) -> None:
+    """Record one decision on a pending approval (already locked) and its event."""
+    fields = {"status": status, "decided_by": user, "decided_at": now, "channel": channel, "reason": reason}
+    if arguments is not None:
+        fields.update(arguments=arguments, arguments_hash=arguments_hash(arguments))
+    if not Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(**fields):
+        raise ApprovalConflict("This approval was decided by someone else a moment ago.")
+    for field, value in fields.items():
+        setattr(approval, field, value)
+    invocation = approval.invocation
+    event = EventType.APPROVAL_EXPIRED if status == Approval.Status.EXPIRED else EventType.APPROVAL_DECIDED
+    run_event_append(
+        run_id=approval.run_id,
+        type=event,
+        payload=events.approval_decided(
+            approval_id=approval.pk,
+            tool_invocation_id=invocation.pk,
+            tool_call_id=approval.tool_call_id,
+            tool=invocation.tool_name,
+            status=status,
+            channel=channel,
+            decided_by=user.get_username() if user else None,
+            reason=reason,
+            edited=approval.arguments_hash != arguments_hash(invocation.arguments or {}),
+            arguments_hash=approval.arguments_hash,
+            for_rest_of_run=for_rest_of_run,
+        ),
+    )
+
+
+def _resume_if_settled(run: Run) -> bool:
+    """Requeue a parked run (locked by the caller) once none of its approvals is pending."""
+    if run.status != RunStatus.AWAITING_APPROVAL:
+        return False
+    if Approval.objects.filter(run_id=run.pk, status=Approval.Status.PENDING).exists():
+        return False
+    if not run_transition(
+        run_id=run.pk,
+        to=RunStatus.QUEUED,
+        expect=[RunStatus.AWAITING_APPROVAL],
+        payload=events.run_queued(reason="approvals decided"),
+    ):
+        return False
+    run_enqueue(run_id=run.pk)
+    return True
+
+
+def _lock(approval_id) -> tuple[Run, Approval]:
+    run_id = Approval.objects.filter(pk=approval_id).values_list("run_id", flat=True).first()
+    if run_id is None:
+        raise Approval.DoesNotExist(f"approval {approval_id} does not exist")
+    run = Run.objects.select_for_update().select_related("agent_version").get(pk=run_id)
+    approval = Approval.objects.select_for_update().select_related("invocation").get(pk=approval_id)
+    return run, approval
+
+
+def approval_decide(
+    *,
+    approval_id,
+    user,
+    decision: str,
+    channel: str,
+    arguments: dict | None = None,
+    reason: str = "",
+    for_rest_of_run: bool = False,
+    expected_hash: str = "",
+) -> Approval:
+    """Approve (as asked, or with edited arguments) or reject one pending approval.
+
+    `expected_hash` binds the decision to the arguments the person saw; `for_rest_of_run`
+    approves this call and every other call of the same tool in the same run, now and later.
+    """
+    if not user_may_decide(user):
+        raise ApprovalNotAllowed("You are not allowed to decide approvals.")
+    if decision not in (APPROVE, REJECT):
+        raise ApprovalInvalid(f"Unknown decision {decision!r}; use 'approve' or 'reject'.")
+    if decision == REJECT and (arguments is not None or for_rest_of_run):
+        raise ApprovalInvalid("Edited arguments and 'for the rest of the run' go with approve, not reject.")
+    if contains_nul(arguments) or contains_nul(reason):
+        raise ApprovalInvalid("The arguments and the reason must not contain the NUL character (U+0000).")
+    reason = (reason or "").strip()
+    with transaction.atomic():
+        run, approval = _lock(approval_id)
+        now = timezone.now()
+        if approval.status != Approval.Status.PENDING:
+            raise ApprovalConflict(
+                f"This approval is already {approval.status}"
+                + (f" (by {approval.decided_by.get_username()})" if approval.decided_by else "")
+                + "."
+            )
+        if approval.expires_at and approval.expires_at <= now:
+            raise ApprovalConflict("This approval expired before the decision; it can no longer be decided.")
+        if expected_hash and expected_hash != approval.arguments_hash:
+            raise ApprovalConflict("The arguments of this approval are not the ones you saw; reload and decide again.")
+        if decision == REJECT:
+            _settle(
+                approval=approval, status=Approval.Status.REJECTED, now=now, user=user, channel=channel, reason=reason
+            )
+            _resume_if_settled(run)
+            return approval
+        edited = None
+        if arguments is not None and not isinstance(arguments, dict):
+            raise ApprovalInvalid("The arguments must be a JSON object.")
+        if arguments is not None and arguments_hash(arguments) != approval.arguments_hash:
+            spec = _tool_spec(run, approval.invocation.tool_name)
+            errors = validate_arguments(spec["parameters"], arguments) if spec else ["The tool is no longer available."]
+            if errors:
+                raise ApprovalInvalid("The edited arguments do not fit the tool: " + " ".join(errors), errors)
+            edited = arguments
+        _settle(
+            approval=approval,
+            status=Approval.Status.APPROVED,
+            now=now,
+            user=user,
+            channel=channel,
+            reason=reason,
+            arguments=edited,
+            for_rest_of_run=for_rest_of_run,
+        )
+        if for_rest_of_run:
+            _grant_rest_of_run(run=run, approval=approval, user=user, now=now)
+        _resume_if_settled(run)
+    return approval
+
+
+def _grant_rest_of_run(*, run: Run, approval: Approval, user, now) -> None:
+    """Later calls of the tool are approved as they come (tool_step reads the grant); the ones
+    already waiting in this step are approved now, each bound to its own arguments."""
+    tool_name = approval.invocation.tool_name
+    ApprovalGrant.objects.get_or_create(
+        run=run, tool_name=tool_name, defaults={"approval": approval, "granted_by": user}
+    )
+    others = (
+        Approval.objects.select_for_update()
+        .select_related("invocation")
+        .filter(run=run, status=Approval.Status.PENDING, invocation__tool_name=tool_name)
+        .order_by("pk")
+    )
+    for other in others:
+        _settle(
+            approval=other,
+            status=Approval.Status.APPROVED,
+            now=now,
+            user=user,
+            channel=Approval.Channel.RUN_GRANT,
+            reason=f"approved for the rest of the run with approval #{approval.pk}",
+        )
+
+
+def approvals_expire(*, now=None) -> int:
+    """Expire overdue pending approvals; each run then continues or ends as its tool's policy says."""
+    now = now or timezone.now()
+    due = list(
+        Approval.objects.filter(status=Approval.Status.PENDING, expires_at__lte=now)
+        .order_by("expires_at")
+        .values_list("pk", flat=True)
+    )
+    expired = 0
+    for approval_id in due:
+        with transaction.atomic():
+            run, approval = _lock(approval_id)
+            if approval.status != Approval.Status.PENDING:
+                continue
+            waited = int((now - approval.created_at).total_seconds())
+            _settle(
+                approval=approval,
+                status=Approval.Status.EXPIRED,
+                now=now,
+                channel=Approval.Channel.SYSTEM,
+                reason=f"no decision within {waited} s",
+            )
+            expired += 1
+            spec = _tool_spec(run, approval.invocation.tool_name) or {}
+            if spec.get("approval", {}).get("on_expiry") == ApprovalExpiry.END_RUN:
+                run_finish(
+                    run_id=run.pk,
+                    status=RunStatus.EXPIRED,
+                    stop_reason=StopReason.APPROVAL_EXPIRED,
+                    final_message=EXPIRED_RUN_MESSAGE.format(tool=approval.invocation.tool_name),
+                )
+            else:
+                _resume_if_settled(run)
+    if expired:
+        log.info("expired %s approval(s)", expired)
+    return expired

@@ -1,0 +1,151 @@
+"""The messages a model call sends, by the agent's context policy (seeds 001 §6.3, 003 §3.4,
+004 §2.4): the system prompt first (with the summary of folded turns, if any), the tools (in
+the request's own field), then the last N turns; tool results sent again in later steps are
+cut to a budget; when the context would still exceed the agent's token budget or what the
+model's context window leaves after the answer's room (window.py), the oldest turns are
+folded into the conversation's summary by a model call (see summary.py).
+
+Turns are kept or dropped whole, and an assistant message with tool calls always travels with
+its results. Earlier runs that ended half-way (cancelled while a tool call waited for
+approval, say) can leave an assistant tool-call message without all its results; providers
+reject such a history, so those fragments are left out rather than blocking the conversation.
+"""
+
+from agents.prompting import render_system_prompt
+from agents.providers.base import estimate_prompt_tokens, estimate_tokens
+from agents.snapshot import AgentSnapshot
+from conversations.models import Message, Run
+from engine.summary import summarise
+from engine.turns import Turn, group_turns, group_units, trimmed, wire_tokens
+from engine.window import history_budget, tool_definitions
+
+SUMMARY_HEADING = "Summary of the earlier conversation (its messages are no longer shown):\n"
+
+
+def message_to_wire(message: Message, *, trim_to: int | None = None) -> dict:
+    wire = {"role": message.role, "content": message.content}
+    if message.role == Message.Role.ASSISTANT and message.tool_calls:
+        wire["tool_calls"] = message.tool_calls
+    if message.reasoning:
+        wire["reasoning"] = message.reasoning
+    if message.role == Message.Role.TOOL:
+        wire["content"] = trimmed(message.content, trim_to)
+        wire["tool_call_id"] = message.tool_call_id
+        if message.name:
+            wire["name"] = message.name
+    return wire
+
+
+def _drop_unanswered_tool_calls(messages: list[Message], current_run_id) -> list[Message]:
+    answered = {m.tool_call_id for m in messages if m.role == Message.Role.TOOL}
+    dropped_ids: set[str] = set()
+    kept = []
+    for message in messages:
+        if message.role == Message.Role.ASSISTANT and message.tool_calls and message.run_id != current_run_id:
+            ids = {call["id"] for call in message.tool_calls}
+            if not ids <= answered:
+                dropped_ids |= ids
+                continue
+        if message.role == Message.Role.TOOL and message.tool_call_id in dropped_ids:
+            continue
+        kept.append(message)
+    return kept
+
+
+def _summary_through(run: Run, first_order: int) -> int:
+    """The conversation's summary applies to this run only if it covers nothing of the run itself."""
+    through = run.conversation.context_summary_through
+    return through if through < first_order else 0
+
+
+def _opening_order(rows: list[Message], run: Run) -> int | None:
+    """Where the run starts: the order of its user message."""
+    return next((m.order for m in rows if m.run_id == run.pk and m.role == Message.Role.USER), None)
+
+
+def conversation_messages(run: Run) -> list[Message]:
+    """Everything before this run's first message not folded into the summary, plus the run's
+    own messages. The summary applies only if it covers nothing of the run itself; in the
+    common case the rows after it show that, and one query per step is enough."""
+    through = run.conversation.context_summary_through
+    messages = Message.objects.filter(conversation_id=run.conversation_id).order_by("order")
+    rows = list(messages.filter(order__gt=through))
+    first = _opening_order(rows, run)
+    if first is None and through:
+        rows = list(messages)
+        first = _opening_order(rows, run)
+    history = [m for m in rows if first is not None and (m.order < first or m.run_id == run.pk)]
+    return _drop_unanswered_tool_calls(history, run.pk)
+
+
+def _wire_turns(turns: list[Turn], trim_to: int | None) -> list[list[dict]]:
+    """Tool results are trimmed except those answering the newest assistant message: the step
+    right after a tool call sees the whole result (bounded by the tool's own limit)."""
+    newest = turns[-1][-1] if turns else None
+    return [
+        [message_to_wire(m, trim_to=None if unit is newest else trim_to) for unit in turn for m in unit]
+        for turn in turns
+    ]
+
+
+def _assemble(system: str, summary: str, wire_turns: list[list[dict]]) -> list[dict]:
+    if summary:
+        system = f"{system}\n\n{SUMMARY_HEADING}{summary}" if system else f"{SUMMARY_HEADING}{summary}"
+    head = [{"role": "system", "content": system}] if system else []
+    return head + [wire for turn in wire_turns for wire in turn]
+
+
+def _budget(snapshot: AgentSnapshot) -> int | None:
+    """The agent's own budget or what the models' windows allow, whichever is smaller."""
+    budgets = [b for b in (snapshot["agent"].get("context_token_budget"), history_budget(snapshot)) if b]
+    return min(budgets) if budgets else None
+
+
+def build_context(
+    *, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], iteration: int, shrink: bool = False
+) -> list[dict]:
+    """The messages to send. `shrink` folds at least half of the history's estimated size into
+    the summary: the server said the request did not fit, so the estimate ran short."""
+    agent = snapshot["agent"]
+    system = render_system_prompt(
+        template=agent["system_prompt"], now=run.created_at, time_zone=agent["time_zone"], agent_name=agent["name"]
+    )
+    first_order = next((m.order for m in messages if m.run_id == run.pk), messages[-1].order)
+    summary = run.conversation.context_summary if _summary_through(run, first_order) else ""
+    turns = group_turns(group_units(messages))
+    if agent.get("context_max_turns"):
+        # A chat completion's own system message opens the conversation as a turn of its own;
+        # the window keeps it, so the client's instructions are never dropped silently.
+        opening = turns[:1] if turns[0][0][0].role == Message.Role.SYSTEM else []
+        turns = opening + turns[len(opening) :][-agent["context_max_turns"] :]
+    wire_turns = _wire_turns(turns, agent.get("context_tool_result_max_chars"))
+    budget = _budget(snapshot)
+    if not (budget or shrink) or len(turns) < 2:
+        return _assemble(system, summary, wire_turns)
+    sizes = [sum(wire_tokens(w) for w in turn) for turn in wire_turns]
+    total = (
+        estimate_prompt_tokens(messages=[{"content": system}], tools=tool_definitions(snapshot["tools"]))
+        + estimate_tokens(summary)
+        + sum(sizes)
+    )
+    if not shrink and total <= budget:
+        return _assemble(system, summary, wire_turns)
+    # Fold down to half the budget, so a summary is made now and then rather than every step.
+    target = budget // 2 if budget else total // 2
+    if shrink:
+        target = min(target, total // 2)
+    fold = 0
+    while fold < len(turns) - 1 and total > target:
+        total -= sizes[fold]
+        fold += 1
+    through = min(m.order for turn in turns[fold:] for unit in turn for m in unit) - 1
+    summary = summarise(
+        run=run,
+        owner=owner,
+        snapshot=snapshot,
+        iteration=iteration,
+        previous=summary,
+        turns=turns[:fold],
+        through=through,
+    )
+    return _assemble(system, summary, wire_turns[fold:])

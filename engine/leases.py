@@ -1,0 +1,106 @@
+"""Leases: which worker holds a run, until when.
+
+A worker claims a run with a conditional UPDATE (only a queued run, or a running one whose
+lease lapsed, can be claimed; engine.transitions), so two workers can never both hold it. One thread per worker
+process renews the leases of every run the process holds with a single UPDATE, however many
+runs wait on their models at once.
+"""
+
+import logging
+import os
+import socket
+import threading
+import uuid
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.db.models import Exists, F, OuterRef, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from conversations import events
+from conversations.fencing import LeaseLost, lease_deadline
+from conversations.models import Message, Run, RunStatus
+from engine.transitions import run_transition
+
+log = logging.getLogger(__name__)
+
+
+_owner: tuple[int, str] | None = None
+
+
+def process_owner() -> str:
+    global _owner
+    if _owner is None or _owner[0] != os.getpid():
+        _owner = (os.getpid(), f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}")
+    return _owner[1]
+
+
+def run_claim(*, run_id, owner: str) -> bool:
+    """Take the run (queued, or running on a lapsed lease), with its run.running event."""
+    now = timezone.now()
+    claimable = Q(status=RunStatus.QUEUED) | Q(lease_expires_at__lt=now)
+    # A run waiting its turn in its conversation has no message yet: it is admitted (given its
+    # user message) only when no earlier run of the conversation is active any more.
+    admitted = Exists(Message.objects.filter(run_id=OuterRef("pk")))
+    return run_transition(
+        run_id=run_id,
+        to=RunStatus.RUNNING,
+        expect=(RunStatus.QUEUED, RunStatus.RUNNING),
+        owner=owner,
+        where=claimable & admitted,
+        fields={"claims": F("claims") + 1, "started_at": Coalesce("started_at", now)},
+        payload=events.run_running(worker=owner),
+    )
+
+
+def lease_fence(*, run_id, owner: str) -> None:
+    """Inside a step's transaction: extend our lease or abort the step if we lost it."""
+    updated = Run.objects.filter(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING).update(
+        lease_expires_at=lease_deadline()
+    )
+    if not updated:
+        raise LeaseLost(str(run_id))
+
+
+class LeaseRenewer:
+    def __init__(self):
+        self._held: set = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pid: int | None = None
+
+    def hold(self, run_id) -> None:
+        with self._lock:
+            self._held.add(run_id)
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._loop, name="lease-renewer", daemon=True)
+                self._thread.start()
+
+    def release(self, run_id) -> None:
+        with self._lock:
+            self._held.discard(run_id)
+
+    def _loop(self) -> None:
+        interval = max(0.5, settings.AGENTRY_RUN_LEASE_SECONDS / 3)
+        stop = threading.Event()
+        while not stop.wait(interval):
+            # The update runs under the lock: once release() returns, the run is never renewed
+            # again by this process, so a crashed step's lease lapses on time.
+            with self._lock:
+                held = list(self._held)
+                if not held:
+                    continue
+                try:
+                    Run.objects.filter(pk__in=held, lease_owner=process_owner(), status=RunStatus.RUNNING).update(
+                        lease_expires_at=lease_deadline()
+                    )
+                except Exception:  # the database may blink; the next round tries again
+                    log.warning("lease renewal failed", exc_info=True)
+                    close_old_connections()
+                finally:
+                    connection.close()
+
+
+renewer = LeaseRenewer()

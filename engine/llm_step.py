@@ -1,0 +1,149 @@
+"""One model step: build the context, call the model (model_call.py: attempts, retries, the
+fallback model) and record the assistant message with the completed call.
+
+An answer with neither text nor tool calls is no answer (small models do this): it is tried
+again like a failed attempt, and if every attempt is empty the step ends with EmptyAnswer. A
+server that says the request exceeds its context gets one more try with the history folded.
+"""
+
+from dataclasses import dataclass
+
+from django.utils.translation import gettext as _
+
+from agents.providers import LLMResponse
+from agents.snapshot import AgentSnapshot, snapshot_tool
+from conversations.models import LLMCall, Message, Run
+from conversations.services import messages_append
+from engine.context import build_context
+from engine.model_call import ContextOverflow, EmptyAnswer, ModelStepFailed, model_call
+from engine.window import fitted
+
+FORCED_CHOICES = ("required", "tool")
+
+
+@dataclass
+class StepResult:
+    message: Message
+    response: LLMResponse
+
+
+def _normalised_tool_calls(response: LLMResponse, run: Run, iteration: int) -> list[dict]:
+    """Some providers (seed 000's) send tool calls without ids; results must be matched to
+    calls, so every call gets a stable id before it is stored."""
+    calls, seen = [], set()
+    for index, call in enumerate(response.tool_calls):
+        call_id = call.id or f"call_{run.pk.hex[:12]}_{iteration}_{index}"
+        if call_id in seen:
+            call_id = f"{call_id}_{index}"
+        seen.add(call_id)
+        calls.append({"id": call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
+    return calls
+
+
+def effective_tool_choice(*, run: Run, snapshot: AgentSnapshot, messages: list[Message]) -> tuple[str, str]:
+    """A forced choice ('required' or a named tool) holds until the run has called a tool, then
+    the model may answer: forcing every step would loop until a limit stops the run."""
+    agent = snapshot["agent"]
+    choice, name = agent.get("tool_choice", "auto"), agent.get("tool_choice_name", "")
+    if choice not in FORCED_CHOICES:
+        return choice, ""
+    if any(m.run_id == run.pk and m.role == Message.Role.ASSISTANT and m.tool_calls for m in messages):
+        return "auto", ""
+    if choice == "tool" and snapshot_tool(snapshot, name) is None:
+        raise ModelStepFailed(f"The agent's tool choice names the tool {name!r}, which it does not have (enabled).")
+    return choice, name
+
+
+def empty_answer(response: LLMResponse) -> EmptyAnswer | None:
+    if response.content.strip() or response.tool_calls:
+        return None
+    return EmptyAnswer(
+        _(
+            "I could not produce an answer: the model replied with no text and no tool calls, also when asked "
+            "again. Please try again, or rephrase the question."
+        )
+    )
+
+
+def llm_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> StepResult:
+    iteration = run.iterations + 1
+    tool_choice, tool_name = effective_tool_choice(run=run, snapshot=snapshot, messages=messages)
+    wire_messages = build_context(run=run, owner=owner, snapshot=snapshot, messages=messages, iteration=iteration)
+    try:
+        return _call(
+            run=run,
+            owner=owner,
+            snapshot=snapshot,
+            iteration=iteration,
+            wire_messages=wire_messages,
+            tool_choice=tool_choice,
+            tool_name=tool_name,
+        )
+    except ContextOverflow:
+        folded = build_context(
+            run=run, owner=owner, snapshot=snapshot, messages=messages, iteration=iteration, shrink=True
+        )
+        if len(folded) >= len(wire_messages):
+            raise  # nothing older to fold: the same request would fail the same way
+    return _call(
+        run=run,
+        owner=owner,
+        snapshot=snapshot,
+        iteration=iteration,
+        wire_messages=folded,
+        tool_choice=tool_choice,
+        tool_name=tool_name,
+    )
+
+
+def _call(
+    *,
+    run: Run,
+    owner: str,
+    snapshot: AgentSnapshot,
+    iteration: int,
+    wire_messages: list[dict],
+    tool_choice: str,
+    tool_name: str,
+) -> StepResult:
+    parallel = snapshot["agent"]["parallel_tool_calls"]
+
+    def build(provider, model: dict) -> dict:
+        model = fitted(model, messages=wire_messages, tools=snapshot["tools"])
+        return provider.build_request(
+            model=model,
+            messages=wire_messages,
+            tools=snapshot["tools"],
+            tool_choice=tool_choice,
+            parallel_tool_calls=parallel,
+            tool_name=tool_name,
+        )
+
+    def record(call: LLMCall, response: LLMResponse) -> StepResult:
+        tool_calls = _normalised_tool_calls(response, run, iteration)
+        [message] = messages_append(
+            conversation_id=run.conversation_id,
+            run_id=run.pk,
+            messages=[
+                {
+                    "role": Message.Role.ASSISTANT,
+                    "content": response.content,
+                    "tool_calls": tool_calls or None,
+                    "llm_call_id": call.pk,
+                    "reasoning": response.reasoning,
+                }
+            ],
+        )
+        return StepResult(message, response)
+
+    return model_call(
+        run=run,
+        owner=owner,
+        snapshot=snapshot,
+        purpose=LLMCall.Purpose.STEP,
+        iteration=iteration,
+        build=build,
+        record=record,
+        relay_deltas=True,
+        check=empty_answer,
+    )

@@ -1,0 +1,152 @@
+"""The agent loop: claim a run, then take steps until it ends or parks.
+
+The worker keeps nothing between steps: each step starts by reading the run and its messages
+from the database and ends with a commit, so any step can be re-run by another worker after a
+crash. What the next step is, engine.next_step decides from the run, its messages and its
+snapshot (call the model, run the tools the model asked for, or finish); this module executes
+that decision and turns what the execution found (a tool loop, approvals to wait for, a failed
+model call) into the run's next status.
+"""
+
+import logging
+import time
+import traceback
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from agents.snapshot import AgentSnapshot, snapshot_parse
+from conversations import events
+from conversations.models import Message, Run, RunStatus, StopReason
+from engine.context import conversation_messages
+from engine.dispatch import run_enqueue
+from engine.leases import LeaseLost, process_owner, renewer, run_claim
+from engine.limits import daily_usage, timeout_limit
+from engine.llm_step import llm_step
+from engine.model_call import DeadlineReached, EmptyAnswer, ModelStepFailed
+from engine.next_step import Finish, RunTools, next_step
+from engine.runs import run_finish, run_park_for_approval
+from engine.tool_step import tool_step
+from engine.transitions import run_transition
+from platform_site.logs import log_context
+
+log = logging.getLogger(__name__)
+
+TOOL_LOOP_MESSAGE = _(
+    "I stopped here: I kept calling {tools} without getting closer to an answer. "
+    "Please rephrase the question or give me more details."
+)
+
+
+def _finish(run_id, finish: Finish) -> bool:
+    """End the run as decided: a limit ends it completed with the reason said, like an answer."""
+    run_finish(run_id=run_id, status=finish.status, stop_reason=finish.reason, final_message=finish.message)
+    return False
+
+
+def _tools_named(names: list[str]) -> str:
+    return (_("the tool {name}") if len(names) == 1 else _("the tools {names}")).format(
+        name=names[0], names=", ".join(names)
+    )
+
+
+def _step(run_id, owner: str) -> bool:
+    """Take one step. Returns True when the loop should go on.
+
+    A cancel is honoured at every step boundary: here, before each tool starts (tool_step), and
+    when a model call returns (run_finish ends a run whose cancel was accepted as cancelled,
+    so an answer that arrives late is kept in the ledger but never delivered as the answer)."""
+    run = Run.objects.select_related("agent_version", "conversation").get(pk=run_id)
+    if run.status != RunStatus.RUNNING or run.lease_owner != owner:
+        raise LeaseLost(str(run_id))
+    snapshot = snapshot_parse(run.agent_version.snapshot)
+    messages = conversation_messages(run)
+    now = timezone.now()
+    step = next_step(run, messages, snapshot, now=now, usage_today=daily_usage(run, snapshot, now=now))
+    if isinstance(step, Finish):
+        return _finish(run.pk, step)
+    if isinstance(step, RunTools):
+        return _run_tools(run=run, owner=owner, snapshot=snapshot, messages=messages, current=step.message)
+    return _call_model(run=run, owner=owner, snapshot=snapshot, messages=messages)
+
+
+def _run_tools(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], current: Message) -> bool:
+    outcome = tool_step(run=run, owner=owner, snapshot=snapshot, messages=messages, current=current)
+    if outcome.cancelled:
+        # Tool calls the model asked for and that never ran get their rows (cancelled) from run_finish.
+        return _finish(run.pk, Finish(StopReason.CANCELLED))
+    if outcome.loop:
+        message = TOOL_LOOP_MESSAGE.format(tools=_tools_named(outcome.loop.names))
+        return _finish(run.pk, Finish(StopReason.TOOL_LOOP, message))
+    if outcome.parked:
+        # Not parked means every approval was decided while the step ran: take the step again.
+        return not run_park_for_approval(run_id=run.pk, owner=owner)
+    return True
+
+
+def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> bool:
+    try:
+        result = llm_step(run=run, owner=owner, snapshot=snapshot, messages=messages)
+    except DeadlineReached:
+        limit = timeout_limit(snapshot)
+        return _finish(run.pk, Finish(limit.stop_reason, limit.message))
+    except EmptyAnswer as exc:
+        # Like the limits, a model that gave no answer ends the run completed with the reason
+        # said to the user (failed is for runs the platform could not carry out).
+        return _finish(run.pk, Finish(StopReason.EMPTY_ANSWER, str(exc)))
+    except ModelStepFailed as exc:
+        run_finish(run_id=run.pk, status=RunStatus.FAILED, stop_reason=StopReason.PROVIDER_ERROR, error=str(exc))
+        return False
+    if not result.message.tool_calls:
+        return _finish(run.pk, Finish(StopReason.FINAL_ANSWER))
+    # The calls it asked for start in the next step, which begins by checking for a cancel.
+    return True
+
+
+def run_advance(*, run_id) -> None:
+    with log_context(run_id=run_id):
+        _advance(run_id)
+
+
+def _requeue_between_steps(run_id, owner: str) -> None:
+    with transaction.atomic():
+        if run_transition(
+            run_id=run_id,
+            to=RunStatus.QUEUED,
+            expect=[RunStatus.RUNNING],
+            owner=owner,
+            payload=events.run_requeued(reason="time slice used up"),
+        ):
+            run_enqueue(run_id=run_id)
+
+
+def _advance(run_id) -> None:
+    owner = process_owner()
+    if not run_claim(run_id=run_id, owner=owner):
+        log.info("run %s: not claimable (taken, parked or finished)", run_id)
+        return
+    log.info("run %s: claimed by %s", run_id, owner)
+    renewer.hold(run_id)
+    slice_ends = time.monotonic() + settings.AGENTRY_TASK_SLICE_SECONDS
+    try:
+        while _step(run_id, owner):
+            if time.monotonic() > slice_ends:
+                # A long run goes back to the queue between steps, so no task runs unbounded
+                # (thread pools cannot enforce Celery's time limits) and other runs get a turn.
+                _requeue_between_steps(run_id, owner)
+                break
+    except LeaseLost:
+        log.warning("run %s: lease lost; another worker has taken it over", run_id)
+    except Exception:
+        log.exception("run %s failed", run_id)
+        run_finish(
+            run_id=run_id,
+            status=RunStatus.FAILED,
+            stop_reason=StopReason.INTERNAL_ERROR,
+            error=traceback.format_exc(limit=20),
+        )
+    finally:
+        renewer.release(run_id)
+    log.info("run %s: released", run_id)

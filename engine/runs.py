@@ -1,0 +1,199 @@
+"""Run status changes: ending a run, parking it for approval, cancelling it.
+
+A run's status is only ever changed by engine.transitions.run_transition, whose docstring is the
+table of allowed changes; it is called here (end, park; a cancel ends a run or asks its worker
+to stop), in engine.leases (claim) and where a run is handed back to the queue (loop, sweeper,
+operations, approvals). conversations.services appends to the ledger and never changes a status."""
+
+from functools import partial
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.snapshot import snapshot_parse
+from conversations import events
+from conversations.events import EventType
+from conversations.models import (
+    TERMINAL_STATUSES,
+    Approval,
+    LLMCall,
+    Message,
+    Run,
+    RunStatus,
+    StopReason,
+    ToolInvocation,
+)
+from conversations.services import messages_append, run_event_append
+from engine.dispatch import ACTIVE_STATUSES, conversation_admit_next
+from engine.transitions import run_transition
+from platform_site.text import scrub_nul
+from tools.arguments import parse_arguments
+from tools.calls import call_arguments, call_name
+
+
+def run_finish(*, run_id, status: str, stop_reason: str, error: str = "", final_message: str | None = None) -> bool:
+    """Move a run to a terminal state, once. Returns False if it already was terminal.
+
+    A run whose cancel was accepted (202) ends cancelled, whatever the step that ends it found:
+    an answer that arrived after the cancel stays in the ledger but is not the run's answer.
+    The ending it replaced is recorded in the event."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.status in TERMINAL_STATUSES:
+            return False
+        payload = events.run_ended(stop_reason=stop_reason, error=error)
+        if run.cancel_requested and status != RunStatus.CANCELLED:
+            payload = events.run_ended(stop_reason=StopReason.CANCELLED, instead_of=stop_reason)
+            status, stop_reason, error, final_message = RunStatus.CANCELLED, StopReason.CANCELLED, "", None
+        if final_message is not None:
+            messages_append(
+                conversation_id=run.conversation_id,
+                run_id=run.pk,
+                messages=[{"role": Message.Role.ASSISTANT, "content": final_message}],
+            )
+        now = timezone.now()
+
+        def close():
+            if stop_reason != StopReason.FINAL_ANSWER:  # a final answer has no calls left to record
+                _unrecorded_calls_record(run=run, status=status, now=now)
+            _open_calls_close(run_id=run_id, status=status, now=now)
+
+        ended = run_transition(
+            run_id=run_id,
+            to=status,
+            expect=ACTIVE_STATUSES,
+            payload=payload,
+            effects=close,
+            fields={"stop_reason": stop_reason, "error": error, "finished_at": now},
+        )
+        if ended:
+            transaction.on_commit(partial(conversation_admit_next, conversation_id=run.conversation_id), robust=True)
+        return ended
+
+
+def _unrecorded_calls_record(*, run: Run, status: str, now) -> None:
+    """Tool calls of the run's last step that never got a row (the run ended while the model was
+    answering, or before the step took them) are recorded as cancelled, with the arguments as the
+    model gave them, so every tool call in the ledger has its invocation row. Earlier steps' calls
+    all have rows: a model is called only after the previous step's calls were answered."""
+    last = (
+        Message.objects.filter(run_id=run.pk, role=Message.Role.ASSISTANT, tool_calls__isnull=False)
+        .order_by("-order")
+        .only("tool_calls", "llm_call_id")
+        .first()
+    )
+    if last is None or last.llm_call_id is None:  # a row needs the call that asked for it
+        return
+    ids = [call["id"] for call in last.tool_calls]
+    recorded = set(
+        ToolInvocation.objects.filter(run_id=run.pk, tool_call_id__in=ids).values_list("tool_call_id", flat=True)
+    )
+    missing = [(position, call) for position, call in enumerate(last.tool_calls) if call["id"] not in recorded]
+    if not missing:
+        return
+    tool_ids = {tool["name"]: tool["id"] for tool in snapshot_parse(run.agent_version.snapshot)["tools"]}
+    rows = []
+    for position, call in missing:
+        name, _ = call_name(call)
+        raw = call_arguments(call)
+        rows.append(
+            ToolInvocation(
+                run_id=run.pk,
+                tool_call_id=call["id"],
+                llm_call_id=last.llm_call_id,
+                tool_id=tool_ids.get(name),
+                tool_name=name,
+                position=position,
+                raw_arguments=raw,
+                arguments=scrub_nul(parse_arguments(raw).arguments),
+                status=ToolInvocation.Status.CANCELLED,
+                error=f"run {status}",
+                finished_at=now,
+                idempotency_key=f"{run.pk}:{call['id']}",
+            )
+        )
+    ToolInvocation.objects.bulk_create(rows, ignore_conflicts=True)
+
+
+def _open_calls_close(*, run_id, status: str, now) -> None:
+    """An ended run leaves nothing waiting: its pending approvals are cancelled (each with an
+    event), its calls that never ran are marked cancelled, and the attempts a dead worker left
+    open (a model call, a tool call) are closed as interrupted. A worker that is in fact still
+    in such a call cannot record it any more: its lease fence fails on the ended run."""
+    pending = Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING).select_related("invocation")
+    for approval in pending:
+        Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(
+            status=Approval.Status.CANCELLED, decided_at=now, channel=Approval.Channel.SYSTEM, reason=f"run {status}"
+        )
+        run_event_append(
+            run_id=run_id,
+            type=EventType.APPROVAL_CANCELLED,
+            payload=events.approval_cancelled(
+                approval_id=approval.pk,
+                tool_invocation_id=approval.invocation_id,
+                tool_call_id=approval.tool_call_id,
+                tool=approval.invocation.tool_name,
+                reason=f"run {status}",
+            ),
+        )
+    ToolInvocation.objects.filter(
+        run_id=run_id, status__in=[ToolInvocation.Status.PENDING, ToolInvocation.Status.AWAITING_APPROVAL]
+    ).update(status=ToolInvocation.Status.CANCELLED, error=f"run {status}", finished_at=now)
+    LLMCall.objects.filter(run_id=run_id, status=LLMCall.Status.STARTED).update(
+        status=LLMCall.Status.FAILED,
+        error=f"interrupted: the run was {status} before the call completed",
+        finished_at=now,
+    )
+    ToolInvocation.objects.filter(run_id=run_id, status=ToolInvocation.Status.RUNNING).update(
+        status=ToolInvocation.Status.ERROR,
+        error="interrupted",
+        finished_at=now,
+        result=f"The run was {status} while this call was running; its outcome is unknown.",
+    )
+
+
+def run_park_for_approval(*, run_id, owner: str) -> bool:
+    """Park a running run until its pending approvals are decided. Returns False (and leaves the
+    run running) when there is nothing left to wait for: the approvals were decided while the
+    step still ran, and the decision could not requeue a run that was not parked yet."""
+    with transaction.atomic():
+        # The run's row lock orders this against approval_decide, which locks the run first too.
+        run = Run.objects.select_for_update().filter(pk=run_id, status=RunStatus.RUNNING, lease_owner=owner).first()
+        # A run whose cancel was accepted is not parked: its next step ends it (and the approvals).
+        if run is None or run.cancel_requested:
+            return False
+        if not Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING).exists():
+            return False
+        return run_transition(
+            run_id=run_id,
+            to=RunStatus.AWAITING_APPROVAL,
+            expect=[RunStatus.RUNNING],
+            owner=owner,
+            payload=events.run_awaiting_approval(),
+        )
+
+
+def run_cancel(*, run: Run, by=None) -> Run:
+    """The one way a run is cancelled (API, interrupt, operators). A queued, parked or abandoned
+    run (lease lapsed) ends now; a run a live worker holds stops at its next step boundary.
+    An ended run is left as it is."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if not run.is_terminal:
+            held = (
+                run.status == RunStatus.RUNNING
+                and run.lease_expires_at is not None
+                and run.lease_expires_at > timezone.now()
+            )
+            by_name, by_id = (by.get_username(), by.pk) if by is not None else (None, None)
+            run_event_append(
+                run_id=run.pk,
+                type=EventType.RUN_CANCEL_REQUESTED,
+                payload=events.run_cancel_requested(by=by_name, by_id=by_id),
+            )
+            if held:
+                Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+            else:
+                run_finish(run_id=run.pk, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+    run.refresh_from_db()
+    return run

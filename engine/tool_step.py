@@ -1,0 +1,377 @@
+"""One tool step: every tool call of one assistant message, then their results as messages.
+
+Each call gets one ToolInvocation row (unique per run and tool call id). Calls the policy lets
+through run now; calls that need a person get a pending Approval and park the run. A call that
+needs approval runs only with an approved Approval bound to its tool call id whose recorded hash
+matches the arguments approved, and it runs with those (possibly edited) arguments. A call is
+marked `running` in its own commit before it starts, so after a crash a side-effecting call whose
+outcome is unknown is reported, never silently repeated (at most once); idempotent ones are re-run.
+"""
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.snapshot import AgentSnapshot
+from conversations import events
+from conversations.events import EventType
+from conversations.models import Approval, ApprovalGrant, Message, Run, ToolInvocation
+from conversations.services import messages_append, run_event_append
+from engine.leases import lease_fence
+from engine.loop_guard import Repeat, repeat_found
+from platform_site.dbpool import release_connection
+from platform_site.logs import log_context
+from platform_site.text import scrub_nul
+from tools.approval_policy import ApprovalPolicy, approval_need
+from tools.arguments import arguments_hash, parse_arguments, validate_arguments
+from tools.calls import call_arguments, call_name
+from tools.executors import execute_tool
+from tools.registry import ToolContext
+
+log = logging.getLogger(__name__)
+
+Status = ToolInvocation.Status
+FINISHED = {Status.SUCCEEDED, Status.ERROR, Status.REJECTED, Status.BLOCKED, Status.CANCELLED}
+
+STREAK_HINT = (
+    "Tool {name} was not run: it has been called {count} times in a row. The information "
+    "available is not enough; answer from what you already have, or ask the user."
+)
+CYCLE_HINT = (
+    "Tools {names} were not run: the same calls with the same arguments have repeated over the last "
+    "{count} steps. Repeating them will not help; answer from what you already have, or ask the user."
+)
+
+
+class RunCancelled(Exception):
+    """A cancel was accepted while the step ran: no further tool of the step may start."""
+
+
+@dataclass
+class ToolStepOutcome:
+    parked: bool = False
+    loop: Repeat | None = None
+    cancelled: bool = False
+
+
+def _hint(repeat: Repeat) -> str:
+    if repeat.cycle:
+        return CYCLE_HINT.format(names=", ".join(repeat.names), count=repeat.steps)
+    return STREAK_HINT.format(name=repeat.names[0], count=repeat.steps)
+
+
+def _new_invocation(*, run: Run, message: Message, position: int, call: dict, tools: dict) -> ToolInvocation:
+    """The call's row; whatever shape the model gave it, what is wrong becomes its validation
+    errors (the model reads them) and what is stored fits its columns."""
+    name, name_problem = call_name(call)
+    raw = call_arguments(call)
+    spec = tools.get(name) if name_problem is None else None
+    parsed = parse_arguments(raw)
+    arguments = scrub_nul(parsed.arguments)
+    errors = list(parsed.errors)
+    if spec is None:
+        errors = [
+            f"{name_problem or f'There is no tool named {name!r}.'} Available tools: {', '.join(tools) or 'none'}."
+        ]
+    elif arguments is not None:
+        # Validated as stored: a NUL in a key would otherwise reach the error text unstorable.
+        errors += validate_arguments(spec["parameters"], arguments)
+    return ToolInvocation(
+        run=run,
+        tool_call_id=call["id"],
+        llm_call_id=message.llm_call_id,
+        tool_id=spec["id"] if spec else None,
+        tool_name=name,
+        position=position,
+        raw_arguments=raw,
+        arguments=arguments,
+        validation_errors=errors,
+        idempotency_key=f"{run.pk}:{call['id']}",
+    )
+
+
+def _step_invocations(*, run: Run, message: Message, tools: dict) -> list[ToolInvocation]:
+    """One row per tool call of the step, in call order: created once, read back after a crash.
+
+    Inserted with ON CONFLICT DO NOTHING on (run, tool_call_id), so a step taken again never
+    duplicates a row and never overwrites one that already records what happened."""
+    ids = [call["id"] for call in message.tool_calls]
+    existing = {inv.tool_call_id: inv for inv in ToolInvocation.objects.filter(run=run, tool_call_id__in=ids)}
+    missing = [
+        _new_invocation(run=run, message=message, position=i, call=call, tools=tools)
+        for i, call in enumerate(message.tool_calls)
+        if call["id"] not in existing
+    ]
+    if missing:
+        ToolInvocation.objects.bulk_create(missing, ignore_conflicts=True)
+        existing = {inv.tool_call_id: inv for inv in ToolInvocation.objects.filter(run=run, tool_call_id__in=ids)}
+    return [existing[call_id] for call_id in ids]
+
+
+def _finish(
+    invocation: ToolInvocation,
+    *,
+    status: str,
+    result: str,
+    error: str = "",
+    truncated=False,
+    latency_ms=None,
+    lease_owner: str | None = None,
+) -> None:
+    ToolInvocation.objects.filter(pk=invocation.pk).update(
+        status=status,
+        result=result,
+        error=error,
+        truncated=truncated,
+        latency_ms=latency_ms,
+        finished_at=timezone.now(),
+    )
+    invocation.status, invocation.result = status, result
+    payload = events.tool_completed(
+        tool_invocation_id=invocation.pk,
+        tool=invocation.tool_name,
+        status=status,
+        truncated=truncated,
+        latency_ms=latency_ms,
+    )
+    run_event_append(run_id=invocation.run_id, type=EventType.TOOL_COMPLETED, lease_owner=lease_owner, payload=payload)
+
+
+def _request_approval(*, invocation: ToolInvocation, spec: dict, why: str) -> Approval:
+    """A pending Approval for this call, or an approved one if a person already approved this
+    tool for the rest of the run (the call still gets its own row, bound to its arguments)."""
+    now = timezone.now()
+    grant = ApprovalGrant.objects.filter(run_id=invocation.run_id, tool_name=invocation.tool_name).first()
+    fields = {
+        "run_id": invocation.run_id,
+        "tool_call_id": invocation.tool_call_id,
+        "arguments": invocation.arguments,
+        "arguments_hash": arguments_hash(invocation.arguments),
+        "request_reason": why[:500],
+    }
+    if grant is not None:
+        fields.update(
+            status=Approval.Status.APPROVED,
+            decided_by_id=grant.granted_by_id,
+            decided_at=now,
+            channel=Approval.Channel.RUN_GRANT,
+            reason=f"approved for the rest of the run with approval #{grant.approval_id}",
+        )
+    elif spec["approval"]["timeout_seconds"]:
+        fields["expires_at"] = now + timedelta(seconds=spec["approval"]["timeout_seconds"])
+    approval, created = Approval.objects.get_or_create(invocation=invocation, defaults=fields)
+    if approval.status == Approval.Status.PENDING:
+        ToolInvocation.objects.filter(pk=invocation.pk, status=Status.PENDING).update(status=Status.AWAITING_APPROVAL)
+        invocation.status = Status.AWAITING_APPROVAL
+    if created:
+        named = {
+            "approval_id": approval.pk,
+            "tool_invocation_id": invocation.pk,
+            "tool_call_id": invocation.tool_call_id,
+            "tool": invocation.tool_name,
+            "arguments": invocation.arguments,
+            "arguments_hash": approval.arguments_hash,
+        }
+        if grant is None:
+            expires_at = approval.expires_at.isoformat() if approval.expires_at else None
+            payload = events.approval_requested(**named, why=approval.request_reason, expires_at=expires_at)
+            run_event_append(run_id=invocation.run_id, type=EventType.APPROVAL_REQUESTED, payload=payload)
+        else:
+            payload = events.approval_decided(
+                **named,
+                status=approval.status,
+                channel=approval.channel,
+                decided_by=grant.granted_by.get_username(),
+                reason=approval.reason,
+                edited=False,
+            )
+            run_event_append(run_id=invocation.run_id, type=EventType.APPROVAL_DECIDED, payload=payload)
+    return approval
+
+
+def _approval_refusal(invocation: ToolInvocation, approval: Approval, spec: dict) -> str | None:
+    """None when the approval lets exactly this call run; otherwise what to tell the model."""
+    name = spec["name"]
+    if approval.status == Approval.Status.APPROVED:
+        if (
+            approval.tool_call_id != invocation.tool_call_id
+            or arguments_hash(approval.arguments) != approval.arguments_hash
+        ):
+            return f"This call of {name} was not run: its approval does not match the call's arguments."
+        return None
+    if approval.status == Approval.Status.REJECTED:
+        return f"A reviewer rejected this call of {name}; it was not run. Reason: {approval.reason or 'none given'}."
+    if approval.status == Approval.Status.EXPIRED:
+        return (
+            f"Nobody approved this call of {name} in time, so it was not run. Do not assume it "
+            "happened; tell the user it is waiting for an approval that did not come."
+        )
+    return f"This call of {name} was not run: its approval was {approval.status}."
+
+
+def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, arguments: dict) -> None:
+    with transaction.atomic():
+        # A cancel accepted since the step began keeps the tool from starting; checking it in
+        # the claim itself costs no extra query on the usual path.
+        claimed = ToolInvocation.objects.filter(
+            pk=invocation.pk,
+            status__in=[Status.PENDING, Status.AWAITING_APPROVAL],
+            run__cancel_requested=False,
+        ).update(status=Status.RUNNING, started_at=timezone.now())
+        if claimed:
+            payload = events.tool_started(
+                tool_invocation_id=invocation.pk, tool=invocation.tool_name, arguments=arguments
+            )
+            run_event_append(run_id=run.pk, type=EventType.TOOL_STARTED, lease_owner=owner, payload=payload)
+        else:
+            lease_fence(run_id=run.pk, owner=owner)
+    if not claimed:
+        if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+            raise RunCancelled(str(run.pk))
+        rerunnable = spec["side_effect"] == "read" or spec["idempotent"]
+        if not rerunnable:
+            _finish(
+                invocation,
+                status=Status.ERROR,
+                error="interrupted",
+                result=f"Tool {spec['name']} was interrupted and its outcome is unknown; it was not run "
+                "again to avoid doing it twice. Tell the user, and do not assume it succeeded.",
+            )
+            return
+    ctx = ToolContext(
+        run_id=str(run.pk), tool_call_id=invocation.tool_call_id, idempotency_key=invocation.idempotency_key
+    )
+    started = time.monotonic()
+    release_connection()
+    outcome = scrub_nul(execute_tool(spec=spec, arguments=arguments, ctx=ctx))
+    with transaction.atomic():
+        _finish(
+            invocation,
+            status=outcome.status,
+            result=outcome.content,
+            error=outcome.error,
+            truncated=outcome.truncated,
+            latency_ms=int((time.monotonic() - started) * 1000),
+            lease_owner=owner,
+        )
+
+
+def _process_call(*, run, owner, invocation: ToolInvocation, spec: dict | None, blocked_hint: str | None) -> None:
+    with log_context(tool_invocation_id=invocation.pk):
+        _decide_and_run(run=run, owner=owner, invocation=invocation, spec=spec, blocked_hint=blocked_hint)
+        log.info("tool %s: %s", invocation.tool_name, invocation.status)
+
+
+def _decide_and_run(*, run, owner, invocation: ToolInvocation, spec: dict | None, blocked_hint: str | None) -> None:
+    # The loop hint comes first: a model repeating malformed calls is looping too.
+    if blocked_hint:
+        with transaction.atomic():
+            _finish(invocation, status=Status.BLOCKED, result=blocked_hint, error="same-tool streak")
+        return
+    if invocation.validation_errors:
+        with transaction.atomic():
+            _finish(
+                invocation,
+                status=Status.ERROR,
+                result=" ".join(invocation.validation_errors),
+                error="invalid arguments",
+            )
+        return
+    # Under "never" no approval can exist for this run (its policy is pinned): skip the lookup.
+    asks = spec["approval"]["policy"] != ApprovalPolicy.NEVER
+    approval = Approval.objects.filter(invocation=invocation).first() if asks else None
+    if approval is None:
+        need = approval_need(spec=spec, arguments=invocation.arguments)
+        if not need.required:
+            _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=invocation.arguments)
+            return
+        with transaction.atomic():
+            lease_fence(run_id=run.pk, owner=owner)
+            approval = _request_approval(invocation=invocation, spec=spec, why=need.why)
+    if approval.status == Approval.Status.PENDING:
+        return
+    refusal = _approval_refusal(invocation, approval, spec)
+    if refusal is not None:
+        with transaction.atomic():
+            _finish(invocation, status=Status.REJECTED, result=refusal, error=approval.status)
+        return
+    _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=approval.arguments)
+
+
+def _tool_message(invocation: ToolInvocation, approval: Approval | None) -> str:
+    """The tool result the model reads; it is told when a person changed the arguments."""
+    if (
+        approval is not None
+        and approval.status == Approval.Status.APPROVED
+        and approval.arguments_hash != arguments_hash(invocation.arguments or {})
+    ):
+        edited = json.dumps(approval.arguments, ensure_ascii=False, sort_keys=True)
+        return f"[A reviewer changed the arguments before approving; the tool ran with {edited}]\n{invocation.result}"
+    return invocation.result
+
+
+def _own_steps(messages: list[Message], current: Message) -> list[Message]:
+    # Only this run's steps count: earlier questions that needed the same tool are no loop.
+    return [m for m in messages if m.run_id == current.run_id and m.role == Message.Role.ASSISTANT and m.tool_calls]
+
+
+def tool_step(
+    *, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], current: Message
+) -> ToolStepOutcome:
+    tools = {tool["name"]: tool for tool in snapshot["tools"]}
+    repeat = repeat_found(_own_steps(messages, current), snapshot["agent"]["max_same_tool_streak"])
+    invocations = _step_invocations(run=run, message=current, tools=tools)
+    blocked_hint = None
+    if repeat is not None:
+        blocked_hint = _hint(repeat)
+        # The model already had the hint during this repeat and made the calls again: stop the
+        # run, and close this step's calls so no invocation is left pending.
+        earlier = [call["id"] for message in repeat.earlier for call in message.tool_calls]
+        if ToolInvocation.objects.filter(run=run, tool_call_id__in=earlier, status=Status.BLOCKED).exists():
+            for invocation in invocations:
+                if invocation.status not in FINISHED:
+                    with transaction.atomic():
+                        _finish(invocation, status=Status.BLOCKED, result=blocked_hint, error="tool loop")
+            return ToolStepOutcome(loop=repeat)
+    try:
+        for invocation in invocations:
+            if invocation.status not in FINISHED:
+                _process_call(
+                    run=run,
+                    owner=owner,
+                    invocation=invocation,
+                    spec=tools.get(invocation.tool_name),
+                    blocked_hint=blocked_hint,
+                )
+    except RunCancelled:
+        return ToolStepOutcome(cancelled=True)
+    if any(inv.status == Status.AWAITING_APPROVAL for inv in invocations):
+        return ToolStepOutcome(parked=True)
+    # Under "never" no approval can exist for the call (its policy is pinned): skip the lookup.
+    asking = [
+        inv
+        for inv in invocations
+        if (tools.get(inv.tool_name) or {}).get("approval", {}).get("policy") not in (None, ApprovalPolicy.NEVER)
+    ]
+    approvals = {a.invocation_id: a for a in Approval.objects.filter(invocation__in=asking)} if asking else {}
+    with transaction.atomic():
+        lease_fence(run_id=run.pk, owner=owner)
+        messages_append(
+            conversation_id=run.conversation_id,
+            run_id=run.pk,
+            messages=[
+                {
+                    "role": Message.Role.TOOL,
+                    "content": _tool_message(inv, approvals.get(inv.pk)),
+                    "tool_call_id": inv.tool_call_id,
+                    "name": inv.tool_name,
+                }
+                for inv in invocations
+            ],
+        )
+    return ToolStepOutcome()

@@ -1,0 +1,111 @@
+"""The run state machine: the one function that changes a run's status.
+
+    from               to                  event                  who moves it, and the guard
+    queued             running             run.running            a worker's claim (`owner` takes the lease)
+    running            running             run.running            a worker's claim of a lapsed lease (`where`)
+    running            queued              run.requeued           the holder between steps (`owner`), the sweeper
+                                                                  (lapsed lease), an operator
+    queued             queued              run.requeued           an operator handing a queued run out again
+    running            awaiting_approval   run.awaiting_approval  the holder (`owner`), approvals pending
+    awaiting_approval  queued              run.queued             the decision that leaves nothing pending
+    any active         completed           run.completed          run_finish; the active statuses are
+    any active         failed              run.failed             queued, running and awaiting_approval
+    any active         cancelled           run.cancelled
+    any active         expired             run.expired
+    failed             queued              run.retried            an operator's retry (`by`), and nobody else
+
+Every other pair is refused with TransitionRefused: a programming error, raised before any
+write. Terminal states are final; a failed run's retry by a person is the one way out of one.
+
+A transition is one conditional UPDATE (the status is one of `expect`, plus the guards) and,
+only when it matched, the pair's event, in the same transaction: a racing writer that got there
+first makes it return False and write nothing. Every status but running holds no lease, so
+leaving running clears the lease, and entering it gives the lease to `owner`.
+"""
+
+from collections.abc import Callable, Iterable
+
+from django.db import transaction
+from django.db.models import Q
+
+from conversations.events import EventType
+from conversations.fencing import lease_deadline
+from conversations.models import TERMINAL_STATUSES, Run, RunStatus
+from conversations.services import run_event_append
+from engine.dispatch import ACTIVE_STATUSES
+
+TRANSITIONS: dict[tuple[str, str], EventType] = {
+    (RunStatus.QUEUED, RunStatus.RUNNING): EventType.RUN_RUNNING,
+    (RunStatus.RUNNING, RunStatus.RUNNING): EventType.RUN_RUNNING,
+    (RunStatus.RUNNING, RunStatus.QUEUED): EventType.RUN_REQUEUED,
+    (RunStatus.QUEUED, RunStatus.QUEUED): EventType.RUN_REQUEUED,
+    (RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL): EventType.RUN_AWAITING_APPROVAL,
+    (RunStatus.AWAITING_APPROVAL, RunStatus.QUEUED): EventType.RUN_QUEUED,
+    **{(source, end): EventType.run_ended(end) for source in ACTIVE_STATUSES for end in TERMINAL_STATUSES},
+    (RunStatus.FAILED, RunStatus.QUEUED): EventType.RUN_RETRIED,
+}
+# Leaving a terminal state takes a person: the edge is refused without `by`.
+OPERATOR_ONLY = frozenset({(RunStatus.FAILED, RunStatus.QUEUED)})
+
+
+class TransitionRefused(Exception):
+    """A status change the table does not allow (a bug in the caller, not a race)."""
+
+
+def transition_event(*, source: str, to: str, by=None) -> EventType:
+    """The event of the change source → to; TransitionRefused if the table has no such change."""
+    event = TRANSITIONS.get((source, to))
+    if event is None:
+        raise TransitionRefused(f"a run cannot go from {source} to {to}")
+    if (source, to) in OPERATOR_ONLY and by is None:
+        raise TransitionRefused(f"only an operator can move a run from {source} to {to}")
+    return event
+
+
+def run_transition(
+    *,
+    run_id,
+    to: str,
+    expect: Iterable[str],
+    owner: str | None = None,
+    where: Q | None = None,
+    by=None,
+    payload: dict | None = None,
+    fields: dict | None = None,
+    effects: Callable[[], None] | None = None,
+) -> bool:
+    """Move the run to `to` if its status is one of `expect`; True if it moved.
+
+    `owner`: entering running, the worker that takes the lease; leaving running, the worker that
+    must hold it (a fence: a stale holder moves nothing). `where` narrows the UPDATE further
+    (a lapsed lease, an admitted run). `fields` are written with the status (stop reason, counters).
+    `effects` run after the UPDATE matched and before the event, in the same transaction, so what
+    they write (run_finish closing the run's open calls) precedes the event on the timeline.
+    `by`, the person, is what allows the operator-only change.
+    """
+    expect = tuple(expect)
+    if not expect:
+        raise TransitionRefused("a transition needs the statuses it may start from")
+    events = {transition_event(source=source, to=to, by=by) for source in expect}
+    if len(events) != 1:
+        # One UPDATE cannot tell which source it matched; the event would be a guess.
+        raise TransitionRefused(f"{', '.join(expect)} → {to} are different changes; make one at a time")
+    if to == RunStatus.RUNNING and not owner:
+        raise TransitionRefused("a run enters running only with the worker that holds it")
+    changes = dict(fields or {})
+    if to == RunStatus.RUNNING:
+        changes.update(lease_owner=owner, lease_expires_at=lease_deadline())
+    else:
+        changes.update(lease_owner="", lease_expires_at=None)
+    runs = Run.objects.filter(pk=run_id, status__in=expect)
+    if owner and to != RunStatus.RUNNING:
+        runs = runs.filter(lease_owner=owner)
+    if where is not None:
+        runs = runs.filter(where)
+    with transaction.atomic(savepoint=False):
+        if not runs.update(status=to, **changes):
+            return False
+        if effects is not None:
+            effects()
+        run_event_append(run_id=run_id, type=events.pop(), payload=payload)
+    return True

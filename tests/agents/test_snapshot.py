@@ -1,0 +1,100 @@
+"""The agent-version snapshot: the typed structures describe exactly what is stored, equal
+configurations pin the same version, and a stored snapshot is checked when it is read."""
+
+import pytest
+
+from agents.models import Agent, AgentTool, ModelConfig
+from agents.services import agent_version_current
+from agents.snapshot import (
+    AgentSettings,
+    AgentSnapshot,
+    ModelSnapshot,
+    SnapshotInvalid,
+    ToolApproval,
+    ToolHttp,
+    ToolSpec,
+    snapshot_build,
+    snapshot_hash,
+    snapshot_models,
+    snapshot_parse,
+    snapshot_tool,
+)
+from tests.factories import ModelConfigFactory, make_agent
+from tools.models import ToolDefinition
+
+
+def _keys(typed) -> set[str]:
+    return set(typed.__annotations__)
+
+
+def _http_tool() -> ToolDefinition:
+    tool = ToolDefinition(
+        name="lookup-order",
+        description="Look up an order.",
+        kind="http",
+        http_url="https://orders.example.com/orders",
+        http_method="GET",
+        parameters={"type": "object", "properties": {}},
+    )
+    tool.full_clean()
+    tool.save()
+    return tool
+
+
+@pytest.mark.django_db
+def test_the_types_name_every_stored_key_and_no_other():
+    agent = make_agent(tools=["test-echo"], fallback_model_config=ModelConfigFactory())
+    AgentTool.objects.create(agent=agent, tool=_http_tool())
+    snapshot = snapshot_build(agent=agent)
+
+    assert set(snapshot) == _keys(AgentSnapshot)
+    assert set(snapshot["agent"]) == _keys(AgentSettings)
+    assert set(snapshot["model"]) == set(snapshot["fallback_model"]) == _keys(ModelSnapshot)
+    echo, http = snapshot_tool(snapshot, "test-echo"), snapshot_tool(snapshot, "lookup-order")
+    assert set(echo) == ToolSpec.__required_keys__
+    assert set(http) == ToolSpec.__required_keys__ | {"http"}
+    assert set(http["approval"]) == _keys(ToolApproval) and set(http["http"]) == _keys(ToolHttp)
+    assert "api_key" not in snapshot["model"]
+    assert snapshot_models(snapshot) == [snapshot["model"], snapshot["fallback_model"]]
+    assert snapshot_tool(snapshot, "not-listed") is None
+
+
+@pytest.mark.django_db
+def test_an_unchanged_configuration_pins_the_same_version_and_a_change_a_new_one():
+    agent = make_agent(tools=["test-echo"], run_cost_budget="1.5")
+    first = agent_version_current(agent=agent)
+    assert first.config_hash == snapshot_hash(first.snapshot)
+
+    # The same amounts spelled otherwise (a form's "1.50", the database's 1.500000) are the same configuration.
+    Agent.objects.filter(pk=agent.pk).update(run_cost_budget="1.50")
+    ModelConfig.objects.filter(pk=agent.model_config_id).update(price_input_per_million="1.000000")
+    agent.refresh_from_db()
+    assert agent_version_current(agent=agent) == first
+
+    Agent.objects.filter(pk=agent.pk).update(max_iterations=agent.max_iterations + 1)
+    agent.refresh_from_db()
+    second = agent_version_current(agent=agent)
+    assert second.number == first.number + 1 and second.config_hash != first.config_hash
+    second.refresh_from_db()
+    assert snapshot_parse(second.snapshot)["agent"]["max_iterations"] == agent.max_iterations
+
+
+def test_the_hash_does_not_depend_on_key_order():
+    snapshot = {"agent": {"id": 1, "name": "a"}, "model": {"id": 2}, "fallback_model": None, "tools": []}
+    reordered = {"tools": [], "fallback_model": None, "model": {"id": 2}, "agent": {"name": "a", "id": 1}}
+    assert snapshot_hash(snapshot) == snapshot_hash(reordered)
+    assert snapshot_hash(snapshot) != snapshot_hash({**snapshot, "tools": [{"name": "x"}]})
+
+
+@pytest.mark.parametrize(
+    "stored, problem",
+    [
+        ([], "an object"),
+        ({"agent": {}, "model": {}, "tools": []}, "fallback_model"),
+        ({"agent": {}, "model": None, "fallback_model": None, "tools": []}, "must be objects"),
+        ({"agent": {}, "model": {}, "fallback_model": None, "tools": {}}, "must be a list"),
+    ],
+)
+def test_a_malformed_snapshot_is_refused_when_read(stored, problem):
+    with pytest.raises(SnapshotInvalid, match=problem):
+        snapshot_parse(stored)

@@ -1,0 +1,213 @@
+"""The run state machine, walked against the database: every pair of statuses is either a change
+the table allows (it happens, with its event, in one transaction) or refused before any write."""
+
+import itertools
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from conversations.events import EventType
+from conversations.models import TERMINAL_STATUSES, Run, RunEvent, RunStatus, StopReason
+from conversations.services import run_event_append
+from engine import transitions
+from engine.transitions import OPERATOR_ONLY, TRANSITIONS, TransitionRefused, run_transition
+from tests.factories import make_agent
+from tests.runs import start_run
+
+pytestmark = pytest.mark.django_db
+ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
+
+
+def _table_in_docstring() -> dict[tuple[str, str], str]:
+    """The rows of the module's docstring table (from, to, event), 'any active' spelled out."""
+    lines = transitions.__doc__.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["from", "to", "event"])
+    rows = {}
+    for line in lines[header + 1 :]:
+        words = line.split()
+        if not words:
+            break
+        if words[:2] == ["any", "active"]:
+            sources, words = ACTIVE, words[2:]
+        elif words[0] in RunStatus.values:
+            sources, words = (words[0],), words[1:]
+        else:
+            continue  # the last column went on to a second line
+        for source in sources:
+            rows[(source, words[0])] = words[1]
+    return rows
+
+
+def test_the_docstring_is_the_table():
+    assert _table_in_docstring() == {edge: str(event) for edge, event in TRANSITIONS.items()}
+
+
+def test_terminal_states_are_final_but_for_the_operators_retry():
+    leaving_terminal = {edge for edge in TRANSITIONS if edge[0] in TERMINAL_STATUSES}
+    assert leaving_terminal == {(RunStatus.FAILED, RunStatus.QUEUED)} == OPERATOR_ONLY
+
+
+@pytest.fixture
+def run():
+    return start_run(make_agent(), "hello")
+
+
+@pytest.fixture
+def operator():
+    return get_user_model().objects.create_user("operator", password="pw", is_staff=True)
+
+
+def _put(run: Run, status: str) -> Run:
+    """The run in `status`, held by worker w1 (with a live lease) if running."""
+    held = status == RunStatus.RUNNING
+    Run.objects.filter(pk=run.pk).update(
+        status=status,
+        lease_owner="w1" if held else "",
+        lease_expires_at=timezone.now() + timedelta(minutes=5) if held else None,
+    )
+    run.refresh_from_db()
+    return run
+
+
+def _events(run: Run) -> list[str]:
+    return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
+
+
+@pytest.mark.parametrize(("source", "to"), list(itertools.product(RunStatus.values, repeat=2)))
+def test_every_pair_of_statuses(run, operator, source, to):
+    _put(run, source)
+    before = _events(run)
+    # Entering running names the worker taking the lease; leaving it names the holder (w1).
+    owner = "w2" if to == RunStatus.RUNNING else "w1" if source == RunStatus.RUNNING else None
+    move = {"run_id": run.pk, "to": to, "expect": [source], "owner": owner, "by": operator}
+
+    if (source, to) not in TRANSITIONS:
+        with pytest.raises(TransitionRefused):
+            run_transition(**move)
+        run.refresh_from_db()
+        assert run.status == source and _events(run) == before
+        return
+
+    assert run_transition(**move) is True
+    run.refresh_from_db()
+    assert run.status == to
+    assert _events(run) == [*before, TRANSITIONS[(source, to)]]
+    # Only a running run holds a lease: entering running takes it, any other status drops it.
+    if to == RunStatus.RUNNING:
+        assert run.lease_owner == "w2" and run.lease_expires_at > timezone.now()
+    else:
+        assert (run.lease_owner, run.lease_expires_at) == ("", None)
+    # Moved once: the same change again finds the run no longer in its source status.
+    if source != to:
+        assert run_transition(**move) is False
+        assert len(_events(run)) == len(before) + 1
+
+
+def test_retry_out_of_failed_is_for_operators_only(run, operator):
+    _put(run, RunStatus.FAILED)
+    with pytest.raises(TransitionRefused, match="operator"):
+        run_transition(run_id=run.pk, to=RunStatus.QUEUED, expect=[RunStatus.FAILED])
+    assert (
+        run_transition(
+            run_id=run.pk,
+            to=RunStatus.QUEUED,
+            expect=[RunStatus.FAILED],
+            by=operator,
+            payload={"by": operator.username},
+        )
+        is True
+    )
+    event = RunEvent.objects.filter(run=run).order_by("seq").last()
+    assert (event.type, event.payload) == (EventType.RUN_RETRIED, {"by": "operator"})
+
+
+def test_a_status_other_than_expected_moves_nothing(run):
+    _put(run, RunStatus.COMPLETED)
+    before = _events(run)
+    assert run_transition(run_id=run.pk, to=RunStatus.RUNNING, expect=[RunStatus.QUEUED], owner="w1") is False
+    assert run_transition(run_id=run.pk, to=RunStatus.FAILED, expect=ACTIVE) is False
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED and _events(run) == before
+
+
+def test_a_worker_that_lost_the_lease_moves_nothing(run):
+    _put(run, RunStatus.RUNNING)
+    before = _events(run)
+    for to in (RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL):
+        assert run_transition(run_id=run.pk, to=to, expect=[RunStatus.RUNNING], owner="w2") is False
+    run.refresh_from_db()
+    assert (run.status, run.lease_owner) == (RunStatus.RUNNING, "w1") and _events(run) == before
+
+
+def test_a_held_lease_cannot_be_claimed_a_lapsed_one_can(run):
+    _put(run, RunStatus.RUNNING)
+    claim = {
+        "run_id": run.pk,
+        "to": RunStatus.RUNNING,
+        "expect": [RunStatus.QUEUED, RunStatus.RUNNING],
+        "owner": "w2",
+        "where": Q(status=RunStatus.QUEUED) | Q(lease_expires_at__lt=timezone.now()),
+    }
+    assert run_transition(**claim) is False
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    claim["where"] = Q(status=RunStatus.QUEUED) | Q(lease_expires_at__lt=timezone.now())
+    assert run_transition(**claim, payload={"worker": "w2"}) is True
+    run.refresh_from_db()
+    assert run.lease_owner == "w2"
+    event = RunEvent.objects.filter(run=run).order_by("seq").last()
+    assert (event.type, event.payload) == (EventType.RUN_RUNNING, {"worker": "w2"})
+
+
+def test_fields_are_written_with_the_status(run):
+    _put(run, RunStatus.RUNNING)
+    assert (
+        run_transition(
+            run_id=run.pk,
+            to=RunStatus.FAILED,
+            expect=ACTIVE,
+            fields={"stop_reason": StopReason.WORKER_LOST, "error": "gone"},
+        )
+        is True
+    )
+    run.refresh_from_db()
+    assert (run.status, run.stop_reason, run.error) == (RunStatus.FAILED, StopReason.WORKER_LOST, "gone")
+
+
+def test_effects_come_before_the_event_and_share_its_transaction(run):
+    _put(run, RunStatus.RUNNING)
+    before = _events(run)
+
+    def close_calls():
+        run_event_append(run_id=run.pk, type=EventType.APPROVAL_CANCELLED)
+
+    assert run_transition(run_id=run.pk, to=RunStatus.CANCELLED, expect=ACTIVE, effects=close_calls) is True
+    assert _events(run) == [*before, EventType.APPROVAL_CANCELLED, EventType.RUN_CANCELLED]
+
+    _put(run, RunStatus.RUNNING)
+    before = _events(run)
+
+    def broken():
+        raise RuntimeError("closing failed")
+
+    # The caller's transaction (a step's, a decision's) is the one the change joins.
+    with pytest.raises(RuntimeError), transaction.atomic():
+        run_transition(run_id=run.pk, to=RunStatus.FAILED, expect=ACTIVE, effects=broken)
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING and _events(run) == before
+
+
+def test_changes_the_table_cannot_make_in_one_update_are_refused(run):
+    _put(run, RunStatus.QUEUED)
+    # awaiting_approval → queued and queued → queued carry different events.
+    with pytest.raises(TransitionRefused):
+        run_transition(run_id=run.pk, to=RunStatus.QUEUED, expect=[RunStatus.AWAITING_APPROVAL, RunStatus.QUEUED])
+    with pytest.raises(TransitionRefused):
+        run_transition(run_id=run.pk, to=RunStatus.RUNNING, expect=[RunStatus.QUEUED])  # no worker named
+    with pytest.raises(TransitionRefused):
+        run_transition(run_id=run.pk, to=RunStatus.FAILED, expect=[])
+    run.refresh_from_db()
+    assert run.status == RunStatus.QUEUED
