@@ -87,7 +87,7 @@ class Provider(Protocol):
 
 
 # Token estimates stand in when a server reports no usage, and size the context against a
-# model's window. Checked against cl100k_base and o200k_base counts (tests/test_usage_estimates.py):
+# model's window. Checked against cl100k_base and o200k_base counts (tests/agents/test_usage_estimates.py):
 # English prose runs ~4.5-5.5 characters a token, but JSON, code and numbers far fewer (~2), which
 # is where plain chars/4 ran some 25 % low on tool-heavy conversations. So text is counted by
 # pieces: a letter run costs one token per 6 letters (most words are one token), digits go in

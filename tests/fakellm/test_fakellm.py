@@ -669,7 +669,7 @@ def test_command_line_entry_point(tmp_path: Path):
         port = probe.getsockname()[1]
     process = subprocess.Popen(
         [sys.executable, "-m", "fakellm", "--host", "127.0.0.1", "--port", str(port), "--script", f"custom={script}"],
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
         stderr=subprocess.PIPE,
     )
     try:

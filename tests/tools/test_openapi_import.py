@@ -16,7 +16,7 @@ from tools.openapi import OpenAPIError
 from tools.registry import ToolContext
 from tools.services import tool_definitions_import_openapi
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 NAMES = ["petstore-addPet", "petstore-deletePet", "petstore-findPets", "petstore-find_pet_by_id"]
 
 
