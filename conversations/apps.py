@@ -5,9 +5,10 @@ from django.db.models.signals import post_migrate
 def _approvers_group(sender, **kwargs):
     # Imported when the signal fires: permissions imports models, which cannot be imported
     # while the app registry is still loading this module.
-    from conversations.permissions import approvers_group_ensure
+    from conversations.permissions import approvers_group_ensure, operators_group_ensure
 
     approvers_group_ensure()
+    operators_group_ensure()
 
 
 class ConversationsConfig(AppConfig):
@@ -18,5 +19,5 @@ class ConversationsConfig(AppConfig):
         # task name (see conversations.webhooks).
         from conversations import tasks  # noqa: F401
 
-        # After every migrate (and every test-database flush) the Approvers group exists.
+        # After every migrate (and every test-database flush) the Approvers and Operators groups exist.
         post_migrate.connect(_approvers_group, sender=self)

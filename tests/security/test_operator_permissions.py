@@ -213,3 +213,19 @@ def test_staff_cannot_reach_an_agent_restricted_to_a_group_they_are_not_in(clien
     assert page.status_code == 200 and b"Ledger" not in page.content
     root = user_with(superuser=True)
     assert client_for(root).post("/api/v1/conversations/", {"agent": "ledger"}, format="json").status_code == 201
+
+
+def test_the_operators_group_carries_exactly_the_operator_permissions(client, run, quiet_broker, no_enqueue):
+    """One step makes an on-call operator: membership of Operators (ensured after every migrate)
+    opens the monitoring pages, the run actions and the try page, and nothing else."""
+    operator = user_with()
+    operator.groups.add(Group.objects.get(name="Operators"))
+    client.force_login(operator)
+    for url in _reading_urls(run):
+        assert client.get(url).status_code == 200, url
+    assert client.get(reverse("monitoring:try")).status_code == 200
+    assert client.post(reverse("monitoring:run-action", args=[run.pk, "cancel"])).status_code == 302
+    run.refresh_from_db()
+    assert run.cancel_requested or run.status == "cancelled"
+    assert not operator.has_perm("conversations.decide_approval")
+    assert not operator.has_perm("tools.change_mcpserver")
