@@ -27,12 +27,24 @@ class StepResult:
     response: LLMResponse
 
 
+MAX_CALL_ID = 128  # ToolInvocation.tool_call_id and Approval.tool_call_id
+
+
+def _usable_call_id(value) -> bool:
+    """A model's id is kept only when it can be stored and sent back as it came: text of a
+    storable length, without NUL or lone surrogates (PostgreSQL refuses both). Any other id is
+    replaced by our own, which the stored assistant message and the tool results then share."""
+    if not isinstance(value, str) or not value or len(value) > MAX_CALL_ID - 4 or "\x00" in value:
+        return False
+    return not any("\ud800" <= ch <= "\udfff" for ch in value)
+
+
 def _normalised_tool_calls(response: LLMResponse, run: Run, iteration: int) -> list[dict]:
     """Some providers (seed 000's) send tool calls without ids; results must be matched to
     calls, so every call gets a stable id before it is stored."""
     calls, seen = [], set()
     for index, call in enumerate(response.tool_calls):
-        call_id = call.id or f"call_{run.pk.hex[:12]}_{iteration}_{index}"
+        call_id = call.id if _usable_call_id(call.id) else f"call_{run.pk.hex[:12]}_{iteration}_{index}"
         if call_id in seen:
             call_id = f"{call_id}_{index}"
         seen.add(call_id)

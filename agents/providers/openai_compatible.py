@@ -195,15 +195,22 @@ def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMR
     return LLMResponse(text, tool_calls, finish, _usage(usage, body, text, tool_calls), raw, status)
 
 
+MAX_INDEX_GAP = 64
+
+
 def _merge_tool_delta(calls: list[dict], part: dict, position: int) -> None:
     """Servers differ: most send id and name once, then argument fragments, keyed by `index`;
     some repeat id and name in every delta; some send the arguments in one piece; some omit
     `index`, where a new id (or a second entry in one delta) starts a new call. Repeats must
     not be appended twice."""
-    function = part.get("function") or {}
-    part_id = part.get("id") or ""
+    if not isinstance(part, dict):
+        return
+    function = part.get("function") if isinstance(part.get("function"), dict) else {}
+    part_id = part.get("id") if isinstance(part.get("id"), str) else ""
     index = part.get("index")
-    if not isinstance(index, int):
+    # An index is the server's word, not a size to allocate: one far past the calls seen so far
+    # (or negative) is read like a missing one rather than growing the list to match it.
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(calls) + MAX_INDEX_GAP:
         last = calls[-1] if calls else None
         starts_new = last is None or position > 0 or bool(part_id and last["id"] and part_id != last["id"])
         index = len(calls) if starts_new else len(calls) - 1
@@ -213,6 +220,8 @@ def _merge_tool_delta(calls: list[dict], part: dict, position: int) -> None:
     if part_id and not call["id"]:
         call["id"] = part_id
     name = function.get("name")
+    if name is not None and not isinstance(name, str):
+        name = json.dumps(name, ensure_ascii=False)  # the engine then refuses it as an unknown tool
     if name and name != call["name"]:
         # A repeat that grew replaces the name; anything else is the next fragment of it.
         call["name"] = name if name.startswith(call["name"]) else call["name"] + name

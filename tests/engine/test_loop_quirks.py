@@ -185,3 +185,22 @@ def test_a_tool_name_that_is_no_string_becomes_a_tool_error(scripted_agent, name
     [invocation] = ToolInvocation.objects.filter(run=run)
     assert invocation.status == "error" and "The tool name must be a string" in invocation.result
     assert "The tool name must be a string" in last_answer(run)
+
+
+@pytest.mark.parametrize(
+    "call_id", ["x" * 500, "call-\ud83d", "call-\u0000"], ids=["500 characters", "surrogate", "NUL"]
+)
+def test_a_tool_call_id_that_cannot_be_stored_is_replaced(fake_llm, no_enqueue, transactional_db, call_id):
+    """The id is the model's too: one that no column can hold gets our own id, which the stored
+    assistant message and the tool result share, and the run goes on."""
+    bad = {"tool_calls": [{"name": "test-echo", "arguments": {"text": "a"}, "id": call_id}]}
+    agent = agent_replying(fake_llm, bad, {"content": "done: {last_tool_result}"})
+    run = advance(start_run(agent))
+
+    assert (run.status, run.stop_reason) == ("completed", "final_answer")
+    [invocation] = ToolInvocation.objects.filter(run=run)
+    assert invocation.status == "succeeded" and len(invocation.tool_call_id) <= 128
+    assert "\x00" not in invocation.tool_call_id and "\ud83d" not in invocation.tool_call_id
+    stored = Message.objects.get(run=run, role="assistant", tool_calls__isnull=False).tool_calls[0]["id"]
+    result = Message.objects.get(run=run, role="tool")
+    assert stored == invocation.tool_call_id == result.tool_call_id
