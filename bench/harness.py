@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from platform_site.worker_command import worker_argv
+from platform_site.worker_command import web_argv, worker_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "var" / "bench"
@@ -80,21 +80,7 @@ def start_worker(name: str, *, concurrency: int, pool: str = "threads", env: dic
 def start_web(port: int, env: dict | None = None, workers: int = 1) -> subprocess.Popen:
     process = _spawn(
         "web",
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "platform_site.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-        ],
+        web_argv(port=port, workers=workers),
         env,
     )
     wait_http(f"http://127.0.0.1:{port}/health/")

@@ -18,34 +18,37 @@ def user_may_decide(user) -> bool:
     return bool(user and user.is_active and user.has_perm(DECIDE_PERMISSION))
 
 
-def approvers_group_ensure() -> Group:
-    """The group whose members may decide approvals (and read them in the admin)."""
-    content_type = ContentType.objects.get_for_model(Approval)
-    group, _ = Group.objects.get_or_create(name=APPROVERS_GROUP)
-    for codename, name in [
-        ("decide_approval", "Can approve or reject tool calls"),
-        ("view_approval", "Can view approval"),
-    ]:
+def _group_ensure(*, name: str, model, permissions: list[tuple[str, str]]) -> Group:
+    """The group `name` holding at least these (codename, name) permissions on `model`."""
+    content_type = ContentType.objects.get_for_model(model)
+    group, _ = Group.objects.get_or_create(name=name)
+    for codename, label in permissions:
         permission, _ = Permission.objects.get_or_create(
-            content_type=content_type, codename=codename, defaults={"name": name}
+            content_type=content_type, codename=codename, defaults={"name": label}
         )
         group.permissions.add(permission)
     return group
+
+
+def approvers_group_ensure() -> Group:
+    """The group whose members may decide approvals (and read them in the admin)."""
+    return _group_ensure(
+        name=APPROVERS_GROUP,
+        model=Approval,
+        permissions=[("decide_approval", "Can approve or reject tool calls"), ("view_approval", "Can view approval")],
+    )
 
 
 def operators_group_ensure() -> Group:
     """The group for on-call operators: the monitoring pages and their JSON (view_run), cancel,
     requeue and retry (operate_run), and the try-it page (add_run). Being staff grants none of
     these: an operator is made by adding them here (or by granting the permissions one by one)."""
-    content_type = ContentType.objects.get_for_model(Run)
-    group, _ = Group.objects.get_or_create(name=OPERATORS_GROUP)
-    for codename, name in [
-        ("view_run", "Can view run"),
-        ("operate_run", "Can cancel, requeue and retry runs"),
-        ("add_run", "Can add run"),
-    ]:
-        permission, _ = Permission.objects.get_or_create(
-            content_type=content_type, codename=codename, defaults={"name": name}
-        )
-        group.permissions.add(permission)
-    return group
+    return _group_ensure(
+        name=OPERATORS_GROUP,
+        model=Run,
+        permissions=[
+            ("view_run", "Can view run"),
+            ("operate_run", "Can cancel, requeue and retry runs"),
+            ("add_run", "Can add run"),
+        ],
+    )

@@ -64,7 +64,10 @@ def _step(run_id, owner: str) -> bool:
     snapshot = snapshot_parse(run.agent_version.snapshot)
     messages = conversation_messages(run)
     now = timezone.now()
-    step = next_step(run, messages, snapshot, now=now, usage_today=daily_usage(run, snapshot, now=now))
+    # The day's usage is one read, and only a model call can be stopped by it: a tool step skips it.
+    calls_model = messages[-1].role != Message.Role.ASSISTANT
+    usage_today = daily_usage(run, snapshot, now=now) if calls_model else None
+    step = next_step(run, messages, snapshot, now=now, usage_today=usage_today)
     if isinstance(step, Finish):
         return _finish(run.pk, step)
     if isinstance(step, RunTools):

@@ -1,5 +1,5 @@
-"""The one spelling of the command that starts a Celery worker, for the Python code that
-starts workers (the test suite, the benchmark, the production smoke test).
+"""The one spelling of the commands that start a Celery worker and the ASGI web server, for the
+Python code that starts them (the test suite, the benchmark, the production smoke test).
 
 scripts/dev.sh and docker-compose.yml write the same command out, because a shell script and
 a compose file cannot call Python; they point here, so a change is made in all three places.
@@ -45,3 +45,10 @@ def worker_argv(
     if quiet:
         argv += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
     return argv + ["-l", loglevel]
+
+
+def web_argv(*, port: int, workers: int = 1, log_level: str = "warning") -> list[str]:
+    """The argv of an ASGI web server on loopback run by this interpreter (no access log: the
+    request log middleware writes one line per request already)."""
+    argv = [sys.executable, "-m", "uvicorn", "platform_site.asgi:application", "--host", "127.0.0.1"]
+    return argv + ["--port", str(port), "--workers", str(workers), "--log-level", log_level, "--no-access-log"]

@@ -25,7 +25,7 @@ from cryptography.fernet import Fernet
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from platform_site.worker_command import worker_argv  # noqa: E402  (the project root is on the path only now)
+from platform_site.worker_command import web_argv, worker_argv  # noqa: E402  (the project root is on the path only now)
 
 QUESTION = "我在成都，明天天气如何？"  # seed 000's one-tool question: a model call, a tool, a model call
 TERMINAL = {"completed", "failed", "cancelled", "expired"}
@@ -114,16 +114,7 @@ def main() -> int:
     commands = {
         "fakellm": [sys.executable, "-m", "fakellm", "--host", "127.0.0.1", "--port", str(llm_port)],
         "worker": worker_argv(concurrency=4),
-        "web": [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "platform_site.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(web_port),
-        ],
+        "web": web_argv(port=web_port),
     }
     processes = []
     try:
