@@ -9,12 +9,13 @@ from celery import shared_task
 from engine.approvals import approvals_expire
 from engine.dispatch import RUN_ADVANCE_TASK
 from engine.loop import run_advance
+from engine.reactor import reactor
 from engine.sweeper import runs_sweep
 
 
 @shared_task(name=RUN_ADVANCE_TASK, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_advance_task(run_id: str) -> None:
-    run_advance(run_id=run_id)
+    reactor.carry(run_advance, run_id=run_id)
 
 
 @shared_task(name="agents.tasks.runs_sweep_task", ignore_result=True)

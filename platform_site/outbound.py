@@ -33,6 +33,8 @@ import httpcore2
 import httpx
 import httpx2
 
+from platform_site.green import carrying_loop
+from platform_site.green_http import carried_client
 from platform_site.netguard import GuardedAsyncBackend, GuardedBackend, OutboundBlocked
 
 log = logging.getLogger(__name__)
@@ -84,7 +86,13 @@ def _client(kind: str) -> httpx.Client:
 
 
 def get_client() -> httpx.Client:
-    """For operator-configured platform endpoints (model providers); not address-guarded."""
+    """For operator-configured platform endpoints (model providers); not address-guarded.
+
+    Code an event loop carries (a worker's runs, platform_site.green) gets a client whose
+    requests that loop awaits, so hundreds of runs wait on their models in one thread."""
+    loop = carrying_loop()
+    if loop is not None:
+        return carried_client(loop)
     return _client("operator")
 
 

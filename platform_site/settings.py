@@ -116,7 +116,10 @@ DATABASES = {
         conn_max_age=int(os.environ.get("DB_CONN_MAX_AGE", "60")),
     )
 }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("AGENTRY_DB_POOL", True):
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend, with waits a worker's engine loop makes cooperatively (see the module).
+    DATABASES["default"]["ENGINE"] = "platform_site.postgresql"
+if DATABASES["default"]["ENGINE"] == "platform_site.postgresql" and env_bool("AGENTRY_DB_POOL", True):
     # A pool per process (psycopg_pool): worker threads borrow a connection for each database
     # step and hand it back while they wait on a model, so a few connections serve hundreds of
     # runs in flight. Pooled connections replace Django's persistent ones.
@@ -128,7 +131,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_boo
         # while PostgreSQL is down, every request waits this long, so it stays short.
         "timeout": float(os.environ.get("AGENTRY_DB_POOL_TIMEOUT", "5")),
     }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+if DATABASES["default"]["ENGINE"] == "platform_site.postgresql":
     # An unreachable server fails the connection attempt after this long instead of the
     # operating system's TCP timeout (minutes).
     DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = int(
@@ -258,6 +261,9 @@ AGENTRY_RUN_MAX_RECOVERIES = int(os.environ.get("AGENTRY_RUN_MAX_RECOVERIES", "3
 # A queued run whose task went missing (broker lost it) is enqueued again after this long.
 AGENTRY_QUEUED_REENQUEUE_SECONDS = int(os.environ.get("AGENTRY_QUEUED_REENQUEUE_SECONDS", "120"))
 
+# Worker processes carry every run they advance on one event loop (engine.reactor); off, each
+# Celery thread advances its run itself (kept to compare the two in the benchmark).
+AGENTRY_ENGINE_LOOP = env_bool("AGENTRY_ENGINE_LOOP", True)
 # One task advances a run for at most this long, then requeues it between steps.
 AGENTRY_TASK_SLICE_SECONDS = float(os.environ.get("AGENTRY_TASK_SLICE_SECONDS", "600"))
 # Celery's own limits, for pools that enforce them (prefork, gevent; not threads): a slice plus

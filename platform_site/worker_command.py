@@ -23,9 +23,10 @@ def worker_argv(
 ) -> list[str]:
     """The argv of a worker process run by this interpreter.
 
-    Threads, because a step mostly waits on a model's HTTP response: one process keeps many
-    runs in flight. `quiet` leaves out gossip, mingle and heartbeats, which a worker needs
-    only to coordinate with other workers at startup and to be seen by monitoring."""
+    Threads, because a task only hands its run to the process's engine loop and waits for it
+    (engine.reactor): the concurrency is how many runs one process carries at once. `quiet`
+    leaves out gossip, mingle and heartbeats, which a worker needs only to coordinate with other
+    workers at startup and to be seen by monitoring."""
     argv = [
         sys.executable,
         "-m",

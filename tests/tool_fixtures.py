@@ -82,3 +82,14 @@ def hog(*, ctx, resource: str) -> str:
         return f"kept {len(hoard)} blocks"
     while True:
         pass
+
+
+@python_tool(
+    name="test-where",
+    description="Names the threads of the process that ran it.",
+    parameters={"type": "object", "properties": {}},
+)
+def where(*, ctx) -> str:
+    import threading
+
+    return json.dumps(sorted({thread.name.rstrip("_0123456789") for thread in threading.enumerate()}))

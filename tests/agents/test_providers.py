@@ -1,8 +1,12 @@
 """The provider adapters against the shipped fake model server: both wire formats, plain and
-streamed, usage, faults, and the mapping of parameters and messages."""
+streamed, usage, faults, and the mapping of parameters and messages.
+
+Every call is made twice: as plain code (the CLI, the tests) and carried by an event loop as a
+worker's runs are (platform_site.green: aiohttp underneath), which must read the same."""
 
 import json
 import uuid
+from functools import partial
 
 import httpx
 import pytest
@@ -13,6 +17,7 @@ from agents.providers import ProviderError, get_provider
 from agents.providers.anthropic import to_anthropic_messages
 from agents.providers.base import estimate_tokens
 from platform_site import outbound
+from tests.carried import carry
 
 PROVIDERS = ["openai_compatible", "anthropic"]
 TOOLS = [
@@ -52,6 +57,23 @@ def model_dict(name: str, base_url: str, provider: str, stream: bool, **fields) 
     }
 
 
+_carried = False
+
+
+def pytest_generate_tests(metafunc):
+    if "fake_llm" in metafunc.fixturenames:
+        metafunc.parametrize("how", ["plain", "carried"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def how(request):
+    """How this test's calls to the fake model server are made (`call` reads it)."""
+    global _carried
+    _carried = getattr(request, "param", "plain") == "carried"
+    yield
+    _carried = False
+
+
 def call(
     fake_llm, script: dict, provider: str, *, stream: bool = False, messages=None, tools=TOOLS, on_delta=None, **fields
 ):
@@ -66,7 +88,9 @@ def call(
         tool_choice="auto",
         parallel_tool_calls=True,
     )
-    return adapter.send(model=model, api_key="secret", body=body, on_delta=on_delta), fake_llm.requests(name)[-1]
+    send = partial(adapter.send, model=model, api_key="secret", body=body, on_delta=on_delta)
+    response = carry(send) if _carried else send()
+    return response, fake_llm.requests(name)[-1]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])

@@ -1,0 +1,167 @@
+"""Plain code carried by an event loop (platform_site.green, engine.reactor): many carried calls
+share one thread and wait at once, an error raised by an awaitable is raised where the plain
+code waited, the database works from carried code, blocking calls go to threads, and HTTP
+errors read the same as on the plain path."""
+
+import asyncio
+import socket
+import threading
+import uuid
+
+import pytest
+
+from agents.models import Agent
+from agents.providers import ProviderError, get_provider
+from engine.reactor import Reactor
+from platform_site import green, green_db
+from tests.agents.test_providers import model_dict
+from tests.carried import carry
+
+
+def test_carried_calls_share_one_thread_and_wait_at_once():
+    log, threads = [], set()
+
+    def plain(n):
+        threads.add(threading.get_ident())
+        log.append(("start", n))
+        green.sleep(0.05)
+        log.append(("end", n))
+        return n * n
+
+    async def main():
+        return await asyncio.gather(*(green.spawn(plain, n) for n in range(50)))
+
+    assert asyncio.run(main()) == [n * n for n in range(50)]
+    assert len(threads) == 1
+    # Every call started before any ended: they waited together, not one after another.
+    assert [kind for kind, _ in log[:50]] == ["start"] * 50
+
+
+def test_an_error_raised_by_an_awaitable_is_raised_where_the_plain_code_waited():
+    def plain():
+        try:
+            green.await_(asyncio.wait_for(asyncio.sleep(5), 0.01))
+        except TimeoutError:
+            return "caught here"
+
+    assert carry(plain) == "caught here"
+
+
+def test_an_error_the_plain_code_does_not_catch_reaches_the_caller():
+    def plain():
+        green.await_(asyncio.sleep(0))
+        raise ValueError("from the plain code")
+
+    with pytest.raises(ValueError, match="from the plain code"):
+        carry(plain)
+
+
+def test_await_outside_carried_code_is_refused_and_the_helpers_block_instead():
+    waiting = asyncio.sleep(0)
+    with pytest.raises(RuntimeError, match="carried"):
+        green.await_(waiting)
+    waiting.close()
+    assert not green.carried()
+    assert green.offload(threading.get_ident) == threading.get_ident()  # here, not in a thread
+    green.sleep(0)
+
+
+def test_offloaded_calls_run_in_another_thread_and_return_their_value():
+    def plain():
+        return threading.get_ident(), green.offload(threading.get_ident)
+
+    loop_thread, offload_thread = carry(plain)
+    assert loop_thread != offload_thread
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_database_works_from_carried_code():
+    slug = f"green-{uuid.uuid4().hex[:8]}"
+
+    def plain():
+        # Django refuses database calls where it sees a running event loop: carried code must
+        # not look like that, and it sees what other connections committed.
+        green.sleep(0)
+        return Agent.objects.filter(slug=slug).exists()
+
+    assert carry(plain) is False
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _send(model: dict):
+    provider = get_provider("openai_compatible")
+    body = provider.build_request(
+        model=model,
+        messages=[{"role": "user", "content": "hi"}],
+        tools=[],
+        tool_choice="auto",
+        parallel_tool_calls=True,
+    )
+    try:
+        provider.send(model=model, api_key="", body=body)
+    except ProviderError as error:
+        return error.message, error.retryable
+    raise AssertionError("the call was expected to fail")
+
+
+def test_a_refused_connection_reads_the_same_carried_and_plain():
+    model = model_dict("m", f"http://127.0.0.1:{_closed_port()}/v1", "openai_compatible", False)
+    plain, carried = _send(model), carry(_send, model)
+    assert plain == carried
+    assert "connection refused" in carried[0] and carried[1] is True
+
+
+def test_a_read_timeout_reads_the_same_carried_and_plain(fake_llm):
+    name = fake_llm.script(f"slow-{uuid.uuid4().hex[:8]}", {"fallback": {"content": "late", "latency_ms": 2000}})
+    model = model_dict(name, fake_llm.api_base, "openai_compatible", False, read_timeout_seconds=0.2)
+    plain, carried = _send(model), carry(_send, model)
+    assert plain == carried
+    assert "timed out after 0.2 s without an answer" in carried[0]
+
+
+def test_the_reactor_carries_work_on_its_own_loop_thread_only_when_enabled():
+    reactor = Reactor()
+    try:
+        assert reactor.carry(threading.current_thread) is threading.current_thread()  # not enabled: here
+        reactor.enabled = True
+        carried_in = reactor.carry(lambda: (threading.current_thread().name, green.carried()))
+        assert carried_in == ("engine-loop", True)
+        with pytest.raises(KeyError):
+            reactor.carry(lambda: {}["missing"])
+    finally:
+        reactor.stop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_carried_statements_wait_together_and_queue_for_pool_slots_without_blocking_the_loop():
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the cooperative waits are PostgreSQL's")
+    green_db.install()
+    pool_size = connection.settings_dict["OPTIONS"]["pool"]["max_size"]
+    log = []
+
+    def plain(n):
+        from django.db import connection as mine
+
+        log.append(("start", n))
+        with mine.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(0.2), %s", [n])
+            value = cursor.fetchone()[1]
+        log.append(("end", n))
+        return value
+
+    async def main():
+        return await asyncio.gather(*(green.spawn(plain, n) for n in range(3 * pool_size)))
+
+    # Three times as many runs as the pool has connections: the ones without a slot wait for
+    # one on the loop (a thread blocked in the pool would stop the runs about to give one back).
+    assert asyncio.run(main()) == list(range(3 * pool_size))
+    # Every one started before the first statement returned: they waited on PostgreSQL together.
+    assert [kind for kind, _ in log[: 3 * pool_size]] == ["start"] * (3 * pool_size)
