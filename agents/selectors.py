@@ -3,9 +3,11 @@
 from datetime import date
 from decimal import Decimal
 
+from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from agents.models import Agent, AgentUsageDay
+from agents.models import Agent, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
+from tools.models import ToolDefinition
 
 
 def agent_usage_on(*, agent_id: int, day: date) -> tuple[int, Decimal]:
@@ -24,3 +26,25 @@ def agents_usable_by(*, user) -> QuerySet[Agent]:
     restricted = Agent.allowed_groups.through.objects.filter(agent_id=OuterRef("pk"))
     shared = restricted.filter(group__user=user)
     return agents.filter(Q(~Exists(restricted)) | Q(Exists(shared)))
+
+
+def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
+    """What agents.snapshot.snapshot_build(agent) would read, and the id of the agent's latest
+    version, in one statement.
+
+    The state is the agent's own columns (as held by `agent`, which is what the build reads)
+    and every column of its model configs, tool links and their tools, so that any write, a
+    queryset update or a raw one included, changes it. Equal states build equal snapshots; a
+    new input of snapshot_build must be added here."""
+    configs, links, tools, versions = (m._meta.db_table for m in (ModelConfig, AgentTool, ToolDefinition, AgentVersion))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT (SELECT v."id" FROM "{versions}" v WHERE v."agent_id" = %s ORDER BY v."number" DESC LIMIT 1), '
+            f'm.*, f.*, l.*, t.* FROM "{configs}" m LEFT JOIN "{configs}" f ON f."id" = %s '
+            f'LEFT JOIN "{links}" l ON l."agent_id" = %s LEFT JOIN "{tools}" t ON t."id" = l."tool_id" '
+            'WHERE m."id" = %s ORDER BY l."id"',
+            [agent.pk, agent.fallback_model_config_id, agent.pk, agent.model_config_id],
+        )
+        rows = cursor.fetchall()
+    own = tuple(getattr(agent, field.attname) for field in Agent._meta.concrete_fields)
+    return (own, *(row[1:] for row in rows)), rows[0][0] if rows else None

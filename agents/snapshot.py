@@ -241,7 +241,10 @@ def _tool_snapshot(link: AgentTool) -> ToolSpec:
 
 
 def snapshot_build(*, agent: Agent) -> AgentSnapshot:
-    """The agent's configuration now, as a version would pin it."""
+    """The agent's configuration now, as a version would pin it.
+
+    Posts reuse a version while agents.selectors.agent_config_state is unchanged: that read
+    must cover every row read here."""
     links = (
         AgentTool.objects.filter(agent=agent, enabled=True, tool__is_active=True)
         .select_related("tool")

@@ -3,7 +3,7 @@
 import json
 
 from django.conf import settings
-from django.db.models import Prefetch
+from django.db.models import Exists, OuterRef, Prefetch
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -102,6 +102,11 @@ class ConversationViewSet(
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model
             return Conversation.objects.none()
         conversations = conversations_visible_to(user=self.request.user).order_by("-created_at")
+        if self.action == "messages":
+            # One read decides 404, 403 and 409: whether the user may still use the agent is
+            # asked in the same statement; message_submit reads the agent itself, under its lock.
+            usable = agents_usable_by(user=self.request.user).filter(pk=OuterRef("agent_id"))
+            return conversations.select_related(None).only("owner", "agent").annotate(agent_usable=Exists(usable))
         if self.action == "retrieve":
             conversations = conversations.prefetch_related(
                 Prefetch("messages", queryset=Message.objects.order_by("order")),
@@ -157,7 +162,7 @@ class ConversationViewSet(
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         key = _idempotency_key(request)
-        if not agents_usable_by(user=request.user).filter(pk=conversation.agent_id).exists():
+        if not conversation.agent_usable:
             raise ApiConflict(
                 f"The agent {conversation.agent.slug!r} is not available any more: "
                 "it was disabled or your access to it was removed."
@@ -179,9 +184,12 @@ class ConversationViewSet(
             ) from None
         except IdempotencyKeyReused:
             raise IdempotencyKeyMismatch() from None
-        run = runs_visible_to(user=request.user).get(pk=submission.run.pk)
+        run = submission.run
         headers = {"Location": reverse("run-detail", kwargs={"pk": run.pk})}
         if submission.replayed:
             headers["Idempotent-Replayed"] = "true"
+            # A replayed run may have moved on since: read it as GET /runs/{id}/ would.
+            run = runs_visible_to(user=request.user).get(pk=run.pk)
+        # A new run is answered from memory: it is queued, with no output, as just written.
         data = RunSerializer(run, context=self.get_serializer_context()).data
         return Response(data, status=status.HTTP_202_ACCEPTED, headers=headers)

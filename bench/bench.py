@@ -48,6 +48,7 @@ FIGURES = {
 # The processes that serve runs; the fake model and the benchmark client are printed apart.
 SERVING = ("web", "worker", "postgres", "redis")
 WRITES = ("INSERT", "UPDATE", "DELETE")
+_MODIFIES = re.compile(r"\b(INSERT|UPDATE|DELETE)\b")
 
 
 def _setup_django() -> None:
@@ -294,10 +295,39 @@ def throughput_full(results: Results, stack: Stack, agents: dict) -> None:
         results.add(f"cpu.{kind}", 1000 * seconds / runs)
 
 
+def _transactions(statements: list[str]) -> int:
+    """Commits: each COMMIT, and each write sent outside BEGIN … COMMIT (autocommit)."""
+    count, open_ = 0, False
+    for sql in statements:
+        verb = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+        if verb == "BEGIN":
+            open_ = True
+        elif verb in ("COMMIT", "ROLLBACK"):
+            count += verb == "COMMIT"
+            open_ = False
+        elif not open_ and (
+            verb in WRITES or (verb == "WITH" and re.search(r"\b(INSERT|UPDATE|DELETE)\b", sql.upper()))
+        ):
+            count += 1
+    return count
+
+
+def _rows_written() -> int:
+    """Rows inserted, updated and deleted in this database so far, from PostgreSQL's statistics
+    (a data-modifying WITH writes several tables; its row count names only the last)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT COALESCE(SUM(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables")
+        return int(cursor.fetchone()[0])
+
+
 def measure_queries_per_step(results: Results, stack: Stack, agents: dict) -> None:
     """One run advanced in this process with every statement sent through Django counted (BEGIN
-    and COMMIT included: each is a round trip), and the rows its INSERT, UPDATE and DELETE
-    statements (or data-modifying WITH) report touching."""
+    and COMMIT included: each is a round trip, and so is a statement sent in autocommit, which is
+    its own transaction), and the rows written, from PostgreSQL's statistics."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -307,31 +337,25 @@ def measure_queries_per_step(results: Results, stack: Stack, agents: dict) -> No
     from engine.admission import message_post
     from engine.loop import run_advance
 
-    counted = {"rows": 0}
-
-    def count(execute, sql, params, many, context):
-        outcome = execute(sql, params, many, context)
-        verb = sql.lstrip().split(None, 1)[0].upper()
-        if verb in WRITES or (verb == "WITH" and re.search(r"\b(INSERT|UPDATE|DELETE)\b", sql.upper())):
-            counted["rows"] += max(context["cursor"].rowcount, 0)
-        return outcome
-
     # Keep this run off the queue: it is advanced here, where its statements can be counted.
     delay, tasks.run_advance_task.delay = tasks.run_advance_task.delay, lambda run_id: None
     try:
         run = message_post(conversation=conversation_create(agent=agents["single"]), content="数一数")
     finally:
         tasks.run_advance_task.delay = delay
-    with CaptureQueriesContext(connection) as queries, connection.execute_wrapper(count):
+    before = _rows_written()
+    with CaptureQueriesContext(connection) as queries:
         run_advance(run_id=run.pk)
+    rows = _rows_written() - before
     calls = LLMCall.objects.filter(run=run)
     # A step is a model call, and the tool calls it asked for are a second step.
     steps = calls.count() + calls.exclude(tool_invocations=None).count()
     if not steps:
         raise RuntimeError("the run made no model call")
-    results.add("statements_per_step", len(queries) / steps)
-    results.add("commits_per_step", sum(query["sql"] == "COMMIT" for query in queries) / steps)
-    results.add("rows_per_step", counted["rows"] / steps)
+    statements = [query["sql"] for query in queries]
+    results.add("statements_per_step", len(statements) / steps)
+    results.add("commits_per_step", _transactions(statements) / steps)
+    results.add("rows_per_step", rows / steps)
 
 
 def measure_approval_resume(results: Results, stack: Stack, agents: dict) -> None:
@@ -570,7 +594,7 @@ def _print_summary(options, results: Results, wanted: set) -> None:
     if "queries" in wanted:
         labels = {
             "statements_per_step": "statements (BEGIN/COMMIT included)",
-            "commits_per_step": "commits",
+            "commits_per_step": "commits (COMMITs, and writes sent in autocommit)",
             "rows_per_step": "rows written",
         }
         print(

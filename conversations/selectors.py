@@ -1,8 +1,11 @@
-"""Reads on runs: the timeline that the admin, the API and the pages all show."""
+"""Reads on runs: the timeline that the admin, the API and the pages all show, and what an
+engine step reads."""
 
+from django.db import connection
 from django.db.models import Case, OuterRef, QuerySet, Subquery, Value, When
 
 from conversations.models import Conversation, LLMCall, Message, Run, RunStatus, ToolInvocation
+from conversations.rows import Columns
 
 
 def run_timeline(*, run: Run) -> list[dict]:
@@ -84,3 +87,76 @@ def run_owned_by(*, run: Run, user) -> bool:
 def run_step_messages(*, run: Run) -> dict[int, Message]:
     """The assistant message each successful model call of the run produced, by call id."""
     return {m.llm_call_id: m for m in Message.objects.filter(run=run, llm_call__isnull=False)}
+
+
+# What a step reads: the run, its conversation's summary, and the conversation's messages.
+_STEP_RUN = Columns(
+    Run,
+    (
+        "id",
+        "conversation",
+        "agent",
+        "agent_version",
+        "status",
+        "cancel_requested",
+        "iterations",
+        "total_tokens",
+        "cost",
+        "lease_owner",
+        "deadline",
+        "created_at",
+    ),
+    "r",
+)
+_STEP_CONVERSATION = Columns(Conversation, ("id", "context_summary", "context_summary_through"), "c")
+_STEP_MESSAGE = Columns(
+    Message,
+    (
+        "id",
+        "conversation",
+        "run",
+        "llm_call",
+        "order",
+        "role",
+        "content",
+        "tool_calls",
+        "tool_call_id",
+        "name",
+        "reasoning",
+    ),
+    "m",
+)
+
+
+def run_step_read(*, run_id) -> tuple[Run, list[Message]]:
+    """The run (with its conversation's summary) and, in order, the conversation's messages that
+    the summary does not cover: one statement, since every step of every run starts with it.
+    Run.DoesNotExist if there is no such run."""
+    runs, conversations = len(_STEP_RUN.fields), len(_STEP_CONVERSATION.fields)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_STEP_RUN.sql}, {_STEP_CONVERSATION.sql}, {_STEP_MESSAGE.sql} "
+            f'FROM "{Run._meta.db_table}" r JOIN "{Conversation._meta.db_table}" c ON c."id" = r."conversation_id" '
+            f'LEFT JOIN "{Message._meta.db_table}" m '
+            'ON m."conversation_id" = r."conversation_id" AND m."order" > c."context_summary_through" '
+            'WHERE r."id" = %s ORDER BY m."order"',
+            [Run._meta.pk.get_db_prep_value(run_id, connection)],
+        )
+        rows = cursor.fetchall()
+    if not rows:
+        raise Run.DoesNotExist(f"Run {run_id} does not exist")
+    run = _STEP_RUN.instance(rows[0][:runs])
+    run.conversation = _STEP_CONVERSATION.instance(rows[0][runs : runs + conversations])
+    messages = _STEP_MESSAGE.instances(row[runs + conversations :] for row in rows if row[runs + conversations])
+    return run, messages
+
+
+def conversation_messages_all(*, conversation_id) -> list[Message]:
+    """Every message of the conversation, in order, with the fields run_step_read reads."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT {_STEP_MESSAGE.sql} FROM "{Message._meta.db_table}" m WHERE m."conversation_id" = %s '
+            'ORDER BY m."order"',
+            [Conversation._meta.pk.get_db_prep_value(conversation_id, connection)],
+        )
+        return _STEP_MESSAGE.instances(cursor.fetchall())

@@ -1,27 +1,36 @@
 """The low-level ledger writes: counters, fenced run events, message appends, new conversations.
 
 These are the record's own writes, shared by every app that changes it. A run's status never
-changes here: that is engine.runs (and the engine modules that call it)."""
+changes here: that is engine.runs (and the engine modules that call it).
 
-import json
+The writes of one commit of a step join a Batch (conversations.batch), so that they commit
+together, in one statement on PostgreSQL. Its guard is usually the UPDATE of the run row
+(`run_guard`): it checks that the worker still holds the run's lease and extends it (the fence,
+at no extra cost), and bumps the run's event sequence for the batch's event (engine.transitions
+guards with the status change instead). `run_event_append` and `messages_append` write alone.
+"""
+
 from functools import partial
 
 from django.db import connection, transaction
 from django.utils import timezone
 
 from agents.models import Agent
+from conversations.batch import Batch
 from conversations.events import WEBHOOK_EVENT_TYPES
 from conversations.fencing import LeaseLost, lease_deadline
 from conversations.models import Conversation, Message, Run, RunEvent, RunStatus
 from conversations.wakeups import publish_run_event
 from conversations.webhooks import webhook_deliveries_create
 
+_RUN = Run._meta.db_table
+
 
 def _bump(model, pk, field: str, by: int = 1) -> int:
     """Atomically add `by` to a counter column and return the new value, in one statement.
 
     The row lock it takes is held to the end of the caller's transaction, which is what
-    serialises concurrent writers of message orders and event sequence numbers.
+    serialises concurrent writers of message orders.
     """
     table = model._meta.db_table
     column = model._meta.get_field(field).column
@@ -38,37 +47,168 @@ def _bump(model, pk, field: str, by: int = 1) -> int:
     return row[0]
 
 
-def _event_insert(*, run_id, type: str, payload: dict, lease_owner: str | None) -> RunEvent | None:
-    """Next sequence number and the event row; on PostgreSQL in one statement (a data-modifying
-    CTE), since every step writes events and each round trip counts at hundreds of runs."""
-    now = timezone.now()
-    run_pk = Run._meta.pk.get_db_prep_value(run_id, connection)
-    fence_set, fence_where, fence_params = "", "", []
-    if lease_owner is not None:
-        fence_set, fence_where = ', "lease_expires_at" = %s', ' AND "lease_owner" = %s AND "status" = %s'
-        fence_params = [lease_deadline(), run_pk, lease_owner, RunStatus.RUNNING]
-    else:
-        fence_params = [run_pk]
-    bump = f'UPDATE "conversations_run" SET "event_seq" = "event_seq" + 1{fence_set} WHERE "id" = %s{fence_where}'
+def db_value(model, field: str, value):
+    """`value` as the database takes it for `model.field` in a raw statement."""
+    return model._meta.get_field(field).get_db_prep_save(value, connection)
+
+
+def row_insert(
+    batch: Batch, name: str, row, *, exprs: dict[str, tuple[str, list]] | None = None, returning=("id",)
+) -> None:
+    """The INSERT of `row` (an unsaved model instance with an automatic id) as a write of the
+    batch, made only if its guard matched. `exprs` give some columns as SQL with its params
+    instead (a value another write returns); the row gets its id when the batch is executed."""
+    exprs = exprs or {}
+    fields = [field for field in row._meta.concrete_fields if not field.primary_key]
+    values, params = [], []
+    for field in fields:
+        if field.name in exprs:
+            sql, more = exprs[field.name]
+            values.append(sql)
+            params += more
+        else:
+            values.append("%s")
+            params.append(field.get_db_prep_save(field.pre_save(row, True), connection))
+    columns = ", ".join(f'"{field.column}"' for field in fields)
+    batch.add(
+        name,
+        f'INSERT INTO "{row._meta.db_table}" ({columns}) SELECT {", ".join(values)} WHERE {{guard}}',
+        params,
+        returning,
+    )
+
+    def written(results: dict) -> None:
+        row.pk = results[name]["id"]
+        row._state.adding = False
+
+    batch.after(written)
+
+
+def rows_insert_new(rows: list, *, unique: tuple[str, ...], key: str) -> list:
+    """INSERT, in one statement, those of `rows` (unsaved instances of one model with an automatic
+    id) that no existing row matches on the `unique` columns, which a unique constraint covers.
+    Returns the rows inserted, with their ids; `key` (a column unique among `rows`) tells which."""
+    if not rows:
+        return []
+    model = type(rows[0])
+    fields = [field for field in model._meta.concrete_fields if not field.primary_key]
+    params = [field.get_db_prep_save(field.pre_save(row, True), connection) for row in rows for field in fields]
+    placeholders = ", ".join(["(" + ", ".join(["%s"] * len(fields)) + ")"] * len(rows))
+    columns = ", ".join(f'"{field.column}"' for field in fields)
+    target = ", ".join(f'"{model._meta.get_field(name).column}"' for name in unique)
+    key_field = model._meta.get_field(key)
     with connection.cursor() as cursor:
+        cursor.execute(
+            f'INSERT INTO "{model._meta.db_table}" ({columns}) VALUES {placeholders} '
+            f'ON CONFLICT ({target}) DO NOTHING RETURNING "id", "{key_field.column}"',
+            params,
+        )
+        ids = {value: pk for pk, value in cursor.fetchall()}
+    inserted = []
+    for row in rows:
+        value = key_field.get_db_prep_save(getattr(row, key_field.attname), connection)
+        if value in ids:
+            row.pk = ids[value]
+            row._state.adding = False
+            inserted.append(row)
+    return inserted
+
+
+def row_update(batch: Batch, name: str, row, **values) -> None:
+    """The UPDATE of `row`'s `values` (by field name) as a write of the batch, made only if
+    its guard matched; the instance gets the values too."""
+    assignments, params = [], []
+    for field_name, value in values.items():
+        field = row._meta.get_field(field_name)
+        assignments.append(f'"{field.column}" = %s')
+        params.append(field.get_db_prep_save(value, connection))
+        setattr(row, field.attname, value)
+    batch.add(
+        name,
+        f'UPDATE "{row._meta.db_table}" SET {", ".join(assignments)} WHERE "id" = %s AND {{guard}}',
+        [*params, row.pk],
+    )
+
+
+def run_guard(
+    batch: Batch,
+    *,
+    run_id,
+    lease_owner: str | None,
+    event: bool = True,
+    sets: str = "",
+    params=(),
+    where: str = "",
+    where_params=(),
+) -> None:
+    """The batch's guard, on the run row. With `lease_owner`, the worker must still hold the
+    run's lease, which is extended (the fence); `event` bumps the sequence number the batch's
+    event takes; `sets` are more assignments on the row (the run's totals), with `params`;
+    `where` a further condition, with `where_params`."""
+    assignments = ['"event_seq" = "event_seq" + 1'] if event else []
+    values = []
+    if lease_owner is not None:
+        assignments.append('"lease_expires_at" = %s')
+        values.append(db_value(Run, "lease_expires_at", lease_deadline()))
+    if sets:
+        assignments.append(sets)
+        values += params
+    if not assignments:  # nothing to change: the row is still matched (and locked) for the others
+        assignments.append('"event_seq" = "event_seq"')
+    values.append(db_value(Run, "id", run_id))
+    condition = '"id" = %s'
+    if lease_owner is not None:
+        condition += ' AND "lease_owner" = %s AND "status" = %s'
+        values += [lease_owner, RunStatus.RUNNING]
+    if where:
+        condition += f" AND {where}"
+        values += where_params
+    batch.add("run", f'UPDATE "{_RUN}" SET {", ".join(assignments)} WHERE {condition}', values, ("id", "event_seq"))
+
+
+def event_add(batch: Batch, *, run_id, type: str, payload: dict, fill: dict[str, str] | None = None) -> RunEvent:
+    """The batch's event, numbered by its guard's bump of the run's event sequence. `fill`:
+    payload keys whose values an earlier write of the batch returns ({"llm_call_id": "call.id"}).
+    The RunEvent returned is complete once the batch is executed."""
+    now = timezone.now()
+    value = "%s"
+    if fill:
+        # The values exist only inside the statement: they are merged into the payload there.
         if connection.vendor == "postgresql":
-            cursor.execute(
-                f'WITH bumped AS ({bump} RETURNING "id", "event_seq") '
-                'INSERT INTO "conversations_runevent" ("run_id", "seq", "type", "payload", "created_at") '
-                'SELECT "id", "event_seq", %s, %s::jsonb, %s FROM bumped RETURNING "id", "seq"',
-                [*fence_params, type, json.dumps(payload), now],
-            )
-            row = cursor.fetchone()
-            if row is None:
-                return None
-            event = RunEvent(id=row[0], run_id=run_id, seq=row[1], type=type, payload=payload, created_at=now)
-            event._state.adding = False
-            return event
-        cursor.execute(f'{bump} RETURNING "event_seq"', fence_params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    return RunEvent.objects.create(run_id=run_id, seq=row[0], type=type, payload=payload)
+            pairs = ", ".join(f"'{key}', {{{reference}}}" for key, reference in fill.items())
+            value = f"%s || jsonb_build_object({pairs})"
+        else:
+            pairs = ", ".join(f"'$.{key}', {{{reference}}}" for key, reference in fill.items())
+            value = f"json_set(%s, {pairs})"
+    batch.add(
+        "event",
+        f'INSERT INTO "{RunEvent._meta.db_table}" ("run_id", "seq", "type", "payload", "created_at") '
+        f"SELECT %s, {{guard.event_seq}}, %s, {value}, %s WHERE {{guard}}",
+        [
+            db_value(RunEvent, "run", run_id),
+            type,
+            connection.ops.adapt_json_value(payload, None),
+            db_value(RunEvent, "created_at", now),
+        ],
+        ("id", "seq"),
+    )
+    event = RunEvent(run_id=run_id, type=type, payload=payload, created_at=now)
+
+    def written(results: dict) -> None:
+        event.id, event.seq = results["event"]["id"], results["event"]["seq"]
+        event._state.adding = False
+        for key, reference in (fill or {}).items():
+            name, column = reference.split(".")
+            payload[key] = results[name][column]
+        if type in WEBHOOK_EVENT_TYPES:
+            webhook_deliveries_create(event=event)
+        # Streams read rows; the wake-up only tells them to look, once the row is visible.
+        transaction.on_commit(partial(publish_run_event, run_id), robust=True)
+
+    # Webhook deliveries are written with their event, in its transaction.
+    batch.transactional |= type in WEBHOOK_EVENT_TYPES
+    batch.after(written)
+    return event
 
 
 def run_event_append(*, run_id, type: str, payload: dict | None = None, lease_owner: str | None = None) -> RunEvent:
@@ -77,17 +217,39 @@ def run_event_append(*, run_id, type: str, payload: dict | None = None, lease_ow
     With `lease_owner`, the same statement checks that this worker still holds the run's lease
     and extends it, so a step's commit is fenced at no extra cost (LeaseLost otherwise).
     """
-    with transaction.atomic(savepoint=False):
-        event = _event_insert(run_id=run_id, type=type, payload=payload or {}, lease_owner=lease_owner)
-        if event is None:
-            if lease_owner is not None:
-                raise LeaseLost(str(run_id))
-            raise Run.DoesNotExist(f"Run {run_id} does not exist")
-        if type in WEBHOOK_EVENT_TYPES:
-            webhook_deliveries_create(event=event)
-        # Streams read rows; the wake-up only tells them to look, once the row is visible.
-        transaction.on_commit(partial(publish_run_event, run_id), robust=True)
+    batch = Batch()
+    run_guard(batch, run_id=run_id, lease_owner=lease_owner)
+    event = event_add(batch, run_id=run_id, type=type, payload=payload or {})
+    if batch.execute() is None:
+        if lease_owner is not None:
+            raise LeaseLost(str(run_id))
+        raise Run.DoesNotExist(f"Run {run_id} does not exist")
     return event
+
+
+def messages_add(batch: Batch, *, conversation_id, run_id, messages: list[dict]) -> list[Message]:
+    """Append a step's messages (dicts of Message fields) in order, as writes of its batch,
+    after its guard: the conversation's counter, bumped under its row lock, hands out their
+    orders. The Messages returned are complete once the batch is executed. One write a message
+    suits the few a step appends; messages_append takes any number."""
+    bump = f'UPDATE "{Conversation._meta.db_table}" SET "message_count" = "message_count" + %s'
+    batch.add(
+        "counter",
+        f'{bump} WHERE "id" = %s AND {{guard}}',
+        [len(messages), db_value(Conversation, "id", conversation_id)],
+        ("message_count",),
+    )
+    rows = [Message(conversation_id=conversation_id, run_id=run_id, **fields) for fields in messages]
+    for index, row in enumerate(rows):
+        later = len(rows) - 1 - index
+        row_insert(batch, f"message_{index}", row, exprs={"order": (f"{{counter.message_count}} - {later}", [])})
+
+    def written(results: dict) -> None:
+        for index, row in enumerate(rows):
+            row.order = results["counter"]["message_count"] - (len(rows) - 1 - index)
+
+    batch.after(written)
+    return rows
 
 
 def messages_append(*, conversation_id, run_id, messages: list[dict]) -> list[Message]:

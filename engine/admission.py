@@ -50,8 +50,13 @@ def message_submit(*, conversation: Conversation, content: str, user=None, idemp
     """
     digest = _content_hash(content)
     with transaction.atomic():
+        # Only the conversation's row is locked: locking its agent's too would queue every post
+        # to that agent behind one another.
         conversation = (
-            Conversation.objects.select_for_update(no_key=True).select_related("agent").get(pk=conversation.pk)
+            Conversation.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("agent")
+            .only("agent")
+            .get(pk=conversation.pk)
         )
         if idempotency_key:
             previous = (
@@ -63,17 +68,24 @@ def message_submit(*, conversation: Conversation, content: str, user=None, idemp
                 if previous.content_hash != digest:
                     raise IdempotencyKeyReused(idempotency_key)
                 return Submission(previous.run, replayed=True)
-        active = list(Run.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES).order_by("created_at"))
+        active = list(
+            Run.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES)
+            .only("status")
+            .order_by("created_at")
+        )
         policy = conversation.agent.concurrent_messages
         if active and policy == ConcurrentMessages.REJECT:
             raise ConversationBusy(active[0])
         version = agent_version_current(agent=conversation.agent)
         timeout = snapshot_parse(version.snapshot)["agent"]["run_timeout_seconds"]
+        now = timezone.now()
         run = Run.objects.create(
             conversation=conversation,
-            agent_id=conversation.agent_id,
+            agent=conversation.agent,
             agent_version=version,
-            deadline=timezone.now() + timedelta(seconds=timeout) if timeout else None,
+            deadline=now + timedelta(seconds=timeout) if timeout else None,
+            # A run admitted at once is enqueued with this commit: stamped here, not updated after.
+            enqueued_at=None if active else now,
         )
         RunRequest.objects.create(
             run=run,
@@ -86,7 +98,7 @@ def message_submit(*, conversation: Conversation, content: str, user=None, idemp
         payload = events.run_queued(agent_version=version.number, waiting_for=[str(r.pk) for r in active] or None)
         run_event_append(run_id=run.pk, type=EventType.RUN_QUEUED, payload=payload)
         if not active:
-            run_admit(run, content)
+            run_admit(run, content, stamped=True)
         elif policy == ConcurrentMessages.INTERRUPT:
             # After commit and outside the conversation lock: the engine locks a run, then its
             # conversation, so cancelling here could deadlock with a step being recorded.

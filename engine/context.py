@@ -15,6 +15,7 @@ from agents.prompting import render_system_prompt
 from agents.providers.base import estimate_prompt_tokens, estimate_tokens
 from agents.snapshot import AgentSnapshot
 from conversations.models import Message, Run
+from conversations.selectors import conversation_messages_all, run_step_read
 from engine.summary import summarise
 from engine.turns import Turn, group_turns, group_units, trimmed, wire_tokens
 from engine.window import history_budget, tool_definitions
@@ -63,19 +64,19 @@ def _opening_order(rows: list[Message], run: Run) -> int | None:
     return next((m.order for m in rows if m.run_id == run.pk and m.role == Message.Role.USER), None)
 
 
-def conversation_messages(run: Run) -> list[Message]:
-    """Everything before this run's first message not folded into the summary, plus the run's
-    own messages. The summary applies only if it covers nothing of the run itself; in the
-    common case the rows after it show that, and one query per step is enough."""
+def step_read(*, run_id) -> tuple[Run, list[Message]]:
+    """The run, and the messages its model would see: everything before this run's first
+    message not folded into the summary, plus the run's own messages. The summary applies only
+    if it covers nothing of the run itself; in the common case the rows after it show that, and
+    one query per step, which reads the run too, is enough."""
+    run, rows = run_step_read(run_id=run_id)
     through = run.conversation.context_summary_through
-    messages = Message.objects.filter(conversation_id=run.conversation_id).order_by("order")
-    rows = list(messages.filter(order__gt=through))
     first = _opening_order(rows, run)
     if first is None and through:
-        rows = list(messages)
+        rows = conversation_messages_all(conversation_id=run.conversation_id)
         first = _opening_order(rows, run)
     history = [m for m in rows if first is not None and (m.order < first or m.run_id == run.pk)]
-    return _drop_unanswered_tool_calls(history, run.pk)
+    return run, _drop_unanswered_tool_calls(history, run.pk)
 
 
 def _wire_turns(turns: list[Turn], trim_to: int | None) -> list[list[dict]]:

@@ -18,13 +18,15 @@ ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPRO
 RUN_ADVANCE_TASK = "agents.tasks.run_advance_task"
 
 
-def run_enqueue(*, run_id) -> None:
+def run_enqueue(*, run_id, stamped: bool = False) -> None:
     """Hand the run to a worker once the caller's transaction commits (with its id only).
 
     A message can still be lost after that (a broker restart, a worker killed holding it
-    prefetched); `enqueued_at` lets the sweeper hand a run that stayed queued again.
+    prefetched); `enqueued_at` lets the sweeper hand a run that stayed queued again. `stamped`:
+    the caller wrote `enqueued_at` with the run's row already.
     """
-    Run.objects.filter(pk=run_id).update(enqueued_at=timezone.now())
+    if not stamped:
+        Run.objects.filter(pk=run_id).update(enqueued_at=timezone.now())
     transaction.on_commit(partial(_send_run, run_id))
 
 
@@ -40,14 +42,15 @@ def _send_run(run_id) -> None:
         log.exception("run %s committed but not sent to the broker; the sweeper will send it again", run_id)
 
 
-def run_admit(run: Run, content: str) -> None:
-    """Give the run its user message and hand it to a worker once this transaction commits."""
+def run_admit(run: Run, content: str, *, stamped: bool = False) -> None:
+    """Give the run its user message and hand it to a worker once this transaction commits
+    (`stamped` as for run_enqueue)."""
     messages_append(
         conversation_id=run.conversation_id,
         run_id=run.pk,
         messages=[{"role": Message.Role.USER, "content": content}],
     )
-    run_enqueue(run_id=run.pk)
+    run_enqueue(run_id=run.pk, stamped=stamped)
 
 
 def _admitted():

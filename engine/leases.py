@@ -13,7 +13,7 @@ import threading
 import uuid
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -93,14 +93,29 @@ class LeaseRenewer:
                 if not held:
                     continue
                 try:
-                    Run.objects.filter(pk__in=held, lease_owner=process_owner(), status=RunStatus.RUNNING).update(
-                        lease_expires_at=lease_deadline()
-                    )
+                    _renew(held)
                 except Exception:  # the database may blink; the next round tries again
                     log.warning("lease renewal failed", exc_info=True)
                     close_old_connections()
                 finally:
                     connection.close()
+
+
+def _renew(held: list) -> None:
+    """Extend the leases of the runs this process holds.
+
+    A run whose row is locked is in the middle of a step, and that step's commit extends its
+    lease (conversations.fencing): it is skipped rather than waited for. Waiting would hold the
+    renewer's lock, and the engine loop that carries the step (engine.reactor) must never wait
+    on a thread that waits on that loop's own transactions."""
+    ours = Run.objects.filter(pk__in=held, lease_owner=process_owner(), status=RunStatus.RUNNING)
+    if not connection.features.has_select_for_update_skip_locked:  # SQLite: no row locks to wait on
+        ours.update(lease_expires_at=lease_deadline())
+        return
+    with transaction.atomic():
+        free = list(ours.select_for_update(skip_locked=True).values_list("pk", flat=True))
+        if free:
+            Run.objects.filter(pk__in=free).update(lease_expires_at=lease_deadline())
 
 
 renewer = LeaseRenewer()

@@ -12,8 +12,9 @@ from django.utils.translation import gettext as _
 
 from agents.providers import LLMResponse
 from agents.snapshot import AgentSnapshot, snapshot_tool
+from conversations.batch import Batch
 from conversations.models import LLMCall, Message, Run
-from conversations.services import messages_append
+from conversations.services import messages_add
 from engine.context import build_context
 from engine.model_call import ContextOverflow, EmptyAnswer, ModelStepFailed, model_call
 from engine.window import fitted
@@ -131,9 +132,10 @@ def _call(
             tool_name=tool_name,
         )
 
-    def record(call: LLMCall, response: LLMResponse) -> StepResult:
+    def record(call: LLMCall, response: LLMResponse, batch: Batch) -> StepResult:
         tool_calls = _normalised_tool_calls(response, run, iteration)
-        [message] = messages_append(
+        [message] = messages_add(
+            batch,
             conversation_id=run.conversation_id,
             run_id=run.pk,
             messages=[

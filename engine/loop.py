@@ -17,10 +17,10 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from agents.snapshot import AgentSnapshot, snapshot_parse
+from agents.snapshot import AgentSnapshot
 from conversations import events
 from conversations.models import Message, Run, RunStatus, StopReason
-from engine.context import conversation_messages
+from engine.context import step_read
 from engine.dispatch import run_enqueue
 from engine.leases import LeaseLost, process_owner, renewer, run_claim
 from engine.limits import daily_usage, timeout_limit
@@ -28,6 +28,7 @@ from engine.llm_step import llm_step
 from engine.model_call import DeadlineReached, EmptyAnswer, ModelStepFailed
 from engine.next_step import Finish, RunTools, next_step
 from engine.runs import run_finish, run_park_for_approval
+from engine.snapshots import version_snapshot
 from engine.tool_step import tool_step
 from engine.transitions import run_transition
 from platform_site.logs import log_context
@@ -58,11 +59,10 @@ def _step(run_id, owner: str) -> bool:
     A cancel is honoured at every step boundary: here, before each tool starts (tool_step), and
     when a model call returns (run_finish ends a run whose cancel was accepted as cancelled,
     so an answer that arrives late is kept in the ledger but never delivered as the answer)."""
-    run = Run.objects.select_related("agent_version", "conversation").get(pk=run_id)
+    run, messages = step_read(run_id=run_id)
     if run.status != RunStatus.RUNNING or run.lease_owner != owner:
         raise LeaseLost(str(run_id))
-    snapshot = snapshot_parse(run.agent_version.snapshot)
-    messages = conversation_messages(run)
+    snapshot = version_snapshot(run.agent_version_id)
     now = timezone.now()
     # The day's usage is one read, and only a model call can be stopped by it: a tool step skips it.
     calls_model = messages[-1].role != Message.Role.ASSISTANT

@@ -1,10 +1,11 @@
 """One model call with its attempts: retries with backoff, then the fallback model.
 
-Each attempt is its own LLMCall row, written before the request and completed after it. The
-completed row, what the caller derives from the answer (an assistant message, a summary), the
-run's token and cost totals and the agent's daily usage commit together, so a completed call
-is never made again; a row left `started` by a dead worker is closed as interrupted and the
-call is attempted anew.
+Each attempt is its own LLMCall row, written (with its event) before the request and completed
+after it. The completed row, what the caller derives from the answer (an assistant message, a
+summary), the run's token and cost totals, the agent's daily usage and the event commit
+together, so a completed call is never made again; a row left `started` by a dead worker is
+closed as interrupted when the call is attempted anew. Each of these records is one ledger
+batch (conversations.batch) fenced by the run's lease: one statement on PostgreSQL.
 
 An answer the caller cannot use (`check`: an empty one, say) is an attempt like a failed one:
 recorded with its tokens, then retried. An error saying the request was too long ends the call
@@ -12,7 +13,8 @@ at once (ContextOverflow: the caller may fold the context and call again); one s
 unsupported (streaming with tools, on llama.cpp) sends the same attempt again unstreamed, without
 using up a retry, and the model config remembers it for later calls.
 
-Cost uses the model config's prices read at call time (in the same query as its API key), so
+Cost uses the model config's prices read at call time, with its API key (in the statement that
+writes the first attempt's row, unless the model streams: then before the request is built), so
 a price changed mid-run applies from the next call on; the `llm_call.completed` event records
 the prices used.
 """
@@ -24,8 +26,7 @@ from collections.abc import Callable
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import connection
 from django.utils import timezone
 
 from agents.models import ModelConfig
@@ -33,10 +34,14 @@ from agents.providers import LLMResponse, ProviderError, get_provider
 from agents.services import agent_usage_add
 from agents.snapshot import AgentSnapshot, snapshot_models
 from conversations import events
+from conversations.batch import Batch
 from conversations.events import EventType
+from conversations.fencing import LeaseLost
 from conversations.models import LLMCall, Run
-from conversations.services import run_event_append
+from conversations.rows import Columns
+from conversations.services import db_value, event_add, row_insert, row_update, run_guard
 from engine.deltas import DeltaRelay
+from platform_site import green
 from platform_site.backoff import backoff_delay
 from platform_site.dbpool import release_connection
 from platform_site.logs import bind
@@ -93,27 +98,24 @@ def seconds_left(deadline) -> float | None:
     return left
 
 
-def _close_interrupted_attempts(run: Run, purpose: str, iteration: int) -> int:
-    """Returns the next attempt number for this call."""
-    calls = LLMCall.objects.filter(run=run, purpose=purpose, iteration=iteration)
-    statuses = list(calls.values_list("status", flat=True))
-    if LLMCall.Status.STARTED in statuses:
-        calls.filter(status=LLMCall.Status.STARTED).update(
-            status=LLMCall.Status.FAILED,
-            error="interrupted: the worker stopped before the call completed",
-            finished_at=timezone.now(),
-        )
-    return len(statuses) + 1
+# Read at call time, not from the snapshot: a rotated key or a changed price applies at once.
+_SETTINGS = Columns(ModelConfig, ("id", "api_key", "stream_tools_unsupported", *_PRICES), "config")
+_SETTINGS_SQL = f'SELECT {_SETTINGS.sql} FROM "{ModelConfig._meta.db_table}" config WHERE config."id" = %s'
+_SETTINGS_COLUMNS = tuple(field.column for field in _SETTINGS.fields)
 
 
-def _live_settings(model: dict) -> tuple[str, dict, bool]:
-    """API key, prices and whether streaming with tools was learned to fail, read at call time."""
-    row = (
-        ModelConfig.objects.filter(pk=model["id"]).values_list("api_key", "stream_tools_unsupported", *_PRICES).first()
-    )
-    if row is None:  # the config is protected from deletion; the snapshot's prices are the fallback
+def _live_settings(model: dict, values: list | None = None) -> tuple[str, dict, bool]:
+    """API key, prices and whether streaming with tools was learned to fail, read at call time:
+    `values`, the columns as an attempt's batch read them, or else read here."""
+    if values is None:
+        with connection.cursor() as cursor:
+            cursor.execute(_SETTINGS_SQL, [model["id"]])
+            values = cursor.fetchone()
+    if values is None or values[0] is None:
+        # The config is protected from deletion; the snapshot's prices are the fallback.
         return "", {name: model[name] for name in _PRICES}, False
-    return row[0] or "", {name: str(value) for name, value in zip(_PRICES, row[2:])}, row[1]
+    config = _SETTINGS.instance(values)
+    return config.api_key or "", {name: str(getattr(config, name)) for name in _PRICES}, config.stream_tools_unsupported
 
 
 def _learn_stream_tools_unsupported(model: dict) -> None:
@@ -125,33 +127,75 @@ def _learn_stream_tools_unsupported(model: dict) -> None:
         )
 
 
+def _commit(batch: Batch, run: Run) -> dict:
+    results = batch.execute()
+    if results is None:
+        raise LeaseLost(str(run.pk))
+    return results
+
+
 def _record_failure(*, run, owner, call, error: ProviderError, started) -> None:
-    with transaction.atomic():
-        LLMCall.objects.filter(pk=call.pk).update(
-            status=LLMCall.Status.FAILED,
-            response=error.raw,
-            http_status=error.http_status,
-            error=error.message,
-            latency_ms=int((time.monotonic() - started) * 1000),
-            finished_at=timezone.now(),
-        )
-        payload = events.llm_call_failed(
-            llm_call_id=call.pk,
-            purpose=call.purpose,
-            attempt=call.attempt,
-            error=error.message,
-            http_status=error.http_status,
-            retryable=error.retryable,
-        )
-        run_event_append(run_id=run.pk, type=EventType.LLM_CALL_FAILED, lease_owner=owner, payload=payload)
+    batch = Batch()
+    run_guard(batch, run_id=run.pk, lease_owner=owner)
+    row_update(
+        batch,
+        "call",
+        call,
+        status=LLMCall.Status.FAILED,
+        response=error.raw,
+        http_status=error.http_status,
+        error=error.message,
+        latency_ms=int((time.monotonic() - started) * 1000),
+        finished_at=timezone.now(),
+    )
+    payload = events.llm_call_failed(
+        llm_call_id=call.pk,
+        purpose=call.purpose,
+        attempt=call.attempt,
+        error=error.message,
+        http_status=error.http_status,
+        retryable=error.retryable,
+    )
+    event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_FAILED, payload=payload)
+    _commit(batch, run)
 
 
-def _account(*, run, call, response, prices, started, time_zone, status: str, error: str = "") -> tuple:
-    """Completes the call row with its answer and adds its tokens and cost to the run and the
-    agent's day. Returns (usage, cost). Runs inside the caller's transaction."""
+# Added to the run's totals by the fenced UPDATE of the run row that guards the batch.
+_TOTALS = (
+    "iterations",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "total_tokens",
+    "cost",
+)
+
+
+def _account(batch, *, run, owner, call, response, prices, started, time_zone, status: str, error: str = "") -> tuple:
+    """Adds to `batch` (as its guard) the completion of the call row with its answer and its
+    tokens and cost on the run and the agent's day. Returns (usage, cost)."""
     usage = response.usage
     cost = call_cost(prices, response)
-    LLMCall.objects.filter(pk=call.pk).update(
+    step = call.purpose == LLMCall.Purpose.STEP and status == LLMCall.Status.SUCCEEDED
+    sets = [f'"{name}" = "{name}" + %s' for name in _TOTALS]
+    params = [
+        1 if step else 0,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.cached_tokens,
+        usage.reasoning_tokens,
+        usage.total_tokens,
+        db_value(Run, "cost", cost),
+    ]
+    if usage.estimated:
+        sets.append('"usage_estimated" = %s')
+        params.append(True)
+    run_guard(batch, run_id=run.pk, lease_owner=owner, sets=", ".join(sets), params=params)
+    row_update(
+        batch,
+        "call",
+        call,
         status=status,
         response=response.raw,
         http_status=response.http_status,
@@ -167,22 +211,12 @@ def _account(*, run, call, response, prices, started, time_zone, status: str, er
         error=error,
         finished_at=timezone.now(),
     )
-    step = call.purpose == LLMCall.Purpose.STEP and status == LLMCall.Status.SUCCEEDED
-    Run.objects.filter(pk=run.pk).update(
-        iterations=F("iterations") + (1 if step else 0),
-        prompt_tokens=F("prompt_tokens") + usage.prompt_tokens,
-        completion_tokens=F("completion_tokens") + usage.completion_tokens,
-        cached_tokens=F("cached_tokens") + usage.cached_tokens,
-        reasoning_tokens=F("reasoning_tokens") + usage.reasoning_tokens,
-        total_tokens=F("total_tokens") + usage.total_tokens,
-        cost=F("cost") + cost,
-        **({"usage_estimated": True} if usage.estimated else {}),
-    )
     agent_usage_add(
         agent_id=run.agent_id,
         day=timezone.now().astimezone(zoneinfo.ZoneInfo(time_zone)).date(),
         tokens=usage.total_tokens,
         cost=cost,
+        batch=batch,
     )
     return usage, cost
 
@@ -190,80 +224,116 @@ def _account(*, run, call, response, prices, started, time_zone, status: str, er
 def _record_rejected(*, run, owner, call, response, prices, started, time_zone, reason: str) -> None:
     """An answer that came back but cannot be used: a failed attempt that still cost tokens."""
     response = scrub_nul(response)
-    with transaction.atomic():
-        _account(
-            run=run,
-            call=call,
-            response=response,
-            prices=prices,
-            started=started,
-            time_zone=time_zone,
-            status=LLMCall.Status.FAILED,
-            error=reason,
-        )
-        payload = events.llm_call_failed(
-            llm_call_id=call.pk,
-            purpose=call.purpose,
-            attempt=call.attempt,
-            error=reason,
-            http_status=response.http_status,
-            retryable=True,
-            usage=response.usage.__dict__,
-        )
-        run_event_append(run_id=run.pk, type=EventType.LLM_CALL_FAILED, lease_owner=owner, payload=payload)
+    batch = Batch()
+    _account(
+        batch,
+        run=run,
+        owner=owner,
+        call=call,
+        response=response,
+        prices=prices,
+        started=started,
+        time_zone=time_zone,
+        status=LLMCall.Status.FAILED,
+        error=reason,
+    )
+    payload = events.llm_call_failed(
+        llm_call_id=call.pk,
+        purpose=call.purpose,
+        attempt=call.attempt,
+        error=reason,
+        http_status=response.http_status,
+        retryable=True,
+        usage=response.usage.__dict__,
+    )
+    event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_FAILED, payload=payload)
+    _commit(batch, run)
 
 
 def _record_success(*, run, owner, call, response, prices, started, time_zone, record):
     response = scrub_nul(response)
-    with transaction.atomic():
-        usage, cost = _account(
-            run=run,
-            call=call,
-            response=response,
-            prices=prices,
-            started=started,
-            time_zone=time_zone,
-            status=LLMCall.Status.SUCCEEDED,
-        )
-        result = record(call, response)
-        payload = events.llm_call_completed(
-            llm_call_id=call.pk,
-            purpose=call.purpose,
-            iteration=call.iteration,
-            attempt=call.attempt,
-            finish_reason=response.finish_reason,
-            tool_calls=[c.name for c in response.tool_calls],
-            usage=usage.__dict__,
-            cost=str(cost),
-            prices=prices,
-        )
-        run_event_append(run_id=run.pk, type=EventType.LLM_CALL_COMPLETED, lease_owner=owner, payload=payload)
+    batch = Batch()
+    usage, cost = _account(
+        batch,
+        run=run,
+        owner=owner,
+        call=call,
+        response=response,
+        prices=prices,
+        started=started,
+        time_zone=time_zone,
+        status=LLMCall.Status.SUCCEEDED,
+    )
+    result = record(call, response, batch)
+    payload = events.llm_call_completed(
+        llm_call_id=call.pk,
+        purpose=call.purpose,
+        iteration=call.iteration,
+        attempt=call.attempt,
+        finish_reason=response.finish_reason,
+        tool_calls=[c.name for c in response.tool_calls],
+        usage=usage.__dict__,
+        cost=str(cost),
+        prices=prices,
+    )
+    event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_COMPLETED, payload=payload)
+    _commit(batch, run)
     return result
 
 
-def _start_attempt(*, run, owner, model, body, purpose, iteration, attempt) -> LLMCall:
-    with transaction.atomic():
-        call = LLMCall.objects.create(
-            run=run,
-            iteration=iteration,
-            attempt=attempt,
-            purpose=purpose,
-            model_config_id=model["id"],
-            provider=model["provider"],
-            model_name=model["model"],
-            request=body,
-        )
-        payload = events.llm_call_started(
-            llm_call_id=call.pk, purpose=purpose, iteration=iteration, attempt=attempt, model=model["name"]
-        )
-        run_event_append(run_id=run.pk, type=EventType.LLM_CALL_STARTED, lease_owner=owner, payload=payload)
-    return call
+_INTERRUPTED = "interrupted: the worker stopped before the call completed"
+
+
+def _start_attempt(*, run, owner, model, body, purpose, iteration, read_settings: bool) -> tuple[LLMCall, list | None]:
+    """The attempt's row (started) and its event, committed before the request is sent. It is
+    numbered after the rows this call already has; those a dead worker left started are closed
+    as interrupted, in the same batch. With `read_settings`, the model config's live settings
+    are read in it too (their columns are returned, for _live_settings)."""
+    table = LLMCall._meta.db_table
+    same_call = '"run_id" = %s AND "purpose" = %s AND "iteration" = %s'
+    key = [db_value(LLMCall, "run", run.pk), purpose, iteration]
+    call = LLMCall(
+        run_id=run.pk,
+        iteration=iteration,
+        purpose=purpose,
+        model_config_id=model["id"],
+        provider=model["provider"],
+        model_name=model["model"],
+        request=body,
+    )
+    batch = Batch()
+    run_guard(batch, run_id=run.pk, lease_owner=owner)
+    batch.add(
+        "interrupted",
+        f'UPDATE "{table}" SET "status" = %s, "error" = %s, "finished_at" = %s '
+        f'WHERE {same_call} AND "status" = %s AND {{guard}}',
+        [
+            LLMCall.Status.FAILED,
+            _INTERRUPTED,
+            db_value(LLMCall, "finished_at", timezone.now()),
+            *key,
+            LLMCall.Status.STARTED,
+        ],
+    )
+    attempt = (f'(SELECT COUNT(*) + 1 FROM "{table}" WHERE {same_call})', key)
+    row_insert(batch, "call", call, exprs={"attempt": attempt}, returning=("id", "attempt"))
+    payload = events.llm_call_started(
+        llm_call_id=None, purpose=purpose, iteration=iteration, attempt=None, model=model["name"]
+    )
+    fill = {"llm_call_id": "call.id", "attempt": "call.attempt"}
+    event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_STARTED, payload=payload, fill=fill)
+    if read_settings:
+        batch.read("settings", _SETTINGS_SQL, [model["id"]], _SETTINGS_COLUMNS)
+    results = _commit(batch, run)
+    call.attempt = results["call"]["attempt"]
+    return call, list(results["settings"].values()) if read_settings else None
 
 
 def _wait_before_retry(run: Run, try_number: int, retry_after: float | None) -> None:
     wait = backoff_seconds(try_number, retry_after)
     left = seconds_left(run.deadline)
-    time.sleep(wait if left is None else min(wait, left))
+    # On a worker's engine loop other runs go on meanwhile (platform_site.green).
+    green.sleep(wait if left is None else min(wait, left))
 
 
 def model_call(
@@ -274,24 +344,26 @@ def model_call(
     purpose: str,
     iteration: int,
     build: Callable[[object, dict], dict],
-    record: Callable[[LLMCall, LLMResponse], object],
+    record: Callable[[LLMCall, LLMResponse, Batch], object],
     relay_deltas: bool = False,
     check: Callable[[LLMResponse], ModelStepFailed | None] | None = None,
 ):
     """Call the agent's model (then its fallback) until one attempt succeeds; returns what
-    `record` made of the answer inside the transaction that completed the call. `check` may
-    turn down an answer (returning the error to raise if every attempt is turned down)."""
-    attempt = _close_interrupted_attempts(run, purpose, iteration)
+    `record` made of the answer, adding its writes to the batch that completes the call (they
+    commit together). `check` may turn down an answer (returning the error to raise if every
+    attempt is turned down)."""
     last_error: ProviderError | None = None
     rejected: ModelStepFailed | None = None
     made = 0
     time_zone = snapshot["agent"]["time_zone"]
     for model in snapshot_models(snapshot):
-        api_key, prices, stream_tools_unsupported = _live_settings(model)
+        # A streamed request's body depends on what was learned about the server, so the live
+        # settings are read first; otherwise they come with the first attempt's row.
+        live = _live_settings(model) if model.get("stream") else None
         try:
             provider = get_provider(model["provider"])
             body = build(provider, model)
-            if stream_tools_unsupported and body.get("stream") and body.get("tools"):
+            if live and live[2] and body.get("stream") and body.get("tools"):
                 body = build(provider, {**model, "stream": False})
         except ProviderError as exc:
             last_error, rejected = exc, None
@@ -299,10 +371,17 @@ def model_call(
         try_number = 1
         while try_number <= model["max_retries"] + 1:
             cap = seconds_left(run.deadline)
-            call = _start_attempt(
-                run=run, owner=owner, model=model, body=body, purpose=purpose, iteration=iteration, attempt=attempt
+            call, values = _start_attempt(
+                run=run,
+                owner=owner,
+                model=model,
+                body=body,
+                purpose=purpose,
+                iteration=iteration,
+                read_settings=live is None,
             )
-            attempt += 1
+            live = live or _live_settings(model, values)
+            api_key, prices = live[0], live[1]
             made += 1
             # Log lines from here on (this attempt, and the tool calls it asks for) name this call.
             bind(llm_call_id=call.pk)

@@ -8,10 +8,11 @@ operations, approvals). conversations.services appends to the ledger and never c
 from functools import partial
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from agents.snapshot import snapshot_parse
 from conversations import events
+from conversations.batch import Batch
 from conversations.events import EventType
 from conversations.models import (
     TERMINAL_STATUSES,
@@ -23,8 +24,9 @@ from conversations.models import (
     StopReason,
     ToolInvocation,
 )
-from conversations.services import messages_append, run_event_append
+from conversations.services import db_value, messages_append, run_event_append
 from engine.dispatch import ACTIVE_STATUSES, conversation_admit_next
+from engine.snapshots import version_snapshot
 from engine.transitions import run_transition
 from platform_site.text import scrub_nul
 from tools.arguments import parse_arguments
@@ -36,39 +38,82 @@ def run_finish(*, run_id, status: str, stop_reason: str, error: str = "", final_
 
     A run whose cancel was accepted (202) ends cancelled, whatever the step that ends it found:
     an answer that arrived after the cancel stays in the ledger but is not the run's answer.
-    The ending it replaced is recorded in the event."""
+    The ending it replaced is recorded in the event. The usual ending, an answer with nothing
+    pending, is one statement (_answered); any other takes the run's row lock first (_end)."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
-        if run.status in TERMINAL_STATUSES:
-            return False
-        payload = events.run_ended(stop_reason=stop_reason, error=error)
-        if run.cancel_requested and status != RunStatus.CANCELLED:
-            payload = events.run_ended(stop_reason=StopReason.CANCELLED, instead_of=stop_reason)
-            status, stop_reason, error, final_message = RunStatus.CANCELLED, StopReason.CANCELLED, "", None
-        if final_message is not None:
-            messages_append(
-                conversation_id=run.conversation_id,
-                run_id=run.pk,
-                messages=[{"role": Message.Role.ASSISTANT, "content": final_message}],
+        conversation_id = None
+        if (status, stop_reason, final_message) == (RunStatus.COMPLETED, StopReason.FINAL_ANSWER, None):
+            conversation_id = _answered(run_id=run_id, error=error)
+        if conversation_id is None:
+            conversation_id = _end(
+                run_id=run_id, status=status, stop_reason=stop_reason, error=error, final_message=final_message
             )
-        now = timezone.now()
+        if conversation_id is None:
+            return False
+        transaction.on_commit(partial(conversation_admit_next, conversation_id=conversation_id), robust=True)
+        return True
 
-        def close():
-            if stop_reason != StopReason.FINAL_ANSWER:  # a final answer has no calls left to record
-                _unrecorded_calls_record(run=run, status=status, now=now)
-            _open_calls_close(run_id=run_id, status=status, now=now)
 
-        ended = run_transition(
-            run_id=run_id,
-            to=status,
-            expect=ACTIVE_STATUSES,
-            payload=payload,
-            effects=close,
-            fields={"stop_reason": stop_reason, "error": error, "finished_at": now},
+def _answered(*, run_id, error: str):
+    """The usual ending in one statement: a run that answered ends completed, unless a cancel was
+    accepted or an approval is pending (both need the long way: a different ending, events for
+    the approvals). A final answer leaves no call unrecorded; what a dead worker left open is
+    closed with it. Returns the run's conversation id, or None if it did not end here."""
+    now = timezone.now()
+    ended = []
+
+    def writes(batch: Batch) -> None:
+        _open_calls_close(batch, run_id=run_id, status=RunStatus.COMPLETED, now=now)
+        batch.after(lambda results: ended.append(results["run"]["conversation_id"]))
+
+    pending = Approval.objects.filter(run_id=OuterRef("pk"), status=Approval.Status.PENDING)
+    run_transition(
+        run_id=run_id,
+        to=RunStatus.COMPLETED,
+        expect=ACTIVE_STATUSES,
+        where=Q(cancel_requested=False) & ~Exists(pending),
+        payload=events.run_ended(stop_reason=StopReason.FINAL_ANSWER, error=error),
+        writes=writes,
+        fields={"stop_reason": StopReason.FINAL_ANSWER, "error": error, "finished_at": now},
+    )
+    return ended[0] if ended else None
+
+
+def _end(*, run_id, status: str, stop_reason: str, error: str, final_message: str | None):
+    """run_finish under the run's row lock, which orders it against decisions and cancels.
+    Returns the run's conversation id, or None if the run had already ended."""
+    run = (
+        Run.objects.select_for_update()
+        .only("status", "cancel_requested", "conversation", "agent_version")
+        .get(pk=run_id)
+    )
+    if run.status in TERMINAL_STATUSES:
+        return None
+    payload = events.run_ended(stop_reason=stop_reason, error=error)
+    if run.cancel_requested and status != RunStatus.CANCELLED:
+        payload = events.run_ended(stop_reason=StopReason.CANCELLED, instead_of=stop_reason)
+        status, stop_reason, error, final_message = RunStatus.CANCELLED, StopReason.CANCELLED, "", None
+    if final_message is not None:
+        messages_append(
+            conversation_id=run.conversation_id,
+            run_id=run.pk,
+            messages=[{"role": Message.Role.ASSISTANT, "content": final_message}],
         )
-        if ended:
-            transaction.on_commit(partial(conversation_admit_next, conversation_id=run.conversation_id), robust=True)
-        return ended
+    now = timezone.now()
+    if stop_reason != StopReason.FINAL_ANSWER:  # a final answer has no calls left to record
+        _unrecorded_calls_record(run=run, status=status, now=now)
+    # Under the lock the run is still active, so the change below is made: the approvals'
+    # events may come first, as they must on the timeline.
+    _approvals_cancel(run_id=run_id, status=status, now=now)
+    run_transition(
+        run_id=run_id,
+        to=status,
+        expect=ACTIVE_STATUSES,
+        payload=payload,
+        writes=partial(_open_calls_close, run_id=run_id, status=status, now=now),
+        fields={"stop_reason": stop_reason, "error": error, "finished_at": now},
+    )
+    return run.conversation_id
 
 
 def _unrecorded_calls_record(*, run: Run, status: str, now) -> None:
@@ -91,7 +136,7 @@ def _unrecorded_calls_record(*, run: Run, status: str, now) -> None:
     missing = [(position, call) for position, call in enumerate(last.tool_calls) if call["id"] not in recorded]
     if not missing:
         return
-    tool_ids = {tool["name"]: tool["id"] for tool in snapshot_parse(run.agent_version.snapshot)["tools"]}
+    tool_ids = {tool["name"]: tool["id"] for tool in version_snapshot(run.agent_version_id)["tools"]}
     rows = []
     for position, call in missing:
         name, _ = call_name(call)
@@ -115,11 +160,9 @@ def _unrecorded_calls_record(*, run: Run, status: str, now) -> None:
     ToolInvocation.objects.bulk_create(rows, ignore_conflicts=True)
 
 
-def _open_calls_close(*, run_id, status: str, now) -> None:
-    """An ended run leaves nothing waiting: its pending approvals are cancelled (each with an
-    event), its calls that never ran are marked cancelled, and the attempts a dead worker left
-    open (a model call, a tool call) are closed as interrupted. A worker that is in fact still
-    in such a call cannot record it any more: its lease fence fails on the ended run."""
+def _approvals_cancel(*, run_id, status: str, now) -> None:
+    """An ended run leaves nothing waiting: its pending approvals are cancelled, each with an
+    event (the run's row lock is held)."""
     pending = Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING).select_related("invocation")
     for approval in pending:
         Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(
@@ -136,19 +179,52 @@ def _open_calls_close(*, run_id, status: str, now) -> None:
                 reason=f"run {status}",
             ),
         )
-    ToolInvocation.objects.filter(
-        run_id=run_id, status__in=[ToolInvocation.Status.PENDING, ToolInvocation.Status.AWAITING_APPROVAL]
-    ).update(status=ToolInvocation.Status.CANCELLED, error=f"run {status}", finished_at=now)
-    LLMCall.objects.filter(run_id=run_id, status=LLMCall.Status.STARTED).update(
-        status=LLMCall.Status.FAILED,
-        error=f"interrupted: the run was {status} before the call completed",
-        finished_at=now,
+
+
+def _open_calls_close(batch: Batch, *, run_id, status: str, now) -> None:
+    """With the change that ends the run (writes of its batch): its calls that never ran are
+    marked cancelled, and the attempts a dead worker left open (a model call, a tool call) are
+    closed as interrupted. A worker that is in fact still in such a call cannot record it any
+    more: its lease fence fails on the ended run."""
+    run, when = db_value(ToolInvocation, "run", run_id), db_value(ToolInvocation, "finished_at", now)
+    calls, invocations = LLMCall._meta.db_table, ToolInvocation._meta.db_table
+    batch.add(
+        "cancelled_calls",
+        f'UPDATE "{invocations}" SET "status" = %s, "error" = %s, "finished_at" = %s '
+        'WHERE "run_id" = %s AND "status" IN (%s, %s) AND {guard}',
+        [
+            ToolInvocation.Status.CANCELLED,
+            f"run {status}",
+            when,
+            run,
+            ToolInvocation.Status.PENDING,
+            ToolInvocation.Status.AWAITING_APPROVAL,
+        ],
     )
-    ToolInvocation.objects.filter(run_id=run_id, status=ToolInvocation.Status.RUNNING).update(
-        status=ToolInvocation.Status.ERROR,
-        error="interrupted",
-        finished_at=now,
-        result=f"The run was {status} while this call was running; its outcome is unknown.",
+    batch.add(
+        "interrupted_attempts",
+        f'UPDATE "{calls}" SET "status" = %s, "error" = %s, "finished_at" = %s '
+        'WHERE "run_id" = %s AND "status" = %s AND {guard}',
+        [
+            LLMCall.Status.FAILED,
+            f"interrupted: the run was {status} before the call completed",
+            when,
+            run,
+            LLMCall.Status.STARTED,
+        ],
+    )
+    batch.add(
+        "interrupted_calls",
+        f'UPDATE "{invocations}" SET "status" = %s, "error" = %s, "finished_at" = %s, "result" = %s '
+        'WHERE "run_id" = %s AND "status" = %s AND {guard}',
+        [
+            ToolInvocation.Status.ERROR,
+            "interrupted",
+            when,
+            f"The run was {status} while this call was running; its outcome is unknown.",
+            run,
+            ToolInvocation.Status.RUNNING,
+        ],
     )
 
 

@@ -10,7 +10,9 @@ import json
 
 from agents.providers.base import estimate_prompt_tokens, estimate_tokens
 from agents.snapshot import AgentSnapshot
+from conversations.batch import Batch
 from conversations.models import Conversation, LLMCall, Message, Run
+from conversations.services import db_value
 from engine.model_call import model_call
 from engine.turns import Turn, trimmed
 from engine.window import fitted, history_budget
@@ -79,12 +81,14 @@ def summarise(
             model=plain, messages=messages, tools=[], tool_choice="auto", parallel_tool_calls=True
         )
 
-    def record(call: LLMCall, response) -> str:
+    def record(call: LLMCall, response, batch: Batch) -> str:
         text = response.content.strip() or previous
-        Conversation.objects.filter(pk=run.conversation_id, context_summary_through__lt=through).update(
-            context_summary=text,
-            context_summary_through=through,
-            context_summary_call=call,
+        # Guarded, so a summary that covers less than the stored one never replaces it.
+        batch.add(
+            "summary",
+            f'UPDATE "{Conversation._meta.db_table}" SET "context_summary" = %s, "context_summary_through" = %s, '
+            '"context_summary_call_id" = %s WHERE "id" = %s AND "context_summary_through" < %s AND {guard}',
+            [text, through, call.pk, db_value(Conversation, "id", run.conversation_id), through],
         )
         run.conversation.context_summary, run.conversation.context_summary_through = text, through
         return text

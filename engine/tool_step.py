@@ -6,6 +6,9 @@ needs approval runs only with an approved Approval bound to its tool call id who
 matches the arguments approved, and it runs with those (possibly edited) arguments. A call is
 marked `running` in its own commit before it starts, so after a crash a side-effecting call whose
 outcome is unknown is reported, never silently repeated (at most once); idempotent ones are re-run.
+
+Marking a call running, recording its outcome and appending the step's tool messages are each
+one ledger batch (conversations.batch) fenced by the run's lease: one statement on PostgreSQL.
 """
 
 import json
@@ -19,11 +22,22 @@ from django.utils import timezone
 
 from agents.snapshot import AgentSnapshot
 from conversations import events
+from conversations.batch import Batch
 from conversations.events import EventType
+from conversations.fencing import LeaseLost
 from conversations.models import Approval, ApprovalGrant, Message, Run, ToolInvocation
-from conversations.services import messages_append, run_event_append
+from conversations.services import (
+    db_value,
+    event_add,
+    messages_add,
+    row_update,
+    rows_insert_new,
+    run_event_append,
+    run_guard,
+)
 from engine.leases import lease_fence
 from engine.loop_guard import Repeat, repeat_found
+from platform_site import green
 from platform_site.dbpool import release_connection
 from platform_site.logs import log_context
 from platform_site.text import scrub_nul
@@ -95,35 +109,49 @@ def _new_invocation(*, run: Run, message: Message, position: int, call: dict, to
     )
 
 
-def _step_invocations(*, run: Run, message: Message, tools: dict) -> list[ToolInvocation]:
+def _step_invocations(*, run: Run, message: Message, tools: dict) -> tuple[list[ToolInvocation], set[int]]:
     """One row per tool call of the step, in call order: created once, read back after a crash.
+    Also returns the ids of the rows created now (no approval can exist for those yet).
 
     Inserted with ON CONFLICT DO NOTHING on (run, tool_call_id), so a step taken again never
-    duplicates a row and never overwrites one that already records what happened."""
-    ids = [call["id"] for call in message.tool_calls]
-    existing = {inv.tool_call_id: inv for inv in ToolInvocation.objects.filter(run=run, tool_call_id__in=ids)}
-    missing = [
+    duplicates a row and never overwrites one that already records what happened; only rows
+    that were there already are read."""
+    rows = [
         _new_invocation(run=run, message=message, position=i, call=call, tools=tools)
         for i, call in enumerate(message.tool_calls)
-        if call["id"] not in existing
     ]
-    if missing:
-        ToolInvocation.objects.bulk_create(missing, ignore_conflicts=True)
-        existing = {inv.tool_call_id: inv for inv in ToolInvocation.objects.filter(run=run, tool_call_id__in=ids)}
-    return [existing[call_id] for call_id in ids]
+    fresh = rows_insert_new(rows, unique=("run", "tool_call_id"), key="tool_call_id")
+    if len(fresh) == len(rows):
+        return rows, {row.pk for row in fresh}
+    found = {row.tool_call_id: row for row in fresh}
+    earlier = [row.tool_call_id for row in rows if row.tool_call_id not in found]
+    found.update({inv.tool_call_id: inv for inv in ToolInvocation.objects.filter(run=run, tool_call_id__in=earlier)})
+    return [found[row.tool_call_id] for row in rows], {row.pk for row in fresh}
+
+
+def _commit(batch: Batch, run_id) -> None:
+    if batch.execute() is None:
+        raise LeaseLost(str(run_id))
 
 
 def _finish(
     invocation: ToolInvocation,
     *,
+    owner: str,
     status: str,
     result: str,
     error: str = "",
     truncated=False,
     latency_ms=None,
-    lease_owner: str | None = None,
-) -> None:
-    ToolInvocation.objects.filter(pk=invocation.pk).update(
+) -> Batch:
+    """The call's outcome, with its event, as a batch for the caller to commit (tool_step
+    commits the step's last outcome together with the step's tool messages)."""
+    batch = Batch()
+    run_guard(batch, run_id=invocation.run_id, lease_owner=owner)
+    row_update(
+        batch,
+        "invocation",
+        invocation,
         status=status,
         result=result,
         error=error,
@@ -131,7 +159,6 @@ def _finish(
         latency_ms=latency_ms,
         finished_at=timezone.now(),
     )
-    invocation.status, invocation.result = status, result
     payload = events.tool_completed(
         tool_invocation_id=invocation.pk,
         tool=invocation.tool_name,
@@ -139,7 +166,8 @@ def _finish(
         truncated=truncated,
         latency_ms=latency_ms,
     )
-    run_event_append(run_id=invocation.run_id, type=EventType.TOOL_COMPLETED, lease_owner=lease_owner, payload=payload)
+    event_add(batch, run_id=invocation.run_id, type=EventType.TOOL_COMPLETED, payload=payload)
+    return batch
 
 
 def _request_approval(*, invocation: ToolInvocation, spec: dict, why: str) -> Approval:
@@ -214,93 +242,109 @@ def _approval_refusal(invocation: ToolInvocation, approval: Approval, spec: dict
     return f"This call of {name} was not run: its approval was {approval.status}."
 
 
-def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, arguments: dict) -> None:
-    with transaction.atomic():
-        # A cancel accepted since the step began keeps the tool from starting; checking it in
-        # the claim itself costs no extra query on the usual path.
-        claimed = ToolInvocation.objects.filter(
-            pk=invocation.pk,
-            status__in=[Status.PENDING, Status.AWAITING_APPROVAL],
-            run__cancel_requested=False,
-        ).update(status=Status.RUNNING, started_at=timezone.now())
-        if claimed:
-            payload = events.tool_started(
-                tool_invocation_id=invocation.pk, tool=invocation.tool_name, arguments=arguments
-            )
-            run_event_append(run_id=run.pk, type=EventType.TOOL_STARTED, lease_owner=owner, payload=payload)
-        else:
-            lease_fence(run_id=run.pk, owner=owner)
-    if not claimed:
+def _mark_running(*, run: Run, owner: str, invocation: ToolInvocation, arguments: dict) -> bool:
+    """Mark the call running, with its event, in a commit of its own before it starts. False if
+    that was not done: the lease is lost, a cancel was accepted since the step began (checking it
+    in the guard costs nothing on the usual path), or the call is not pending."""
+    if invocation.status not in (Status.PENDING, Status.AWAITING_APPROVAL):
+        return False
+    table = ToolInvocation._meta.db_table
+    batch = Batch()
+    run_guard(
+        batch,
+        run_id=run.pk,
+        lease_owner=owner,
+        where=f'NOT "cancel_requested" AND EXISTS (SELECT 1 FROM "{table}" WHERE "id" = %s AND "status" IN (%s, %s))',
+        where_params=[invocation.pk, Status.PENDING, Status.AWAITING_APPROVAL],
+    )
+    batch.add(
+        "invocation",
+        f'UPDATE "{table}" SET "status" = %s, "started_at" = %s WHERE "id" = %s AND {{guard}}',
+        [Status.RUNNING, db_value(ToolInvocation, "started_at", timezone.now()), invocation.pk],
+    )
+    payload = events.tool_started(tool_invocation_id=invocation.pk, tool=invocation.tool_name, arguments=arguments)
+    event_add(batch, run_id=run.pk, type=EventType.TOOL_STARTED, payload=payload)
+    return batch.execute() is not None
+
+
+def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, arguments: dict) -> Batch:
+    if not _mark_running(run=run, owner=owner, invocation=invocation, arguments=arguments):
+        lease_fence(run_id=run.pk, owner=owner)
         if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
             raise RunCancelled(str(run.pk))
         rerunnable = spec["side_effect"] == "read" or spec["idempotent"]
         if not rerunnable:
-            _finish(
+            return _finish(
                 invocation,
+                owner=owner,
                 status=Status.ERROR,
                 error="interrupted",
                 result=f"Tool {spec['name']} was interrupted and its outcome is unknown; it was not run "
                 "again to avoid doing it twice. Tell the user, and do not assume it succeeded.",
             )
-            return
     ctx = ToolContext(
         run_id=str(run.pk), tool_call_id=invocation.tool_call_id, idempotency_key=invocation.idempotency_key
     )
     started = time.monotonic()
     release_connection()
-    outcome = scrub_nul(execute_tool(spec=spec, arguments=arguments, ctx=ctx))
-    with transaction.atomic():
-        _finish(
-            invocation,
-            status=outcome.status,
-            result=outcome.content,
-            error=outcome.error,
-            truncated=outcome.truncated,
-            latency_ms=int((time.monotonic() - started) * 1000),
-            lease_owner=owner,
-        )
+    # A tool is blocking code: on a worker's engine loop it runs in a thread, and the loop
+    # carries the other runs meanwhile (platform_site.green); elsewhere it runs right here.
+    outcome = scrub_nul(green.offload(execute_tool, spec=spec, arguments=arguments, ctx=ctx))
+    return _finish(
+        invocation,
+        owner=owner,
+        status=outcome.status,
+        result=outcome.content,
+        error=outcome.error,
+        truncated=outcome.truncated,
+        latency_ms=int((time.monotonic() - started) * 1000),
+    )
 
 
-def _process_call(*, run, owner, invocation: ToolInvocation, spec: dict | None, blocked_hint: str | None) -> None:
+def _process_call(
+    *, run, owner, invocation: ToolInvocation, spec: dict | None, blocked_hint: str | None, fresh: bool
+) -> Batch | None:
+    """Decide on the call and run it if it may; its outcome (None while it waits for an
+    approval) is returned as a batch to commit."""
     with log_context(tool_invocation_id=invocation.pk):
-        _decide_and_run(run=run, owner=owner, invocation=invocation, spec=spec, blocked_hint=blocked_hint)
+        outcome = _decide_and_run(
+            run=run, owner=owner, invocation=invocation, spec=spec, blocked_hint=blocked_hint, fresh=fresh
+        )
         log.info("tool %s: %s", invocation.tool_name, invocation.status)
+    return outcome
 
 
-def _decide_and_run(*, run, owner, invocation: ToolInvocation, spec: dict | None, blocked_hint: str | None) -> None:
+def _decide_and_run(
+    *, run, owner, invocation: ToolInvocation, spec: dict | None, blocked_hint: str | None, fresh: bool
+) -> Batch | None:
     # The loop hint comes first: a model repeating malformed calls is looping too.
     if blocked_hint:
-        with transaction.atomic():
-            _finish(invocation, status=Status.BLOCKED, result=blocked_hint, error="same-tool streak")
-        return
+        return _finish(invocation, owner=owner, status=Status.BLOCKED, result=blocked_hint, error="same-tool streak")
     if invocation.validation_errors:
-        with transaction.atomic():
-            _finish(
-                invocation,
-                status=Status.ERROR,
-                result=" ".join(invocation.validation_errors),
-                error="invalid arguments",
-            )
-        return
-    # Under "never" no approval can exist for this run (its policy is pinned): skip the lookup.
-    asks = spec["approval"]["policy"] != ApprovalPolicy.NEVER
+        return _finish(
+            invocation,
+            owner=owner,
+            status=Status.ERROR,
+            result=" ".join(invocation.validation_errors),
+            error="invalid arguments",
+        )
+    # Under "never" no approval can exist for this run (its policy is pinned), nor for a call
+    # whose row this step created: skip the lookup.
+    asks = spec["approval"]["policy"] != ApprovalPolicy.NEVER and not fresh
     approval = Approval.objects.filter(invocation=invocation).first() if asks else None
     if approval is None:
         need = approval_need(spec=spec, arguments=invocation.arguments)
         if not need.required:
-            _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=invocation.arguments)
-            return
+            return _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=invocation.arguments)
         with transaction.atomic():
             lease_fence(run_id=run.pk, owner=owner)
             approval = _request_approval(invocation=invocation, spec=spec, why=need.why)
     if approval.status == Approval.Status.PENDING:
-        return
+        return None
     refusal = _approval_refusal(invocation, approval, spec)
     if refusal is not None:
-        with transaction.atomic():
-            _finish(invocation, status=Status.REJECTED, result=refusal, error=approval.status)
-        return
-    _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=approval.arguments)
+        return _finish(invocation, owner=owner, status=Status.REJECTED, result=refusal, error=approval.status)
+    return _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=approval.arguments)
 
 
 def _tool_message(invocation: ToolInvocation, approval: Approval | None) -> str:
@@ -325,7 +369,7 @@ def tool_step(
 ) -> ToolStepOutcome:
     tools = {tool["name"]: tool for tool in snapshot["tools"]}
     repeat = repeat_found(_own_steps(messages, current), snapshot["agent"]["max_same_tool_streak"])
-    invocations = _step_invocations(run=run, message=current, tools=tools)
+    invocations, fresh = _step_invocations(run=run, message=current, tools=tools)
     blocked_hint = None
     if repeat is not None:
         blocked_hint = _hint(repeat)
@@ -335,22 +379,32 @@ def tool_step(
         if ToolInvocation.objects.filter(run=run, tool_call_id__in=earlier, status=Status.BLOCKED).exists():
             for invocation in invocations:
                 if invocation.status not in FINISHED:
-                    with transaction.atomic():
-                        _finish(invocation, status=Status.BLOCKED, result=blocked_hint, error="tool loop")
+                    outcome = _finish(
+                        invocation, owner=owner, status=Status.BLOCKED, result=blocked_hint, error="tool loop"
+                    )
+                    _commit(outcome, run.pk)
             return ToolStepOutcome(loop=repeat)
+    # A call's outcome commits before the next call starts; the last one commits with the
+    # step's tool messages, in the same statement.
+    outcome = None
     try:
         for invocation in invocations:
             if invocation.status not in FINISHED:
-                _process_call(
+                if outcome is not None:
+                    _commit(outcome, run.pk)
+                outcome = _process_call(
                     run=run,
                     owner=owner,
                     invocation=invocation,
                     spec=tools.get(invocation.tool_name),
                     blocked_hint=blocked_hint,
+                    fresh=invocation.pk in fresh,
                 )
     except RunCancelled:
         return ToolStepOutcome(cancelled=True)
     if any(inv.status == Status.AWAITING_APPROVAL for inv in invocations):
+        if outcome is not None:
+            _commit(outcome, run.pk)
         return ToolStepOutcome(parked=True)
     # Under "never" no approval can exist for the call (its policy is pinned): skip the lookup.
     asking = [
@@ -359,19 +413,23 @@ def tool_step(
         if (tools.get(inv.tool_name) or {}).get("approval", {}).get("policy") not in (None, ApprovalPolicy.NEVER)
     ]
     approvals = {a.invocation_id: a for a in Approval.objects.filter(invocation__in=asking)} if asking else {}
-    with transaction.atomic():
-        lease_fence(run_id=run.pk, owner=owner)
-        messages_append(
-            conversation_id=run.conversation_id,
-            run_id=run.pk,
-            messages=[
-                {
-                    "role": Message.Role.TOOL,
-                    "content": _tool_message(inv, approvals.get(inv.pk)),
-                    "tool_call_id": inv.tool_call_id,
-                    "name": inv.tool_name,
-                }
-                for inv in invocations
-            ],
-        )
+    batch = outcome
+    if batch is None:
+        batch = Batch()
+        run_guard(batch, run_id=run.pk, lease_owner=owner, event=False)
+    messages_add(
+        batch,
+        conversation_id=run.conversation_id,
+        run_id=run.pk,
+        messages=[
+            {
+                "role": Message.Role.TOOL,
+                "content": _tool_message(inv, approvals.get(inv.pk)),
+                "tool_call_id": inv.tool_call_id,
+                "name": inv.tool_name,
+            }
+            for inv in invocations
+        ],
+    )
+    _commit(batch, run.pk)
     return ToolStepOutcome()

@@ -20,18 +20,21 @@ write. Terminal states are final; a failed run's retry by a person is the one wa
 A transition is one conditional UPDATE (the status is one of `expect`, plus the guards) and,
 only when it matched, the pair's event, in the same transaction: a racing writer that got there
 first makes it return False and write nothing. Every status but running holds no lease, so
-leaving running clears the lease, and entering it gives the lease to `owner`.
+leaving running clears the lease, and entering it gives the lease to `owner`. The UPDATE also
+takes the event's sequence number and guards a ledger batch (conversations.batch) with the
+event, so on PostgreSQL a change and its event are one statement.
 """
 
 from collections.abc import Callable, Iterable
 
-from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q, QuerySet
+from django.db.models.sql import UpdateQuery
 
+from conversations.batch import Batch
 from conversations.events import EventType
 from conversations.fencing import lease_deadline
 from conversations.models import TERMINAL_STATUSES, Run, RunStatus
-from conversations.services import run_event_append
+from conversations.services import event_add
 from engine.dispatch import ACTIVE_STATUSES
 
 TRANSITIONS: dict[tuple[str, str], EventType] = {
@@ -72,16 +75,17 @@ def run_transition(
     by=None,
     payload: dict | None = None,
     fields: dict | None = None,
-    effects: Callable[[], None] | None = None,
+    writes: Callable[[Batch], None] | None = None,
 ) -> bool:
     """Move the run to `to` if its status is one of `expect`; True if it moved.
 
     `owner`: entering running, the worker that takes the lease; leaving running, the worker that
     must hold it (a fence: a stale holder moves nothing). `where` narrows the UPDATE further
     (a lapsed lease, an admitted run). `fields` are written with the status (stop reason, counters).
-    `effects` run after the UPDATE matched and before the event, in the same transaction, so what
-    they write (run_finish closing the run's open calls) precedes the event on the timeline.
-    `by`, the person, is what allows the operator-only change.
+    `writes` add writes (without events) to the change's batch: they take effect only if the
+    UPDATE matched, together with it (run_finish closing the run's open calls). The batch's guard,
+    named "run", returns the run's id, event_seq and conversation_id. `by`, the person, is what
+    allows the operator-only change.
     """
     expect = tuple(expect)
     if not expect:
@@ -102,10 +106,17 @@ def run_transition(
         runs = runs.filter(lease_owner=owner)
     if where is not None:
         runs = runs.filter(where)
-    with transaction.atomic(savepoint=False):
-        if not runs.update(status=to, **changes):
-            return False
-        if effects is not None:
-            effects()
-        run_event_append(run_id=run_id, type=events.pop(), payload=payload)
-    return True
+    batch = Batch()
+    values = {**changes, "status": to, "event_seq": F("event_seq") + 1}
+    batch.add("run", *_update_sql(runs, values), ("id", "event_seq", "conversation_id"))
+    if writes is not None:
+        writes(batch)
+    event_add(batch, run_id=run_id, type=events.pop(), payload=payload or {})
+    return batch.execute() is not None
+
+
+def _update_sql(runs: QuerySet, values: dict) -> tuple[str, tuple]:
+    """`runs.update(**values)` as SQL and parameters, to be the guard of a batch."""
+    query = runs.query.chain(UpdateQuery)
+    query.add_update_values(values)
+    return query.get_compiler(runs.db).as_sql()

@@ -6,13 +6,13 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from conversations.events import EventType
-from conversations.models import TERMINAL_STATUSES, Run, RunEvent, RunStatus, StopReason
-from conversations.services import run_event_append
+from conversations.models import TERMINAL_STATUSES, Conversation, Run, RunEvent, RunStatus, StopReason
+from conversations.services import db_value
 from engine import transitions
 from engine.transitions import OPERATOR_ONLY, TRANSITIONS, TransitionRefused, run_transition
 from tests.factories import make_agent
@@ -177,25 +177,37 @@ def test_fields_are_written_with_the_status(run):
     assert (run.status, run.stop_reason, run.error) == (RunStatus.FAILED, StopReason.WORKER_LOST, "gone")
 
 
-def test_effects_come_before_the_event_and_share_its_transaction(run):
+def test_writes_take_effect_with_the_change_in_its_transaction(run):
     _put(run, RunStatus.RUNNING)
     before = _events(run)
 
-    def close_calls():
-        run_event_append(run_id=run.pk, type=EventType.APPROVAL_CANCELLED)
+    def retitle(title: str):
+        def writes(batch):
+            batch.add(
+                "retitled",
+                'UPDATE "conversations_conversation" SET "title" = %s WHERE "id" = %s AND {guard}',
+                [title, db_value(Conversation, "id", run.conversation_id)],
+            )
 
-    assert run_transition(run_id=run.pk, to=RunStatus.CANCELLED, expect=ACTIVE, effects=close_calls) is True
-    assert _events(run) == [*before, EventType.APPROVAL_CANCELLED, EventType.RUN_CANCELLED]
+        return writes
+
+    assert run_transition(run_id=run.pk, to=RunStatus.CANCELLED, expect=ACTIVE, writes=retitle("closed")) is True
+    assert _events(run) == [*before, EventType.RUN_CANCELLED]
+    assert Conversation.objects.get(pk=run.conversation_id).title == "closed"
+
+    # A change that does not happen writes nothing.
+    assert run_transition(run_id=run.pk, to=RunStatus.FAILED, expect=ACTIVE, writes=retitle("again")) is False
+    assert Conversation.objects.get(pk=run.conversation_id).title == "closed"
 
     _put(run, RunStatus.RUNNING)
     before = _events(run)
 
-    def broken():
-        raise RuntimeError("closing failed")
+    def broken(batch):
+        batch.add("broken", 'UPDATE "conversations_conversation" SET "no_such_column" = 1 WHERE {guard}')
 
     # The caller's transaction (a step's, a decision's) is the one the change joins.
-    with pytest.raises(RuntimeError), transaction.atomic():
-        run_transition(run_id=run.pk, to=RunStatus.FAILED, expect=ACTIVE, effects=broken)
+    with pytest.raises(DatabaseError), transaction.atomic():
+        run_transition(run_id=run.pk, to=RunStatus.FAILED, expect=ACTIVE, writes=broken)
     run.refresh_from_db()
     assert run.status == RunStatus.RUNNING and _events(run) == before
 

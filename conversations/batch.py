@@ -1,0 +1,142 @@
+"""Ledger writes that commit together, in one round trip where the database allows it.
+
+What a step records (a model call completed, the run's totals, the assistant message, the
+event) commits together and only while the worker holds the run's lease. A Batch lists those
+writes in order; the first is the guard (typically the run's UPDATE that checks the lease and
+bumps the event sequence), and every other write takes effect only if the guard matched a row.
+
+On PostgreSQL a batch is one statement: the writes become data-modifying WITH queries, and one
+statement in autocommit is its own transaction, so a step pays no BEGIN and COMMIT round trips
+(inside the caller's transaction it simply joins it). SQLite has no data-modifying WITH: there
+the same statements run one by one in a transaction, the guard first, stopping if it matched
+nothing.
+
+In a write's SQL `{guard}` stands for "the guard matched a row", and `{name.column}` for a
+column of the row an earlier write returned (its `returning`; `guard.column` for the guard's),
+e.g. the message order a counter bump handed out; between SQLite's statements only integers
+are carried. A write whose columns are read returns at most one row. Every WITH query sees the
+database as it was when the statement began, so a write sees what earlier writes did only
+through such references. A batch may also read a row (`read`), in the same round trip.
+"""
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+
+_REFERENCE = re.compile(r"\{(\w+)(?:\.(\w+))?\}")
+
+
+@dataclass
+class _Write:
+    name: str
+    sql: str
+    params: list
+    returning: tuple[str, ...]
+    read: bool = False  # a SELECT: what it reads is returned, and it writes nothing
+
+
+class Batch:
+    def __init__(self) -> None:
+        self._writes: list[_Write] = []
+        self._after: list[Callable[[dict[str, dict]], None]] = []
+        # Set when an `after` callback writes too: then it shares the statement's transaction.
+        self.transactional = False
+
+    def add(self, name: str, sql: str, params=(), returning: tuple[str, ...] = ()) -> None:
+        """Add a write; the first one added is the guard, and returns at least one column."""
+        if not self._writes and not returning:
+            raise ValueError("the guard must return a column: it tells whether it matched")
+        if self._writes and not _REFERENCE.search(sql):
+            raise ValueError(f"write {name!r} would take effect whether or not the guard matched")
+        self._append(_Write(name, sql, list(params), tuple(returning)))
+
+    def read(self, name: str, sql: str, params=(), columns: tuple[str, ...] = ()) -> None:
+        """Add a SELECT of at most one row (its `columns`), read in the same statement."""
+        if not self._writes:
+            raise ValueError("a batch starts with its guard")
+        self._append(_Write(name, sql, list(params), tuple(columns), read=True))
+
+    def _append(self, write: _Write) -> None:
+        if write.name == "guard" or any(known.name == write.name for known in self._writes):
+            raise ValueError(f"a batch has one write named {write.name!r}")
+        self._writes.append(write)
+
+    def after(self, callback: Callable[[dict[str, dict]], None]) -> None:
+        """Call `callback` with what the writes returned, once they are written."""
+        self._after.append(callback)
+
+    def execute(self) -> dict[str, dict] | None:
+        """The columns each write returned, by name (None where it returned no row); None if
+        the guard matched nothing, and then nothing was written."""
+        if connection.vendor == "postgresql" and not self.transactional:
+            return self._finish(self._one_statement())
+        with transaction.atomic(savepoint=False):
+            if connection.vendor == "postgresql":
+                return self._finish(self._one_statement())
+            return self._finish(self._one_by_one())
+
+    def _finish(self, results: dict[str, dict] | None) -> dict[str, dict] | None:
+        if results is not None:
+            for callback in self._after:
+                callback(results)
+        return results
+
+    def _one_statement(self) -> dict[str, dict] | None:
+        guard = self._writes[0]
+
+        def reference(match: re.Match) -> str:
+            name, column = match.groups()
+            if name == "guard":
+                if column is None:
+                    return f'EXISTS (SELECT 1 FROM "{guard.name}")'
+                name = guard.name
+            return f'(SELECT "{column}" FROM "{name}")'
+
+        queries, params = [], []
+        for write in self._writes:
+            sql = _REFERENCE.sub(reference, write.sql) + _returning(write)
+            queries.append(f'"{write.name}" AS ({sql})')
+            params += write.params
+        # One row always comes back; the guard's first column is NULL if it matched nothing.
+        columns = [f'(SELECT "{column}" FROM "{write.name}")' for write in self._writes for column in write.returning]
+        with connection.cursor() as cursor:
+            cursor.execute(f"WITH {', '.join(queries)} SELECT {', '.join(columns)}", params)
+            row = list(cursor.fetchone())
+        if row[0] is None:
+            return None
+        results = {}
+        for write in self._writes:
+            results[write.name] = dict(zip(write.returning, row[: len(write.returning)]))
+            row = row[len(write.returning) :]
+        return results
+
+    def _one_by_one(self) -> dict[str, dict] | None:
+        results: dict[str, dict] = {}
+
+        def reference(match: re.Match) -> str:
+            name, column = match.groups()
+            if name == "guard":
+                if column is None:
+                    return "1 = 1"  # the statements after the guard run only if it matched
+                name = self._writes[0].name
+            value = results[name][column]
+            if value is not None and not isinstance(value, int):
+                raise TypeError(f"{{{name}.{column}}}: only integers are carried between statements")
+            return "NULL" if value is None else str(value)
+
+        with connection.cursor() as cursor:
+            for index, write in enumerate(self._writes):
+                cursor.execute(_REFERENCE.sub(reference, write.sql) + _returning(write), write.params)
+                rows = cursor.fetchall() if write.returning else []
+                if index == 0 and not rows:
+                    return None
+                results[write.name] = dict(zip(write.returning, rows[0])) if rows else dict.fromkeys(write.returning)
+        return results
+
+
+def _returning(write: _Write) -> str:
+    if write.read or not write.returning:
+        return ""
+    return " RETURNING " + ", ".join(f'"{column}"' for column in write.returning)

@@ -1,0 +1,145 @@
+"""Posting a message: what the 202 says, who may post, and what a post does not wait for."""
+
+import threading
+from types import SimpleNamespace
+
+import pytest
+import redis
+from django.conf import settings as django_settings
+from django.contrib.auth.models import Group, Permission
+from django.db import connection, connections
+
+from api.throttles import RunStartThrottle
+from engine.runs import run_finish
+from tests.api_helpers import client_for, make_user
+from tests.factories import make_agent
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def agent():
+    return make_agent(tools=["test-echo"], slug="helper")
+
+
+@pytest.fixture
+def alice():
+    return make_user()
+
+
+@pytest.fixture
+def api(alice):
+    return client_for(alice)
+
+
+def _messages_url(api, agent) -> str:
+    conversation = api.post("/api/v1/conversations/", {"agent": agent.slug}, format="json").json()
+    return f"/api/v1/conversations/{conversation['id']}/messages/"
+
+
+def test_the_accepted_run_reads_as_get_shows_it(api, agent):
+    response = api.post(_messages_url(api, agent), {"content": "hello"}, format="json")
+    assert response.status_code == 202
+    assert api.get(response["Location"]).json() == response.json()
+
+
+def test_a_replayed_post_shows_the_run_as_it_is_now(api, agent):
+    url = _messages_url(api, agent)
+    first = api.post(url, {"content": "hello"}, format="json", HTTP_IDEMPOTENCY_KEY="k-1").json()
+    run_finish(run_id=first["id"], status="completed", stop_reason="final_answer")
+    again = api.post(url, {"content": "hello"}, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+    assert again.status_code == 202 and again["Idempotent-Replayed"] == "true"
+    assert again.json()["status"] == "completed" and again.json() == api.get(again["Location"]).json()
+
+
+def test_staff_who_may_read_a_conversation_may_not_post_in_it(api, agent):
+    url = _messages_url(api, agent)
+    reader = make_user(staff=True)
+    reader.user_permissions.add(Permission.objects.get(codename="view_conversation"))
+    response = client_for(reader).post(url, {"content": "hi"}, format="json")
+    assert response.status_code == 403 and "another user" in response.json()["message"]
+
+
+def test_a_user_who_lost_access_to_the_agent_gets_a_409(api, alice, agent):
+    group = Group.objects.create(name="support")
+    alice.groups.add(group)
+    agent.allowed_groups.set([group])
+    url = _messages_url(api, agent)
+    alice.groups.remove(group)
+    response = api.post(url, {"content": "hi"}, format="json")
+    assert response.status_code == 409 and "not available any more" in response.json()["message"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_post_does_not_wait_for_a_transaction_holding_its_agents_row(api, agent):
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks are PostgreSQL's")
+    url = _messages_url(api, agent)
+    other = connections.create_connection("default")
+    other.set_autocommit(False)
+    try:
+        with other.cursor() as cursor:
+            # What another post's transaction held until it committed, when posts locked the agent too.
+            cursor.execute("SELECT 1 FROM agents_agent WHERE id = %s FOR NO KEY UPDATE", [agent.pk])
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '2s'")
+        assert api.post(url, {"content": "hi"}, format="json").status_code == 202
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+        other.rollback()
+        other.close()
+
+
+# --- the run-start budget, counted in Redis ---------------------------------------------------------
+
+
+def _fresh_user():
+    """A user whose run-start window is empty: user ids repeat from one test session to the
+    next, and a window outlives its session in Redis for a minute."""
+    user = make_user()
+    key = RunStartThrottle().get_cache_key(SimpleNamespace(user=user), None)
+    redis.Redis.from_url(django_settings.CACHES["default"]["LOCATION"]).delete(f"agentry:{key}")
+    return user
+
+
+def _allowed(user, now: float, monkeypatch) -> tuple[bool, float | None]:
+    monkeypatch.setattr(RunStartThrottle, "timer", staticmethod(lambda: now))
+    throttle = RunStartThrottle()
+    allowed = throttle.allow_request(SimpleNamespace(user=user), None)
+    return allowed, None if allowed else throttle.wait()
+
+
+def test_the_run_start_budget_is_a_sliding_window(settings, monkeypatch):
+    settings.AGENTRY_API_RUN_RATE = "3/min"
+    user = _fresh_user()
+    assert [_allowed(user, t, monkeypatch)[0] for t in (1000, 1010, 1020)] == [True, True, True]
+    assert _allowed(user, 1030, monkeypatch) == (False, 30)
+    # The oldest request left the window; the refused one was not counted.
+    assert _allowed(user, 1061, monkeypatch) == (True, None)
+    assert _allowed(user, 1065, monkeypatch) == (False, 5)
+    assert _allowed(_fresh_user(), 1065, monkeypatch) == (True, None)
+
+
+def test_requests_at_the_same_moment_are_counted_exactly(settings):
+    settings.AGENTRY_API_RUN_RATE = "5/min"
+    user, results, start = _fresh_user(), [], threading.Barrier(20)
+
+    def request():
+        throttle = RunStartThrottle()
+        start.wait()
+        results.append(throttle.allow_request(SimpleNamespace(user=user), None))
+
+    threads = [threading.Thread(target=request) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [False] * 15 + [True] * 5
+
+
+def test_without_redis_the_budget_is_counted_in_the_local_cache(settings, monkeypatch):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    settings.AGENTRY_API_RUN_RATE = "2/min"
+    user = make_user()
+    assert [_allowed(user, t, monkeypatch)[0] for t in (1000, 1001, 1002)] == [True, True, False]

@@ -1,0 +1,243 @@
+"""What a step costs the database, and the ledger promises its few statements keep.
+
+Each commit of a step is one ledger batch (conversations.batch): on PostgreSQL one statement,
+fenced by the run's lease. A model step is its read, the attempt's row and the attempt's
+completion; a tool step its read, the calls' rows, each call marked running and its outcome
+(the last one with the step's tool messages). These tests count the statements, and check from
+another connection that what must be committed before the network is, and that a worker that
+lost the lease writes nothing.
+"""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from agents.models import AgentUsageDay
+from agents.providers.openai_compatible import OpenAICompatibleProvider
+from conversations.batch import Batch
+from conversations.models import LLMCall, Message, Run, RunEvent, ToolInvocation
+from conversations.services import messages_add, run_guard
+from engine.loop import run_advance
+from tests.runs import advance, start_run
+from tools import executors
+
+TWO_TOOL_STEPS = {
+    "scenarios": [
+        {
+            "match": ".",
+            "steps": [
+                {"tool_calls": [{"name": "test-echo", "arguments": {"text": "one"}}]},
+                {"tool_calls": [{"name": "test-echo", "arguments": {"text": "two"}}]},
+                {"content": "done: {last_tool_result}"},
+            ],
+        }
+    ]
+}
+ONE_TOOL_STEP = {
+    "scenarios": [
+        {
+            "match": ".",
+            "steps": [
+                {"tool_calls": [{"name": "test-echo", "arguments": {"text": "one"}}]},
+                {"content": "done"},
+            ],
+        }
+    ]
+}
+
+
+def _elsewhere(read):
+    """read() on another thread, so on another database connection: it sees only what is committed."""
+    seen = {}
+
+    def target():
+        try:
+            seen["value"] = read()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(30)
+    return seen["value"]
+
+
+def _events(run: Run) -> list[str]:
+    return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
+
+
+def test_a_run_of_three_model_calls_takes_few_statements_and_one_transaction(scripted_agent):
+    if connection.vendor != "postgresql":
+        pytest.skip("a commit is one statement on PostgreSQL; SQLite takes the same statements one by one")
+    run = start_run(scripted_agent(TWO_TOOL_STEPS, tools=["test-echo"]))
+
+    with CaptureQueriesContext(connection) as queries:
+        run_advance(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert run.status == "completed"
+    steps = 5  # three model calls, two tool steps
+    statements = [query["sql"] for query in queries]
+    # A step is a few statements (it was some twenty); only the ending opens a transaction, for
+    # the webhook deliveries that must commit with the run's last event.
+    assert len(statements) <= 6 * steps, statements
+    assert statements.count("COMMIT") == 1
+    # No read for earlier attempts: the attempt's own row statement closes what a dead worker left.
+    assert not [sql for sql in statements if sql.startswith("SELECT") and "conversations_llmcall" in sql]
+
+
+def test_the_events_are_those_of_before_numbered_without_gaps(scripted_agent):
+    run = advance(start_run(scripted_agent(TWO_TOOL_STEPS, tools=["test-echo"])))
+
+    model_step = ["llm_call.started", "llm_call.completed"]
+    tool_step = ["tool.started", "tool.completed"]
+    assert _events(run) == [
+        "run.queued",
+        "run.running",
+        *model_step,
+        *tool_step,
+        *model_step,
+        *tool_step,
+        *model_step,
+        "run.completed",
+    ]
+    seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1)) and run.event_seq == len(seqs)
+    started = RunEvent.objects.filter(run=run, type="llm_call.started").order_by("seq")
+    calls = LLMCall.objects.filter(run=run).order_by("iteration")
+    assert [(e.payload["llm_call_id"], e.payload["attempt"]) for e in started] == [(c.pk, 1) for c in calls]
+    orders = Message.objects.filter(conversation=run.conversation).order_by("order").values_list("order", flat=True)
+    assert list(orders) == list(range(1, 7))
+
+
+def test_the_attempt_is_committed_before_its_request(scripted_agent, monkeypatch):
+    run = start_run(scripted_agent(ONE_TOOL_STEP, tools=["test-echo"]))
+    seen = []
+    send = OpenAICompatibleProvider.send
+
+    def spying(self, **kwargs):
+        seen.append(
+            _elsewhere(
+                lambda: (
+                    list(LLMCall.objects.filter(run_id=run.pk).order_by("iteration").values_list("status", flat=True)),
+                    _events(run)[-1],
+                )
+            )
+        )
+        return send(self, **kwargs)
+
+    monkeypatch.setattr(OpenAICompatibleProvider, "send", spying)
+    assert advance(run).status == "completed"
+    assert seen == [(["started"], "llm_call.started"), (["succeeded", "started"], "llm_call.started")]
+
+
+def test_a_tool_call_is_committed_running_before_it_starts(scripted_agent, monkeypatch):
+    run = start_run(scripted_agent(ONE_TOOL_STEP, tools=["test-echo"]))
+    seen = []
+
+    def spying(**kwargs):
+        seen.append(_elsewhere(lambda: (ToolInvocation.objects.get(run_id=run.pk).status, _events(run)[-1])))
+        return executors.execute_tool(**kwargs)
+
+    monkeypatch.setattr("engine.tool_step.execute_tool", spying)
+    assert advance(run).status == "completed"
+    assert seen == [("running", "tool.started")]
+
+
+def _steal_lease(run: Run) -> None:
+    Run.objects.filter(pk=run.pk).update(
+        lease_owner="another-worker", lease_expires_at=timezone.now() + timedelta(minutes=1)
+    )
+
+
+def test_a_worker_that_lost_the_lease_records_nothing_of_the_answer(scripted_agent, monkeypatch):
+    agent = scripted_agent(ONE_TOOL_STEP, tools=["test-echo"])
+    run = start_run(agent)
+    send = OpenAICompatibleProvider.send
+
+    def taken_meanwhile(self, **kwargs):
+        response = send(self, **kwargs)
+        _steal_lease(run)
+        return response
+
+    monkeypatch.setattr(OpenAICompatibleProvider, "send", taken_meanwhile)
+    run = advance(run)
+
+    # The completion (call row, totals, daily usage, message, event) is one fenced commit: none of it.
+    assert list(LLMCall.objects.filter(run=run).values_list("status", flat=True)) == ["started"]
+    assert (run.status, run.iterations, run.total_tokens) == ("running", 0, 0)
+    assert not Message.objects.filter(run=run, role="assistant").exists()
+    assert not AgentUsageDay.objects.filter(agent=agent).exists()
+    assert _events(run)[-1] == "llm_call.started"
+
+
+def test_a_worker_that_lost_the_lease_records_nothing_of_the_tool_call(scripted_agent, monkeypatch):
+    run = start_run(scripted_agent(ONE_TOOL_STEP, tools=["test-echo"]))
+
+    def taken_meanwhile(**kwargs):
+        outcome = executors.execute_tool(**kwargs)
+        _steal_lease(run)
+        return outcome
+
+    monkeypatch.setattr("engine.tool_step.execute_tool", taken_meanwhile)
+    run = advance(run)
+
+    # The call's outcome and the step's tool message commit together, fenced: neither is there.
+    assert ToolInvocation.objects.get(run=run).status == "running"
+    assert not Message.objects.filter(run=run, role="tool").exists()
+    assert _events(run)[-1] == "tool.started"
+
+
+def test_a_final_answer_closes_what_a_dead_worker_left_open(scripted_agent):
+    run = start_run(scripted_agent({"scenarios": [{"match": ".", "steps": [{"content": "hi"}]}]}))
+    # A summary attempt a dead worker left started, for an iteration no later step takes again.
+    model = run.agent.model_config
+    left = LLMCall.objects.create(
+        run=run,
+        iteration=7,
+        attempt=1,
+        purpose="summary",
+        model_config=model,
+        provider=model.provider,
+        model_name=model.model,
+        request={},
+    )
+
+    run = advance(run)
+
+    assert (run.status, run.stop_reason) == ("completed", "final_answer")
+    left.refresh_from_db()
+    assert left.status == "failed" and "the run was completed" in left.error and left.finished_at
+
+
+def test_a_batch_run_statement_by_statement_writes_the_same(scripted_agent):
+    """The one-by-one form (SQLite's) on this database: the guard first, values carried over."""
+    run = start_run(scripted_agent(ONE_TOOL_STEP, tools=["test-echo"]))
+    Run.objects.filter(pk=run.pk).update(status="running", lease_owner="w1", lease_expires_at=timezone.now())
+
+    def batch(owner: str) -> tuple[Batch, list[Message]]:
+        made = Batch()
+        run_guard(made, run_id=run.pk, lease_owner=owner, event=False)
+        rows = messages_add(
+            made,
+            conversation_id=run.conversation_id,
+            run_id=run.pk,
+            messages=[{"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}],
+        )
+        return made, rows
+
+    lost, _ = batch("w2")
+    with transaction.atomic():
+        assert lost._one_by_one() is None
+    held, rows = batch("w1")
+    with transaction.atomic():
+        results = held._one_by_one()
+        held._finish(results)
+    assert [(row.order, row.content) for row in rows] == [(2, "a"), (3, "b")]
+    stored = Message.objects.filter(run=run).order_by("order").values_list("pk", "order", "content")
+    assert list(stored)[1:] == [(row.pk, row.order, row.content) for row in rows]
+    assert Run.objects.get(pk=run.pk).lease_expires_at > timezone.now()
