@@ -7,6 +7,7 @@ over, and other runs go on. Anywhere else psycopg's own wait is used, unchanged.
 """
 
 import asyncio
+import weakref
 
 import psycopg.waiting
 from django.db import connections
@@ -67,7 +68,9 @@ def carried_wait(gen, fileno: int, interval: float = 0.0, timeout: float | None 
 
 
 # The slots of carried runs in each database's pool: a free slot is awaited, not blocked on.
-_slots: dict[tuple, asyncio.Semaphore] = {}
+# Per loop, as platform_site.green_http keeps its clients: an id() of a closed loop can be reused
+# by a new one, and a semaphore stays bound to the loop it first waited on.
+_slots: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = weakref.WeakKeyDictionary()
 
 
 def connection_slot_take(settings_dict: dict):
@@ -78,10 +81,10 @@ def connection_slot_take(settings_dict: dict):
     pool = settings_dict.get("OPTIONS", {}).get("pool") or {}
     # A few connections stay for the process's threads (the lease renewer, offloaded tools).
     size = max(1, int(pool.get("max_size", 20)) - 4) if isinstance(pool, dict) else 16
-    key = (id(current.loop), settings_dict.get("NAME"))
-    semaphore = _slots.get(key)
+    per_database = _slots.setdefault(current.loop, {})
+    semaphore = per_database.get(settings_dict.get("NAME"))
     if semaphore is None:
-        semaphore = _slots[key] = asyncio.Semaphore(size)
+        semaphore = per_database[settings_dict.get("NAME")] = asyncio.Semaphore(size)
     current.driver.switch(semaphore.acquire())
     return semaphore
 
