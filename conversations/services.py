@@ -21,7 +21,7 @@ from conversations.events import WEBHOOK_EVENT_TYPES
 from conversations.fencing import LeaseLost, lease_deadline
 from conversations.models import Conversation, Message, Run, RunEvent, RunStatus
 from conversations.wakeups import publish_run_event
-from conversations.webhooks import webhook_deliveries_create
+from conversations.webhooks import webhook_deliveries_create, webhooks_listening
 
 _RUN = Run._meta.db_table
 
@@ -193,6 +193,8 @@ def event_add(batch: Batch, *, run_id, type: str, payload: dict, fill: dict[str,
         ("id", "seq"),
     )
     event = RunEvent(run_id=run_id, type=type, payload=payload, created_at=now)
+    # Webhook deliveries are written with their event, in its transaction.
+    listening = type in WEBHOOK_EVENT_TYPES and webhooks_listening(run_id=run_id)
 
     def written(results: dict) -> None:
         event.id, event.seq = results["event"]["id"], results["event"]["seq"]
@@ -200,13 +202,12 @@ def event_add(batch: Batch, *, run_id, type: str, payload: dict, fill: dict[str,
         for key, reference in (fill or {}).items():
             name, column = reference.split(".")
             payload[key] = results[name][column]
-        if type in WEBHOOK_EVENT_TYPES:
+        if listening:
             webhook_deliveries_create(event=event)
         # Streams read rows; the wake-up only tells them to look, once the row is visible.
         transaction.on_commit(partial(publish_run_event, run_id), robust=True)
 
-    # Webhook deliveries are written with their event, in its transaction.
-    batch.transactional |= type in WEBHOOK_EVENT_TYPES
+    batch.transactional |= listening
     batch.after(written)
     return event
 

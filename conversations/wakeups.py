@@ -6,7 +6,9 @@ A lost wake-up only delays a stream until that poll; without Redis (the embedded
 streams simply poll.
 
 Each web process holds one Redis subscription for all its streams: a stream costs a set entry
-and an asyncio.Event, not a connection or a thread.
+and an asyncio.Event, not a connection or a thread. A worker's engine loop publishes without
+waiting: the wake-ups its runs give in one turn of the loop go out as one pipelined round trip,
+while the runs go on.
 """
 
 import asyncio
@@ -18,6 +20,8 @@ from contextlib import asynccontextmanager
 import redis
 import redis.asyncio as aioredis
 from django.conf import settings
+
+from platform_site.green import carrying_loop, on_loop_close
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +39,10 @@ def publish_run_event(run_id) -> None:
     global _publisher
     if not settings.REDIS_URL:
         return
+    loop = carrying_loop()
+    if loop is not None:
+        _loop_publisher(loop).publish(_channel(run_id))
+        return
     if _publisher is None or _publisher[0] != os.getpid():
         # Short timeouts: a Redis outage must not stall the run that emitted the event.
         _publisher = (os.getpid(), redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1))
@@ -42,6 +50,51 @@ def publish_run_event(run_id) -> None:
         _publisher[1].publish(_channel(run_id), b"1")
     except redis.RedisError as exc:
         log.warning("run event wake-up not published (streams fall back to polling): %s", exc)
+
+
+class _LoopPublisher:
+    """Wake-ups from code an event loop carries: queued, and sent by a task on that loop as one
+    pipeline per batch (a wake-up only says "look", so one per channel and batch is enough)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self._loop = loop
+        self._client = aioredis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
+        self._pending: set[str] = set()
+        self._sender: asyncio.Task | None = None
+        on_loop_close(loop, self._close)
+
+    def publish(self, channel: str) -> None:
+        self._pending.add(channel)
+        # A sender still running picks the channel up before it ends (it checks after each send).
+        if self._sender is None or self._sender.done():
+            self._sender = self._loop.create_task(self._send(), name="run-event-wakeups")
+
+    async def _close(self) -> None:
+        # The wake-ups still queued go out first: a stream would otherwise wait for its poll.
+        if self._sender is not None:
+            await asyncio.wait([self._sender])
+        await self._client.aclose()
+
+    async def _send(self) -> None:
+        while self._pending:
+            channels, self._pending = self._pending, set()
+            try:
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for channel in channels:
+                        pipe.publish(channel, b"1")
+                    await pipe.execute()
+            except (redis.RedisError, OSError) as exc:
+                log.warning("run event wake-ups not published (streams fall back to polling): %s", exc)
+
+
+_loop_publishers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPublisher]" = weakref.WeakKeyDictionary()
+
+
+def _loop_publisher(loop: asyncio.AbstractEventLoop) -> _LoopPublisher:
+    publisher = _loop_publishers.get(loop)
+    if publisher is None:
+        publisher = _loop_publishers[loop] = _LoopPublisher(loop)
+    return publisher
 
 
 class Wake:

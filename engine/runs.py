@@ -40,31 +40,47 @@ def run_finish(*, run_id, status: str, stop_reason: str, error: str = "", final_
     an answer that arrived after the cancel stays in the ledger but is not the run's answer.
     The ending it replaced is recorded in the event. The usual ending, an answer with nothing
     pending, is one statement (_answered); any other takes the run's row lock first (_end)."""
+    if (status, stop_reason, final_message) == (RunStatus.COMPLETED, StopReason.FINAL_ANSWER, None):
+        answered = _answered(run_id=run_id, error=error)
+        if answered is not None:
+            conversation_id, waiting = answered
+            if waiting:
+                transaction.on_commit(partial(conversation_admit_next, conversation_id=conversation_id), robust=True)
+            return True
     with transaction.atomic():
-        conversation_id = None
-        if (status, stop_reason, final_message) == (RunStatus.COMPLETED, StopReason.FINAL_ANSWER, None):
-            conversation_id = _answered(run_id=run_id, error=error)
-        if conversation_id is None:
-            conversation_id = _end(
-                run_id=run_id, status=status, stop_reason=stop_reason, error=error, final_message=final_message
-            )
+        conversation_id = _end(
+            run_id=run_id, status=status, stop_reason=stop_reason, error=error, final_message=final_message
+        )
         if conversation_id is None:
             return False
         transaction.on_commit(partial(conversation_admit_next, conversation_id=conversation_id), robust=True)
         return True
 
 
-def _answered(*, run_id, error: str):
+def _answered(*, run_id, error: str) -> tuple[object, bool] | None:
     """The usual ending in one statement: a run that answered ends completed, unless a cancel was
     accepted or an approval is pending (both need the long way: a different ending, events for
     the approvals). A final answer leaves no call unrecorded; what a dead worker left open is
-    closed with it. Returns the run's conversation id, or None if it did not end here."""
+    closed with it. Returns the run's conversation id and whether a run of the conversation waits
+    for its turn (read in the same statement; a post committing while it runs is admitted by the
+    sweeper), or None if the run did not end here."""
     now = timezone.now()
     ended = []
+    waiting = (
+        Run.objects.filter(
+            conversation_id=Run.objects.filter(pk=run_id).values("conversation_id")[:1], status=RunStatus.QUEUED
+        )
+        .exclude(Exists(Message.objects.filter(run_id=OuterRef("pk"))))
+        .values("pk")[:1]
+    )
 
     def writes(batch: Batch) -> None:
         _open_calls_close(batch, run_id=run_id, status=RunStatus.COMPLETED, now=now)
-        batch.after(lambda results: ended.append(results["run"]["conversation_id"]))
+        sql, params = waiting.query.sql_with_params()
+        batch.read("waiting", f'SELECT EXISTS ({sql}) AS "waiting"', params, ("waiting",))
+        batch.after(
+            lambda results: ended.append((results["run"]["conversation_id"], bool(results["waiting"]["waiting"])))
+        )
 
     pending = Approval.objects.filter(run_id=OuterRef("pk"), status=Approval.Status.PENDING)
     run_transition(

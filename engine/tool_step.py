@@ -45,6 +45,7 @@ from tools.approval_policy import ApprovalPolicy, approval_need
 from tools.arguments import arguments_hash, parse_arguments, validate_arguments
 from tools.calls import call_arguments, call_name
 from tools.executors import execute_tool
+from tools.models import ToolDefinition
 from tools.registry import ToolContext
 
 log = logging.getLogger(__name__)
@@ -242,12 +243,13 @@ def _approval_refusal(invocation: ToolInvocation, approval: Approval, spec: dict
     return f"This call of {name} was not run: its approval was {approval.status}."
 
 
-def _mark_running(*, run: Run, owner: str, invocation: ToolInvocation, arguments: dict) -> bool:
-    """Mark the call running, with its event, in a commit of its own before it starts. False if
-    that was not done: the lease is lost, a cancel was accepted since the step began (checking it
-    in the guard costs nothing on the usual path), or the call is not pending."""
+def _mark_running(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, arguments: dict) -> dict | None:
+    """Mark the call running, with its event, in a commit of its own before it starts, and read
+    the tool's live state (switched off since the snapshot?) in the same statement. None if the
+    call was not marked: the lease is lost, a cancel was accepted since the step began (checking
+    it in the guard costs nothing on the usual path), or the call is not pending."""
     if invocation.status not in (Status.PENDING, Status.AWAITING_APPROVAL):
-        return False
+        return None
     table = ToolInvocation._meta.db_table
     batch = Batch()
     run_guard(
@@ -262,13 +264,24 @@ def _mark_running(*, run: Run, owner: str, invocation: ToolInvocation, arguments
         f'UPDATE "{table}" SET "status" = %s, "started_at" = %s WHERE "id" = %s AND {{guard}}',
         [Status.RUNNING, db_value(ToolInvocation, "started_at", timezone.now()), invocation.pk],
     )
+    if spec.get("id") is not None:
+        batch.read(
+            "tool",
+            f'SELECT "is_active" FROM "{ToolDefinition._meta.db_table}" WHERE "id" = %s',
+            [spec["id"]],
+            ("is_active",),
+        )
     payload = events.tool_started(tool_invocation_id=invocation.pk, tool=invocation.tool_name, arguments=arguments)
     event_add(batch, run_id=run.pk, type=EventType.TOOL_STARTED, payload=payload)
-    return batch.execute() is not None
+    results = batch.execute()
+    if results is None:
+        return None
+    return results.get("tool", {})
 
 
 def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, arguments: dict) -> Batch:
-    if not _mark_running(run=run, owner=owner, invocation=invocation, arguments=arguments):
+    marked = _mark_running(run=run, owner=owner, invocation=invocation, spec=spec, arguments=arguments)
+    if marked is None:
         lease_fence(run_id=run.pk, owner=owner)
         if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
             raise RunCancelled(str(run.pk))
@@ -289,7 +302,8 @@ def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, ar
     release_connection()
     # A tool is blocking code: on a worker's engine loop it runs in a thread, and the loop
     # carries the other runs meanwhile (platform_site.green); elsewhere it runs right here.
-    outcome = scrub_nul(green.offload(execute_tool, spec=spec, arguments=arguments, ctx=ctx))
+    live = marked or None  # read with the mark; a call taken again without one reads it itself
+    outcome = scrub_nul(green.offload(execute_tool, spec=spec, arguments=arguments, ctx=ctx, live=live))
     return _finish(
         invocation,
         owner=owner,

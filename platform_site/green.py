@@ -15,8 +15,10 @@ at a time by the loop's thread, and a greenlet never yields while it holds a tra
 
 import asyncio
 import concurrent.futures
+import logging
 import time
 import types
+import weakref
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TypeVar
@@ -27,6 +29,7 @@ from greenlet import getcurrent, greenlet
 from platform_site.dbpool import release_connection
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # Tools and other blocking calls a carried run makes go to threads, so they never stall the loop.
 _offload = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="green-offload")
@@ -118,4 +121,32 @@ async def spawn(fn: Callable[..., T], *args, **kwargs) -> T:
             value, thrown = None, exc
 
 
-__all__ = ["await_", "carried", "carrying_loop", "offload", "sleep", "spawn"]
+_closers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Callable[[], Awaitable]]]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def on_loop_close(loop: asyncio.AbstractEventLoop, closer: Callable[[], Awaitable]) -> None:
+    """Have `closer()` awaited when the loop's resources are closed (loop_resources_close):
+    clients a carried run opened on the loop (HTTP sessions, Redis connections) live as long as it."""
+    _closers.setdefault(loop, []).append(closer)
+
+
+async def loop_resources_close(loop: asyncio.AbstractEventLoop) -> None:
+    for closer in _closers.pop(loop, []):
+        try:
+            await closer()
+        except Exception:  # closing idle connections at exit is a courtesy, not a duty
+            log.debug("closing a carried client failed", exc_info=True)
+
+
+__all__ = [
+    "await_",
+    "carried",
+    "carrying_loop",
+    "loop_resources_close",
+    "offload",
+    "on_loop_close",
+    "sleep",
+    "spawn",
+]

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import aiohttp
 import httpx
 
-from platform_site.green import await_
+from platform_site.green import await_, loop_resources_close, on_loop_close
 
 # One worker process keeps every run it carries waiting on its model at once.
 _CONNECTIONS = 1000
@@ -189,10 +189,12 @@ def carried_client(loop: asyncio.AbstractEventLoop) -> httpx.Client:
     client = _clients.get(loop)
     if client is None:
         client = _clients[loop] = httpx.Client(transport=CarriedTransport(), follow_redirects=False, trust_env=False)
+        on_loop_close(loop, client._transport.aclose)
     return client
 
 
 async def carried_clients_close(loop: asyncio.AbstractEventLoop) -> None:
-    client = _clients.pop(loop, None)
-    if client is not None:
-        await client._transport.aclose()
+    """Close what carried runs opened on the loop: this module's HTTP session and any other
+    client registered with platform_site.green.on_loop_close."""
+    _clients.pop(loop, None)
+    await loop_resources_close(loop)

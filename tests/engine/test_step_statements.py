@@ -19,11 +19,12 @@ from django.utils import timezone
 from agents.models import AgentUsageDay
 from agents.providers.openai_compatible import OpenAICompatibleProvider
 from conversations.batch import Batch
-from conversations.models import LLMCall, Message, Run, RunEvent, ToolInvocation
+from conversations.models import LLMCall, Message, Run, RunEvent, ToolInvocation, Webhook, WebhookDelivery
 from conversations.services import messages_add, run_guard
 from engine.loop import run_advance
 from tests.runs import advance, start_run
 from tools import executors
+from tools.models import ToolDefinition
 
 TWO_TOOL_STEPS = {
     "scenarios": [
@@ -82,12 +83,45 @@ def test_a_run_of_three_model_calls_takes_few_statements_and_one_transaction(scr
     assert run.status == "completed"
     steps = 5  # three model calls, two tool steps
     statements = [query["sql"] for query in queries]
-    # A step is a few statements (it was some twenty); only the ending opens a transaction, for
-    # the webhook deliveries that must commit with the run's last event.
-    assert len(statements) <= 6 * steps, statements
-    assert statements.count("COMMIT") == 1
+    # A step is a few statements (it was some twenty), none in a transaction: with no webhook
+    # listening, even the ending is one statement, with the check for a waiting run folded in.
+    assert len(statements) <= 5 * steps, statements
+    assert "BEGIN" not in statements and "COMMIT" not in statements
+    assert not [
+        sql for sql in statements if "conversations_toolinvocation" not in sql and "tools_tooldefinition" in sql
+    ]
     # No read for earlier attempts: the attempt's own row statement closes what a dead worker left.
     assert not [sql for sql in statements if sql.startswith("SELECT") and "conversations_llmcall" in sql]
+
+
+def test_a_listening_webhook_gets_its_delivery_in_the_ending_s_transaction(scripted_agent):
+    if connection.vendor != "postgresql":
+        pytest.skip("a commit is one statement on PostgreSQL; SQLite takes the same statements one by one")
+    agent = scripted_agent(TWO_TOOL_STEPS, tools=["test-echo"])
+    Webhook.objects.create(agent=agent, url="https://hooks.example.com/agentry", secret="s" * 32)
+    run = start_run(agent)
+
+    with CaptureQueriesContext(connection) as queries:
+        run_advance(run_id=run.pk)
+
+    statements = [query["sql"] for query in queries]
+    assert statements.count("COMMIT") == 1
+    ending = statements[statements.index("BEGIN") :]
+    assert any("conversations_webhookdelivery" in sql for sql in ending)
+    delivery = WebhookDelivery.objects.get(run_event__run=run)
+    assert delivery.event_type == "run.completed"
+
+
+def test_a_tool_switched_off_after_the_snapshot_is_refused_by_the_statement_that_marks_it(scripted_agent):
+    agent = scripted_agent(TWO_TOOL_STEPS, tools=["test-echo"])
+    run = start_run(agent)
+    ToolDefinition.objects.filter(name="test-echo").update(is_active=False)
+
+    advance(run)
+
+    invocations = ToolInvocation.objects.filter(run=run).order_by("id")
+    assert [inv.status for inv in invocations] == ["error", "error"]
+    assert all("switched off by an operator" in inv.result for inv in invocations)
 
 
 def test_the_events_are_those_of_before_numbered_without_gaps(scripted_agent):

@@ -37,7 +37,9 @@ class ToolOutcome:
     error: str = ""
 
 
-def execute_tool(*, spec: dict, arguments: dict, ctx: ToolContext) -> ToolOutcome:
+def execute_tool(*, spec: dict, arguments: dict, ctx: ToolContext, live: dict | None = None) -> ToolOutcome:
+    """`live`: the tool row's `is_active`, when the caller read it just before (the engine reads
+    it with the statement that marks the call running); a python tool then needs no read here."""
     name, limit = spec["name"], int(spec.get("max_result_chars", 8000))
     executor = _EXECUTORS.get(spec.get("kind", "python"))
     if executor is None:
@@ -45,7 +47,7 @@ def execute_tool(*, spec: dict, arguments: dict, ctx: ToolContext) -> ToolOutcom
             "error", f"Tool {name} cannot run: unsupported kind {spec.get('kind')!r}.", error=f"kind {spec.get('kind')}"
         )
     try:
-        loaded = executor.load(spec)
+        loaded = executor.load(spec, live)
     except ToolError as exc:
         return ToolOutcome("error", f"Tool {name} cannot run: {exc}", error=exc.detail)
     future = _pool.submit(executor.run, spec=spec, arguments=arguments, ctx=ctx, loaded=loaded)

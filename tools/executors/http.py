@@ -33,13 +33,13 @@ def _origin(url: str) -> tuple:
     return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
 
 
-def load(spec: dict) -> dict[str, str]:
+def load(spec: dict, live: dict | None = None) -> dict[str, str]:
     """The tool's secret headers, from its live row, provided it is still switched on.
 
     Secrets are read live while the URL comes from the run's snapshot, so a key is sent only
     while the live row still points at the snapshot's origin: after an operator moves a tool
     to another host (and perhaps gives it that host's key), runs pinned to the old URL cannot
-    carry the new key there."""
+    carry the new key there. So the row is read here even when the caller read `live` already."""
     row = live_tool(spec, "http_url", "http_secret_headers")
     secrets = secret_mapping(row["http_secret_headers"] or "")
     if secrets and _origin(row["http_url"]) != _origin(spec["http"]["url"]):

@@ -11,7 +11,8 @@ from tools.models import MCPServer
 from tools.registry import ToolContext, ToolError
 
 
-def load(spec: dict) -> ServerConfig:
+def load(spec: dict, live: dict | None = None) -> ServerConfig:
+    # The server's row is read here anyway; the tool's is read with it, whatever `live` says.
     live_tool(spec)
     server = MCPServer.objects.filter(pk=spec["mcp"]["server_id"], is_active=True).first()
     if server is None:

@@ -3,15 +3,18 @@
 Tools registered with sandboxed=True run in a child process that is killed at the timeout
 (tools/executors/sandbox.py); the others run on the calling thread."""
 
-from tools.executors.live import live_tool
+from tools.executors.live import live_check, live_tool
 from tools.executors.sandbox import run_sandboxed, warm_up
 from tools.registry import ToolContext, ToolError, registry
 
 
-def load(spec: dict) -> None:
+def load(spec: dict, live: dict | None = None) -> None:
     # A spec without an id is a registry tool called directly, with no row to switch off.
     if spec.get("id") is not None:
-        live_tool(spec)
+        if live is None:
+            live_tool(spec)
+        else:
+            live_check(live["is_active"])
     tool = registry.get(spec.get("python_callable") or spec["name"])
     if tool is not None and tool.sandboxed:
         warm_up()
