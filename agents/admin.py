@@ -2,13 +2,19 @@ import re
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import ValidationError
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404
+from django.template.response import TemplateResponse
+from django.urls import path
 from django.utils.translation import gettext_lazy as _
 
+from agents.connection_check import model_config_test
 from agents.models import Agent, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
 from agents.prompting import system_prompt_check
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyAdminMixin
 from platform_site.crypto import mask
+from platform_site.http_methods import require_POST
 
 
 class ModelConfigForm(forms.ModelForm):
@@ -16,15 +22,25 @@ class ModelConfigForm(forms.ModelForm):
     new_api_key = forms.CharField(
         required=False,
         widget=forms.PasswordInput(render_value=False),
-        label="API key",
-        help_text="Leave empty to keep the current key.",
+        label=_("API key"),
     )
-    clear_api_key = forms.BooleanField(required=False, label="Remove the stored key")
+    clear_api_key = forms.BooleanField(required=False, label=_("Remove the stored key"))
     base_url = forms.URLField(max_length=500, assume_scheme="https", help_text="e.g. https://api.openai.com/v1")
 
     class Meta:
         model = ModelConfig
         exclude = ["api_key"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # One sentence that fits the config's state: a new config has no key to keep.
+        if self.instance.pk is None:
+            help_text = _("Stored encrypted and never shown again. Leave empty for a server that needs no key.")
+        elif self.instance.api_key:
+            help_text = _("Leave empty to keep the current key.")
+        else:
+            help_text = _("No key is stored. Type one to set it, or leave empty for a server that needs none.")
+        self.fields["new_api_key"].help_text = help_text
 
     def clean_base_url(self):
         # URLField would quietly put https:// before a bare host, and a plain-HTTP server (llama.cpp,
@@ -92,9 +108,46 @@ class ModelConfigAdmin(JSONInputAdminMixin, admin.ModelAdmin):
         ),
     ]
 
-    @admin.display(description="API key")
+    def get_fieldsets(self, request, obj=None):
+        # The stored key's status and its removal only mean something for a saved config that has one.
+        fieldsets = super().get_fieldsets(request, obj)
+        hidden = set() if obj is not None and obj.api_key else {"clear_api_key"}
+        if obj is None:
+            hidden.add("key_status")
+        first, *rest = fieldsets
+        name, options = first
+        return [(name, {**options, "fields": [f for f in options["fields"] if f not in hidden]}), *rest]
+
+    @admin.display(description=_("stored key"))
     def key_status(self, obj):
-        return f"set ({mask(obj.api_key)})" if obj.api_key else "not set"
+        return _("set (%(masked)s)") % {"masked": mask(obj.api_key)} if obj.api_key else _("not set")
+
+    def get_urls(self):
+        test = path(
+            "<path:object_id>/test-connection/",
+            # POST only, with the admin's CSRF check: the test makes a request that may cost tokens.
+            self.admin_site.admin_view(require_POST(self.test_connection_view)),
+            name="agents_modelconfig_test_connection",
+        )
+        return [test, *super().get_urls()]
+
+    def test_connection_view(self, request, object_id):
+        """For those who may change the config: they could point it anywhere anyway, and the page
+        shows no more of the server's answers than a failed run's error does."""
+        config = self.get_object(request, unquote(object_id))
+        if config is None:
+            raise Http404(_("No such model config."))
+        if not self.has_change_permission(request, config):
+            raise PermissionDenied
+        report = model_config_test(config=config)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": _("Test connection: %(name)s") % {"name": config.name},
+            "opts": self.opts,
+            "original": config,
+            "report": report,
+        }
+        return TemplateResponse(request, "admin/agents/modelconfig/test_connection.html", context)
 
 
 class AgentForm(forms.ModelForm):

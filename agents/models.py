@@ -338,6 +338,8 @@ class AgentUsageDay(models.Model):
     calls = models.PositiveIntegerField(default=0)
 
     class Meta:
+        verbose_name = _("daily agent usage")
+        verbose_name_plural = _("daily agent usage")
         constraints = [models.UniqueConstraint(fields=["agent", "day"], name="agent_usage_day_unique")]
 
     def __str__(self):

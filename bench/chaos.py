@@ -3,6 +3,7 @@ processes are SIGKILLed at random and restarted; at the end nothing is lost, dup
 left open.
 
     DATABASE_URL=postgres://… REDIS_URL=redis://… python -m bench.chaos --runs 200
+    … python -m bench.chaos --broker amqp://guest:guest@127.0.0.1:5672//   (RabbitMQ as the broker)
 
 Starts the fake model server, the counting service (the outside witness of every write) and
 the workers as processes on this machine (loopback only), posts the runs, approves every
@@ -19,6 +20,7 @@ import threading
 import time
 
 import httpx
+from kombu import Connection
 
 from bench import harness
 from bench.stack import Clock, free_port, open_runs, run_durations, stack_prepare
@@ -58,6 +60,11 @@ def options() -> argparse.Namespace:
     parser.add_argument("--sweep-every", type=float, default=1.0, help="seconds between two sweeper passes")
     parser.add_argument("--timeout", type=float, default=600, help="give up waiting after this many seconds")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--broker",
+        default="",
+        help="Celery broker URL, e.g. amqp://guest:guest@127.0.0.1:5672// (default: CELERY_BROKER_URL, else REDIS_URL)",
+    )
     return parser.parse_args()
 
 
@@ -167,7 +174,11 @@ def summary(report: dict, tally: dict, opts, timings: dict, run_ids: list) -> st
 
 def main() -> int:
     opts = options()
+    if opts.broker:
+        # Before the settings load: this process and the workers it starts use the same broker.
+        os.environ["CELERY_BROKER_URL"] = opts.broker
     stack_prepare(script="bench.chaos", env=ENV)
+    from django.conf import settings
     from django.contrib.auth import get_user_model
 
     from bench.chaos_checks import chaos_report, report_ok
@@ -188,7 +199,8 @@ def main() -> int:
         approver, _ = get_user_model().objects.get_or_create(
             username="chaos-approver", defaults={"is_staff": True, "is_superuser": True}
         )
-        print(f"stack up in {setup():.1f} s; posting {opts.runs} runs", flush=True)
+        broker = Connection(settings.CELERY_BROKER_URL).as_uri()  # the password masked
+        print(f"stack up in {setup():.1f} s (broker {broker}); posting {opts.runs} runs", flush=True)
         clock = Clock()
         workers.kill_at_random(seconds=opts.kill_for, every=opts.kill_every, rng=rng)
         run_ids, posted, ended = drive(agent=agent, runs=opts.runs, approver=approver, opts=opts, clock=clock)

@@ -1,5 +1,6 @@
 """What the standalone reliability scripts share: the PostgreSQL + Redis stack named by the
-environment (migrated, never SQLite), free loopback ports, and a bounded wait for runs."""
+environment (migrated, never SQLite; the broker Redis or RabbitMQ), free loopback ports, and a
+bounded wait for runs."""
 
 import os
 import socket
@@ -18,7 +19,12 @@ def stack_prepare(*, script: str, env: dict[str, str]) -> None:
             "REDIS_URL=redis://… (SQLite cannot hold several worker processes writing at once)."
         )
     if not os.environ.get("REDIS_URL", "").startswith("redis://"):
-        sys.exit(f"{script} needs Redis as its broker: set REDIS_URL=redis://…")
+        sys.exit(
+            f"{script} needs Redis (the cache, and the broker unless CELERY_BROKER_URL names one): set REDIS_URL=redis://…"
+        )
+    # The broker follows REDIS_URL unless CELERY_BROKER_URL names RabbitMQ (or another Redis).
+    if not (os.environ.get("CELERY_BROKER_URL") or "redis://").startswith(("redis://", "amqp://")):
+        sys.exit(f"{script} needs a Redis or RabbitMQ broker: set CELERY_BROKER_URL=amqp://… or leave it unset")
     for name, value in env.items():
         os.environ.setdefault(name, value)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")

@@ -1,12 +1,19 @@
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.db.models import F
+from django.db.models.functions import Substr
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from console.approvals.diff import arguments_diff
+from console.formatting import plain_amount, short_id_html
 from console.monitoring.admin_actions import cancel_runs, requeue_runs, retry_runs
+from console.monitoring.presenters import approval_edit, duration_text
 from conversations.models import (
     ApiToken,
     Approval,
@@ -30,6 +37,15 @@ from platform_site.admin_mixins import ReadOnlyAdminMixin, ReadOnlyInline
 from platform_site.crypto import mask
 from tools.arguments import arguments_hash
 
+# The admin is the operators' home: it carries the product's name, and its index and header
+# link to the operator pages (templates/admin/base_site.html, admin/agentry_index.html).
+admin.site.site_header = gettext_lazy("Agentry")
+admin.site.site_title = gettext_lazy("Agentry")
+admin.site.index_title = gettext_lazy("Operations")
+admin.site.index_template = "admin/agentry_index.html"
+
+QUESTION_CHARS = 80
+
 
 class MessageInline(ReadOnlyInline):
     model = Message
@@ -39,11 +55,15 @@ class MessageInline(ReadOnlyInline):
 
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "agent", "owner", "title", "message_count", "created_at"]
+    list_display = ["short_id", "agent", "owner", "title", "message_count", "created_at"]
     list_filter = ["agent"]
     list_select_related = ["agent", "owner"]
     search_fields = ["id", "title"]
     inlines = [MessageInline]
+
+    @admin.display(description=gettext_lazy("conversation"), ordering="id")
+    def short_id(self, obj):
+        return short_id_html(obj.pk)
 
 
 class HasErrorFilter(admin.SimpleListFilter):
@@ -71,15 +91,15 @@ class RunEventInline(ReadOnlyInline):
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
-        "id",
+        "short_id",
+        "question",
         "agent",
-        "status",
-        "stop_reason",
-        "iterations",
-        "total_tokens",
+        "version",
+        "status_text",
+        "tokens",
         "usage_estimated",
-        "cost",
-        "created_at",
+        "cost_text",
+        "created",
         "duration",
     ]
     list_filter = ["status", "stop_reason", "agent", HasErrorFilter]
@@ -141,13 +161,69 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def has_operate_permission(self, request):
         return user_may_operate(request.user)
 
-    @admin.display(description="duration (ms)")
-    def duration(self, obj):
-        return obj.duration_ms
+    def get_queryset(self, request):
+        # The question and the version number come with the list's one query, without loading
+        # whole messages or version snapshots.
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                question_start=Substr("request__content", 1, QUESTION_CHARS + 1),
+                version_number=F("agent_version__number"),
+            )
+        )
 
-    @admin.display(description="Steps in order")
+    @admin.display(description=gettext_lazy("run"), ordering="id")
+    def short_id(self, obj):
+        return short_id_html(obj.pk)
+
+    @admin.display(description=gettext_lazy("question (opens the timeline)"))
+    def question(self, obj):
+        text = getattr(obj, "question_start", None) or ""
+        text = text[:QUESTION_CHARS] + "…" if len(text) > QUESTION_CHARS else text
+        return format_html(
+            '<a href="{}" class="timeline-link">{}</a>', reverse("monitoring:run", args=[obj.pk]), text or _("timeline")
+        )
+
+    @admin.display(description=gettext_lazy("version"), ordering="agent_version__number")
+    def version(self, obj):
+        return getattr(obj, "version_number", None)
+
+    @admin.display(description=gettext_lazy("status"), ordering="status")
+    def status_text(self, obj):
+        if obj.stop_reason and obj.stop_reason != obj.status:
+            return f"{obj.get_status_display()} ({obj.get_stop_reason_display().lower()})"
+        return obj.get_status_display()
+
+    @admin.display(description=gettext_lazy("tokens"), ordering="total_tokens")
+    def tokens(self, obj):
+        return obj.total_tokens
+
+    @admin.display(description=gettext_lazy("created"), ordering="created_at")
+    def created(self, obj):
+        return obj.created_at
+
+    @admin.display(description=gettext_lazy("cost"), ordering="cost")
+    def cost_text(self, obj):
+        return plain_amount(obj.cost)
+
+    @admin.display(description=gettext_lazy("duration"))
+    def duration(self, obj):
+        return duration_text(obj.duration_ms)
+
+    @admin.display(description=gettext_lazy("Steps in order"))
     def timeline(self, obj):
-        return render_to_string("admin/conversations/run_timeline.html", {"steps": run_timeline(run=obj)})
+        steps = run_timeline(run=obj)
+        for step in steps:
+            if step["kind"] == "tool_invocation":
+                invocation = step["obj"]
+                approval = getattr(invocation, "approval", None)
+                step["edit"] = approval_edit(
+                    original=invocation.arguments,
+                    approved=approval.arguments if approval else None,
+                    approved_by=approval.decided_by.get_username() if approval and approval.decided_by else "",
+                )
+        return render_to_string("admin/conversations/run_timeline.html", {"steps": steps})
 
 
 @admin.register(LLMCall)
@@ -384,10 +460,14 @@ class WebhookAdmin(admin.ModelAdmin):
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "event_type", "webhook", "status", "attempts", "created_at", "finished_at"]
+    list_display = ["short_id", "event_type", "webhook", "status", "attempts", "created_at", "finished_at"]
     list_filter = ["status", "event_type"]
     list_select_related = ["webhook"]
     search_fields = ["id", "run_event__run__id"]
     raw_id_fields = ["webhook", "run_event"]
     show_full_result_count = False
     inlines = [WebhookAttemptInline]
+
+    @admin.display(description=gettext_lazy("delivery"), ordering="id")
+    def short_id(self, obj):
+        return short_id_html(obj.pk)

@@ -5,6 +5,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from platform_site.crypto import EncryptedTextField
 
@@ -134,8 +135,11 @@ class Run(models.Model):
         # Operators' actions on runs (monitoring pages and admin); seeing runs is view_run.
         permissions = [("operate_run", "Can cancel, requeue and retry runs")]
         indexes = [
-            # The sweeper scans for lapsed leases among running runs only.
-            models.Index(fields=["status", "lease_expires_at"], name="run_status_lease_idx"),
+            # The sweeper scans for lapsed leases among running runs only (a few hundred rows per
+            # worker). The lease's expiry is left out of the index on purpose: every step extends
+            # it, and an UPDATE that changes no indexed column is a heap-only (HOT) update, which
+            # writes no index entry at all; with it indexed, each step wrote one into every index.
+            models.Index(fields=["status"], name="run_status_idx"),
             models.Index(fields=["conversation", "created_at"], name="run_conversation_idx"),
             # The sweeper ends open runs past their deadline; closed runs stay out of the index.
             models.Index(
@@ -198,6 +202,8 @@ class LLMCall(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = _("LLM call")
+        verbose_name_plural = _("LLM calls")
         ordering = ["run", "iteration", "attempt"]
         constraints = [
             models.UniqueConstraint(fields=["run", "purpose", "iteration", "attempt"], name="llm_call_attempt_unique"),
@@ -343,6 +349,10 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
 
+    class Meta:
+        verbose_name = _("API token")
+        verbose_name_plural = _("API tokens")
+
     def __str__(self):
         return f"{self.name} ({self.prefix}…)"
 
@@ -418,6 +428,8 @@ class WebhookDelivery(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = _("webhook delivery")
+        verbose_name_plural = _("webhook deliveries")
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(fields=["webhook", "run_event"], name="webhook_delivery_event_unique"),

@@ -115,7 +115,9 @@ def _live_settings(model: dict, values: list | None = None) -> tuple[str, dict, 
         # The config is protected from deletion; the snapshot's prices are the fallback.
         return "", {name: model[name] for name in _PRICES}, False
     config = _SETTINGS.instance(values)
-    return config.api_key or "", {name: str(getattr(config, name)) for name in _PRICES}, config.stream_tools_unsupported
+    # Plain notation: str() of a zero price read back from the database is "0E-6".
+    prices = {name: format(getattr(config, name), "f") for name in _PRICES}
+    return config.api_key or "", prices, config.stream_tools_unsupported
 
 
 def _learn_stream_tools_unsupported(model: dict) -> None:
@@ -273,7 +275,7 @@ def _record_success(*, run, owner, call, response, prices, started, time_zone, r
         finish_reason=response.finish_reason,
         tool_calls=[c.name for c in response.tool_calls],
         usage=usage.__dict__,
-        cost=str(cost),
+        cost=format(cost, "f"),
         prices=prices,
     )
     event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_COMPLETED, payload=payload)
@@ -355,6 +357,8 @@ def model_call(
     last_error: ProviderError | None = None
     rejected: ModelStepFailed | None = None
     made = 0
+    # Each model config's last error: a run that tried the fallback too says what failed where.
+    errors: dict[str, ProviderError] = {}
     time_zone = snapshot["agent"]["time_zone"]
     for model in snapshot_models(snapshot):
         # A streamed request's body depends on what was learned about the server, so the live
@@ -367,6 +371,7 @@ def model_call(
                 body = build(provider, {**model, "stream": False})
         except ProviderError as exc:
             last_error, rejected = exc, None
+            errors[model["name"]] = exc
             continue
         try_number = 1
         while try_number <= model["max_retries"] + 1:
@@ -405,6 +410,7 @@ def model_call(
                     exc.message,
                 )
                 last_error, rejected = exc, None
+                errors[model["name"]] = exc
                 if exc.context_overflow:
                     raise ContextOverflow(f"The request does not fit the model's context: {exc.message}") from exc
                 if exc.stream_unsupported and body.get("stream"):
@@ -466,6 +472,7 @@ def model_call(
         raise rejected
     if last_error is None:
         raise ModelStepFailed("No model is configured for this agent.")
+    what = "; ".join(f"{name}: {error}" for name, error in errors.items()) if len(errors) > 1 else str(last_error)
     if not made:
-        raise ModelStepFailed(f"The model call could not be made: {last_error}")
-    raise ModelStepFailed(f"The model call failed after {made} attempt{'s' if made != 1 else ''}: {last_error}")
+        raise ModelStepFailed(f"The model call could not be made: {what}")
+    raise ModelStepFailed(f"The model call failed after {made} attempt{'s' if made != 1 else ''}: {what}")

@@ -6,7 +6,42 @@ returned) is derived from the message history the client sends each time.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
+
+# A first line in square brackets, then the tool's output: a note the client put before the
+# result (the engine writes one when a reviewer changed the arguments before approving).
+_NOTE = re.compile(r"\[([^\n]*)\]\n")
+_DECODER = json.JSONDecoder()
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    name: str
+    text: str  # as the client sent it
+    # The arguments the call ran with: the assistant's, or those a note ending in a JSON
+    # object names instead ("… the tool ran with {…}").
+    arguments: dict = field(default_factory=dict)
+
+    @property
+    def body(self) -> str:
+        """The tool's own output: the text past a leading note."""
+        return split_note(self.text)[1]
+
+
+@dataclass(frozen=True)
+class OfferedTool:
+    name: str
+    description: str
+    schema: dict
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    mode: str = "auto"  # auto, none, required (any tool) or tool (the named one)
+    name: str = ""
+    parallel: bool = True
 
 
 @dataclass(frozen=True)
@@ -15,16 +50,62 @@ class Conversation:
     last_user_text: str = ""
     # Assistant turns since the last user message: the script's step index.
     step_index: int = 0
-    # (tool name, result text) for every tool result after the last user message.
-    tool_results: list[tuple[str, str]] = field(default_factory=list)
+    # Every tool result after the last user message.
+    tool_results: list[ToolResult] = field(default_factory=list)
+    # What the request offers: its tools and how the model may use them.
+    tools: list[OfferedTool] = field(default_factory=list)
+    tool_choice: ToolChoice = field(default_factory=ToolChoice)
+    # Names of the tools the assistant called after the last user message, in order.
+    calls_made: list[str] = field(default_factory=list)
 
     @property
     def last_tool_result(self) -> str:
-        return self.tool_results[-1][1] if self.tool_results else ""
+        return self.tool_results[-1].text if self.tool_results else ""
 
     @property
     def last_tool_name(self) -> str:
-        return self.tool_results[-1][0] if self.tool_results else ""
+        return self.tool_results[-1].name if self.tool_results else ""
+
+
+def split_note(text: str) -> tuple[str, str]:
+    """(note, output) of a tool result; the note is empty when there is none."""
+    found = _NOTE.match(text)
+    if found is None:
+        return "", text
+    try:
+        json.loads(text)
+    except ValueError:
+        return found.group(1), text[found.end() :]
+    return "", text  # a JSON document whose first line happens to be a list
+
+
+def note_arguments(note: str) -> dict | None:
+    """The JSON object a note ends with, if it ends with one."""
+    start = note.find("{")
+    while start != -1:
+        try:
+            value, end = _DECODER.raw_decode(note, start)
+        except (ValueError, RecursionError):
+            value, end = None, -1
+        if isinstance(value, dict) and end == len(note):
+            return value
+        start = note.find("{", start + 1)
+    return None
+
+
+def _ran_with(text: str, asked: dict) -> dict:
+    changed = note_arguments(split_note(text)[0])
+    return asked if changed is None else changed
+
+
+def _parsed_arguments(raw) -> dict:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def text_of(content) -> str:
@@ -55,34 +136,69 @@ def _last_index(messages: list[dict], predicate) -> int:
     return -1
 
 
+def _openai_tools(body: dict) -> tuple[list[OfferedTool], ToolChoice]:
+    tools = []
+    for tool in body.get("tools") or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            schema = function.get("parameters")
+            description = function.get("description")
+            tools.append(
+                OfferedTool(
+                    function["name"],
+                    description if isinstance(description, str) else "",
+                    schema if isinstance(schema, dict) else {},
+                )
+            )
+    choice = body.get("tool_choice")
+    parallel = body.get("parallel_tool_calls") is not False
+    if isinstance(choice, dict):
+        function = choice.get("function") if isinstance(choice.get("function"), dict) else {}
+        if isinstance(function.get("name"), str):
+            return tools, ToolChoice("tool", function["name"], parallel)
+        return tools, ToolChoice(parallel=parallel)
+    if choice in ("none", "required"):
+        return tools, ToolChoice(choice, "", parallel)
+    return tools, ToolChoice(parallel=parallel)
+
+
 def from_openai(body: dict) -> Conversation:
     messages = _dict_messages(body)
     system = "\n".join(text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
     last_user = _last_index(messages, lambda m: m.get("role") == "user")
     after = messages[last_user + 1 :]
-    names_by_id: dict[str, str] = {}
-    pending: list[str] = []
+    calls_by_id: dict[str, tuple[str, dict]] = {}
+    pending: list[tuple[str, dict]] = []
+    made: list[str] = []
     position = 0
     results = []
     for message in after:
         role = message.get("role")
         if role == "assistant":
             calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
-            pending = [str((c.get("function") or {}).get("name", "")) for c in calls]
-            names_by_id.update({c["id"]: n for c, n in zip(calls, pending) if c.get("id")})
+            functions = [c.get("function") if isinstance(c.get("function"), dict) else {} for c in calls]
+            pending = [(str(f.get("name", "")), _parsed_arguments(f.get("arguments"))) for f in functions]
+            calls_by_id.update({c["id"]: p for c, p in zip(calls, pending) if isinstance(c.get("id"), str)})
+            made += [name for name, _ in pending]
             position = 0
         elif role == "tool":
             # Some providers omit tool call ids, so fall back to matching by order.
-            name = message.get("name") or names_by_id.get(message.get("tool_call_id") or "")
-            if not name:
-                name = pending[position] if position < len(pending) else ""
+            call = calls_by_id.get(message.get("tool_call_id") or "")
+            if call is None:
+                call = pending[position] if position < len(pending) else ("", {})
             position += 1
-            results.append((name, text_of(message.get("content"))))
+            text = text_of(message.get("content"))
+            name = message.get("name") if isinstance(message.get("name"), str) else call[0]
+            results.append(ToolResult(name or call[0], text, _ran_with(text, call[1])))
+    tools, choice = _openai_tools(body)
     return Conversation(
         system=system,
         last_user_text=text_of(messages[last_user].get("content")) if last_user >= 0 else "",
         step_index=sum(1 for m in after if m.get("role") == "assistant"),
         tool_results=results,
+        tools=tools,
+        tool_choice=choice,
+        calls_made=made,
     )
 
 
@@ -95,11 +211,33 @@ def _has_user_text(message: dict) -> bool:
     return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "text" for b in content)
 
 
+def _anthropic_tools(body: dict) -> tuple[list[OfferedTool], ToolChoice]:
+    tools = []
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+            schema, description = tool.get("input_schema"), tool.get("description")
+            tools.append(
+                OfferedTool(
+                    tool["name"],
+                    description if isinstance(description, str) else "",
+                    schema if isinstance(schema, dict) else {},
+                )
+            )
+    choice = body.get("tool_choice") if isinstance(body.get("tool_choice"), dict) else {}
+    parallel = choice.get("disable_parallel_tool_use") is not True
+    kind = choice.get("type")
+    if kind == "tool" and isinstance(choice.get("name"), str):
+        return tools, ToolChoice("tool", choice["name"], parallel)
+    mode = {"none": "none", "any": "required"}.get(kind, "auto")
+    return tools, ToolChoice(mode, "", parallel)
+
+
 def from_anthropic(body: dict) -> Conversation:
     messages = _dict_messages(body)
     last_user = _last_index(messages, _has_user_text)
     after = messages[last_user + 1 :]
-    names_by_id: dict[str, str] = {}
+    calls_by_id: dict[str, tuple[str, dict]] = {}
+    made: list[str] = []
     results = []
     for message in after:
         blocks = message.get("content")
@@ -109,13 +247,20 @@ def from_anthropic(body: dict) -> Conversation:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "tool_use":
-                names_by_id[str(block.get("id"))] = str(block.get("name", ""))
+                name = str(block.get("name", ""))
+                calls_by_id[str(block.get("id"))] = (name, _parsed_arguments(block.get("input")))
+                made.append(name)
             elif block.get("type") == "tool_result":
-                name = names_by_id.get(str(block.get("tool_use_id")), "")
-                results.append((name, text_of(block.get("content"))))
+                name, asked = calls_by_id.get(str(block.get("tool_use_id")), ("", {}))
+                text = text_of(block.get("content"))
+                results.append(ToolResult(name, text, _ran_with(text, asked)))
+    tools, choice = _anthropic_tools(body)
     return Conversation(
         system=text_of(body.get("system")),
         last_user_text=text_of(messages[last_user].get("content")) if last_user >= 0 else "",
         step_index=sum(1 for m in after if m.get("role") == "assistant"),
         tool_results=results,
+        tools=tools,
+        tool_choice=choice,
+        calls_made=made,
     )

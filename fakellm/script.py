@@ -11,22 +11,38 @@ from fakellm.validation import DEFAULTS, FAULT_DEFAULTS, validate_script
 DEFAULT_FALLBACK = {"content": "I have no scripted reply for that."}
 
 
-def _branch_holds(branch: dict, conversation: Conversation) -> bool:
+def _branch_match(branch: dict, conversation: Conversation) -> dict | None:
+    """The named groups of the branch's regex (empty for a name condition) when it holds."""
     if "if_last_tool_name" in branch:
-        return conversation.tool_results != [] and (conversation.last_tool_name == branch["if_last_tool_name"])
+        holds = conversation.tool_results != [] and conversation.last_tool_name == branch["if_last_tool_name"]
+        return {} if holds else None
     if "if_last_tool_result_matches" in branch:
+        texts = [conversation.last_tool_result] if conversation.tool_results else []
         pattern = branch["if_last_tool_result_matches"]
-        return bool(conversation.tool_results) and bool(re.search(pattern, conversation.last_tool_result))
-    pattern = branch["if_any_tool_result_matches"]
-    return any(re.search(pattern, text) for _, text in conversation.tool_results)
+    else:
+        texts = [result.text for result in conversation.tool_results]
+        pattern = branch["if_any_tool_result_matches"]
+    for text in texts:
+        found = re.search(pattern, text)
+        if found:
+            return {k: v or "" for k, v in found.groupdict().items()}
+    return None
 
 
-def resolve(step: dict, conversation: Conversation) -> dict:
-    """Follow branches (possibly nested) down to a reply step."""
+def resolve(step: dict, conversation: Conversation) -> tuple[dict, dict]:
+    """Follow branches (possibly nested) down to a reply step; also the named groups of the
+    regexes that chose it, which its templates may use."""
+    groups: dict[str, str] = {}
     while "branches" in step:
-        chosen = next((b for b in step["branches"] if _branch_holds(b, conversation)), None)
-        step = chosen["then"] if chosen else step["else"]
-    return step
+        for branch in step["branches"]:
+            found = _branch_match(branch, conversation)
+            if found is not None:
+                groups.update(found)
+                step = branch["then"]
+                break
+        else:
+            step = step["else"]
+    return step, groups
 
 
 class Script:
@@ -45,9 +61,9 @@ class Script:
         for pattern, steps in self.scenarios:
             found = pattern.search(conversation.last_user_text)
             if found:
-                step = steps[min(conversation.step_index, len(steps) - 1)]
-                return resolve(step, conversation), found.groupdict()
-        return resolve(self.fallback, conversation), {}
+                step, chosen_by = resolve(steps[min(conversation.step_index, len(steps) - 1)], conversation)
+                return step, {**found.groupdict(), **chosen_by}
+        return resolve(self.fallback, conversation)
 
     def draw_chaos(self) -> dict | None:
         """A random fault (as a step-style FAULT) per faults.rate, or None."""

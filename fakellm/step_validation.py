@@ -9,6 +9,9 @@ CONDITIONS = ("if_last_tool_result_matches", "if_any_tool_result_matches", "if_l
 REPLY_KEYS = {"content", "tool_calls", "usage", "latency_ms", "fault", "finish_reason"}
 USAGE_KEYS = {"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"}
 FAULT_KEYS = {"status", "kind", "retry_after", "times", "timeout_ms"}
+# A generic step draws its content and tool calls per request; the rest is as in a reply step.
+GENERIC_KEYS = {"generic", "usage", "latency_ms", "fault"}
+GENERIC_OPTIONS = {"call": ("each", "one"), "optional": ("some", "all", "none")}
 
 
 def is_int(value) -> bool:
@@ -56,6 +59,8 @@ def check_step(value, path: str, problems: Problems) -> None:
         return
     if "branches" in value:
         return check_branch(value, path, problems)
+    if "generic" in value:
+        return check_generic(value, path, problems)
     problems.keys(value, REPLY_KEYS, path)
     problems.amounts(value, ["latency_ms"], path)
     if not isinstance(value.get("content", ""), str):
@@ -71,6 +76,24 @@ def check_step(value, path: str, problems: Problems) -> None:
         return problems.fail(f"{path}.tool_calls", "must be a list")
     for i, call in enumerate(calls):
         check_tool_call(call, f"{path}.tool_calls[{i}]", problems)
+
+
+def check_generic(value: dict, path: str, problems: Problems) -> None:
+    problems.keys(value, GENERIC_KEYS, path)
+    problems.amounts(value, ["latency_ms"], path)
+    if value.get("usage") is not None:
+        check_usage(value["usage"], f"{path}.usage", problems)
+    if "fault" in value:
+        check_fault(value["fault"], f"{path}.fault", problems)
+    options = value["generic"]
+    if not problems.is_object(options, f"{path}.generic"):
+        return
+    problems.keys(options, {*GENERIC_OPTIONS, "seed"}, f"{path}.generic")
+    for key, allowed in GENERIC_OPTIONS.items():
+        if key in options and options[key] not in allowed:
+            problems.fail(f"{path}.generic.{key}", f"must be one of {allowed}")
+    if "seed" in options and not is_int(options["seed"]):
+        problems.fail(f"{path}.generic.seed", "must be an integer")
 
 
 def check_tool_call(value, path: str, problems: Problems) -> None:

@@ -13,9 +13,9 @@ from functools import cached_property
 
 from fakellm.conversation import Conversation
 
-# {name}, {tool:PATH} and {tool@TOOL_NAME:PATH}; "{" followed by a quote (JSON)
-# never matches.
-PLACEHOLDER = re.compile(r"\{(tool(?:@[^{}:\s]+)?:[^{}\s]*|[^\W\d]\w*)\}")
+# {name}, {tool:PATH}, {tool@TOOL_NAME:PATH}, {args:PATH} and {args@TOOL_NAME:PATH}; "{"
+# followed by a quote (JSON) never matches.
+PLACEHOLDER = re.compile(r"\{((?:tool|args)(?:@[^{}:\s]+)?:[^{}\s]*|[^\W\d]\w*)\}")
 SYSTEM_DATE = re.compile(r"(\d{4})年(\d{2})月(\d{2})日")
 
 
@@ -48,7 +48,7 @@ def _as_text(value) -> str:
 def _parse_json(text: str):
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -69,14 +69,18 @@ class TemplateContext:
         return dt.date.today()
 
     def _tool_value(self, key: str) -> str:
+        """{tool:…} reads the tool's output (past a note the client put before it) as JSON;
+        {args:…} reads the arguments the call ran with."""
         selector, _, path = key.partition(":")
         results = self.conversation.tool_results
         if "@" in selector:
             wanted = selector.split("@", 1)[1]
-            results = [r for r in results if r[0] == wanted]
+            results = [r for r in results if r.name == wanted]
         if not results:
             return ""
-        text = results[-1][1]
+        if selector.startswith("args"):
+            return _as_text(_walk(results[-1].arguments, path))
+        text = results[-1].body
         if text not in self._parsed:
             self._parsed[text] = _parse_json(text)
         return _as_text(_walk(self._parsed[text], path))
@@ -84,7 +88,7 @@ class TemplateContext:
     def lookup(self, key: str) -> str | None:
         if key in self.groups:
             return self.groups[key] or ""
-        if key.startswith("tool") and ":" in key:
+        if key.startswith(("tool", "args")) and ":" in key:
             return self._tool_value(key)
         if key == "today":
             return _chinese_date(self.today)

@@ -2,7 +2,8 @@
 
 With no environment at all Agentry runs on embedded defaults (a SQLite file and kombu's
 filesystem broker under ./var) so a newcomer needs no server; production sets DATABASE_URL,
-REDIS_URL, SECRET_KEY and AGENTRY_ENCRYPTION_KEYS.
+REDIS_URL (or CELERY_BROKER_URL for RabbitMQ), SECRET_KEY and AGENTRY_ENCRYPTION_KEYS. Variables
+the environment leaves unset are read from a .env file, if there is one (.env.example lists them all).
 """
 
 import os
@@ -10,9 +11,20 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from dotenv import load_dotenv
 from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# The .env beside manage.py fills in what the environment leaves unset (the environment always
+# wins), so the web, the workers and manage.py read one file without a wrapper that exports it.
+# AGENTRY_ENV_FILE names another file, which must then exist, or none when empty.
+_ENV_FILE = os.environ.get("AGENTRY_ENV_FILE")
+if _ENV_FILE is None:
+    load_dotenv(BASE_DIR / ".env", override=False)
+elif _ENV_FILE:
+    if not Path(_ENV_FILE).is_file():
+        raise ImproperlyConfigured(f"AGENTRY_ENV_FILE names {_ENV_FILE}, which is not a file.")
+    load_dotenv(_ENV_FILE, override=False)
 VAR_DIR = Path(os.environ.get("AGENTRY_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -65,6 +77,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "agents",
     "tools",
     "conversations",
@@ -155,6 +168,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
+# Times with seconds in the admin (console/formats).
+FORMAT_MODULE_PATH = ["console.formats"]
 TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
@@ -194,8 +209,20 @@ SPECTACULAR_SETTINGS = {
 
 # --- Celery -------------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL or "filesystem://")
-if CELERY_BROKER_URL.startswith("filesystem://"):
+# Redis or RabbitMQ. Unset or empty, the broker is REDIS_URL's server, and without one kombu's
+# filesystem broker (the embedded setup). Redis stays the cache either way.
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
+AGENTRY_BROKER_KIND = {
+    "filesystem": "filesystem",
+    "redis": "redis",
+    "rediss": "redis",
+    "amqp": "rabbitmq",
+    "amqps": "rabbitmq",
+    "pyamqp": "rabbitmq",
+}.get(CELERY_BROKER_URL.partition("://")[0].lower())
+if AGENTRY_BROKER_KIND is None:
+    raise ImproperlyConfigured("CELERY_BROKER_URL must be a redis://, rediss://, amqp:// or amqps:// URL.")
+if AGENTRY_BROKER_KIND == "filesystem":
     _broker_dir = VAR_DIR / "broker"
     (_broker_dir / "out").mkdir(parents=True, exist_ok=True)
     (_broker_dir / "processed").mkdir(parents=True, exist_ok=True)
@@ -209,9 +236,11 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "polling_interval": 0.1,
     }
 else:
-    # A lapsed lease is recovered by the sweeper long before this; the visibility timeout
-    # only has to outlive the longest step so Redis does not hand a live task out twice.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    # Redis's visibility timeout is set below, from the longest a message stays unacknowledged.
+    # RabbitMQ takes no option: publisher confirms would make a request wait without a bound
+    # while the broker blocks publishers (a memory or disk alarm), and a message lost before it
+    # is stored costs a run only the sweeper's re-enqueue (AGENTRY_QUEUED_REENQUEUE_SECONDS).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -301,6 +330,12 @@ SPECTACULAR_SETTINGS.update(
         ],
         # The schema describes the API, not the view that serves it.
         "SERVE_INCLUDE_SCHEMA": False,
+        # Swagger UI and ReDoc from our own static files: the docs work offline and load nothing
+        # from a CDN. No online validator badge either (it would call out to swagger.io).
+        "SWAGGER_UI_DIST": "SIDECAR",
+        "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+        "REDOC_DIST": "SIDECAR",
+        "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     }
 )
 # Throttle counters must be shared by every web process: Redis when there is one. The embedded
@@ -335,6 +370,20 @@ AGENTRY_WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY
 AGENTRY_WEBHOOK_RETRY_MAX_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY_MAX_SECONDS", "3600"))
 AGENTRY_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_TIMEOUT_SECONDS", "10"))
 CELERY_TASK_ROUTES["conversations.tasks.webhook_deliver_task"] = {"queue": "maintenance"}
+
+# --- Broker: how long a task's message may stay unacknowledged -------------------------------
+# A worker acknowledges a message when its task ends (acks late), and holds a retry with a
+# countdown (a webhook's) unacknowledged until it runs: the longest hold is the longest countdown
+# plus a task's hard time limit (a run's task stops at its slice, well under that limit).
+AGENTRY_BROKER_MAX_HOLD_SECONDS = int(AGENTRY_WEBHOOK_RETRY_MAX_SECONDS) + CELERY_TASK_TIME_LIMIT
+if AGENTRY_BROKER_KIND == "redis":
+    # Redis hands a message out again once it has been unacknowledged this long, which would run
+    # a live task or a waiting retry twice; a run whose worker died is the sweeper's long before.
+    CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] = AGENTRY_BROKER_MAX_HOLD_SECONDS
+# RabbitMQ gives a dead worker's messages back as soon as its connection drops, but closes the
+# channel of a worker holding a delivery past the server's consumer_timeout (30 minutes by
+# default, which no client can change): the server's must exceed this hold (README, "Running
+# without Docker").
 
 
 # --- Monitoring (console/monitoring; rollups in conversations/monitoring) ----

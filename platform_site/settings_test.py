@@ -33,6 +33,8 @@ SUITE_ENVIRONMENT = {
     "AGENTRY_RETRY_MAX_SECONDS": "2",
     "AGENTRY_WEBHOOK_RETRY_BASE_SECONDS": "0.2",
     "AGENTRY_WEBHOOK_RETRY_MAX_SECONDS": "1",
+    # A developer's .env beside manage.py never leaks into the suite (or the processes it starts).
+    "AGENTRY_ENV_FILE": "",
 }
 for _name, _value in SUITE_ENVIRONMENT.items():
     os.environ.setdefault(_name, _value)

@@ -1,21 +1,24 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView
 
-from api import openai_compat
+from api import docs, openai_compat
 from platform_site.health import health
 from platform_site.login_throttle import ThrottledAdminAuthenticationForm
 
 admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [
+    # The front door: links to the admin, the approval queue and the API docs.
+    path("", include("console.urls")),
     path("admin/", admin.site.urls),
     path("health/", health),
     path("monitor/", include("console.monitoring.urls")),
     path("api/v1/", include("api.urls")),
     path("approvals/", include("console.approvals.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/docs/", docs.SwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/redoc/", docs.RedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("v1/chat/completions", openai_compat.chat_completions, name="openai-chat-completions"),
     path("v1/models", openai_compat.models, name="openai-models"),
 ]

@@ -1,18 +1,37 @@
 #!/usr/bin/env bash
 # Brings Agentry up on the embedded defaults: SQLite, kombu's filesystem broker and the shipped
 # fake LLM server. No PostgreSQL, Redis or API key needed. Ctrl-C stops everything.
-# Usage: bash scripts/dev.sh [--demo]   (--demo also runs seed 000's conversations once)
+# Usage: bash scripts/dev.sh [--demo] [--flower]
+#   --demo    also runs seed 000's conversations once
+#   --flower  also starts Flower (Celery's task and worker view) on 127.0.0.1:${FLOWER_PORT:-5555},
+#             behind the admin's user and password unless FLOWER_BASIC_AUTH says otherwise
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
+demo=0 flower=0
+for arg in "$@"; do
+  case "$arg" in
+    --demo) demo=1 ;;
+    --flower) flower=1 ;;
+    *) echo "unknown option: $arg (usage: bash scripts/dev.sh [--demo] [--flower])" >&2; exit 2 ;;
+  esac
+done
+
 ensure_venv requirements.txt
-unset DATABASE_URL REDIS_URL CELERY_BROKER_URL
+# Set empty rather than unset, so that a .env file (which fills in only unset variables) cannot
+# point the embedded stack at a server.
+export DATABASE_URL= REDIS_URL= CELERY_BROKER_URL=
 # Plain HTTP on loopback: cookies marked Secure (the default outside DEBUG) would not come back
 # from every browser.
 export SESSION_COOKIE_SECURE="${SESSION_COOKIE_SECURE:-0}" CSRF_COOKIE_SECURE="${CSRF_COOKIE_SECURE:-0}"
 export AGENTRY_DEMO_LLM_URL="${AGENTRY_DEMO_LLM_URL:-http://127.0.0.1:8901/v1}"
 PORT="${PORT:-8000}"
+FLOWER_PORT="${FLOWER_PORT:-5555}"
+if (( flower )); then
+  # The monitoring page links to it.
+  export AGENTRY_FLOWER_URL="${AGENTRY_FLOWER_URL:-http://127.0.0.1:$FLOWER_PORT}"
+fi
 PY=.venv/bin/python
 mkdir -p var/logs
 
@@ -30,12 +49,24 @@ $PY -m fakellm --host 127.0.0.1 --port 8901 >var/logs/fakellm.log 2>&1 & pids+=(
 .venv/bin/celery -A platform_site worker -P threads -c 8 -Q llm,maintenance -l info >var/logs/worker.log 2>&1 & pids+=($!)
 .venv/bin/celery -A platform_site beat -l info >var/logs/beat.log 2>&1 & pids+=($!)
 .venv/bin/uvicorn platform_site.asgi:application --host 127.0.0.1 --port "$PORT" >var/logs/web.log 2>&1 & pids+=($!)
+if (( flower )); then
+  # Flower can revoke tasks and shut workers down: loopback only, and a login.
+  .venv/bin/celery -A platform_site flower --address=127.0.0.1 --port="$FLOWER_PORT" \
+    --basic-auth="${FLOWER_BASIC_AUTH:-${AGENTRY_ADMIN_USERNAME:-admin}:${AGENTRY_ADMIN_PASSWORD:-admin}}" \
+    >var/logs/flower.log 2>&1 & pids+=($!)
+fi
 
 for _ in $(seq 1 100); do
   curl -fsS "http://127.0.0.1:$PORT/health/" >/dev/null 2>&1 && break
   sleep 0.2
 done
 until grep -q " ready." var/logs/worker.log 2>/dev/null; do sleep 0.2; done
+if (( flower )); then
+  for _ in $(seq 1 100); do
+    curl -fsS "http://127.0.0.1:$FLOWER_PORT/healthcheck" >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+fi
 
 cat <<INFO
 
@@ -47,8 +78,11 @@ Agentry is up (embedded defaults: SQLite in var/, filesystem broker, fake LLM on
   One-off:   .venv/bin/python manage.py agentry_chat "我在成都，明天天气如何？"
   Logs:      var/logs/
 INFO
+if (( flower )); then
+  echo "  Flower:    $AGENTRY_FLOWER_URL   (user and password: FLOWER_BASIC_AUTH, else the admin's)"
+fi
 
-if [[ "${1:-}" == "--demo" ]]; then
+if (( demo )); then
   $PY manage.py agentry_demo
 fi
 wait

@@ -46,6 +46,36 @@ def echo(*, ctx, text: str, times: int = 1) -> str:
     return text * times
 
 
+# Several types, formats, bounds and nesting: what the fake model's generic mode must fill in.
+BOOKING_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "guest": {"type": "string", "minLength": 2, "maxLength": 60},
+        "email": {"type": "string", "format": "email"},
+        "arrival": {"type": "string", "format": "date"},
+        "nights": {"type": "integer", "minimum": 1, "maximum": 14},
+        "budget": {"type": "number", "exclusiveMinimum": 0, "maximum": 800},
+        "breakfast": {"type": "boolean"},
+        "room": {"type": "string", "enum": ["single", "double", "suite"]},
+        "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{4}$"},
+        "extras": {"type": "array", "items": {"type": "string"}, "maxItems": 3, "uniqueItems": True},
+        "contact": {
+            "type": "object",
+            "properties": {"phone": {"type": "string", "pattern": "^[0-9]{11}$"}, "note": {"type": ["string", "null"]}},
+            "required": ["phone"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["guest", "arrival", "nights", "room", "code", "contact"],
+    "additionalProperties": False,
+}
+
+
+@python_tool(name="test-booking", description="Books a room; returns what it was given.", parameters=BOOKING_SCHEMA)
+def booking(*, ctx, **arguments) -> str:
+    return json.dumps({"booked": arguments}, ensure_ascii=False, sort_keys=True)
+
+
 @python_tool(
     name="test-fail",
     description="Always raises.",

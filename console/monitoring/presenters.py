@@ -4,8 +4,39 @@ import json
 from datetime import date, datetime
 
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
+from console.approvals.diff import arguments_diff
 from console.monitoring.charts import PALETTE, STATUS_COLORS, latency_bars, stacked_bars
+from conversations.models import RunStatus
+from tools.arguments import arguments_hash
+
+# A run's status as the try page says it while the run goes on.
+STATUS_WORDS = {
+    RunStatus.QUEUED: _("queued, waiting for a worker"),
+    RunStatus.RUNNING: _("running"),
+    RunStatus.AWAITING_APPROVAL: _("waiting for approval"),
+    RunStatus.COMPLETED: _("completed"),
+    RunStatus.FAILED: _("failed"),
+    RunStatus.CANCELLED: _("cancelled"),
+    RunStatus.EXPIRED: _("expired"),
+}
+
+
+def status_words(status: str) -> str:
+    return str(STATUS_WORDS.get(status, status))
+
+
+def duration_text(milliseconds: int | None) -> str:
+    """850 ms, 12.3 s, 4 min 5 s."""
+    if milliseconds is None:
+        return "–"
+    if milliseconds < 1000:
+        return f"{milliseconds} ms"
+    seconds = milliseconds / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return f"{int(seconds // 60)} min {int(seconds % 60)} s"
 
 
 def _hour_label(iso: str) -> str:
@@ -58,6 +89,19 @@ def _pretty(value) -> str:
     return "" if value is None else json.dumps(value, ensure_ascii=False, indent=2)
 
 
+def approval_edit(*, original, approved, approved_by: str = "") -> dict | None:
+    """When a person approved other arguments than the model's: both sets and their line diff
+    (the tool ran with the approved ones). None when nothing was changed."""
+    if approved is None or arguments_hash(original or {}) == arguments_hash(approved):
+        return None
+    return {
+        "original": _pretty(original or {}),
+        "approved": _pretty(approved),
+        "diff": arguments_diff(original or {}, approved),
+        "approved_by": approved_by,
+    }
+
+
 def timeline_rows(steps: list[dict]) -> list[dict]:
     """Each step with its JSON parts pretty-printed for <pre> blocks."""
     rows = []
@@ -67,5 +111,10 @@ def timeline_rows(steps: list[dict]) -> list[dict]:
             row.update(request=_pretty(step["request"]), response=_pretty(step["response"]))
         else:
             row.update(arguments=_pretty(step["arguments"]) if step["arguments"] is not None else step["raw_arguments"])
+            approval = step["approval"]
+            if approval and approval["edited"]:
+                row["edit"] = approval_edit(
+                    original=step["arguments"], approved=approval["arguments"], approved_by=approval["decided_by"] or ""
+                )
         rows.append(row)
     return rows

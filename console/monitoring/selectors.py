@@ -13,8 +13,10 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from agents.models import Agent, ModelConfig
+from console.formatting import fixed_amount
 from console.monitoring.broker import queue_depths, workers_online
-from conversations.models import Run, RunStatus
+from console.monitoring.presenters import status_words
+from conversations.models import Approval, Run, RunStatus
 from conversations.monitoring import histogram
 from conversations.monitoring.models import TOKEN_FIELDS, ErrorHourly, LLMCallHourly, RollupState, RunHourly
 from conversations.monitoring.rollups import floor_hour
@@ -198,22 +200,33 @@ def dashboard_snapshot(*, hours: int = 24, days: int = 7) -> dict:
 
 
 def run_events_after(*, run: Run, after: int, limit: int = 200) -> dict:
-    """A run's events past sequence number `after` (the try-an-agent page polls this), and
-    once the run has ended, its answer."""
+    """A run's events past sequence number `after` (the try-an-agent page polls this), the
+    approvals it waits for while it is parked, and once the run has ended, its answer."""
     events = list(
         run.events.filter(seq__gt=after).order_by("seq").values("seq", "type", "payload", "created_at")[:limit]
     )
     answer = run_final_answer(run=run)
+    waiting = []
+    if run.status == RunStatus.AWAITING_APPROVAL:
+        waiting = [
+            {"id": approval_id, "tool": tool}
+            for approval_id, tool in Approval.objects.filter(run=run, status=Approval.Status.PENDING)
+            .order_by("pk")
+            .values_list("pk", "invocation__tool_name")
+        ]
     return {
         "run": {
             "id": str(run.pk),
             "status": run.status,
+            "status_text": status_words(run.status),
             "stop_reason": run.stop_reason,
+            "stop_reason_text": run.get_stop_reason_display().lower() if run.stop_reason else "",
             "error": run.error,
             "terminal": run.is_terminal,
             "total_tokens": run.total_tokens,
-            "cost": str(run.cost),
+            "cost": fixed_amount(run.cost),
         },
         "events": [{**event, "created_at": event["created_at"].isoformat()} for event in events],
+        "pending_approvals": waiting,
         "answer": answer.content if answer is not None else None,
     }

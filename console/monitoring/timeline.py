@@ -2,9 +2,11 @@
 (request, response, tokens by kind, cost, latency, arguments, result, approval and decider),
 and its events. The timeline page shows it and copies it; four queries whatever the run's size."""
 
+from console.formatting import fixed_amount
 from conversations.models import Run, RunEvent
 from conversations.monitoring.models import TOKEN_FIELDS
 from conversations.selectors import run_timeline
+from tools.arguments import arguments_hash
 
 
 def _iso(moment) -> str | None:
@@ -26,7 +28,7 @@ def _llm_call(call) -> dict:
         "finish_reason": call.finish_reason,
         "tokens": {kind: getattr(call, kind) for kind in TOKEN_FIELDS},
         "usage_estimated": call.usage_estimated,
-        "cost": str(call.cost),
+        "cost": fixed_amount(call.cost),
         "latency_ms": call.latency_ms,
         "error": call.error,
         "started_at": _iso(call.started_at),
@@ -36,13 +38,15 @@ def _llm_call(call) -> dict:
     }
 
 
-def _approval(approval) -> dict | None:
+def _approval(approval, invocation) -> dict | None:
     if approval is None:
         return None
     return {
         "id": approval.pk,
         "status": approval.status,
+        # What was approved; when a person edited the model's arguments, the tool ran with these.
         "arguments": approval.arguments,
+        "edited": arguments_hash(approval.arguments) != arguments_hash(invocation.arguments or {}),
         "decided_by": approval.decided_by.get_username() if approval.decided_by else None,
         "decided_at": _iso(approval.decided_at),
         "channel": approval.channel,
@@ -71,7 +75,7 @@ def _tool_invocation(invocation) -> dict:
         "created_at": _iso(invocation.created_at),
         "started_at": _iso(invocation.started_at),
         "finished_at": _iso(invocation.finished_at),
-        "approval": _approval(getattr(invocation, "approval", None)),
+        "approval": _approval(getattr(invocation, "approval", None), invocation),
     }
 
 
@@ -93,7 +97,7 @@ def run_timeline_export(*, run: Run) -> dict:
             "error": run.error,
             "iterations": run.iterations,
             "tokens": {kind: getattr(run, kind) for kind in TOKEN_FIELDS},
-            "cost": str(run.cost),
+            "cost": fixed_amount(run.cost),
             "created_at": _iso(run.created_at),
             "started_at": _iso(run.started_at),
             "finished_at": _iso(run.finished_at),

@@ -22,6 +22,7 @@ from console.monitoring.selectors import dashboard_snapshot, run_events_after
 from console.monitoring.services import ConversationNotFound, try_message_post
 from console.monitoring.timeline import run_timeline_export
 from conversations.models import Run
+from conversations.permissions import user_may_decide
 from engine.admission import ConversationBusy
 from engine.operations import (
     OPERATE_PERMISSION,
@@ -161,9 +162,12 @@ def run_events_json(request, run_id):
     except BadParameter as exc:
         return _json_error(str(exc))
     run = get_object_or_404(Run, pk=run_id)
-    return JsonResponse(
-        run_events_after(run=run, after=after), encoder=DjangoJSONEncoder, json_dumps_params={"ensure_ascii": False}
-    )
+    data = run_events_after(run=run, after=after)
+    # A link to each approval the run waits for, for those who may decide it.
+    may_decide = user_may_decide(request.user)
+    for approval in data["pending_approvals"]:
+        approval["url"] = reverse("approvals:detail", args=[approval["id"]]) if may_decide else None
+    return JsonResponse(data, encoder=DjangoJSONEncoder, json_dumps_params={"ensure_ascii": False})
 
 
 @require_POST

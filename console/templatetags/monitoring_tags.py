@@ -6,7 +6,27 @@ from datetime import datetime
 from django import template
 from django.utils import timezone
 
+from console import formatting
+from console.monitoring.presenters import duration_text
+
 register = template.Library()
+
+
+@register.filter
+def amount(value) -> str:
+    """A cost in plain notation: 0.00042, never 0E-8."""
+    return formatting.plain_amount(value)
+
+
+@register.filter
+def short_id(value) -> str:
+    """The id's first characters, the whole id in the tooltip."""
+    return formatting.short_id_html(value)
+
+
+@register.filter
+def ms_duration(milliseconds) -> str:
+    return duration_text(milliseconds)
 
 
 @register.filter

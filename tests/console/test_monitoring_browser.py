@@ -178,7 +178,7 @@ def test_try_an_agent_from_the_admin_and_copy_its_timeline(worker, fake_llm, liv
     page.click("#try-send")
     page.wait_for_selector(".bubble.assistant:not(.pending)")
     assert page.locator(".bubble.assistant").inner_text() == "The answer is 42."
-    types = page.locator("#try-events td:nth-child(2)").all_inner_texts()
+    types = page.locator(".try-events td:nth-child(2)").all_inner_texts()
     assert types[0] == "run.queued" and types[-1] == "run.completed"
     assert {"tool.started", "tool.completed", "message.delta"} <= set(types)
     page.screenshot(path=str(ARTIFACTS / "try-agent.png"), full_page=True)

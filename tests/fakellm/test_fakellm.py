@@ -434,7 +434,8 @@ def test_demo_trip_planning_openai(url, place, weather, tool, mode_word):
     assert json.loads(second["tool_calls"][0]["function"]["arguments"]) == {"origin": place, "destination": "青城山"}
     messages = tool_turn(messages, second, [route("driving" if "driving" in tool else "bicycle")])
     final = message_of(chat(url, "demo", messages))["content"]
-    assert final.startswith(f"根据明天（2026年03月01日）{place[:2]}的天气情况（{weather['data'][0]['condition']}")
+    # The place named is the one the weather call asked about.
+    assert final.startswith(f"根据明天（2026年03月01日）{place[:2]}市的天气情况（{weather['data'][0]['condition']}")
     assert f"{mode_word}路线" in final and "14900 米" in final and "沿天府大道直行" in final
 
 

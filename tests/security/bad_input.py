@@ -9,9 +9,11 @@ from django.urls import URLPattern, URLResolver, get_resolver
 # Every route outside the admin, with the methods it takes (GET implies HEAD). A new route must
 # be added here: test_every_route_is_listed says so.
 ROUTES = {
+    "": {"GET"},  # the front door: links to every operator page
     "health/": None,  # any method: load balancers probe it
     "api/schema/": {"GET"},
     "api/docs/": {"GET"},
+    "api/redoc/": {"GET"},
     "v1/chat/completions": {"POST"},
     "v1/models": {"GET"},
     "monitor/": {"GET"},

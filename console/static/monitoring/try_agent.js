@@ -1,9 +1,11 @@
-// Try an agent: post the message, then poll the run's events until it ends.
+// Try an agent: post the message, then poll the run's events until it ends. Each run gets its
+// own section (status in words, a link to its timeline and to any approval it waits for, and
+// its events), so the events of one message never mix with the next one's.
 (function () {
   const form = document.getElementById("try-form");
   if (!form) return;
   const transcript = document.getElementById("transcript");
-  const eventsBody = document.querySelector("#try-events tbody");
+  const runs = document.getElementById("try-runs");
   const state = document.getElementById("try-state");
   const sendButton = document.getElementById("try-send");
   const POLL_MS = 400;
@@ -16,15 +18,66 @@
     return div;
   }
 
-  function addEventRow(event) {
-    const row = eventsBody.insertRow();
+  function element(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function runSection(run) {
+    const section = element("section", "try-run");
+    section.dataset.run = run.run_id;
+    const heading = element("h3");
+    const id = element("span", "short-id", run.run_id.slice(0, 8));
+    id.title = run.run_id;
+    const status = element("span", "run-status", "queued");
+    const link = element("a", "", "timeline");
+    link.href = run.timeline_url;
+    heading.append("Run ", id, " · ", status, " · ", link);
+    const waiting = element("p", "waiting");
+    const table = element("table", "monitor-table try-events");
+    table.createTHead().insertRow().append(element("th", "", "seq"), element("th", "", "type"), element("th", "", "payload"));
+    table.createTBody();
+    section.append(heading, waiting, table);
+    runs.prepend(section);
+    return { section, status, waiting, body: table.tBodies[0] };
+  }
+
+  function addEventRow(body, event) {
+    const row = body.insertRow();
     row.dataset.type = event.type;
     row.insertCell().textContent = event.seq;
     row.insertCell().textContent = event.type;
-    row.insertCell().textContent = JSON.stringify(event.payload);
+    const cell = row.insertCell();
+    cell.className = "payload";
+    cell.appendChild(element("pre", "", JSON.stringify(event.payload)));
+  }
+
+  function showWaiting(view, approvals) {
+    if (!approvals.length) {
+      view.waiting.replaceChildren();
+      return;
+    }
+    const parts = ["Waiting for approval: "];
+    approvals.forEach((approval, index) => {
+      if (index) parts.push(", ");
+      const label = `${approval.tool} (approval #${approval.id})`;
+      if (approval.url) {
+        const link = element("a", "", label);
+        link.href = approval.url;
+        link.target = "_blank";
+        link.rel = "noopener";
+        parts.push(link);
+      } else {
+        parts.push(`${label}, for an approver to decide`);
+      }
+    });
+    view.waiting.replaceChildren(...parts);
   }
 
   async function follow(run) {
+    const view = runSection(run);
     let after = 0;
     let streamed = "";
     const answer = bubble("assistant pending", "…");
@@ -38,7 +91,7 @@
       const data = await response.json();
       for (const event of data.events) {
         after = event.seq;
-        addEventRow(event);
+        addEventRow(view.body, event);
         if (event.type === "message.delta") {
           streamed += event.payload.text;
           answer.textContent = streamed;
@@ -50,15 +103,17 @@
           streamed = "";
         }
       }
-      state.textContent = data.run.status;
+      const words = data.run.stop_reason_text
+        ? `${data.run.status_text} (${data.run.stop_reason_text})`
+        : data.run.status_text;
+      view.status.textContent = words;
+      view.section.dataset.status = data.run.status;
+      state.textContent = words;
+      showWaiting(view, data.pending_approvals);
       if (data.run.terminal) {
         answer.classList.remove("pending");
-        answer.textContent = data.answer || data.run.error || `(run ${data.run.status})`;
-        note.innerHTML = "";
-        const link = document.createElement("a");
-        link.href = run.timeline_url;
-        link.textContent = `run ${data.run.status}${data.run.stop_reason ? ` (${data.run.stop_reason})` : ""} · ${data.run.total_tokens} tokens · timeline`;
-        note.appendChild(link);
+        answer.textContent = data.answer || data.run.error || `(run ${data.run.status_text})`;
+        note.textContent = `run ${words} · ${data.run.total_tokens} tokens`;
         return;
       }
       if (data.events.length === 0) await new Promise((resolve) => setTimeout(resolve, POLL_MS));

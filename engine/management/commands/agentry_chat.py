@@ -4,7 +4,7 @@ from agents.models import Agent
 from conversations.models import Conversation
 from conversations.services import conversation_create
 from engine.admission import message_post
-from engine.cli import RunWaitTimeout, format_run, run_wait
+from engine.cli import RunWaitTimeout, format_run, pending_approvals, run_wait
 
 
 class Command(BaseCommand):
@@ -14,7 +14,9 @@ class Command(BaseCommand):
         parser.add_argument("message")
         parser.add_argument("--agent", default="customer-service", help="agent slug")
         parser.add_argument("--conversation", help="continue this conversation id")
-        parser.add_argument("--timeout", type=float, default=120)
+        parser.add_argument(
+            "--timeout", type=float, default=120, help="seconds to wait for the run, approvals included"
+        )
 
     def handle(self, *args, message, agent, conversation, timeout, **options):
         if conversation:
@@ -28,8 +30,12 @@ class Command(BaseCommand):
             conv = conversation_create(agent=found, title=message[:80])
         run = message_post(conversation=conv, content=message)
         try:
-            run = run_wait(run_id=run.pk, timeout=timeout)
+            run = run_wait(run_id=run.pk, timeout=timeout, on_park=self._report_park)
         except RunWaitTimeout as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"conversation {conv.pk}")
         self.stdout.write(format_run(run))
+
+    def _report_park(self, run):
+        # Approving, editing or rejecting happens elsewhere; the command waits and prints the outcome.
+        self.stdout.write("\n".join(pending_approvals(run)))

@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.models import Agent
 from conversations.services import conversation_create
 from engine.admission import message_post
-from engine.cli import RunWaitTimeout, format_run, run_wait
+from engine.cli import RunWaitTimeout, format_run, pending_approvals, run_wait
 
 # Seed 000's three conversations: the first two share one conversation, as in the seed.
 QUESTIONS = [
@@ -25,7 +25,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--agent", default="customer-service")
-        parser.add_argument("--timeout", type=float, default=120)
+        parser.add_argument(
+            "--timeout", type=float, default=120, help="seconds to wait for each run, approvals included"
+        )
 
     def handle(self, *args, agent, timeout, **options):
         found = Agent.objects.filter(slug=agent).first()
@@ -36,9 +38,13 @@ class Command(BaseCommand):
             if index not in conversations:
                 conversations[index] = conversation_create(agent=found, title=question[:80])
             run = message_post(conversation=conversations[index], content=question)
+            self.stdout.write(self.style.MIGRATE_HEADING(f"\n用户: {question}"))
             try:
-                run = run_wait(run_id=run.pk, timeout=timeout)
+                run = run_wait(run_id=run.pk, timeout=timeout, on_park=self._report_park)
             except RunWaitTimeout as exc:
                 raise CommandError(str(exc)) from exc
-            self.stdout.write(self.style.MIGRATE_HEADING(f"\n用户: {question}"))
             self.stdout.write(format_run(run))
+
+    def _report_park(self, run):
+        # Approving, editing or rejecting happens elsewhere; the command waits and prints the outcome.
+        self.stdout.write("\n".join(pending_approvals(run)))

@@ -1,0 +1,7 @@
+# Operators read the ledger to the second (a retry 2 s after a failure, a lease that lapsed):
+# the admin prints times with seconds, in an order that sorts. Anything not set here falls back
+# to Django's English formats.
+DATE_FORMAT = "Y-m-d"
+DATETIME_FORMAT = "Y-m-d H:i:s"
+SHORT_DATETIME_FORMAT = "Y-m-d H:i:s"
+TIME_FORMAT = "H:i:s"

@@ -1,0 +1,66 @@
+"""The operator pages a user can open, for the admin's header and index and the landing page.
+
+Each link is offered only to users whose permissions open it, so nobody is shown a link that
+answers 403; the approval queue carries the number of pending approvals."""
+
+from dataclasses import dataclass
+
+from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
+
+from console.monitoring.views import TRY_PERMISSIONS, VIEW_PERMISSION
+from conversations.models import Approval
+from conversations.permissions import user_may_decide
+
+
+@dataclass(frozen=True)
+class OperatorLink:
+    key: str
+    label: str
+    url: str
+    description: str
+    count: int | None = None
+
+
+def _is_operator(user, *permissions: str) -> bool:
+    # The monitoring pages' own check (console.monitoring.views.operator_required).
+    return user.is_authenticated and user.is_active and user.is_staff and user.has_perms(permissions)
+
+
+def operator_links(user) -> list[OperatorLink]:
+    links = []
+    if _is_operator(user, VIEW_PERMISSION):
+        links.append(
+            OperatorLink(
+                "monitoring",
+                _("Monitoring"),
+                reverse("monitoring:dashboard"),
+                _("Queues, workers, stuck runs, failures, latency, tokens and cost."),
+            )
+        )
+    if user.is_authenticated and user_may_decide(user):
+        pending = Approval.objects.filter(status=Approval.Status.PENDING).count()
+        links.append(
+            OperatorLink(
+                "approvals",
+                _("Approval queue"),
+                reverse("approvals:queue"),
+                _("Tool calls waiting for a person: approve, edit or reject."),
+                count=pending,
+            )
+        )
+    if _is_operator(user, *TRY_PERMISSIONS):
+        links.append(
+            OperatorLink(
+                "try",
+                _("Try an agent"),
+                reverse("monitoring:try"),
+                _("Send a message through the real queue and watch the run."),
+            )
+        )
+    links.append(
+        OperatorLink(
+            "api-docs", _("API docs"), reverse("api-docs"), _("The REST API, its schema and a console to call it.")
+        )
+    )
+    return links
