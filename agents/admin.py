@@ -7,6 +7,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents.connection_check import model_config_test
@@ -15,6 +16,8 @@ from agents.prompting import system_prompt_check
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyAdminMixin
 from platform_site.crypto import mask
 from platform_site.http_methods import require_POST
+
+RETENTION_PERMISSION = "conversations.delete_run"
 
 
 class ModelConfigForm(forms.ModelForm):
@@ -25,7 +28,7 @@ class ModelConfigForm(forms.ModelForm):
         label=_("API key"),
     )
     clear_api_key = forms.BooleanField(required=False, label=_("Remove the stored key"))
-    base_url = forms.URLField(max_length=500, assume_scheme="https", help_text="e.g. https://api.openai.com/v1")
+    base_url = forms.URLField(max_length=500, assume_scheme="https", help_text=_("e.g. https://api.openai.com/v1"))
 
     class Meta:
         model = ModelConfig
@@ -78,9 +81,11 @@ class ModelConfigAdmin(JSONInputAdminMixin, admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["name", "provider", "base_url", "model", "key_status", "new_api_key", "clear_api_key"]}),
         (
-            "Parameters",
+            _("Parameters"),
             {
-                "description": "Empty means the provider's default. A parameter the provider lacks is refused on save.",
+                "description": _(
+                    "Empty means the provider's default. A parameter the provider lacks is refused on save."
+                ),
                 "fields": [
                     "temperature",
                     "top_p",
@@ -101,9 +106,9 @@ class ModelConfigAdmin(JSONInputAdminMixin, admin.ModelAdmin):
                 ],
             },
         ),
-        ("Timeouts and retries", {"fields": ["connect_timeout_seconds", "read_timeout_seconds", "max_retries"]}),
+        (_("Timeouts and retries"), {"fields": ["connect_timeout_seconds", "read_timeout_seconds", "max_retries"]}),
         (
-            "Prices per million tokens",
+            _("Prices per million tokens"),
             {"fields": ["price_input_per_million", "price_cached_input_per_million", "price_output_per_million"]},
         ),
     ]
@@ -184,7 +189,8 @@ class AgentToolFormSet(forms.BaseInlineFormSet):
         }
         if agent.tool_choice_name not in names:
             raise ValidationError(
-                f"Tool choice names {agent.tool_choice_name!r}, which is not among this agent's enabled tools."
+                _("Tool choice names %(name)r, which is not among this agent's enabled tools.")
+                % {"name": agent.tool_choice_name}
             )
 
 
@@ -216,13 +222,14 @@ class AgentAdmin(admin.ModelAdmin):
                     "is_active",
                     "system_prompt",
                     "time_zone",
+                    "language",
                     "model_config",
                     "fallback_model_config",
                 ]
             },
         ),
         (
-            "Loop",
+            _("Loop"),
             {
                 "fields": [
                     "max_iterations",
@@ -233,11 +240,14 @@ class AgentAdmin(admin.ModelAdmin):
                 ]
             },
         ),
-        ("Context policy", {"fields": ["context_max_turns", "context_tool_result_max_chars", "context_token_budget"]}),
         (
-            "Budgets",
+            _("Context policy"),
+            {"fields": ["context_max_turns", "context_tool_result_max_chars", "context_token_budget"]},
+        ),
+        (
+            _("Budgets"),
             {
-                "description": "Reaching a budget ends the run with stop reason budget (or timeout) and says why.",
+                "description": _("Reaching a budget ends the run with stop reason budget (or timeout) and says why."),
                 "fields": [
                     "run_token_budget",
                     "run_cost_budget",
@@ -247,7 +257,31 @@ class AgentAdmin(admin.ModelAdmin):
                 ],
             },
         ),
+        (
+            _("Retention"),
+            {
+                "description": _(
+                    "Finished runs older than this are deleted daily with all their audit rows; each purge leaves "
+                    "a tombstone (Run purges) naming who set the policy. Export what must be kept first."
+                ),
+                "fields": ["retention_days", "retention_set_by", "retention_set_at"],
+            },
+        ),
     ]
+
+    def get_readonly_fields(self, request, obj=None):
+        # A retention policy deletes runs: setting it takes the power to delete them.
+        readonly = [*super().get_readonly_fields(request, obj), "retention_set_by", "retention_set_at"]
+        if not request.user.has_perm(RETENTION_PERMISSION):
+            readonly.append("retention_days")
+        return readonly
+
+    def save_model(self, request, obj, form, change):
+        # Who set the policy is recorded on the agent and copied into every purge's tombstone.
+        if "retention_days" in form.changed_data:
+            obj.retention_set_by = request.user
+            obj.retention_set_at = timezone.now()
+        super().save_model(request, obj, form, change)
 
 
 @admin.register(AgentVersion)

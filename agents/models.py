@@ -1,5 +1,6 @@
 import zoneinfo
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -11,105 +12,138 @@ from tools.approval_policy import validate_rule
 
 
 class ProviderKind(models.TextChoices):
-    OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible"
-    ANTHROPIC = "anthropic", "Anthropic Messages"
+    OPENAI_COMPATIBLE = "openai_compatible", _("OpenAI-compatible")
+    ANTHROPIC = "anthropic", _("Anthropic Messages")
 
 
 class ResponseFormat(models.TextChoices):
-    TEXT = "text", "text"
-    JSON_OBJECT = "json_object", "any JSON object"
-    JSON_SCHEMA = "json_schema", "JSON matching a schema"
+    TEXT = "text", _("text")
+    JSON_OBJECT = "json_object", _("any JSON object")
+    JSON_SCHEMA = "json_schema", _("JSON matching a schema")
 
 
 class Thinking(models.TextChoices):
-    DEFAULT = "", "provider default (not sent)"
-    ENABLED = "enabled", "enabled"
-    DISABLED = "disabled", "disabled"
-    AUTO = "auto", "auto (model decides)"
+    DEFAULT = "", _("provider default (not sent)")
+    ENABLED = "enabled", _("enabled")
+    DISABLED = "disabled", _("disabled")
+    AUTO = "auto", _("auto (model decides)")
 
 
 class ReasoningEffort(models.TextChoices):
-    DEFAULT = "", "provider default (not sent)"
-    LOW = "low", "low"
-    MEDIUM = "medium", "medium"
-    HIGH = "high", "high"
+    DEFAULT = "", _("provider default (not sent)")
+    LOW = "low", _("low")
+    MEDIUM = "medium", _("medium")
+    HIGH = "high", _("high")
 
 
 class ModelConfig(models.Model):
     """How to reach one model: endpoint, credentials, sampling parameters and prices."""
 
-    name = models.CharField(max_length=100, unique=True)
-    provider = models.CharField(max_length=32, choices=ProviderKind.choices, default=ProviderKind.OPENAI_COMPATIBLE)
-    base_url = models.URLField(
-        max_length=500,
-        help_text="Up to and including the version, e.g. https://api.openai.com/v1 or https://api.anthropic.com/v1.",
+    name = models.CharField(_("name"), max_length=100, unique=True)
+    provider = models.CharField(
+        _("provider"), max_length=32, choices=ProviderKind.choices, default=ProviderKind.OPENAI_COMPATIBLE
     )
-    api_key = EncryptedTextField(blank=True, default="")
-    model = models.CharField(max_length=200, help_text="Model name sent to the provider.")
-    temperature = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(2)])
-    top_p = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(1)])
+    base_url = models.URLField(
+        _("base url"),
+        max_length=500,
+        help_text=_("Up to and including the version, e.g. https://api.openai.com/v1 or https://api.anthropic.com/v1."),
+    )
+    api_key = EncryptedTextField(_("api key"), blank=True, default="")
+    model = models.CharField(_("model"), max_length=200, help_text=_("Model name sent to the provider."))
+    temperature = models.FloatField(
+        _("temperature"), null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(2)]
+    )
+    top_p = models.FloatField(
+        _("top p"), null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(1)]
+    )
     # Zero would ask for an empty answer on every call; the database refuses it too.
-    max_tokens = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    max_tokens = models.PositiveIntegerField(_("max tokens"), null=True, blank=True, validators=[MinValueValidator(1)])
     context_window = models.PositiveIntegerField(
+        _("context window"),
         null=True,
         blank=True,
         validators=[MinValueValidator(256)],
-        help_text="Tokens the model's context holds (prompt and answer), e.g. 4096 for a small llama.cpp model. "
-        "When set, older turns are summarised so requests fit, and max tokens is capped to what is left.",
+        help_text=_(
+            "Tokens the model's context holds (prompt and answer), e.g. 4096 for a small llama.cpp model. "
+            "When set, older turns are summarised so requests fit, and max tokens is capped to what is left."
+        ),
     )
     frequency_penalty = models.FloatField(
-        null=True, blank=True, validators=[MinValueValidator(-2), MaxValueValidator(2)]
+        _("frequency penalty"), null=True, blank=True, validators=[MinValueValidator(-2), MaxValueValidator(2)]
     )
     presence_penalty = models.FloatField(
-        null=True, blank=True, validators=[MinValueValidator(-2), MaxValueValidator(2)]
+        _("presence penalty"), null=True, blank=True, validators=[MinValueValidator(-2), MaxValueValidator(2)]
     )
-    seed = models.BigIntegerField(null=True, blank=True)
-    stop = models.JSONField(default=list, blank=True, help_text='Stop sequences, e.g. ["\\n\\nUser:"].')
-    response_format = models.CharField(max_length=16, choices=ResponseFormat.choices, default=ResponseFormat.TEXT)
+    seed = models.BigIntegerField(_("seed"), null=True, blank=True)
+    stop = models.JSONField(_("stop"), default=list, blank=True, help_text=_('Stop sequences, e.g. ["\\n\\nUser:"].'))
+    response_format = models.CharField(
+        _("response format"), max_length=16, choices=ResponseFormat.choices, default=ResponseFormat.TEXT
+    )
     response_schema = models.JSONField(
-        null=True, blank=True, help_text="The JSON Schema answers must match (response format: JSON matching a schema)."
+        _("response schema"),
+        null=True,
+        blank=True,
+        help_text=_("The JSON Schema answers must match (response format: JSON matching a schema)."),
     )
     thinking = models.CharField(
+        _("thinking"),
         max_length=16,
         choices=Thinking.choices,
         blank=True,
         default=Thinking.DEFAULT,
-        help_text="Reasoning / thinking mode (seed 000's thinking_type; Anthropic extended thinking).",
+        help_text=_("Reasoning / thinking mode (seed 000's thinking_type; Anthropic extended thinking)."),
     )
     thinking_budget_tokens = models.PositiveIntegerField(
+        _("thinking budget tokens"),
         null=True,
         blank=True,
-        help_text="Anthropic: tokens the model may think for (at least 1024, below max tokens).",
+        help_text=_("Anthropic: tokens the model may think for (at least 1024, below max tokens)."),
     )
     reasoning_effort = models.CharField(
+        _("reasoning effort"),
         max_length=16,
         choices=ReasoningEffort.choices,
         blank=True,
         default=ReasoningEffort.DEFAULT,
-        help_text="OpenAI-style reasoning models: how hard to think.",
+        help_text=_("OpenAI-style reasoning models: how hard to think."),
     )
-    stream = models.BooleanField(default=False)
+    stream = models.BooleanField(_("stream"), default=False)
     stream_tools_unsupported = models.BooleanField(
         default=False,
-        verbose_name="streaming with tools unsupported",
-        help_text="Learned: set when the server refused a streamed request with tools (llama.cpp does); such "
-        "requests are then sent unstreamed. Clear it to try streaming again.",
+        verbose_name=_("streaming with tools unsupported"),
+        help_text=_(
+            "Learned: set when the server refused a streamed request with tools (llama.cpp does); such "
+            "requests are then sent unstreamed. Clear it to try streaming again."
+        ),
     )
     extra_params = models.JSONField(
+        _("extra params"),
         default=dict,
         blank=True,
-        help_text='Provider-specific request fields merged into each call, e.g. {"thinking": {"type": "disabled"}}.',
+        help_text=_('Provider-specific request fields merged into each call, e.g. {"thinking": {"type": "disabled"}}.'),
     )
-    connect_timeout_seconds = models.FloatField(default=10, validators=[MinValueValidator(0.1)])
-    read_timeout_seconds = models.FloatField(default=120, validators=[MinValueValidator(0.1)])
-    max_retries = models.PositiveSmallIntegerField(default=2, validators=[MaxValueValidator(10)])
-    price_input_per_million = models.DecimalField(max_digits=12, decimal_places=6, default=0)
-    price_output_per_million = models.DecimalField(max_digits=12, decimal_places=6, default=0)
-    price_cached_input_per_million = models.DecimalField(max_digits=12, decimal_places=6, default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    connect_timeout_seconds = models.FloatField(
+        _("connect timeout seconds"), default=10, validators=[MinValueValidator(0.1)]
+    )
+    read_timeout_seconds = models.FloatField(
+        _("read timeout seconds"), default=120, validators=[MinValueValidator(0.1)]
+    )
+    max_retries = models.PositiveSmallIntegerField(_("max retries"), default=2, validators=[MaxValueValidator(10)])
+    price_input_per_million = models.DecimalField(
+        _("price input per million"), max_digits=12, decimal_places=6, default=0
+    )
+    price_output_per_million = models.DecimalField(
+        _("price output per million"), max_digits=12, decimal_places=6, default=0
+    )
+    price_cached_input_per_million = models.DecimalField(
+        _("price cached input per million"), max_digits=12, decimal_places=6, default=0
+    )
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     class Meta:
+        verbose_name = _("model config")
+        verbose_name_plural = _("model configs")
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(max_tokens__isnull=True) | models.Q(max_tokens__gte=1),
@@ -139,16 +173,16 @@ class ModelConfig(models.Model):
 
 
 class ToolChoice(models.TextChoices):
-    AUTO = "auto", "auto"
-    NONE = "none", "none"
-    REQUIRED = "required", "required"
-    TOOL = "tool", "the named tool"
+    AUTO = "auto", _("auto")
+    NONE = "none", _("none")
+    REQUIRED = "required", _("required")
+    TOOL = "tool", _("the named tool")
 
 
 class ConcurrentMessages(models.TextChoices):
-    REJECT = "reject", "reject (409 while a run is active)"
-    ENQUEUE = "enqueue", "enqueue (the new run waits for the active one)"
-    INTERRUPT = "interrupt", "interrupt (cancel the active run, then start)"
+    REJECT = "reject", _("reject (409 while a run is active)")
+    ENQUEUE = "enqueue", _("enqueue (the new run waits for the active one)")
+    INTERRUPT = "interrupt", _("interrupt (cancel the active run, then start)")
 
 
 def validate_time_zone(value: str) -> None:
@@ -157,94 +191,168 @@ def validate_time_zone(value: str) -> None:
 
 
 class Agent(models.Model):
-    name = models.CharField(max_length=200)
-    slug = models.SlugField(max_length=100, unique=True)
-    description = models.TextField(blank=True)
+    name = models.CharField(_("name"), max_length=200)
+    slug = models.SlugField(_("slug"), max_length=100, unique=True)
+    description = models.TextField(_("description"), blank=True)
     system_prompt = models.TextField(
+        _("system prompt"),
         blank=True,
         help_text=(
-            "Django template. Variables: {{ now_cn }} (2026年02月28日 15时05分30秒 星期六), "
-            "{{ now }}, {{ date }}, {{ time }}, {{ weekday }}, {{ agent_name }}."
+            _(
+                "Django template. Variables: {{ now_cn }} (2026年02月28日 15时05分30秒 星期六), "
+                "{{ now }}, {{ date }}, {{ time }}, {{ weekday }}, {{ agent_name }}."
+            )
         ),
     )
-    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
-    model_config = models.ForeignKey(ModelConfig, on_delete=models.PROTECT, related_name="agents")
-    fallback_model_config = models.ForeignKey(
-        ModelConfig, on_delete=models.PROTECT, null=True, blank=True, related_name="fallback_for"
+    time_zone = models.CharField(_("time zone"), max_length=64, default="UTC", validators=[validate_time_zone])
+    language = models.CharField(
+        _("language"),
+        max_length=16,
+        choices=settings.LANGUAGES,
+        default="en",
+        help_text=_(
+            "The language of what the platform itself tells this agent's users, such as why a run stopped. "
+            "The model answers in whatever language its prompt and the user lead it to."
+        ),
     )
-    tools = models.ManyToManyField("tools.ToolDefinition", through="AgentTool", blank=True)
+    model_config = models.ForeignKey(
+        ModelConfig, on_delete=models.PROTECT, related_name="agents", verbose_name=_("model config")
+    )
+    fallback_model_config = models.ForeignKey(
+        ModelConfig,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="fallback_for",
+        verbose_name=_("fallback model config"),
+    )
+    tools = models.ManyToManyField("tools.ToolDefinition", through="AgentTool", blank=True, verbose_name=_("tools"))
     max_iterations = models.PositiveSmallIntegerField(
+        _("max iterations"),
         default=8,
         validators=[MinValueValidator(1), MaxValueValidator(100)],
-        help_text="Model calls per run before the run stops with an explanation.",
+        help_text=_("Model calls per run before the run stops with an explanation."),
     )
     max_same_tool_streak = models.PositiveSmallIntegerField(
+        _("max same tool streak"),
         default=3,
         validators=[MinValueValidator(1)],
-        help_text="Consecutive steps calling the same tool before the call is refused.",
+        help_text=_("Consecutive steps calling the same tool before the call is refused."),
     )
     tool_choice = models.CharField(
+        _("tool choice"),
         max_length=16,
         choices=ToolChoice.choices,
         default=ToolChoice.AUTO,
-        help_text="'required' and a named tool apply until the run has called a tool; then the model may answer.",
+        help_text=_("'required' and a named tool apply until the run has called a tool; then the model may answer."),
     )
     tool_choice_name = models.CharField(
-        max_length=200, blank=True, default="", help_text="The tool to call when tool choice is 'the named tool'."
+        _("tool choice name"),
+        max_length=200,
+        blank=True,
+        default="",
+        help_text=_("The tool to call when tool choice is 'the named tool'."),
     )
-    parallel_tool_calls = models.BooleanField(default=True)
+    parallel_tool_calls = models.BooleanField(_("parallel tool calls"), default=True)
     # Context policy (seeds 001 §6.3, 003 §3.4, 004 §2.4).
     context_max_turns = models.PositiveSmallIntegerField(
+        _("context max turns"),
         null=True,
         blank=True,
         validators=[MinValueValidator(1)],
-        help_text="Only the last N turns (a user message and what followed it) are sent.",
+        help_text=_("Only the last N turns (a user message and what followed it) are sent."),
     )
     context_tool_result_max_chars = models.PositiveIntegerField(
+        _("context tool result max chars"),
         null=True,
         blank=True,
         validators=[MinValueValidator(100)],
-        help_text="Tool results longer than this are cut when sent again in later steps.",
+        help_text=_("Tool results longer than this are cut when sent again in later steps."),
     )
     context_token_budget = models.PositiveIntegerField(
+        _("context token budget"),
         null=True,
         blank=True,
         validators=[MinValueValidator(500)],
-        help_text="When the context would exceed this (estimated) many tokens, earlier turns are summarised.",
+        help_text=_("When the context would exceed this (estimated) many tokens, earlier turns are summarised."),
     )
     # Budgets: reaching one ends the run with an explanation (stop reason budget or timeout).
-    run_token_budget = models.PositiveIntegerField(null=True, blank=True, help_text="Tokens one run may use.")
+    run_token_budget = models.PositiveIntegerField(
+        _("run token budget"), null=True, blank=True, help_text=_("Tokens one run may use.")
+    )
     run_cost_budget = models.DecimalField(
-        max_digits=12, decimal_places=6, null=True, blank=True, help_text="Cost one run may incur."
+        _("run cost budget"),
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text=_("Cost one run may incur."),
     )
     run_timeout_seconds = models.PositiveIntegerField(
+        _("run timeout seconds"),
         null=True,
         blank=True,
         validators=[MinValueValidator(1)],
-        help_text="Wall-clock deadline of a run from its creation, including time queued or awaiting approval.",
+        help_text=_("Wall-clock deadline of a run from its creation, including time queued or awaiting approval."),
     )
     daily_token_budget = models.PositiveBigIntegerField(
-        null=True, blank=True, help_text="Tokens this agent may use per day (in the agent's time zone)."
+        _("daily token budget"),
+        null=True,
+        blank=True,
+        help_text=_("Tokens this agent may use per day (in the agent's time zone)."),
     )
     daily_cost_budget = models.DecimalField(
-        max_digits=14, decimal_places=6, null=True, blank=True, help_text="Cost this agent may incur per day."
+        _("daily cost budget"),
+        max_digits=14,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text=_("Cost this agent may incur per day."),
     )
-    is_active = models.BooleanField(default=True)
+    is_active = models.BooleanField(_("is active"), default=True)
     # API access and conversation policy.
     allowed_groups = models.ManyToManyField(
         "auth.Group",
         blank=True,
         related_name="+",
-        help_text="Who may use this agent through the API. Empty: every user.",
+        help_text=_("Who may use this agent through the API. Empty: every user."),
+        verbose_name=_("allowed groups"),
     )
     concurrent_messages = models.CharField(
+        _("concurrent messages"),
         max_length=16,
         choices=ConcurrentMessages.choices,
         default=ConcurrentMessages.REJECT,
-        help_text="What a new message does while the conversation still has an active run.",
+        help_text=_("What a new message does while the conversation still has an active run."),
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    # Retention: terminal runs older than this are purged (with all their audit rows) by the
+    # daily sweep, which leaves a tombstone naming who set the policy; empty keeps them forever.
+    retention_days = models.PositiveIntegerField(
+        _("retention days"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text=_(
+            "Delete this agent's finished runs (with their model calls, tool calls, approvals and events) "
+            "this many days after they started. A tombstone records each purge. Empty: keep them forever."
+        ),
+    )
+    retention_set_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="+",
+        verbose_name=_("retention set by"),
+    )
+    retention_set_at = models.DateTimeField(_("retention set at"), null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("agent")
+        verbose_name_plural = _("agents")
 
     def __str__(self):
         return self.name
@@ -272,22 +380,27 @@ class AgentTool(models.Model):
     """An agent's use of a tool; the approval policy can be overridden per agent."""
 
     class Approval(models.TextChoices):
-        INHERIT = "inherit", "as the tool says"
-        NEVER = "never", "never"
-        ALWAYS = "always", "always"
-        RULE = "rule", "when the rule matches"
+        INHERIT = "inherit", _("as the tool says")
+        NEVER = "never", _("never")
+        ALWAYS = "always", _("always")
+        RULE = "rule", _("when the rule matches")
 
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="agent_tools")
-    tool = models.ForeignKey("tools.ToolDefinition", on_delete=models.PROTECT, related_name="agent_tools")
-    approval = models.CharField(max_length=16, choices=Approval.choices, default=Approval.INHERIT)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="agent_tools", verbose_name=_("agent"))
+    tool = models.ForeignKey(
+        "tools.ToolDefinition", on_delete=models.PROTECT, related_name="agent_tools", verbose_name=_("tool")
+    )
+    approval = models.CharField(_("approval"), max_length=16, choices=Approval.choices, default=Approval.INHERIT)
     approval_rule = models.CharField(
+        _("approval rule"),
         max_length=500,
         blank=True,
-        help_text="With 'when the rule matches', e.g. amount > 1000.",
+        help_text=_("With 'when the rule matches', e.g. amount > 1000."),
     )
-    enabled = models.BooleanField(default=True)
+    enabled = models.BooleanField(_("enabled"), default=True)
 
     class Meta:
+        verbose_name = _("agent tool")
+        verbose_name_plural = _("agent tools")
         constraints = [models.UniqueConstraint(fields=["agent", "tool"], name="agent_tool_unique")]
 
     def __str__(self):
@@ -308,13 +421,15 @@ class AgentVersion(models.Model):
     run ran with. A new version is written only when the snapshot's hash changes.
     """
 
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="versions")
-    number = models.PositiveIntegerField()
-    config_hash = models.CharField(max_length=64)
-    snapshot = models.JSONField()
-    created_at = models.DateTimeField(auto_now_add=True)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="versions", verbose_name=_("agent"))
+    number = models.PositiveIntegerField(_("number"))
+    config_hash = models.CharField(_("config hash"), max_length=64)
+    snapshot = models.JSONField(_("snapshot"))
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
 
     class Meta:
+        verbose_name = _("agent version")
+        verbose_name_plural = _("agent versions")
         constraints = [
             models.UniqueConstraint(fields=["agent", "number"], name="agent_version_number_unique"),
         ]
@@ -331,11 +446,11 @@ class AgentUsageDay(models.Model):
     equals the sum over that day's LLMCall rows and a budget check is one indexed read.
     """
 
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="usage_days")
-    day = models.DateField()
-    total_tokens = models.PositiveBigIntegerField(default=0)
-    cost = models.DecimalField(max_digits=16, decimal_places=8, default=0)
-    calls = models.PositiveIntegerField(default=0)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="usage_days", verbose_name=_("agent"))
+    day = models.DateField(_("day"))
+    total_tokens = models.PositiveBigIntegerField(_("total tokens"), default=0)
+    cost = models.DecimalField(_("cost"), max_digits=16, decimal_places=8, default=0)
+    calls = models.PositiveIntegerField(_("calls"), default=0)
 
     class Meta:
         verbose_name = _("daily agent usage")

@@ -25,6 +25,9 @@ class AgentSettings(TypedDict):
     slug: str
     system_prompt: str
     time_zone: str
+    # What the engine's own messages to the user are written in (engine.speech); absent from
+    # versions pinned before agents had a language.
+    language: NotRequired[str]
     max_iterations: int
     max_same_tool_streak: int
     tool_choice: str
@@ -257,6 +260,7 @@ def snapshot_build(*, agent: Agent) -> AgentSnapshot:
             "slug": agent.slug,
             "system_prompt": agent.system_prompt,
             "time_zone": agent.time_zone,
+            "language": agent.language,
             "max_iterations": agent.max_iterations,
             "max_same_tool_streak": agent.max_same_tool_streak,
             "tool_choice": agent.tool_choice,

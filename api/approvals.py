@@ -1,5 +1,6 @@
 """/api/v1/approvals/: list and read approvals, and decide one (`POST {id}/decision/`)."""
 
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -79,7 +80,7 @@ class DecisionSerializer(serializers.Serializer):
 
     def validate_arguments(self, value):
         if not isinstance(value, dict):
-            raise serializers.ValidationError("Must be a JSON object.")
+            raise serializers.ValidationError(_("Must be a JSON object."))
         return value
 
 

@@ -4,6 +4,7 @@ serve: the same token and session rules, the same throttles, the same error shap
 import math
 
 from django.http import JsonResponse
+from django.utils.translation import gettext as _
 from rest_framework import exceptions
 
 from api.auth import ApiTokenAuthentication
@@ -37,7 +38,9 @@ async def authenticate(request, *, allow_session: bool):
         user = await request.auser()
         if user.is_authenticated:
             return user
-    raise AsyncApiError(401, "Authentication credentials were not provided.", code="missing_api_key", headers=challenge)
+    raise AsyncApiError(
+        401, _("Authentication credentials were not provided."), code="missing_api_key", headers=challenge
+    )
 
 
 async def throttle(request, user, throttle_classes) -> None:

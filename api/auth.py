@@ -1,3 +1,4 @@
+from django.utils.translation import gettext as _
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
@@ -14,14 +15,14 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         if not header or header[0].lower().decode() not in self.keywords:
             return None
         if len(header) != 2:
-            raise exceptions.AuthenticationFailed("Malformed Authorization header; use 'Bearer <token>'.")
+            raise exceptions.AuthenticationFailed(_("Malformed Authorization header; use 'Bearer <token>'."))
         try:
             plaintext = header[1].decode()
         except UnicodeError:
-            raise exceptions.AuthenticationFailed("The token contains invalid characters.") from None
+            raise exceptions.AuthenticationFailed(_("The token contains invalid characters.")) from None
         token = api_token_authenticate(plaintext=plaintext)
         if token is None:
-            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+            raise exceptions.AuthenticationFailed(_("Invalid or revoked token."))
         return token.user, token
 
     def authenticate_header(self, request):

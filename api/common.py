@@ -1,5 +1,6 @@
 """Pieces shared by the API's resource modules."""
 
+from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions, serializers, status
 
 from platform_site.json_input import JSONInputError, json_loads_checked
@@ -15,14 +16,14 @@ class ErrorSerializer(serializers.Serializer):
 
 class IdempotencyKeyMismatch(exceptions.APIException):
     status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
-    default_detail = "This Idempotency-Key was already used with different content."
+    default_detail = _("This Idempotency-Key was already used with different content.")
     default_code = "idempotency_key_mismatch"
 
 
 def reject_nul(value) -> None:
     """PostgreSQL cannot store U+0000 in text or JSON; say so instead of failing on insert."""
     if contains_nul(value):
-        raise serializers.ValidationError("Must not contain the NUL character (U+0000).")
+        raise serializers.ValidationError(_("Must not contain the NUL character (U+0000)."))
 
 
 class JSONInputField(serializers.JSONField):

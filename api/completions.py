@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from agents.models import Agent
 from agents.selectors import agents_usable_by
@@ -54,42 +55,44 @@ def _text(content, param: str) -> str:
     ):
         text = "\n".join(part["text"] for part in content)
     else:
-        raise CompletionRequestError("Must be a string or a list of text parts.", param=param)
+        raise CompletionRequestError(_("Must be a string or a list of text parts."), param=param)
     if "\x00" in text:
-        raise CompletionRequestError("Must not contain the NUL character (U+0000).", param=param)
+        raise CompletionRequestError(_("Must not contain the NUL character (U+0000)."), param=param)
     if len(text) > settings.AGENTRY_MESSAGE_MAX_CHARS:
-        raise CompletionRequestError(f"Must be at most {settings.AGENTRY_MESSAGE_MAX_CHARS} characters.", param=param)
+        raise CompletionRequestError(
+            _("Must be at most %(count)s characters.") % {"count": settings.AGENTRY_MESSAGE_MAX_CHARS}, param=param
+        )
     return text
 
 
 def completion_request_parse(body) -> CompletionRequest:
     if not isinstance(body, dict):
-        raise CompletionRequestError("The request body must be a JSON object.")
+        raise CompletionRequestError(_("The request body must be a JSON object."))
     model = body.get("model")
     if not isinstance(model, str) or not model:
-        raise CompletionRequestError("Required: the slug of an agent.", param="model")
+        raise CompletionRequestError(_("Required: the slug of an agent."), param="model")
     if "\x00" in model:
-        raise CompletionRequestError("Must not contain the NUL character (U+0000).", param="model")
+        raise CompletionRequestError(_("Must not contain the NUL character (U+0000)."), param="model")
     if body.get("tools") or body.get("functions"):
-        raise CompletionRequestError("Not supported: the agent runs its own tools.", param="tools")
+        raise CompletionRequestError(_("Not supported: the agent runs its own tools."), param="tools")
     if body.get("n", 1) != 1:
-        raise CompletionRequestError("Only n=1 is supported.", param="n")
+        raise CompletionRequestError(_("Only n=1 is supported."), param="n")
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
-        raise CompletionRequestError("Must be true or false.", param="stream")
+        raise CompletionRequestError(_("Must be true or false."), param="stream")
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
-        raise CompletionRequestError("Must be an object.", param="stream_options")
+        raise CompletionRequestError(_("Must be an object."), param="stream_options")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise CompletionRequestError("Required: a non-empty list of messages.", param="messages")
+        raise CompletionRequestError(_("Required: a non-empty list of messages."), param="messages")
     if len(messages) > MAX_MESSAGES:
-        raise CompletionRequestError(f"At most {MAX_MESSAGES} messages.", param="messages")
+        raise CompletionRequestError(_("At most %(count)s messages.") % {"count": MAX_MESSAGES}, param="messages")
     turns, system = [], []
     for index, message in enumerate(messages):
         param = f"messages[{index}]"
         if not isinstance(message, dict):
-            raise CompletionRequestError("Must be an object with a role and content.", param=param)
+            raise CompletionRequestError(_("Must be an object with a role and content."), param=param)
         role = message.get("role")
         if not isinstance(role, str):
             raise CompletionRequestError(
@@ -97,7 +100,9 @@ def completion_request_parse(body) -> CompletionRequest:
             )
         if role in SYSTEM_ROLES:
             if message.get("tool_calls") or message.get("function_call"):
-                raise CompletionRequestError("Tool calls are not accepted: the agent calls its own tools.", param=param)
+                raise CompletionRequestError(
+                    _("Tool calls are not accepted: the agent calls its own tools."), param=param
+                )
             system.append(_text(message.get("content"), f"{param}.content"))
             continue
         if role not in ("user", "assistant"):
@@ -106,10 +111,10 @@ def completion_request_parse(body) -> CompletionRequest:
                 param=f"{param}.role",
             )
         if message.get("tool_calls") or message.get("function_call"):
-            raise CompletionRequestError("Tool calls are not accepted: the agent calls its own tools.", param=param)
+            raise CompletionRequestError(_("Tool calls are not accepted: the agent calls its own tools."), param=param)
         turns.append({"role": role, "content": _text(message.get("content"), f"{param}.content")})
     if not turns or turns[-1]["role"] != "user" or not turns[-1]["content"].strip():
-        raise CompletionRequestError("The last message must be a user message with text.", param="messages")
+        raise CompletionRequestError(_("The last message must be a user message with text."), param="messages")
     system_text = "\n\n".join(text for text in system if text.strip())
     if len(system_text) > settings.AGENTRY_MESSAGE_MAX_CHARS:
         raise CompletionRequestError(

@@ -62,15 +62,17 @@ class ConversationCreateSerializer(serializers.Serializer):
     def validate_agent(self, slug: str):
         agent = agents_usable_by(user=self.context["request"].user).filter(slug=slug).first()
         if agent is None:
-            raise serializers.ValidationError(f"There is no agent {slug!r} that you may use.")
+            raise serializers.ValidationError(_("There is no agent %(slug)r that you may use.") % {"slug": slug})
         return agent
 
     def validate_metadata(self, metadata):
         if not isinstance(metadata, dict):
-            raise serializers.ValidationError("Must be a JSON object.")
+            raise serializers.ValidationError(_("Must be a JSON object."))
         reject_nul(metadata)
         if len(json.dumps(metadata, ensure_ascii=False).encode()) > METADATA_MAX_BYTES:
-            raise serializers.ValidationError(f"Must be at most {METADATA_MAX_BYTES} bytes as JSON.")
+            raise serializers.ValidationError(
+                _("Must be at most %(count)s bytes as JSON.") % {"count": METADATA_MAX_BYTES}
+            )
         return metadata
 
 
@@ -79,10 +81,12 @@ class MessageCreateSerializer(serializers.Serializer):
 
     def validate_content(self, content: str) -> str:
         if not content.strip():
-            raise serializers.ValidationError("This field may not be blank.")
+            raise serializers.ValidationError(_("This field may not be blank."))
         limit = settings.AGENTRY_MESSAGE_MAX_CHARS
         if len(content) > limit:
-            raise serializers.ValidationError(f"Ensure this field has no more than {limit} characters.")
+            raise serializers.ValidationError(
+                _("Ensure this field has no more than %(limit)s characters.") % {"limit": limit}
+            )
         return content
 
 

@@ -11,6 +11,7 @@ import re
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpResponse, StreamingHttpResponse
+from django.utils.translation import gettext as _
 
 from api.async_auth import AsyncApiError, authenticate, throttle
 from api.throttles import ApiUserThrottle
@@ -62,7 +63,7 @@ async def run_events(request, run_id):
         return exc.response()
     run = await db(_visible_run, user, run_id)
     if run is None:
-        return AsyncApiError(404, "Not found.").response()
+        return AsyncApiError(404, _("Not found.")).response()
     if run["status"] in TERMINAL_STATUSES and after >= run["event_seq"]:
         return HttpResponse(status=204)
     response = StreamingHttpResponse(_stream(run["pk"], after), content_type="text/event-stream; charset=utf-8")

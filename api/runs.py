@@ -202,7 +202,9 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         if run.status == RunStatus.CANCELLED:
             return Response(self.get_serializer(run).data, status=status.HTTP_200_OK)
         if run.is_terminal:
-            raise ApiConflict(f"The run is already {run.status}; it can no longer be cancelled.")
+            raise ApiConflict(
+                _("The run is already %(status)s; it can no longer be cancelled.") % {"status": run.status}
+            )
         cancelled = run_cancel(run=run, by=request.user)
         if cancelled.is_terminal and cancelled.status != RunStatus.CANCELLED:
             # It ended while this request was on its way: the cancel came too late.

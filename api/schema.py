@@ -201,6 +201,45 @@ def add_streaming_endpoints(result, generator, request, public):
             },
         }
     }
+    result["paths"]["/api/v1/runs/export/"] = {
+        "get": {
+            "operationId": "runs_export",
+            "tags": ["runs"],
+            "summary": "Export runs with their model calls, tool invocations, approvals and events",
+            "description": "The runs the caller may see, oldest first, streamed. JSONL: one run per line with its "
+            "rows nested (llm_calls, tool_invocations, approvals, events). CSV: one row per ledger row with a "
+            "`kind` column and the rest of the row as JSON in `detail`.",
+            "security": [*security, {"cookieAuth": []}],
+            "parameters": [
+                {"name": "format", "in": "query", "schema": {"type": "string", "enum": ["jsonl", "csv"]}},
+                {"name": "agent", "in": "query", "schema": {"type": "string"}, "description": "An agent's slug."},
+                {
+                    "name": "since",
+                    "in": "query",
+                    "schema": {"type": "string"},
+                    "description": "Runs created at or after this ISO 8601 date or date-time.",
+                },
+                {
+                    "name": "until",
+                    "in": "query",
+                    "schema": {"type": "string"},
+                    "description": "Runs created before this ISO 8601 date or date-time.",
+                },
+            ],
+            "responses": {
+                "200": {
+                    "description": "The export, as an attachment.",
+                    "content": {
+                        "application/x-ndjson": {"schema": {"type": "string"}},
+                        "text/csv": {"schema": {"type": "string"}},
+                    },
+                },
+                "400": _json(ERROR, "A bad format, date or agent, named in extra.fields."),
+                "401": _json(ERROR, "Not authenticated."),
+                "429": _json(ERROR, "Throttled."),
+            },
+        }
+    }
     result["paths"]["/v1/chat/completions"] = {
         "post": {
             "operationId": "chat_completions",

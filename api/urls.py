@@ -3,7 +3,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from api import agents, conversations, events, runs
+from api import agents, conversations, events, exports, runs
 from api.approvals import ApprovalViewSet
 
 router = DefaultRouter(trailing_slash=True)
@@ -15,5 +15,7 @@ router.register("approvals", ApprovalViewSet, basename="approval")
 urlpatterns = [
     # Async (ASGI) view, outside DRF: a stream must not hold a thread while it waits.
     path("runs/<uuid:run_id>/events/", events.run_events, name="run-events"),
+    # Before the router, whose runs/<pk>/ would take "export" for a run's id.
+    path("runs/export/", exports.runs_export, name="runs-export"),
     *router.urls,
 ]

@@ -11,6 +11,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from console.approvals.diff import arguments_diff
+from console.export_actions import export_runs_csv, export_runs_jsonl, user_may_export
 from console.formatting import plain_amount, short_id_html
 from console.monitoring.admin_actions import cancel_runs, requeue_runs, retry_runs
 from console.monitoring.presenters import approval_edit, duration_text
@@ -22,6 +23,7 @@ from conversations.models import (
     Message,
     Run,
     RunEvent,
+    RunPurge,
     ToolInvocation,
     Webhook,
     WebhookAttempt,
@@ -67,11 +69,11 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 class HasErrorFilter(admin.SimpleListFilter):
-    title = "has error"
+    title = gettext_lazy("has error")
     parameter_name = "has_error"
 
     def lookups(self, request, model_admin):
-        return [("yes", "yes"), ("no", "no")]
+        return [("yes", _("yes")), ("no", _("no"))]
 
     def queryset(self, request, queryset):
         if self.value() == "yes":
@@ -156,10 +158,13 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         ("Timeline", {"fields": ["timeline"]}),
     ]
     inlines = [RunEventInline]
-    actions = [cancel_runs, requeue_runs, retry_runs]
+    actions = [cancel_runs, requeue_runs, retry_runs, export_runs_jsonl, export_runs_csv]
 
     def has_operate_permission(self, request):
         return user_may_operate(request.user)
+
+    def has_export_permission(self, request):
+        return user_may_export(request.user)
 
     def get_queryset(self, request):
         # The question and the version number come with the list's one query, without loading
@@ -298,23 +303,23 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     ]
     readonly_fields = fields
 
-    @admin.display(description="tool", ordering="invocation__tool_name")
+    @admin.display(description=gettext_lazy("tool"), ordering="invocation__tool_name")
     def tool(self, obj):
         return obj.invocation.tool_name
 
-    @admin.display(description="agent")
+    @admin.display(description=gettext_lazy("agent"))
     def agent(self, obj):
         return obj.run.agent
 
-    @admin.display(description="edited", boolean=True)
+    @admin.display(description=gettext_lazy("edited"), boolean=True)
     def edited(self, obj):
         return obj.arguments_hash != arguments_hash(obj.invocation.arguments or {})
 
-    @admin.display(description="original arguments (from the model)")
+    @admin.display(description=gettext_lazy("original arguments (from the model)"))
     def original_arguments(self, obj):
         return obj.invocation.arguments
 
-    @admin.display(description="difference")
+    @admin.display(description=gettext_lazy("difference"))
     def arguments_diff(self, obj):
         if not self.edited(obj):
             return "–"
@@ -334,15 +339,19 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             except ApprovalError as exc:
                 refused.append(f"#{approval.pk}: {exc}")
         skipped = queryset.exclude(status=Approval.Status.PENDING).count()
-        self.message_user(request, f"{done} decided, {skipped} skipped (not pending).", messages.SUCCESS)
+        self.message_user(
+            request,
+            _("%(done)s decided, %(skipped)s skipped (not pending).") % {"done": done, "skipped": skipped},
+            messages.SUCCESS,
+        )
         for line in refused:
             self.message_user(request, line, messages.ERROR)
 
-    @admin.action(description="Approve selected pending approvals", permissions=["decide"])
+    @admin.action(description=gettext_lazy("Approve selected pending approvals"), permissions=["decide"])
     def approve_selected(self, request, queryset):
         self._decide(request, queryset, decision="approve")
 
-    @admin.action(description="Reject selected pending approvals…", permissions=["decide"])
+    @admin.action(description=gettext_lazy("Reject selected pending approvals…"), permissions=["decide"])
     def reject_selected(self, request, queryset):
         reason = request.POST.get("reason", "").strip()
         if "apply" in request.POST and reason:
@@ -354,7 +363,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             "admin/conversations/approval/reject.html",
             {
                 **self.admin_site.each_context(request),
-                "title": "Reject approvals",
+                "title": _("Reject approvals"),
                 "approvals": queryset,
                 "opts": self.model._meta,
                 "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
@@ -416,8 +425,10 @@ class WebhookForm(forms.ModelForm):
     new_secret = forms.CharField(
         required=False,
         widget=forms.PasswordInput(render_value=False),
-        label="Secret",
-        help_text="Leave empty to keep the current secret (a new webhook gets a generated one, shown once).",
+        label=gettext_lazy("Secret"),
+        help_text=gettext_lazy(
+            "Leave empty to keep the current secret (a new webhook gets a generated one, shown once)."
+        ),
     )
     url = forms.URLField(max_length=500, assume_scheme="https")
 
@@ -442,7 +453,7 @@ class WebhookAdmin(admin.ModelAdmin):
     raw_id_fields = ["conversation"]
     readonly_fields = ["secret_status"]
 
-    @admin.display(description="secret")
+    @admin.display(description=gettext_lazy("secret"))
     def secret_status(self, obj):
         return mask(obj.secret) if obj.pk else "-"
 
@@ -453,7 +464,9 @@ class WebhookAdmin(admin.ModelAdmin):
         elif not change:
             obj.secret = webhook_secret_generate()
             self.message_user(
-                request, f"Webhook secret, copy it now; it will not be shown again: {obj.secret}", messages.WARNING
+                request,
+                _("Webhook secret, copy it now; it will not be shown again: %(secret)s") % {"secret": obj.secret},
+                messages.WARNING,
             )
         super().save_model(request, obj, form, change)
 
@@ -471,3 +484,30 @@ class WebhookDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description=gettext_lazy("delivery"), ordering="id")
     def short_id(self, obj):
         return short_id_html(obj.pk)
+
+
+@admin.register(RunPurge)
+class RunPurgeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Tombstones of retention purges: what was removed, by whose policy. Never edited."""
+
+    list_display = ["created_at", "agent_slug", "retention_days", "cutoff", "runs", "policy_set_by_username"]
+    list_filter = ["agent_slug"]
+    search_fields = ["agent_slug", "policy_set_by_username"]
+    date_hierarchy = "created_at"
+    fields = [
+        "agent",
+        "agent_slug",
+        "retention_days",
+        "cutoff",
+        "counts",
+        "policy_set_by",
+        "policy_set_by_username",
+        "policy_set_at",
+        "created_at",
+        "finished_at",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description=gettext_lazy("runs removed"))
+    def runs(self, obj):
+        return obj.counts.get("runs", 0)

@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
+from django.utils.translation import gettext_lazy as _
 
 
 def _approvers_group(sender, **kwargs):
@@ -13,6 +14,7 @@ def _approvers_group(sender, **kwargs):
 
 class ConversationsConfig(AppConfig):
     name = "conversations"
+    verbose_name = _("Conversations")
 
     def ready(self):
         # Register the tasks in every process (web ones too): webhook deliveries are sent by

@@ -129,11 +129,20 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The run's trace context when tracing is on (engine.tracing): its trace, the id of its
+    # invoke_agent span (emitted when the run ends) and the caller's span, in lowercase hex.
+    trace_id = models.CharField(max_length=32, blank=True, default="")
+    trace_span_id = models.CharField(max_length=16, blank=True, default="")
+    trace_parent_span_id = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]
         # Operators' actions on runs (monitoring pages and admin); seeing runs is view_run.
-        permissions = [("operate_run", "Can cancel, requeue and retry runs")]
+        permissions = [
+            ("operate_run", "Can cancel, requeue and retry runs"),
+            # Export reads everything an auditor may see, in bulk: its own grant, beyond view_run.
+            ("export_run", "Can export runs with their audit rows"),
+        ]
         indexes = [
             # The sweeper scans for lapsed leases among running runs only (a few hundred rows per
             # worker). The lease's expiry is left out of the index on purpose: every step extends
@@ -383,6 +392,11 @@ class RunRequest(models.Model):
                 name="run_request_idempotency_unique",
             ),
         ]
+        indexes = [
+            # The expiry sweep clears keys older than AGENTRY_IDEMPOTENCY_KEY_HOURS; only keyed
+            # requests are indexed, and a cleared key leaves the index.
+            models.Index(fields=["created_at"], name="run_request_keyed_idx", condition=~Q(idempotency_key="")),
+        ]
 
     def __str__(self):
         return f"request for {self.run_id}"
@@ -457,6 +471,36 @@ class WebhookAttempt(models.Model):
 
     def __str__(self):
         return f"attempt {self.number} ({self.http_status or self.error})"
+
+
+class RunPurge(models.Model):
+    """A tombstone: what one retention sweep removed for one agent, and whose policy it applied.
+
+    Written in the same transactions as the deletions it counts, so its counts never claim more
+    or less than was removed. Kept as text too (agent slug, user name) so it outlives both."""
+
+    agent = models.ForeignKey("agents.Agent", on_delete=models.SET_NULL, null=True, related_name="+")
+    agent_slug = models.CharField(max_length=100)
+    retention_days = models.PositiveIntegerField()
+    # Runs created before this instant were eligible.
+    cutoff = models.DateTimeField()
+    # Rows removed, by kind: {"runs": 3, "llm_calls": 9, "tool_invocations": 4, ...}.
+    counts = models.JSONField(default=dict)
+    policy_set_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    policy_set_by_username = models.CharField(max_length=150, blank=True, default="")
+    policy_set_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("run purge")
+        verbose_name_plural = _("run purges")
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"purge of {self.agent_slug} before {self.cutoff:%Y-%m-%d}"
 
 
 # Hourly rollups for the monitoring dashboard (derived from the ledger above).

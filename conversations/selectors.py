@@ -2,8 +2,10 @@
 engine step reads."""
 
 from django.db import connection
-from django.db.models import Case, OuterRef, QuerySet, Subquery, Value, When
+from django.db.models import Case, Exists, OuterRef, Q, QuerySet, Subquery, Value, When
 
+from agents.models import Agent
+from agents.selectors import agents_usable_by
 from conversations.models import Conversation, LLMCall, Message, Run, RunStatus, ToolInvocation
 from conversations.rows import Columns
 
@@ -160,3 +162,26 @@ def conversation_messages_all(*, conversation_id) -> list[Message]:
             [Conversation._meta.pk.get_db_prep_value(conversation_id, connection)],
         )
         return _STEP_MESSAGE.instances(cursor.fetchall())
+
+
+def runs_for_export(*, user=None, agent=None, since=None, until=None) -> QuerySet[Run]:
+    """The runs an export covers: those `user` may see (all of them for a command run by the
+    operator, `user` None), of `agent` if given, created in [since, until)."""
+    runs = Run.objects.all() if user is None else runs_visible_to(user=user)
+    if agent is not None:
+        runs = runs.filter(agent=agent)
+    if since is not None:
+        runs = runs.filter(created_at__gte=since)
+    if until is not None:
+        runs = runs.filter(created_at__lt=until)
+    return runs
+
+
+def agents_exportable_by(*, user) -> QuerySet[Agent]:
+    """The agents an export's agent filter may name: all of them for those who see everyone's
+    runs; otherwise those the user may use or has talked to, so that a slug answered "unknown"
+    tells nothing about agents kept from the user."""
+    if _sees_everyones(user, "conversations.view_run"):
+        return Agent.objects.all()
+    talked_to = Conversation.objects.filter(owner=user, agent=OuterRef("pk"))
+    return Agent.objects.filter(Q(pk__in=agents_usable_by(user=user).values("pk")) | Q(Exists(talked_to)))

@@ -16,6 +16,7 @@ from conversations.models import Conversation, Run, RunRequest
 from conversations.services import run_event_append
 from engine.dispatch import ACTIVE_STATUSES, run_admit
 from engine.runs import run_cancel
+from engine.tracing import run_trace_fields
 
 
 class ConversationBusy(Exception):
@@ -86,6 +87,8 @@ def message_submit(*, conversation: Conversation, content: str, user=None, idemp
             deadline=now + timedelta(seconds=timeout) if timeout else None,
             # A run admitted at once is enqueued with this commit: stamped here, not updated after.
             enqueued_at=None if active else now,
+            # A child of the caller's span when the request carried a traceparent.
+            **run_trace_fields(),
         )
         RunRequest.objects.create(
             run=run,

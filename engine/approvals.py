@@ -10,6 +10,7 @@ import logging
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from agents.snapshot import ToolSpec, snapshot_parse, snapshot_tool
 from conversations import events
@@ -19,6 +20,7 @@ from conversations.permissions import user_may_decide
 from conversations.services import run_event_append
 from engine.dispatch import run_enqueue
 from engine.runs import run_finish
+from engine.speech import agent_says
 from engine.transitions import run_transition
 from tools.approval_policy import ApprovalExpiry
 from tools.arguments import arguments_hash, contains_nul, validate_arguments
@@ -27,7 +29,7 @@ log = logging.getLogger(__name__)
 
 APPROVE, REJECT = "approve", "reject"
 
-EXPIRED_RUN_MESSAGE = (
+EXPIRED_RUN_MESSAGE = _(
     "I stopped here: calling {tool} needed a person's approval and nobody decided within the time "
     "allowed, so nothing was done. Ask again when someone can approve it."
 )
@@ -46,9 +48,9 @@ class ApprovalConflict(ApprovalError):
 
 
 class ApprovalInvalid(ApprovalError):
-    def __init__(self, message: str, errors: list[str] | None = None):
+    def __init__(self, message, errors: list[str] | None = None):
         super().__init__(message)
-        self.errors = errors or [message]
+        self.errors = errors or [str(message)]
 
 
 def _tool_spec(run: Run, tool_name: str) -> ToolSpec | None:
@@ -71,7 +73,7 @@ def _settle(
     if arguments is not None:
         fields.update(arguments=arguments, arguments_hash=arguments_hash(arguments))
     if not Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(**fields):
-        raise ApprovalConflict("This approval was decided by someone else a moment ago.")
+        raise ApprovalConflict(_("This approval was decided by someone else a moment ago."))
     for field, value in fields.items():
         setattr(approval, field, value)
     invocation = approval.invocation
@@ -138,27 +140,30 @@ def approval_decide(
     approves this call and every other call of the same tool in the same run, now and later.
     """
     if not user_may_decide(user):
-        raise ApprovalNotAllowed("You are not allowed to decide approvals.")
+        raise ApprovalNotAllowed(_("You are not allowed to decide approvals."))
     if decision not in (APPROVE, REJECT):
-        raise ApprovalInvalid(f"Unknown decision {decision!r}; use 'approve' or 'reject'.")
+        raise ApprovalInvalid(_("Unknown decision %(decision)r; use 'approve' or 'reject'.") % {"decision": decision})
     if decision == REJECT and (arguments is not None or for_rest_of_run):
-        raise ApprovalInvalid("Edited arguments and 'for the rest of the run' go with approve, not reject.")
+        raise ApprovalInvalid(_("Edited arguments and 'for the rest of the run' go with approve, not reject."))
     if contains_nul(arguments) or contains_nul(reason):
-        raise ApprovalInvalid("The arguments and the reason must not contain the NUL character (U+0000).")
+        raise ApprovalInvalid(_("The arguments and the reason must not contain the NUL character (U+0000)."))
     reason = (reason or "").strip()
     with transaction.atomic():
         run, approval = _lock(approval_id)
         now = timezone.now()
         if approval.status != Approval.Status.PENDING:
-            raise ApprovalConflict(
-                f"This approval is already {approval.status}"
-                + (f" (by {approval.decided_by.get_username()})" if approval.decided_by else "")
-                + "."
-            )
+            if approval.decided_by:
+                raise ApprovalConflict(
+                    _("This approval is already %(status)s (by %(user)s).")
+                    % {"status": approval.status, "user": approval.decided_by.get_username()}
+                )
+            raise ApprovalConflict(_("This approval is already %(status)s.") % {"status": approval.status})
         if approval.expires_at and approval.expires_at <= now:
-            raise ApprovalConflict("This approval expired before the decision; it can no longer be decided.")
+            raise ApprovalConflict(_("This approval expired before the decision; it can no longer be decided."))
         if expected_hash and expected_hash != approval.arguments_hash:
-            raise ApprovalConflict("The arguments of this approval are not the ones you saw; reload and decide again.")
+            raise ApprovalConflict(
+                _("The arguments of this approval are not the ones you saw; reload and decide again.")
+            )
         if decision == REJECT:
             _settle(
                 approval=approval, status=Approval.Status.REJECTED, now=now, user=user, channel=channel, reason=reason
@@ -167,12 +172,18 @@ def approval_decide(
             return approval
         edited = None
         if arguments is not None and not isinstance(arguments, dict):
-            raise ApprovalInvalid("The arguments must be a JSON object.")
+            raise ApprovalInvalid(_("The arguments must be a JSON object."))
         if arguments is not None and arguments_hash(arguments) != approval.arguments_hash:
             spec = _tool_spec(run, approval.invocation.tool_name)
-            errors = validate_arguments(spec["parameters"], arguments) if spec else ["The tool is no longer available."]
+            errors = (
+                validate_arguments(spec["parameters"], arguments)
+                if spec
+                else [str(_("The tool is no longer available."))]
+            )
             if errors:
-                raise ApprovalInvalid("The edited arguments do not fit the tool: " + " ".join(errors), errors)
+                raise ApprovalInvalid(
+                    _("The edited arguments do not fit the tool: %(errors)s") % {"errors": " ".join(errors)}, errors
+                )
             edited = arguments
         _settle(
             approval=approval,
@@ -243,7 +254,11 @@ def approvals_expire(*, now=None) -> int:
                     run_id=run.pk,
                     status=RunStatus.EXPIRED,
                     stop_reason=StopReason.APPROVAL_EXPIRED,
-                    final_message=EXPIRED_RUN_MESSAGE.format(tool=approval.invocation.tool_name),
+                    final_message=agent_says(
+                        snapshot_parse(run.agent_version.snapshot),
+                        EXPIRED_RUN_MESSAGE,
+                        tool=approval.invocation.tool_name,
+                    ),
                 )
             else:
                 _resume_if_settled(run)

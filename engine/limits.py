@@ -9,22 +9,27 @@ import zoneinfo
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.utils.translation import gettext_lazy as _
+
 from agents.selectors import agent_usage_on
 from agents.snapshot import AgentSnapshot
 from conversations.models import Run, StopReason
+from engine.speech import agent_says
 
-TIMEOUT_MESSAGE = (
+TIMEOUT_MESSAGE = _(
     "I stopped here: this request reached its time limit of {seconds} seconds before I had a final answer. "
     "Please try again, or ask a narrower question."
 )
-RUN_BUDGET_MESSAGE = (
+RUN_BUDGET_MESSAGE = _(
     "I stopped here: answering this has used {used} {what}, which reaches this agent's limit of {limit} per "
     "request, and I have no final answer yet. Please narrow the question or ask me to continue."
 )
-DAILY_BUDGET_MESSAGE = (
+DAILY_BUDGET_MESSAGE = _(
     "I can't continue right now: this agent has used {used} {what} today, which reaches its daily limit of "
     "{limit}. The limit resets at midnight ({time_zone})."
 )
+TOKENS = _("tokens")
+IN_COST = _("in cost")
 
 
 @dataclass
@@ -34,7 +39,8 @@ class Limit:
 
 
 def timeout_limit(snapshot: AgentSnapshot) -> Limit:
-    return Limit(StopReason.TIMEOUT, TIMEOUT_MESSAGE.format(seconds=snapshot["agent"].get("run_timeout_seconds")))
+    seconds = snapshot["agent"].get("run_timeout_seconds")
+    return Limit(StopReason.TIMEOUT, agent_says(snapshot, TIMEOUT_MESSAGE, seconds=seconds))
 
 
 def deadline_passed(run: Run, snapshot: AgentSnapshot, *, now) -> Limit | None:
@@ -61,11 +67,13 @@ def budget_limit(run: Run, snapshot: AgentSnapshot, *, usage_today: tuple[int, D
     token_limit, cost_limit = agent.get("run_token_budget"), agent.get("run_cost_budget")
     if _reached(run.total_tokens, token_limit):
         return Limit(
-            StopReason.BUDGET, RUN_BUDGET_MESSAGE.format(used=run.total_tokens, what="tokens", limit=token_limit)
+            StopReason.BUDGET,
+            agent_says(snapshot, RUN_BUDGET_MESSAGE, used=run.total_tokens, what=TOKENS, limit=token_limit),
         )
     if cost_limit is not None and _reached(run.cost, Decimal(cost_limit)):
         return Limit(
-            StopReason.BUDGET, RUN_BUDGET_MESSAGE.format(used=f"{run.cost:.4f}", what="in cost", limit=cost_limit)
+            StopReason.BUDGET,
+            agent_says(snapshot, RUN_BUDGET_MESSAGE, used=f"{run.cost:.4f}", what=IN_COST, limit=cost_limit),
         )
     if usage_today is None:
         return None
@@ -75,11 +83,13 @@ def budget_limit(run: Run, snapshot: AgentSnapshot, *, usage_today: tuple[int, D
     if _reached(tokens, daily_tokens):
         return Limit(
             StopReason.BUDGET,
-            DAILY_BUDGET_MESSAGE.format(used=tokens, what="tokens", limit=daily_tokens, time_zone=zone),
+            agent_says(snapshot, DAILY_BUDGET_MESSAGE, used=tokens, what=TOKENS, limit=daily_tokens, time_zone=zone),
         )
     if daily_cost is not None and _reached(cost, Decimal(daily_cost)):
         return Limit(
             StopReason.BUDGET,
-            DAILY_BUDGET_MESSAGE.format(used=f"{cost:.4f}", what="in cost", limit=daily_cost, time_zone=zone),
+            agent_says(
+                snapshot, DAILY_BUDGET_MESSAGE, used=f"{cost:.4f}", what=IN_COST, limit=daily_cost, time_zone=zone
+            ),
         )
     return None

@@ -8,7 +8,7 @@ server that says the request exceeds its context gets one more try with the hist
 
 from dataclasses import dataclass
 
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _
 
 from agents.providers import LLMResponse
 from agents.snapshot import AgentSnapshot, snapshot_tool
@@ -67,15 +67,18 @@ def effective_tool_choice(*, run: Run, snapshot: AgentSnapshot, messages: list[M
     return choice, name
 
 
+EMPTY_ANSWER_MESSAGE = _(
+    "I could not produce an answer: the model replied with no text and no tool calls, also when asked "
+    "again. Please try again, or rephrase the question."
+)
+
+
 def empty_answer(response: LLMResponse) -> EmptyAnswer | None:
     if response.content.strip() or response.tool_calls:
         return None
-    return EmptyAnswer(
-        _(
-            "I could not produce an answer: the model replied with no text and no tool calls, also when asked "
-            "again. Please try again, or rephrase the question."
-        )
-    )
+    # The ledger records the rejected attempt with this text; the user reads it in the agent's
+    # language (engine.loop, via engine.speech).
+    return EmptyAnswer(EMPTY_ANSWER_MESSAGE)
 
 
 def llm_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> StepResult:

@@ -24,12 +24,14 @@ from engine.context import step_read
 from engine.dispatch import run_enqueue
 from engine.leases import LeaseLost, process_owner, renewer, run_claim
 from engine.limits import daily_usage, timeout_limit
-from engine.llm_step import llm_step
+from engine.llm_step import EMPTY_ANSWER_MESSAGE, llm_step
 from engine.model_call import DeadlineReached, EmptyAnswer, ModelStepFailed
 from engine.next_step import Finish, RunTools, next_step
 from engine.runs import run_finish, run_park_for_approval
 from engine.snapshots import version_snapshot
+from engine.speech import agent_says
 from engine.tool_step import tool_step
+from engine.tracing import run_slice
 from engine.transitions import run_transition
 from platform_site.logs import log_context
 
@@ -47,10 +49,9 @@ def _finish(run_id, finish: Finish) -> bool:
     return False
 
 
-def _tools_named(names: list[str]) -> str:
-    return (_("the tool {name}") if len(names) == 1 else _("the tools {names}")).format(
-        name=names[0], names=", ".join(names)
-    )
+def _tools_named(snapshot: AgentSnapshot, names: list[str]) -> str:
+    named = _("the tool {name}") if len(names) == 1 else _("the tools {names}")
+    return agent_says(snapshot, named, name=names[0], names=", ".join(names))
 
 
 def _step(run_id, owner: str) -> bool:
@@ -81,7 +82,7 @@ def _run_tools(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[
         # Tool calls the model asked for and that never ran get their rows (cancelled) from run_finish.
         return _finish(run.pk, Finish(StopReason.CANCELLED))
     if outcome.loop:
-        message = TOOL_LOOP_MESSAGE.format(tools=_tools_named(outcome.loop.names))
+        message = agent_says(snapshot, TOOL_LOOP_MESSAGE, tools=_tools_named(snapshot, outcome.loop.names))
         return _finish(run.pk, Finish(StopReason.TOOL_LOOP, message))
     if outcome.parked:
         # Not parked means every approval was decided while the step ran: take the step again.
@@ -95,10 +96,10 @@ def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
     except DeadlineReached:
         limit = timeout_limit(snapshot)
         return _finish(run.pk, Finish(limit.stop_reason, limit.message))
-    except EmptyAnswer as exc:
+    except EmptyAnswer:
         # Like the limits, a model that gave no answer ends the run completed with the reason
         # said to the user (failed is for runs the platform could not carry out).
-        return _finish(run.pk, Finish(StopReason.EMPTY_ANSWER, str(exc)))
+        return _finish(run.pk, Finish(StopReason.EMPTY_ANSWER, agent_says(snapshot, EMPTY_ANSWER_MESSAGE)))
     except ModelStepFailed as exc:
         run_finish(run_id=run.pk, status=RunStatus.FAILED, stop_reason=StopReason.PROVIDER_ERROR, error=str(exc))
         return False
@@ -109,7 +110,7 @@ def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
 
 
 def run_advance(*, run_id) -> None:
-    with log_context(run_id=run_id):
+    with log_context(run_id=run_id), run_slice(run_id):
         _advance(run_id)
 
 

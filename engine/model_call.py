@@ -41,6 +41,7 @@ from conversations.models import LLMCall, Run
 from conversations.rows import Columns
 from conversations.services import db_value, event_add, row_insert, row_update, run_guard
 from engine.deltas import DeltaRelay
+from engine.tracing import chat_span
 from platform_site import green
 from platform_site.backoff import backoff_delay
 from platform_site.dbpool import release_connection
@@ -160,6 +161,7 @@ def _record_failure(*, run, owner, call, error: ProviderError, started) -> None:
     )
     event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_FAILED, payload=payload)
     _commit(batch, run)
+    chat_span(call=call, started=started, error=error)
 
 
 # Added to the run's totals by the fenced UPDATE of the run row that guards the batch.
@@ -250,6 +252,7 @@ def _record_rejected(*, run, owner, call, response, prices, started, time_zone, 
     )
     event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_FAILED, payload=payload)
     _commit(batch, run)
+    chat_span(call=call, started=started, response=response, error=reason)
 
 
 def _record_success(*, run, owner, call, response, prices, started, time_zone, record):
@@ -280,6 +283,7 @@ def _record_success(*, run, owner, call, response, prices, started, time_zone, r
     )
     event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_COMPLETED, payload=payload)
     _commit(batch, run)
+    chat_span(call=call, started=started, response=response)
     return result
 
 

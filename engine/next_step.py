@@ -17,11 +17,14 @@ three values; the loop executes it (engine.loop). The order of the checks is the
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.utils.translation import gettext_lazy as _
+
 from agents.snapshot import AgentSnapshot
 from conversations.models import Message, Run, RunStatus, StopReason
 from engine.limits import budget_limit, deadline_passed
+from engine.speech import agent_says
 
-MAX_ITERATIONS_MESSAGE = (
+MAX_ITERATIONS_MESSAGE = _(
     "I stopped here: this task needed more than {limit} model steps, which is this agent's limit, "
     "and I have no final answer yet. Please narrow the question or ask me to continue."
 )
@@ -69,7 +72,7 @@ def next_step(
         return RunTools(last) if last.tool_calls else Finish(StopReason.FINAL_ANSWER)
     max_iterations = snapshot["agent"]["max_iterations"]
     if run.iterations >= max_iterations:
-        return Finish(StopReason.MAX_ITERATIONS, MAX_ITERATIONS_MESSAGE.format(limit=max_iterations))
+        return Finish(StopReason.MAX_ITERATIONS, agent_says(snapshot, MAX_ITERATIONS_MESSAGE, limit=max_iterations))
     limit = budget_limit(run, snapshot, usage_today=usage_today)
     if limit:
         return Finish(limit.stop_reason, limit.message)

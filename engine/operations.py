@@ -14,6 +14,7 @@ reason and error).
 import logging
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from conversations import events
 from conversations.events import EventType
@@ -50,7 +51,7 @@ def run_cancel_by_operator(*, run_id, user) -> Run:
     """run_cancel, refused (with a reason the page shows) for a run that already ended."""
     run = Run.objects.get(pk=run_id)
     if run.is_terminal:
-        raise RunActionRefused(f"The run already ended ({run.status}).")
+        raise RunActionRefused(_("The run already ended (%(status)s).") % {"status": run.status})
     run = run_cancel(run=run, by=user)
     log.info("run %s: cancelled by %s", run_id, user.get_username())
     return run
@@ -62,7 +63,9 @@ def run_requeue(*, run_id, user) -> Run:
     with transaction.atomic():
         run = _locked(run_id)
         if run.status not in (RunStatus.RUNNING, RunStatus.QUEUED):
-            raise RunActionRefused(f"Only a running or queued run can be requeued; this one is {run.status}.")
+            raise RunActionRefused(
+                _("Only a running or queued run can be requeued; this one is %(status)s.") % {"status": run.status}
+            )
         payload = {
             "reason": "operator",
             **_actor(user),
@@ -82,9 +85,11 @@ def run_retry(*, run_id, user) -> Run:
     with transaction.atomic():
         run = _locked(run_id)
         if run.status != RunStatus.FAILED:
-            raise RunActionRefused(f"Only a failed run can be retried; this one is {run.status}.")
+            raise RunActionRefused(
+                _("Only a failed run can be retried; this one is %(status)s.") % {"status": run.status}
+            )
         if Run.objects.filter(conversation_id=run.conversation_id, created_at__gt=run.created_at).exists():
-            raise RunActionRefused("The conversation has moved on (a newer run exists); post a new message instead.")
+            raise RunActionRefused(_("The conversation has moved on (a newer run exists); post a new message instead."))
         last = Message.objects.filter(run=run).order_by("-order").values("order", "role").first()
         run_transition(
             run_id=run.pk,

@@ -27,6 +27,7 @@ from conversations.models import (
 from conversations.services import db_value, messages_append, run_event_append
 from engine.dispatch import ACTIVE_STATUSES, conversation_admit_next
 from engine.snapshots import version_snapshot
+from engine.tracing import run_trace_end
 from engine.transitions import run_transition
 from platform_site.text import scrub_nul
 from tools.arguments import parse_arguments
@@ -46,6 +47,7 @@ def run_finish(*, run_id, status: str, stop_reason: str, error: str = "", final_
             conversation_id, waiting = answered
             if waiting:
                 transaction.on_commit(partial(conversation_admit_next, conversation_id=conversation_id), robust=True)
+            run_trace_end(run_id=run_id)
             return True
     with transaction.atomic():
         conversation_id = _end(
@@ -54,6 +56,7 @@ def run_finish(*, run_id, status: str, stop_reason: str, error: str = "", final_
         if conversation_id is None:
             return False
         transaction.on_commit(partial(conversation_admit_next, conversation_id=conversation_id), robust=True)
+        run_trace_end(run_id=run_id)
         return True
 
 

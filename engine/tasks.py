@@ -10,6 +10,7 @@ from engine.approvals import approvals_expire
 from engine.dispatch import RUN_ADVANCE_TASK
 from engine.loop import run_advance
 from engine.reactor import reactor
+from engine.retention import idempotency_keys_sweep, retention_sweep
 from engine.sweeper import runs_sweep
 
 
@@ -26,3 +27,13 @@ def runs_sweep_task() -> dict:
 @shared_task(name="conversations.tasks.approvals_expire_task", ignore_result=True)
 def approvals_expire_task() -> int:
     return approvals_expire()
+
+
+@shared_task(name="engine.tasks.retention_sweep_task", ignore_result=True)
+def retention_sweep_task() -> dict:
+    return retention_sweep()
+
+
+@shared_task(name="engine.tasks.idempotency_keys_expire_task", ignore_result=True)
+def idempotency_keys_expire_task() -> int:
+    return idempotency_keys_sweep()

@@ -37,6 +37,7 @@ from conversations.services import (
 )
 from engine.leases import lease_fence
 from engine.loop_guard import Repeat, repeat_found
+from engine.tracing import tool_span
 from platform_site import green
 from platform_site.dbpool import release_connection
 from platform_site.logs import log_context
@@ -304,6 +305,7 @@ def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, ar
     # carries the other runs meanwhile (platform_site.green); elsewhere it runs right here.
     live = marked or None  # read with the mark; a call taken again without one reads it itself
     outcome = scrub_nul(green.offload(execute_tool, spec=spec, arguments=arguments, ctx=ctx, live=live))
+    tool_span(invocation=invocation, started=started, status=outcome.status, error=outcome.error)
     return _finish(
         invocation,
         owner=owner,

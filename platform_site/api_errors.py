@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -20,18 +21,20 @@ from platform_site.unavailable import RETRY_AFTER_SECONDS, unavailable_body, una
 
 class ApiConflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
-    default_detail = "The request conflicts with the current state."
+    default_detail = gettext_lazy("The request conflicts with the current state.")
     default_code = "conflict"
 
 
 class RequestTooLarge(exceptions.APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "The request body is too large."
+    default_detail = gettext_lazy("The request body is too large.")
     default_code = "request_too_large"
 
     @classmethod
     def over_limit(cls) -> "RequestTooLarge":
-        return cls(f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.")
+        return cls(
+            _("The request body is larger than %(count)s bytes.") % {"count": settings.DATA_UPLOAD_MAX_MEMORY_SIZE}
+        )
 
 
 def _first_message(detail) -> str:

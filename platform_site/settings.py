@@ -89,10 +89,15 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "platform_site.logs.RequestLogContextMiddleware",
+    # A caller's W3C traceparent becomes the parent of the runs its request creates.
+    "platform_site.telemetry.TraceContextMiddleware",
     # Serves the admin's and the pages' static files from the ASGI process itself; the async
     # variant keeps the whole chain async, so a waiting request holds no thread.
     "platform_site.middleware.AsyncWhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # After sessions (the switcher's choice is stored there), before common: pages and API
+    # errors follow the choice, then the browser's Accept-Language, then LANGUAGE_CODE.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     # Before CSRF: a wrong method gets a JSON 405, not the HTML "CSRF verification failed" page.
     "platform_site.middleware.MethodNotAllowedMiddleware",
@@ -168,6 +173,9 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
+# The interface's languages (the switcher lists these) and an agent's language choices.
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 # Times with seconds in the admin (console/formats).
 FORMAT_MODULE_PATH = ["console.formats"]
 TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
@@ -271,6 +279,17 @@ CELERY_BEAT_SCHEDULE["expire-approvals"] = {
 }
 AGENTRY_APPROVALS_POLL_SECONDS = float(os.environ.get("AGENTRY_APPROVALS_POLL_SECONDS", "5"))
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# --- Retention (engine/retention.py): agents' retention policies are applied daily, with the
+# expiry of finished webhook deliveries; idempotency keys expire on an hourly beat of their own.
+AGENTRY_IDEMPOTENCY_KEY_HOURS = float(os.environ.get("AGENTRY_IDEMPOTENCY_KEY_HOURS", "24"))
+AGENTRY_WEBHOOK_DELIVERY_DAYS = float(os.environ.get("AGENTRY_WEBHOOK_DELIVERY_DAYS", "30"))
+CELERY_TASK_ROUTES["engine.tasks.retention_sweep_task"] = {"queue": "maintenance"}
+CELERY_TASK_ROUTES["engine.tasks.idempotency_keys_expire_task"] = {"queue": "maintenance"}
+CELERY_BEAT_SCHEDULE["retention-sweep"] = {"task": "engine.tasks.retention_sweep_task", "schedule": 24 * 3600.0}
+CELERY_BEAT_SCHEDULE["expire-idempotency-keys"] = {
+    "task": "engine.tasks.idempotency_keys_expire_task",
+    "schedule": 3600.0,
+}
 
 # --- Agentry ------------------------------------------------------------------------------
 # Python modules whose @python_tool functions form the registry of built-in tools.
@@ -400,6 +419,15 @@ AGENTRY_MONITOR_PING_TIMEOUT = float(os.environ.get("AGENTRY_MONITOR_PING_TIMEOU
 AGENTRY_MONITOR_BROKER_TIMEOUT = float(os.environ.get("AGENTRY_MONITOR_BROKER_TIMEOUT", "2"))
 # How often the open dashboard refreshes itself.
 AGENTRY_MONITOR_REFRESH_SECONDS = float(os.environ.get("AGENTRY_MONITOR_REFRESH_SECONDS", "10"))
+# Prometheus /metrics (console.metrics): scraped with this bearer token (empty: staff sessions
+# only); latency histograms and per-model sums cover the ledger rows of this last window.
+AGENTRY_METRICS_TOKEN = os.environ.get("AGENTRY_METRICS_TOKEN", "")
+AGENTRY_METRICS_WINDOW_SECONDS = int(os.environ.get("AGENTRY_METRICS_WINDOW_SECONDS", "3600"))
+# OpenTelemetry traces (platform_site.telemetry, engine.tracing): on when an OTLP endpoint is
+# named; the SDK reads the other standard OTEL_* variables (service name, headers, sampler) itself.
+OTEL_TRACES_ENABLED = not env_bool("OTEL_SDK_DISABLED", False) and bool(
+    os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+)
 CELERY_TASK_ROUTES["conversations.monitoring.tasks.rollups_refresh_task"] = {"queue": "maintenance"}
 CELERY_BEAT_SCHEDULE["monitoring-rollups"] = {
     "task": "conversations.monitoring.tasks.rollups_refresh_task",

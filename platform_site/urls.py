@@ -13,6 +13,8 @@ urlpatterns = [
     path("", include("console.urls")),
     path("admin/", admin.site.urls),
     path("health/", health),
+    # Prometheus scrapes; bearer token or staff session (console.metrics).
+    path("", include("console.metrics")),
     path("monitor/", include("console.monitoring.urls")),
     path("api/v1/", include("api.urls")),
     path("approvals/", include("console.approvals.urls")),

@@ -84,7 +84,7 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
             },
         ),
         (
-            "Approval",
+            gettext_lazy("Approval"),
             {
                 "fields": [
                     "approval_policy",
@@ -95,9 +95,9 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
                 ]
             },
         ),
-        ("Python tool", {"classes": ["collapse"], "fields": ["python_callable"]}),
+        (gettext_lazy("Python tool"), {"classes": ["collapse"], "fields": ["python_callable"]}),
         (
-            "HTTP tool",
+            gettext_lazy("HTTP tool"),
             {
                 "classes": ["collapse"],
                 "fields": [
@@ -114,7 +114,7 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
                 ],
             },
         ),
-        ("MCP tool", {"classes": ["collapse"], "fields": ["mcp_server", "mcp_tool_name"]}),
+        (gettext_lazy("MCP tool"), {"classes": ["collapse"], "fields": ["mcp_server", "mcp_tool_name"]}),
     ]
 
     @admin.display(description=gettext_lazy("effective approval"))
@@ -129,9 +129,9 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
             return _("asks when %(rule)s") % {"rule": rule}
         return _("always asks") if policy == ApprovalPolicy.ALWAYS else _("never asks")
 
-    @admin.display(description="Secret headers")
+    @admin.display(description=gettext_lazy("Secret headers"))
     def secret_headers_status(self, obj):
-        return masked_mapping(obj.http_secret_headers) if obj and obj.pk else "none"
+        return masked_mapping(obj.http_secret_headers) if obj and obj.pk else _("none")
 
     def get_urls(self):
         sync = self.admin_site.admin_view(self.sync_registry_view)
@@ -221,8 +221,8 @@ class MCPServerAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.ModelA
     fieldsets = [
         (None, {"fields": ["name", "description", "transport", "trusted", "connect_timeout_seconds", "is_active"]}),
         ("stdio", {"fields": ["command", "args", "env_status", "new_env", "clear_env"]}),
-        ("Streamable HTTP", {"fields": ["url", "headers_status", "new_headers", "clear_headers"]}),
-        ("Discovery", {"fields": ["discovered_at", "last_error"]}),
+        (gettext_lazy("Streamable HTTP"), {"fields": ["url", "headers_status", "new_headers", "clear_headers"]}),
+        (gettext_lazy("Discovery"), {"fields": ["discovered_at", "last_error"]}),
     ]
 
     def get_queryset(self, request):
@@ -235,19 +235,21 @@ class MCPServerAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.ModelA
             fields.append("transport")
         return fields
 
-    @admin.display(description="tools", ordering="tool_total")
+    @admin.display(description=gettext_lazy("tools"), ordering="tool_total")
     def tool_count(self, obj):
         return obj.tool_total
 
-    @admin.display(description="Environment")
+    @admin.display(description=gettext_lazy("Environment"))
     def env_status(self, obj):
-        return masked_mapping(obj.env) if obj and obj.pk else "none"
+        return masked_mapping(obj.env) if obj and obj.pk else _("none")
 
-    @admin.display(description="Headers")
+    @admin.display(description=gettext_lazy("Headers"))
     def headers_status(self, obj):
-        return masked_mapping(obj.headers) if obj and obj.pk else "none"
+        return masked_mapping(obj.headers) if obj and obj.pk else _("none")
 
-    @admin.action(description="Discover tools (create or update one tool per server tool)", permissions=["change"])
+    @admin.action(
+        description=gettext_lazy("Discover tools (create or update one tool per server tool)"), permissions=["change"]
+    )
     def discover_tools(self, request, queryset):
         for server in queryset:
             # Discovering a stdio server starts its command in this process.

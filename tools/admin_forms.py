@@ -18,21 +18,22 @@ from tools.models import MCPServer, ToolDefinition, secret_mapping, validate_sec
 
 def masked_mapping(value: str) -> str:
     mapping = secret_mapping(value)
-    return ", ".join(f"{name}: {mask(secret)}" for name, secret in mapping.items()) or "none"
+    return ", ".join(f"{name}: {mask(secret)}" for name, secret in mapping.items()) or _("none")
 
 
-def _new_secret(label: str) -> forms.CharField:
+def _new_secret(label) -> forms.CharField:
     return forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
-        label=f"New {label}",
-        help_text='A JSON object, e.g. {"Authorization": "Bearer …"}. '
-        "It replaces the stored one; leave empty to keep it.",
+        label=label,
+        help_text=gettext_lazy(
+            'A JSON object, e.g. {"Authorization": "Bearer …"}. It replaces the stored one; leave empty to keep it.'
+        ),
     )
 
 
-def _clear_secret(label: str) -> forms.BooleanField:
-    return forms.BooleanField(required=False, label=f"Remove the stored {label}")
+def _clear_secret(label) -> forms.BooleanField:
+    return forms.BooleanField(required=False, label=label)
 
 
 class _SecretMappingsForm(forms.ModelForm):
@@ -98,8 +99,8 @@ def _python_target(kind: str, name: str, python_callable: str) -> str | None:
 class ToolDefinitionForm(_SuperuserOnlyFieldsForm):
     secret_fields = ("http_secret_headers",)
     superuser_only = ("python_callable",)
-    new_http_secret_headers = _new_secret("secret headers")
-    clear_http_secret_headers = _clear_secret("secret headers")
+    new_http_secret_headers = _new_secret(gettext_lazy("New secret headers"))
+    clear_http_secret_headers = _clear_secret(gettext_lazy("Remove the stored secret headers"))
 
     class Meta:
         model = ToolDefinition
@@ -126,15 +127,15 @@ class MCPServerForm(_SuperuserOnlyFieldsForm):
     secret_fields = ("env", "headers")
     # A stdio server is a program the web process and the workers start, with this environment.
     superuser_only = ("command", "args", "new_env", "clear_env")
-    new_env = _new_secret("environment")
-    clear_env = _clear_secret("environment")
-    new_headers = _new_secret("headers")
-    clear_headers = _clear_secret("headers")
+    new_env = _new_secret(gettext_lazy("New environment"))
+    clear_env = _clear_secret(gettext_lazy("Remove the stored environment"))
+    new_headers = _new_secret(gettext_lazy("New headers"))
+    clear_headers = _clear_secret(gettext_lazy("Remove the stored headers"))
     url = forms.URLField(
         max_length=1000,
         required=False,
         assume_scheme="https",
-        help_text="streamable HTTP: the endpoint, e.g. https://…/mcp.",
+        help_text=gettext_lazy("streamable HTTP: the endpoint, e.g. https://…/mcp."),
     )
 
     class Meta:
@@ -162,18 +163,18 @@ class OpenAPIImportForm(forms.Form):
     document = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 16, "style": "font-family: monospace; width: 90%"}),
-        help_text="Paste an OpenAPI 3 document (JSON or YAML), or upload it below.",
+        help_text=gettext_lazy("Paste an OpenAPI 3 document (JSON or YAML), or upload it below."),
     )
-    upload = forms.FileField(required=False, label="or upload a file")
+    upload = forms.FileField(required=False, label=gettext_lazy("or upload a file"))
     base_url = forms.URLField(
         required=False,
         assume_scheme="https",
-        help_text="The API's base URL; empty uses the document's first server URL.",
+        help_text=gettext_lazy("The API's base URL; empty uses the document's first server URL."),
     )
     prefix = forms.RegexField(
         regex=r"^[A-Za-z0-9_-]{0,24}$",
         required=False,
-        help_text="Tool names become <prefix>-<operationId>, e.g. petstore-findPets.",
+        help_text=gettext_lazy("Tool names become <prefix>-<operationId>, e.g. petstore-findPets."),
     )
     # The second submit of an import that changes existing tools: the names shown are the
     # names confirmed, so a document edited in between is asked about again.
@@ -190,11 +191,11 @@ class OpenAPIImportForm(forms.Form):
         upload = cleaned.get("upload")
         if upload is not None:
             if upload.size > 2_000_000:
-                raise ValidationError("The file is larger than 2 MB.")
+                raise ValidationError(_("The file is larger than 2 MB."))
             try:
                 cleaned["document"] = upload.read().decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise ValidationError("The file is not UTF-8 text.") from exc
+                raise ValidationError(_("The file is not UTF-8 text.")) from exc
         if not (cleaned.get("document") or "").strip():
-            raise ValidationError("Paste a document or upload a file.")
+            raise ValidationError(_("Paste a document or upload a file."))
         return cleaned

@@ -12,19 +12,20 @@ from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 from simpleeval import EvalWithCompoundTypes, NameNotDefined
 
 
 class ApprovalPolicy(models.TextChoices):
-    AUTO = "auto", "by side effect (write tools: always, read tools: never)"
-    NEVER = "never", "never"
-    ALWAYS = "always", "always"
-    RULE = "rule", "when the rule matches"
+    AUTO = "auto", _("by side effect (write tools: always, read tools: never)")
+    NEVER = "never", _("never")
+    ALWAYS = "always", _("always")
+    RULE = "rule", _("when the rule matches")
 
 
 class ApprovalExpiry(models.TextChoices):
-    CONTINUE = "continue", "tell the model the call was not run, and continue"
-    END_RUN = "end_run", "end the run (approval_expired)"
+    CONTINUE = "continue", _("tell the model the call was not run, and continue")
+    END_RUN = "end_run", _("end the run (approval_expired)")
 
 
 RULE_FUNCTIONS = {

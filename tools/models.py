@@ -4,6 +4,7 @@ import re
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
@@ -52,41 +53,55 @@ class MCPServer(models.Model):
     """A Model Context Protocol server whose tools agents can use (seed 000's "server-tool" names)."""
 
     class Transport(models.TextChoices):
-        STDIO = "stdio", "stdio (a local command)"
-        STREAMABLE_HTTP = "streamable_http", "streamable HTTP"
+        STDIO = "stdio", _("stdio (a local command)")
+        STREAMABLE_HTTP = "streamable_http", _("streamable HTTP")
 
-    name = models.CharField(max_length=32, unique=True, validators=[mcp_server_name_validator])
-    description = models.TextField(blank=True)
-    transport = models.CharField(max_length=16, choices=Transport.choices, default=Transport.STDIO)
-    command = models.CharField(max_length=500, blank=True, help_text="stdio: the program to start, e.g. uvx.")
-    args = models.JSONField(default=list, blank=True, help_text='stdio: its arguments, e.g. ["mcp-server-time"].')
-    env = EncryptedTextField(
-        blank=True,
-        default="",
-        validators=[validate_secret_mapping],
-        help_text="stdio: extra environment variables (JSON object), encrypted at rest.",
+    name = models.CharField(_("name"), max_length=32, unique=True, validators=[mcp_server_name_validator])
+    description = models.TextField(_("description"), blank=True)
+    transport = models.CharField(_("transport"), max_length=16, choices=Transport.choices, default=Transport.STDIO)
+    command = models.CharField(
+        _("command"), max_length=500, blank=True, help_text=_("stdio: the program to start, e.g. uvx.")
     )
-    url = models.URLField(max_length=1000, blank=True, help_text="streamable HTTP: the endpoint, e.g. https://…/mcp.")
-    headers = EncryptedTextField(
+    args = models.JSONField(
+        _("args"), default=list, blank=True, help_text=_('stdio: its arguments, e.g. ["mcp-server-time"].')
+    )
+    env = EncryptedTextField(
+        _("env"),
         blank=True,
         default="",
         validators=[validate_secret_mapping],
-        help_text="streamable HTTP: headers (JSON object), encrypted at rest.",
+        help_text=_("stdio: extra environment variables (JSON object), encrypted at rest."),
+    )
+    url = models.URLField(
+        _("url"), max_length=1000, blank=True, help_text=_("streamable HTTP: the endpoint, e.g. https://…/mcp.")
+    )
+    headers = EncryptedTextField(
+        _("headers"),
+        blank=True,
+        default="",
+        validators=[validate_secret_mapping],
+        help_text=_("streamable HTTP: headers (JSON object), encrypted at rest."),
     )
     trusted = models.BooleanField(
+        _("trusted"),
         default=False,
-        help_text="Trust the server's tool annotations (readOnlyHint, destructiveHint) when tools are discovered. "
-        "Tools of an untrusted server start as writes that need approval.",
+        help_text=_(
+            "Trust the server's tool annotations (readOnlyHint, destructiveHint) when tools are discovered. "
+            "Tools of an untrusted server start as writes that need approval."
+        ),
     )
-    connect_timeout_seconds = models.FloatField(default=20, validators=[MinValueValidator(1)])
-    is_active = models.BooleanField(default=True)
-    discovered_at = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    connect_timeout_seconds = models.FloatField(
+        _("connect timeout seconds"), default=20, validators=[MinValueValidator(1)]
+    )
+    is_active = models.BooleanField(_("is active"), default=True)
+    discovered_at = models.DateTimeField(_("discovered at"), null=True, blank=True)
+    last_error = models.TextField(_("last error"), blank=True, default="")
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     class Meta:
-        verbose_name = "MCP server"
+        verbose_name_plural = _("MCP servers")
+        verbose_name = _("MCP server")
 
     def __str__(self):
         return self.name
@@ -110,9 +125,9 @@ def url_placeholders(template: str) -> list[str]:
 
 class ToolDefinition(models.Model):
     class Kind(models.TextChoices):
-        PYTHON = "python", "Python (registered callable)"
-        HTTP = "http", "HTTP endpoint"
-        MCP = "mcp", "MCP server tool"
+        PYTHON = "python", _("Python (registered callable)")
+        HTTP = "http", _("HTTP endpoint")
+        MCP = "mcp", _("MCP server tool")
 
     class HttpMethod(models.TextChoices):
         GET = "GET"
@@ -122,81 +137,118 @@ class ToolDefinition(models.Model):
         DELETE = "DELETE"
 
     class SideEffect(models.TextChoices):
-        READ = "read", "read"
-        WRITE = "write", "write"
+        READ = "read", _("read")
+        WRITE = "write", _("write")
 
-    name = models.CharField(max_length=64, unique=True, validators=[tool_name_validator])
-    description = models.TextField(help_text="When the model should use it, and what it returns.")
+    name = models.CharField(_("name"), max_length=64, unique=True, validators=[tool_name_validator])
+    description = models.TextField(_("description"), help_text=_("When the model should use it, and what it returns."))
     parameters = models.JSONField(
-        default=dict, validators=[validate_parameters_schema], help_text="JSON Schema of the arguments."
+        _("parameters"),
+        default=dict,
+        validators=[validate_parameters_schema],
+        help_text=_("JSON Schema of the arguments."),
     )
-    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.PYTHON)
+    kind = models.CharField(_("kind"), max_length=16, choices=Kind.choices, default=Kind.PYTHON)
     python_callable = models.CharField(
-        max_length=200, blank=True, help_text="Registry name of the python tool; defaults to the tool name."
+        _("python callable"),
+        max_length=200,
+        blank=True,
+        help_text=_("Registry name of the python tool; defaults to the tool name."),
     )
-    side_effect = models.CharField(max_length=8, choices=SideEffect.choices, default=SideEffect.READ)
+    side_effect = models.CharField(_("side effect"), max_length=8, choices=SideEffect.choices, default=SideEffect.READ)
     idempotent = models.BooleanField(
-        default=False, help_text="Safe to run again after a crash left its outcome unknown."
+        _("idempotent"), default=False, help_text=_("Safe to run again after a crash left its outcome unknown.")
     )
     approval_policy = models.CharField(
+        _("approval policy"),
         max_length=16,
         choices=ApprovalPolicy.choices,
         default=ApprovalPolicy.AUTO,
-        help_text="When a call waits for a person's approval. Agents can override it per tool.",
+        help_text=_("When a call waits for a person's approval. Agents can override it per tool."),
     )
     approval_rule = models.CharField(
+        _("approval rule"),
         max_length=500,
         blank=True,
-        help_text='With "when the rule matches": an expression on the arguments, e.g. amount > 1000 '
-        'or currency != "CNY". Arguments are names; args is the whole object.',
+        help_text=_(
+            'With "when the rule matches": an expression on the arguments, e.g. amount > 1000 '
+            'or currency != "CNY". Arguments are names; args is the whole object.'
+        ),
     )
     approval_timeout_seconds = models.PositiveIntegerField(
+        _("approval timeout seconds"),
         null=True,
         blank=True,
         default=86400,
         validators=[MinValueValidator(1)],
-        help_text="A pending approval expires after this long; empty: it waits until decided or cancelled.",
+        help_text=_("A pending approval expires after this long; empty: it waits until decided or cancelled."),
     )
     approval_on_expiry = models.CharField(
+        _("approval on expiry"),
         max_length=16,
         choices=ApprovalExpiry.choices,
         default=ApprovalExpiry.CONTINUE,
-        help_text="What an expired approval does to its run.",
+        help_text=_("What an expired approval does to its run."),
     )
-    timeout_seconds = models.FloatField(default=30, validators=[MinValueValidator(0.1)])
-    max_result_chars = models.PositiveIntegerField(default=8000, validators=[MinValueValidator(100)])
-    http_method = models.CharField(max_length=8, choices=HttpMethod.choices, blank=True, default="")
+    timeout_seconds = models.FloatField(_("timeout seconds"), default=30, validators=[MinValueValidator(0.1)])
+    max_result_chars = models.PositiveIntegerField(
+        _("max result chars"), default=8000, validators=[MinValueValidator(100)]
+    )
+    http_method = models.CharField(_("http method"), max_length=8, choices=HttpMethod.choices, blank=True, default="")
     http_url = models.CharField(
+        _("http url"),
         max_length=2000,
         blank=True,
-        help_text="URL template; {name} is replaced by the argument of that name, e.g. https://api.example.com/pets/{petId}.",
+        help_text=_(
+            "URL template; {name} is replaced by the argument of that name, e.g. https://api.example.com/pets/{petId}."
+        ),
     )
     http_query_params = models.JSONField(
+        _("http query params"),
         default=list,
         blank=True,
-        help_text="Arguments sent as query parameters. The rest (not in the path) go to the JSON body, "
-        "or to the query for GET and DELETE.",
+        help_text=_(
+            "Arguments sent as query parameters. The rest (not in the path) go to the JSON body, "
+            "or to the query for GET and DELETE."
+        ),
     )
     http_body_argument = models.CharField(
-        max_length=64, blank=True, help_text="Send this argument's value as the whole JSON body instead."
+        _("http body argument"),
+        max_length=64,
+        blank=True,
+        help_text=_("Send this argument's value as the whole JSON body instead."),
     )
-    http_headers = models.JSONField(default=dict, blank=True, help_text="Plain (not secret) headers for every call.")
-    http_secret_headers = EncryptedTextField(blank=True, default="", validators=[validate_secret_mapping])
+    http_headers = models.JSONField(
+        _("http headers"), default=dict, blank=True, help_text=_("Plain (not secret) headers for every call.")
+    )
+    http_secret_headers = EncryptedTextField(
+        _("http secret headers"), blank=True, default="", validators=[validate_secret_mapping]
+    )
     http_response_pointer = models.CharField(
+        _("http response pointer"),
         max_length=500,
         blank=True,
-        help_text="JSON Pointer to the part of a JSON response to keep, e.g. /data/items; empty keeps it all.",
+        help_text=_("JSON Pointer to the part of a JSON response to keep, e.g. /data/items; empty keeps it all."),
     )
     http_max_response_bytes = models.PositiveIntegerField(
+        _("http max response bytes"),
         default=1_000_000,
         validators=[MinValueValidator(1024)],
-        help_text="A longer response is cut here (text) or refused (JSON).",
+        help_text=_("A longer response is cut here (text) or refused (JSON)."),
     )
-    mcp_server = models.ForeignKey(MCPServer, on_delete=models.CASCADE, null=True, blank=True, related_name="tools")
-    mcp_tool_name = models.CharField(max_length=200, blank=True, help_text="The tool's name on its MCP server.")
-    is_active = models.BooleanField(default=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    mcp_server = models.ForeignKey(
+        MCPServer, on_delete=models.CASCADE, null=True, blank=True, related_name="tools", verbose_name=_("mcp server")
+    )
+    mcp_tool_name = models.CharField(
+        _("mcp tool name"), max_length=200, blank=True, help_text=_("The tool's name on its MCP server.")
+    )
+    is_active = models.BooleanField(_("is active"), default=True)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("tool definition")
+        verbose_name_plural = _("tool definitions")
 
     def __str__(self):
         return self.name

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
 
 from agents.snapshot import snapshot_parse, snapshot_tool
 from console.approvals.cards import approval_cards
@@ -130,9 +131,13 @@ def approval_decision(request, pk: int):
     except (ApprovalConflict, ApprovalNotAllowed) as exc:
         messages.error(request, f"#{pk} {approval.invocation.tool_name}: {exc}")
         return redirect(_back(request))
-    verb = "Approved" if decision == APPROVE else "Rejected"
-    edited = " with your edits" if arguments is not None and approval.arguments != arguments else ""
-    messages.success(request, f"{verb} #{pk} {approval.invocation.tool_name}{edited}.")
+    if decision != APPROVE:
+        done = _("Rejected #%(id)s %(tool)s.")
+    elif arguments is not None and approval.arguments != arguments:
+        done = _("Approved #%(id)s %(tool)s with your edits.")
+    else:
+        done = _("Approved #%(id)s %(tool)s.")
+    messages.success(request, done % {"id": pk, "tool": approval.invocation.tool_name})
     return redirect(_back(request))
 
 
@@ -151,7 +156,7 @@ def approval_preview(request, pk: int):
     if not isinstance(edited, dict):
         return JsonResponse({"ok": False, "errors": ["The arguments must be a JSON object."], "diff": []})
     spec = snapshot_tool(snapshot_parse(approval.run.agent_version.snapshot), approval.invocation.tool_name)
-    errors = validate_arguments(spec["parameters"], edited) if spec else ["The tool is no longer available."]
+    errors = validate_arguments(spec["parameters"], edited) if spec else [_("The tool is no longer available.")]
     return JsonResponse(
         {"ok": not errors, "errors": errors, "diff": arguments_diff(approval.invocation.arguments or {}, edited)}
     )

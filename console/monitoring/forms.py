@@ -1,4 +1,5 @@
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from agents.models import Agent
 from agents.selectors import agents_usable_by
@@ -6,7 +7,9 @@ from agents.selectors import agents_usable_by
 
 class TryAgentForm(forms.Form):
     agent = forms.ModelChoiceField(queryset=Agent.objects.none())
-    content = forms.CharField(max_length=20000, label="Message", widget=forms.Textarea(attrs={"rows": 3, "cols": 80}))
+    content = forms.CharField(
+        max_length=20000, label=_("Message"), widget=forms.Textarea(attrs={"rows": 3, "cols": 80})
+    )
     conversation = forms.UUIDField(required=False, widget=forms.HiddenInput)
 
     def __init__(self, *args, user, **kwargs):

@@ -1,6 +1,7 @@
 """Writes of the monitoring pages: the try-an-agent page posts through the real queue."""
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from agents.models import Agent
 from conversations.models import Conversation, Run
@@ -19,7 +20,7 @@ def try_message_post(*, agent: Agent, user, content: str, conversation_id=None) 
         if conversation_id:
             conversation = Conversation.objects.filter(pk=conversation_id, agent=agent, owner=user).first()
             if conversation is None:
-                raise ConversationNotFound("That conversation is not yours or is with another agent.")
+                raise ConversationNotFound(_("That conversation is not yours or is with another agent."))
         else:
             conversation = conversation_create(
                 agent=agent, owner=user, title=f"Try-out: {content[:80]}", metadata={"source": "monitor-try"}

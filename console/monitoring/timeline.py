@@ -104,6 +104,8 @@ def run_timeline_export(*, run: Run) -> dict:
             "duration_ms": run.duration_ms,
             "claims": run.claims,
             "recoveries": run.recoveries,
+            # Finds the run's spans in the tracing backend (engine.tracing); empty when untraced.
+            "trace_id": run.trace_id,
         },
         "steps": steps,
         "events": [{**event, "created_at": _iso(event["created_at"])} for event in events],

@@ -182,7 +182,7 @@ def run_action(request, run_id, action):
     except RunActionRefused as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Run {run_id}: {action} done.")
+        messages.success(request, _("Run %(run)s: %(action)s done.") % {"run": run_id, "action": action})
     target = request.POST.get("next", "")
     if not url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()

@@ -16,6 +16,7 @@ def _agent_form(model: ModelConfig, tool: ToolDefinition, **fields) -> dict:
         "slug": "router",
         "system_prompt": "",
         "time_zone": "UTC",
+        "language": "en",
         "model_config": model.pk,
         "max_iterations": 8,
         "max_same_tool_streak": 3,

@@ -10,7 +10,10 @@ from django.urls import URLPattern, URLResolver, get_resolver
 # be added here: test_every_route_is_listed says so.
 ROUTES = {
     "": {"GET"},  # the front door: links to every operator page
+    "language/": {"POST"},  # the language switcher
+    "jsi18n/": {"GET"},  # the operator pages' scripts' strings
     "health/": None,  # any method: load balancers probe it
+    "metrics": {"GET"},  # Prometheus scrapes: bearer token or a staff session
     "api/schema/": {"GET"},
     "api/docs/": {"GET"},
     "api/redoc/": {"GET"},
@@ -33,6 +36,7 @@ ROUTES = {
     "api/v1/conversations/{conversation}/": {"GET"},
     "api/v1/conversations/{conversation}/messages/": {"POST"},
     "api/v1/runs/": {"GET"},
+    "api/v1/runs/export/": {"GET"},
     "api/v1/runs/{run}/": {"GET"},
     "api/v1/runs/{run}/cancel/": {"POST"},
     "api/v1/runs/{run}/steps/": {"GET"},

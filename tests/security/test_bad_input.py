@@ -306,6 +306,7 @@ def test_admin_refuses_a_system_prompt_that_cannot_render(admin_user, prompt, er
         "is_active": "on",
         "system_prompt": prompt,
         "time_zone": "UTC",
+        "language": "en",
         "model_config": model.pk,
         "max_iterations": 8,
         "max_same_tool_streak": 3,

@@ -4,22 +4,25 @@
   "use strict";
   const csrf = () => document.querySelector('meta[name="csrf-token"]').content;
 
+  // The words come from the page's catalogue (jsi18n, loaded before this script).
+  const say = (text, values) => interpolate(text, values, true);
+
   function duration(seconds) {
     const s = Math.max(0, Math.round(Math.abs(seconds)));
-    if (s < 60) return s + " s";
-    if (s < 3600) return Math.floor(s / 60) + " min";
-    if (s < 86400) return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
-    return Math.floor(s / 86400) + " d " + Math.floor((s % 86400) / 3600) + " h";
+    if (s < 60) return say(gettext("%(s)s s"), { s });
+    if (s < 3600) return say(gettext("%(m)s min"), { m: Math.floor(s / 60) });
+    if (s < 86400) return say(gettext("%(h)s h %(m)s min"), { h: Math.floor(s / 3600), m: Math.floor((s % 3600) / 60) });
+    return say(gettext("%(d)s d %(h)s h"), { d: Math.floor(s / 86400), h: Math.floor((s % 86400) / 3600) });
   }
 
   function tickTimes(root) {
     const now = Date.now();
     root.querySelectorAll("time[data-created]").forEach((el) => {
-      el.textContent = "waiting " + duration((now - Date.parse(el.dataset.created)) / 1000);
+      el.textContent = say(gettext("waiting %(since)s"), { since: duration((now - Date.parse(el.dataset.created)) / 1000) });
     });
     root.querySelectorAll("time[data-expires]").forEach((el) => {
       const left = (Date.parse(el.dataset.expires) - now) / 1000;
-      el.textContent = left > 0 ? duration(left) + " left" : "expiring now";
+      el.textContent = left > 0 ? say(gettext("%(left)s left"), { left: duration(left) }) : gettext("expiring now");
       el.classList.toggle("soon", left < 300);
     });
   }

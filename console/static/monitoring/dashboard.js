@@ -18,7 +18,7 @@
       root.dataset.refreshedAt = new Date().toISOString();
     } catch (error) {
       root.classList.add("refresh-failed");
-      root.title = `last refresh failed: ${error.message}`;
+      root.title = interpolate(gettext("last refresh failed: %(message)s"), error, true);
     }
   }
   setInterval(refresh, every);

@@ -27,6 +27,8 @@
     } catch (error) {
       ok = copyWithSelection(text);
     }
-    status.textContent = ok ? `copied (${text.length} characters)` : "copy failed: open the JSON link instead";
+    status.textContent = ok
+      ? interpolate(gettext("copied (%(count)s characters)"), { count: text.length }, true)
+      : gettext("copy failed: open the JSON link instead");
   });
 })();

@@ -31,13 +31,13 @@
     const heading = element("h3");
     const id = element("span", "short-id", run.run_id.slice(0, 8));
     id.title = run.run_id;
-    const status = element("span", "run-status", "queued");
-    const link = element("a", "", "timeline");
+    const status = element("span", "run-status", gettext("queued"));
+    const link = element("a", "", gettext("timeline"));
     link.href = run.timeline_url;
-    heading.append("Run ", id, " · ", status, " · ", link);
+    heading.append(gettext("Run") + " ", id, " · ", status, " · ", link);
     const waiting = element("p", "waiting");
     const table = element("table", "monitor-table try-events");
-    table.createTHead().insertRow().append(element("th", "", "seq"), element("th", "", "type"), element("th", "", "payload"));
+    table.createTHead().insertRow().append(element("th", "", gettext("seq")), element("th", "", gettext("type")), element("th", "", gettext("payload")));
     table.createTBody();
     section.append(heading, waiting, table);
     runs.prepend(section);
@@ -59,10 +59,10 @@
       view.waiting.replaceChildren();
       return;
     }
-    const parts = ["Waiting for approval: "];
+    const parts = [gettext("Waiting for approval: ")];
     approvals.forEach((approval, index) => {
       if (index) parts.push(", ");
-      const label = `${approval.tool} (approval #${approval.id})`;
+      const label = interpolate(gettext("%(tool)s (approval #%(id)s)"), approval, true);
       if (approval.url) {
         const link = element("a", "", label);
         link.href = approval.url;
@@ -70,7 +70,7 @@
         link.rel = "noopener";
         parts.push(link);
       } else {
-        parts.push(`${label}, for an approver to decide`);
+        parts.push(interpolate(gettext("%(label)s, for an approver to decide"), { label }, true));
       }
     });
     view.waiting.replaceChildren(...parts);
@@ -85,7 +85,7 @@
     for (;;) {
       const response = await fetch(`${run.events_url}?after=${after}`, { credentials: "same-origin" });
       if (!response.ok) {
-        state.textContent = `polling failed: HTTP ${response.status}`;
+        state.textContent = interpolate(gettext("polling failed: HTTP %(status)s"), response, true);
         return;
       }
       const data = await response.json();
@@ -96,9 +96,9 @@
           streamed += event.payload.text;
           answer.textContent = streamed;
         } else if (event.type === "tool.started") {
-          note.textContent = `calling ${event.payload.tool} ${JSON.stringify(event.payload.arguments)}`;
+          note.textContent = interpolate(gettext("calling %(tool)s %(arguments)s"), { tool: event.payload.tool, arguments: JSON.stringify(event.payload.arguments) }, true);
         } else if (event.type === "approval.requested") {
-          note.textContent = `waiting for approval of ${event.payload.tool}`;
+          note.textContent = interpolate(gettext("waiting for approval of %(tool)s"), event.payload, true);
         } else if (event.type === "llm_call.completed") {
           streamed = "";
         }
@@ -112,8 +112,8 @@
       showWaiting(view, data.pending_approvals);
       if (data.run.terminal) {
         answer.classList.remove("pending");
-        answer.textContent = data.answer || data.run.error || `(run ${data.run.status_text})`;
-        note.textContent = `run ${words} · ${data.run.total_tokens} tokens`;
+        answer.textContent = data.answer || data.run.error || interpolate(gettext("(run %(status)s)"), { status: data.run.status_text }, true);
+        note.textContent = interpolate(gettext("run %(words)s · %(tokens)s tokens"), { words, tokens: data.run.total_tokens }, true);
         return;
       }
       if (data.events.length === 0) await new Promise((resolve) => setTimeout(resolve, POLL_MS));
@@ -130,7 +130,7 @@
     event.preventDefault();
     const body = new FormData(form);
     sendButton.disabled = true;
-    state.textContent = "sending…";
+    state.textContent = gettext("sending…");
     try {
       const response = await fetch(form.action, { method: "POST", body, credentials: "same-origin" });
       const data = await response.json();
@@ -143,7 +143,7 @@
       form.elements.content.value = "";
       await follow(data);
     } catch (error) {
-      state.textContent = `error: ${error.message}`;
+      state.textContent = interpolate(gettext("error: %(message)s"), error, true);
     } finally {
       sendButton.disabled = false;
     }

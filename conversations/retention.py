@@ -1,0 +1,252 @@
+"""Retention: old runs leave the ledger with a tombstone; idempotency keys and webhook deliveries expire.
+
+The ledger is append-only everywhere else; this is the one place rows are deleted, and only by
+an agent's retention policy (Agent.retention_days), a batch of runs per transaction. Each batch
+adds its counts to the purge's tombstone (RunPurge) in the same transaction, so the tombstone
+always says exactly what is gone, even if the sweep stops half-way.
+"""
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, QuerySet
+from django.utils import timezone
+
+from agents.models import Agent
+from conversations.models import (
+    TERMINAL_STATUSES,
+    Approval,
+    ApprovalGrant,
+    Conversation,
+    LLMCall,
+    Message,
+    Run,
+    RunEvent,
+    RunPurge,
+    RunRequest,
+    ToolInvocation,
+    Webhook,
+    WebhookAttempt,
+    WebhookDelivery,
+)
+
+# Runs deleted per transaction: each holds their rows' locks until it commits, and its
+# statements name every run id as a parameter.
+PURGE_BATCH_RUNS = 200
+EXPIRY_BATCH_ROWS = 1000
+
+# What a purge counts, in the order the rows are deleted (rows before the rows they point to).
+PURGE_KINDS = (
+    "webhook_attempts",
+    "webhook_deliveries",
+    "messages",
+    "approval_grants",
+    "approvals",
+    "tool_invocations",
+    "llm_calls",
+    "events",
+    "run_requests",
+    "runs",
+    "conversations",
+)
+
+
+@dataclass
+class PurgeResult:
+    agent: str
+    cutoff: datetime
+    counts: dict[str, int] = field(default_factory=dict)
+    tombstone_id: int | None = None
+
+
+def _table(model) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def _column(model, name: str) -> str:
+    return connection.ops.quote_name(model._meta.get_field(name).column)
+
+
+def _execute(sql: str, params: list) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def _runs_delete(run_ids: list) -> dict[str, int]:
+    """Delete these runs and every row that belongs to them; the counts by kind.
+
+    Plain DELETE statements by run id: Django's cascade would first load every row (with the
+    model calls' whole requests and responses) to delete it."""
+    keys = [Run._meta.pk.get_db_prep_value(pk, connection) for pk in run_ids]
+    marks = ", ".join(["%s"] * len(keys))
+    events = f'SELECT "id" FROM {_table(RunEvent)} WHERE {_column(RunEvent, "run")} IN ({marks})'
+    deliveries = f"SELECT {_column(WebhookDelivery, 'id')} FROM {_table(WebhookDelivery)} WHERE " + (
+        f"{_column(WebhookDelivery, 'run_event')} IN ({events})"
+    )
+    calls = f'SELECT "id" FROM {_table(LLMCall)} WHERE {_column(LLMCall, "run")} IN ({marks})'
+    counts = {
+        "webhook_attempts": _execute(
+            f"DELETE FROM {_table(WebhookAttempt)} WHERE {_column(WebhookAttempt, 'delivery')} IN ({deliveries})", keys
+        ),
+        "webhook_deliveries": _execute(
+            f"DELETE FROM {_table(WebhookDelivery)} WHERE {_column(WebhookDelivery, 'run_event')} IN ({events})", keys
+        ),
+    }
+    # A conversation's summary may have been made by a call of a purged run: the text stays,
+    # the pointer to the call goes with the call.
+    _execute(
+        f"UPDATE {_table(Conversation)} SET {_column(Conversation, 'context_summary_call')} = NULL "
+        f"WHERE {_column(Conversation, 'context_summary_call')} IN ({calls})",
+        keys,
+    )
+    counts["messages"] = _execute(
+        f"DELETE FROM {_table(Message)} WHERE {_column(Message, 'run')} IN ({marks}) "
+        f"OR {_column(Message, 'llm_call')} IN ({calls})",
+        keys + keys,
+    )
+    for kind, model in (
+        ("approval_grants", ApprovalGrant),
+        ("approvals", Approval),
+        ("tool_invocations", ToolInvocation),
+        ("llm_calls", LLMCall),
+        ("events", RunEvent),
+        ("run_requests", RunRequest),
+    ):
+        counts[kind] = _execute(f"DELETE FROM {_table(model)} WHERE {_column(model, 'run')} IN ({marks})", keys)
+    counts["runs"] = _execute(f'DELETE FROM {_table(Run)} WHERE "id" IN ({marks})', keys)
+    return counts
+
+
+def _conversations_delete(conversation_ids: set, cutoff: datetime) -> dict[str, int]:
+    """Delete the conversations that the purge left without runs (and that no webhook names),
+    with their remaining messages (a chat completion's own system message has no run)."""
+    empty = list(
+        Conversation.objects.filter(pk__in=conversation_ids, created_at__lt=cutoff)
+        .exclude(Exists(Run.objects.filter(conversation=OuterRef("pk"))))
+        .exclude(Exists(RunRequest.objects.filter(conversation=OuterRef("pk"))))
+        .exclude(Exists(Webhook.objects.filter(conversation=OuterRef("pk"))))
+        .values_list("pk", flat=True)
+    )
+    if not empty:
+        return {"messages": 0, "conversations": 0}
+    keys = [Conversation._meta.pk.get_db_prep_value(pk, connection) for pk in empty]
+    marks = ", ".join(["%s"] * len(keys))
+    return {
+        "messages": _execute(
+            f"DELETE FROM {_table(Message)} WHERE {_column(Message, 'conversation')} IN ({marks})", keys
+        ),
+        "conversations": _execute(f'DELETE FROM {_table(Conversation)} WHERE "id" IN ({marks})', keys),
+    }
+
+
+def runs_purgeable(*, agent: Agent, cutoff: datetime) -> QuerySet[Run]:
+    """The agent's runs that ended and were created before the cutoff. A conversation with a run
+    still going keeps all of its runs: that run's context is read from their messages."""
+    active = Run.objects.filter(conversation=OuterRef("conversation")).exclude(status__in=TERMINAL_STATUSES)
+    return Run.objects.filter(agent=agent, status__in=TERMINAL_STATUSES, created_at__lt=cutoff).exclude(Exists(active))
+
+
+def _dry_counts(runs: QuerySet[Run]) -> dict[str, int]:
+    ids = runs.values("pk")
+    events = RunEvent.objects.filter(run__in=ids)
+    deliveries = WebhookDelivery.objects.filter(run_event__in=events.values("pk"))
+    return {
+        "webhook_attempts": WebhookAttempt.objects.filter(delivery__in=deliveries.values("pk")).count(),
+        "webhook_deliveries": deliveries.count(),
+        "messages": Message.objects.filter(run__in=ids).count(),
+        "approval_grants": ApprovalGrant.objects.filter(run__in=ids).count(),
+        "approvals": Approval.objects.filter(run__in=ids).count(),
+        "tool_invocations": ToolInvocation.objects.filter(run__in=ids).count(),
+        "llm_calls": LLMCall.objects.filter(run__in=ids).count(),
+        "events": events.count(),
+        "run_requests": RunRequest.objects.filter(run__in=ids).count(),
+        "runs": runs.count(),
+    }
+
+
+def runs_purge(
+    *, agent: Agent, now: datetime | None = None, dry_run: bool = False, batch_size: int = PURGE_BATCH_RUNS
+) -> PurgeResult:
+    """Apply the agent's retention policy: delete its ended runs older than retention_days with
+    all their rows, and record what went in a tombstone. A dry run only counts (runs' rows, not
+    the conversations a purge would leave empty). No policy, nothing to do."""
+    now = now or timezone.now()
+    result = PurgeResult(agent=agent.slug, cutoff=now, counts=dict.fromkeys(PURGE_KINDS, 0))
+    if not agent.retention_days:
+        return result
+    result.cutoff = cutoff = now - timedelta(days=agent.retention_days)
+    runs = runs_purgeable(agent=agent, cutoff=cutoff)
+    if dry_run:
+        result.counts.update(_dry_counts(runs))
+        return result
+    while True:
+        with transaction.atomic():
+            # Locked, and skipped if locked: an operator acting on one of these runs right now
+            # keeps it until the next sweep.
+            batch = list(
+                runs.select_for_update(skip_locked=True, of=("self",)).values_list("pk", "conversation_id")[:batch_size]
+            )
+            if not batch:
+                break
+            counts = _runs_delete([pk for pk, _ in batch])
+            for kind, count in _conversations_delete({c for _, c in batch}, cutoff).items():
+                counts[kind] = counts.get(kind, 0) + count
+            result.counts = {kind: result.counts[kind] + counts.get(kind, 0) for kind in PURGE_KINDS}
+            if result.tombstone_id is None:
+                set_by = agent.retention_set_by
+                result.tombstone_id = RunPurge.objects.create(
+                    agent=agent,
+                    agent_slug=agent.slug,
+                    retention_days=agent.retention_days,
+                    cutoff=cutoff,
+                    counts=result.counts,
+                    policy_set_by=set_by,
+                    policy_set_by_username=set_by.get_username() if set_by else "",
+                    policy_set_at=agent.retention_set_at,
+                    finished_at=timezone.now(),
+                ).pk
+            else:
+                RunPurge.objects.filter(pk=result.tombstone_id).update(counts=result.counts, finished_at=timezone.now())
+        if len(batch) < batch_size:
+            break
+    return result
+
+
+def idempotency_keys_expire(*, hours: float, now: datetime | None = None, batch_size: int = EXPIRY_BATCH_ROWS) -> int:
+    """Clear the idempotency keys of requests older than `hours`: the same key then starts a new
+    run. The request itself stays (it is the run's input, part of the ledger)."""
+    cutoff = (now or timezone.now()) - timedelta(hours=hours)
+    expired = RunRequest.objects.filter(created_at__lt=cutoff).exclude(idempotency_key="")
+    cleared = 0
+    while True:
+        ids = list(expired.values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            return cleared
+        cleared += RunRequest.objects.filter(pk__in=ids).exclude(idempotency_key="").update(idempotency_key="")
+
+
+def webhook_deliveries_expire(
+    *, days: float, now: datetime | None = None, batch_size: int = EXPIRY_BATCH_ROWS
+) -> dict[str, int]:
+    """Delete finished (delivered or failed) webhook deliveries older than `days`, with their
+    attempts. A pending one stays, whatever its age: it may still be sent."""
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    finished = WebhookDelivery.objects.filter(
+        created_at__lt=cutoff, status__in=[WebhookDelivery.Status.DELIVERED, WebhookDelivery.Status.FAILED]
+    )
+    counts = {"webhook_deliveries": 0, "webhook_attempts": 0}
+    while True:
+        with transaction.atomic():
+            ids = list(finished.select_for_update(skip_locked=True).values_list("pk", flat=True)[:batch_size])
+            if not ids:
+                return counts
+            keys = [WebhookDelivery._meta.pk.get_db_prep_value(pk, connection) for pk in ids]
+            marks = ", ".join(["%s"] * len(keys))
+            counts["webhook_attempts"] += _execute(
+                f"DELETE FROM {_table(WebhookAttempt)} WHERE {_column(WebhookAttempt, 'delivery')} IN ({marks})", keys
+            )
+            counts["webhook_deliveries"] += _execute(
+                f"DELETE FROM {_table(WebhookDelivery)} WHERE {_column(WebhookDelivery, 'id')} IN ({marks})", keys
+            )
