@@ -12,25 +12,39 @@ from platform_site.crypto import EncryptedTextField
 
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="conversations")
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="conversations"
+    agent = models.ForeignKey(
+        "agents.Agent", on_delete=models.PROTECT, related_name="conversations", verbose_name=_("agent")
     )
-    title = models.CharField(max_length=200, blank=True)
-    metadata = models.JSONField(default=dict, blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="conversations",
+        verbose_name=_("owner"),
+    )
+    title = models.CharField(max_length=200, blank=True, verbose_name=_("title"))
+    metadata = models.JSONField(default=dict, blank=True, verbose_name=_("metadata"))
     # Next Message.order; bumped under a row lock so concurrent writers never collide.
-    message_count = models.PositiveIntegerField(default=0)
+    message_count = models.PositiveIntegerField(default=0, verbose_name=_("message count"))
     # Context policy: earlier turns folded into a summary by a model call (purpose "summary"),
     # kept here so later steps send it instead of recomputing it; it covers every message up
     # to and including order `context_summary_through`.
-    context_summary = models.TextField(blank=True, default="")
-    context_summary_through = models.PositiveIntegerField(default=0)
+    context_summary = models.TextField(blank=True, default="", verbose_name=_("context summary"))
+    context_summary_through = models.PositiveIntegerField(default=0, verbose_name=_("context summary through"))
     context_summary_call = models.ForeignKey(
-        "LLMCall", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        "LLMCall",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("context summary call"),
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
+        verbose_name = _("conversation")
+        verbose_name_plural = _("conversations")
         ordering = ["-created_at"]
 
     def __str__(self):
@@ -41,27 +55,35 @@ class Message(models.Model):
     class Role(models.TextChoices):
         # Only a chat completion request stores one: the client's own system message opens its
         # conversation. An agent's system prompt is built per call and never stored.
-        SYSTEM = "system"
-        USER = "user"
-        ASSISTANT = "assistant"
-        TOOL = "tool"
+        SYSTEM = "system", _("System")
+        USER = "user", _("User")
+        ASSISTANT = "assistant", _("Assistant")
+        TOOL = "tool", _("Tool")
 
-    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="messages")
-    run = models.ForeignKey("Run", on_delete=models.PROTECT, null=True, blank=True, related_name="messages")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.PROTECT, related_name="messages", verbose_name=_("conversation")
+    )
+    run = models.ForeignKey(
+        "Run", on_delete=models.PROTECT, null=True, blank=True, related_name="messages", verbose_name=_("run")
+    )
     # The model call that produced an assistant message (its tool calls hang off it).
-    llm_call = models.ForeignKey("LLMCall", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
-    order = models.PositiveIntegerField()
-    role = models.CharField(max_length=16, choices=Role.choices)
-    content = models.TextField(blank=True, default="")
-    tool_calls = models.JSONField(null=True, blank=True)
-    tool_call_id = models.CharField(max_length=128, blank=True, default="")
-    name = models.CharField(max_length=64, blank=True, default="")
+    llm_call = models.ForeignKey(
+        "LLMCall", on_delete=models.PROTECT, null=True, blank=True, related_name="+", verbose_name=_("LLM call")
+    )
+    order = models.PositiveIntegerField(verbose_name=_("order"))
+    role = models.CharField(max_length=16, choices=Role.choices, verbose_name=_("role"))
+    content = models.TextField(blank=True, default="", verbose_name=_("content"))
+    tool_calls = models.JSONField(null=True, blank=True, verbose_name=_("tool calls"))
+    tool_call_id = models.CharField(max_length=128, blank=True, default="", verbose_name=_("tool call id"))
+    name = models.CharField(max_length=64, blank=True, default="", verbose_name=_("name"))
     # Provider reasoning that must travel with the message (Anthropic thinking blocks and
     # their signatures are required again when a tool-use turn continues).
-    reasoning = models.JSONField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    reasoning = models.JSONField(null=True, blank=True, verbose_name=_("reasoning"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
+        verbose_name = _("message")
+        verbose_name_plural = _("messages")
         ordering = ["conversation", "order"]
         constraints = [
             models.UniqueConstraint(fields=["conversation", "order"], name="message_order_unique"),
@@ -72,76 +94,88 @@ class Message(models.Model):
 
 
 class RunStatus(models.TextChoices):
-    QUEUED = "queued"
-    RUNNING = "running"
-    AWAITING_APPROVAL = "awaiting_approval"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    EXPIRED = "expired"
+    QUEUED = "queued", _("Queued")
+    RUNNING = "running", _("Running")
+    AWAITING_APPROVAL = "awaiting_approval", _("Awaiting approval")
+    COMPLETED = "completed", _("Completed")
+    FAILED = "failed", _("Failed")
+    CANCELLED = "cancelled", _("Cancelled")
+    EXPIRED = "expired", _("Expired")
 
 
 TERMINAL_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED)
 
 
 class StopReason(models.TextChoices):
-    FINAL_ANSWER = "final_answer"
-    MAX_ITERATIONS = "max_iterations"
-    TOOL_LOOP = "tool_loop"
-    BUDGET = "budget"
-    TIMEOUT = "timeout"
-    PROVIDER_ERROR = "provider_error"
-    EMPTY_ANSWER = "empty_answer"
-    CANCELLED = "cancelled"
-    APPROVAL_EXPIRED = "approval_expired"
-    WORKER_LOST = "worker_lost"
-    INTERNAL_ERROR = "internal_error"
+    FINAL_ANSWER = "final_answer", _("Final answer")
+    MAX_ITERATIONS = "max_iterations", _("Max iterations")
+    TOOL_LOOP = "tool_loop", _("Tool loop")
+    BUDGET = "budget", _("Budget")
+    TIMEOUT = "timeout", _("Timeout")
+    PROVIDER_ERROR = "provider_error", _("Provider error")
+    EMPTY_ANSWER = "empty_answer", _("Empty answer")
+    CANCELLED = "cancelled", _("Cancelled")
+    APPROVAL_EXPIRED = "approval_expired", _("Approval expired")
+    WORKER_LOST = "worker_lost", _("Worker lost")
+    INTERNAL_ERROR = "internal_error", _("Internal error")
 
 
 class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="runs")
-    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="runs")
-    agent_version = models.ForeignKey("agents.AgentVersion", on_delete=models.PROTECT, related_name="runs")
-    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
-    stop_reason = models.CharField(max_length=20, choices=StopReason.choices, blank=True, default="")
-    error = models.TextField(blank=True, default="")
-    cancel_requested = models.BooleanField(default=False)
-    iterations = models.PositiveIntegerField(default=0)
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
-    cached_tokens = models.PositiveIntegerField(default=0)
-    reasoning_tokens = models.PositiveIntegerField(default=0)
-    total_tokens = models.PositiveIntegerField(default=0)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.PROTECT, related_name="runs", verbose_name=_("conversation")
+    )
+    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="runs", verbose_name=_("agent"))
+    agent_version = models.ForeignKey(
+        "agents.AgentVersion", on_delete=models.PROTECT, related_name="runs", verbose_name=_("agent version")
+    )
+    status = models.CharField(
+        max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED, verbose_name=_("status")
+    )
+    stop_reason = models.CharField(
+        max_length=20, choices=StopReason.choices, blank=True, default="", verbose_name=_("stop reason")
+    )
+    error = models.TextField(blank=True, default="", verbose_name=_("error"))
+    cancel_requested = models.BooleanField(default=False, verbose_name=_("cancel requested"))
+    iterations = models.PositiveIntegerField(default=0, verbose_name=_("iterations"))
+    prompt_tokens = models.PositiveIntegerField(default=0, verbose_name=_("prompt tokens"))
+    completion_tokens = models.PositiveIntegerField(default=0, verbose_name=_("completion tokens"))
+    cached_tokens = models.PositiveIntegerField(default=0, verbose_name=_("cached tokens"))
+    reasoning_tokens = models.PositiveIntegerField(default=0, verbose_name=_("reasoning tokens"))
+    total_tokens = models.PositiveIntegerField(default=0, verbose_name=_("total tokens"))
     # Some of the totals are estimates: at least one call's server reported no usage.
-    usage_estimated = models.BooleanField(default=False)
-    cost = models.DecimalField(max_digits=14, decimal_places=8, default=0)
+    usage_estimated = models.BooleanField(default=False, verbose_name=_("usage estimated"))
+    cost = models.DecimalField(max_digits=14, decimal_places=8, default=0, verbose_name=_("cost"))
     # Lease: the worker holding the run renews it; a lapsed lease means the worker is gone.
-    lease_owner = models.CharField(max_length=128, blank=True, default="")
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
-    claims = models.PositiveIntegerField(default=0)
-    recoveries = models.PositiveIntegerField(default=0)
+    lease_owner = models.CharField(max_length=128, blank=True, default="", verbose_name=_("lease owner"))
+    lease_expires_at = models.DateTimeField(null=True, blank=True, verbose_name=_("lease expires at"))
+    claims = models.PositiveIntegerField(default=0, verbose_name=_("claims"))
+    recoveries = models.PositiveIntegerField(default=0, verbose_name=_("recoveries"))
     # When the run was last handed to the queue; the sweeper hands it again if no worker took it.
-    enqueued_at = models.DateTimeField(null=True, blank=True)
-    event_seq = models.PositiveIntegerField(default=0)
+    enqueued_at = models.DateTimeField(null=True, blank=True, verbose_name=_("enqueued at"))
+    event_seq = models.PositiveIntegerField(default=0, verbose_name=_("event seq"))
     # Wall-clock deadline from the agent's run_timeout_seconds; enforced by the loop and the sweeper.
-    deadline = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    deadline = models.DateTimeField(null=True, blank=True, verbose_name=_("deadline"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    started_at = models.DateTimeField(null=True, blank=True, verbose_name=_("started at"))
+    finished_at = models.DateTimeField(null=True, blank=True, verbose_name=_("finished at"))
     # The run's trace context when tracing is on (engine.tracing): its trace, the id of its
     # invoke_agent span (emitted when the run ends) and the caller's span, in lowercase hex.
-    trace_id = models.CharField(max_length=32, blank=True, default="")
-    trace_span_id = models.CharField(max_length=16, blank=True, default="")
-    trace_parent_span_id = models.CharField(max_length=16, blank=True, default="")
+    trace_id = models.CharField(max_length=32, blank=True, default="", verbose_name=_("trace id"))
+    trace_span_id = models.CharField(max_length=16, blank=True, default="", verbose_name=_("trace span id"))
+    trace_parent_span_id = models.CharField(
+        max_length=16, blank=True, default="", verbose_name=_("trace parent span id")
+    )
 
     class Meta:
+        verbose_name = _("run")
+        verbose_name_plural = _("runs")
         ordering = ["-created_at"]
         # Operators' actions on runs (monitoring pages and admin); seeing runs is view_run.
         permissions = [
-            ("operate_run", "Can cancel, requeue and retry runs"),
+            ("operate_run", _("Can cancel, requeue and retry runs")),
             # Export reads everything an auditor may see, in bulk: its own grant, beyond view_run.
-            ("export_run", "Can export runs with their audit rows"),
+            ("export_run", _("Can export runs with their audit rows")),
         ]
         indexes = [
             # The sweeper scans for lapsed leases among running runs only (a few hundred rows per
@@ -178,37 +212,39 @@ class LLMCall(models.Model):
     """One attempt at one model call: written before the request, completed after."""
 
     class Status(models.TextChoices):
-        STARTED = "started"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
+        STARTED = "started", _("Started")
+        SUCCEEDED = "succeeded", _("Succeeded")
+        FAILED = "failed", _("Failed")
 
     class Purpose(models.TextChoices):
-        STEP = "step"
-        SUMMARY = "summary"
+        STEP = "step", _("Step")
+        SUMMARY = "summary", _("Summary")
 
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="llm_calls")
-    iteration = models.PositiveIntegerField()
-    attempt = models.PositiveSmallIntegerField()
-    purpose = models.CharField(max_length=16, choices=Purpose.choices, default=Purpose.STEP)
-    model_config = models.ForeignKey("agents.ModelConfig", on_delete=models.PROTECT, related_name="+")
-    provider = models.CharField(max_length=32)
-    model_name = models.CharField(max_length=200)
-    request = models.JSONField()
-    response = models.JSONField(null=True, blank=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.STARTED)
-    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    finish_reason = models.CharField(max_length=32, blank=True, default="")
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
-    cached_tokens = models.PositiveIntegerField(default=0)
-    reasoning_tokens = models.PositiveIntegerField(default=0)
-    total_tokens = models.PositiveIntegerField(default=0)
-    usage_estimated = models.BooleanField(default=False)
-    cost = models.DecimalField(max_digits=14, decimal_places=8, default=0)
-    latency_ms = models.PositiveIntegerField(null=True, blank=True)
-    error = models.TextField(blank=True, default="")
-    started_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="llm_calls", verbose_name=_("run"))
+    iteration = models.PositiveIntegerField(verbose_name=_("iteration"))
+    attempt = models.PositiveSmallIntegerField(verbose_name=_("attempt"))
+    purpose = models.CharField(max_length=16, choices=Purpose.choices, default=Purpose.STEP, verbose_name=_("purpose"))
+    model_config = models.ForeignKey(
+        "agents.ModelConfig", on_delete=models.PROTECT, related_name="+", verbose_name=_("model config")
+    )
+    provider = models.CharField(max_length=32, verbose_name=_("provider"))
+    model_name = models.CharField(max_length=200, verbose_name=_("model name"))
+    request = models.JSONField(verbose_name=_("request"))
+    response = models.JSONField(null=True, blank=True, verbose_name=_("response"))
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.STARTED, verbose_name=_("status"))
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True, verbose_name=_("HTTP status"))
+    finish_reason = models.CharField(max_length=32, blank=True, default="", verbose_name=_("finish reason"))
+    prompt_tokens = models.PositiveIntegerField(default=0, verbose_name=_("prompt tokens"))
+    completion_tokens = models.PositiveIntegerField(default=0, verbose_name=_("completion tokens"))
+    cached_tokens = models.PositiveIntegerField(default=0, verbose_name=_("cached tokens"))
+    reasoning_tokens = models.PositiveIntegerField(default=0, verbose_name=_("reasoning tokens"))
+    total_tokens = models.PositiveIntegerField(default=0, verbose_name=_("total tokens"))
+    usage_estimated = models.BooleanField(default=False, verbose_name=_("usage estimated"))
+    cost = models.DecimalField(max_digits=14, decimal_places=8, default=0, verbose_name=_("cost"))
+    latency_ms = models.PositiveIntegerField(null=True, blank=True, verbose_name=_("latency ms"))
+    error = models.TextField(blank=True, default="", verbose_name=_("error"))
+    started_at = models.DateTimeField(auto_now_add=True, verbose_name=_("started at"))
+    finished_at = models.DateTimeField(null=True, blank=True, verbose_name=_("finished at"))
 
     class Meta:
         verbose_name = _("LLM call")
@@ -225,35 +261,46 @@ class LLMCall(models.Model):
 
 class ToolInvocation(models.Model):
     class Status(models.TextChoices):
-        PENDING = "pending"
-        AWAITING_APPROVAL = "awaiting_approval"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        ERROR = "error"
-        REJECTED = "rejected"
-        BLOCKED = "blocked"
-        CANCELLED = "cancelled"
+        PENDING = "pending", _("Pending")
+        AWAITING_APPROVAL = "awaiting_approval", _("Awaiting approval")
+        RUNNING = "running", _("Running")
+        SUCCEEDED = "succeeded", _("Succeeded")
+        ERROR = "error", _("Error")
+        REJECTED = "rejected", _("Rejected")
+        BLOCKED = "blocked", _("Blocked")
+        CANCELLED = "cancelled", _("Cancelled")
 
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="tool_invocations")
-    llm_call = models.ForeignKey(LLMCall, on_delete=models.PROTECT, related_name="tool_invocations")
-    tool = models.ForeignKey("tools.ToolDefinition", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
-    tool_name = models.CharField(max_length=200)
-    tool_call_id = models.CharField(max_length=128)
-    position = models.PositiveSmallIntegerField(default=0)
-    raw_arguments = models.TextField(blank=True, default="")
-    arguments = models.JSONField(null=True, blank=True)
-    validation_errors = models.JSONField(default=list, blank=True)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
-    result = models.TextField(blank=True, default="")
-    truncated = models.BooleanField(default=False)
-    error = models.TextField(blank=True, default="")
-    idempotency_key = models.CharField(max_length=200)
-    latency_ms = models.PositiveIntegerField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="tool_invocations", verbose_name=_("run"))
+    llm_call = models.ForeignKey(
+        LLMCall, on_delete=models.PROTECT, related_name="tool_invocations", verbose_name=_("LLM call")
+    )
+    tool = models.ForeignKey(
+        "tools.ToolDefinition",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("tool"),
+    )
+    tool_name = models.CharField(max_length=200, verbose_name=_("tool name"))
+    tool_call_id = models.CharField(max_length=128, verbose_name=_("tool call id"))
+    position = models.PositiveSmallIntegerField(default=0, verbose_name=_("position"))
+    raw_arguments = models.TextField(blank=True, default="", verbose_name=_("raw arguments"))
+    arguments = models.JSONField(null=True, blank=True, verbose_name=_("arguments"))
+    validation_errors = models.JSONField(default=list, blank=True, verbose_name=_("validation errors"))
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, verbose_name=_("status"))
+    result = models.TextField(blank=True, default="", verbose_name=_("result"))
+    truncated = models.BooleanField(default=False, verbose_name=_("truncated"))
+    error = models.TextField(blank=True, default="", verbose_name=_("error"))
+    idempotency_key = models.CharField(max_length=200, verbose_name=_("idempotency key"))
+    latency_ms = models.PositiveIntegerField(null=True, blank=True, verbose_name=_("latency ms"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    started_at = models.DateTimeField(null=True, blank=True, verbose_name=_("started at"))
+    finished_at = models.DateTimeField(null=True, blank=True, verbose_name=_("finished at"))
 
     class Meta:
+        verbose_name = _("tool invocation")
+        verbose_name_plural = _("tool invocations")
         ordering = ["run", "llm_call", "position"]
         constraints = [
             models.UniqueConstraint(fields=["run", "tool_call_id"], name="tool_invocation_call_unique"),
@@ -269,44 +316,55 @@ class Approval(models.Model):
     `arguments` here are what was approved (edited or not)."""
 
     class Status(models.TextChoices):
-        PENDING = "pending"
-        APPROVED = "approved"
-        REJECTED = "rejected"
-        EXPIRED = "expired"
-        CANCELLED = "cancelled"
+        PENDING = "pending", _("Pending")
+        APPROVED = "approved", _("Approved")
+        REJECTED = "rejected", _("Rejected")
+        EXPIRED = "expired", _("Expired")
+        CANCELLED = "cancelled", _("Cancelled")
 
     class Channel(models.TextChoices):
-        PAGE = "page", "approval page"
-        API = "api", "API"
-        ADMIN = "admin", "admin"
-        RUN_GRANT = "run_grant", "approved earlier for the rest of the run"
-        SYSTEM = "system", "system (expiry, cancellation)"
+        PAGE = "page", _("approval page")
+        API = "api", _("API")
+        ADMIN = "admin", _("admin")
+        RUN_GRANT = "run_grant", _("approved earlier for the rest of the run")
+        SYSTEM = "system", _("system (expiry, cancellation)")
 
-    invocation = models.OneToOneField(ToolInvocation, on_delete=models.PROTECT, related_name="approval")
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approvals")
-    tool_call_id = models.CharField(max_length=128, blank=True, default="")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    arguments = models.JSONField()
-    arguments_hash = models.CharField(max_length=64)
-    # Why the policy asked (e.g. "rule `amount > 1000` matched"), shown to the approver.
-    request_reason = models.CharField(max_length=500, blank=True, default="")
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    invocation = models.OneToOneField(
+        ToolInvocation, on_delete=models.PROTECT, related_name="approval", verbose_name=_("invocation")
     )
-    decided_at = models.DateTimeField(null=True, blank=True)
-    channel = models.CharField(max_length=16, choices=Channel.choices, blank=True, default="")
-    reason = models.TextField(blank=True, default="")
-    expires_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approvals", verbose_name=_("run"))
+    tool_call_id = models.CharField(max_length=128, blank=True, default="", verbose_name=_("tool call id"))
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, verbose_name=_("status"))
+    arguments = models.JSONField(verbose_name=_("arguments"))
+    arguments_hash = models.CharField(max_length=64, verbose_name=_("arguments hash"))
+    # Why the policy asked (e.g. "rule `amount > 1000` matched"), shown to the approver.
+    request_reason = models.CharField(max_length=500, blank=True, default="", verbose_name=_("request reason"))
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("decided by"),
+    )
+    decided_at = models.DateTimeField(null=True, blank=True, verbose_name=_("decided at"))
+    channel = models.CharField(
+        max_length=16, choices=Channel.choices, blank=True, default="", verbose_name=_("channel")
+    )
+    reason = models.TextField(blank=True, default="", verbose_name=_("reason"))
+    expires_at = models.DateTimeField(null=True, blank=True, verbose_name=_("expires at"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
+        verbose_name = _("approval")
+        verbose_name_plural = _("approvals")
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["status", "created_at"], name="approval_status_idx"),
             # The expiry task looks only at pending approvals with a deadline.
             models.Index(fields=["expires_at"], name="approval_pending_expiry_idx", condition=Q(status="pending")),
         ]
-        permissions = [("decide_approval", "Can approve or reject tool calls")]
+        permissions = [("decide_approval", _("Can approve or reject tool calls"))]
 
     def __str__(self):
         return f"approval {self.pk} ({self.status})"
@@ -316,13 +374,19 @@ class ApprovalGrant(models.Model):
     """ "Approve every call of this tool for the rest of this run", given with one decision.
     Later calls still get their own Approval row, approved through this grant."""
 
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approval_grants")
-    tool_name = models.CharField(max_length=200)
-    approval = models.OneToOneField(Approval, on_delete=models.PROTECT, related_name="grant")
-    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approval_grants", verbose_name=_("run"))
+    tool_name = models.CharField(max_length=200, verbose_name=_("tool name"))
+    approval = models.OneToOneField(
+        Approval, on_delete=models.PROTECT, related_name="grant", verbose_name=_("approval")
+    )
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", verbose_name=_("granted by")
+    )
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
+        verbose_name = _("approval grant")
+        verbose_name_plural = _("approval grants")
         constraints = [models.UniqueConstraint(fields=["run", "tool_name"], name="approval_grant_unique")]
 
     def __str__(self):
@@ -330,13 +394,15 @@ class ApprovalGrant(models.Model):
 
 
 class RunEvent(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events")
-    seq = models.PositiveIntegerField()
-    type = models.CharField(max_length=40)
-    payload = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events", verbose_name=_("run"))
+    seq = models.PositiveIntegerField(verbose_name=_("seq"))
+    type = models.CharField(max_length=40, verbose_name=_("type"))
+    payload = models.JSONField(default=dict, blank=True, verbose_name=_("payload"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
+        verbose_name = _("run event")
+        verbose_name_plural = _("run events")
         ordering = ["run", "seq"]
         constraints = [
             models.UniqueConstraint(fields=["run", "seq"], name="run_event_seq_unique"),
@@ -350,13 +416,17 @@ class RunEvent(models.Model):
 class ApiToken(models.Model):
     """A per-user API credential. Only a hash is stored; the token is shown once, at creation."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=100, help_text="What this token is for, e.g. 'billing backend'.")
-    prefix = models.CharField(max_length=12, editable=False)
-    key_hash = models.CharField(max_length=64, unique=True, editable=False)
-    is_active = models.BooleanField(default=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens", verbose_name=_("user")
+    )
+    name = models.CharField(
+        max_length=100, help_text=_("What this token is for, e.g. 'billing backend'."), verbose_name=_("name")
+    )
+    prefix = models.CharField(max_length=12, editable=False, verbose_name=_("prefix"))
+    key_hash = models.CharField(max_length=64, unique=True, editable=False, verbose_name=_("key hash"))
+    is_active = models.BooleanField(default=True, verbose_name=_("is active"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False, verbose_name=_("last used at"))
 
     class Meta:
         verbose_name = _("API token")
@@ -374,17 +444,26 @@ class RunRequest(models.Model):
     until then its content lives here.
     """
 
-    run = models.OneToOneField(Run, on_delete=models.PROTECT, related_name="request")
-    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="run_requests")
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    run = models.OneToOneField(Run, on_delete=models.PROTECT, related_name="request", verbose_name=_("run"))
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.PROTECT, related_name="run_requests", verbose_name=_("conversation")
     )
-    content = models.TextField()
-    idempotency_key = models.CharField(max_length=200, blank=True, default="")
-    content_hash = models.CharField(max_length=64)
-    created_at = models.DateTimeField(auto_now_add=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("user"),
+    )
+    content = models.TextField(verbose_name=_("content"))
+    idempotency_key = models.CharField(max_length=200, blank=True, default="", verbose_name=_("idempotency key"))
+    content_hash = models.CharField(max_length=64, verbose_name=_("content hash"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
+        verbose_name = _("run request")
+        verbose_name_plural = _("run requests")
         constraints = [
             models.UniqueConstraint(
                 fields=["conversation", "user", "idempotency_key"],
@@ -405,19 +484,26 @@ class RunRequest(models.Model):
 class Webhook(models.Model):
     """Where an agent's run outcomes and approval requests are POSTed, signed with the secret."""
 
-    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="webhooks")
+    agent = models.ForeignKey(
+        "agents.Agent", on_delete=models.CASCADE, related_name="webhooks", verbose_name=_("agent")
+    )
     conversation = models.ForeignKey(
         Conversation,
         on_delete=models.CASCADE,
         null=True,
         blank=True,
         related_name="webhooks",
-        help_text="Only this conversation's runs. Empty: every run of the agent.",
+        help_text=_("Only this conversation's runs. Empty: every run of the agent."),
+        verbose_name=_("conversation"),
     )
-    url = models.URLField(max_length=500)
-    secret = EncryptedTextField()
-    is_active = models.BooleanField(default=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    url = models.URLField(max_length=500, verbose_name=_("URL"))
+    secret = EncryptedTextField(verbose_name=_("secret"))
+    is_active = models.BooleanField(default=True, verbose_name=_("is active"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+
+    class Meta:
+        verbose_name = _("webhook")
+        verbose_name_plural = _("webhooks")
 
     def __str__(self):
         return f"{self.agent} → {self.url}"
@@ -427,19 +513,19 @@ class WebhookDelivery(models.Model):
     """One event for one webhook; written with the event, so no commit loses a delivery."""
 
     class Status(models.TextChoices):
-        PENDING = "pending"
-        DELIVERED = "delivered"
-        FAILED = "failed"
+        PENDING = "pending", _("Pending")
+        DELIVERED = "delivered", _("Delivered")
+        FAILED = "failed", _("Failed")
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
-    run_event = models.ForeignKey(RunEvent, on_delete=models.PROTECT, related_name="+")
-    event_type = models.CharField(max_length=40)
-    payload = models.JSONField()
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    attempts = models.PositiveSmallIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries", verbose_name=_("webhook"))
+    run_event = models.ForeignKey(RunEvent, on_delete=models.PROTECT, related_name="+", verbose_name=_("run event"))
+    event_type = models.CharField(max_length=40, verbose_name=_("event type"))
+    payload = models.JSONField(verbose_name=_("payload"))
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, verbose_name=_("status"))
+    attempts = models.PositiveSmallIntegerField(default=0, verbose_name=_("attempts"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    finished_at = models.DateTimeField(null=True, blank=True, verbose_name=_("finished at"))
 
     class Meta:
         verbose_name = _("webhook delivery")
@@ -454,16 +540,20 @@ class WebhookDelivery(models.Model):
 
 
 class WebhookAttempt(models.Model):
-    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_rows")
-    number = models.PositiveSmallIntegerField()
-    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
-    response_body = models.TextField(blank=True, default="")
-    error = models.TextField(blank=True, default="")
-    duration_ms = models.PositiveIntegerField(default=0)
-    will_retry = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
+    delivery = models.ForeignKey(
+        WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_rows", verbose_name=_("delivery")
+    )
+    number = models.PositiveSmallIntegerField(verbose_name=_("number"))
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True, verbose_name=_("HTTP status"))
+    response_body = models.TextField(blank=True, default="", verbose_name=_("response body"))
+    error = models.TextField(blank=True, default="", verbose_name=_("error"))
+    duration_ms = models.PositiveIntegerField(default=0, verbose_name=_("duration ms"))
+    will_retry = models.BooleanField(default=False, verbose_name=_("will retry"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
+        verbose_name = _("webhook attempt")
+        verbose_name_plural = _("webhook attempts")
         ordering = ["delivery", "number"]
         constraints = [
             models.UniqueConstraint(fields=["delivery", "number"], name="webhook_attempt_number_unique"),
@@ -479,20 +569,29 @@ class RunPurge(models.Model):
     Written in the same transactions as the deletions it counts, so its counts never claim more
     or less than was removed. Kept as text too (agent slug, user name) so it outlives both."""
 
-    agent = models.ForeignKey("agents.Agent", on_delete=models.SET_NULL, null=True, related_name="+")
-    agent_slug = models.CharField(max_length=100)
-    retention_days = models.PositiveIntegerField()
-    # Runs created before this instant were eligible.
-    cutoff = models.DateTimeField()
-    # Rows removed, by kind: {"runs": 3, "llm_calls": 9, "tool_invocations": 4, ...}.
-    counts = models.JSONField(default=dict)
-    policy_set_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    agent = models.ForeignKey(
+        "agents.Agent", on_delete=models.SET_NULL, null=True, related_name="+", verbose_name=_("agent")
     )
-    policy_set_by_username = models.CharField(max_length=150, blank=True, default="")
-    policy_set_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    agent_slug = models.CharField(max_length=100, verbose_name=_("agent slug"))
+    retention_days = models.PositiveIntegerField(verbose_name=_("retention days"))
+    # Runs created before this instant were eligible.
+    cutoff = models.DateTimeField(verbose_name=_("cutoff"))
+    # Rows removed, by kind: {"runs": 3, "llm_calls": 9, "tool_invocations": 4, ...}.
+    counts = models.JSONField(default=dict, verbose_name=_("counts"))
+    policy_set_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("policy set by"),
+    )
+    policy_set_by_username = models.CharField(
+        max_length=150, blank=True, default="", verbose_name=_("policy set by username")
+    )
+    policy_set_at = models.DateTimeField(null=True, blank=True, verbose_name=_("policy set at"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    finished_at = models.DateTimeField(null=True, blank=True, verbose_name=_("finished at"))
 
     class Meta:
         verbose_name = _("run purge")
