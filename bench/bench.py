@@ -55,6 +55,8 @@ def _setup_django() -> None:
     if not os.environ.get("DATABASE_URL", "").startswith("postgres") or not os.environ.get("REDIS_URL"):
         sys.exit("bench needs PostgreSQL and Redis: set DATABASE_URL=postgres://… and REDIS_URL=redis://…")
     os.environ.setdefault("CELERY_BROKER_URL", os.environ["REDIS_URL"])
+    # The run advanced in this process (statements per step) would log every step among the figures.
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
     django.setup()
     from django.core.management import call_command
 
