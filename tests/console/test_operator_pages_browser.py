@@ -108,6 +108,11 @@ def test_every_operator_page_is_reached_by_clicking_from_the_admin(page, operato
     page.locator(".swagger-ui .title").wait_for()
     assert "Agentry API" in page.locator(".swagger-ui .title").inner_text()
 
+    page.go_back()
+    _nav(page, "api-reference").click()
+    page.wait_for_url(re.compile(r"/api/redoc/$"))
+    page.locator("redoc, .api-content").first.wait_for()
+
 
 @pytest.mark.e2e
 def test_the_timeline_of_an_edited_approval_shows_both_sets_and_the_diff(
