@@ -219,7 +219,8 @@ SPECTACULAR_SETTINGS = {
 REDIS_URL = os.environ.get("REDIS_URL", "")
 # Redis or RabbitMQ. Unset or empty, the broker is REDIS_URL's server, and without one kombu's
 # filesystem broker (the embedded setup). Redis stays the cache either way.
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
+# The filesystem transport ignores the host; naming one keeps kombu from warning that none was given.
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL or "filesystem://localhost/"
 AGENTRY_BROKER_KIND = {
     "filesystem": "filesystem",
     "redis": "redis",

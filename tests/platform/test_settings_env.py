@@ -239,7 +239,7 @@ def test_settings_fill_in_unset_variables_from_the_env_file_and_the_environment_
         "AGENTRY_API_RATE": "30/min",
         "TIME_ZONE": "UTC",
         "REDIS_URL": "",
-        "CELERY_BROKER_URL": "filesystem://",
+        "CELERY_BROKER_URL": "filesystem://localhost/",
     }
 
 
