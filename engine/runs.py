@@ -60,6 +60,15 @@ def run_finish(*, run_id, status: str, stop_reason: str, error: str = "", final_
         return True
 
 
+# Whether a run of the ending run's conversation waits for its turn: queued, and not admitted
+# (admission gives a run its user message). Plain SQL: it is read at the end of every run.
+_WAITING_SQL = (
+    f'SELECT EXISTS (SELECT 1 FROM "{Run._meta.db_table}" w WHERE w."conversation_id" = '
+    f'(SELECT "conversation_id" FROM "{Run._meta.db_table}" WHERE "id" = %s) AND w."status" = %s '
+    f'AND NOT EXISTS (SELECT 1 FROM "{Message._meta.db_table}" m WHERE m."run_id" = w."id")) AS "waiting"'
+)
+
+
 def _answered(*, run_id, error: str) -> tuple[object, bool] | None:
     """The usual ending in one statement: a run that answered ends completed, unless a cancel was
     accepted or an approval is pending (both need the long way: a different ending, events for
@@ -69,18 +78,10 @@ def _answered(*, run_id, error: str) -> tuple[object, bool] | None:
     sweeper), or None if the run did not end here."""
     now = timezone.now()
     ended = []
-    waiting = (
-        Run.objects.filter(
-            conversation_id=Run.objects.filter(pk=run_id).values("conversation_id")[:1], status=RunStatus.QUEUED
-        )
-        .exclude(Exists(Message.objects.filter(run_id=OuterRef("pk"))))
-        .values("pk")[:1]
-    )
 
     def writes(batch: Batch) -> None:
         _open_calls_close(batch, run_id=run_id, status=RunStatus.COMPLETED, now=now)
-        sql, params = waiting.query.sql_with_params()
-        batch.read("waiting", f'SELECT EXISTS ({sql}) AS "waiting"', params, ("waiting",))
+        batch.read("waiting", _WAITING_SQL, [db_value(Run, "id", run_id), RunStatus.QUEUED], ("waiting",))
         batch.after(
             lambda results: ended.append((results["run"]["conversation_id"], bool(results["waiting"]["waiting"])))
         )

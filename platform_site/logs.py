@@ -11,7 +11,7 @@ import logging
 import uuid
 from contextlib import contextmanager
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from platform_site.around_middleware import AroundMiddleware
 
 CONTEXT_FIELDS = ("request_id", "run_id", "llm_call_id", "tool_invocation_id")
 
@@ -58,35 +58,16 @@ def _request_id(request) -> str:
     return request.headers.get("X-Request-ID", "")[:64] or uuid.uuid4().hex[:16]
 
 
-class RequestLogContextMiddleware:
+class RequestLogContextMiddleware(AroundMiddleware):
     """Binds a request id (the caller's X-Request-ID, or a new one) and, for URLs naming a run,
-    its id; the id is echoed back so a client can quote it.
+    its id; the id is echoed back so a client can quote it."""
 
-    Async-capable: under ASGI a sync-only middleware would pin a thread for as long as the view
-    below it waits (an event stream, a chat completion waiting for its run)."""
+    def around(self, request):
+        request.agentry_request_id = _request_id(request)
+        return log_context(request_id=request.agentry_request_id)
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        if iscoroutinefunction(self):
-            return self._acall(request)
-        request_id = _request_id(request)
-        with log_context(request_id=request_id):
-            response = self.get_response(request)
-        response.setdefault("X-Request-ID", request_id)
-        return response
-
-    async def _acall(self, request):
-        request_id = _request_id(request)
-        with log_context(request_id=request_id):
-            response = await self.get_response(request)
-        response.setdefault("X-Request-ID", request_id)
+    def finish(self, request, response):
+        response.setdefault("X-Request-ID", request.agentry_request_id)
         return response
 
     def process_view(self, request, view_func, view_args, view_kwargs):

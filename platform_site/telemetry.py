@@ -20,7 +20,6 @@ import logging
 import os
 import threading
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -30,6 +29,8 @@ from opentelemetry.sdk.trace import Tracer, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from platform_site.around_middleware import AroundMiddleware
 
 log = logging.getLogger(__name__)
 
@@ -125,43 +126,27 @@ def incoming_span_context(headers) -> trace.SpanContext:
     return trace.get_current_span(_propagator.extract(carrier)).get_span_context()
 
 
-def _attach_caller(request):
-    """A context token if the request names a caller's span and tracing is on, else None."""
+@contextlib.contextmanager
+def _caller_context(request):
+    """The caller's span as the current context while the request runs, when the request names
+    one and tracing is on."""
     if "traceparent" not in request.headers or tracer() is None:
-        return None
+        yield
+        return
     parent = incoming_span_context(request.headers)
     if not parent.is_valid:
-        return None
-    return otel_context.attach(trace.set_span_in_context(trace.NonRecordingSpan(parent)))
+        yield
+        return
+    token = otel_context.attach(trace.set_span_in_context(trace.NonRecordingSpan(parent)))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
-class TraceContextMiddleware:
+class TraceContextMiddleware(AroundMiddleware):
     """Continue the caller's trace: a request's W3C traceparent becomes the current context, so
-    a run it creates is a child of the caller's span (engine.admission records it on the run).
-    Async-capable, so the ASGI chain stays async (platform_site.middleware says why)."""
+    a run it creates is a child of the caller's span (engine.admission records it on the run)."""
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        if iscoroutinefunction(self):
-            return self._acall(request)
-        token = _attach_caller(request)
-        try:
-            return self.get_response(request)
-        finally:
-            if token is not None:
-                otel_context.detach(token)
-
-    async def _acall(self, request):
-        token = _attach_caller(request)
-        try:
-            return await self.get_response(request)
-        finally:
-            if token is not None:
-                otel_context.detach(token)
+    def around(self, request):
+        return _caller_context(request)

@@ -4,18 +4,11 @@ Chinese, and the switcher in the header turns the site to English, which then st
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.browser import chromium_browser
 from tests.workers import ARTIFACTS
 
 pytestmark = pytest.mark.browser
 
 PASSWORD = "correct horse battery"
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with chromium_browser() as browser:
-        yield browser
 
 
 @pytest.fixture

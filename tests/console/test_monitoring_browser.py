@@ -16,7 +16,6 @@ from conversations.monitoring.rollups import rollups_refresh
 from conversations.services import conversation_create
 from engine import tasks
 from engine.admission import message_post
-from tests.browser import chromium_browser
 from tests.factories import ModelConfigFactory, make_agent
 from tests.helpers import wait_for
 from tests.workers import ARTIFACTS
@@ -24,12 +23,6 @@ from tests.workers import ARTIFACTS
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 PASSWORD = "correct horse battery"
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with chromium_browser() as browser:
-        yield browser
 
 
 @pytest.fixture

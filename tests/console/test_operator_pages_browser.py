@@ -13,7 +13,6 @@ from conversations.services import conversation_create
 from engine.admission import message_post
 from engine.approvals import approval_decide
 from tests.approvals.conftest import counter_steps
-from tests.browser import chromium_browser
 from tests.factories import ModelConfigFactory, make_agent
 from tests.helpers import wait_for
 from tests.ledger import ledger_run
@@ -23,12 +22,6 @@ from tests.workers import ARTIFACTS
 pytestmark = [pytest.mark.browser]
 
 PASSWORD = "correct horse battery"
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with chromium_browser() as browser:
-        yield browser
 
 
 @pytest.fixture
