@@ -148,4 +148,7 @@
       sendButton.disabled = false;
     }
   });
+  // The button ships disabled: the script is deferred, and a send before it runs would be a plain
+  // form post that shows raw JSON instead of the run.
+  sendButton.disabled = false;
 })();
