@@ -37,7 +37,7 @@ mkdir -p var/logs
 
 $PY manage.py migrate --noinput -v0
 $PY manage.py collectstatic --noinput -v0
-$PY manage.py agentry_ensure_admin
+$PY manage.py agentry_ensure_admin --dev-default
 $PY manage.py agentry_seed_demo
 
 pids=()
