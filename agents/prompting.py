@@ -18,6 +18,9 @@ from django.utils.translation import gettext as _
 
 _WEEKDAYS_CN = ["星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"]
 _engine = Engine(autoescape=False)
+# A short template can render a huge prompt ({% for %} over a padded string): past this the
+# prompt is refused when saved, before every run pays for it in tokens.
+MAX_RENDERED_CHARS = 200_000
 
 
 @lru_cache(maxsize=256)
@@ -53,10 +56,18 @@ def system_prompt_check(*, template: str, time_zone: str, agent_name: str) -> No
     if time_zone not in zoneinfo.available_timezones():
         time_zone = "UTC"  # the time zone's own field reports it
     try:
-        render_system_prompt(template=template, now=timezone.now(), time_zone=time_zone, agent_name=agent_name)
+        rendered = render_system_prompt(
+            template=template, now=timezone.now(), time_zone=time_zone, agent_name=agent_name
+        )
     except Exception as exc:  # noqa: BLE001 - whatever a template raises, every run would raise it too
         raise ValidationError(
             _("The system prompt cannot be rendered: %(error)s"),
             code="invalid_template",
             params={"error": str(exc) or type(exc).__name__},
         ) from None
+    if len(rendered) > MAX_RENDERED_CHARS:
+        raise ValidationError(
+            _("The system prompt renders to %(size)s characters; at most %(limit)s are allowed."),
+            code="prompt_too_long",
+            params={"size": len(rendered), "limit": MAX_RENDERED_CHARS},
+        )

@@ -292,6 +292,8 @@ def test_chat_completions_passes_the_clients_system_message_after_the_agents(fak
         ("{% include 'secrets.txt' %}", "secrets.txt"),
         ("{% url 'nowhere' %}", "nowhere"),
         ("{% widthratio 1 0 %}", "widthratio takes at least three arguments"),
+        # Twenty characters of template, three hundred thousand of prompt.
+        ("{{ agent_name|rjust:300000 }}", "renders to 300000 characters; at most 200000"),
         ("Today is {{ now_cn }} ({{ weekday_en }}, {{ time_zone }}). {% widthratio 1 2 100 %}", None),
     ],
 )
