@@ -5,6 +5,8 @@ else is a bug and stays a 500 (logged by Django), never a silent success. The Op
 endpoints under /v1/ answer in OpenAI's shape instead, because that is what OpenAI clients read.
 """
 
+import sys
+
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404
@@ -16,7 +18,12 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from platform_site.error_responses import OPENAI_PREFIX, error_json
-from platform_site.unavailable import RETRY_AFTER_SECONDS, unavailable_body, unavailable_dependency
+from platform_site.unavailable import (
+    RETRY_AFTER_SECONDS,
+    unavailable_body,
+    unavailable_dependency,
+    unavailable_response,
+)
 
 
 class ApiConflict(exceptions.APIException):
@@ -78,6 +85,13 @@ def api_exception_handler(exc, context):
             k: v for k, v in response.headers.items() if k.lower() in ("www-authenticate", "retry-after", "allow")
         },
     )
+
+
+def server_error(request):
+    """Django's 500 handler. An outage met after the view (the session saved on the way out of an
+    admin page, say) never reaches the middleware's process_exception, so it is recognised here
+    and answered as the same 503."""
+    return unavailable_response(request, sys.exc_info()[1]) or defaults.server_error(request)
 
 
 def not_found(request, exception):

@@ -43,21 +43,26 @@ def unavailable_body(dependency: str) -> dict:
     }
 
 
+def unavailable_response(request, exception):
+    """The 503 for a request that failed because a dependency is down, or None for any other error."""
+    dependency = unavailable_dependency(exception)
+    if dependency is None:
+        return None
+    log.warning("%s %s: %s unavailable: %s", request.method, request.path, dependency, exception)
+    body = unavailable_body(dependency)
+    return error_json(
+        request,
+        503,
+        body["message"],
+        code="service_unavailable",
+        extra=body["extra"],
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
 class DependencyUnavailableMiddleware(MiddlewareMixin):
     """The same 503 for views outside DRF (chat completions, event streams, pages); DRF views
     get it from the API exception handler."""
 
     def process_exception(self, request, exception):
-        dependency = unavailable_dependency(exception)
-        if dependency is None:
-            return None
-        log.warning("%s %s: %s unavailable: %s", request.method, request.path, dependency, exception)
-        body = unavailable_body(dependency)
-        return error_json(
-            request,
-            503,
-            body["message"],
-            code="service_unavailable",
-            extra=body["extra"],
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-        )
+        return unavailable_response(request, exception)

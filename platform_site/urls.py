@@ -26,3 +26,4 @@ urlpatterns = [
 ]
 
 handler404 = "platform_site.api_errors.not_found"
+handler500 = "platform_site.api_errors.server_error"

@@ -13,7 +13,10 @@ import uuid
 
 import httpx
 import pytest
+from django.contrib.sessions.backends.db import SessionStore
 from django.core.cache import caches
+from django.db import OperationalError
+from django.test import Client
 from kombu.exceptions import OperationalError as BrokerError
 
 from conversations.models import Run
@@ -246,3 +249,23 @@ def test_health_reports_every_dependency_when_all_are_up(db, client):
     assert response.status_code == 200 and response.json()["status"] == "ok"
     checks = response.json()["checks"]
     assert {name: check["ok"] for name, check in checks.items()} == {"database": True, "broker": True, "redis": True}
+
+
+def test_an_outage_met_while_the_session_is_saved_is_a_503_not_an_html_500(admin_user, monkeypatch, settings):
+    """The session is written after the view returns (here on every request), outside the
+    middleware that turns outages into 503s; the database going away at that moment is the same
+    503 (the 500 handler knows it). The outage is raised by the session store: the window between
+    the view and its save is too narrow to hit with a real server stopping."""
+    settings.SESSION_SAVE_EVERY_REQUEST = True
+    client = Client(raise_request_exception=False)
+    client.force_login(admin_user)
+    assert client.get("/admin/").status_code == 200
+
+    def refused(self, must_create=False):
+        raise OperationalError("connection to server at 127.0.0.1 failed: Connection refused")
+
+    monkeypatch.setattr(SessionStore, "save", refused)
+    response = client.get("/admin/")
+    assert response.status_code == 503
+    assert response["Retry-After"]
+    assert response.json()["extra"] == {"unavailable": "database"}
