@@ -18,7 +18,7 @@ from django.utils.translation import gettext as _
 
 from console.monitoring.forms import TryAgentForm
 from console.monitoring.presenters import dashboard_context, timeline_rows
-from console.monitoring.selectors import dashboard_snapshot, run_events_after
+from console.monitoring.selectors import alerts_open, dashboard_snapshot, run_events_after
 from console.monitoring.services import ConversationNotFound, try_message_post
 from console.monitoring.timeline import run_timeline_export
 from conversations.models import Run
@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 ACTIONS = {"cancel": run_cancel_by_operator, "requeue": run_requeue, "retry": run_retry}
 VIEW_PERMISSION = "conversations.view_run"
+# Open alert firings head the dashboard for those who may also see them.
+ALERTS_PERMISSION = "alerts.view_alertfiring"
 # The try page starts runs, and follows them on the run's timeline and events.
 TRY_PERMISSIONS = ("conversations.add_run", VIEW_PERMISSION)
 
@@ -88,6 +90,12 @@ def operator_required(*permissions: str, json: bool = False):
     return decorate
 
 
+def _snapshot(request, *, hours: int, days: int) -> dict:
+    snapshot = dashboard_snapshot(hours=hours, days=days)
+    snapshot["alerts"] = alerts_open() if request.user.has_perm(ALERTS_PERMISSION) else None
+    return snapshot
+
+
 def _page(request, template: str, **context):
     return render(request, template, {**admin.site.each_context(request), **context})
 
@@ -99,7 +107,7 @@ def dashboard(request):
         hours, days = _window(request)
     except BadParameter as exc:
         return HttpResponseBadRequest(str(exc))
-    snapshot = dashboard_snapshot(hours=hours, days=days)
+    snapshot = _snapshot(request, hours=hours, days=days)
     return _page(request, "monitoring/dashboard.html", title="Monitoring", **dashboard_context(snapshot))
 
 
@@ -111,7 +119,7 @@ def dashboard_panel(request):
         hours, days = _window(request)
     except BadParameter as exc:
         return HttpResponseBadRequest(str(exc))
-    snapshot = dashboard_snapshot(hours=hours, days=days)
+    snapshot = _snapshot(request, hours=hours, days=days)
     return render(request, "monitoring/_panel.html", dashboard_context(snapshot))
 
 
@@ -122,7 +130,7 @@ def dashboard_data(request):
         hours, days = _window(request)
     except BadParameter as exc:
         return _json_error(str(exc))
-    return JsonResponse(dashboard_snapshot(hours=hours, days=days), encoder=DjangoJSONEncoder)
+    return JsonResponse(_snapshot(request, hours=hours, days=days), encoder=DjangoJSONEncoder)
 
 
 def _run(run_id) -> Run:
