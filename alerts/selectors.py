@@ -22,6 +22,8 @@ from conversations.monitoring.rollups import floor_hour
 
 WINDOWS = {AlertRule.Window.HOUR: timedelta(hours=1), AlertRule.Window.DAY: timedelta(days=1)}
 HOUR = timedelta(hours=1)
+# Listed, not "not terminal": an IN list is answered by the runs' status index.
+OPEN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
 
 
 @dataclass(frozen=True)
@@ -154,9 +156,7 @@ def alert_rule_measure(*, rule: AlertRule, now: datetime) -> Measurement:
     elif rule.kind == AlertRule.Kind.FAILURE_RATE:
         return _failure_rate(rule, now)
     elif rule.kind == AlertRule.Kind.STUCK_RUNS:
-        runs = Run.objects.exclude(status__in=TERMINAL_STATUSES).filter(
-            created_at__lt=now - timedelta(minutes=int(threshold))
-        )
+        runs = Run.objects.filter(status__in=OPEN_STATUSES, created_at__lt=now - timedelta(minutes=int(threshold)))
         if rule.agent_id:
             runs = runs.filter(agent_id=rule.agent_id)
         count, value = _oldest(runs, "created_at", now)

@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from alerts.models import AlertFiring, AlertRule
-from alerts.selectors import Measurement, alert_rule_measure
+from alerts.selectors import Measurement, alert_rule_measure, number_text
 from conversations.webhooks import webhook_alert_deliveries_create
 
 log = logging.getLogger(__name__)
@@ -42,9 +42,9 @@ def _payload(firing: AlertFiring, event_type: str) -> dict:
                 "agent": rule.agent.slug if rule.agent_id else None,
                 "model_config": rule.model_config.name if rule.model_config_id else None,
             },
-            "value": str(firing.value),
-            "threshold": str(firing.threshold),
-            "resolved_value": None if firing.resolved_value is None else str(firing.resolved_value),
+            "value": number_text(firing.value),
+            "threshold": number_text(firing.threshold),
+            "resolved_value": None if firing.resolved_value is None else number_text(firing.resolved_value),
             "summary": firing.summary,
             "started_at": firing.started_at.isoformat(),
             "resolved_at": firing.resolved_at.isoformat() if firing.resolved_at else None,

@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 
+from alerts.permissions import VIEW_FIRINGS_PERMISSION
 from console.monitoring.forms import TryAgentForm
 from console.monitoring.presenters import dashboard_context, timeline_rows
 from console.monitoring.selectors import alerts_open, dashboard_snapshot, run_events_after
@@ -38,8 +39,6 @@ log = logging.getLogger(__name__)
 
 ACTIONS = {"cancel": run_cancel_by_operator, "requeue": run_requeue, "retry": run_retry}
 VIEW_PERMISSION = "conversations.view_run"
-# Open alert firings head the dashboard for those who may also see them.
-ALERTS_PERMISSION = "alerts.view_alertfiring"
 # The try page starts runs, and follows them on the run's timeline and events.
 TRY_PERMISSIONS = ("conversations.add_run", VIEW_PERMISSION)
 
@@ -91,8 +90,9 @@ def operator_required(*permissions: str, json: bool = False):
 
 
 def _snapshot(request, *, hours: int, days: int) -> dict:
+    """The dashboard's data, headed by the open alert firings for those who may see them."""
     snapshot = dashboard_snapshot(hours=hours, days=days)
-    snapshot["alerts"] = alerts_open() if request.user.has_perm(ALERTS_PERMISSION) else None
+    snapshot["alerts"] = alerts_open() if request.user.has_perm(VIEW_FIRINGS_PERMISSION) else None
     return snapshot
 
 
