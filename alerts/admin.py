@@ -14,8 +14,18 @@ class AlertRuleAdmin(admin.ModelAdmin):
     list_filter = ["enabled", "kind", "window"]
     list_select_related = ["agent", "model_config"]
     search_fields = ["name"]
-    fields = ["name", "kind", "agent", "model_config", "window", "threshold", "min_runs", "enabled"]
-    fields += ["email_to", "send_webhooks"]
+    fields = [
+        "name",
+        "kind",
+        "agent",
+        "model_config",
+        "window",
+        "threshold",
+        "min_runs",
+        "enabled",
+        "email_to",
+        "send_webhooks",
+    ]
 
     @admin.display(description=gettext_lazy("scope"))
     def scope(self, obj):

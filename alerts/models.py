@@ -28,7 +28,8 @@ class AlertRule(models.Model):
     # Runs and approvals belong to agents, not to model configs.
     AGENT_ONLY = (Kind.STUCK_RUNS, Kind.APPROVAL_AGE)
 
-    name = models.CharField(max_length=200, verbose_name=_("name"))
+    # Unique: it names the rule in emails, webhooks and the metrics' `rule` label.
+    name = models.CharField(max_length=200, unique=True, verbose_name=_("name"))
     kind = models.CharField(max_length=20, choices=Kind.choices, verbose_name=_("kind"))
     agent = models.ForeignKey(
         "agents.Agent",

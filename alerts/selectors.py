@@ -14,6 +14,7 @@ from decimal import Decimal
 
 from django.db.models import Count, Min, Q, Sum
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from alerts.models import AlertFiring, AlertRule
 from conversations.models import TERMINAL_STATUSES, Approval, LLMCall, Run, RunStatus
@@ -160,7 +161,11 @@ def alert_rule_measure(*, rule: AlertRule, now: datetime) -> Measurement:
         if rule.agent_id:
             runs = runs.filter(agent_id=rule.agent_id)
         count, value = _oldest(runs, "created_at", now)
-        text = _("%(count)d runs unfinished after %(threshold)s min; the oldest started %(value)s min ago") % {
+        text = ngettext(
+            "%(count)d run unfinished after %(threshold)s min; the oldest started %(value)s min ago",
+            "%(count)d runs unfinished after %(threshold)s min; the oldest started %(value)s min ago",
+            count,
+        ) % {
             "count": count,
             "threshold": number_text(threshold),
             "value": value,
@@ -171,7 +176,11 @@ def alert_rule_measure(*, rule: AlertRule, now: datetime) -> Measurement:
         if rule.agent_id:
             approvals = approvals.filter(run__agent_id=rule.agent_id)
         count, value = _oldest(approvals, "created_at", now)
-        text = _("%(count)d approvals pending; the oldest has waited %(value)s min (threshold %(threshold)s min)") % {
+        text = ngettext(
+            "%(count)d approval pending; the oldest has waited %(value)s min (threshold %(threshold)s min)",
+            "%(count)d approvals pending; the oldest has waited %(value)s min (threshold %(threshold)s min)",
+            count,
+        ) % {
             "count": count,
             "threshold": number_text(threshold),
             "value": value,

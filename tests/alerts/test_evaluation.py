@@ -113,7 +113,7 @@ def test_stuck_runs_fire_until_the_run_ends():
     ledger_run(make_agent(), status="running", stop_reason="", created_at=now - timedelta(hours=3))  # elsewhere
     alert_rules_evaluate(now=now)
     firing = _open(rule)
-    assert firing.value == 45 and firing.summary.startswith("1 runs unfinished after 30 min")
+    assert firing.value == 45 and firing.summary.startswith("1 run unfinished after 30 min")
 
     Run.objects.filter(pk=stuck.pk).update(status="failed", finished_at=now)
     alert_rules_evaluate(now=now)

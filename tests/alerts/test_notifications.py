@@ -111,7 +111,7 @@ def test_firing_and_resolution_are_emailed_to_the_rule_s_addresses(
     _evaluate(django_capture_on_commit_callbacks, now)
     [fired] = mailoutbox
     assert fired.to == ["a@example.com", "b@example.com"] and "Billing stuck is firing" in fired.subject
-    assert "1 runs unfinished after 10 min" in fired.body and "agent Billing bot" in fired.body
+    assert "1 run unfinished after 10 min" in fired.body and "agent Billing bot" in fired.body
 
     Run.objects.filter(pk=stuck.pk).update(status="cancelled")
     _evaluate(django_capture_on_commit_callbacks, now)
