@@ -126,19 +126,25 @@ def _oldest(rows, field: str, now: datetime) -> tuple[int, Decimal]:
     return row["n"], Decimal(age).quantize(Decimal("0.01"))
 
 
+def _window_hours(rule: AlertRule) -> int:
+    return int(WINDOWS[rule.window].total_seconds() // 3600)
+
+
 def _failure_rate(rule: AlertRule, now: datetime) -> Measurement:
     threshold = rule.threshold
     if rule.model_config_id:
         usage = window_usage(rule=rule, now=now)
-        total, failed, noun = usage["calls"], usage["failed"], _("model calls")
+        total, failed = usage["calls"], usage["failed"]
+        text = _("%(failed)d of %(total)d model calls failed in %(hours)d h (%(rate)s%%, threshold %(threshold)s%%)")
     else:
         runs = window_runs(rule=rule, now=now)
-        total, failed, noun = runs["ended"], runs["failed"], _("runs")
+        total, failed = runs["ended"], runs["failed"]
+        text = _("%(failed)d of %(total)d runs failed in %(hours)d h (%(rate)s%%, threshold %(threshold)s%%)")
     rate = (Decimal(failed) * 100 / total).quantize(Decimal("0.01")) if total else Decimal(0)
-    summary = _("%(failed)d of %(total)d %(noun)s failed (%(rate)s%%, threshold %(threshold)s%%)") % {
+    summary = text % {
         "failed": failed,
         "total": total,
-        "noun": noun,
+        "hours": _window_hours(rule),
         "rate": rate,
         "threshold": number_text(threshold),
     }
@@ -150,10 +156,10 @@ def alert_rule_measure(*, rule: AlertRule, now: datetime) -> Measurement:
     threshold = rule.threshold
     if rule.kind == AlertRule.Kind.TOKENS:
         value = Decimal(window_usage(rule=rule, now=now)["tokens"])
-        text = _("%(value)s tokens in the %(window)s (threshold %(threshold)s)")
+        text = _("%(value)s tokens in %(hours)d h (threshold %(threshold)s)")
     elif rule.kind == AlertRule.Kind.COST:
         value = window_usage(rule=rule, now=now)["cost"]
-        text = _("cost %(value)s in the %(window)s (threshold %(threshold)s)")
+        text = _("cost %(value)s in %(hours)d h (threshold %(threshold)s)")
     elif rule.kind == AlertRule.Kind.FAILURE_RATE:
         return _failure_rate(rule, now)
     elif rule.kind == AlertRule.Kind.STUCK_RUNS:
@@ -186,8 +192,7 @@ def alert_rule_measure(*, rule: AlertRule, now: datetime) -> Measurement:
             "value": value,
         }
         return Measurement(value, value >= threshold, text)
-    window = AlertRule.Window(rule.window).label.lower()
-    summary = text % {"value": number_text(value), "window": window, "threshold": number_text(threshold)}
+    summary = text % {"value": number_text(value), "hours": _window_hours(rule), "threshold": number_text(threshold)}
     return Measurement(value, value >= threshold, summary)
 
 

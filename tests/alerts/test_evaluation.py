@@ -41,7 +41,7 @@ def test_tokens_per_hour_of_one_agent_fire_and_resolve_as_the_window_slides():
 
     firing = _open(rule)
     assert firing.value == 1000 and firing.threshold == 1000 and firing.started_at == now
-    assert "1000 tokens in the last hour" in firing.summary
+    assert "1000 tokens in 1 h (threshold 1000)" in firing.summary
     assert alert_rules_evaluate(now=now + timedelta(minutes=1))["fired"] == 0  # still the same firing
 
     later = now + timedelta(hours=1)
@@ -84,7 +84,7 @@ def test_failure_rate_waits_for_the_minimum_number_of_runs():
     ledger_run(agent, status="running", stop_reason="")  # still going: not counted
     alert_rules_evaluate(now=now)
     firing = _open(rule)
-    assert firing.value == Decimal("66.67") and "2 of 3 runs failed" in firing.summary
+    assert firing.value == Decimal("66.67") and "2 of 3 runs failed in 1 h (66.67%, threshold 50%)" == firing.summary
 
     for minute in range(5):
         ledger_run(agent, finished_at=now - timedelta(minutes=minute))
@@ -101,7 +101,7 @@ def test_failure_rate_of_a_model_config_reads_its_model_calls():
     ledger_call(run, started_at=now - timedelta(minutes=2), status="failed", error="HTTP 502")
     ledger_call(run, started_at=now - timedelta(minutes=1))
     measured = alert_rule_measure(rule=rule, now=now)
-    assert measured.holds and measured.value == 50 and "1 of 2 model calls failed" in measured.summary
+    assert measured.holds and measured.value == 50 and "1 of 2 model calls failed in 1 h" in measured.summary
 
 
 def test_stuck_runs_fire_until_the_run_ends():
