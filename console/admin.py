@@ -447,8 +447,8 @@ class WebhookAttemptInline(ReadOnlyInline):
 @admin.register(Webhook)
 class WebhookAdmin(admin.ModelAdmin):
     form = WebhookForm
-    list_display = ["url", "agent", "conversation", "is_active", "secret_status", "created_at"]
-    list_filter = ["is_active", "agent"]
+    list_display = ["url", "agent", "conversation", "is_active", "receives_alerts", "secret_status", "created_at"]
+    list_filter = ["is_active", "receives_alerts", "agent"]
     list_select_related = ["agent"]
     raw_id_fields = ["conversation"]
     readonly_fields = ["secret_status"]

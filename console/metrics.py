@@ -11,7 +11,8 @@ whose size does not grow with the ledger:
 - latency histograms and tool calls cover the ledger rows of the last
   AGENTRY_METRICS_WINDOW_SECONDS (reached through the model calls' start-time index), exposed
   as gauge histograms: a distribution of a recent window, not a counter since the start;
-- broker queue depths come from the monitoring page's cached probe.
+- broker queue depths come from the monitoring page's cached probe;
+- alerts firing: one gauge per enabled rule (or rule still firing), 1 while it has an open firing.
 
 Scraped with `Authorization: Bearer <AGENTRY_METRICS_TOKEN>`, or by a staff member allowed to
 see runs in a browser session.
@@ -30,6 +31,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from alerts.selectors import alert_rules_firing
 from console.monitoring.broker import queue_depths
 from conversations.models import Approval, LLMCall, Run, ToolInvocation
 from conversations.monitoring.models import TOKEN_FIELDS, LLMCallHourly, RunHourly
@@ -70,6 +72,7 @@ class LedgerCollector:
         yield from self._model_calls()
         yield from self._tools()
         yield from self._queues()
+        yield from self._alerts()
 
     def _runs(self):
         active = GaugeMetricFamily("agentry_runs", "Runs open now, by status.", labels=["status"])
@@ -146,6 +149,12 @@ class LedgerCollector:
         yield GaugeMetricFamily(
             "agentry_approval_oldest_pending_age_seconds", "How long the oldest pending approval has waited.", value=age
         )
+
+    def _alerts(self):
+        firing = GaugeMetricFamily("agentry_alerts_firing", "1 while the alert rule fires, by rule.", labels=["rule"])
+        for rule, is_firing in alert_rules_firing():
+            firing.add_metric([rule], int(is_firing))
+        yield firing
 
 
 _registry = CollectorRegistry(auto_describe=False)

@@ -499,6 +499,15 @@ class Webhook(models.Model):
     url = models.URLField(max_length=500, verbose_name=_("URL"))
     secret = EncryptedTextField(verbose_name=_("secret"))
     is_active = models.BooleanField(default=True, verbose_name=_("is active"))
+    # Alerts are operators' events, not the agent's: a receiver opts in to them.
+    receives_alerts = models.BooleanField(
+        default=False,
+        help_text=_(
+            "Also post alert firings and resolutions: those of rules on this agent and of rules on "
+            "model configs or on everything."
+        ),
+        verbose_name=_("receives alerts"),
+    )
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
@@ -509,8 +518,12 @@ class Webhook(models.Model):
         return f"{self.agent} → {self.url}"
 
 
+ALERT_EVENT_TYPES = ("alert.firing", "alert.resolved")
+
+
 class WebhookDelivery(models.Model):
-    """One event for one webhook; written with the event, so no commit loses a delivery."""
+    """One event for one webhook; written with the event, so no commit loses a delivery.
+    A run's event (run_event set) or an alert's firing or resolution (no run event)."""
 
     class Status(models.TextChoices):
         PENDING = "pending", _("Pending")
@@ -519,7 +532,9 @@ class WebhookDelivery(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries", verbose_name=_("webhook"))
-    run_event = models.ForeignKey(RunEvent, on_delete=models.PROTECT, related_name="+", verbose_name=_("run event"))
+    run_event = models.ForeignKey(
+        RunEvent, on_delete=models.PROTECT, null=True, blank=True, related_name="+", verbose_name=_("run event")
+    )
     event_type = models.CharField(max_length=40, verbose_name=_("event type"))
     payload = models.JSONField(verbose_name=_("payload"))
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, verbose_name=_("status"))
@@ -533,6 +548,11 @@ class WebhookDelivery(models.Model):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(fields=["webhook", "run_event"], name="webhook_delivery_event_unique"),
+            # Only alerts are delivered without a run event.
+            models.CheckConstraint(
+                condition=Q(run_event__isnull=False) | Q(event_type__in=ALERT_EVENT_TYPES),
+                name="webhook_delivery_run_event_or_alert",
+            ),
         ]
 
     def __str__(self):

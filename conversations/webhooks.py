@@ -1,4 +1,4 @@
-"""Webhooks: signed POSTs of run outcomes and approval requests, one row per attempt.
+"""Webhooks: signed POSTs of run outcomes, approval requests and alerts, one row per attempt.
 
 A delivery row is written in the same transaction as the event it reports, and the task that
 sends it is enqueued after commit, so an event that happened is never left unreported.
@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from conversations.models import Run, RunEvent, Webhook, WebhookAttempt, WebhookDelivery
+from conversations.models import ALERT_EVENT_TYPES, Run, RunEvent, Webhook, WebhookAttempt, WebhookDelivery
 from conversations.selectors import run_final_answer
 from platform_site import outbound
 from platform_site.backoff import backoff_delay, is_retryable_status, parse_retry_after
@@ -98,8 +98,28 @@ def webhook_deliveries_create(*, event: RunEvent) -> list[WebhookDelivery]:
         WebhookDelivery.objects.create(webhook=hook, run_event=event, event_type=event.type, payload=payload)
         for hook in hooks
     ]
+    _deliveries_send_after_commit(deliveries)
+    return deliveries
+
+
+def _deliveries_send_after_commit(deliveries: list[WebhookDelivery]) -> None:
     for delivery in deliveries:
         transaction.on_commit(lambda pk=str(delivery.pk): app.tasks[WEBHOOK_DELIVER_TASK].delay(pk))
+
+
+def webhook_alert_deliveries_create(*, event_type: str, payload: dict, agent_id: int | None) -> list[WebhookDelivery]:
+    """In the alert's transaction: one delivery per active webhook subscribed to alerts, sent
+    after commit. An alert on one agent goes to that agent's subscribed webhooks; an alert on a
+    model config or on everything concerns every agent, so it goes to all subscribed webhooks."""
+    if event_type not in ALERT_EVENT_TYPES:
+        raise ValueError(f"not an alert event type: {event_type}")
+    hooks = Webhook.objects.filter(is_active=True, receives_alerts=True)
+    if agent_id is not None:
+        hooks = hooks.filter(agent_id=agent_id)
+    deliveries = [
+        WebhookDelivery.objects.create(webhook=hook, event_type=event_type, payload=payload) for hook in hooks
+    ]
+    _deliveries_send_after_commit(deliveries)
     return deliveries
 
 

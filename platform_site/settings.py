@@ -82,6 +82,7 @@ INSTALLED_APPS = [
     "tools",
     "conversations",
     "engine",
+    "alerts",
     "api",
     "console",
 ]
@@ -279,6 +280,16 @@ CELERY_BEAT_SCHEDULE["expire-approvals"] = {
     "schedule": float(os.environ.get("AGENTRY_APPROVAL_EXPIRY_INTERVAL_SECONDS", "30")),
 }
 AGENTRY_APPROVALS_POLL_SECONDS = float(os.environ.get("AGENTRY_APPROVALS_POLL_SECONDS", "5"))
+# --- Alerts (alerts/): every enabled rule is measured on this beat; emails go through Django's
+# email backend (SMTP at EMAIL_HOST:EMAIL_PORT, from DEFAULT_FROM_EMAIL).
+CELERY_TASK_ROUTES["alerts.tasks.alert_rules_evaluate_task"] = {"queue": "maintenance"}
+CELERY_BEAT_SCHEDULE["evaluate-alerts"] = {
+    "task": "alerts.tasks.alert_rules_evaluate_task",
+    "schedule": float(os.environ.get("AGENTRY_ALERT_EVALUATE_SECONDS", "60")),
+}
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "agentry@localhost")
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # --- Retention (engine/retention.py): agents' retention policies are applied daily, with the
 # expiry of finished webhook deliveries; idempotency keys expire on an hourly beat of their own.

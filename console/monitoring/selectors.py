@@ -13,6 +13,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from agents.models import Agent, ModelConfig
+from alerts.selectors import alert_firings_open, number_text
 from console.formatting import fixed_amount
 from console.monitoring.broker import queue_depths, workers_online
 from console.monitoring.presenters import status_words
@@ -162,6 +163,24 @@ def usage_by_agent_day(*, days: int, now: datetime) -> dict:
             per_day.append({"day": day.isoformat(), **cell, "cost": str(cell["cost"])})
         agents.append({"id": agent_id, "name": name, "per_day": per_day})
     return {"days": [day.isoformat() for day in day_list], "agents": agents}
+
+
+def alerts_open() -> list[dict]:
+    """The alert firings open now, oldest first."""
+    return [
+        {
+            "id": firing.pk,
+            "rule": firing.rule.name,
+            "kind": firing.rule.kind,
+            "kind_text": firing.rule.get_kind_display(),
+            "scope": firing.rule.scope_text(),
+            "value": number_text(firing.value),
+            "threshold": number_text(firing.threshold),
+            "summary": firing.summary,
+            "started_at": firing.started_at.isoformat(),
+        }
+        for firing in alert_firings_open()
+    ]
 
 
 def rollup_freshness(*, now: datetime) -> dict:

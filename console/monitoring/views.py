@@ -16,9 +16,10 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 
+from alerts.permissions import VIEW_FIRINGS_PERMISSION
 from console.monitoring.forms import TryAgentForm
 from console.monitoring.presenters import dashboard_context, timeline_rows
-from console.monitoring.selectors import dashboard_snapshot, run_events_after
+from console.monitoring.selectors import alerts_open, dashboard_snapshot, run_events_after
 from console.monitoring.services import ConversationNotFound, try_message_post
 from console.monitoring.timeline import run_timeline_export
 from conversations.models import Run
@@ -88,6 +89,13 @@ def operator_required(*permissions: str, json: bool = False):
     return decorate
 
 
+def _snapshot(request, *, hours: int, days: int) -> dict:
+    """The dashboard's data, headed by the open alert firings for those who may see them."""
+    snapshot = dashboard_snapshot(hours=hours, days=days)
+    snapshot["alerts"] = alerts_open() if request.user.has_perm(VIEW_FIRINGS_PERMISSION) else None
+    return snapshot
+
+
 def _page(request, template: str, **context):
     return render(request, template, {**admin.site.each_context(request), **context})
 
@@ -99,7 +107,7 @@ def dashboard(request):
         hours, days = _window(request)
     except BadParameter as exc:
         return HttpResponseBadRequest(str(exc))
-    snapshot = dashboard_snapshot(hours=hours, days=days)
+    snapshot = _snapshot(request, hours=hours, days=days)
     return _page(request, "monitoring/dashboard.html", title="Monitoring", **dashboard_context(snapshot))
 
 
@@ -111,7 +119,7 @@ def dashboard_panel(request):
         hours, days = _window(request)
     except BadParameter as exc:
         return HttpResponseBadRequest(str(exc))
-    snapshot = dashboard_snapshot(hours=hours, days=days)
+    snapshot = _snapshot(request, hours=hours, days=days)
     return render(request, "monitoring/_panel.html", dashboard_context(snapshot))
 
 
@@ -122,7 +130,7 @@ def dashboard_data(request):
         hours, days = _window(request)
     except BadParameter as exc:
         return _json_error(str(exc))
-    return JsonResponse(dashboard_snapshot(hours=hours, days=days), encoder=DjangoJSONEncoder)
+    return JsonResponse(_snapshot(request, hours=hours, days=days), encoder=DjangoJSONEncoder)
 
 
 def _run(run_id) -> Run:
