@@ -23,6 +23,13 @@ log = logging.getLogger(__name__)
 
 _EXECUTORS = {"python": python, "http": http, "mcp": mcp}
 
+
+def register_executor(kind: str, executor) -> None:
+    """Add the executor of a kind an app above tools provides (a module or object with `load`
+    and `run` as above), at that app's ready()."""
+    _EXECUTORS[kind] = executor
+
+
 # Timeouts need the call off the worker's own thread. A timed-out call cannot be killed, so
 # its thread runs on; the pool bounds how many such stragglers can pile up. Sandboxed python
 # tools are the exception: their child process is killed at the same timeout.
