@@ -78,6 +78,9 @@ class DocumentAdmin(JSONInputAdminMixin, admin.ModelAdmin):
     inlines = [ChunkInline]
     actions = ["reindex_selected"]
 
+    def get_inlines(self, request, obj):
+        return self.inlines if obj is not None else []  # a new document has no chunks yet
+
     def get_fields(self, request, obj=None):
         return ["base", "title", "source", "url", "tags", "upload", *self.readonly_fields]
 

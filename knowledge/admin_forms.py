@@ -19,6 +19,11 @@ class DocumentForm(forms.ModelForm):
         model = Document
         fields = ["base", "title", "source", "url", "tags"]
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # An upload's title defaults to the one in the file or its name; a URL's to the URL.
+        self.fields["title"].required = False
+
     def clean(self):
         cleaned = super().clean()
         upload = cleaned.get("upload")
@@ -40,4 +45,8 @@ class DocumentForm(forms.ModelForm):
                     self.instance.title = cleaned["title"]
         elif upload is not None:
             raise ValidationError({"upload": _("A URL document is fetched from its URL; choose the upload source.")})
+        elif not cleaned.get("title") and cleaned.get("url"):
+            cleaned["title"] = self.instance.title = cleaned["url"][:300]
+        if not cleaned.get("title"):
+            raise ValidationError({"title": _("Give the document a title.")})
         return cleaned

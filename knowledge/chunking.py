@@ -26,34 +26,36 @@ def _joiner(left: str, right: str) -> str:
     return "" if (left and ord(left[-1]) > 0x2E7F) or (right and ord(right[0]) > 0x2E7F) else " "
 
 
-def _tail(pieces: list[str], overlap: int) -> list[str]:
+def _tail(pieces: list[tuple[str, bool]], overlap: int) -> list[tuple[str, bool]]:
     """The last sentences of a chunk, up to `overlap` characters, to start the next one with."""
     tail, length = [], 0
     for piece in reversed(pieces):
-        if length + len(piece) > overlap:
+        if length + len(piece[0]) > overlap:
             break
         tail.insert(0, piece)
-        length += len(piece) + 1
+        length += len(piece[0]) + 1
     return tail
 
 
-def _join(pieces: list[str]) -> str:
-    text = pieces[0]
-    for piece in pieces[1:]:
-        text += _joiner(text, piece) + piece
+def _join(pieces: list[tuple[str, bool]]) -> str:
+    """Pieces are (text, starts a paragraph): paragraphs are kept on lines of their own."""
+    text = pieces[0][0]
+    for piece, starts_paragraph in pieces[1:]:
+        text += ("\n" if starts_paragraph else _joiner(text, piece)) + piece
     return text
 
 
 def chunk_text(text: str, *, size: int, overlap: int) -> list[str]:
     chunks: list[str] = []
-    current: list[str] = []
+    current: list[tuple[str, bool]] = []
     for paragraph in _PARAGRAPHS.split(text.strip()):
         paragraph = paragraph.strip()
         if not paragraph:
             continue
         # A paragraph that fits stays one piece; a new chunk starts at a paragraph when it can.
         pieces = [paragraph] if len(paragraph) <= size else _sentences(paragraph, size)
-        for piece in pieces:
+        for i, text in enumerate(pieces):
+            piece = (text, i == 0)
             if current and len(_join([*current, piece])) > size:
                 chunks.append(_join(current))
                 current = _tail(current, overlap)

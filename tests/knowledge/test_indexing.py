@@ -2,12 +2,14 @@ from decimal import Decimal
 from unittest import mock
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from conversations.models import LLMCall
 from knowledge.models import Chunk, Document, EmbeddingCall, KnowledgeBase
 from knowledge.retrieval import Mode, search
 from knowledge.services import BASE_INDEX_TASK, base_index, document_upload
 from tests.knowledge.helpers import add_documents, make_base
+from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db
 
@@ -126,3 +128,9 @@ def test_a_url_document_is_fetched_through_the_guard(settings, fake_llm):
     base_index(base_id=base.pk, document_ids=[document.pk])
     document.refresh_from_db()
     assert document.status == "indexed" and '"status"' in document.text
+
+
+def test_a_knowledge_tool_cannot_be_made_by_hand():
+    tool = ToolDefinition(name="search_by_hand", description="x", parameters={"type": "object"}, kind="knowledge")
+    with pytest.raises(ValidationError, match="created by its knowledge base"):
+        tool.full_clean()
