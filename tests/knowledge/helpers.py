@@ -50,3 +50,30 @@ def minimal_pdf(text: str) -> bytes:
     out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
     return bytes(out)
+
+
+def search_script(tool: str, query: str, **arguments) -> dict:
+    """A fake model that searches once, then cites the first passage or answers the fallback."""
+    return {
+        "scenarios": [
+            {
+                "match": ".",
+                "steps": [
+                    {"tool_calls": [{"name": tool, "arguments": {"query": query, **arguments}}]},
+                    {
+                        "branches": [
+                            {
+                                "if_last_tool_result_matches": r"\n\[(?P<cid>C\d+)\] ",
+                                "then": {"content": "七天内可以无理由退货 [{cid}]"},
+                            },
+                            {
+                                "if_last_tool_result_matches": r"nothing else:\n(?P<fallback>.+)",
+                                "then": {"content": "{fallback}"},
+                            },
+                        ],
+                        "else": {"content": "unexpected tool result"},
+                    },
+                ],
+            }
+        ]
+    }

@@ -6,43 +6,17 @@ from conversations.models import LLMCall, ToolInvocation
 from conversations.services import conversation_create
 from knowledge.models import KnowledgeSearch
 from tests.api_helpers import client_for, make_user
-from tests.knowledge.helpers import add_documents, make_base
+from tests.knowledge.helpers import add_documents, make_base, search_script
 from tests.runs import ask, last_answer
 
 pytestmark = pytest.mark.e2e
-
-
-def _script(tool: str, query: str, **arguments) -> dict:
-    return {
-        "scenarios": [
-            {
-                "match": ".",
-                "steps": [
-                    {"tool_calls": [{"name": tool, "arguments": {"query": query, **arguments}}]},
-                    {
-                        "branches": [
-                            {
-                                "if_last_tool_result_matches": r"\n\[(?P<cid>C\d+)\] ",
-                                "then": {"content": "七天内可以无理由退货 [{cid}]"},
-                            },
-                            {
-                                "if_last_tool_result_matches": r"nothing else:\n(?P<fallback>.+)",
-                                "then": {"content": "{fallback}"},
-                            },
-                        ],
-                        "else": {"content": "unexpected tool result"},
-                    },
-                ],
-            }
-        ]
-    }
 
 
 def test_the_agent_searches_cites_and_the_api_returns_the_citations(scripted_agent, fake_llm):
     base = make_base(embeddings_at=fake_llm.api_base)
     [returns, _] = add_documents(base, "zh-returns.md", "en-returns.md")
     tool = base.search_tool.name
-    agent = scripted_agent(_script(tool, "几天内可以退货", top_k=2), tools=[tool])
+    agent = scripted_agent(search_script(tool, "几天内可以退货", top_k=2), tools=[tool])
     owner = make_user()
     run = ask(agent, "买的东西不想要了，几天内可以退？", conversation_create(agent=agent, owner=owner))
 
@@ -79,7 +53,7 @@ def test_nothing_above_the_threshold_answers_the_fallback(scripted_agent):
     base = make_base(score_threshold=2.0)
     add_documents(base, "zh-returns.md")
     tool = base.search_tool.name
-    agent = scripted_agent(_script(tool, "火星上的天气怎么样"), tools=[tool])
+    agent = scripted_agent(search_script(tool, "火星上的天气怎么样"), tools=[tool])
     run = ask(agent, "火星上的天气怎么样")
 
     assert run.status == "completed"
@@ -92,7 +66,7 @@ def test_arguments_outside_the_schema_are_refused_before_any_search(scripted_age
     base = make_base()
     add_documents(base, "zh-returns.md")
     tool = base.search_tool.name
-    agent = scripted_agent(_script(tool, "退货", top_k=99, extra="x"), tools=[tool])
+    agent = scripted_agent(search_script(tool, "退货", top_k=99, extra="x"), tools=[tool])
     run = ask(agent, "退货")
 
     invocation = ToolInvocation.objects.filter(run=run).first()

@@ -1,9 +1,13 @@
 import pytest
 
-from knowledge.models import Document
+from conversations.models import Run
+from conversations.services import conversation_create
+from engine.admission import message_post
+from knowledge.models import Document, KnowledgeSearch
 from knowledge.services import base_index_enqueue
+from tests.factories import ModelConfigFactory, make_agent
 from tests.helpers import wait_for
-from tests.knowledge.helpers import FAQ, make_base
+from tests.knowledge.helpers import FAQ, add_documents, make_base, search_script
 
 pytestmark = pytest.mark.e2e
 
@@ -26,3 +30,20 @@ def test_reindexing_runs_on_the_worker_and_counts_progress(worker, fake_llm):
     statuses = dict(base.documents.values_list("title", "status"))
     assert statuses == {"zh-returns.md": "indexed", "en-returns.md": "indexed", "intranet": "failed"}
     assert all(c.embedding for d in base.documents.filter(status="indexed") for c in d.chunks.all())
+
+
+def test_a_worker_runs_the_search_tool_in_its_engine_loop(worker, fake_llm):
+    base = make_base(embeddings_at=fake_llm.api_base)
+    add_documents(base, "zh-returns.md", "zh-refund.md")
+    tool = base.search_tool.name
+    model = ModelConfigFactory(
+        base_url=fake_llm.api_base, model=fake_llm.script("kb-worker", search_script(tool, "退货几天"))
+    )
+    agent = make_agent(tools=[tool], model_config=model)
+    run = message_post(conversation=conversation_create(agent=agent), content="退货几天？")
+
+    wait_for(lambda: Run.objects.get(pk=run.pk).is_terminal, timeout=60, message="the run to end")
+    run.refresh_from_db()
+    assert run.status == "completed"
+    search = KnowledgeSearch.objects.get(run=run)
+    assert search.passages and search.passages[0]["title"] == "zh-returns.md"
