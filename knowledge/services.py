@@ -136,7 +136,12 @@ def document_index(*, document: Document) -> int:
         )
         document.content_hash = _content_hash(document.text)
         document.status, document.error = Document.Status.INDEXED, ""
-        document.save()
+        # Only what indexing decides: an upload's text may have been replaced meanwhile (its own
+        # indexing is queued behind this one).
+        fields = ["content_hash", "status", "error", "updated_at"]
+        if document.source == Document.Source.URL:
+            fields += ["text", "title"]
+        document.save(update_fields=fields)
     return len(pieces)
 
 
@@ -150,8 +155,16 @@ def base_index(*, base_id: int, document_ids: list[int]) -> None:
         try:
             document_index(document=document)
         except (ExtractionFailed, EmbeddingFailed) as exc:
-            errors.append(f"{document.title}: {exc}")
-            Document.objects.filter(pk=document.pk).update(status=Document.Status.FAILED, error=str(exc))
+            log.warning("knowledge document %s could not be indexed: %s", document.pk, exc)
+            error = str(exc)
+        except Exception as exc:  # recorded on the document, so the base does not stay "indexing"
+            log.exception("knowledge document %s: indexing failed", document.pk)
+            error = _("Unexpected error: %(error)r") % {"error": exc}
+        else:
+            error = ""
+        if error:
+            errors.append(f"{document.title}: {error}")
+            Document.objects.filter(pk=document.pk).update(status=Document.Status.FAILED, error=error)
         KnowledgeBase.objects.filter(pk=base.pk).update(indexed_documents=F("indexed_documents") + 1)
     KnowledgeBase.objects.filter(pk=base.pk).update(
         status=KnowledgeBase.Status.FAILED if errors else KnowledgeBase.Status.READY, last_error="\n".join(errors)

@@ -9,7 +9,9 @@ from knowledge.models import Chunk, Document, EmbeddingCall, KnowledgeBase
 from knowledge.retrieval import Mode, search
 from knowledge.services import BASE_INDEX_TASK, base_index, document_upload
 from tests.knowledge.helpers import add_documents, make_base
+from tools.executors import execute_tool
 from tools.models import ToolDefinition
+from tools.registry import ToolContext
 
 pytestmark = pytest.mark.django_db
 
@@ -134,3 +136,23 @@ def test_a_knowledge_tool_cannot_be_made_by_hand():
     tool = ToolDefinition(name="search_by_hand", description="x", parameters={"type": "object"}, kind="knowledge")
     with pytest.raises(ValidationError, match="created by its knowledge base"):
         tool.full_clean()
+
+
+def test_an_unexpected_error_fails_the_document_and_the_base_does_not_stay_indexing():
+    base = make_base()
+    document = Document.objects.create(base=base, title="x", text="text")
+    with mock.patch("knowledge.services.chunk_text", side_effect=RuntimeError("boom")):
+        base_index(base_id=base.pk, document_ids=[document.pk])
+    document.refresh_from_db()
+    base.refresh_from_db()
+    assert document.status == "failed" and "boom" in document.error
+    assert base.status == "failed" and base.indexed_documents == 1
+
+
+def test_the_search_tool_of_a_deleted_base_says_so():
+    base = make_base()
+    tool = base.search_tool
+    base.delete()
+    spec = {"id": tool.pk, "name": tool.name, "kind": "knowledge", "timeout_seconds": 5}
+    outcome = execute_tool(spec=spec, arguments={"query": "x"}, ctx=ToolContext("r", "c", "k"))
+    assert outcome.status == "error" and "knowledge base no longer exists" in outcome.content

@@ -72,3 +72,12 @@ def test_arguments_outside_the_schema_are_refused_before_any_search(scripted_age
     invocation = ToolInvocation.objects.filter(run=run).first()
     assert invocation.status == "error" and "top_k" in invocation.result
     assert not KnowledgeSearch.objects.filter(run=run).exists()
+
+
+def test_the_runs_admin_page_shows_its_searches(scripted_agent, admin_client):
+    base = make_base()
+    add_documents(base, "zh-returns.md")
+    tool = base.search_tool.name
+    run = ask(scripted_agent(search_script(tool, "几天内可以退货"), tools=[tool]), "退货")
+    page = admin_client.get(f"/admin/conversations/run/{run.pk}/change/").content.decode()
+    assert "几天内可以退货" in page and "zh-returns.md" in page
