@@ -7,9 +7,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from pypdf import PdfWriter
 
-from knowledge.models import Document, KnowledgeBase
-from knowledge.services import BASE_INDEX_TASK
-from tests.knowledge.helpers import make_base, minimal_pdf
+from knowledge.models import Chunk, Document, KnowledgeBase
+from knowledge.services import BASE_INDEX_TASK, base_index
+from tests.knowledge.helpers import add_documents, make_base, minimal_pdf
 
 pytestmark = pytest.mark.django_db
 
@@ -146,3 +146,34 @@ def test_permissions_gate_the_pages_and_the_reindex_action(client, sent):
 def test_the_search_ledger_cannot_be_written_by_anyone(admin_client):
     assert admin_client.get(reverse("admin:knowledge_knowledgesearch_add")).status_code == 403
     assert admin_client.get(reverse("admin:knowledge_knowledgesearch_changelist")).status_code == 200
+
+
+def test_uploading_again_on_the_document_replaces_its_text_and_chunks(
+    admin_client, sent, django_capture_on_commit_callbacks
+):
+    base = make_base()
+    [document] = add_documents(base, "zh-returns.md")
+    old_chunks = set(document.chunks.values_list("pk", flat=True))
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(
+            reverse("admin:knowledge_document_change", args=[document.pk]),
+            {
+                "base": base.pk,
+                "title": document.title,
+                "source": "upload",
+                "url": "",
+                "tags": "[]",
+                "upload": SimpleUploadedFile(
+                    "new.txt", "新的退货政策：十五天内可退。".encode(), content_type="text/plain"
+                ),
+                "chunks-TOTAL_FORMS": 0,
+                "chunks-INITIAL_FORMS": len(old_chunks),
+            },
+        )
+    assert response.status_code == 302
+    sent.assert_called_once_with(BASE_INDEX_TASK, args=[base.pk, [document.pk]])
+    base_index(base_id=base.pk, document_ids=[document.pk])
+    document.refresh_from_db()
+    assert document.filename == "new.txt" and document.status == "indexed"
+    assert list(document.chunks.values_list("text", flat=True)) == ["新的退货政策：十五天内可退。"]
+    assert not Chunk.objects.filter(pk__in=old_chunks).exists()
