@@ -19,6 +19,7 @@ from conversations.models import Run, RunStatus, StopReason
 from conversations.selectors import run_owned_by, run_step_messages, run_timeline, runs_visible_to
 from engine.operations import user_may_operate
 from engine.runs import run_cancel
+from knowledge.selectors import citations_of, searches_prefetch
 from platform_site.api_errors import ApiConflict
 
 
@@ -34,6 +35,16 @@ class UsageSerializer(serializers.Serializer):
     )
 
 
+class CitationSerializer(serializers.Serializer):
+    citation = serializers.CharField(help_text="The id the search tool gave the passage, e.g. C12.")
+    knowledge_base = serializers.CharField()
+    document = serializers.IntegerField()
+    title = serializers.CharField()
+    chunk = serializers.IntegerField()
+    score = serializers.FloatField()
+    tool_call_id = serializers.CharField()
+
+
 class RunSerializer(serializers.ModelSerializer):
     agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     agent_version = serializers.IntegerField(source="agent_version.number", read_only=True)
@@ -44,6 +55,7 @@ class RunSerializer(serializers.ModelSerializer):
     cost = serializers.DecimalField(max_digits=14, decimal_places=8, read_only=True)
     duration_ms = serializers.IntegerField(read_only=True, allow_null=True)
     events_url = serializers.SerializerMethodField()
+    citations = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
@@ -66,6 +78,7 @@ class RunSerializer(serializers.ModelSerializer):
             "finished_at",
             "duration_ms",
             "events_url",
+            "citations",
         ]
 
     def get_error(self, run: Run) -> str:
@@ -81,6 +94,11 @@ class RunSerializer(serializers.ModelSerializer):
     def get_output(self, run: Run) -> str | None:
         """The final answer, once the run has completed (runs_visible_to annotates it)."""
         return getattr(run, "output", None)
+
+    @extend_schema_field(CitationSerializer(many=True))
+    def get_citations(self, run: Run) -> list[dict]:
+        """The passages the run's knowledge searches returned (ordered as found)."""
+        return citations_of(run.knowledge_searches.all())
 
     def get_events_url(self, run: Run) -> str:
         return self.context["request"].build_absolute_uri(reverse("run-events", kwargs={"run_id": run.pk}))
@@ -165,7 +183,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model
             return Run.objects.none()
-        runs = runs_visible_to(user=self.request.user).order_by("-created_at")
+        runs = runs_visible_to(user=self.request.user).order_by("-created_at").prefetch_related(searches_prefetch())
         if self.action == "list":
             filters = RunFilterSerializer(data=self.request.query_params)
             filters.is_valid(raise_exception=True)

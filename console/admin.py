@@ -35,6 +35,7 @@ from conversations.tokens import api_token_create
 from conversations.webhooks import webhook_secret_generate
 from engine.approvals import ApprovalError, approval_decide
 from engine.operations import user_may_operate
+from knowledge.models import KnowledgeSearch
 from platform_site.admin_mixins import ReadOnlyAdminMixin, ReadOnlyInline
 from platform_site.crypto import mask
 from tools.arguments import arguments_hash
@@ -86,6 +87,15 @@ class HasErrorFilter(admin.SimpleListFilter):
 class RunEventInline(ReadOnlyInline):
     model = RunEvent
     fields = ["seq", "type", "payload", "created_at"]
+    readonly_fields = fields
+    show_change_link = False
+
+
+class KnowledgeSearchInline(ReadOnlyInline):
+    """The run's knowledge searches: what it looked up and which passages it was given."""
+
+    model = KnowledgeSearch
+    fields = ["tool_call_id", "base", "query", "passages", "fallback", "created_at"]
     readonly_fields = fields
     show_change_link = False
 
@@ -157,7 +167,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         ),
         ("Timeline", {"fields": ["timeline"]}),
     ]
-    inlines = [RunEventInline]
+    inlines = [RunEventInline, KnowledgeSearchInline]
     actions = [cancel_runs, requeue_runs, retry_runs, export_runs_jsonl, export_runs_csv]
 
     def has_operate_permission(self, request):

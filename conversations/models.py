@@ -219,8 +219,13 @@ class LLMCall(models.Model):
     class Purpose(models.TextChoices):
         STEP = "step", _("Step")
         SUMMARY = "summary", _("Summary")
+        EMBEDDING = "embedding", _("Embedding")
 
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="llm_calls", verbose_name=_("run"))
+    # Empty only for calls made outside a run: embeddings of documents being indexed (the
+    # knowledge app links those to their base).
+    run = models.ForeignKey(
+        Run, on_delete=models.PROTECT, null=True, blank=True, related_name="llm_calls", verbose_name=_("run")
+    )
     iteration = models.PositiveIntegerField(verbose_name=_("iteration"))
     attempt = models.PositiveSmallIntegerField(verbose_name=_("attempt"))
     purpose = models.CharField(max_length=16, choices=Purpose.choices, default=Purpose.STEP, verbose_name=_("purpose"))

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from fakellm.embeddings import embeddings_response
 from fakellm.engine import ANTHROPIC, OPENAI, handle
 from fakellm.state import ServerState
 from fakellm.validation import ScriptError
@@ -30,6 +31,20 @@ async def chat_completions(request: Request) -> Response:
 async def messages(request: Request) -> Response:
     with _state(request).answering():
         return await handle(request, ANTHROPIC)
+
+
+async def embeddings(request: Request) -> Response:
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        return _problem("body is not valid JSON")
+    if not isinstance(body, dict):
+        return _problem("body must be a JSON object")
+    state = _state(request)
+    with state.answering():
+        state.requests.append(body)
+        status, data = embeddings_response(body)
+        return JSONResponse(data, status_code=status)
 
 
 async def list_models(request: Request) -> Response:
@@ -85,6 +100,7 @@ def create_app(scripts: dict[str, dict]) -> Starlette:
         routes=[
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/embeddings", embeddings, methods=["POST"]),
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/_health", health, methods=["GET"]),
             Route("/_scripts", list_scripts, methods=["GET"]),

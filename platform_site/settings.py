@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "agents",
     "tools",
     "conversations",
+    "knowledge",
     "engine",
     "alerts",
     "api",
@@ -401,6 +402,7 @@ AGENTRY_WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY
 AGENTRY_WEBHOOK_RETRY_MAX_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY_MAX_SECONDS", "3600"))
 AGENTRY_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_TIMEOUT_SECONDS", "10"))
 CELERY_TASK_ROUTES["conversations.tasks.webhook_deliver_task"] = {"queue": "maintenance"}
+CELERY_TASK_ROUTES["knowledge.tasks.base_index_task"] = {"queue": "maintenance"}
 
 # --- Broker: how long a task's message may stay unacknowledged -------------------------------
 # A worker acknowledges a message when its task ends (acks late), and holds a retry with a

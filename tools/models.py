@@ -128,6 +128,8 @@ class ToolDefinition(models.Model):
         PYTHON = "python", _("Python (registered callable)")
         HTTP = "http", _("HTTP endpoint")
         MCP = "mcp", _("MCP server tool")
+        # Made by a knowledge base for itself (the knowledge app registers its executor).
+        KNOWLEDGE = "knowledge", _("Knowledge base search")
 
     class HttpMethod(models.TextChoices):
         GET = "GET"
@@ -266,6 +268,8 @@ class ToolDefinition(models.Model):
                 raise ValidationError({"python_callable": f"No python tool {target!r} is registered. Known: {known}."})
         elif self.kind == self.Kind.HTTP:
             self._clean_http()
+        elif self.kind == self.Kind.KNOWLEDGE and self._state.adding:
+            raise ValidationError({"kind": _("A knowledge search tool is created by its knowledge base.")})
         elif self.kind == self.Kind.MCP and not (self.mcp_server_id and self.mcp_tool_name):
             raise ValidationError("An MCP tool needs its server and the tool's name there (use “Discover tools”).")
 

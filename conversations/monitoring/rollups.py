@@ -70,7 +70,8 @@ def _llm_call_rows(start: datetime) -> list[LLMCallHourly]:
         output_field=FloatField(),
     )
     groups = (
-        LLMCall.objects.filter(started_at__gte=start)
+        # Rolled up per agent: calls outside a run (indexing embeddings) have no agent.
+        LLMCall.objects.filter(started_at__gte=start, run__isnull=False)
         .exclude(status=LLMCall.Status.STARTED)
         .annotate(hour=TruncHour("started_at", tzinfo=UTC), bucket=bucket)
         .values("hour", "model_config_id", "run__agent_id", "bucket")

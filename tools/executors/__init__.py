@@ -3,7 +3,9 @@
 `execute_tool` is the engine's single entry; each kind of tool has a small executor module.
 Its `load(spec)` reads what the call needs from the database (credentials, server settings:
 snapshots hold no secrets) on the caller's thread; its `run(...)` does the call on a pool
-thread, which opens no database connection, and returns the tool's value or raises ToolError.
+thread, which opens no database connection, and returns the tool's value or raises ToolError
+(a knowledge base's search, registered by the knowledge app, is the exception: it reads chunks
+and writes its ledger row there, and closes that thread's connection when done).
 The engine never sees an exception from a tool: failures become a short, friendly text the model
 can correct from (seed 003 §2.4), while a traceback, where there is one, stays on the ledger row.
 """
@@ -22,6 +24,13 @@ from tools.results import render, trim_text
 log = logging.getLogger(__name__)
 
 _EXECUTORS = {"python": python, "http": http, "mcp": mcp}
+
+
+def register_executor(kind: str, executor) -> None:
+    """Add the executor of a kind an app above tools provides (a module or object with `load`
+    and `run` as above), at that app's ready()."""
+    _EXECUTORS[kind] = executor
+
 
 # Timeouts need the call off the worker's own thread. A timed-out call cannot be killed, so
 # its thread runs on; the pool bounds how many such stragglers can pile up. Sandboxed python

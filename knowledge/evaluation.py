@@ -1,0 +1,96 @@
+"""Retrieval quality on the shipped bilingual FAQ (fixtures/faq): hit@1, hit@3 and MRR.
+
+The FAQ is indexed into a throw-away base inside a transaction that is rolled back at the end,
+so a check leaves nothing behind (not even its embedding calls). A question is answered by one
+document; a method's ranking of chunks is read as a ranking of documents (first appearance).
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.db import transaction
+
+from agents.models import ModelConfig
+from knowledge.models import Document, KeywordMethod, KnowledgeBase
+from knowledge.retrieval import Mode, search
+from knowledge.selectors import base_chunks
+from knowledge.services import document_index, knowledge_base_save
+
+FAQ = Path(__file__).resolve().parent / "fixtures" / "faq"
+RANKED = 10
+
+
+@dataclass
+class Score:
+    name: str
+    hit1: float
+    hit3: float
+    mrr: float
+
+
+def faq_questions() -> list[dict]:
+    return json.loads((FAQ / "questions.json").read_text(encoding="utf-8"))
+
+
+def faq_load(*, base: KnowledgeBase) -> None:
+    for path in sorted(FAQ.glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        document = Document.objects.create(base=base, title=path.name, text=text, filename=path.name)
+        document_index(document=document)
+
+
+class _Rollback(Exception):
+    pass
+
+
+def _score(name: str, ranks: list[int | None]) -> Score:
+    total = len(ranks) or 1
+    return Score(
+        name,
+        hit1=sum(1 for r in ranks if r == 1) / total,
+        hit3=sum(1 for r in ranks if r is not None and r <= 3) / total,
+        mrr=sum(1 / r for r in ranks if r is not None) / total,
+    )
+
+
+def _rank(base, chunks, question: dict, *, mode: str, method: str) -> int | None:
+    passages = search(base=base, query=question["question"], top_k=len(chunks), mode=mode, method=method, chunks=chunks)
+    documents = list(dict.fromkeys(p.chunk.document.title for p in passages))[:RANKED]
+    return documents.index(question["document"]) + 1 if question["document"] in documents else None
+
+
+def retrieval_check(
+    *, embedding_model: ModelConfig | None, chunk_size: int = 300, chunk_overlap: int = 30
+) -> list[Score]:
+    """Scores of keyword (jieba, trigram), and with an embedding model vector and combined.
+    An unsaved `embedding_model` is saved inside the rolled-back transaction."""
+    questions, scores = faq_questions(), []
+    try:
+        with transaction.atomic():
+            if embedding_model is not None and embedding_model.pk is None:
+                embedding_model.save()  # a throw-away config (the fake server's), rolled back too
+            base = knowledge_base_save(
+                base=KnowledgeBase(
+                    name="retrieval check (rolled back)",
+                    chunk_size=chunk_size,
+                    chunk_overlap=chunk_overlap,
+                    embedding_model=embedding_model,
+                    score_threshold=0,
+                )
+            )
+            faq_load(base=base)
+            chunks = base_chunks(base=base)
+            runs = [("keyword: jieba + BM25", Mode.KEYWORD, KeywordMethod.JIEBA)]
+            runs.append(("keyword: trigram + BM25", Mode.KEYWORD, KeywordMethod.TRIGRAM))
+            if embedding_model is not None:
+                runs.append(("vector", Mode.VECTOR, KeywordMethod.JIEBA))
+                runs.append(("combined (RRF): jieba + vector", Mode.COMBINED, KeywordMethod.JIEBA))
+                runs.append(("combined (RRF): trigram + vector", Mode.COMBINED, KeywordMethod.TRIGRAM))
+            for name, mode, method in runs:
+                ranks = [_rank(base, chunks, q, mode=mode, method=method) for q in questions]
+                scores.append(_score(name, ranks))
+            raise _Rollback
+    except _Rollback:
+        pass
+    return scores

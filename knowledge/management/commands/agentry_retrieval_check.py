@@ -1,0 +1,45 @@
+from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
+
+from agents.models import ModelConfig
+from fakellm.testing import serve_in_thread
+from knowledge.evaluation import faq_questions, retrieval_check
+
+
+class Command(BaseCommand):
+    help = _(
+        "Measure retrieval on the shipped bilingual FAQ: hit@1, hit@3 and MRR for keyword (jieba, trigram), "
+        "vector and combined search. Vectors come from the fake LLM server's deterministic embeddings unless a "
+        "model config is named."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--embedding-model-config", help=_("Name of the ModelConfig of a real /embeddings endpoint.")
+        )
+        parser.add_argument("--no-vectors", action="store_true", help=_("Keyword search only."))
+
+    def handle(self, *args, **options):
+        stop = None
+        name = options.get("embedding_model_config")
+        if options["no_vectors"]:
+            config = None
+        elif name:
+            config = ModelConfig.objects.filter(name=name).first()
+            if config is None:
+                raise CommandError(_("No model config is named %(name)s.") % {"name": name})
+        else:
+            base_url, stop = serve_in_thread()
+            # Unsaved: retrieval_check saves it inside the transaction it rolls back.
+            config = ModelConfig(
+                name="fake-embeddings (retrieval check)", base_url=f"{base_url}/v1", model="fake-embedding"
+            )
+        try:
+            scores = retrieval_check(embedding_model=config)
+        finally:
+            if stop is not None:
+                stop()
+        self.stdout.write(_("%(n)s questions") % {"n": len(faq_questions())})
+        self.stdout.write(f"{'method':36} {'hit@1':>6} {'hit@3':>6} {'MRR':>6}")
+        for score in scores:
+            self.stdout.write(f"{score.name:36} {score.hit1:6.2f} {score.hit3:6.2f} {score.mrr:6.3f}")
