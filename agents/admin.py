@@ -11,8 +11,9 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents.connection_check import model_config_test
-from agents.models import Agent, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
+from agents.models import Agent, AgentRelease, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
 from agents.prompting import system_prompt_check
+from agents.release_admin import AgentReleaseAdminMixin
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyAdminMixin
 from platform_site.crypto import mask
 from platform_site.http_methods import require_POST
@@ -202,7 +203,7 @@ class AgentToolInline(admin.TabularInline):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(AgentReleaseAdminMixin, admin.ModelAdmin):
     form = AgentForm
     list_display = ["name", "slug", "model_config", "max_iterations", "is_active", "updated_at"]
     list_filter = ["is_active", "model_config"]
@@ -286,10 +287,31 @@ class AgentAdmin(admin.ModelAdmin):
 
 @admin.register(AgentVersion)
 class AgentVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["agent", "number", "config_hash", "created_at"]
+    list_display = ["agent", "number", "config_hash", "created_at", "published_at", "published_by"]
     list_filter = ["agent"]
-    list_select_related = ["agent"]
-    readonly_fields = ["agent", "number", "config_hash", "snapshot", "created_at"]
+    list_select_related = ["agent", "published_by"]
+    readonly_fields = [
+        "agent",
+        "number",
+        "config_hash",
+        "snapshot",
+        "created_at",
+        "published_at",
+        "published_by",
+        "note",
+    ]
+
+
+@admin.register(AgentRelease)
+class AgentReleaseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The audit trail of release actions: written only by agents.releases, never edited."""
+
+    list_display = ["at", "agent", "action", "version", "previous_version", "canary_percent", "user", "note"]
+    list_filter = ["action", "agent"]
+    list_select_related = ["agent", "version__agent", "previous_version__agent", "user"]
+    search_fields = ["agent__name", "agent__slug", "note"]
+    date_hierarchy = "at"
+    readonly_fields = ["agent", "action", "version", "previous_version", "canary_percent", "user", "note", "at"]
 
 
 @admin.register(AgentUsageDay)
