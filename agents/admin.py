@@ -4,6 +4,7 @@ from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import F
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path
@@ -306,12 +307,28 @@ class AgentVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 class AgentReleaseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """The audit trail of release actions: written only by agents.releases, never edited."""
 
-    list_display = ["at", "agent", "action", "version", "previous_version", "canary_percent", "user", "note"]
+    list_display = ["at", "agent", "action", "version_number", "previous_number", "canary_percent", "user", "note"]
     list_filter = ["action", "agent"]
-    list_select_related = ["agent", "version__agent", "previous_version__agent", "user"]
+    list_select_related = ["agent", "user"]
     search_fields = ["agent__name", "agent__slug", "note"]
     date_hierarchy = "at"
     readonly_fields = ["agent", "action", "version", "previous_version", "canary_percent", "user", "note", "at"]
+
+    def get_queryset(self, request):
+        # The versions' numbers only: their snapshots are large and the list shows none of them.
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(version_no=F("version__number"), previous_no=F("previous_version__number"))
+        )
+
+    @admin.display(description=_("version"), ordering="version_no")
+    def version_number(self, obj):
+        return obj.version_no
+
+    @admin.display(description=_("previous version"), ordering="previous_no")
+    def previous_number(self, obj):
+        return obj.previous_no
 
 
 @admin.register(AgentUsageDay)

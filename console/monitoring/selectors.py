@@ -22,6 +22,7 @@ from conversations.monitoring.models import TOKEN_FIELDS, ErrorHourly, LLMCallHo
 from conversations.monitoring.rollups import floor_hour
 from conversations.selectors import run_final_answer
 
+RUN_COST_SCALE = Decimal(1).scaleb(-Run._meta.get_field("cost").decimal_places)
 ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
 ENDED_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED)
 
@@ -226,7 +227,8 @@ def live_versions(*, start: datetime) -> list[dict]:
                     "failure_rate": failed / ended if ended else None,
                     "stop_reasons": reasons.get(version.pk, []),
                     "tokens": total.get("tokens") or 0,
-                    "cost": fixed_amount(total.get("cost") or Decimal(0)),
+                    # At the column's scale: SQLite sums decimals as floats.
+                    "cost": fixed_amount(Decimal(str(total.get("cost") or 0)).quantize(RUN_COST_SCALE)),
                     "latency_ms": round(latency[version.pk]) if latency.get(version.pk) is not None else None,
                 }
             )

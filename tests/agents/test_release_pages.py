@@ -156,7 +156,8 @@ def test_release_rows_are_read_only_in_the_admin(client, agent):
     client, _ = _signed_in(
         client, "agents.view_agentrelease", "agents.change_agentrelease", "agents.delete_agentrelease"
     )
-    assert client.get("/admin/agents/agentrelease/").status_code == 200
+    listing = client.get("/admin/agents/agentrelease/")
+    assert listing.status_code == 200 and "First." in listing.content.decode()
     assert client.get(f"/admin/agents/agentrelease/{release.pk}/change/").status_code == 200
     assert client.post(f"/admin/agents/agentrelease/{release.pk}/change/", {"note": "Rewritten."}).status_code == 403
     assert client.post(f"/admin/agents/agentrelease/{release.pk}/delete/", {"post": "yes"}).status_code == 403
