@@ -20,6 +20,7 @@ from platform_site.crypto import mask
 from platform_site.http_methods import require_POST
 
 RETENTION_PERMISSION = "conversations.delete_run"
+RELEASE_FIELDS = {"id", "published_version", "canary_version", "canary_percent"}
 
 
 class ModelConfigForm(forms.ModelForm):
@@ -283,7 +284,12 @@ class AgentAdmin(AgentReleaseAdminMixin, admin.ModelAdmin):
         if "retention_days" in form.changed_data:
             obj.retention_set_by = request.user
             obj.retention_set_at = timezone.now()
-        super().save_model(request, obj, form, change)
+        if change:
+            # The release columns are written only by agents.releases: saving the draft must not
+            # put back what this request read if a publish landed meanwhile.
+            obj.save(update_fields=[f.name for f in Agent._meta.concrete_fields if f.name not in RELEASE_FIELDS])
+        else:
+            super().save_model(request, obj, form, change)
 
 
 @admin.register(AgentVersion)

@@ -50,9 +50,15 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
     return (own, *(row[1:] for row in rows)), rows[0][0] if rows else None
 
 
-def agent_versions(*, agent: Agent) -> QuerySet[AgentVersion]:
-    """The agent's versions, newest first, without their snapshots (a page lists them)."""
-    return AgentVersion.objects.filter(agent=agent).select_related("published_by").defer("snapshot").order_by("-number")
+def agent_versions(*, agent: Agent, limit: int = 200) -> QuerySet[AgentVersion]:
+    """The agent's latest versions, newest first, without their snapshots (a page lists them).
+    An agent served as a draft writes a version per saved change, so the list is bounded."""
+    return (
+        AgentVersion.objects.filter(agent=agent)
+        .select_related("published_by")
+        .defer("snapshot")
+        .order_by("-number")[:limit]
+    )
 
 
 def agent_releases(*, agent: Agent, limit: int = 100) -> QuerySet[AgentRelease]:

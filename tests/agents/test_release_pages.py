@@ -6,7 +6,7 @@ import pytest
 from agents.models import Agent, AgentRelease, AgentTool, ModelConfig, ReleaseAction
 from agents.releases import version_publish
 from tests.factories import make_agent
-from tests.security.privileges import user_with
+from tests.security.privileges import admin_form_data, user_with
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db
@@ -164,3 +164,19 @@ def test_release_rows_are_read_only_in_the_admin(client, agent):
     assert client.get("/admin/agents/agentrelease/add/").status_code == 403
     release.refresh_from_db()
     assert release.note == "First."
+
+
+def test_saving_the_draft_in_the_admin_leaves_the_release_columns_alone(client, agent, monkeypatch):
+    client, _ = _signed_in(client, VIEW, "agents.change_agent")
+    first = version_publish(agent=agent, user=user_with("agents.publish_agent"), note="First.").version
+    stale = Agent.objects.get(pk=agent.pk)
+    Agent.objects.filter(pk=agent.pk).update(published_version=None)  # as a release landing mid-request
+    # The admin's change view works on the row as read before the release.
+    monkeypatch.setattr("django.contrib.admin.ModelAdmin.get_object", lambda *args, **kwargs: stale)
+    data = admin_form_data(agent, system_prompt="Edited draft.", allowed_groups=[], tools=[])
+    data.update({"agent_tools-TOTAL_FORMS": "0", "agent_tools-INITIAL_FORMS": "0"})
+    response = client.post(f"/admin/agents/agent/{agent.pk}/change/", data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    agent.refresh_from_db()
+    assert agent.system_prompt == "Edited draft." and agent.published_version is None
+    assert stale.published_version == first
