@@ -77,7 +77,14 @@ class AgentReleaseAdminMixin:
 
     def _versions_page(self, request, agent, *, form=None, error: str = "", status: int = 200):
         versions = list(agent_versions(agent=agent))
-        published = next((v for v in versions if v.pk == agent.published_version_id), None)
+        # Read apart from the list, which holds only the latest versions.
+        live = {
+            v.pk: v
+            for v in AgentVersion.objects.defer("snapshot").filter(
+                pk__in=[agent.published_version_id, agent.canary_version_id]
+            )
+        }
+        published = live.get(agent.published_version_id)
         # Whether the draft differs from what is live, read without writing a version.
         draft_hash = snapshot_hash(snapshot_build(agent=agent))
         context = self._context(
@@ -86,7 +93,7 @@ class AgentReleaseAdminMixin:
             _("Versions of %(agent)s") % {"agent": agent},
             versions=versions,
             published=published,
-            canary=next((v for v in versions if v.pk == agent.canary_version_id), None),
+            canary=live.get(agent.canary_version_id),
             draft_unpublished=published is None or published.config_hash != draft_hash,
             draft_version=next((v for v in versions if v.config_hash == draft_hash), None),
             releases=agent_releases(agent=agent),
