@@ -4,6 +4,7 @@ from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import F
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path
@@ -11,13 +12,15 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents.connection_check import model_config_test
-from agents.models import Agent, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
+from agents.models import Agent, AgentRelease, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
 from agents.prompting import system_prompt_check
+from agents.release_admin import AgentReleaseAdminMixin
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyAdminMixin
 from platform_site.crypto import mask
 from platform_site.http_methods import require_POST
 
 RETENTION_PERMISSION = "conversations.delete_run"
+RELEASE_FIELDS = {"id", "published_version", "canary_version", "canary_percent"}
 
 
 class ModelConfigForm(forms.ModelForm):
@@ -202,7 +205,7 @@ class AgentToolInline(admin.TabularInline):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(AgentReleaseAdminMixin, admin.ModelAdmin):
     form = AgentForm
     list_display = ["name", "slug", "model_config", "max_iterations", "is_active", "updated_at"]
     list_filter = ["is_active", "model_config"]
@@ -281,15 +284,57 @@ class AgentAdmin(admin.ModelAdmin):
         if "retention_days" in form.changed_data:
             obj.retention_set_by = request.user
             obj.retention_set_at = timezone.now()
-        super().save_model(request, obj, form, change)
+        if change:
+            # The release columns are written only by agents.releases: saving the draft must not
+            # put back what this request read if a publish landed meanwhile.
+            obj.save(update_fields=[f.name for f in Agent._meta.concrete_fields if f.name not in RELEASE_FIELDS])
+        else:
+            super().save_model(request, obj, form, change)
 
 
 @admin.register(AgentVersion)
 class AgentVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["agent", "number", "config_hash", "created_at"]
+    list_display = ["agent", "number", "config_hash", "created_at", "published_at", "published_by"]
     list_filter = ["agent"]
-    list_select_related = ["agent"]
-    readonly_fields = ["agent", "number", "config_hash", "snapshot", "created_at"]
+    list_select_related = ["agent", "published_by"]
+    readonly_fields = [
+        "agent",
+        "number",
+        "config_hash",
+        "snapshot",
+        "created_at",
+        "published_at",
+        "published_by",
+        "note",
+    ]
+
+
+@admin.register(AgentRelease)
+class AgentReleaseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The audit trail of release actions: written only by agents.releases, never edited."""
+
+    list_display = ["at", "agent", "action", "version_number", "previous_number", "canary_percent", "user", "note"]
+    list_filter = ["action", "agent"]
+    list_select_related = ["agent", "user"]
+    search_fields = ["agent__name", "agent__slug", "note"]
+    date_hierarchy = "at"
+    readonly_fields = ["agent", "action", "version", "previous_version", "canary_percent", "user", "note", "at"]
+
+    def get_queryset(self, request):
+        # The versions' numbers only: their snapshots are large and the list shows none of them.
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(version_no=F("version__number"), previous_no=F("previous_version__number"))
+        )
+
+    @admin.display(description=_("version"), ordering="version_no")
+    def version_number(self, obj):
+        return obj.version_no
+
+    @admin.display(description=_("previous version"), ordering="previous_no")
+    def previous_number(self, obj):
+        return obj.previous_no
 
 
 @admin.register(AgentUsageDay)

@@ -347,12 +347,48 @@ class Agent(models.Model):
         verbose_name=_("retention set by"),
     )
     retention_set_at = models.DateTimeField(_("retention set at"), null=True, blank=True, editable=False)
+    # Releases (agents.releases): what live traffic runs. Not editable here: only publish, roll
+    # back and the canary actions move them, each leaving an AgentRelease row.
+    published_version = models.ForeignKey(
+        "AgentVersion",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="+",
+        verbose_name=_("published version"),
+        help_text=_("What new conversations run. Empty: never published, live traffic runs the draft."),
+    )
+    canary_version = models.ForeignKey(
+        "AgentVersion",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="+",
+        verbose_name=_("canary version"),
+    )
+    canary_percent = models.PositiveSmallIntegerField(
+        _("canary percent"), default=0, editable=False, validators=[MinValueValidator(1), MaxValueValidator(99)]
+    )
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     class Meta:
         verbose_name = _("agent")
         verbose_name_plural = _("agents")
+        permissions = [
+            ("publish_agent", _("Can publish, roll back and canary agent versions")),
+            ("test_agent_version", _("Can run an agent's draft or an unpublished version")),
+        ]
+        constraints = [
+            # A canary always has a share, and a share always has a candidate.
+            models.CheckConstraint(
+                condition=models.Q(canary_version__isnull=True, canary_percent=0)
+                | models.Q(canary_version__isnull=False, canary_percent__gte=1, canary_percent__lte=99),
+                name="agent_canary_share",
+            ),
+        ]
 
     def __str__(self):
         return self.name
@@ -426,6 +462,18 @@ class AgentVersion(models.Model):
     config_hash = models.CharField(_("config hash"), max_length=64)
     snapshot = models.JSONField(_("snapshot"))
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    # Set once, when the version is first published (or first goes out as a canary); every later
+    # release action on it is an AgentRelease row.
+    published_at = models.DateTimeField(_("published at"), null=True, blank=True)
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("published by"),
+    )
+    note = models.TextField(_("note"), blank=True, default="")
 
     class Meta:
         verbose_name = _("agent version")
@@ -459,3 +507,48 @@ class AgentUsageDay(models.Model):
 
     def __str__(self):
         return f"{self.agent_id} {self.day}"
+
+
+class ReleaseAction(models.TextChoices):
+    PUBLISH = "publish", _("publish")
+    ROLLBACK = "rollback", _("roll back")
+    CANARY_START = "canary_start", _("canary start")
+    CANARY_PROMOTE = "canary_promote", _("canary promote")
+    CANARY_ABORT = "canary_abort", _("canary abort")
+
+
+class AgentRelease(models.Model):
+    """One release action on an agent: the audit trail of what live traffic ran, and who decided."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="releases", verbose_name=_("agent"))
+    action = models.CharField(_("action"), max_length=20, choices=ReleaseAction.choices)
+    version = models.ForeignKey(
+        AgentVersion, on_delete=models.PROTECT, related_name="releases", verbose_name=_("version")
+    )
+    previous_version = models.ForeignKey(
+        AgentVersion,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("previous version"),
+    )
+    canary_percent = models.PositiveSmallIntegerField(_("canary percent"), null=True, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("user"),
+    )
+    note = models.TextField(_("note"), blank=True, default="")
+    at = models.DateTimeField(_("at"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("agent release")
+        verbose_name_plural = _("agent releases")
+        indexes = [models.Index(fields=["agent", "-at"], name="agent_release_agent_at")]
+
+    def __str__(self):
+        return f"{self.agent} {self.action} v{self.version.number}"

@@ -6,7 +6,7 @@ from decimal import Decimal
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from agents.models import Agent, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
+from agents.models import Agent, AgentRelease, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
 from tools.models import ToolDefinition
 
 
@@ -48,3 +48,23 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
         rows = cursor.fetchall()
     own = tuple(getattr(agent, field.attname) for field in Agent._meta.concrete_fields)
     return (own, *(row[1:] for row in rows)), rows[0][0] if rows else None
+
+
+def agent_versions(*, agent: Agent, limit: int = 200) -> QuerySet[AgentVersion]:
+    """The agent's latest versions, newest first, without their snapshots (a page lists them).
+    An agent served as a draft writes a version per saved change, so the list is bounded."""
+    return (
+        AgentVersion.objects.filter(agent=agent)
+        .select_related("published_by")
+        .defer("snapshot")
+        .order_by("-number")[:limit]
+    )
+
+
+def agent_releases(*, agent: Agent, limit: int = 100) -> QuerySet[AgentRelease]:
+    return (
+        AgentRelease.objects.filter(agent=agent)
+        .select_related("version", "previous_version", "user")
+        .defer("version__snapshot", "previous_version__snapshot")
+        .order_by("-at", "-pk")[:limit]
+    )

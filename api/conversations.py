@@ -12,6 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
+from agents.releases import DRAFT, PUBLISHED, TEST_VERSION_PERMISSION, UnknownVersion
 from agents.selectors import agents_usable_by
 from api.common import ErrorSerializer, IdempotencyKeyMismatch, JSONInputField, reject_nul
 from api.runs import RunSerializer
@@ -78,6 +79,19 @@ class ConversationCreateSerializer(serializers.Serializer):
 
 class MessageCreateSerializer(serializers.Serializer):
     content = serializers.CharField(trim_whitespace=False, help_text="The user's message.")
+    version = serializers.CharField(
+        required=False,
+        max_length=20,
+        help_text='Run this version instead of the released one, for testing: "draft", "published" or a version '
+        "number. Needs the permission agents.test_agent_version.",
+    )
+
+    def validate_version(self, version: str) -> str | int:
+        if version in (DRAFT, PUBLISHED):
+            return version
+        if version.isascii() and version.isdigit() and 0 < int(version) < 2**31:
+            return int(version)
+        raise serializers.ValidationError(_('Must be "draft", "published" or a version number.'))
 
     def validate_content(self, content: str) -> str:
         if not content.strip():
@@ -151,7 +165,10 @@ class ConversationViewSet(
         responses={
             202: RunSerializer,
             400: ErrorSerializer,
-            403: OpenApiResponse(ErrorSerializer, description="The conversation is another user's."),
+            403: OpenApiResponse(
+                ErrorSerializer,
+                description="The conversation is another user's, or a version was asked for without the permission.",
+            ),
             409: OpenApiResponse(ErrorSerializer, description="The agent rejects messages while a run is active."),
             422: OpenApiResponse(ErrorSerializer, description="The Idempotency-Key was used with other content."),
         },
@@ -165,6 +182,9 @@ class ConversationViewSet(
             raise PermissionDenied(_("This conversation belongs to another user; you may read it but not post in it."))
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        version = serializer.validated_data.get("version")
+        if version is not None and not request.user.has_perm(TEST_VERSION_PERMISSION):
+            raise PermissionDenied(_("Choosing the version to run takes the permission to test agent versions."))
         key = _idempotency_key(request)
         if not conversation.agent_usable:
             raise ApiConflict(
@@ -177,7 +197,10 @@ class ConversationViewSet(
                 content=serializer.validated_data["content"],
                 user=request.user,
                 idempotency_key=key,
+                version=version,
             )
+        except UnknownVersion as exc:
+            raise serializers.ValidationError({"version": [str(exc)]}) from None
         except ConversationBusy as exc:
             raise ApiConflict(
                 {

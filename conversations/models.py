@@ -40,6 +40,18 @@ class Conversation(models.Model):
         related_name="+",
         verbose_name=_("context summary call"),
     )
+    # The released version this conversation runs (agents.releases): chosen at its first message
+    # once its agent is published, kept while that version stays live, so a canary never
+    # switches a conversation mid-way. Empty while the agent serves its draft.
+    agent_version = models.ForeignKey(
+        "agents.AgentVersion",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="+",
+        verbose_name=_("agent version"),
+    )
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:

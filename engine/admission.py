@@ -7,7 +7,8 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from agents.models import ConcurrentMessages
+from agents.models import Agent, AgentVersion, ConcurrentMessages
+from agents.releases import release_choice, version_by_id, version_target
 from agents.services import agent_version_current
 from agents.snapshot import snapshot_parse
 from conversations import events
@@ -41,13 +42,37 @@ def _content_hash(content: str) -> str:
     return hashlib.sha256(content.encode()).hexdigest()
 
 
-def message_submit(*, conversation: Conversation, content: str, user=None, idempotency_key: str = "") -> Submission:
+def _version_for(conversation: Conversation, target: str | int | None) -> AgentVersion:
+    """What the new run of `conversation` runs: the version asked for (testing a draft or an
+    unpublished version), else the draft while the agent was never published (no extra read:
+    as before releases), else the conversation's released version (agents.releases)."""
+    agent: Agent = conversation.agent
+    if target is not None:
+        return version_target(agent=agent, target=target)
+    if agent.published_version_id is None:
+        return agent_version_current(agent=agent)
+    chosen = release_choice(agent=agent, conversation_id=conversation.pk, current_id=conversation.agent_version_id)
+    if chosen != conversation.agent_version_id:
+        Conversation.objects.filter(pk=conversation.pk).update(agent_version_id=chosen)
+    return version_by_id(version_id=chosen)
+
+
+def message_submit(
+    *,
+    conversation: Conversation,
+    content: str,
+    user=None,
+    idempotency_key: str = "",
+    version: str | int | None = None,
+) -> Submission:
     """A user message and the run that answers it, decided under a lock on the conversation.
 
     While another run of the conversation is active, the agent's policy applies: reject
     (ConversationBusy), enqueue (the new run waits and is admitted when the active one ends),
     or interrupt (the active runs are cancelled after commit; the new run waits for them to stop).
     The same idempotency key from the same user returns the run it first created.
+    `version` ("draft", "published" or a number) runs that version instead of the released
+    one; a version the agent lacks raises agents.releases.UnknownVersion.
     """
     digest = _content_hash(content)
     with transaction.atomic():
@@ -56,7 +81,7 @@ def message_submit(*, conversation: Conversation, content: str, user=None, idemp
         conversation = (
             Conversation.objects.select_for_update(no_key=True, of=("self",))
             .select_related("agent")
-            .only("agent")
+            .only("agent", "agent_version")
             .get(pk=conversation.pk)
         )
         if idempotency_key:
@@ -77,13 +102,13 @@ def message_submit(*, conversation: Conversation, content: str, user=None, idemp
         policy = conversation.agent.concurrent_messages
         if active and policy == ConcurrentMessages.REJECT:
             raise ConversationBusy(active[0])
-        version = agent_version_current(agent=conversation.agent)
-        timeout = snapshot_parse(version.snapshot)["agent"]["run_timeout_seconds"]
+        pinned = _version_for(conversation, version)
+        timeout = snapshot_parse(pinned.snapshot)["agent"]["run_timeout_seconds"]
         now = timezone.now()
         run = Run.objects.create(
             conversation=conversation,
             agent=conversation.agent,
-            agent_version=version,
+            agent_version=pinned,
             deadline=now + timedelta(seconds=timeout) if timeout else None,
             # A run admitted at once is enqueued with this commit: stamped here, not updated after.
             enqueued_at=None if active else now,
@@ -98,7 +123,7 @@ def message_submit(*, conversation: Conversation, content: str, user=None, idemp
             idempotency_key=idempotency_key,
             content_hash=digest,
         )
-        payload = events.run_queued(agent_version=version.number, waiting_for=[str(r.pk) for r in active] or None)
+        payload = events.run_queued(agent_version=pinned.number, waiting_for=[str(r.pk) for r in active] or None)
         run_event_append(run_id=run.pk, type=EventType.RUN_QUEUED, payload=payload)
         if not active:
             run_admit(run, content, stamped=True)
@@ -110,8 +135,12 @@ def message_submit(*, conversation: Conversation, content: str, user=None, idemp
     return Submission(run)
 
 
-def message_post(*, conversation: Conversation, content: str, user=None, idempotency_key: str = "") -> Run:
-    return message_submit(conversation=conversation, content=content, user=user, idempotency_key=idempotency_key).run
+def message_post(
+    *, conversation: Conversation, content: str, user=None, idempotency_key: str = "", version: str | int | None = None
+) -> Run:
+    return message_submit(
+        conversation=conversation, content=content, user=user, idempotency_key=idempotency_key, version=version
+    ).run
 
 
 def runs_interrupt(*, run_ids, by=None) -> None:

@@ -2,6 +2,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from agents.models import Agent
+from agents.releases import DRAFT, PUBLISHED, TEST_VERSION_PERMISSION
 from agents.selectors import agents_usable_by
 
 
@@ -11,8 +12,28 @@ class TryAgentForm(forms.Form):
         max_length=20000, label=_("Message"), widget=forms.Textarea(attrs={"rows": 3, "cols": 80})
     )
     conversation = forms.UUIDField(required=False, widget=forms.HiddenInput)
+    version = forms.CharField(
+        required=False,
+        max_length=20,
+        label=_("Version"),
+        help_text=_('Empty: what live traffic gets. Or "draft", "published", or a version number.'),
+        widget=forms.TextInput(attrs={"size": 10, "placeholder": _("live")}),
+    )
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
+        self.user = user
         # The same agents the user could reach through the API: group restrictions hold here too.
         self.fields["agent"].queryset = agents_usable_by(user=user).order_by("name")
+
+    def clean_version(self) -> str | int | None:
+        version = self.cleaned_data["version"].strip()
+        if not version:
+            return None
+        if not self.user.has_perm(TEST_VERSION_PERMISSION):
+            raise forms.ValidationError(_("Choosing a version takes the permission to test agent versions."))
+        if version in (DRAFT, PUBLISHED):
+            return version
+        if version.isascii() and version.isdigit() and 0 < int(version) < 2**31:
+            return int(version)
+        raise forms.ValidationError(_('Must be "draft", "published" or a version number.'))

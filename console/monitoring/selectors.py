@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, Q, Sum
+from django.db.models import Avg, Count, Q, Sum
 from django.utils import timezone
 
 from agents.models import Agent, ModelConfig
@@ -17,12 +17,13 @@ from alerts.selectors import alert_firings_open, number_text
 from console.formatting import fixed_amount
 from console.monitoring.broker import queue_depths, workers_online
 from console.monitoring.presenters import status_words
-from conversations.models import Approval, Run, RunStatus
+from conversations.models import Approval, LLMCall, Run, RunStatus
 from conversations.monitoring import histogram
 from conversations.monitoring.models import TOKEN_FIELDS, ErrorHourly, LLMCallHourly, RollupState, RunHourly
 from conversations.monitoring.rollups import floor_hour
 from conversations.selectors import run_final_answer
 
+RUN_COST_SCALE = Decimal(1).scaleb(-Run._meta.get_field("cost").decimal_places)
 ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
 ENDED_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED)
 
@@ -183,6 +184,77 @@ def alerts_open() -> list[dict]:
     ]
 
 
+def live_versions(*, start: datetime) -> list[dict]:
+    """Each published agent's live versions side by side (the published one, and a canary's
+    candidate while one runs): runs since `start`, failure rate, stop reasons, tokens, cost and
+    model latency. Read from the runs of those versions (the hourly rollups are per agent, not per
+    version); the version foreign key's index keeps it to their runs."""
+    agents = list(
+        Agent.objects.filter(published_version__isnull=False)
+        .select_related("published_version", "canary_version")
+        .only(
+            "name",
+            "canary_percent",
+            "published_version",
+            "canary_version",
+            "published_version__number",
+            "canary_version__number",
+        )
+        .order_by("name")
+    )
+    ids = [v.pk for agent in agents for v in (agent.published_version, agent.canary_version) if v is not None]
+    runs = Run.objects.filter(agent_version_id__in=ids, created_at__gte=start)
+    totals = {
+        row["agent_version_id"]: row
+        for row in runs.values("agent_version_id").annotate(
+            runs=Count("id"),
+            ended=Count("id", filter=Q(status__in=ENDED_STATUSES)),
+            failed=Count("id", filter=Q(status=RunStatus.FAILED)),
+            tokens=Sum("total_tokens"),
+            cost=Sum("cost"),
+        )
+    }
+    reasons: dict[int, list] = {}
+    for version_id, reason, count in (
+        runs.filter(status__in=ENDED_STATUSES)
+        .values_list("agent_version_id", "stop_reason")
+        .annotate(n=Count("id"))
+        .order_by("-n")
+    ):
+        reasons.setdefault(version_id, []).append({"stop_reason": reason, "count": count})
+    latency = dict(
+        LLMCall.objects.filter(run__in=runs, latency_ms__isnull=False)
+        .values_list("run__agent_version_id")
+        .annotate(avg=Avg("latency_ms"))
+        .order_by()
+    )
+    rows = []
+    for agent in agents:
+        columns = []
+        for role, version in (("published", agent.published_version), ("canary", agent.canary_version)):
+            if version is None:
+                continue
+            total = totals.get(version.pk, {})
+            ended, failed = total.get("ended", 0), total.get("failed", 0)
+            columns.append(
+                {
+                    "role": role,
+                    "number": version.number,
+                    "share": agent.canary_percent if role == "canary" else 100 - agent.canary_percent,
+                    "runs": total.get("runs", 0),
+                    "failed": failed,
+                    "failure_rate": failed / ended if ended else None,
+                    "stop_reasons": reasons.get(version.pk, []),
+                    "tokens": total.get("tokens") or 0,
+                    # At the column's scale: SQLite sums decimals as floats.
+                    "cost": fixed_amount(Decimal(str(total.get("cost") or 0)).quantize(RUN_COST_SCALE)),
+                    "latency_ms": round(latency[version.pk]) if latency.get(version.pk) is not None else None,
+                }
+            )
+        rows.append({"id": agent.pk, "name": agent.name, "versions": columns})
+    return rows
+
+
 def rollup_freshness(*, now: datetime) -> dict:
     state = RollupState.objects.filter(name="ledger").first()
     if state is None:
@@ -210,6 +282,7 @@ def dashboard_snapshot(*, hours: int = 24, days: int = 7) -> dict:
         "runs_by_hour": runs_by_hour(start=start, hours=hours),
         "outcomes": outcomes(start=start),
         "latency": model_latency(start=start),
+        "releases": live_versions(start=start),
         "usage": usage_by_agent_day(days=days, now=now),
         "broker": queue_depths(),
         "workers": workers_online(),

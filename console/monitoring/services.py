@@ -13,9 +13,9 @@ class ConversationNotFound(Exception):
     pass
 
 
-def try_message_post(*, agent: Agent, user, content: str, conversation_id=None) -> Run:
+def try_message_post(*, agent: Agent, user, content: str, conversation_id=None, version=None) -> Run:
     """Post a staff member's message to an agent, continuing their try-out conversation when
-    one is given (it must be theirs and with this agent)."""
+    one is given (it must be theirs and with this agent), on the version asked for if any."""
     with transaction.atomic():
         if conversation_id:
             conversation = Conversation.objects.filter(pk=conversation_id, agent=agent, owner=user).first()
@@ -25,4 +25,4 @@ def try_message_post(*, agent: Agent, user, content: str, conversation_id=None) 
             conversation = conversation_create(
                 agent=agent, owner=user, title=f"Try-out: {content[:80]}", metadata={"source": "monitor-try"}
             )
-        return message_post(conversation=conversation, content=content)
+        return message_post(conversation=conversation, content=content, version=version)

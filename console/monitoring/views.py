@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 
+from agents.releases import UnknownVersion
 from alerts.permissions import VIEW_FIRINGS_PERMISSION
 from console.monitoring.forms import TryAgentForm
 from console.monitoring.presenters import dashboard_context, timeline_rows
@@ -219,8 +220,9 @@ def try_agent_send(request):
             user=request.user,
             content=form.cleaned_data["content"],
             conversation_id=form.cleaned_data["conversation"],
+            version=form.cleaned_data["version"],
         )
-    except ConversationNotFound as exc:
+    except (ConversationNotFound, UnknownVersion) as exc:
         return _json_error(str(exc))
     except ConversationBusy as exc:
         return JsonResponse(
