@@ -207,7 +207,7 @@ class GuardrailRuleInline(admin.TabularInline):
 
     model = GuardrailRule
     extra = 0
-    fields = ["side", "kind", "action", "terms", "pattern", "enabled"]
+    fields = ["side", "kind", "action", "terms", "pattern", "model_config", "rubric", "enabled"]
 
 
 @admin.register(Agent)

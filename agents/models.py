@@ -440,6 +440,7 @@ class GuardrailRule(models.Model):
         PII_ID_CARD = guardrails.KIND_ID_CARD, _("PII: Chinese resident ID numbers")
         PII_EMAIL = guardrails.KIND_EMAIL, _("PII: email addresses")
         PII_BANK_CARD = guardrails.KIND_BANK_CARD, _("PII: bank card numbers")
+        MODERATION = guardrails.KIND_MODERATION, _("moderation by a model")
 
     class Action(models.TextChoices):
         BLOCK = guardrails.ACTION_BLOCK, _("block")
@@ -460,6 +461,20 @@ class GuardrailRule(models.Model):
         max_length=guardrails.PATTERN_MAX_LENGTH,
         blank=True,
         help_text=_("Blocked pattern: a regular expression (Python syntax)."),
+    )
+    model_config = models.ForeignKey(
+        ModelConfig,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("moderation model"),
+        help_text=_("Moderation: the model that judges the text. Its calls count toward the run's tokens and cost."),
+    )
+    rubric = models.TextField(
+        _("rubric"),
+        blank=True,
+        help_text=_("Moderation: what the model must not let through, in plain words."),
     )
     enabled = models.BooleanField(_("enabled"), default=True)
 
@@ -489,6 +504,16 @@ class GuardrailRule(models.Model):
                 raise ValidationError({"pattern": _("This pattern cannot be used: %(why)s.") % {"why": exc}}) from exc
         elif self.pattern:
             raise ValidationError({"pattern": _("Only used by the kind 'blocked pattern'; leave it empty.")})
+        if self.kind == self.Kind.MODERATION:
+            if not self.model_config_id:
+                raise ValidationError({"model_config": _("Choose the model that moderates.")})
+            if not self.rubric.strip():
+                raise ValidationError({"rubric": _("Say what the model must not let through.")})
+            if self.action == self.Action.REDACT:
+                # A verdict is about the whole text: there is no match to replace.
+                raise ValidationError({"action": _("Moderation can block or flag, not redact.")})
+        elif self.model_config_id or self.rubric.strip():
+            raise ValidationError({"rubric": _("The model and the rubric are only used by the kind 'moderation'.")})
 
 
 class AgentVersion(models.Model):

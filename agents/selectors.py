@@ -33,9 +33,9 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
     version, in one statement.
 
     The state is the agent's own columns (as held by `agent`, which is what the build reads)
-    and every column of its model configs, tool links and their tools and guardrail rules, so that any write, a
-    queryset update or a raw one included, changes it. Equal states build equal snapshots; a
-    new input of snapshot_build must be added here."""
+    and every column of its model configs, tool links and their tools, guardrail rules and their
+    moderation models, so that any write, a queryset update or a raw one included, changes it.
+    Equal states build equal snapshots; a new input of snapshot_build must be added here."""
     configs, links, tools, versions, rules = (
         m._meta.db_table for m in (ModelConfig, AgentTool, ToolDefinition, AgentVersion, GuardrailRule)
     )
@@ -43,9 +43,9 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
     with connection.cursor() as cursor:
         cursor.execute(
             f'SELECT (SELECT v."id" FROM "{versions}" v WHERE v."agent_id" = %s ORDER BY v."number" DESC LIMIT 1), '
-            f'm.*, f.*, l.*, t.*, g.* FROM "{configs}" m LEFT JOIN "{configs}" f ON f."id" = %s '
+            f'm.*, f.*, l.*, t.*, g.*, gm.* FROM "{configs}" m LEFT JOIN "{configs}" f ON f."id" = %s '
             f'LEFT JOIN "{links}" l ON l."agent_id" = %s LEFT JOIN "{tools}" t ON t."id" = l."tool_id" '
-            f'LEFT JOIN "{rules}" g ON g."agent_id" = %s '
+            f'LEFT JOIN "{rules}" g ON g."agent_id" = %s LEFT JOIN "{configs}" gm ON gm."id" = g."model_config_id" '
             'WHERE m."id" = %s ORDER BY l."id", g."id"',
             [agent.pk, agent.fallback_model_config_id, agent.pk, agent.pk, agent.model_config_id],
         )

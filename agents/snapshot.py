@@ -14,7 +14,14 @@ import json
 from decimal import Decimal
 from typing import Literal, NotRequired, TypedDict, cast
 
-from agents.guardrails import KIND_PATTERN, KIND_TERMS, GuardrailSpec, GuardrailsSnapshot, terms_parse
+from agents.guardrails import (
+    KIND_MODERATION,
+    KIND_PATTERN,
+    KIND_TERMS,
+    GuardrailSpec,
+    GuardrailsSnapshot,
+    terms_parse,
+)
 from agents.models import Agent, AgentTool, GuardrailRule, ModelConfig
 from tools.approval_policy import effective_policy
 from tools.models import ToolDefinition
@@ -257,6 +264,9 @@ def _guardrail_snapshot(rule: GuardrailRule) -> GuardrailSpec:
         spec["terms"] = terms_parse(rule.terms)
     elif rule.kind == KIND_PATTERN:
         spec["pattern"] = rule.pattern
+    elif rule.kind == KIND_MODERATION:
+        spec["model"] = dict(_model_snapshot(rule.model_config))
+        spec["rubric"] = rule.rubric
     return spec
 
 
@@ -296,7 +306,7 @@ def snapshot_build(*, agent: Agent) -> AgentSnapshot:
         "fallback_model": _model_snapshot(agent.fallback_model_config) if agent.fallback_model_config_id else None,
         "tools": [_tool_snapshot(link) for link in links],
     }
-    enabled = GuardrailRule.objects.filter(agent=agent, enabled=True).order_by("id")
+    enabled = GuardrailRule.objects.filter(agent=agent, enabled=True).select_related("model_config").order_by("id")
     rules = [_guardrail_snapshot(rule) for rule in enabled]
     if rules:
         snapshot["guardrails"] = {"redact_stored": agent.guardrail_redact_stored, "rules": rules}

@@ -220,6 +220,9 @@ class LLMCall(models.Model):
     class Purpose(models.TextChoices):
         STEP = "step", _("Step")
         SUMMARY = "summary", _("Summary")
+        # A guardrail's moderation check (engine.guardrails): iteration 0 judges the user's
+        # message, iteration n the answer of step n.
+        MODERATION = "moderation", _("Moderation")
 
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="llm_calls", verbose_name=_("run"))
     iteration = models.PositiveIntegerField(verbose_name=_("iteration"))

@@ -15,6 +15,13 @@ the redacted one. The model's own text stays in its LLMCall row's response, for 
 agent whose output rules may change an answer does not stream it (llm_step relays no deltas):
 text the user already saw cannot be taken back.
 
+Moderation rules ask a model (the rule's own) for a verdict on the whole text: an LLMCall of
+purpose `moderation` (iteration 0 for the user's message, the step's iteration for its answer),
+whose tokens and cost count toward the run's like any other call. Its answer is untrusted and
+parsed defensively (agents.guardrails.verdict_parse): only an explicit allow lets the text
+through, an answer that cannot be read counts as a match. A moderation call that fails ends the
+run like a failed model step (provider_error).
+
 Every match is a GuardrailTrigger row; each check that matched is one `guardrail.triggered`
 event. An agent without rules has no "guardrails" key in its snapshot: each function here
 returns at the first lookup, with no query and no statement.
@@ -26,15 +33,18 @@ from django.utils.translation import gettext_lazy as _
 
 from agents import guardrails
 from agents.guardrails import Hit
+from agents.providers import LLMResponse
 from agents.snapshot import AgentSnapshot, snapshot_guardrails
 from conversations import events
 from conversations.batch import Batch
 from conversations.events import EventType
 from conversations.fencing import LeaseLost
-from conversations.models import GuardrailTrigger, Message, Run, StopReason
+from conversations.models import GuardrailTrigger, LLMCall, Message, Run, StopReason
 from conversations.services import event_add, row_insert, row_update, run_event_append, run_guard
+from engine.model_call import model_call
 from engine.next_step import Finish
 from engine.speech import agent_says
+from engine.window import fitted
 
 INPUT_BLOCKED_MESSAGE = _(
     "I cannot respond to this message: it contains something this agent is not allowed to handle. "
@@ -68,6 +78,45 @@ def _triggers_add(batch: Batch, *, run_id, side: str, hits: list[Hit]) -> list[d
     return listed
 
 
+UNREADABLE_VERDICT = "(the moderator's answer could not be read)"
+
+
+def _moderation_hits(
+    *, run: Run, owner: str, snapshot: AgentSnapshot, rules: list, side: str, text: str, iteration: int
+) -> list[Hit]:
+    """The verdicts of the moderation rules among `rules` on `text`, as matches of the whole text."""
+    hits = []
+    for rule in rules:
+        if rule["kind"] != guardrails.KIND_MODERATION:
+            continue
+        messages = guardrails.moderation_messages(rubric=rule.get("rubric", ""), side=side, text=text)
+
+        def build(provider, model: dict, messages=messages) -> dict:
+            # A verdict is plain text whatever the model config asks of an agent's answers.
+            plain = fitted({**model, "response_format": "text", "response_schema": None}, messages=messages, tools=[])
+            return provider.build_request(
+                model=plain, messages=messages, tools=[], tool_choice="auto", parallel_tool_calls=True
+            )
+
+        def record(call: LLMCall, response: LLMResponse, batch: Batch) -> tuple[str, str]:
+            return guardrails.verdict_parse(response.content)
+
+        verdict, reason = model_call(
+            run=run,
+            owner=owner,
+            snapshot=snapshot,
+            purpose=LLMCall.Purpose.MODERATION,
+            iteration=iteration,
+            build=build,
+            record=record,
+            models=[rule["model"]],
+        )
+        if verdict != guardrails.VERDICT_ALLOW:
+            masked = reason if verdict == guardrails.VERDICT_BLOCK else UNREADABLE_VERDICT
+            hits.append(Hit(rule["id"], rule["kind"], rule["action"], 0, len(text), masked))
+    return hits
+
+
 def input_check(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> Finish | None:
     """Check the run's user message(s) against the input rules, recording what matched (with the
     redacted text stored, if the agent says so). Returns how the run ends if a rule blocks it."""
@@ -75,8 +124,21 @@ def input_check(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
     rules = guardrails.side_rules(config, guardrails.SIDE_INPUT)
     if not rules:
         return None
-    own = [m for m in messages if m.run_id == run.pk and m.role == Message.Role.USER]
-    found = [(message, hits) for message in own if (hits := guardrails.scan(rules, message.content))]
+    found = []
+    for message in messages:
+        if message.run_id != run.pk or message.role != Message.Role.USER:
+            continue
+        hits = guardrails.scan(rules, message.content) + _moderation_hits(
+            run=run,
+            owner=owner,
+            snapshot=snapshot,
+            rules=rules,
+            side=guardrails.SIDE_INPUT,
+            text=message.content,
+            iteration=0,
+        )
+        if hits:
+            found.append((message, hits))
     if not found:
         return None
     hits = [hit for _message, message_hits in found for hit in message_hits]
@@ -127,13 +189,32 @@ class OutputReview:
     triggers: list[dict] = field(default_factory=list)
 
 
-def output_review(batch: Batch, *, run_id, snapshot: AgentSnapshot, content: str) -> OutputReview | None:
-    """Check a final answer against the output rules; what matched is recorded by writes of
-    `batch` (the one that stores the answer). None if no rule matched."""
+def output_moderation(*, run: Run, owner: str, snapshot: AgentSnapshot, iteration: int, content: str) -> list[Hit]:
+    """The output moderation rules' verdicts on a final answer, before it is recorded."""
+    rules = guardrails.side_rules(snapshot_guardrails(snapshot), guardrails.SIDE_OUTPUT)
+    if not rules:
+        return []
+    return _moderation_hits(
+        run=run,
+        owner=owner,
+        snapshot=snapshot,
+        rules=rules,
+        side=guardrails.SIDE_OUTPUT,
+        text=content,
+        iteration=iteration,
+    )
+
+
+def output_review(
+    batch: Batch, *, run_id, snapshot: AgentSnapshot, content: str, moderated: list[Hit]
+) -> OutputReview | None:
+    """Check a final answer against the output rules (`moderated`: the moderation verdicts
+    output_moderation found); what matched is recorded by writes of `batch` (the one that stores
+    the answer). None if no rule matched."""
     rules = guardrails.side_rules(snapshot_guardrails(snapshot), guardrails.SIDE_OUTPUT)
     if not rules:
         return None
-    hits = guardrails.scan(rules, content)
+    hits = guardrails.scan(rules, content) + moderated
     if not hits:
         return None
     outcome = _outcome(hits)

@@ -16,7 +16,7 @@ from conversations.batch import Batch
 from conversations.models import LLMCall, Message, Run
 from conversations.services import messages_add
 from engine.context import build_context
-from engine.guardrails import OutputReview, output_review, streams_answer, wire_filtered
+from engine.guardrails import OutputReview, output_moderation, output_review, streams_answer, wire_filtered
 from engine.model_call import ContextOverflow, EmptyAnswer, ModelStepFailed, model_call
 from engine.window import fitted
 
@@ -141,10 +141,23 @@ def _call(
             tool_name=tool_name,
         )
 
+    moderated: list = []
+
+    def prepare(response: LLMResponse) -> None:
+        # A final answer is judged by the output moderation rules before it is recorded.
+        if not response.tool_calls:
+            moderated[:] = output_moderation(
+                run=run, owner=owner, snapshot=snapshot, iteration=iteration, content=response.content
+            )
+
     def record(call: LLMCall, response: LLMResponse, batch: Batch) -> StepResult:
         tool_calls = _normalised_tool_calls(response, run, iteration)
         content = response.content
-        review = None if tool_calls else output_review(batch, run_id=run.pk, snapshot=snapshot, content=content)
+        review = (
+            None
+            if tool_calls
+            else output_review(batch, run_id=run.pk, snapshot=snapshot, content=content, moderated=moderated)
+        )
         if review is not None:
             content = review.content
         [message] = messages_add(
@@ -173,4 +186,5 @@ def _call(
         record=record,
         relay_deltas=streams_answer(snapshot),
         check=empty_answer,
+        prepare=prepare,
     )

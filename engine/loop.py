@@ -74,11 +74,6 @@ def _step(run_id, owner: str) -> bool:
         return _finish(run.pk, step)
     if isinstance(step, RunTools):
         return _run_tools(run=run, owner=owner, snapshot=snapshot, messages=messages, current=step.message)
-    if run.iterations == 0:
-        # The user's message is checked once, before the model first sees it.
-        blocked = input_check(run=run, owner=owner, snapshot=snapshot, messages=messages)
-        if blocked is not None:
-            return _finish(run.pk, blocked)
     return _call_model(run=run, owner=owner, snapshot=snapshot, messages=messages)
 
 
@@ -98,6 +93,12 @@ def _run_tools(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[
 
 def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> bool:
     try:
+        if run.iterations == 0:
+            # The user's message is checked once, before the model first sees it (a moderation
+            # rule's call can fail or run out of time like the step's own).
+            blocked = input_check(run=run, owner=owner, snapshot=snapshot, messages=messages)
+            if blocked is not None:
+                return _finish(run.pk, blocked)
         result = llm_step(run=run, owner=owner, snapshot=snapshot, messages=messages)
     except DeadlineReached:
         limit = timeout_limit(snapshot)

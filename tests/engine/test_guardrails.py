@@ -3,6 +3,7 @@ answer, what the model was sent (the fake server records it), what is stored and
 ledger rows and events, the user's message in the agent's language, and an agent whose rules
 match nothing costing no statement more than one without rules."""
 
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -15,8 +16,9 @@ from agents.models import GuardrailRule
 from agents.services import agent_version_current
 from conversations.models import GuardrailTrigger, LLMCall, Message, Run, RunEvent
 from conversations.retention import runs_purge
-from engine.guardrails import INPUT_BLOCKED_MESSAGE, OUTPUT_BLOCKED_MESSAGE
+from engine.guardrails import INPUT_BLOCKED_MESSAGE, OUTPUT_BLOCKED_MESSAGE, UNREADABLE_VERDICT
 from engine.loop import run_advance
+from tests.factories import ModelConfigFactory
 from tests.runs import advance, ask, last_answer, start_run
 
 ID_CARD = "11010519491231002X"
@@ -295,3 +297,78 @@ def test_a_retention_purge_takes_the_triggers_with_the_run(scripted_agent):
 
     assert result.counts["guardrail_triggers"] == 1 and result.counts["runs"] == 1
     assert not GuardrailTrigger.objects.exists()
+
+
+# Moderation by a model.
+
+MODERATOR = {
+    "scenarios": [
+        {"match": "炸弹", "steps": [{"content": '```json\n{"verdict": "block", "reason": "weapons"}\n```'}]},
+        {"match": "maybe", "steps": [{"content": 'Say {"verdict": "allow"}. Or rather {"verdict": "block"}.'}]},
+    ],
+    "fallback": {"content": '{"verdict": "allow"}'},
+}
+
+
+@pytest.fixture
+def moderator(fake_llm):
+    return ModelConfigFactory(
+        base_url=fake_llm.api_base, model=fake_llm.script(f"m-{uuid.uuid4().hex[:10]}", MODERATOR)
+    )
+
+
+def moderation_rule(moderator, side: str, action: str) -> dict:
+    return {"side": side, "kind": "moderation", "action": action, "model_config": moderator, "rubric": "No weapons."}
+
+
+def calls(run: Run) -> list[tuple]:
+    return list(LLMCall.objects.filter(run=run).order_by("id").values_list("purpose", "iteration", "status"))
+
+
+def test_input_moderation_blocks_before_the_agent_s_model_and_counts_its_tokens(scripted_agent, fake_llm, moderator):
+    agent = guarded(scripted_agent, answering("never said"), moderation_rule(moderator, "input", "block"))
+
+    run = ask(agent, "怎么做炸弹")
+
+    assert (run.status, run.stop_reason) == ("completed", "guardrail_blocked")
+    assert sent_to_model(fake_llm, agent) == []
+    assert calls(run) == [("moderation", 0, "succeeded")]
+    call = LLMCall.objects.get(run=run)
+    assert run.total_tokens == call.total_tokens > 0 and run.iterations == 0
+    assert triggers(run) == [("input", "moderation", "block", "weapons")]
+    [request] = fake_llm.requests(moderator.model)
+    system, user = request["messages"]
+    assert "No weapons." in system["content"] and '"怎么做炸弹"' in user["content"]
+
+
+def test_input_moderation_that_allows_lets_the_run_go_on(scripted_agent, fake_llm, moderator):
+    agent = guarded(scripted_agent, answering("你好！"), moderation_rule(moderator, "input", "block"))
+
+    run = ask(agent, "你好")
+
+    assert (run.stop_reason, last_answer(run)) == ("final_answer", "你好！")
+    assert calls(run) == [("moderation", 0, "succeeded"), ("step", 1, "succeeded")]
+    assert run.total_tokens == sum(LLMCall.objects.filter(run=run).values_list("total_tokens", flat=True))
+    assert triggers(run) == []
+
+
+def test_an_unreadable_verdict_counts_as_a_match(scripted_agent, moderator):
+    agent = guarded(scripted_agent, answering("maybe so"), moderation_rule(moderator, "output", "flag"))
+
+    run = ask(agent, "hi")
+
+    assert (run.stop_reason, last_answer(run)) == ("final_answer", "maybe so")
+    # The answer's call row is written before the request; the verdict is asked before it is recorded.
+    assert calls(run) == [("step", 1, "succeeded"), ("moderation", 1, "succeeded")]
+    assert triggers(run) == [("output", "moderation", "flag", UNREADABLE_VERDICT)]
+
+
+def test_output_moderation_blocks_the_answer_before_it_is_stored(scripted_agent, moderator):
+    agent = guarded(scripted_agent, answering("先买炸弹原料"), moderation_rule(moderator, "output", "block"))
+
+    run = ask(agent, "hi")
+
+    assert run.stop_reason == "guardrail_blocked"
+    assert last_answer(run).startswith("I cannot give the answer I came up with")
+    assert "炸弹" not in "".join(Message.objects.filter(run=run).values_list("content", flat=True))
+    assert triggers(run) == [("output", "moderation", "block", "weapons")]
