@@ -39,8 +39,8 @@ from conversations import events
 from conversations.batch import Batch
 from conversations.events import EventType
 from conversations.fencing import LeaseLost
-from conversations.models import GuardrailTrigger, LLMCall, Message, Run, StopReason
-from conversations.services import event_add, row_insert, row_update, run_event_append, run_guard
+from conversations.models import GuardrailTrigger, LLMCall, Message, Run, RunRequest, StopReason
+from conversations.services import db_value, event_add, row_insert, row_update, run_event_append, run_guard
 from engine.model_call import model_call
 from engine.next_step import Finish
 from engine.speech import agent_says
@@ -84,7 +84,9 @@ UNREADABLE_VERDICT = "(the moderator's answer could not be read)"
 def _moderation_hits(
     *, run: Run, owner: str, snapshot: AgentSnapshot, rules: list, side: str, text: str, iteration: int
 ) -> list[Hit]:
-    """The verdicts of the moderation rules among `rules` on `text`, as matches of the whole text."""
+    """The verdicts of the moderation rules among `rules` on `text`, as matches of the whole text.
+    Callers pass the text as the redacting rules left it: what they keep from the agent's model
+    is kept from the moderating one too."""
     hits = []
     for rule in rules:
         if rule["kind"] != guardrails.KIND_MODERATION:
@@ -128,13 +130,14 @@ def input_check(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
     for message in messages:
         if message.run_id != run.pk or message.role != Message.Role.USER:
             continue
-        hits = guardrails.scan(rules, message.content) + _moderation_hits(
+        hits = guardrails.scan(rules, message.content)
+        hits += _moderation_hits(
             run=run,
             owner=owner,
             snapshot=snapshot,
             rules=rules,
             side=guardrails.SIDE_INPUT,
-            text=message.content,
+            text=guardrails.redacted(message.content, hits),
             iteration=0,
         )
         if hits:
@@ -150,6 +153,13 @@ def input_check(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
         for index, (message, message_hits) in enumerate(found):
             text = guardrails.redacted(message.content, message_hits)
             if text != message.content:
+                # The posted request keeps the user's text too (RunRequest.content): redacted with it.
+                batch.add(
+                    f"request_redacted_{index}",
+                    f'UPDATE "{RunRequest._meta.db_table}" SET "content" = %s '
+                    'WHERE "run_id" = %s AND "content" = %s AND {guard}',
+                    [text, db_value(RunRequest, "run", run.pk), message.content],
+                )
                 row_update(batch, f"redacted_{index}", message, content=text)
     payload = events.guardrail_triggered(side=GuardrailTrigger.Side.INPUT, outcome=outcome, triggers=triggers)
     event_add(batch, run_id=run.pk, type=EventType.GUARDRAIL_TRIGGERED, payload=payload)
@@ -200,7 +210,7 @@ def output_moderation(*, run: Run, owner: str, snapshot: AgentSnapshot, iteratio
         snapshot=snapshot,
         rules=rules,
         side=guardrails.SIDE_OUTPUT,
-        text=content,
+        text=guardrails.redacted(content, guardrails.scan(rules, content)),
         iteration=iteration,
     )
 

@@ -14,10 +14,11 @@ from django.utils.translation import trans_real
 
 from agents.models import GuardrailRule
 from agents.services import agent_version_current
-from conversations.models import GuardrailTrigger, LLMCall, Message, Run, RunEvent
+from conversations.models import GuardrailTrigger, LLMCall, Message, Run, RunEvent, RunRequest
 from conversations.retention import runs_purge
 from engine.guardrails import INPUT_BLOCKED_MESSAGE, OUTPUT_BLOCKED_MESSAGE, UNREADABLE_VERDICT
 from engine.loop import run_advance
+from engine.summary import TRANSCRIPT_HEADING
 from tests.factories import ModelConfigFactory
 from tests.runs import advance, ask, last_answer, start_run
 
@@ -124,6 +125,7 @@ def test_redacted_input_is_what_the_model_receives(scripted_agent, fake_llm, red
     redacted = "我的手机[redacted:phone]，身份证[redacted:id_card]。"
     assert user_messages_sent(fake_llm, agent) == [redacted]
     assert Message.objects.get(run=run, role="user").content == (redacted if redact_stored else text)
+    assert RunRequest.objects.get(run=run).content == (redacted if redact_stored else text)
     # The ledger never holds the numbers themselves.
     assert triggers(run) == [
         ("input", "pii_phone", "redact", "***5678"),
@@ -342,14 +344,22 @@ def test_input_moderation_blocks_before_the_agent_s_model_and_counts_its_tokens(
 
 
 def test_input_moderation_that_allows_lets_the_run_go_on(scripted_agent, fake_llm, moderator):
-    agent = guarded(scripted_agent, answering("你好！"), moderation_rule(moderator, "input", "block"))
+    agent = guarded(
+        scripted_agent,
+        answering("你好！"),
+        {"side": "input", "kind": "pii_phone", "action": "redact"},
+        moderation_rule(moderator, "input", "block"),
+    )
 
-    run = ask(agent, "你好")
+    run = ask(agent, "你好，我的电话13812345678")
 
     assert (run.stop_reason, last_answer(run)) == ("final_answer", "你好！")
     assert calls(run) == [("moderation", 0, "succeeded"), ("step", 1, "succeeded")]
     assert run.total_tokens == sum(LLMCall.objects.filter(run=run).values_list("total_tokens", flat=True))
-    assert triggers(run) == []
+    assert triggers(run) == [("input", "pii_phone", "redact", "***5678")]
+    # What is kept from the agent's model is kept from the moderating one too.
+    [request] = fake_llm.requests(moderator.model)
+    assert '"你好，我的电话[redacted:phone]"' in request["messages"][-1]["content"]
 
 
 def test_an_unreadable_verdict_counts_as_a_match(scripted_agent, moderator):
@@ -372,3 +382,29 @@ def test_output_moderation_blocks_the_answer_before_it_is_stored(scripted_agent,
     assert last_answer(run).startswith("I cannot give the answer I came up with")
     assert "炸弹" not in "".join(Message.objects.filter(run=run).values_list("content", flat=True))
     assert triggers(run) == [("output", "moderation", "block", "weapons")]
+
+
+def test_the_summary_model_sees_the_user_s_messages_redacted_too(scripted_agent):
+    padding = "weather details " * 14
+    script = {
+        "scenarios": [
+            {"match": TRANSCRIPT_HEADING, "steps": [{"content": "Summary of earlier turns."}]},
+            {"match": r"turn \d+", "steps": [{"content": "Answer: " + padding}]},
+        ]
+    }
+    agent = guarded(
+        scripted_agent,
+        script,
+        {"side": "input", "kind": "pii_phone", "action": "redact"},
+        context_token_budget=300,
+    )
+    conversation = None
+    for n in range(1, 6):
+        run = ask(agent, f"turn {n}: call 13812345678", conversation)
+        conversation = run.conversation
+
+    summaries = LLMCall.objects.filter(run__conversation=conversation, purpose="summary")
+    assert summaries.exists()
+    for call in summaries:
+        source = call.request["messages"][-1]["content"]
+        assert "[redacted:phone]" in source and "13812345678" not in source
