@@ -131,15 +131,16 @@ def input_check(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
         if message.run_id != run.pk or message.role != Message.Role.USER:
             continue
         hits = guardrails.scan(rules, message.content)
-        hits += _moderation_hits(
-            run=run,
-            owner=owner,
-            snapshot=snapshot,
-            rules=rules,
-            side=guardrails.SIDE_INPUT,
-            text=guardrails.redacted(message.content, hits),
-            iteration=0,
-        )
+        if not guardrails.blocked(hits):  # a blocked message needs no verdict
+            hits += _moderation_hits(
+                run=run,
+                owner=owner,
+                snapshot=snapshot,
+                rules=rules,
+                side=guardrails.SIDE_INPUT,
+                text=guardrails.redacted(message.content, hits),
+                iteration=0,
+            )
         if hits:
             found.append((message, hits))
     if not found:
@@ -202,7 +203,10 @@ class OutputReview:
 def output_moderation(*, run: Run, owner: str, snapshot: AgentSnapshot, iteration: int, content: str) -> list[Hit]:
     """The output moderation rules' verdicts on a final answer, before it is recorded."""
     rules = guardrails.side_rules(snapshot_guardrails(snapshot), guardrails.SIDE_OUTPUT)
-    if not rules:
+    if not any(rule["kind"] == guardrails.KIND_MODERATION for rule in rules):
+        return []
+    hits = guardrails.scan(rules, content)
+    if guardrails.blocked(hits):  # a blocked answer needs no verdict
         return []
     return _moderation_hits(
         run=run,
@@ -210,7 +214,7 @@ def output_moderation(*, run: Run, owner: str, snapshot: AgentSnapshot, iteratio
         snapshot=snapshot,
         rules=rules,
         side=guardrails.SIDE_OUTPUT,
-        text=guardrails.redacted(content, guardrails.scan(rules, content)),
+        text=guardrails.redacted(content, hits),
         iteration=iteration,
     )
 

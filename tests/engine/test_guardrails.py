@@ -408,3 +408,15 @@ def test_the_summary_model_sees_the_user_s_messages_redacted_too(scripted_agent)
     for call in summaries:
         source = call.request["messages"][-1]["content"]
         assert "[redacted:phone]" in source and "13812345678" not in source
+
+
+def test_a_message_a_rule_already_blocks_is_not_sent_to_the_moderator(scripted_agent, fake_llm, moderator):
+    agent = guarded(
+        scripted_agent,
+        answering("never said"),
+        {"side": "input", "kind": "blocked_terms", "action": "block", "terms": "机密"},
+        moderation_rule(moderator, "input", "flag"),
+    )
+    run = ask(agent, "机密")
+    assert run.stop_reason == "guardrail_blocked" and calls(run) == []
+    assert triggers(run) == [("input", "blocked_terms", "block", "机密")]
