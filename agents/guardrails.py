@@ -50,6 +50,7 @@ BLOCKED_PLACEHOLDER = "[blocked by a guardrail]"
 
 PATTERN_MAX_LENGTH = 500
 TERM_MAX_COUNT = 500
+TERM_MAX_LENGTH = 200
 PATTERN_TIMEOUT_SECONDS = 0.05
 MATCH_MAX_CHARS = 200  # what a trigger row keeps of a term's or a pattern's match
 

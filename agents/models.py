@@ -493,6 +493,10 @@ class GuardrailRule(models.Model):
                 raise ValidationError({"terms": _("List at least one term.")})
             if len(terms) > guardrails.TERM_MAX_COUNT:
                 raise ValidationError({"terms": _("At most %(count)d terms.") % {"count": guardrails.TERM_MAX_COUNT}})
+            if any(len(term) > guardrails.TERM_MAX_LENGTH for term in terms):
+                raise ValidationError(
+                    {"terms": _("A term has at most %(count)d characters.") % {"count": guardrails.TERM_MAX_LENGTH}}
+                )
         elif self.terms.strip():
             raise ValidationError({"terms": _("Only used by the kind 'blocked terms'; leave it empty.")})
         if self.kind == self.Kind.BLOCKED_PATTERN:

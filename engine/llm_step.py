@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext_lazy as _
 
+from agents.guardrails import Hit
 from agents.providers import LLMResponse
 from agents.snapshot import AgentSnapshot, snapshot_tool
 from conversations.batch import Batch
@@ -141,7 +142,7 @@ def _call(
             tool_name=tool_name,
         )
 
-    moderated: list = []
+    moderated: list[Hit] = []
 
     def prepare(response: LLMResponse) -> None:
         # A final answer is judged by the output moderation rules before it is recorded.

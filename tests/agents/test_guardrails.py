@@ -211,6 +211,8 @@ def test_the_text_to_moderate_travels_as_a_json_string():
         ({"kind": "moderation", "rubric": "x", "with_model": True, "action": "redact"}, "action", "not redact"),
         ({"kind": "pii_email", "rubric": "x"}, "rubric", "only used by the kind 'moderation'"),
         ({"kind": "pii_email", "terms": "x"}, "terms", "Only used by the kind 'blocked terms'"),
+        ({"kind": "blocked_terms", "terms": "x" * 201}, "terms", "at most 200 characters"),
+        ({"kind": "blocked_terms", "terms": "\n".join(map(str, range(501)))}, "terms", "At most 500 terms."),
     ],
 )
 def test_rules_are_checked_before_they_are_saved(fields, field, message):
