@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents.connection_check import model_config_test
-from agents.models import Agent, AgentRelease, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
+from agents.models import Agent, AgentRelease, AgentTool, AgentUsageDay, AgentVersion, GuardrailRule, ModelConfig
 from agents.prompting import system_prompt_check
 from agents.release_admin import AgentReleaseAdminMixin
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyAdminMixin
@@ -204,6 +204,15 @@ class AgentToolInline(admin.TabularInline):
     autocomplete_fields = ["tool"]
 
 
+class GuardrailRuleInline(admin.TabularInline):
+    """Checks on the user's message and the model's answer; the model's clean() validates a
+    pattern (compiles, bounded, not catastrophic) before it is saved."""
+
+    model = GuardrailRule
+    extra = 0
+    fields = ["side", "kind", "action", "terms", "pattern", "model_config", "rubric", "enabled"]
+
+
 @admin.register(Agent)
 class AgentAdmin(AgentReleaseAdminMixin, admin.ModelAdmin):
     form = AgentForm
@@ -213,7 +222,7 @@ class AgentAdmin(AgentReleaseAdminMixin, admin.ModelAdmin):
     prepopulated_fields = {"slug": ["name"]}
     list_select_related = ["model_config"]
     filter_horizontal = ["allowed_groups"]
-    inlines = [AgentToolInline]
+    inlines = [AgentToolInline, GuardrailRuleInline]
     fieldsets = [
         (
             None,
@@ -268,6 +277,16 @@ class AgentAdmin(AgentReleaseAdminMixin, admin.ModelAdmin):
                     "a tombstone (Run purges) naming who set the policy. Export what must be kept first."
                 ),
                 "fields": ["retention_days", "retention_set_by", "retention_set_at"],
+            },
+        ),
+        (
+            _("Guardrails"),
+            {
+                "description": _(
+                    "The rules are listed below (Guardrail rules). Block ends the run with a fixed message, "
+                    "redact replaces matches with a placeholder, flag lists the run for review."
+                ),
+                "fields": ["guardrail_redact_stored"],
             },
         ),
     ]

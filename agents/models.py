@@ -6,6 +6,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from agents import guardrails
 from agents.providers.parameters import agent_problems, parameter_problems
 from platform_site.crypto import EncryptedTextField
 from tools.approval_policy import validate_rule
@@ -371,6 +372,14 @@ class Agent(models.Model):
     canary_percent = models.PositiveSmallIntegerField(
         _("canary percent"), default=0, editable=False, validators=[MinValueValidator(1), MaxValueValidator(99)]
     )
+    guardrail_redact_stored = models.BooleanField(
+        _("store redacted user messages"),
+        default=False,
+        help_text=_(
+            "With a redacting guardrail on the input side: also store the user's message redacted. "
+            "Otherwise only what the model is sent is redacted, and the stored message keeps the original."
+        ),
+    )
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
@@ -448,6 +457,103 @@ class AgentTool(models.Model):
                 validate_rule(self.approval_rule, self.tool.parameters if self.tool_id else None)
             except ValidationError as exc:
                 raise ValidationError({"approval_rule": exc.messages}) from exc
+
+
+class GuardrailRule(models.Model):
+    """One check an agent makes on the user's message (input), on its model's final answer
+    (output) or on both. The detectors are agents.guardrails; a run enforces the rules of the
+    version it is pinned to."""
+
+    class Side(models.TextChoices):
+        INPUT = guardrails.SIDE_INPUT, _("input (the user's message)")
+        OUTPUT = guardrails.SIDE_OUTPUT, _("output (the model's final answer)")
+        BOTH = guardrails.SIDE_BOTH, _("both")
+
+    class Kind(models.TextChoices):
+        BLOCKED_TERMS = guardrails.KIND_TERMS, _("blocked terms")
+        BLOCKED_PATTERN = guardrails.KIND_PATTERN, _("blocked pattern")
+        PII_PHONE = guardrails.KIND_PHONE, _("PII: phone numbers")
+        PII_ID_CARD = guardrails.KIND_ID_CARD, _("PII: Chinese resident ID numbers")
+        PII_EMAIL = guardrails.KIND_EMAIL, _("PII: email addresses")
+        PII_BANK_CARD = guardrails.KIND_BANK_CARD, _("PII: bank card numbers")
+        MODERATION = guardrails.KIND_MODERATION, _("moderation by a model")
+
+    class Action(models.TextChoices):
+        BLOCK = guardrails.ACTION_BLOCK, _("block")
+        REDACT = guardrails.ACTION_REDACT, _("redact")
+        FLAG = guardrails.ACTION_FLAG, _("flag for review")
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="guardrail_rules", verbose_name=_("agent"))
+    side = models.CharField(_("side"), max_length=8, choices=Side.choices, default=Side.BOTH)
+    kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices)
+    action = models.CharField(_("action"), max_length=8, choices=Action.choices, default=Action.BLOCK)
+    terms = models.TextField(
+        _("terms"),
+        blank=True,
+        help_text=_("Blocked terms: one per line, matched anywhere in the text, ignoring case."),
+    )
+    pattern = models.CharField(
+        _("pattern"),
+        max_length=guardrails.PATTERN_MAX_LENGTH,
+        blank=True,
+        help_text=_("Blocked pattern: a regular expression (Python syntax)."),
+    )
+    model_config = models.ForeignKey(
+        ModelConfig,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("moderation model"),
+        help_text=_("Moderation: the model that judges the text. Its calls count toward the run's tokens and cost."),
+    )
+    rubric = models.TextField(
+        _("rubric"),
+        blank=True,
+        help_text=_("Moderation: what the model must not let through, in plain words."),
+    )
+    enabled = models.BooleanField(_("enabled"), default=True)
+
+    class Meta:
+        verbose_name = _("guardrail rule")
+        verbose_name_plural = _("guardrail rules")
+        ordering = ["agent", "id"]
+
+    def __str__(self):
+        return f"{self.get_kind_display()} ({self.get_side_display()}, {self.get_action_display()})"
+
+    def clean(self):
+        if self.kind == self.Kind.BLOCKED_TERMS:
+            terms = guardrails.terms_parse(self.terms)
+            if not terms:
+                raise ValidationError({"terms": _("List at least one term.")})
+            if len(terms) > guardrails.TERM_MAX_COUNT:
+                raise ValidationError({"terms": _("At most %(count)d terms.") % {"count": guardrails.TERM_MAX_COUNT}})
+            if any(len(term) > guardrails.TERM_MAX_LENGTH for term in terms):
+                raise ValidationError(
+                    {"terms": _("A term has at most %(count)d characters.") % {"count": guardrails.TERM_MAX_LENGTH}}
+                )
+        elif self.terms.strip():
+            raise ValidationError({"terms": _("Only used by the kind 'blocked terms'; leave it empty.")})
+        if self.kind == self.Kind.BLOCKED_PATTERN:
+            if not self.pattern:
+                raise ValidationError({"pattern": _("Give the pattern.")})
+            try:
+                guardrails.pattern_check(self.pattern)
+            except guardrails.PatternInvalid as exc:
+                raise ValidationError({"pattern": _("This pattern cannot be used: %(why)s.") % {"why": exc}}) from exc
+        elif self.pattern:
+            raise ValidationError({"pattern": _("Only used by the kind 'blocked pattern'; leave it empty.")})
+        if self.kind == self.Kind.MODERATION:
+            if not self.model_config_id:
+                raise ValidationError({"model_config": _("Choose the model that moderates.")})
+            if not self.rubric.strip():
+                raise ValidationError({"rubric": _("Say what the model must not let through.")})
+            if self.action == self.Action.REDACT:
+                # A verdict is about the whole text: there is no match to replace.
+                raise ValidationError({"action": _("Moderation can block or flag, not redact.")})
+        elif self.model_config_id or self.rubric.strip():
+            raise ValidationError({"rubric": _("The model and the rubric are only used by the kind 'moderation'.")})
 
 
 class AgentVersion(models.Model):

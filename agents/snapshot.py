@@ -14,7 +14,15 @@ import json
 from decimal import Decimal
 from typing import Literal, NotRequired, TypedDict, cast
 
-from agents.models import Agent, AgentTool, ModelConfig
+from agents.guardrails import (
+    KIND_MODERATION,
+    KIND_PATTERN,
+    KIND_TERMS,
+    GuardrailSpec,
+    GuardrailsSnapshot,
+    terms_parse,
+)
+from agents.models import Agent, AgentTool, GuardrailRule, ModelConfig
 from tools.approval_policy import effective_policy
 from tools.models import ToolDefinition
 
@@ -119,6 +127,9 @@ class AgentSnapshot(TypedDict):
     model: ModelSnapshot
     fallback_model: ModelSnapshot | None
     tools: list[ToolSpec]
+    # Only agents with enabled guardrail rules have the key, so an agent without any pins the
+    # same snapshot (and hash) as before guardrails existed, and the engine skips them by a lookup.
+    guardrails: NotRequired[GuardrailsSnapshot]
 
 
 class SnapshotInvalid(ValueError):
@@ -243,6 +254,22 @@ def _tool_snapshot(link: AgentTool) -> ToolSpec:
     return spec
 
 
+def snapshot_guardrails(snapshot: AgentSnapshot) -> GuardrailsSnapshot | None:
+    return snapshot.get("guardrails")
+
+
+def _guardrail_snapshot(rule: GuardrailRule) -> GuardrailSpec:
+    spec: GuardrailSpec = {"id": rule.pk, "side": rule.side, "kind": rule.kind, "action": rule.action}
+    if rule.kind == KIND_TERMS:
+        spec["terms"] = terms_parse(rule.terms)
+    elif rule.kind == KIND_PATTERN:
+        spec["pattern"] = rule.pattern
+    elif rule.kind == KIND_MODERATION:
+        spec["model"] = dict(_model_snapshot(rule.model_config))
+        spec["rubric"] = rule.rubric
+    return spec
+
+
 def snapshot_build(*, agent: Agent) -> AgentSnapshot:
     """The agent's configuration now, as a version would pin it.
 
@@ -253,7 +280,7 @@ def snapshot_build(*, agent: Agent) -> AgentSnapshot:
         .select_related("tool")
         .order_by("tool__name")
     )
-    return {
+    snapshot: AgentSnapshot = {
         "agent": {
             "id": agent.pk,
             "name": agent.name,
@@ -279,3 +306,8 @@ def snapshot_build(*, agent: Agent) -> AgentSnapshot:
         "fallback_model": _model_snapshot(agent.fallback_model_config) if agent.fallback_model_config_id else None,
         "tools": [_tool_snapshot(link) for link in links],
     }
+    enabled = GuardrailRule.objects.filter(agent=agent, enabled=True).select_related("model_config").order_by("id")
+    rules = [_guardrail_snapshot(rule) for rule in enabled]
+    if rules:
+        snapshot["guardrails"] = {"redact_stored": agent.guardrail_redact_stored, "rules": rules}
+    return snapshot

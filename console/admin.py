@@ -1,7 +1,8 @@
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.db.models import F
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.db.models import Exists, F, OuterRef
 from django.db.models.functions import Substr
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -19,6 +20,7 @@ from conversations.models import (
     ApiToken,
     Approval,
     Conversation,
+    GuardrailTrigger,
     LLMCall,
     Message,
     Run,
@@ -84,6 +86,39 @@ class HasErrorFilter(admin.SimpleListFilter):
         return queryset
 
 
+class GuardrailFilter(admin.SimpleListFilter):
+    """Runs a guardrail matched on; "flagged" is the review list (the operator pages link to it)."""
+
+    title = gettext_lazy("guardrails")
+    parameter_name = "guardrail"
+
+    def lookups(self, request, model_admin):
+        return [
+            (GuardrailTrigger.Action.FLAG, _("flagged for review")),
+            (GuardrailTrigger.Action.BLOCK, _("blocked")),
+            (GuardrailTrigger.Action.REDACT, _("redacted")),
+            ("any", _("any trigger")),
+        ]
+
+    def queryset(self, request, queryset):
+        if self.value() is None:
+            return queryset
+        if self.value() not in {key for key, _label in self.lookup_choices}:
+            # The admin answers an unknown filter value as it does any bad lookup (?e=1).
+            raise IncorrectLookupParameters(f"unknown guardrail filter {self.value()!r}")
+        triggers = GuardrailTrigger.objects.filter(run=OuterRef("pk"))
+        if self.value() != "any":
+            triggers = triggers.filter(action=self.value())
+        return queryset.filter(Exists(triggers))
+
+
+class GuardrailTriggerInline(ReadOnlyInline):
+    model = GuardrailTrigger
+    fields = ["side", "kind", "rule_id", "action", "matched", "created_at"]
+    readonly_fields = fields
+    show_change_link = False
+
+
 class RunEventInline(ReadOnlyInline):
     model = RunEvent
     fields = ["seq", "type", "payload", "created_at"]
@@ -114,7 +149,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "created",
         "duration",
     ]
-    list_filter = ["status", "stop_reason", "agent", HasErrorFilter]
+    list_filter = ["status", "stop_reason", "agent", HasErrorFilter, GuardrailFilter]
     list_select_related = ["agent"]
     search_fields = ["id", "conversation__id"]
     raw_id_fields = ["conversation", "agent_version"]
@@ -167,7 +202,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         ),
         ("Timeline", {"fields": ["timeline"]}),
     ]
-    inlines = [RunEventInline, KnowledgeSearchInline]
+    inlines = [GuardrailTriggerInline, RunEventInline, KnowledgeSearchInline]
     actions = [cancel_runs, requeue_runs, retry_runs, export_runs_jsonl, export_runs_csv]
 
     def has_operate_permission(self, request):

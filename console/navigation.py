@@ -38,6 +38,15 @@ def operator_links(user) -> list[OperatorLink]:
                 _("Queues, workers, stuck runs, failures, latency, tokens and cost."),
             )
         )
+    if _is_operator(user, VIEW_PERMISSION):
+        links.append(
+            OperatorLink(
+                "guardrails",
+                _("Guardrail review"),
+                reverse("admin:conversations_run_changelist") + "?guardrail=flag",
+                _("Runs a guardrail flagged for review, with what matched (masked)."),
+            )
+        )
     if user.is_authenticated and user_may_decide(user):
         pending = Approval.objects.filter(status=Approval.Status.PENDING).count()
         links.append(

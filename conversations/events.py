@@ -35,6 +35,7 @@ class EventType(models.TextChoices):
     APPROVAL_DECIDED = "approval.decided"
     APPROVAL_EXPIRED = "approval.expired"
     APPROVAL_CANCELLED = "approval.cancelled"
+    GUARDRAIL_TRIGGERED = "guardrail.triggered"
 
     @classmethod
     def run_ended(cls, status: str) -> "EventType":
@@ -256,6 +257,16 @@ def approval_cancelled(*, approval_id: int, tool_invocation_id: int, tool_call_i
     return {**_approval(approval_id, tool_invocation_id, tool_call_id, tool), "reason": reason}
 
 
+# Guardrails.
+
+
+def guardrail_triggered(*, side: str, outcome: str, triggers: list[dict]) -> dict:
+    """A check of the input or the output that matched: `outcome` is what happened to the text
+    (blocked, redacted or flagged), `triggers` each match as its GuardrailTrigger row has it
+    (the rule's id, kind and action, and the masked match)."""
+    return {"side": side, "outcome": outcome, "triggers": triggers}
+
+
 PAYLOAD_BUILDERS: dict[EventType, Callable[..., dict]] = {
     EventType.RUN_QUEUED: run_queued,
     EventType.RUN_RUNNING: run_running,
@@ -277,4 +288,5 @@ PAYLOAD_BUILDERS: dict[EventType, Callable[..., dict]] = {
     EventType.APPROVAL_DECIDED: approval_decided,
     EventType.APPROVAL_EXPIRED: approval_decided,
     EventType.APPROVAL_CANCELLED: approval_cancelled,
+    EventType.GUARDRAIL_TRIGGERED: guardrail_triggered,
 }

@@ -126,6 +126,7 @@ class StopReason(models.TextChoices):
     TIMEOUT = "timeout", _("Timeout")
     PROVIDER_ERROR = "provider_error", _("Provider error")
     EMPTY_ANSWER = "empty_answer", _("Empty answer")
+    GUARDRAIL_BLOCKED = "guardrail_blocked", _("Guardrail blocked")
     CANCELLED = "cancelled", _("Cancelled")
     APPROVAL_EXPIRED = "approval_expired", _("Approval expired")
     WORKER_LOST = "worker_lost", _("Worker lost")
@@ -232,6 +233,9 @@ class LLMCall(models.Model):
         STEP = "step", _("Step")
         SUMMARY = "summary", _("Summary")
         EMBEDDING = "embedding", _("Embedding")
+        # A guardrail's moderation check (engine.guardrails): iteration 0 judges the user's
+        # message, iteration n the answer of step n.
+        MODERATION = "moderation", _("Moderation")
 
     # Empty only for calls made outside a run: embeddings of documents being indexed (the
     # knowledge app links those to their base).
@@ -408,6 +412,41 @@ class ApprovalGrant(models.Model):
 
     def __str__(self):
         return f"{self.tool_name} approved for run {self.run_id}"
+
+
+class GuardrailTrigger(models.Model):
+    """One match of one of the agent's guardrail rules on a run's input or output (agents.guardrails).
+
+    `matched` is what an auditor may read of it: a term or a pattern's match (clipped), and for
+    personal data only a mask (the last four digits, an email's domain), never the value."""
+
+    class Side(models.TextChoices):
+        INPUT = "input", _("Input")
+        OUTPUT = "output", _("Output")
+
+    class Action(models.TextChoices):
+        BLOCK = "block", _("Block")
+        REDACT = "redact", _("Redact")
+        FLAG = "flag", _("Flag")
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="guardrail_triggers", verbose_name=_("run"))
+    side = models.CharField(max_length=8, choices=Side.choices, verbose_name=_("side"))
+    # The rule's id in the agent version's snapshot; the rule itself may have been edited or deleted since.
+    rule_id = models.PositiveIntegerField(verbose_name=_("rule id"))
+    kind = models.CharField(max_length=20, verbose_name=_("kind"))
+    action = models.CharField(max_length=8, choices=Action.choices, verbose_name=_("action"))
+    matched = models.CharField(max_length=250, blank=True, default="", verbose_name=_("matched"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+
+    class Meta:
+        verbose_name = _("guardrail trigger")
+        verbose_name_plural = _("guardrail triggers")
+        ordering = ["run", "id"]
+        # The review list reads the flagged runs, newest first.
+        indexes = [models.Index(fields=["action", "created_at"], name="guardrail_trigger_action_idx")]
+
+    def __str__(self):
+        return f"{self.side} {self.kind} {self.action}"
 
 
 class RunEvent(models.Model):

@@ -19,6 +19,7 @@ from conversations.models import (
     Approval,
     ApprovalGrant,
     Conversation,
+    GuardrailTrigger,
     LLMCall,
     Message,
     Run,
@@ -46,6 +47,7 @@ PURGE_KINDS = (
     "tool_invocations",
     "llm_calls",
     "events",
+    "guardrail_triggers",
     "run_requests",
     "runs",
     "conversations",
@@ -112,6 +114,7 @@ def _runs_delete(run_ids: list) -> dict[str, int]:
         ("tool_invocations", ToolInvocation),
         ("llm_calls", LLMCall),
         ("events", RunEvent),
+        ("guardrail_triggers", GuardrailTrigger),
         ("run_requests", RunRequest),
     ):
         counts[kind] = _execute(f"DELETE FROM {_table(model)} WHERE {_column(model, 'run')} IN ({marks})", keys)
@@ -167,6 +170,7 @@ def _dry_counts(runs: QuerySet[Run]) -> dict[str, int]:
         "tool_invocations": ToolInvocation.objects.filter(run__in=ids).count(),
         "llm_calls": LLMCall.objects.filter(run__in=ids).count(),
         "events": events.count(),
+        "guardrail_triggers": GuardrailTrigger.objects.filter(run__in=ids).count(),
         "run_requests": RunRequest.objects.filter(run__in=ids).count(),
         "runs": runs.count(),
     }

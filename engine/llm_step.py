@@ -10,12 +10,14 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext_lazy as _
 
+from agents.guardrails import Hit
 from agents.providers import LLMResponse
 from agents.snapshot import AgentSnapshot, snapshot_tool
 from conversations.batch import Batch
 from conversations.models import LLMCall, Message, Run
 from conversations.services import messages_add
 from engine.context import build_context
+from engine.guardrails import OutputReview, output_moderation, output_review, streams_answer, wire_filtered
 from engine.model_call import ContextOverflow, EmptyAnswer, ModelStepFailed, model_call
 from engine.window import fitted
 
@@ -26,6 +28,8 @@ FORCED_CHOICES = ("required", "tool")
 class StepResult:
     message: Message
     response: LLMResponse
+    # What the agent's output guardrails made of a final answer, if any of them matched.
+    guardrail: OutputReview | None = None
 
 
 MAX_CALL_ID = 128  # ToolInvocation.tool_call_id and Approval.tool_call_id
@@ -84,7 +88,9 @@ def empty_answer(response: LLMResponse) -> EmptyAnswer | None:
 def llm_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> StepResult:
     iteration = run.iterations + 1
     tool_choice, tool_name = effective_tool_choice(run=run, snapshot=snapshot, messages=messages)
-    wire_messages = build_context(run=run, owner=owner, snapshot=snapshot, messages=messages, iteration=iteration)
+    wire_messages = wire_filtered(
+        snapshot, build_context(run=run, owner=owner, snapshot=snapshot, messages=messages, iteration=iteration)
+    )
     try:
         return _call(
             run=run,
@@ -96,8 +102,9 @@ def llm_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Me
             tool_name=tool_name,
         )
     except ContextOverflow:
-        folded = build_context(
-            run=run, owner=owner, snapshot=snapshot, messages=messages, iteration=iteration, shrink=True
+        folded = wire_filtered(
+            snapshot,
+            build_context(run=run, owner=owner, snapshot=snapshot, messages=messages, iteration=iteration, shrink=True),
         )
         if len(folded) >= len(wire_messages):
             raise  # nothing older to fold: the same request would fail the same way
@@ -135,8 +142,25 @@ def _call(
             tool_name=tool_name,
         )
 
+    moderated: list[Hit] = []
+
+    def prepare(response: LLMResponse) -> None:
+        # A final answer is judged by the output moderation rules before it is recorded.
+        if not response.tool_calls:
+            moderated[:] = output_moderation(
+                run=run, owner=owner, snapshot=snapshot, iteration=iteration, content=response.content
+            )
+
     def record(call: LLMCall, response: LLMResponse, batch: Batch) -> StepResult:
         tool_calls = _normalised_tool_calls(response, run, iteration)
+        content = response.content
+        review = (
+            None
+            if tool_calls
+            else output_review(batch, run_id=run.pk, snapshot=snapshot, content=content, moderated=moderated)
+        )
+        if review is not None:
+            content = review.content
         [message] = messages_add(
             batch,
             conversation_id=run.conversation_id,
@@ -144,14 +168,14 @@ def _call(
             messages=[
                 {
                     "role": Message.Role.ASSISTANT,
-                    "content": response.content,
+                    "content": content,
                     "tool_calls": tool_calls or None,
                     "llm_call_id": call.pk,
                     "reasoning": response.reasoning,
                 }
             ],
         )
-        return StepResult(message, response)
+        return StepResult(message, response, review)
 
     return model_call(
         run=run,
@@ -161,6 +185,7 @@ def _call(
         iteration=iteration,
         build=build,
         record=record,
-        relay_deltas=True,
+        relay_deltas=streams_answer(snapshot),
         check=empty_answer,
+        prepare=prepare,
     )

@@ -22,6 +22,7 @@ from conversations import events
 from conversations.models import Message, Run, RunStatus, StopReason
 from engine.context import step_read
 from engine.dispatch import run_enqueue
+from engine.guardrails import input_check, output_enforce
 from engine.leases import LeaseLost, process_owner, renewer, run_claim
 from engine.limits import daily_usage, timeout_limit
 from engine.llm_step import EMPTY_ANSWER_MESSAGE, llm_step
@@ -92,6 +93,12 @@ def _run_tools(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[
 
 def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> bool:
     try:
+        if run.iterations == 0:
+            # The user's message is checked once, before the model first sees it (a moderation
+            # rule's call can fail or run out of time like the step's own).
+            blocked = input_check(run=run, owner=owner, snapshot=snapshot, messages=messages)
+            if blocked is not None:
+                return _finish(run.pk, blocked)
         result = llm_step(run=run, owner=owner, snapshot=snapshot, messages=messages)
     except DeadlineReached:
         limit = timeout_limit(snapshot)
@@ -103,6 +110,10 @@ def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
     except ModelStepFailed as exc:
         run_finish(run_id=run.pk, status=RunStatus.FAILED, stop_reason=StopReason.PROVIDER_ERROR, error=str(exc))
         return False
+    if result.guardrail is not None:
+        blocked = output_enforce(run=run, owner=owner, review=result.guardrail)
+        if blocked is not None:
+            return _finish(run.pk, blocked)
     if not result.message.tool_calls:
         return _finish(run.pk, Finish(StopReason.FINAL_ANSWER))
     # The calls it asked for start in the next step, which begins by checking for a cancel.

@@ -32,7 +32,7 @@ from django.utils import timezone
 from agents.models import ModelConfig
 from agents.providers import LLMResponse, ProviderError, get_provider
 from agents.services import agent_usage_add
-from agents.snapshot import AgentSnapshot, snapshot_models
+from agents.snapshot import AgentSnapshot, ModelSnapshot, snapshot_models
 from conversations import events
 from conversations.batch import Batch
 from conversations.events import EventType
@@ -353,18 +353,22 @@ def model_call(
     record: Callable[[LLMCall, LLMResponse, Batch], object],
     relay_deltas: bool = False,
     check: Callable[[LLMResponse], ModelStepFailed | None] | None = None,
+    prepare: Callable[[LLMResponse], None] | None = None,
+    models: list[ModelSnapshot] | None = None,
 ):
     """Call the agent's model (then its fallback) until one attempt succeeds; returns what
     `record` made of the answer, adding its writes to the batch that completes the call (they
     commit together). `check` may turn down an answer (returning the error to raise if every
-    attempt is turned down)."""
+    attempt is turned down); `prepare` is called with an answer that passed it, before it is
+    recorded (a guardrail's moderation call judges a final answer there). `models` are tried
+    instead of the agent's (a moderation rule's own model)."""
     last_error: ProviderError | None = None
     rejected: ModelStepFailed | None = None
     made = 0
     # Each model config's last error: a run that tried the fallback too says what failed where.
     errors: dict[str, ProviderError] = {}
     time_zone = snapshot["agent"]["time_zone"]
-    for model in snapshot_models(snapshot):
+    for model in models or snapshot_models(snapshot):
         # A streamed request's body depends on what was learned about the server, so the live
         # settings are read first; otherwise they come with the first attempt's row.
         live = _live_settings(model) if model.get("stream") else None
@@ -442,6 +446,8 @@ def model_call(
             )
             problem = check(response) if check else None
             if problem is None:
+                if prepare is not None:
+                    prepare(response)
                 return _record_success(
                     run=run,
                     owner=owner,

@@ -8,8 +8,9 @@ steps and runs send it instead of those messages and it is not made again.
 
 import json
 
+from agents.guardrails import SIDE_INPUT, GuardrailSpec, filtered, side_rules
 from agents.providers.base import estimate_prompt_tokens, estimate_tokens
-from agents.snapshot import AgentSnapshot
+from agents.snapshot import AgentSnapshot, snapshot_guardrails
 from conversations.batch import Batch
 from conversations.models import Conversation, LLMCall, Message, Run
 from conversations.services import db_value
@@ -30,10 +31,14 @@ _RESULT_CHARS = 2000
 CUT_NOTE = "[The start of the conversation is left out: it does not fit the model's context.]\n"
 
 
-def _line(message: Message) -> str:
+def _line(message: Message, rules: list[GuardrailSpec]) -> str:
     if message.role == Message.Role.TOOL:
         return f"tool {message.name or message.tool_call_id} returned: {trimmed(message.content, _RESULT_CHARS)}"
-    line = f"{message.role}: {message.content}" if message.content else ""
+    content = message.content
+    if rules and message.role == Message.Role.USER:
+        # The summary's model sees the user's messages as the agent's model does (engine.guardrails).
+        content = filtered(rules, content)
+    line = f"{message.role}: {content}" if content else ""
     for call in message.tool_calls or []:
         function = call["function"]
         arguments = function.get("arguments")
@@ -43,8 +48,9 @@ def _line(message: Message) -> str:
     return line.strip()
 
 
-def transcript(turns: list[Turn]) -> str:
-    return "\n".join(line for turn in turns for unit in turn for m in unit if (line := _line(m)))
+def transcript(turns: list[Turn], rules: list[GuardrailSpec] | None = None) -> str:
+    """The turns as text; `rules`, the agent's input guardrails, filter the user's messages."""
+    return "\n".join(line for turn in turns for unit in turn for m in unit if (line := _line(m, rules or [])))
 
 
 def _fitting(text: str, room: int | None) -> str:
@@ -69,9 +75,10 @@ def summarise(
         if budget is None
         else budget - estimate_prompt_tokens(messages=[{"content": INSTRUCTIONS}, {"content": head}])
     )
+    rules = side_rules(snapshot_guardrails(snapshot), SIDE_INPUT)
     messages = [
         {"role": "system", "content": INSTRUCTIONS},
-        {"role": "user", "content": head + _fitting(transcript(turns), room)},
+        {"role": "user", "content": head + _fitting(transcript(turns, rules), room)},
     ]
 
     def build(provider, model: dict) -> dict:

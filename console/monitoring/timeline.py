@@ -1,9 +1,10 @@
 """A run's whole story as one JSON document: the run, each model call and tool call in order
 (request, response, tokens by kind, cost, latency, arguments, result, approval and decider),
-and its events. The timeline page shows it and copies it; four queries whatever the run's size."""
+its guardrail triggers and its events. The timeline page shows it and copies it; five queries
+whatever the run's size."""
 
 from console.formatting import fixed_amount
-from conversations.models import Run, RunEvent
+from conversations.models import GuardrailTrigger, Run, RunEvent
 from conversations.monitoring.models import TOKEN_FIELDS
 from conversations.selectors import run_timeline
 from tools.arguments import arguments_hash
@@ -85,6 +86,11 @@ def run_timeline_export(*, run: Run) -> dict:
         for step in run_timeline(run=run)
     ]
     events = RunEvent.objects.filter(run=run).order_by("seq").values("seq", "type", "payload", "created_at")
+    triggers = (
+        GuardrailTrigger.objects.filter(run=run)
+        .order_by("id")
+        .values("id", "side", "rule_id", "kind", "action", "matched", "created_at")
+    )
     return {
         "run": {
             "id": str(run.pk),
@@ -108,5 +114,7 @@ def run_timeline_export(*, run: Run) -> dict:
             "trace_id": run.trace_id,
         },
         "steps": steps,
+        # What matched is masked for personal data (agents.guardrails): never the number itself.
+        "guardrails": [{**trigger, "created_at": _iso(trigger["created_at"])} for trigger in triggers],
         "events": [{**event, "created_at": _iso(event["created_at"])} for event in events],
     }

@@ -31,6 +31,8 @@ def _agent_form(model: ModelConfig, tool: ToolDefinition, **fields) -> dict:
         "agent_tools-0-tool": tool.pk,
         "agent_tools-0-approval": "inherit",
         "agent_tools-0-enabled": "on",
+        "guardrail_rules-TOTAL_FORMS": 0,
+        "guardrail_rules-INITIAL_FORMS": 0,
     }
     data.update(fields)
     return data
@@ -78,3 +80,36 @@ def test_a_parameter_the_provider_lacks_is_refused_with_a_reason(admin_client):
     data["seed"] = ""
     assert admin_client.post("/admin/agents/modelconfig/add/", data).status_code == 302
     assert ModelConfig.objects.get().provider == "anthropic"
+
+
+def test_guardrail_rules_are_validated_by_the_agent_form(admin_client):
+    tool_definitions_sync_from_registry()
+    model, tool = ModelConfigFactory(), ToolDefinition.objects.get(name="test-echo")
+    rule = {
+        "guardrail_rules-TOTAL_FORMS": 1,
+        "guardrail_rules-0-side": "input",
+        "guardrail_rules-0-kind": "blocked_pattern",
+        "guardrail_rules-0-action": "block",
+        "guardrail_rules-0-terms": "",
+        "guardrail_rules-0-enabled": "on",
+    }
+
+    for pattern, why in [("(unclosed", "not a valid regular expression"), (r"(a|aa)+(a|aa)+b", "takes too long")]:
+        refused = admin_client.post(
+            "/admin/agents/agent/add/", _agent_form(model, tool, **rule, **{"guardrail_rules-0-pattern": pattern})
+        )
+        assert refused.status_code == 200 and not Agent.objects.exists()
+        assert why in refused.content.decode()
+
+    terms_without_terms = {**rule, "guardrail_rules-0-kind": "blocked_terms", "guardrail_rules-0-pattern": ""}
+    refused = admin_client.post("/admin/agents/agent/add/", _agent_form(model, tool, **terms_without_terms))
+    assert refused.status_code == 200 and "List at least one term." in refused.content.decode()
+
+    saved = admin_client.post(
+        "/admin/agents/agent/add/",
+        _agent_form(model, tool, **rule, **{"guardrail_rules-0-pattern": r"(?i)secret-\d{4}"}),
+    )
+    assert saved.status_code == 302
+    assert list(Agent.objects.get().guardrail_rules.values_list("kind", "pattern")) == [
+        ("blocked_pattern", r"(?i)secret-\d{4}")
+    ]

@@ -3,7 +3,8 @@ configurations pin the same version, and a stored snapshot is checked when it is
 
 import pytest
 
-from agents.models import Agent, AgentTool, ModelConfig
+from agents.guardrails import GuardrailSpec, GuardrailsSnapshot
+from agents.models import Agent, AgentTool, GuardrailRule, ModelConfig
 from agents.services import agent_version_current
 from agents.snapshot import (
     AgentSettings,
@@ -45,9 +46,17 @@ def _http_tool() -> ToolDefinition:
 def test_the_types_name_every_stored_key_and_no_other():
     agent = make_agent(tools=["test-echo"], fallback_model_config=ModelConfigFactory())
     AgentTool.objects.create(agent=agent, tool=_http_tool())
+    GuardrailRule.objects.create(agent=agent, side="input", kind="blocked_terms", terms="x", action="block")
+    GuardrailRule.objects.create(agent=agent, side="output", kind="blocked_pattern", pattern="y+", action="flag")
+    GuardrailRule.objects.create(agent=agent, side="both", kind="pii_email", action="redact")
     snapshot = snapshot_build(agent=agent)
 
     assert set(snapshot) == _keys(AgentSnapshot)
+    assert set(snapshot["guardrails"]) == _keys(GuardrailsSnapshot)
+    terms, pattern, pii = snapshot["guardrails"]["rules"]
+    assert set(terms) == GuardrailSpec.__required_keys__ | {"terms"}
+    assert set(pattern) == GuardrailSpec.__required_keys__ | {"pattern"}
+    assert set(pii) == GuardrailSpec.__required_keys__
     assert set(snapshot["agent"]) == _keys(AgentSettings)
     assert set(snapshot["model"]) == set(snapshot["fallback_model"]) == _keys(ModelSnapshot)
     echo, http = snapshot_tool(snapshot, "test-echo"), snapshot_tool(snapshot, "lookup-order")

@@ -50,6 +50,7 @@ def test_the_admin_is_branded_and_links_every_operator_page_with_the_pending_cou
     assert "Django administration" not in page
     assert _links(page) == {
         "monitoring": reverse("monitoring:dashboard"),
+        "guardrails": reverse("admin:conversations_run_changelist") + "?guardrail=flag",
         "approvals": reverse("approvals:queue"),
         "try": reverse("monitoring:try"),
         "api-docs": reverse("api-docs"),
@@ -74,13 +75,13 @@ def test_links_follow_permissions(client):
 
     user.groups.add(Group.objects.get(name="Operators"))
     links = _links(client.get(reverse("admin:index")).content.decode())
-    assert set(links) == {"monitoring", "try", "api-docs", "api-reference"}
+    assert set(links) == {"monitoring", "guardrails", "try", "api-docs", "api-reference"}
     for url in links.values():
         assert client.get(url).status_code == 200
 
     user.groups.add(Group.objects.get(name="Approvers"))
     links = _links(client.get(reverse("admin:index")).content.decode())
-    assert set(links) == {"monitoring", "approvals", "try", "api-docs", "api-reference"}
+    assert set(links) == {"monitoring", "guardrails", "approvals", "try", "api-docs", "api-reference"}
     assert client.get(links["approvals"]).status_code == 200
 
 
@@ -172,4 +173,4 @@ def test_view_only_staff_see_the_runs_list_without_operator_links(client):
     client.force_login(user)
     ledger_run(make_agent(), finished_at=timezone.now())
     page = client.get(reverse("admin:conversations_run_changelist")).content.decode()
-    assert set(_links(page)) == {"monitoring", "api-docs", "api-reference"}
+    assert set(_links(page)) == {"monitoring", "guardrails", "api-docs", "api-reference"}

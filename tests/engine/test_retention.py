@@ -115,6 +115,7 @@ def test_the_sweep_purges_old_finished_runs_with_all_their_rows_and_leaves_a_tom
         "approvals": 5 * ROWS_PER_RUN["approvals"],
         "approval_grants": 0,
         "events": 5 * ROWS_PER_RUN["events"],
+        "guardrail_triggers": 0,
         "webhook_deliveries": 1,
         "webhook_attempts": 1,
         "conversations": 4,
@@ -221,6 +222,8 @@ def _agent_form(agent, **changes) -> dict:
         "agent_tools-INITIAL_FORMS": "0",
         "agent_tools-MIN_NUM_FORMS": "0",
         "agent_tools-MAX_NUM_FORMS": "1000",
+        "guardrail_rules-TOTAL_FORMS": "0",
+        "guardrail_rules-INITIAL_FORMS": "0",
     }
     data.update(changes)
     return data
