@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from agents.models import ConcurrentMessages
+from agents.models import AgentVersion, ConcurrentMessages
 from agents.services import agent_version_current
 from agents.snapshot import snapshot_parse
 from conversations import events
@@ -41,13 +41,23 @@ def _content_hash(content: str) -> str:
     return hashlib.sha256(content.encode()).hexdigest()
 
 
-def message_submit(*, conversation: Conversation, content: str, user=None, idempotency_key: str = "") -> Submission:
+def message_submit(
+    *,
+    conversation: Conversation,
+    content: str,
+    user=None,
+    idempotency_key: str = "",
+    version: AgentVersion | None = None,
+    eval_tools: dict | None = None,
+) -> Submission:
     """A user message and the run that answers it, decided under a lock on the conversation.
 
     While another run of the conversation is active, the agent's policy applies: reject
     (ConversationBusy), enqueue (the new run waits and is admitted when the active one ends),
     or interrupt (the active runs are cancelled after commit; the new run waits for them to stop).
     The same idempotency key from the same user returns the run it first created.
+    `version` pins the run to that version instead of the agent's current one, and `eval_tools`
+    marks it as an evaluation's run with the tool results its case gives (engine.tool_step).
     """
     digest = _content_hash(content)
     with transaction.atomic():
@@ -77,7 +87,7 @@ def message_submit(*, conversation: Conversation, content: str, user=None, idemp
         policy = conversation.agent.concurrent_messages
         if active and policy == ConcurrentMessages.REJECT:
             raise ConversationBusy(active[0])
-        version = agent_version_current(agent=conversation.agent)
+        version = version or agent_version_current(agent=conversation.agent)
         timeout = snapshot_parse(version.snapshot)["agent"]["run_timeout_seconds"]
         now = timezone.now()
         run = Run.objects.create(
@@ -87,6 +97,7 @@ def message_submit(*, conversation: Conversation, content: str, user=None, idemp
             deadline=now + timedelta(seconds=timeout) if timeout else None,
             # A run admitted at once is enqueued with this commit: stamped here, not updated after.
             enqueued_at=None if active else now,
+            eval_tools=eval_tools,
             # A child of the caller's span when the request carried a traceparent.
             **run_trace_fields(),
         )
