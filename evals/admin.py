@@ -1,8 +1,9 @@
 import json
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
@@ -87,6 +88,10 @@ class EvalResultInline(ReadOnlyInline):
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("case")
 
+    def has_view_permission(self, request, obj=None):
+        # The results are part of the eval run's record: whoever may see the run sees them.
+        return request.user.has_perm("evals.view_evalrun")
+
     @admin.display(description=gettext_lazy("checks"))
     def checks_text(self, obj):
         return format_html_join(
@@ -121,7 +126,7 @@ class EvalRunAdmin(admin.ModelAdmin):
     ]
     exclude = ["metrics"]
     inlines = [EvalResultInline]
-    actions = ["collect"]
+    actions = ["collect", "compare"]
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:
@@ -160,6 +165,16 @@ class EvalRunAdmin(admin.ModelAdmin):
         if not obj.metrics:
             return "-"
         return format_html("<pre>{}</pre>", json.dumps(obj.metrics, indent=2))
+
+    @admin.action(description=gettext_lazy("Compare the two selected eval runs"), permissions=["view"])
+    def compare(self, request, queryset):
+        runs = list(queryset.order_by("started_at")[:3])
+        if len(runs) != 2:
+            self.message_user(request, _("Select exactly two eval runs to compare."), messages.ERROR)
+            return None
+        # The older one is the baseline.
+        query = urlencode({"baseline": runs[0].pk, "candidate": runs[1].pk})
+        return HttpResponseRedirect(f"{reverse('evals:compare')}?{query}")
 
     @admin.action(description=gettext_lazy("Collect finished runs' results now"), permissions=["view"])
     def collect(self, request, queryset):
