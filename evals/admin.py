@@ -176,7 +176,7 @@ class EvalRunAdmin(admin.ModelAdmin):
         query = urlencode({"baseline": runs[0].pk, "candidate": runs[1].pk})
         return HttpResponseRedirect(f"{reverse('evals:compare')}?{query}")
 
-    @admin.action(description=gettext_lazy("Collect finished runs' results now"), permissions=["view"])
+    @admin.action(description=gettext_lazy("Collect finished runs' results now"), permissions=["add"])
     def collect(self, request, queryset):
         for eval_run in queryset:
             eval_run_collect(eval_run_id=eval_run.pk)

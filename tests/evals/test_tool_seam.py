@@ -4,6 +4,7 @@ results are recorded as simulated calls, nothing unstubbed that writes or needs 
 import pytest
 
 from agents.models import AgentTool
+from console.monitoring.timeline import run_timeline_export
 from conversations.models import Approval, ToolInvocation
 from conversations.services import conversation_create
 from engine.admission import message_submit
@@ -53,6 +54,9 @@ def test_a_given_result_is_simulated_and_the_write_tool_never_runs(scripted_agen
         "test-echo": ("succeeded", False, "live"),  # a read tool ran for real
     }
     assert not Approval.objects.filter(run=run).exists()
+    # The run's timeline says which result was simulated.
+    steps = [s for s in run_timeline_export(run=run)["steps"] if s["kind"] == "tool_invocation"]
+    assert [(s["tool"], s["simulated"]) for s in steps] == [("test-counter", True), ("test-echo", False)]
 
 
 def test_without_given_results_nothing_runs(scripted_agent, executions):
