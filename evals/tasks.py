@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from evals.models import EvalRunStatus
+from evals.models import EvalRun, EvalRunStatus
 from evals.services import EVAL_COLLECT_TASK, eval_run_collect, eval_run_collect_later
 
 # An eval run's runs end within their deadlines (or the sweeper ends them); the task follows
@@ -12,5 +12,9 @@ POLL_SECONDS = 2.0
 
 @shared_task(name=EVAL_COLLECT_TASK, ignore_result=True)
 def eval_run_collect_task(eval_run_id: int) -> None:
-    if eval_run_collect(eval_run_id=eval_run_id).status == EvalRunStatus.RUNNING:
+    try:
+        eval_run = eval_run_collect(eval_run_id=eval_run_id)
+    except EvalRun.DoesNotExist:
+        return  # deleted meanwhile: nothing left to follow
+    if eval_run.status == EvalRunStatus.RUNNING:
         eval_run_collect_later(eval_run_id=eval_run_id, countdown=POLL_SECONDS)

@@ -56,8 +56,10 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for each eval run")
 
     def handle(self, *args, agent, suite, version, against, repetitions, fresh, timeout, **options):
-        if repetitions < 1:
-            raise CommandError("--repetitions must be at least 1.")
+        if not 1 <= repetitions <= 20:
+            raise CommandError("--repetitions must be from 1 to 20.")
+        if options["max_rate_drop"] < 0 or options["max_cost_increase"] < 0:
+            raise CommandError("The thresholds cannot be negative.")
         found = Agent.objects.filter(slug=agent).first()
         if found is None:
             raise CommandError(f"No agent with slug {agent!r}.")
