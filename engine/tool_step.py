@@ -6,6 +6,8 @@ needs approval runs only with an approved Approval bound to its tool call id who
 matches the arguments approved, and it runs with those (possibly edited) arguments. A call is
 marked `running` in its own commit before it starts, so after a crash a side-effecting call whose
 outcome is unknown is reported, never silently repeated (at most once); idempotent ones are re-run.
+An evaluation's run (Run.eval_tools set) takes the results its case gives instead of calling
+tools, and never executes a write tool (_eval_outcome).
 
 Marking a call running, recording its outcome and appending the step's tool messages are each
 one ledger batch (conversations.batch) fenced by the run's lease: one statement on PostgreSQL.
@@ -48,6 +50,7 @@ from tools.calls import call_arguments, call_name
 from tools.executors import execute_tool
 from tools.models import ToolDefinition
 from tools.registry import ToolContext
+from tools.results import trim_text
 
 log = logging.getLogger(__name__)
 
@@ -375,7 +378,16 @@ def _eval_outcome(*, run, owner, invocation: ToolInvocation, spec: dict) -> Batc
     nor waits for a person."""
     given = run.eval_tools.get("results", {}).get(invocation.tool_name)
     if given is not None:
-        return _finish(invocation, owner=owner, status=Status.SUCCEEDED, result=str(given), simulated=True)
+        # Cut like the tool's own result would be, so the model sees what it would see live.
+        shown = trim_text(scrub_nul(str(given)), spec["max_result_chars"])
+        return _finish(
+            invocation,
+            owner=owner,
+            status=Status.SUCCEEDED,
+            result=shown.text,
+            truncated=shown.truncated,
+            simulated=True,
+        )
     live = (
         run.eval_tools.get("live_reads", False)
         and spec["side_effect"] == "read"

@@ -9,6 +9,7 @@ from conversations.models import Approval, ToolInvocation
 from conversations.services import conversation_create
 from engine.admission import message_submit
 from tests.runs import advance
+from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -79,3 +80,12 @@ def test_an_ordinary_run_still_runs_its_tools(scripted_agent, executions):
     run = advance(message_submit(conversation=conversation_create(agent=agent), content="go").run)
     assert run.status == "completed" and executions("seam") == 1 and run.eval_tools is None
     assert not ToolInvocation.objects.filter(run=run, simulated=True).exists()
+
+
+def test_a_given_result_is_cut_like_the_tools_own(scripted_agent):
+    agent = scripted_agent(CALLS, tools=["test-counter", "test-echo"])
+    ToolDefinition.objects.filter(name="test-counter").update(max_result_chars=5)
+    run = _eval_run(agent, {"results": {"test-counter": "0123456789"}, "live_reads": True})
+    invocation = ToolInvocation.objects.get(run=run, tool_name="test-counter")
+    assert (invocation.simulated, invocation.truncated) == (True, True)
+    assert invocation.result.startswith("01234\n") and "5 more characters" in invocation.result
