@@ -3,16 +3,25 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse, HttpResponseRedirect
-from django.urls import reverse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from agents.models import Agent
-from evals.jsonl import case_to_line
+from evals.jsonl import CaseLineInvalid, case_to_line
 from evals.models import EvalCase, EvalResult, EvalRun, EvalSuite
-from evals.services import CURRENT, VersionNotFound, eval_run_collect, eval_run_start, eval_version_resolve
+from evals.services import (
+    CURRENT,
+    VersionNotFound,
+    eval_cases_import,
+    eval_run_collect,
+    eval_run_start,
+    eval_version_resolve,
+)
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyInline
 
 
@@ -21,12 +30,60 @@ class EvalCaseInline(JSONInputAdminMixin, admin.StackedInline):
     extra = 0
 
 
+class CasesImportForm(forms.Form):
+    suite = forms.CharField(
+        max_length=100,
+        label=gettext_lazy("suite"),
+        help_text=gettext_lazy("Created if no suite has this name; its cases of the same names are replaced."),
+    )
+    file = forms.FileField(label=gettext_lazy("JSONL file"), help_text=gettext_lazy("One case per line."))
+
+
+IMPORT_PERMISSIONS = ("evals.add_evalsuite", "evals.add_evalcase", "evals.change_evalcase")
+
+
 @admin.register(EvalSuite)
 class EvalSuiteAdmin(admin.ModelAdmin):
     list_display = ["name", "description", "created_at"]
     search_fields = ["name"]
     inlines = [EvalCaseInline]
     actions = ["export_jsonl"]
+    change_list_template = "admin/evals/evalsuite/change_list.html"
+
+    def get_urls(self):
+        view = path("import/", self.admin_site.admin_view(self.import_view), name="evals_evalsuite_import")
+        return [view, *super().get_urls()]
+
+    def import_view(self, request):
+        """Cases from a JSONL file, all or none (the command agentry_eval_cases does the same)."""
+        if not request.user.has_perms(IMPORT_PERMISSIONS):
+            raise PermissionDenied
+        form = CasesImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                text = form.cleaned_data["file"].read().decode("utf-8")
+                count = eval_cases_import(suite_name=form.cleaned_data["suite"], lines=text.splitlines())
+            except UnicodeDecodeError:
+                form.add_error("file", _("The file is not UTF-8 text."))
+            except CaseLineInvalid as exc:
+                form.add_error("file", str(exc))
+            else:
+                self.message_user(request, _("Imported %(count)d cases.") % {"count": count}, messages.SUCCESS)
+                suite = EvalSuite.objects.get(name=form.cleaned_data["suite"])
+                return HttpResponseRedirect(reverse("admin:evals_evalsuite_change", args=[suite.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "form": form,
+            "title": _("Import cases (JSONL)"),
+        }
+        return TemplateResponse(
+            request, "admin/evals/evalsuite/import.html", context, status=400 if form.errors else 200
+        )
+
+    def changelist_view(self, request, extra_context=None):
+        extra = {"may_import": request.user.has_perms(IMPORT_PERMISSIONS), **(extra_context or {})}
+        return super().changelist_view(request, extra_context=extra)
 
     @admin.action(description=gettext_lazy("Export the selected suite's cases (JSONL)"), permissions=["view"])
     def export_jsonl(self, request, queryset):

@@ -127,10 +127,12 @@ def eval_run_collect(*, eval_run_id) -> EvalRun:
     return eval_run
 
 
-def eval_cases_import(*, suite: EvalSuite, lines) -> int:
-    """Cases from JSONL lines (jsonl.case_from_line), all or none; a case with the name of one
-    already in the suite replaces it. Raises CaseLineInvalid naming the first bad line."""
+def eval_cases_import(*, suite_name: str, lines) -> int:
+    """Cases from JSONL lines (jsonl.case_from_line) into the suite of that name (created if
+    new), all or none; a case with the name of one already in the suite replaces it. Raises
+    CaseLineInvalid naming the first bad line."""
     with transaction.atomic():
+        suite, _ = EvalSuite.objects.get_or_create(name=suite_name)
         count = 0
         for number, line in enumerate(lines, start=1):
             if not line.strip():

@@ -4,6 +4,7 @@ page: bad inputs are 4xx or form errors, and every page asks for its permission.
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth.models import Permission, User
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
@@ -240,3 +241,29 @@ def test_an_eval_runs_page_shows_its_results_and_metrics(client):
     page = client.get(reverse("admin:evals_evalrun_change", args=[eval_run.pk])).content.decode()
     assert "task_completion_rate" in page and "apples" in page
     assert client.get(reverse("admin:evals_evalsuite_change", args=[suite.pk])).status_code == 200
+
+
+def test_importing_cases_from_the_admin(client, tmp_path):
+    four_case_suite()
+    path = tmp_path / "cases.jsonl"
+    call_command("agentry_eval_cases", "export", "basics", str(path))
+    url = reverse("admin:evals_evalsuite_import")
+
+    client.force_login(_staff("view_evalsuite", "add_evalsuite"))
+    assert client.get(url).status_code == 403
+    assert "Import cases" not in client.get(reverse("admin:evals_evalsuite_changelist")).content.decode()
+
+    client.force_login(_staff("view_evalsuite", "add_evalsuite", "add_evalcase", "change_evalcase"))
+    assert "Import cases" in client.get(reverse("admin:evals_evalsuite_changelist")).content.decode()
+    bad_files = [b'{"name": "x"}\n{"name": "y", "answer_pattern": "("}\n', b"\xff\xfe not utf-8", b"[1]\n"]
+    for content in bad_files:
+        upload = SimpleUploadedFile("cases.jsonl", content)
+        response = client.post(url, {"suite": "uploaded", "file": upload})
+        assert response.status_code == 400 and "errorlist" in response.content.decode(), content
+    assert not EvalSuite.objects.filter(name="uploaded").exists()
+    assert client.post(url, {"suite": "", "file": SimpleUploadedFile("c.jsonl", b"")}).status_code == 400
+
+    with path.open("rb") as upload:
+        response = client.post(url, {"suite": "uploaded", "file": upload})
+    assert response.status_code == 302
+    assert EvalSuite.objects.get(name="uploaded").cases.count() == 4

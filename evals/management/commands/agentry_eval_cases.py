@@ -27,12 +27,13 @@ class Command(BaseCommand):
                 with open(path, "w", encoding="utf-8") as out:
                     out.writelines(lines)
             return
+        if not 0 < len(suite) <= EvalSuite._meta.get_field("name").max_length:
+            raise CommandError("A suite name has 1 to 100 characters.")
         source = sys.stdin if path == "-" else open(path, encoding="utf-8")
         with source:
             lines = source.read().splitlines()
-        eval_suite, _ = EvalSuite.objects.get_or_create(name=suite)
         try:
-            count = eval_cases_import(suite=eval_suite, lines=lines)
+            count = eval_cases_import(suite_name=suite, lines=lines)
         except CaseLineInvalid as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"imported {count} cases into {suite}")
