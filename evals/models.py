@@ -175,10 +175,12 @@ class EvalResult(models.Model):
     eval_run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="results", verbose_name=_("eval run"))
     case = models.ForeignKey(EvalCase, on_delete=models.PROTECT, related_name="results", verbose_name=_("case"))
     repetition = models.PositiveSmallIntegerField(verbose_name=_("repetition"))
-    # Retention may purge the run; the scores stay.
+    # No database constraint: retention deletes old runs with plain SQL (conversations.retention,
+    # which cannot know this table), and the scores outlive the run they were read from.
     run = models.OneToOneField(
         "conversations.Run",
-        on_delete=models.SET_NULL,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
         null=True,
         blank=True,
         related_name="eval_result",
