@@ -157,13 +157,12 @@ class EvalResultInline(ReadOnlyInline):
             (("✓" if c["passed"] else "✗", c["kind"], c["reason"]) for c in obj.checks),
         )
 
-    @admin.display(description=gettext_lazy("run"))
+    @admin.display(description=gettext_lazy("run (timeline)"))
     def run_link(self, obj):
         if obj.run_id is None:
             return "-"
-        return format_html(
-            '<a href="{}">{}</a>', reverse("admin:conversations_run_change", args=[obj.run_id]), obj.run_id
-        )
+        # The run's timeline is the evidence for the checks.
+        return format_html('<a href="{}">{}</a>', reverse("monitoring:run", args=[obj.run_id]), obj.run_id)
 
 
 @admin.register(EvalRun)
