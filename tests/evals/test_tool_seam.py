@@ -4,8 +4,10 @@ results are recorded as simulated calls, nothing unstubbed that writes or needs 
 import pytest
 
 from agents.models import AgentTool
+from api.runs import ToolInvocationStepSerializer
 from console.monitoring.timeline import run_timeline_export
-from conversations.models import Approval, ToolInvocation
+from conversations.export import ledger_export_records
+from conversations.models import Approval, Run, ToolInvocation
 from conversations.services import conversation_create
 from engine.admission import message_submit
 from tests.runs import advance
@@ -58,6 +60,14 @@ def test_a_given_result_is_simulated_and_the_write_tool_never_runs(scripted_agen
     # The run's timeline says which result was simulated.
     steps = [s for s in run_timeline_export(run=run)["steps"] if s["kind"] == "tool_invocation"]
     assert [(s["tool"], s["simulated"]) for s in steps] == [("test-counter", True), ("test-echo", False)]
+    # So do the API's steps and the audit export's columns.
+    counter = ToolInvocation.objects.get(run=run, tool_name="test-counter")
+    assert ToolInvocationStepSerializer(counter).data["simulated"] is True
+    exported = next(ledger_export_records(runs=Run.objects.filter(pk=run.pk)))
+    assert [(t["tool_name"], t["simulated"]) for t in exported["tool_invocations"]] == [
+        ("test-counter", True),
+        ("test-echo", False),
+    ]
 
 
 def test_without_given_results_nothing_runs(scripted_agent, executions):
