@@ -147,6 +147,7 @@ class ToolInvocationStepSerializer(serializers.Serializer):
     approval = serializers.SerializerMethodField(help_text="Status of the approval this call needed, if any.")
     result = serializers.CharField()
     truncated = serializers.BooleanField()
+    simulated = serializers.BooleanField(help_text="The result an evaluation case gave; the tool was not called.")
     error = serializers.CharField()
     latency_ms = serializers.IntegerField(allow_null=True)
     created_at = serializers.DateTimeField()

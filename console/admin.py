@@ -300,8 +300,8 @@ class LLMCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(ToolInvocation)
 class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "run", "tool_name", "status", "truncated", "latency_ms", "created_at"]
-    list_filter = ["status", "tool_name"]
+    list_display = ["id", "run", "tool_name", "status", "simulated", "truncated", "latency_ms", "created_at"]
+    list_filter = ["status", "simulated", "tool_name"]
     raw_id_fields = ["run", "llm_call"]
     search_fields = ["run__id", "tool_call_id", "tool_name"]
     show_full_result_count = False

@@ -113,6 +113,7 @@ _CHILDREN = {
             "validation_errors",
             "result",
             "truncated",
+            "simulated",
             "error",
             "latency_ms",
             "created_at",

@@ -179,6 +179,10 @@ class Run(models.Model):
     trace_parent_span_id = models.CharField(
         max_length=16, blank=True, default="", verbose_name=_("trace parent span id")
     )
+    # Set only on a run an evaluation started (evals): {"results": {tool name: the result the
+    # case gives}, "live_reads": whether read tools without a given result run for real}. Its
+    # tool step never executes a write tool (engine.tool_step); null marks ordinary traffic.
+    eval_tools = models.JSONField(null=True, blank=True, editable=False, verbose_name=_("evaluation tool results"))
 
     class Meta:
         verbose_name = _("run")
@@ -315,6 +319,8 @@ class ToolInvocation(models.Model):
     error = models.TextField(blank=True, default="", verbose_name=_("error"))
     idempotency_key = models.CharField(max_length=200, verbose_name=_("idempotency key"))
     latency_ms = models.PositiveIntegerField(null=True, blank=True, verbose_name=_("latency ms"))
+    # The result is the one an evaluation case gave; the tool itself was not called.
+    simulated = models.BooleanField(default=False, verbose_name=_("simulated"))
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
     started_at = models.DateTimeField(null=True, blank=True, verbose_name=_("started at"))
     finished_at = models.DateTimeField(null=True, blank=True, verbose_name=_("finished at"))

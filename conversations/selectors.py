@@ -107,6 +107,8 @@ _STEP_RUN = Columns(
         "lease_owner",
         "deadline",
         "created_at",
+        # Read with the run, so an evaluation's given tool results cost ordinary runs no query.
+        "eval_tools",
     ),
     "r",
 )

@@ -42,11 +42,13 @@ def _content_hash(content: str) -> str:
     return hashlib.sha256(content.encode()).hexdigest()
 
 
-def _version_for(conversation: Conversation, target: str | int | None) -> AgentVersion:
+def _version_for(conversation: Conversation, target: str | int | AgentVersion | None) -> AgentVersion:
     """What the new run of `conversation` runs: the version asked for (testing a draft or an
     unpublished version), else the draft while the agent was never published (no extra read:
     as before releases), else the conversation's released version (agents.releases)."""
     agent: Agent = conversation.agent
+    if isinstance(target, AgentVersion):
+        return target  # an evaluation's run, pinned to the version under test
     if target is not None:
         return version_target(agent=agent, target=target)
     if agent.published_version_id is None:
@@ -63,7 +65,8 @@ def message_submit(
     content: str,
     user=None,
     idempotency_key: str = "",
-    version: str | int | None = None,
+    version: str | int | AgentVersion | None = None,
+    eval_tools: dict | None = None,
 ) -> Submission:
     """A user message and the run that answers it, decided under a lock on the conversation.
 
@@ -71,8 +74,9 @@ def message_submit(
     (ConversationBusy), enqueue (the new run waits and is admitted when the active one ends),
     or interrupt (the active runs are cancelled after commit; the new run waits for them to stop).
     The same idempotency key from the same user returns the run it first created.
-    `version` ("draft", "published" or a number) runs that version instead of the released
-    one; a version the agent lacks raises agents.releases.UnknownVersion.
+    `version` ("draft", "published" or a number, or an AgentVersion) runs that version instead of
+    the released one; a version the agent lacks raises agents.releases.UnknownVersion. `eval_tools`
+    marks the run as an evaluation's, with the tool results its case gives (engine.tool_step).
     """
     digest = _content_hash(content)
     with transaction.atomic():
@@ -112,6 +116,7 @@ def message_submit(
             deadline=now + timedelta(seconds=timeout) if timeout else None,
             # A run admitted at once is enqueued with this commit: stamped here, not updated after.
             enqueued_at=None if active else now,
+            eval_tools=eval_tools,
             # A child of the caller's span when the request carried a traceparent.
             **run_trace_fields(),
         )

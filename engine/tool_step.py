@@ -6,6 +6,8 @@ needs approval runs only with an approved Approval bound to its tool call id who
 matches the arguments approved, and it runs with those (possibly edited) arguments. A call is
 marked `running` in its own commit before it starts, so after a crash a side-effecting call whose
 outcome is unknown is reported, never silently repeated (at most once); idempotent ones are re-run.
+An evaluation's run (Run.eval_tools set) takes the results its case gives instead of calling
+tools, and never executes a write tool (_eval_outcome).
 
 Marking a call running, recording its outcome and appending the step's tool messages are each
 one ledger batch (conversations.batch) fenced by the run's lease: one statement on PostgreSQL.
@@ -48,6 +50,7 @@ from tools.calls import call_arguments, call_name
 from tools.executors import execute_tool
 from tools.models import ToolDefinition
 from tools.registry import ToolContext
+from tools.results import trim_text
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +148,7 @@ def _finish(
     error: str = "",
     truncated=False,
     latency_ms=None,
+    simulated: bool = False,
 ) -> Batch:
     """The call's outcome, with its event, as a batch for the caller to commit (tool_step
     commits the step's last outcome together with the step's tool messages)."""
@@ -159,6 +163,7 @@ def _finish(
         error=error,
         truncated=truncated,
         latency_ms=latency_ms,
+        simulated=simulated,
         finished_at=timezone.now(),
     )
     payload = events.tool_completed(
@@ -344,6 +349,8 @@ def _decide_and_run(
             result=" ".join(invocation.validation_errors),
             error="invalid arguments",
         )
+    if run.eval_tools is not None:
+        return _eval_outcome(run=run, owner=owner, invocation=invocation, spec=spec)
     # Under "never" no approval can exist for this run (its policy is pinned), nor for a call
     # whose row this step created: skip the lookup.
     asks = spec["approval"]["policy"] != ApprovalPolicy.NEVER and not fresh
@@ -361,6 +368,41 @@ def _decide_and_run(
     if refusal is not None:
         return _finish(invocation, owner=owner, status=Status.REJECTED, result=refusal, error=approval.status)
     return _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=approval.arguments)
+
+
+def _eval_outcome(*, run, owner, invocation: ToolInvocation, spec: dict) -> Batch:
+    """A call of an evaluation run (evals): the result its case gives, recorded as simulated
+    without calling the tool. Such a call needs no approval, since nothing happens. Without a
+    given result, only a read tool that needs no approval runs live, and only if the case allows
+    live reads; anything else fails the call, so an evaluation never changes the outside world
+    nor waits for a person."""
+    given = run.eval_tools.get("results", {}).get(invocation.tool_name)
+    if given is not None:
+        # Cut like the tool's own result would be, so the model sees what it would see live.
+        shown = trim_text(scrub_nul(str(given)), spec["max_result_chars"])
+        return _finish(
+            invocation,
+            owner=owner,
+            status=Status.SUCCEEDED,
+            result=shown.text,
+            truncated=shown.truncated,
+            simulated=True,
+        )
+    live = (
+        run.eval_tools.get("live_reads", False)
+        and spec["side_effect"] == "read"
+        and not approval_need(spec=spec, arguments=invocation.arguments).required
+    )
+    if live:
+        return _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=invocation.arguments)
+    return _finish(
+        invocation,
+        owner=owner,
+        status=Status.ERROR,
+        error="not run in an evaluation",
+        result=f"Tool {spec['name']} was not run: this is an evaluation run and its case gives no result "
+        "for this tool.",
+    )
 
 
 def _tool_message(invocation: ToolInvocation, approval: Approval | None) -> str:

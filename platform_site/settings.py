@@ -84,6 +84,7 @@ INSTALLED_APPS = [
     "knowledge",
     "engine",
     "alerts",
+    "evals",
     "api",
     "console",
 ]
@@ -403,6 +404,7 @@ AGENTRY_WEBHOOK_RETRY_MAX_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY_
 AGENTRY_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_TIMEOUT_SECONDS", "10"))
 CELERY_TASK_ROUTES["conversations.tasks.webhook_deliver_task"] = {"queue": "maintenance"}
 CELERY_TASK_ROUTES["knowledge.tasks.base_index_task"] = {"queue": "maintenance"}
+CELERY_TASK_ROUTES["evals.tasks.eval_run_collect_task"] = {"queue": "maintenance"}
 
 # --- Broker: how long a task's message may stay unacknowledged -------------------------------
 # A worker acknowledges a message when its task ends (acks late), and holds a retry with a

@@ -18,6 +18,7 @@ urlpatterns = [
     path("monitor/", include("console.monitoring.urls")),
     path("api/v1/", include("api.urls")),
     path("approvals/", include("console.approvals.urls")),
+    path("evals/", include("console.evals.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", docs.SwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc/", docs.RedocView.as_view(url_name="api-schema"), name="api-redoc"),

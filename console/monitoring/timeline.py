@@ -70,6 +70,7 @@ def _tool_invocation(invocation) -> dict:
         "validation_errors": invocation.validation_errors,
         "result": invocation.result,
         "truncated": invocation.truncated,
+        "simulated": invocation.simulated,
         "error": invocation.error,
         "latency_ms": invocation.latency_ms,
         "idempotency_key": invocation.idempotency_key,

@@ -5,7 +5,8 @@ Each refresh recomputes whole hours from a window start to now: the last couple 
 rollups fell behind (beat was down) and to the first ledger row on the very first refresh.
 It reads the ledger through the indexes on LLMCall.started_at and Run.finished_at, so its cost
 follows the number of recent rows, not the size of the ledger. Nothing is added to the
-engine's hot path.
+engine's hot path. An evaluation's runs (Run.eval_tools set) are left out: the dashboard shows
+production traffic.
 """
 
 import math
@@ -70,8 +71,9 @@ def _llm_call_rows(start: datetime) -> list[LLMCallHourly]:
         output_field=FloatField(),
     )
     groups = (
-        # Rolled up per agent: calls outside a run (indexing embeddings) have no agent.
-        LLMCall.objects.filter(started_at__gte=start, run__isnull=False)
+        # Rolled up per agent: calls outside a run (indexing embeddings) have no agent; an
+        # evaluation's runs are not production traffic.
+        LLMCall.objects.filter(started_at__gte=start, run__isnull=False, run__eval_tools__isnull=True)
         .exclude(status=LLMCall.Status.STARTED)
         .annotate(hour=TruncHour("started_at", tzinfo=UTC), bucket=bucket)
         .values("hour", "model_config_id", "run__agent_id", "bucket")
@@ -102,7 +104,7 @@ def _llm_call_rows(start: datetime) -> list[LLMCallHourly]:
 
 def _run_rows(start: datetime) -> list[RunHourly]:
     groups = (
-        Run.objects.filter(finished_at__gte=start)
+        Run.objects.filter(finished_at__gte=start, eval_tools__isnull=True)
         .annotate(hour=TruncHour("finished_at", tzinfo=UTC))
         .values("hour", "agent_id", "status", "stop_reason")
         .annotate(runs=Count("id"))
@@ -121,15 +123,15 @@ def _error_rows(start: datetime) -> list[ErrorHourly]:
     sources = [
         (
             ErrorHourly.Source.RUN,
-            Run.objects.filter(finished_at__gte=start, status=RunStatus.FAILED).annotate(
+            Run.objects.filter(finished_at__gte=start, status=RunStatus.FAILED, eval_tools__isnull=True).annotate(
                 hour=TruncHour("finished_at", tzinfo=UTC)
             ),
         ),
         (
             ErrorHourly.Source.LLM_CALL,
-            LLMCall.objects.filter(started_at__gte=start, status=LLMCall.Status.FAILED).annotate(
-                hour=TruncHour("started_at", tzinfo=UTC)
-            ),
+            LLMCall.objects.filter(
+                started_at__gte=start, status=LLMCall.Status.FAILED, run__eval_tools__isnull=True
+            ).annotate(hour=TruncHour("started_at", tzinfo=UTC)),
         ),
     ]
     for source, queryset in sources:

@@ -162,3 +162,18 @@ def test_error_summary_and_percentile_helpers():
     assert error_summary("") == "(no message)"
     assert percentile({}, 0.5) is None
     assert percentile({10: 1}, 0.5) == round(1.25**10.5)
+
+
+def test_an_evaluations_runs_and_calls_stay_out_of_the_rollups(broker_probes):
+    now = timezone.now()
+    agent = make_agent()
+    ledger_run(agent, finished_at=now)
+    evaluated = ledger_run(
+        agent, status="failed", stop_reason="provider_error", finished_at=now, eval_tools={"results": {}}
+    )
+    ledger_call(evaluated, started_at=now, status="failed", error="HTTP 503", iteration=1)
+
+    rollups_refresh()
+    outcomes = dashboard_snapshot(hours=6)["outcomes"]
+    assert (outcomes["runs_ended"], outcomes["runs_failed"]) == (1, 0)
+    assert not LLMCallHourly.objects.exists()

@@ -19,6 +19,7 @@ ROUTES = {
     "api/redoc/": {"GET"},
     "v1/chat/completions": {"POST"},
     "v1/models": {"GET"},
+    "evals/compare/": {"GET"},
     "monitor/": {"GET"},
     "monitor/panel/": {"GET"},
     "monitor/data.json": {"GET"},

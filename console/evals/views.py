@@ -1,0 +1,72 @@
+"""Two eval runs side by side, metric by metric and case by case, regressions first: the same
+comparison as `manage.py agentry_eval` prints (evals.compare)."""
+
+from django.http import HttpResponseBadRequest
+from django.shortcuts import get_object_or_404
+from django.utils.translation import gettext as _
+
+from console.monitoring.views import _page, operator_required
+from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_RATE_DROP, Thresholds, case_rows, metric_rows
+from evals.models import EvalRun, EvalRunStatus
+from evals.selectors import eval_results_data
+from platform_site.http_methods import require_GET
+
+VIEW_PERMISSION = "evals.view_evalrun"
+
+
+class BadParameter(ValueError):
+    pass
+
+
+def _id(request, name: str) -> int:
+    try:
+        value = int(request.GET[name])
+    except (KeyError, ValueError):
+        raise BadParameter(_("Give %(name)s as an eval run id.") % {"name": name}) from None
+    if value < 1:
+        raise BadParameter(_("Give %(name)s as an eval run id.") % {"name": name})
+    return value
+
+
+def _threshold(request, name: str, default: float) -> float:
+    raw = request.GET.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 10:
+        raise BadParameter(_("%(name)s must be a number from 0 to 10.") % {"name": name})
+    return value
+
+
+def _finished(eval_run_id: int) -> EvalRun:
+    eval_run = get_object_or_404(EvalRun.objects.select_related("suite", "agent_version__agent"), pk=eval_run_id)
+    if eval_run.status != EvalRunStatus.COMPLETED:
+        raise BadParameter(_("Eval run %(id)s has not finished yet.") % {"id": eval_run_id})
+    return eval_run
+
+
+@require_GET
+@operator_required(VIEW_PERMISSION)
+def compare(request):
+    try:
+        thresholds = Thresholds(
+            max_rate_drop=_threshold(request, "max_rate_drop", DEFAULT_MAX_RATE_DROP),
+            max_cost_increase=_threshold(request, "max_cost_increase", DEFAULT_MAX_COST_INCREASE),
+        )
+        baseline = _finished(_id(request, "baseline"))
+        candidate = _finished(_id(request, "candidate"))
+    except BadParameter as exc:
+        return HttpResponseBadRequest(str(exc))
+    return _page(
+        request,
+        "evals/compare.html",
+        title=_("Compare eval runs"),
+        baseline=baseline,
+        candidate=candidate,
+        thresholds=thresholds,
+        metrics=metric_rows(baseline.metrics, candidate.metrics, thresholds),
+        cases=case_rows(eval_results_data(eval_run=baseline), eval_results_data(eval_run=candidate), thresholds),
+    )

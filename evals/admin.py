@@ -1,0 +1,239 @@
+import json
+from urllib.parse import urlencode
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from agents.models import Agent
+from agents.releases import DRAFT
+from evals.jsonl import CaseLineInvalid, case_to_line
+from evals.models import EvalCase, EvalResult, EvalRun, EvalSuite
+from evals.services import (
+    VersionNotFound,
+    eval_cases_import,
+    eval_run_collect,
+    eval_run_start,
+    eval_version_resolve,
+)
+from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyInline
+
+
+class EvalCaseInline(JSONInputAdminMixin, admin.StackedInline):
+    model = EvalCase
+    extra = 0
+
+
+class CasesImportForm(forms.Form):
+    suite = forms.CharField(
+        max_length=100,
+        label=gettext_lazy("suite"),
+        help_text=gettext_lazy("Created if no suite has this name; its cases of the same names are replaced."),
+    )
+    file = forms.FileField(label=gettext_lazy("JSONL file"), help_text=gettext_lazy("One case per line."))
+
+
+IMPORT_PERMISSIONS = ("evals.add_evalsuite", "evals.add_evalcase", "evals.change_evalcase")
+
+
+@admin.register(EvalSuite)
+class EvalSuiteAdmin(admin.ModelAdmin):
+    list_display = ["name", "description", "created_at"]
+    search_fields = ["name"]
+    inlines = [EvalCaseInline]
+    actions = ["export_jsonl"]
+    change_list_template = "admin/evals/evalsuite/change_list.html"
+
+    def get_urls(self):
+        view = path("import/", self.admin_site.admin_view(self.import_view), name="evals_evalsuite_import")
+        return [view, *super().get_urls()]
+
+    def import_view(self, request):
+        """Cases from a JSONL file, all or none (the command agentry_eval_cases does the same)."""
+        if not request.user.has_perms(IMPORT_PERMISSIONS):
+            raise PermissionDenied
+        form = CasesImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                text = form.cleaned_data["file"].read().decode("utf-8")
+                count = eval_cases_import(suite_name=form.cleaned_data["suite"], lines=text.splitlines())
+            except UnicodeDecodeError:
+                form.add_error("file", _("The file is not UTF-8 text."))
+            except CaseLineInvalid as exc:
+                form.add_error("file", str(exc))
+            else:
+                self.message_user(request, _("Imported %(count)d cases.") % {"count": count}, messages.SUCCESS)
+                suite = EvalSuite.objects.get(name=form.cleaned_data["suite"])
+                return HttpResponseRedirect(reverse("admin:evals_evalsuite_change", args=[suite.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "form": form,
+            "title": _("Import cases (JSONL)"),
+        }
+        return TemplateResponse(
+            request, "admin/evals/evalsuite/import.html", context, status=400 if form.errors else 200
+        )
+
+    def changelist_view(self, request, extra_context=None):
+        extra = {"may_import": request.user.has_perms(IMPORT_PERMISSIONS), **(extra_context or {})}
+        return super().changelist_view(request, extra_context=extra)
+
+    @admin.action(description=gettext_lazy("Export the selected suite's cases (JSONL)"), permissions=["view"])
+    def export_jsonl(self, request, queryset):
+        suites = list(queryset[:2])
+        if len(suites) != 1:
+            self.message_user(request, _("Select exactly one suite to export."), messages.ERROR)
+            return None
+        suite = suites[0]
+        body = "".join(case_to_line(case) + "\n" for case in suite.cases.all())
+        response = HttpResponse(body, content_type="application/jsonl; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="eval-suite-{suite.pk}.jsonl"'
+        return response
+
+
+class EvalRunStartForm(forms.ModelForm):
+    """Which version runs: the agent, and its draft, its published version or a version number."""
+
+    agent = forms.ModelChoiceField(queryset=Agent.objects.order_by("name"), label=gettext_lazy("agent"))
+    version = forms.CharField(
+        initial=DRAFT,
+        max_length=20,
+        label=gettext_lazy("version"),
+        help_text=gettext_lazy('"draft", "published" or a version number of the agent.'),
+    )
+
+    class Meta:
+        model = EvalRun
+        fields = ["suite", "repetitions"]
+
+    def clean(self):
+        data = super().clean()
+        if data.get("agent") is not None and data.get("version"):
+            try:
+                self.instance.agent_version = eval_version_resolve(agent=data["agent"], version=data["version"])
+            except VersionNotFound:
+                self.add_error("version", _("The agent has no such version."))
+        suite = data.get("suite")
+        if suite is not None and not suite.cases.exists():
+            self.add_error("suite", _("The suite has no cases."))
+        return data
+
+
+class EvalResultInline(ReadOnlyInline):
+    model = EvalResult
+    fields = [
+        "case",
+        "repetition",
+        "passed",
+        "checks_text",
+        "run_link",
+        "model_turns",
+        "total_tokens",
+        "cost",
+        "latency_ms",
+    ]
+    readonly_fields = fields
+    show_change_link = False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("case")
+
+    def has_view_permission(self, request, obj=None):
+        # The results are part of the eval run's record: whoever may see the run sees them.
+        return request.user.has_perm("evals.view_evalrun")
+
+    @admin.display(description=gettext_lazy("checks"))
+    def checks_text(self, obj):
+        return format_html_join(
+            "",
+            "<div>{} {}: {}</div>",
+            (("✓" if c["passed"] else "✗", c["kind"], c["reason"]) for c in obj.checks),
+        )
+
+    @admin.display(description=gettext_lazy("run (timeline)"))
+    def run_link(self, obj):
+        if obj.run_id is None:
+            return "-"
+        # The run's timeline is the evidence for the checks.
+        return format_html('<a href="{}">{}</a>', reverse("monitoring:run", args=[obj.run_id]), obj.run_id)
+
+
+@admin.register(EvalRun)
+class EvalRunAdmin(admin.ModelAdmin):
+    list_display = ["id", "suite", "agent_version", "repetitions", "status", "completion", "created_by", "started_at"]
+    list_filter = ["status", "suite", "agent_version__agent"]
+    list_select_related = ["suite", "agent_version__agent", "created_by"]
+    readonly_fields = [
+        "suite",
+        "agent_version",
+        "repetitions",
+        "status",
+        "created_by",
+        "started_at",
+        "finished_at",
+        "metrics_text",
+    ]
+    exclude = ["metrics"]
+    inlines = [EvalResultInline]
+    actions = ["collect", "compare"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = EvalRunStartForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields if obj is not None else []
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ["suite", "agent", "version", "repetitions"]
+        return self.readonly_fields
+
+    def get_inlines(self, request, obj):
+        return self.inlines if obj is not None else []
+
+    def has_change_permission(self, request, obj=None):
+        # An eval run's record is the evidence of what ran: nobody edits it.
+        return False
+
+    def save_model(self, request, obj, form, change):
+        started = eval_run_start(
+            suite=obj.suite, agent_version=obj.agent_version, repetitions=obj.repetitions, user=request.user
+        )
+        obj.pk = started.pk
+        obj.refresh_from_db()
+
+    @admin.display(description=gettext_lazy("task completion"))
+    def completion(self, obj):
+        rate = (obj.metrics or {}).get("task_completion_rate")
+        return "-" if rate is None else f"{rate:.0%}"
+
+    @admin.display(description=gettext_lazy("metrics"))
+    def metrics_text(self, obj):
+        if not obj.metrics:
+            return "-"
+        return format_html("<pre>{}</pre>", json.dumps(obj.metrics, indent=2))
+
+    @admin.action(description=gettext_lazy("Compare the two selected eval runs"), permissions=["view"])
+    def compare(self, request, queryset):
+        runs = list(queryset.order_by("started_at")[:3])
+        if len(runs) != 2:
+            self.message_user(request, _("Select exactly two eval runs to compare."), messages.ERROR)
+            return None
+        # The older one is the baseline.
+        query = urlencode({"baseline": runs[0].pk, "candidate": runs[1].pk})
+        return HttpResponseRedirect(f"{reverse('evals:compare')}?{query}")
+
+    @admin.action(description=gettext_lazy("Collect finished runs' results now"), permissions=["add"])
+    def collect(self, request, queryset):
+        for eval_run in queryset:
+            eval_run_collect(eval_run_id=eval_run.pk)
+        self.message_user(request, _("Results collected."), messages.SUCCESS)

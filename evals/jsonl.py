@@ -1,0 +1,43 @@
+"""Cases as JSON Lines: one case per line, the EvalCase fields by name (suite left out)."""
+
+import json
+
+from evals.models import EvalCase
+
+CASE_FIELDS = (
+    "name",
+    "position",
+    "turns",
+    "expected_tool_calls",
+    "forbidden_tools",
+    "expect_no_tool",
+    "answer_contains",
+    "answer_pattern",
+    "answer_schema",
+    "max_model_turns",
+    "max_tokens",
+    "tool_results",
+    "live_reads",
+)
+
+
+class CaseLineInvalid(ValueError):
+    pass
+
+
+def case_to_line(case: EvalCase) -> str:
+    return json.dumps({name: getattr(case, name) for name in CASE_FIELDS}, ensure_ascii=False)
+
+
+def case_from_line(line: str, *, number: int) -> dict:
+    """A line's fields; what is wrong with their values the model's validation says."""
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise CaseLineInvalid(f"line {number}: not JSON ({exc})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
+        raise CaseLineInvalid(f'line {number}: a case is an object with a "name"')
+    unknown = set(data) - set(CASE_FIELDS)
+    if unknown:
+        raise CaseLineInvalid(f"line {number}: unknown fields {', '.join(sorted(unknown))}")
+    return data

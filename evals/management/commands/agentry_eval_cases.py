@@ -1,0 +1,39 @@
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+
+from evals.jsonl import CaseLineInvalid, case_to_line
+from evals.models import EvalSuite
+from evals.services import eval_cases_import
+
+
+class Command(BaseCommand):
+    help = "Import an eval suite's cases from JSON Lines (created if new) or export them; '-' is stdin/stdout."
+
+    def add_arguments(self, parser):
+        parser.add_argument("action", choices=("import", "export"))
+        parser.add_argument("suite", help="eval suite name")
+        parser.add_argument("path")
+
+    def handle(self, *args, action, suite, path, **options):
+        if action == "export":
+            found = EvalSuite.objects.filter(name=suite).first()
+            if found is None:
+                raise CommandError(f"No eval suite named {suite!r}.")
+            lines = [case_to_line(case) + "\n" for case in found.cases.all()]
+            if path == "-":
+                self.stdout.write("".join(lines), ending="")
+            else:
+                with open(path, "w", encoding="utf-8") as out:
+                    out.writelines(lines)
+            return
+        if not 0 < len(suite) <= EvalSuite._meta.get_field("name").max_length:
+            raise CommandError("A suite name has 1 to 100 characters.")
+        source = sys.stdin if path == "-" else open(path, encoding="utf-8")
+        with source:
+            lines = source.read().splitlines()
+        try:
+            count = eval_cases_import(suite_name=suite, lines=lines)
+        except CaseLineInvalid as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"imported {count} cases into {suite}")

@@ -1,0 +1,209 @@
+"""Evaluation suites: cases with their expectations, and eval runs that play every case through
+the engine and keep, per case and repetition, what was checked and the run that is the evidence."""
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from evals.matching import ExpectationInvalid, expected_calls_check, pattern_check, schema_check
+
+
+class EvalSuite(models.Model):
+    name = models.CharField(max_length=100, unique=True, verbose_name=_("name"))
+    description = models.TextField(blank=True, default="", verbose_name=_("description"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+
+    class Meta:
+        verbose_name = _("eval suite")
+        verbose_name_plural = _("eval suites")
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+def _turns_check(turns) -> None:
+    if not isinstance(turns, list) or not turns:
+        raise ExpectationInvalid("turns must be a non-empty list")
+    for turn in turns:
+        if (
+            not isinstance(turn, dict)
+            or turn.get("role") not in ("user", "assistant")
+            or not isinstance(turn.get("content"), str)
+            or set(turn) - {"role", "content"}
+        ):
+            raise ExpectationInvalid('each turn is {"role": "user" or "assistant", "content": text}')
+    if turns[-1]["role"] != "user":
+        raise ExpectationInvalid("the last turn must be the user's")
+
+
+def _names_check(names, what: str) -> None:
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise ExpectationInvalid(f"{what} must be a list of tool names")
+
+
+def _tool_results_check(results) -> None:
+    if not isinstance(results, dict) or not all(isinstance(v, str) for v in results.values()):
+        raise ExpectationInvalid("tool results map a tool name to the text it returns")
+
+
+class EvalCase(models.Model):
+    """One task: the conversation so far (prior turns, then the user's last message) and what a
+    good run of it does. Every expectation left empty is not checked."""
+
+    suite = models.ForeignKey(EvalSuite, on_delete=models.CASCADE, related_name="cases", verbose_name=_("suite"))
+    name = models.CharField(max_length=100, verbose_name=_("name"))
+    position = models.PositiveIntegerField(default=0, verbose_name=_("position"))
+    turns = models.JSONField(
+        help_text=_('[{"role": "user"|"assistant", "content": "…"}, …]; the last is the user message the run answers.'),
+        verbose_name=_("turns"),
+    )
+    expected_tool_calls = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=_(
+            '[{"name": "…", "arguments": {subset}, "arguments_schema": {JSON Schema}, "arguments_pattern": "regex"}]; '
+            "the argument matchers are optional."
+        ),
+        verbose_name=_("expected tool calls"),
+    )
+    forbidden_tools = models.JSONField(
+        default=list, blank=True, help_text=_("Tool names that must not be called."), verbose_name=_("forbidden tools")
+    )
+    expect_no_tool = models.BooleanField(default=False, verbose_name=_("expect no tool call"))
+    answer_contains = models.CharField(max_length=500, blank=True, default="", verbose_name=_("answer contains"))
+    answer_pattern = models.CharField(max_length=500, blank=True, default="", verbose_name=_("answer pattern"))
+    answer_schema = models.JSONField(
+        null=True,
+        blank=True,
+        help_text=_("The answer, parsed as JSON, must match it."),
+        verbose_name=_("answer schema"),
+    )
+    max_model_turns = models.PositiveIntegerField(null=True, blank=True, verbose_name=_("max model turns"))
+    max_tokens = models.PositiveIntegerField(null=True, blank=True, verbose_name=_("max tokens"))
+    tool_results = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text=_(
+            '{"tool name": "result text"}: what those tools return in this case; they are not called. '
+            "A write tool without a given result fails its call."
+        ),
+        verbose_name=_("tool results"),
+    )
+    live_reads = models.BooleanField(
+        default=True,
+        help_text=_("Read tools without a given result run for real (otherwise their calls fail)."),
+        verbose_name=_("live reads"),
+    )
+
+    class Meta:
+        verbose_name = _("eval case")
+        verbose_name_plural = _("eval cases")
+        ordering = ["suite", "position", "id"]
+        constraints = [models.UniqueConstraint(fields=["suite", "name"], name="eval_case_name_unique")]
+
+    def __str__(self):
+        return self.name
+
+    def clean(self):
+        checks = [
+            ("turns", lambda: _turns_check(self.turns)),
+            ("expected_tool_calls", lambda: expected_calls_check(self.expected_tool_calls)),
+            ("forbidden_tools", lambda: _names_check(self.forbidden_tools, "forbidden tools")),
+            ("answer_pattern", lambda: self.answer_pattern and pattern_check(self.answer_pattern)),
+            ("answer_schema", lambda: self.answer_schema is not None and schema_check(self.answer_schema)),
+            ("tool_results", lambda: _tool_results_check(self.tool_results)),
+        ]
+        errors = {}
+        for field, check in checks:
+            try:
+                check()
+            except ExpectationInvalid as exc:
+                errors[field] = str(exc)
+        if self.expect_no_tool and self.expected_tool_calls:
+            errors["expect_no_tool"] = _("A case cannot expect tool calls and no tool call at once.")
+        if errors:
+            raise ValidationError(errors)
+
+
+class EvalRunStatus(models.TextChoices):
+    RUNNING = "running", _("Running")
+    COMPLETED = "completed", _("Completed")
+
+
+class EvalRun(models.Model):
+    suite = models.ForeignKey(EvalSuite, on_delete=models.PROTECT, related_name="eval_runs", verbose_name=_("suite"))
+    agent_version = models.ForeignKey(
+        "agents.AgentVersion", on_delete=models.PROTECT, related_name="eval_runs", verbose_name=_("agent version")
+    )
+    repetitions = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(20)], verbose_name=_("repetitions")
+    )
+    status = models.CharField(
+        max_length=16, choices=EvalRunStatus.choices, default=EvalRunStatus.RUNNING, verbose_name=_("status")
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("created by"),
+    )
+    # metrics.eval_metrics over the results, stored when the last run ended.
+    metrics = models.JSONField(null=True, blank=True, verbose_name=_("metrics"))
+    started_at = models.DateTimeField(auto_now_add=True, verbose_name=_("started at"))
+    finished_at = models.DateTimeField(null=True, blank=True, verbose_name=_("finished at"))
+
+    class Meta:
+        verbose_name = _("eval run")
+        verbose_name_plural = _("eval runs")
+        ordering = ["-started_at"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(repetitions__gte=1), name="eval_run_repetitions_positive")
+        ]
+
+    def __str__(self):
+        return f"{self.suite} × {self.agent_version} ({self.status})"
+
+
+class EvalResult(models.Model):
+    """One repetition of one case: its run, and once the run ended, every check with its reason."""
+
+    eval_run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="results", verbose_name=_("eval run"))
+    case = models.ForeignKey(EvalCase, on_delete=models.PROTECT, related_name="results", verbose_name=_("case"))
+    repetition = models.PositiveSmallIntegerField(verbose_name=_("repetition"))
+    # No database constraint: retention deletes old runs with plain SQL (conversations.retention,
+    # which cannot know this table), and the scores outlive the run they were read from.
+    run = models.OneToOneField(
+        "conversations.Run",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        null=True,
+        blank=True,
+        related_name="eval_result",
+        verbose_name=_("run"),
+    )
+    scored = models.BooleanField(default=False, verbose_name=_("scored"))
+    passed = models.BooleanField(null=True, blank=True, verbose_name=_("passed"))
+    # [{"kind": …, "passed": bool, "reason": …}, …] (scoring.score_run).
+    checks = models.JSONField(default=list, blank=True, verbose_name=_("checks"))
+    tool_calls = models.PositiveIntegerField(default=0, verbose_name=_("tool calls"))
+    valid_tool_calls = models.PositiveIntegerField(default=0, verbose_name=_("valid tool calls"))
+    model_turns = models.PositiveIntegerField(default=0, verbose_name=_("model turns"))
+    total_tokens = models.PositiveIntegerField(default=0, verbose_name=_("total tokens"))
+    cost = models.DecimalField(max_digits=14, decimal_places=8, default=0, verbose_name=_("cost"))
+    latency_ms = models.PositiveIntegerField(null=True, blank=True, verbose_name=_("latency ms"))
+
+    class Meta:
+        verbose_name = _("eval result")
+        verbose_name_plural = _("eval results")
+        ordering = ["eval_run", "case__position", "case_id", "repetition"]
+        constraints = [
+            models.UniqueConstraint(fields=["eval_run", "case", "repetition"], name="eval_result_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.case} #{self.repetition}"

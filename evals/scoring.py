@@ -1,0 +1,105 @@
+"""Scoring one run of one case: a pure function from the case's expectations and what the run
+did (its observation, read from the ledger by selectors.run_observation) to a list of checks,
+each {"kind", "passed", "reason"}. The case passes when every check passes."""
+
+import json
+from dataclasses import dataclass, field
+
+from evals.matching import arguments_problem, pattern_found, schema_errors, serialised
+
+
+@dataclass
+class Observation:
+    stop_reason: str
+    answer: str
+    # In the order the model asked: {"name", "arguments", "valid"} (valid: parsed and matched the tool's schema).
+    tool_calls: list[dict] = field(default_factory=list)
+    model_turns: int = 0
+    total_tokens: int = 0
+
+
+def expectations_of(case) -> dict:
+    """A case's expectations as plain data (the JSONL form uses the same keys)."""
+    return {
+        "expected_tool_calls": case.expected_tool_calls,
+        "forbidden_tools": case.forbidden_tools,
+        "expect_no_tool": case.expect_no_tool,
+        "answer_contains": case.answer_contains,
+        "answer_pattern": case.answer_pattern,
+        "answer_schema": case.answer_schema,
+        "max_model_turns": case.max_model_turns,
+        "max_tokens": case.max_tokens,
+    }
+
+
+def _check(kind: str, passed: bool, reason: str) -> dict:
+    return {"kind": kind, "passed": passed, "reason": reason}
+
+
+def _expected_call_checks(expected: list[dict], calls: list[dict]) -> list[dict]:
+    """Each expected call is met by its own call of the run (one call meets one expectation)."""
+    used: set[int] = set()
+    checks = []
+    for expectation in expected:
+        name = expectation["name"]
+        problems = []
+        for index, call in enumerate(calls):
+            if index in used or call["name"] != name:
+                continue
+            problem = arguments_problem(expectation, call["arguments"])
+            if problem is None:
+                used.add(index)
+                break
+            problems.append(problem)
+        else:
+            reason = "; ".join(problems) if problems else f"{name} was not called"
+            checks.append(_check("tool_call", False, f"{name}: {reason}"))
+            continue
+        checks.append(_check("tool_call", True, f"{name} called with {serialised(calls[index]['arguments'])}"))
+    return checks
+
+
+def _answer_json(answer: str):
+    try:
+        return json.loads(answer), None
+    except ValueError as exc:
+        return None, f"the answer is not JSON: {exc}"
+
+
+def score_run(expectations: dict, observed: Observation) -> list[dict]:
+    finished = observed.stop_reason == "final_answer"
+    checks = [
+        _check("finished", finished, "answered" if finished else f"ended without an answer ({observed.stop_reason})")
+    ]
+    names = [call["name"] for call in observed.tool_calls]
+    checks += _expected_call_checks(expectations.get("expected_tool_calls") or [], observed.tool_calls)
+    for name in expectations.get("forbidden_tools") or []:
+        count = names.count(name)
+        checks.append(_check("forbidden_tool", count == 0, f"{name} called {count} times"))
+    if expectations.get("expect_no_tool"):
+        checks.append(_check("no_tool", not names, f"called {', '.join(names)}" if names else "no tool called"))
+    answer = observed.answer
+    if expectations.get("answer_contains"):
+        wanted = expectations["answer_contains"]
+        found = wanted in answer
+        checks.append(_check("answer_contains", found, f"{'contains' if found else 'lacks'} {wanted!r}"))
+    if expectations.get("answer_pattern"):
+        pattern = expectations["answer_pattern"]
+        found = pattern_found(pattern, answer)
+        checks.append(_check("answer_pattern", found, f"{'matches' if found else 'does not match'} /{pattern}/"))
+    if expectations.get("answer_schema") is not None:
+        value, problem = _answer_json(answer)
+        if problem is None:
+            errors = schema_errors(expectations["answer_schema"], value)
+            problem = "; ".join(errors) if errors else None
+        checks.append(_check("answer_schema", problem is None, problem or "matches the schema"))
+    if expectations.get("max_model_turns") is not None:
+        limit = expectations["max_model_turns"]
+        checks.append(
+            _check("max_model_turns", observed.model_turns <= limit, f"{observed.model_turns} of at most {limit}")
+        )
+    if expectations.get("max_tokens") is not None:
+        limit = expectations["max_tokens"]
+        used = observed.total_tokens
+        checks.append(_check("max_tokens", used <= limit, f"{used} of at most {limit}"))
+    return checks

@@ -1,0 +1,56 @@
+"""Reads for evaluations."""
+
+from conversations.models import Message, Run, ToolInvocation
+from evals.models import EvalResult, EvalRun, EvalRunStatus
+from evals.scoring import Observation
+
+
+def run_observation(*, run: Run) -> Observation:
+    """What the run did, as scoring reads it: its answer, its tool calls in order, its usage."""
+    last = (
+        Message.objects.filter(run=run, role=Message.Role.ASSISTANT).order_by("-order").only("content", "tool_calls")
+    ).first()
+    answer = last.content if last is not None and not last.tool_calls else ""
+    calls = [
+        {"name": name, "arguments": arguments, "valid": arguments is not None and not errors}
+        for name, arguments, errors in ToolInvocation.objects.filter(run=run)
+        .order_by("llm_call_id", "position")
+        .values_list("tool_name", "arguments", "validation_errors")
+    ]
+    return Observation(
+        stop_reason=run.stop_reason or run.status,
+        answer=answer,
+        tool_calls=calls,
+        model_turns=run.iterations,
+        total_tokens=run.total_tokens,
+    )
+
+
+def eval_results_data(*, eval_run: EvalRun) -> list[dict]:
+    """The scored results as the metrics function reads them."""
+    return list(
+        EvalResult.objects.filter(eval_run=eval_run, scored=True).values(
+            "case",
+            "case__name",
+            "repetition",
+            "passed",
+            "checks",
+            "tool_calls",
+            "valid_tool_calls",
+            "model_turns",
+            "total_tokens",
+            "cost",
+            "latency_ms",
+        )
+    )
+
+
+def eval_run_reusable(*, suite, agent_version, repetitions: int) -> EvalRun | None:
+    """The latest finished eval run of this suite, version and repetitions, if there is one."""
+    return (
+        EvalRun.objects.filter(
+            suite=suite, agent_version=agent_version, repetitions=repetitions, status=EvalRunStatus.COMPLETED
+        )
+        .order_by("-finished_at")
+        .first()
+    )

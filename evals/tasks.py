@@ -1,0 +1,20 @@
+"""Celery tasks: thin wrappers that take ids and call services."""
+
+from celery import shared_task
+
+from evals.models import EvalRun, EvalRunStatus
+from evals.services import EVAL_COLLECT_TASK, eval_run_collect, eval_run_collect_later
+
+# An eval run's runs end within their deadlines (or the sweeper ends them); the task follows
+# them at this pace until the last one has ended.
+POLL_SECONDS = 2.0
+
+
+@shared_task(name=EVAL_COLLECT_TASK, ignore_result=True)
+def eval_run_collect_task(eval_run_id: int) -> None:
+    try:
+        eval_run = eval_run_collect(eval_run_id=eval_run_id)
+    except EvalRun.DoesNotExist:
+        return  # deleted meanwhile: nothing left to follow
+    if eval_run.status == EvalRunStatus.RUNNING:
+        eval_run_collect_later(eval_run_id=eval_run_id, countdown=POLL_SECONDS)
