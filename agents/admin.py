@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents.connection_check import model_config_test
-from agents.models import Agent, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
+from agents.models import Agent, AgentDelegate, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
 from agents.prompting import system_prompt_check
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyAdminMixin
 from platform_site.crypto import mask
@@ -201,6 +201,17 @@ class AgentToolInline(admin.TabularInline):
     autocomplete_fields = ["tool"]
 
 
+class AgentDelegateInline(admin.TabularInline):
+    """Agents as tools: other agents this one may hand a task to (cycles and over-deep chains
+    are refused by AgentDelegate.clean)."""
+
+    model = AgentDelegate
+    fk_name = "parent"
+    extra = 0
+    autocomplete_fields = ["child"]
+    fields = ["tool_name", "child", "description", "enabled"]
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
     form = AgentForm
@@ -210,7 +221,7 @@ class AgentAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ["name"]}
     list_select_related = ["model_config"]
     filter_horizontal = ["allowed_groups"]
-    inlines = [AgentToolInline]
+    inlines = [AgentToolInline, AgentDelegateInline]
     fieldsets = [
         (
             None,

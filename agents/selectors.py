@@ -6,7 +6,7 @@ from decimal import Decimal
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from agents.models import Agent, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
+from agents.models import Agent, AgentDelegate, AgentTool, AgentUsageDay, AgentVersion, ModelConfig
 from tools.models import ToolDefinition
 
 
@@ -36,14 +36,20 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
     and every column of its model configs, tool links and their tools, so that any write, a
     queryset update or a raw one included, changes it. Equal states build equal snapshots; a
     new input of snapshot_build must be added here."""
-    configs, links, tools, versions = (m._meta.db_table for m in (ModelConfig, AgentTool, ToolDefinition, AgentVersion))
+    configs, links, tools, versions, delegates, agents = (
+        m._meta.db_table for m in (ModelConfig, AgentTool, ToolDefinition, AgentVersion, AgentDelegate, Agent)
+    )
+    # Delegates (agents as tools) join beside the tool links: a product of both, in a fixed
+    # order, so it changes exactly when either does.
     with connection.cursor() as cursor:
         cursor.execute(
             f'SELECT (SELECT v."id" FROM "{versions}" v WHERE v."agent_id" = %s ORDER BY v."number" DESC LIMIT 1), '
-            f'm.*, f.*, l.*, t.* FROM "{configs}" m LEFT JOIN "{configs}" f ON f."id" = %s '
+            f'm.*, f.*, l.*, t.*, d.*, c."slug", c."is_active" '
+            f'FROM "{configs}" m LEFT JOIN "{configs}" f ON f."id" = %s '
             f'LEFT JOIN "{links}" l ON l."agent_id" = %s LEFT JOIN "{tools}" t ON t."id" = l."tool_id" '
-            'WHERE m."id" = %s ORDER BY l."id"',
-            [agent.pk, agent.fallback_model_config_id, agent.pk, agent.model_config_id],
+            f'LEFT JOIN "{delegates}" d ON d."parent_id" = %s LEFT JOIN "{agents}" c ON c."id" = d."child_id" '
+            'WHERE m."id" = %s ORDER BY l."id", d."id"',
+            [agent.pk, agent.fallback_model_config_id, agent.pk, agent.pk, agent.model_config_id],
         )
         rows = cursor.fetchall()
     own = tuple(getattr(agent, field.attname) for field in Agent._meta.concrete_fields)

@@ -107,6 +107,11 @@ _STEP_RUN = Columns(
         "lease_owner",
         "deadline",
         "created_at",
+        # Agents as tools: where the run sits in its tree, and what its delegated runs used.
+        "parent_run",
+        "depth",
+        "children_tokens",
+        "children_cost",
     ),
     "r",
 )
