@@ -1,5 +1,6 @@
 """Runs: status and totals, the steps they took, cancellation."""
 
+from django.db.models import Prefetch
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import (
@@ -16,7 +17,13 @@ from rest_framework.response import Response
 
 from api.common import ErrorSerializer
 from conversations.models import Run, RunStatus, StopReason
-from conversations.selectors import run_owned_by, run_step_messages, run_timeline, runs_visible_to
+from conversations.selectors import (
+    run_children_rows,
+    run_owned_by,
+    run_step_messages,
+    run_timeline,
+    runs_visible_to,
+)
 from engine.operations import user_may_operate
 from engine.runs import run_cancel
 from platform_site.api_errors import ApiConflict
@@ -34,6 +41,14 @@ class UsageSerializer(serializers.Serializer):
     )
 
 
+class ChildRunSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    agent = serializers.CharField(source="agent.slug")
+    status = serializers.CharField()
+    stop_reason = serializers.CharField()
+    parent_tool_invocation = serializers.IntegerField(source="parent_tool_invocation_id")
+
+
 class RunSerializer(serializers.ModelSerializer):
     agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     agent_version = serializers.IntegerField(source="agent_version.number", read_only=True)
@@ -44,6 +59,9 @@ class RunSerializer(serializers.ModelSerializer):
     cost = serializers.DecimalField(max_digits=14, decimal_places=8, read_only=True)
     duration_ms = serializers.IntegerField(read_only=True, allow_null=True)
     events_url = serializers.SerializerMethodField()
+    children = serializers.SerializerMethodField(
+        help_text="Runs this run delegated to (agents as tools), in the order they started."
+    )
 
     class Meta:
         model = Run
@@ -66,7 +84,14 @@ class RunSerializer(serializers.ModelSerializer):
             "finished_at",
             "duration_ms",
             "events_url",
+            "parent_run",
+            "parent_tool_invocation",
+            "children",
         ]
+        extra_kwargs = {
+            "parent_run": {"help_text": "The run that delegated to this one (agents as tools), or null."},
+            "parent_tool_invocation": {"help_text": "The parent's tool call that started this run, or null."},
+        }
 
     def get_error(self, run: Run) -> str:
         # An internal error's text is a traceback: for operators (admin), not for API clients.
@@ -81,6 +106,10 @@ class RunSerializer(serializers.ModelSerializer):
     def get_output(self, run: Run) -> str | None:
         """The final answer, once the run has completed (runs_visible_to annotates it)."""
         return getattr(run, "output", None)
+
+    @extend_schema_field(ChildRunSerializer(many=True))
+    def get_children(self, run: Run) -> list[dict]:
+        return ChildRunSerializer(run.children.all(), many=True).data
 
     def get_events_url(self, run: Run) -> str:
         return self.context["request"].build_absolute_uri(reverse("run-events", kwargs={"run_id": run.pk}))
@@ -134,6 +163,10 @@ class ToolInvocationStepSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+    child_runs = serializers.SerializerMethodField(help_text="Runs a delegate call started (agents as tools).")
+
+    def get_child_runs(self, invocation) -> list[str]:
+        return [str(child.pk) for child in invocation.child_runs.all()]
 
     def get_approval(self, invocation) -> str | None:
         # Reverse one-to-one: hasattr is False when the call needed no approval.
@@ -165,7 +198,11 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model
             return Run.objects.none()
-        runs = runs_visible_to(user=self.request.user).order_by("-created_at")
+        runs = (
+            runs_visible_to(user=self.request.user)
+            .prefetch_related(Prefetch("children", queryset=run_children_rows()))
+            .order_by("-created_at")
+        )
         if self.action == "list":
             filters = RunFilterSerializer(data=self.request.query_params)
             filters.is_valid(raise_exception=True)

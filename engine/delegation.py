@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import agent_version_current
-from agents.snapshot import AgentSnapshot, ToolSpec, snapshot_parse
+from agents.snapshot import DELEGATE_KIND, AgentSnapshot, ToolSpec, snapshot_parse
 from conversations import events
 from conversations.events import EventType
 from conversations.models import (
@@ -56,6 +56,11 @@ from engine.snapshots import version_snapshot
 from engine.transitions import run_transition
 
 Status = ToolInvocation.Status
+
+
+def may_delegate(snapshot: AgentSnapshot) -> bool:
+    """Whether runs of this version can start children: it lists a delegate tool."""
+    return any(tool["kind"] == DELEGATE_KIND for tool in snapshot["tools"])
 
 
 def _task_text(arguments: dict) -> str:

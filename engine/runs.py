@@ -25,7 +25,7 @@ from conversations.models import (
     ToolInvocation,
 )
 from conversations.services import db_value, messages_append, run_event_append
-from engine.delegation import child_ended
+from engine.delegation import child_ended, may_delegate
 from engine.dispatch import ACTIVE_STATUSES, conversation_admit_next
 from engine.snapshots import version_snapshot
 from engine.tracing import run_trace_end
@@ -144,10 +144,12 @@ def _end(*, run_id, status: str, stop_reason: str, error: str, final_message: st
         fields={"stop_reason": stop_reason, "error": error, "finished_at": now},
     )
     # Agents as tools: a delegated run's end reaches its parent; an ended run's active children
-    # are cancelled once this commits (a child's end locks the child, then its parent).
+    # are cancelled once this commits (a child's end locks the child, then its parent). Only a
+    # run whose version has delegates can have children (its snapshot is cached).
     if run.parent_run_id is not None:
         child_ended(parent_run_id=run.parent_run_id, child_run_id=run_id)
-    transaction.on_commit(partial(_children_cancel, run_id=run_id), robust=True)
+    if may_delegate(version_snapshot(run.agent_version_id)):
+        transaction.on_commit(partial(_children_cancel, run_id=run_id), robust=True)
     return run.conversation_id
 
 

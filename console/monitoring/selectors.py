@@ -22,7 +22,7 @@ from conversations.monitoring.models import TOKEN_FIELDS, ErrorHourly, LLMCallHo
 from conversations.monitoring.rollups import floor_hour
 from conversations.selectors import run_final_answer
 
-ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
+ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_CHILDREN)
 ENDED_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED)
 
 

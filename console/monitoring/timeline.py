@@ -1,6 +1,7 @@
 """A run's whole story as one JSON document: the run, each model call and tool call in order
 (request, response, tokens by kind, cost, latency, arguments, result, approval and decider),
-and its events. The timeline page shows it and copies it; four queries whatever the run's size."""
+and its events. The timeline page shows it and copies it; five queries whatever the run's size
+(the fifth reads the runs its delegate calls started)."""
 
 from console.formatting import fixed_amount
 from conversations.models import Run, RunEvent
@@ -76,6 +77,11 @@ def _tool_invocation(invocation) -> dict:
         "started_at": _iso(invocation.started_at),
         "finished_at": _iso(invocation.finished_at),
         "approval": _approval(getattr(invocation, "approval", None), invocation),
+        # Agents as tools: the runs a delegate call started (each an ordinary run of its own).
+        "child_runs": [
+            {"id": str(child.pk), "agent": child.agent.name, "status": child.status, "stop_reason": child.stop_reason}
+            for child in invocation.child_runs.all()
+        ],
     }
 
 
@@ -106,6 +112,13 @@ def run_timeline_export(*, run: Run) -> dict:
             "recoveries": run.recoveries,
             # Finds the run's spans in the tracing backend (engine.tracing); empty when untraced.
             "trace_id": run.trace_id,
+            # Agents as tools: the run that delegated to this one, and what this run's own
+            # delegated runs used (their trees included).
+            "parent_run_id": str(run.parent_run_id) if run.parent_run_id else None,
+            "parent_tool_invocation_id": run.parent_tool_invocation_id,
+            "depth": run.depth,
+            "children_tokens": run.children_tokens,
+            "children_cost": fixed_amount(run.children_cost),
         },
         "steps": steps,
         "events": [{**event, "created_at": _iso(event["created_at"])} for event in events],

@@ -3,6 +3,8 @@ parent again once their answers are in."""
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from agents.models import AgentDelegate
@@ -129,8 +131,15 @@ def test_an_approval_inside_a_child_parks_it_and_the_decision_resumes_the_tree(w
 
     client = APIClient()
     client.force_authenticate(approver)
-    response = client.get("/api/v1/approvals/", {"status": "pending"})
-    assert response.status_code == 200
+    # The queue shows whose delegated run asks: the parent run and its agent.
+    (listed,) = [
+        a for a in client.get("/api/v1/approvals/", {"status": "pending"}).json()["results"] if a["id"] == approval.pk
+    ]
+    assert listed["parent_run"] == str(run.pk) and listed["parent_agent"] == parent.slug
+    page = Client()
+    page.force_login(approver)
+    card = page.get(reverse("approvals:detail", args=[approval.pk])).content.decode()
+    assert "delegated by agent" in card and reverse("monitoring:run", args=[run.pk]) in card
     response = client.post(f"/api/v1/approvals/{approval.pk}/decision/", {"decision": "approve"}, format="json")
     assert response.status_code == 200
 
