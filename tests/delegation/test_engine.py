@@ -14,6 +14,7 @@ from agents.snapshot import DELEGATE_KIND, snapshot_tool
 from conversations.models import Message, Run, ToolInvocation
 from conversations.retention import _runs_delete
 from conversations.services import conversation_create
+from engine.runs import run_cancel
 from tests.llm_helpers import agent_on
 from tests.runs import advance, start_run
 
@@ -210,3 +211,46 @@ def test_a_child_deadline_is_bounded_by_the_parents(fake_llm, agents):
     run = advance(start_run(parent_agent))
     child = _only_child(run)
     assert child.deadline is not None and child.deadline <= run.deadline
+
+
+def test_a_child_that_uses_up_the_parents_budget_stops_the_tree_at_once(fake_llm, agents):
+    (slow,) = agents(1)
+    chatty = agent_on(
+        fake_llm,
+        _script({"content": "long answer", "usage": {"prompt_tokens": 500, "completion_tokens": 500}}),
+        tools=(),
+    )
+    calls = [{"name": "ask_chatty", "arguments": {"task": "talk"}}, {"name": "ask_slow", "arguments": {"task": "wait"}}]
+    parent_agent = agent_on(
+        fake_llm, _script({"tool_calls": calls}, {"content": "done"}), tools=(), run_token_budget=600
+    )
+    _delegate(parent_agent, chatty, "ask_chatty")
+    _delegate(parent_agent, slow, "ask_slow")
+    run = advance(start_run(parent_agent))
+    first, second = Run.objects.filter(parent_run=run).order_by("parent_tool_invocation__position")
+
+    advance(first)
+    run.refresh_from_db()
+    # The tree is over budget: the parent does not wait for the second child.
+    assert run.status == "queued" and run.children_tokens == 1000
+    second.refresh_from_db()
+    assert second.status == "queued"
+
+    run = advance(run)
+    assert run.status == "completed" and run.stop_reason == "budget"
+    assert "used 1" in Message.objects.filter(run=run, role="assistant").last().content
+    second.refresh_from_db()
+    assert second.status == "cancelled"
+
+
+def test_cancelling_a_parked_parent_cancels_its_queued_child(fake_llm, agents):
+    (child_agent,) = agents(1)
+    parent_agent = _calling(fake_llm, "ask")
+    _delegate(parent_agent, child_agent, "ask")
+    run = advance(start_run(parent_agent))
+    child = _only_child(run)
+    run_cancel(run=run)
+    run.refresh_from_db()
+    child.refresh_from_db()
+    assert run.status == child.status == "cancelled"
+    assert _tool_result(run).status == "error"
