@@ -53,6 +53,7 @@ from engine.dispatch import ACTIVE_STATUSES, run_admit, run_enqueue
 from engine.leases import lease_fence
 from engine.limits import budget_limit
 from engine.snapshots import version_snapshot
+from engine.tracing import run_trace_fields
 from engine.transitions import run_transition
 
 Status = ToolInvocation.Status
@@ -135,6 +136,8 @@ def _child_start(*, run: Run, owner: str, invocation: ToolInvocation, spec: Tool
             parent_run=run,
             parent_tool_invocation=invocation,
             depth=run.depth + 1,
+            # Taken inside the parent's step: with tracing on, the child's trace continues the parent's.
+            **run_trace_fields(),
         )
         RunRequest.objects.create(
             run=child,

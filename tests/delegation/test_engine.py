@@ -15,7 +15,9 @@ from conversations.models import Message, Run, ToolInvocation
 from conversations.retention import _runs_delete
 from conversations.services import conversation_create
 from engine.runs import run_cancel
+from platform_site.telemetry import tracing
 from tests.llm_helpers import agent_on
+from tests.platform.test_tracing import receiver  # noqa: F401 (a fixture)
 from tests.runs import advance, start_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -254,3 +256,14 @@ def test_cancelling_a_parked_parent_cancels_its_queued_child(fake_llm, agents):
     child.refresh_from_db()
     assert run.status == child.status == "cancelled"
     assert _tool_result(run).status == "error"
+
+
+def test_with_tracing_on_a_child_run_continues_its_parents_trace(fake_llm, agents, receiver):  # noqa: F811
+    tracing.start(endpoint=f"{receiver.url}/v1/traces")
+    (child_agent,) = agents(1)
+    parent_agent = _calling(fake_llm, "ask")
+    _delegate(parent_agent, child_agent, "ask")
+    run = advance(start_run(parent_agent))
+    child = _only_child(run)
+    assert len(run.trace_id) == 32 and child.trace_id == run.trace_id
+    assert child.trace_parent_span_id == run.trace_span_id != child.trace_span_id
