@@ -164,6 +164,8 @@ def test_the_parent_parks_for_its_child_and_reads_its_answer(fake_llm, agents):
     assert reverse("monitoring:run", args=[child.pk]) in html
     child_html = page.get(reverse("monitoring:run", args=[child.pk])).content.decode()
     assert 'id="parent-run"' in child_html
+    admin_page = page.get(reverse("admin:conversations_run_change", args=[child.pk]))
+    assert admin_page.status_code == 200 and str(run.pk) in admin_page.content.decode()
 
     # A purge of the parent alone leaves the child, without its link.
     _runs_delete([run.pk])
