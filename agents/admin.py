@@ -12,7 +12,16 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents.connection_check import model_config_test
-from agents.models import Agent, AgentRelease, AgentTool, AgentUsageDay, AgentVersion, GuardrailRule, ModelConfig
+from agents.models import (
+    Agent,
+    AgentDelegate,
+    AgentRelease,
+    AgentTool,
+    AgentUsageDay,
+    AgentVersion,
+    GuardrailRule,
+    ModelConfig,
+)
 from agents.prompting import system_prompt_check
 from agents.release_admin import AgentReleaseAdminMixin
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyAdminMixin
@@ -213,6 +222,17 @@ class GuardrailRuleInline(admin.TabularInline):
     fields = ["side", "kind", "action", "terms", "pattern", "model_config", "rubric", "enabled"]
 
 
+class AgentDelegateInline(admin.TabularInline):
+    """Agents as tools: other agents this one may hand a task to (cycles and over-deep chains
+    are refused by AgentDelegate.clean)."""
+
+    model = AgentDelegate
+    fk_name = "parent"
+    extra = 0
+    autocomplete_fields = ["child"]
+    fields = ["tool_name", "child", "description", "enabled"]
+
+
 @admin.register(Agent)
 class AgentAdmin(AgentReleaseAdminMixin, admin.ModelAdmin):
     form = AgentForm
@@ -222,7 +242,7 @@ class AgentAdmin(AgentReleaseAdminMixin, admin.ModelAdmin):
     prepopulated_fields = {"slug": ["name"]}
     list_select_related = ["model_config"]
     filter_horizontal = ["allowed_groups"]
-    inlines = [AgentToolInline, GuardrailRuleInline]
+    inlines = [AgentToolInline, AgentDelegateInline, GuardrailRuleInline]
     fieldsets = [
         (
             None,

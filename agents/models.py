@@ -7,9 +7,11 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from agents import guardrails
+from agents.delegation import chain_problem
 from agents.providers.parameters import agent_problems, parameter_problems
 from platform_site.crypto import EncryptedTextField
 from tools.approval_policy import validate_rule
+from tools.models import tool_name_validator
 
 
 class ProviderKind(models.TextChoices):
@@ -554,6 +556,65 @@ class GuardrailRule(models.Model):
                 raise ValidationError({"action": _("Moderation can block or flag, not redact.")})
         elif self.model_config_id or self.rubric.strip():
             raise ValidationError({"rubric": _("The model and the rubric are only used by the kind 'moderation'.")})
+
+
+class AgentDelegate(models.Model):
+    """Another agent this agent may call as a tool (agents as tools). A call starts a run of the
+    child agent in a conversation of its own; the child's answer is the call's result."""
+
+    parent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="delegates", verbose_name=_("agent"))
+    child = models.ForeignKey(
+        Agent, on_delete=models.PROTECT, related_name="delegated_by", verbose_name=_("delegated agent")
+    )
+    tool_name = models.CharField(
+        _("tool name"),
+        max_length=64,
+        validators=[tool_name_validator],
+        help_text=_("The name the model calls, e.g. ask_researcher."),
+    )
+    description = models.TextField(
+        _("description"),
+        help_text=_("When the model should hand a task to this agent, and what it answers with."),
+    )
+    enabled = models.BooleanField(_("enabled"), default=True)
+
+    class Meta:
+        verbose_name = _("delegated agent")
+        verbose_name_plural = _("delegated agents (agents as tools)")
+        constraints = [
+            models.UniqueConstraint(fields=["parent", "tool_name"], name="agent_delegate_name_unique"),
+            models.CheckConstraint(condition=~models.Q(parent=models.F("child")), name="agent_delegate_not_self"),
+        ]
+
+    def __str__(self):
+        return f"{self.parent} → {self.child} ({self.tool_name})"
+
+    def clean(self):
+        if not (self.parent_id and self.child_id):
+            return
+        if self.tool_name and AgentTool.objects.filter(agent_id=self.parent_id, tool__name=self.tool_name).exists():
+            raise ValidationError({"tool_name": _("The agent already has a tool with this name.")})
+        if not self.enabled:
+            return
+        if self.parent_id == self.child_id:
+            raise ValidationError({"child": _("An agent cannot delegate to itself.")})
+        problem = chain_problem(
+            edges=delegation_edges(exclude=self.pk),
+            parent=self.parent_id,
+            child=self.child_id,
+            max_depth=settings.AGENTRY_DELEGATION_MAX_DEPTH,
+        )
+        if problem:
+            raise ValidationError({"child": problem})
+
+
+def delegation_edges(*, exclude=None) -> dict[int, set[int]]:
+    """Every enabled delegation, agent → the agents it delegates to (`exclude`: a delegate's id)."""
+    edges: dict[int, set[int]] = {}
+    rows = AgentDelegate.objects.filter(enabled=True).exclude(pk=exclude).values_list("parent_id", "child_id")
+    for parent, child in rows:
+        edges.setdefault(parent, set()).add(child)
+    return edges
 
 
 class AgentVersion(models.Model):

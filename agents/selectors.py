@@ -6,7 +6,16 @@ from decimal import Decimal
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from agents.models import Agent, AgentRelease, AgentTool, AgentUsageDay, AgentVersion, GuardrailRule, ModelConfig
+from agents.models import (
+    Agent,
+    AgentDelegate,
+    AgentRelease,
+    AgentTool,
+    AgentUsageDay,
+    AgentVersion,
+    GuardrailRule,
+    ModelConfig,
+)
 from tools.models import ToolDefinition
 
 
@@ -34,20 +43,25 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
 
     The state is the agent's own columns (as held by `agent`, which is what the build reads)
     and every column of its model configs, tool links and their tools, guardrail rules and their
-    moderation models, so that any write, a queryset update or a raw one included, changes it.
-    Equal states build equal snapshots; a new input of snapshot_build must be added here."""
-    configs, links, tools, versions, rules = (
-        m._meta.db_table for m in (ModelConfig, AgentTool, ToolDefinition, AgentVersion, GuardrailRule)
+    moderation models, delegates (agents as tools) and their agents' slug and activity, so that any
+    write, a queryset update or a raw one included, changes it. Equal states build equal snapshots;
+    a new input of snapshot_build must be added here."""
+    configs, links, tools, versions, rules, delegates, agents = (
+        m._meta.db_table
+        for m in (ModelConfig, AgentTool, ToolDefinition, AgentVersion, GuardrailRule, AgentDelegate, Agent)
     )
-    # Links and rules are independent, so their join is a cross product: a few rows per agent.
+    # Links, rules and delegates are independent, so their join is a cross product (a few rows
+    # per agent) in a fixed order: it changes exactly when one of them does.
     with connection.cursor() as cursor:
         cursor.execute(
             f'SELECT (SELECT v."id" FROM "{versions}" v WHERE v."agent_id" = %s ORDER BY v."number" DESC LIMIT 1), '
-            f'm.*, f.*, l.*, t.*, g.*, gm.* FROM "{configs}" m LEFT JOIN "{configs}" f ON f."id" = %s '
+            f'm.*, f.*, l.*, t.*, g.*, gm.*, d.*, c."slug", c."is_active" '
+            f'FROM "{configs}" m LEFT JOIN "{configs}" f ON f."id" = %s '
             f'LEFT JOIN "{links}" l ON l."agent_id" = %s LEFT JOIN "{tools}" t ON t."id" = l."tool_id" '
             f'LEFT JOIN "{rules}" g ON g."agent_id" = %s LEFT JOIN "{configs}" gm ON gm."id" = g."model_config_id" '
-            'WHERE m."id" = %s ORDER BY l."id", g."id"',
-            [agent.pk, agent.fallback_model_config_id, agent.pk, agent.pk, agent.model_config_id],
+            f'LEFT JOIN "{delegates}" d ON d."parent_id" = %s LEFT JOIN "{agents}" c ON c."id" = d."child_id" '
+            'WHERE m."id" = %s ORDER BY l."id", g."id", d."id"',
+            [agent.pk, agent.fallback_model_config_id, agent.pk, agent.pk, agent.pk, agent.model_config_id],
         )
         rows = cursor.fetchall()
     own = tuple(getattr(agent, field.attname) for field in Agent._meta.concrete_fields)

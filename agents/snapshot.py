@@ -14,6 +14,7 @@ import json
 from decimal import Decimal
 from typing import Literal, NotRequired, TypedDict, cast
 
+from agents.delegation import DELEGATE_PARAMETERS
 from agents.guardrails import (
     KIND_MODERATION,
     KIND_PATTERN,
@@ -22,8 +23,8 @@ from agents.guardrails import (
     GuardrailsSnapshot,
     terms_parse,
 )
-from agents.models import Agent, AgentTool, GuardrailRule, ModelConfig
-from tools.approval_policy import effective_policy
+from agents.models import Agent, AgentDelegate, AgentTool, GuardrailRule, ModelConfig
+from tools.approval_policy import ApprovalExpiry, ApprovalPolicy, effective_policy
 from tools.models import ToolDefinition
 
 
@@ -104,10 +105,22 @@ class ToolMcp(TypedDict):
     tool_name: str
 
 
+class ToolDelegate(TypedDict):
+    """The agent a delegate tool hands its task to (engine.delegation starts its run)."""
+
+    agent_id: int
+    agent_slug: str
+    delegate_id: int
+
+
+# The kind of a tool that is another agent: no executor runs it, the engine starts a child run.
+DELEGATE_KIND = "agent"
+
+
 class ToolSpec(TypedDict):
     """A tool as the agent may call it: what the model is shown, and what the executors need."""
 
-    id: int
+    id: int | None  # None for a delegate: it is an agent, not a ToolDefinition
     name: str
     description: str
     parameters: dict
@@ -120,6 +133,7 @@ class ToolSpec(TypedDict):
     max_result_chars: int
     http: NotRequired[ToolHttp]  # kind "http" only
     mcp: NotRequired[ToolMcp]  # kind "mcp" only
+    delegate: NotRequired[ToolDelegate]  # kind DELEGATE_KIND only
 
 
 class AgentSnapshot(TypedDict):
@@ -270,6 +284,29 @@ def _guardrail_snapshot(rule: GuardrailRule) -> GuardrailSpec:
     return spec
 
 
+def _delegate_snapshot(delegate: AgentDelegate) -> ToolSpec:
+    return {
+        "id": None,
+        "name": delegate.tool_name,
+        "description": delegate.description,
+        "parameters": DELEGATE_PARAMETERS,
+        "kind": DELEGATE_KIND,
+        "python_callable": "",
+        "side_effect": "write",
+        "idempotent": False,
+        # A delegate never asks for approval itself: the tools of the child's run do.
+        "approval": {
+            "policy": ApprovalPolicy.NEVER,
+            "rule": "",
+            "timeout_seconds": None,
+            "on_expiry": ApprovalExpiry.CONTINUE,
+        },
+        "timeout_seconds": None,
+        "max_result_chars": ToolDefinition._meta.get_field("max_result_chars").default,
+        "delegate": {"agent_id": delegate.child_id, "agent_slug": delegate.child.slug, "delegate_id": delegate.pk},
+    }
+
+
 def snapshot_build(*, agent: Agent) -> AgentSnapshot:
     """The agent's configuration now, as a version would pin it.
 
@@ -279,6 +316,11 @@ def snapshot_build(*, agent: Agent) -> AgentSnapshot:
         AgentTool.objects.filter(agent=agent, enabled=True, tool__is_active=True)
         .select_related("tool")
         .order_by("tool__name")
+    )
+    delegates = (
+        AgentDelegate.objects.filter(parent=agent, enabled=True, child__is_active=True)
+        .select_related("child")
+        .order_by("tool_name")
     )
     snapshot: AgentSnapshot = {
         "agent": {
@@ -304,7 +346,7 @@ def snapshot_build(*, agent: Agent) -> AgentSnapshot:
         },
         "model": _model_snapshot(agent.model_config),
         "fallback_model": _model_snapshot(agent.fallback_model_config) if agent.fallback_model_config_id else None,
-        "tools": [_tool_snapshot(link) for link in links],
+        "tools": [*(_tool_snapshot(link) for link in links), *(_delegate_snapshot(d) for d in delegates)],
     }
     enabled = GuardrailRule.objects.filter(agent=agent, enabled=True).select_related("model_config").order_by("id")
     rules = [_guardrail_snapshot(rule) for rule in enabled]

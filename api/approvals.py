@@ -25,6 +25,13 @@ class ApprovalSerializer(serializers.ModelSerializer):
     run = serializers.UUIDField(source="run_id", read_only=True)
     conversation = serializers.UUIDField(source="run.conversation_id", read_only=True)
     agent = serializers.CharField(source="run.agent.slug", read_only=True)
+    # Agents as tools: asked inside a run another agent delegated to, this names that run.
+    parent_run = serializers.UUIDField(
+        source="run.parent_run_id", read_only=True, allow_null=True, help_text="The run that delegated to this run."
+    )
+    parent_agent = serializers.CharField(
+        source="run.parent_run.agent.slug", read_only=True, default=None, allow_null=True
+    )
     tool = serializers.CharField(source="invocation.tool_name", read_only=True)
     original_arguments = serializers.JSONField(
         source="invocation.arguments", read_only=True, help_text="What the model asked for."
@@ -43,6 +50,8 @@ class ApprovalSerializer(serializers.ModelSerializer):
             "run",
             "conversation",
             "agent",
+            "parent_run",
+            "parent_agent",
             "tool",
             "tool_call_id",
             "original_arguments",

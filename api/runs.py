@@ -1,5 +1,6 @@
 """Runs: status and totals, the steps they took, cancellation."""
 
+from django.db.models import Prefetch
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import (
@@ -16,7 +17,13 @@ from rest_framework.response import Response
 
 from api.common import ErrorSerializer
 from conversations.models import Run, RunStatus, StopReason
-from conversations.selectors import run_owned_by, run_step_messages, run_timeline, runs_visible_to
+from conversations.selectors import (
+    run_children_rows,
+    run_owned_by,
+    run_step_messages,
+    run_timeline,
+    runs_visible_to,
+)
 from engine.operations import user_may_operate
 from engine.runs import run_cancel
 from knowledge.selectors import citations_of, searches_prefetch
@@ -45,6 +52,14 @@ class CitationSerializer(serializers.Serializer):
     tool_call_id = serializers.CharField()
 
 
+class ChildRunSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    agent = serializers.CharField(source="agent.slug")
+    status = serializers.CharField()
+    stop_reason = serializers.CharField()
+    parent_tool_invocation = serializers.IntegerField(source="parent_tool_invocation_id")
+
+
 class RunSerializer(serializers.ModelSerializer):
     agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     agent_version = serializers.IntegerField(source="agent_version.number", read_only=True)
@@ -56,6 +71,9 @@ class RunSerializer(serializers.ModelSerializer):
     duration_ms = serializers.IntegerField(read_only=True, allow_null=True)
     events_url = serializers.SerializerMethodField()
     citations = serializers.SerializerMethodField()
+    children = serializers.SerializerMethodField(
+        help_text="Runs this run delegated to (agents as tools), in the order they started."
+    )
 
     class Meta:
         model = Run
@@ -79,7 +97,14 @@ class RunSerializer(serializers.ModelSerializer):
             "duration_ms",
             "events_url",
             "citations",
+            "parent_run",
+            "parent_tool_invocation",
+            "children",
         ]
+        extra_kwargs = {
+            "parent_run": {"help_text": "The run that delegated to this one (agents as tools), or null."},
+            "parent_tool_invocation": {"help_text": "The parent's tool call that started this run, or null."},
+        }
 
     def get_error(self, run: Run) -> str:
         # An internal error's text is a traceback: for operators (admin), not for API clients.
@@ -99,6 +124,10 @@ class RunSerializer(serializers.ModelSerializer):
     def get_citations(self, run: Run) -> list[dict]:
         """The passages the run's knowledge searches returned (ordered as found)."""
         return citations_of(run.knowledge_searches.all())
+
+    @extend_schema_field(ChildRunSerializer(many=True))
+    def get_children(self, run: Run) -> list[dict]:
+        return ChildRunSerializer(run.children.all(), many=True).data
 
     def get_events_url(self, run: Run) -> str:
         return self.context["request"].build_absolute_uri(reverse("run-events", kwargs={"run_id": run.pk}))
@@ -153,6 +182,10 @@ class ToolInvocationStepSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+    child_runs = serializers.SerializerMethodField(help_text="Runs a delegate call started (agents as tools).")
+
+    def get_child_runs(self, invocation) -> list[str]:
+        return [str(child.pk) for child in invocation.child_runs.all()]
 
     def get_approval(self, invocation) -> str | None:
         # Reverse one-to-one: hasattr is False when the call needed no approval.
@@ -184,7 +217,11 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model
             return Run.objects.none()
-        runs = runs_visible_to(user=self.request.user).order_by("-created_at").prefetch_related(searches_prefetch())
+        runs = (
+            runs_visible_to(user=self.request.user)
+            .prefetch_related(searches_prefetch(), Prefetch("children", queryset=run_children_rows()))
+            .order_by("-created_at")
+        )
         if self.action == "list":
             filters = RunFilterSerializer(data=self.request.query_params)
             filters.is_valid(raise_exception=True)

@@ -152,7 +152,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ["status", "stop_reason", "agent", HasErrorFilter, GuardrailFilter]
     list_select_related = ["agent"]
     search_fields = ["id", "conversation__id"]
-    raw_id_fields = ["conversation", "agent_version"]
+    raw_id_fields = ["conversation", "agent_version", "parent_run", "parent_tool_invocation"]
     show_full_result_count = False
     date_hierarchy = "created_at"
     readonly_fields = ["timeline"]
@@ -199,6 +199,10 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                     "recoveries",
                 ]
             },
+        ),
+        (
+            gettext_lazy("Agents as tools"),
+            {"fields": ["parent_run", "parent_tool_invocation", "depth", "children_tokens", "children_cost"]},
         ),
         ("Timeline", {"fields": ["timeline"]}),
     ]

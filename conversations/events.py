@@ -20,6 +20,7 @@ class EventType(models.TextChoices):
     RUN_REQUEUED = "run.requeued"
     RUN_RETRIED = "run.retried"
     RUN_AWAITING_APPROVAL = "run.awaiting_approval"
+    RUN_AWAITING_CHILDREN = "run.awaiting_children"
     RUN_CANCEL_REQUESTED = "run.cancel_requested"
     RUN_COMPLETED = "run.completed"
     RUN_FAILED = "run.failed"
@@ -104,6 +105,11 @@ def run_retried(*, by: str, by_id: int, resume_after: dict | None, previous: dic
 
 def run_awaiting_approval() -> dict:
     return {}
+
+
+def run_awaiting_children(*, children: list[str]) -> dict:
+    """Parked until the runs its step delegated to (ids) have ended."""
+    return {"children": children}
 
 
 def run_cancel_requested(*, by: str | None, by_id: int | None = None) -> dict:
@@ -273,6 +279,7 @@ PAYLOAD_BUILDERS: dict[EventType, Callable[..., dict]] = {
     EventType.RUN_REQUEUED: run_requeued,
     EventType.RUN_RETRIED: run_retried,
     EventType.RUN_AWAITING_APPROVAL: run_awaiting_approval,
+    EventType.RUN_AWAITING_CHILDREN: run_awaiting_children,
     EventType.RUN_CANCEL_REQUESTED: run_cancel_requested,
     EventType.RUN_COMPLETED: run_ended,
     EventType.RUN_FAILED: run_ended,

@@ -109,6 +109,8 @@ class RunStatus(models.TextChoices):
     QUEUED = "queued", _("Queued")
     RUNNING = "running", _("Running")
     AWAITING_APPROVAL = "awaiting_approval", _("Awaiting approval")
+    # Agents as tools: the run's step started runs of other agents and waits for their answers.
+    AWAITING_CHILDREN = "awaiting_children", _("Awaiting delegated runs")
     COMPLETED = "completed", _("Completed")
     FAILED = "failed", _("Failed")
     CANCELLED = "cancelled", _("Cancelled")
@@ -183,6 +185,30 @@ class Run(models.Model):
     # case gives}, "live_reads": whether read tools without a given result run for real}. Its
     # tool step never executes a write tool (engine.tool_step); null marks ordinary traffic.
     eval_tools = models.JSONField(null=True, blank=True, editable=False, verbose_name=_("evaluation tool results"))
+    # Agents as tools (engine.delegation): the run and the tool call that started this run, how
+    # many delegations deep it is, and what its delegated runs (their whole trees) used, added
+    # as each of them ends so the run's budgets count the tree.
+    parent_run = models.ForeignKey(
+        "self",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="children",
+        verbose_name=_("parent run"),
+    )
+    parent_tool_invocation = models.ForeignKey(
+        "ToolInvocation",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="child_runs",
+        verbose_name=_("parent tool invocation"),
+    )
+    depth = models.PositiveSmallIntegerField(default=0, verbose_name=_("delegation depth"))
+    children_tokens = models.PositiveBigIntegerField(default=0, verbose_name=_("delegated runs' tokens"))
+    children_cost = models.DecimalField(
+        max_digits=16, decimal_places=8, default=0, verbose_name=_("delegated runs' cost")
+    )
 
     class Meta:
         verbose_name = _("run")
@@ -205,7 +231,9 @@ class Run(models.Model):
             models.Index(
                 fields=["deadline"],
                 name="run_open_deadline_idx",
-                condition=Q(status__in=["queued", "running", "awaiting_approval"], deadline__isnull=False),
+                condition=Q(
+                    status__in=["queued", "running", "awaiting_approval", "awaiting_children"], deadline__isnull=False
+                ),
             ),
             # The monitoring rollups read the runs that ended in the last hours.
             models.Index(fields=["finished_at"], name="run_finished_idx"),

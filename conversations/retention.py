@@ -103,6 +103,12 @@ def _runs_delete(run_ids: list) -> dict[str, int]:
         f"WHERE {_column(Conversation, 'context_summary_call')} IN ({calls})",
         keys,
     )
+    # Agents as tools: a purged run's delegated runs that are kept lose their link to it.
+    _execute(
+        f"UPDATE {_table(Run)} SET {_column(Run, 'parent_run')} = NULL, "
+        f"{_column(Run, 'parent_tool_invocation')} = NULL WHERE {_column(Run, 'parent_run')} IN ({marks})",
+        keys,
+    )
     counts["messages"] = _execute(
         f"DELETE FROM {_table(Message)} WHERE {_column(Message, 'run')} IN ({marks}) "
         f"OR {_column(Message, 'llm_call')} IN ({calls})",

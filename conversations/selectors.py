@@ -2,7 +2,7 @@
 engine step reads."""
 
 from django.db import connection
-from django.db.models import Case, Exists, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import Case, Exists, OuterRef, Prefetch, Q, QuerySet, Subquery, Value, When
 
 from agents.models import Agent
 from agents.selectors import agents_usable_by
@@ -14,13 +14,15 @@ def run_timeline(*, run: Run) -> list[dict]:
     """Every model call attempt and tool invocation of the run, in the order they happened.
 
     Tool invocations follow the model call that asked for them; ordering by (iteration,
-    attempt) then position keeps the steps as the loop took them.
+    attempt) then position keeps the steps as the loop took them. A delegate call's child runs
+    (agents as tools) come with it, as `child_runs`.
     """
     steps = []
     calls = LLMCall.objects.filter(run=run).order_by("purpose", "iteration", "attempt")
     invocations = (
         ToolInvocation.objects.filter(run=run)
         .select_related("approval__decided_by")
+        .prefetch_related(Prefetch("child_runs", queryset=run_children_rows()))
         .order_by("llm_call_id", "position")
     )
     by_call: dict[int, list[ToolInvocation]] = {}
@@ -31,6 +33,24 @@ def run_timeline(*, run: Run) -> list[dict]:
         for invocation in by_call.get(call.pk, []):
             steps.append({"kind": "tool_invocation", "obj": invocation})
     return steps
+
+
+def run_children_rows() -> QuerySet[Run]:
+    """Delegated runs (agents as tools) as their parents list them: who, how it went, in order."""
+    return (
+        Run.objects.select_related("agent")
+        .only(
+            "id",
+            "status",
+            "stop_reason",
+            "parent_run",
+            "parent_tool_invocation",
+            "created_at",
+            "agent__name",
+            "agent__slug",
+        )
+        .order_by("created_at")
+    )
 
 
 def _sees_everyones(user, permission: str) -> bool:
@@ -109,6 +129,11 @@ _STEP_RUN = Columns(
         "created_at",
         # Read with the run, so an evaluation's given tool results cost ordinary runs no query.
         "eval_tools",
+        # Agents as tools: where the run sits in its tree, and what its delegated runs used.
+        "parent_run",
+        "depth",
+        "children_tokens",
+        "children_cost",
     ),
     "r",
 )

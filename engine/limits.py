@@ -65,15 +65,17 @@ def budget_limit(run: Run, snapshot: AgentSnapshot, *, usage_today: tuple[int, D
     """The run's or the day's budget, whichever is used up first; `usage_today` is daily_usage's."""
     agent = snapshot["agent"]
     token_limit, cost_limit = agent.get("run_token_budget"), agent.get("run_cost_budget")
-    if _reached(run.total_tokens, token_limit):
+    # A run's budget counts the runs it delegated to (agents as tools), as each of them ended.
+    tokens, cost = run.total_tokens + run.children_tokens, run.cost + run.children_cost
+    if _reached(tokens, token_limit):
         return Limit(
             StopReason.BUDGET,
-            agent_says(snapshot, RUN_BUDGET_MESSAGE, used=run.total_tokens, what=TOKENS, limit=token_limit),
+            agent_says(snapshot, RUN_BUDGET_MESSAGE, used=tokens, what=TOKENS, limit=token_limit),
         )
-    if cost_limit is not None and _reached(run.cost, Decimal(cost_limit)):
+    if cost_limit is not None and _reached(cost, Decimal(cost_limit)):
         return Limit(
             StopReason.BUDGET,
-            agent_says(snapshot, RUN_BUDGET_MESSAGE, used=f"{run.cost:.4f}", what=IN_COST, limit=cost_limit),
+            agent_says(snapshot, RUN_BUDGET_MESSAGE, used=f"{cost:.4f}", what=IN_COST, limit=cost_limit),
         )
     if usage_today is None:
         return None

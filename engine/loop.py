@@ -21,6 +21,7 @@ from agents.snapshot import AgentSnapshot
 from conversations import events
 from conversations.models import Message, Run, RunStatus, StopReason
 from engine.context import step_read
+from engine.delegation import run_park_for_children
 from engine.dispatch import run_enqueue
 from engine.guardrails import input_check, output_enforce
 from engine.leases import LeaseLost, process_owner, renewer, run_claim
@@ -86,8 +87,10 @@ def _run_tools(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[
         message = agent_says(snapshot, TOOL_LOOP_MESSAGE, tools=_tools_named(snapshot, outcome.loop.names))
         return _finish(run.pk, Finish(StopReason.TOOL_LOOP, message))
     if outcome.parked:
-        # Not parked means every approval was decided while the step ran: take the step again.
-        return not run_park_for_approval(run_id=run.pk, owner=owner)
+        # Not parked means every approval was decided and every delegated run ended while the
+        # step ran: take the step again.
+        parked = run_park_for_approval(run_id=run.pk, owner=owner) or run_park_for_children(run_id=run.pk, owner=owner)
+        return not parked
     return True
 
 

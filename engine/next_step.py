@@ -7,7 +7,8 @@ three values; the loop executes it (engine.loop). The order of the checks is the
 1. a cancel the API accepted ends the run, whatever else holds;
 2. past the deadline, the run ends (timeout);
 3. the last message is the model's, with tool calls: run them (even at the iteration limit or
-   over budget: the calls were asked for and are recorded, their results end the step);
+   over budget: the calls were asked for and are recorded, their results end the step), unless
+   the runs it delegated to used up its budget (engine.delegation: the tree stops);
 4. the last message is the model's, without tool calls: that is the answer;
 5. the model was called as often as the agent allows: max_iterations;
 6. a run or daily budget is used up: budget;
@@ -21,6 +22,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.snapshot import AgentSnapshot
 from conversations.models import Message, Run, RunStatus, StopReason
+from engine.delegation import tree_budget_finish
 from engine.limits import budget_limit, deadline_passed
 from engine.speech import agent_says
 
@@ -69,6 +71,10 @@ def next_step(
         return Finish(limit.stop_reason, limit.message)
     last = messages[-1]
     if last.role == Message.Role.ASSISTANT:
+        # Agents as tools: runs this run delegated to may have used up its budget while it waited.
+        limit = tree_budget_finish(run, snapshot) if last.tool_calls else None
+        if limit:
+            return Finish(limit.stop_reason, limit.message)
         return RunTools(last) if last.tool_calls else Finish(StopReason.FINAL_ANSWER)
     max_iterations = snapshot["agent"]["max_iterations"]
     if run.iterations >= max_iterations:

@@ -25,6 +25,7 @@ from conversations.models import (
     ToolInvocation,
 )
 from conversations.services import db_value, messages_append, run_event_append
+from engine.delegation import child_ended, may_delegate
 from engine.dispatch import ACTIVE_STATUSES, conversation_admit_next
 from engine.snapshots import version_snapshot
 from engine.tracing import run_trace_end
@@ -44,9 +45,11 @@ def run_finish(*, run_id, status: str, stop_reason: str, error: str = "", final_
     if (status, stop_reason, final_message) == (RunStatus.COMPLETED, StopReason.FINAL_ANSWER, None):
         answered = _answered(run_id=run_id, error=error)
         if answered is not None:
-            conversation_id, waiting = answered
+            conversation_id, waiting, parent_run_id = answered
             if waiting:
                 transaction.on_commit(partial(conversation_admit_next, conversation_id=conversation_id), robust=True)
+            if parent_run_id is not None:  # a delegated run: its answer is its parent's tool result
+                child_ended(parent_run_id=parent_run_id, child_run_id=run_id)
             run_trace_end(run_id=run_id)
             return True
     with transaction.atomic():
@@ -69,13 +72,14 @@ _WAITING_SQL = (
 )
 
 
-def _answered(*, run_id, error: str) -> tuple[object, bool] | None:
+def _answered(*, run_id, error: str) -> tuple[object, bool, object] | None:
     """The usual ending in one statement: a run that answered ends completed, unless a cancel was
     accepted or an approval is pending (both need the long way: a different ending, events for
     the approvals). A final answer leaves no call unrecorded; what a dead worker left open is
     closed with it. Returns the run's conversation id and whether a run of the conversation waits
     for its turn (read in the same statement; a post committing while it runs is admitted by the
-    sweeper), or None if the run did not end here."""
+    sweeper) and its parent run's id (None unless it is a delegated run), or None if the run did
+    not end here."""
     now = timezone.now()
     ended = []
 
@@ -83,7 +87,13 @@ def _answered(*, run_id, error: str) -> tuple[object, bool] | None:
         _open_calls_close(batch, run_id=run_id, status=RunStatus.COMPLETED, now=now)
         batch.read("waiting", _WAITING_SQL, [db_value(Run, "id", run_id), RunStatus.QUEUED], ("waiting",))
         batch.after(
-            lambda results: ended.append((results["run"]["conversation_id"], bool(results["waiting"]["waiting"])))
+            lambda results: ended.append(
+                (
+                    results["run"]["conversation_id"],
+                    bool(results["waiting"]["waiting"]),
+                    results["run"]["parent_run_id"],
+                )
+            )
         )
 
     pending = Approval.objects.filter(run_id=OuterRef("pk"), status=Approval.Status.PENDING)
@@ -104,7 +114,7 @@ def _end(*, run_id, status: str, stop_reason: str, error: str, final_message: st
     Returns the run's conversation id, or None if the run had already ended."""
     run = (
         Run.objects.select_for_update()
-        .only("status", "cancel_requested", "conversation", "agent_version")
+        .only("status", "cancel_requested", "conversation", "agent_version", "parent_run")
         .get(pk=run_id)
     )
     if run.status in TERMINAL_STATUSES:
@@ -133,7 +143,20 @@ def _end(*, run_id, status: str, stop_reason: str, error: str, final_message: st
         writes=partial(_open_calls_close, run_id=run_id, status=status, now=now),
         fields={"stop_reason": stop_reason, "error": error, "finished_at": now},
     )
+    # Agents as tools: a delegated run's end reaches its parent; an ended run's active children
+    # are cancelled once this commits (a child's end locks the child, then its parent). Only a
+    # run whose version has delegates can have children (its snapshot is cached).
+    if run.parent_run_id is not None:
+        child_ended(parent_run_id=run.parent_run_id, child_run_id=run_id)
+    if may_delegate(version_snapshot(run.agent_version_id)):
+        transaction.on_commit(partial(_children_cancel, run_id=run_id), robust=True)
     return run.conversation_id
+
+
+def _children_cancel(*, run_id) -> None:
+    """Cancel the ended run's delegated runs still active; each cancels its own in turn."""
+    for child in Run.objects.filter(parent_run_id=run_id, status__in=ACTIVE_STATUSES).only("pk"):
+        run_cancel(run=child)
 
 
 def _unrecorded_calls_record(*, run: Run, status: str, now) -> None:

@@ -19,12 +19,13 @@ log = logging.getLogger(__name__)
 
 
 def _past_deadline(now) -> int:
-    """End runs past their deadline that no live worker holds: queued, parked for approval, or
-    running on a lapsed lease. A live worker stops its own run at the next step boundary."""
+    """End runs past their deadline that no live worker holds: queued, parked for approval or
+    for delegated runs (whose end cancels them), or running on a lapsed lease. A live worker
+    stops its own run at the next step boundary."""
     open_runs = (
         Run.objects.filter(deadline__lt=now)
         .filter(
-            Q(status__in=[RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL])
+            Q(status__in=[RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_CHILDREN])
             | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
         )
         .select_related("agent_version")

@@ -22,7 +22,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from agents.snapshot import AgentSnapshot
+from agents.snapshot import DELEGATE_KIND, AgentSnapshot
 from conversations import events
 from conversations.batch import Batch
 from conversations.events import EventType
@@ -37,6 +37,7 @@ from conversations.services import (
     run_event_append,
     run_guard,
 )
+from engine.delegation import delegate_step
 from engine.leases import lease_fence
 from engine.loop_guard import Repeat, repeat_found
 from engine.tracing import tool_span
@@ -350,7 +351,12 @@ def _decide_and_run(
             error="invalid arguments",
         )
     if run.eval_tools is not None:
+        # Before delegation: an evaluation's delegate call (a write: its child's tools would run
+        # for real) gets the result its case gives, or a tool error.
         return _eval_outcome(run=run, owner=owner, invocation=invocation, spec=spec)
+    if spec["kind"] == DELEGATE_KIND:  # agents as tools: the call is a child run (engine.delegation)
+        delegated = delegate_step(run=run, owner=owner, invocation=invocation, spec=spec, fresh=fresh)
+        return None if delegated is None else _finish(invocation, owner=owner, **delegated)
     # Under "never" no approval can exist for this run (its policy is pinned), nor for a call
     # whose row this step created: skip the lookup.
     asks = spec["approval"]["policy"] != ApprovalPolicy.NEVER and not fresh
@@ -460,7 +466,8 @@ def tool_step(
                 )
     except RunCancelled:
         return ToolStepOutcome(cancelled=True)
-    if any(inv.status == Status.AWAITING_APPROVAL for inv in invocations):
+    # Running after the calls were taken: a delegate call whose child run is active (engine.delegation).
+    if any(inv.status in (Status.AWAITING_APPROVAL, Status.RUNNING) for inv in invocations):
         if outcome is not None:
             _commit(outcome, run.pk)
         return ToolStepOutcome(parked=True)

@@ -8,9 +8,11 @@
     queued             queued              run.requeued           an operator handing a queued run out again
     running            awaiting_approval   run.awaiting_approval  the holder (`owner`), approvals pending
     awaiting_approval  queued              run.queued             the decision that leaves nothing pending
+    running            awaiting_children   run.awaiting_children  the holder (`owner`), delegated runs active
+    awaiting_children  queued              run.queued             the end of its last active delegated run
     any active         completed           run.completed          run_finish; the active statuses are
-    any active         failed              run.failed             queued, running and awaiting_approval
-    any active         cancelled           run.cancelled
+    any active         failed              run.failed             queued, running, awaiting_approval
+    any active         cancelled           run.cancelled          and awaiting_children
     any active         expired             run.expired
     failed             queued              run.retried            an operator's retry (`by`), and nobody else
 
@@ -44,6 +46,8 @@ TRANSITIONS: dict[tuple[str, str], EventType] = {
     (RunStatus.QUEUED, RunStatus.QUEUED): EventType.RUN_REQUEUED,
     (RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL): EventType.RUN_AWAITING_APPROVAL,
     (RunStatus.AWAITING_APPROVAL, RunStatus.QUEUED): EventType.RUN_QUEUED,
+    (RunStatus.RUNNING, RunStatus.AWAITING_CHILDREN): EventType.RUN_AWAITING_CHILDREN,
+    (RunStatus.AWAITING_CHILDREN, RunStatus.QUEUED): EventType.RUN_QUEUED,
     **{(source, end): EventType.run_ended(end) for source in ACTIVE_STATUSES for end in TERMINAL_STATUSES},
     (RunStatus.FAILED, RunStatus.QUEUED): EventType.RUN_RETRIED,
 }
@@ -84,7 +88,7 @@ def run_transition(
     (a lapsed lease, an admitted run). `fields` are written with the status (stop reason, counters).
     `writes` add writes (without events) to the change's batch: they take effect only if the
     UPDATE matched, together with it (run_finish closing the run's open calls). The batch's guard,
-    named "run", returns the run's id, event_seq and conversation_id. `by`, the person, is what
+    named "run", returns the run's id, event_seq, conversation_id and parent_run_id. `by`, the person, is what
     allows the operator-only change.
     """
     expect = tuple(expect)
@@ -108,7 +112,7 @@ def run_transition(
         runs = runs.filter(where)
     batch = Batch()
     values = {**changes, "status": to, "event_seq": F("event_seq") + 1}
-    batch.add("run", *_update_sql(runs, values), ("id", "event_seq", "conversation_id"))
+    batch.add("run", *_update_sql(runs, values), ("id", "event_seq", "conversation_id", "parent_run_id"))
     if writes is not None:
         writes(batch)
     event_add(batch, run_id=run_id, type=events.pop(), payload=payload or {})

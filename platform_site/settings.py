@@ -328,6 +328,8 @@ AGENTRY_QUEUED_REENQUEUE_SECONDS = int(os.environ.get("AGENTRY_QUEUED_REENQUEUE_
 AGENTRY_ENGINE_LOOP = env_bool("AGENTRY_ENGINE_LOOP", True)
 # One task advances a run for at most this long, then requeues it between steps.
 AGENTRY_TASK_SLICE_SECONDS = float(os.environ.get("AGENTRY_TASK_SLICE_SECONDS", "600"))
+# Agents as tools: how many levels of delegated runs one request may start below itself.
+AGENTRY_DELEGATION_MAX_DEPTH = int(os.environ.get("AGENTRY_DELEGATION_MAX_DEPTH", "3"))
 # Celery's own limits, for pools that enforce them (prefork, gevent; not threads): a slice plus
 # the longest model call fits under the soft limit.
 CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", "1200"))

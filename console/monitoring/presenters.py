@@ -16,6 +16,7 @@ STATUS_WORDS = {
     RunStatus.QUEUED: _("queued, waiting for a worker"),
     RunStatus.RUNNING: _("running"),
     RunStatus.AWAITING_APPROVAL: _("waiting for approval"),
+    RunStatus.AWAITING_CHILDREN: _("waiting for the agents it asked"),
     RunStatus.COMPLETED: _("completed"),
     RunStatus.FAILED: _("failed"),
     RunStatus.CANCELLED: _("cancelled"),

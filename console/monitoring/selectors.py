@@ -24,7 +24,7 @@ from conversations.monitoring.rollups import floor_hour
 from conversations.selectors import run_final_answer
 
 RUN_COST_SCALE = Decimal(1).scaleb(-Run._meta.get_field("cost").decimal_places)
-ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
+ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_CHILDREN)
 ENDED_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED)
 
 

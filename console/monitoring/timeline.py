@@ -1,7 +1,7 @@
 """A run's whole story as one JSON document: the run, each model call and tool call in order
 (request, response, tokens by kind, cost, latency, arguments, result, approval and decider),
-its guardrail triggers and its events. The timeline page shows it and copies it; five queries
-whatever the run's size."""
+its guardrail triggers and its events. The timeline page shows it and copies it; a fixed number
+of queries whatever the run's size (one reads the runs its delegate calls started)."""
 
 from console.formatting import fixed_amount
 from conversations.models import GuardrailTrigger, Run, RunEvent
@@ -78,6 +78,11 @@ def _tool_invocation(invocation) -> dict:
         "started_at": _iso(invocation.started_at),
         "finished_at": _iso(invocation.finished_at),
         "approval": _approval(getattr(invocation, "approval", None), invocation),
+        # Agents as tools: the runs a delegate call started (each an ordinary run of its own).
+        "child_runs": [
+            {"id": str(child.pk), "agent": child.agent.name, "status": child.status, "stop_reason": child.stop_reason}
+            for child in invocation.child_runs.all()
+        ],
     }
 
 
@@ -113,6 +118,13 @@ def run_timeline_export(*, run: Run) -> dict:
             "recoveries": run.recoveries,
             # Finds the run's spans in the tracing backend (engine.tracing); empty when untraced.
             "trace_id": run.trace_id,
+            # Agents as tools: the run that delegated to this one, and what this run's own
+            # delegated runs used (their trees included).
+            "parent_run_id": str(run.parent_run_id) if run.parent_run_id else None,
+            "parent_tool_invocation_id": run.parent_tool_invocation_id,
+            "depth": run.depth,
+            "children_tokens": run.children_tokens,
+            "children_cost": fixed_amount(run.children_cost),
         },
         "steps": steps,
         # What matched is masked for personal data (agents.guardrails): never the number itself.

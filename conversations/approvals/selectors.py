@@ -12,7 +12,10 @@ from conversations.permissions import DECIDE_PERMISSION
 def approvals_visible_to(*, user) -> QuerySet:
     """Approvers, and staff with the view permission, see every approval; anyone else only those
     of their own conversations."""
-    queryset = Approval.objects.select_related("run__agent", "run__conversation", "invocation__tool", "decided_by")
+    # The parent run and its agent: an approval asked inside a delegated run shows who delegated.
+    queryset = Approval.objects.select_related(
+        "run__agent", "run__conversation", "run__parent_run__agent", "invocation__tool", "decided_by"
+    )
     if user.has_perm(DECIDE_PERMISSION) or (user.is_staff and user.has_perm("conversations.view_approval")):
         return queryset
     return queryset.filter(run__conversation__owner=user)

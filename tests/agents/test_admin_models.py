@@ -26,6 +26,8 @@ def _agent_form(model: ModelConfig, tool: ToolDefinition, **fields) -> dict:
         "is_active": "on",
         "agent_tools-TOTAL_FORMS": 1,
         "agent_tools-INITIAL_FORMS": 0,
+        "delegates-TOTAL_FORMS": 0,
+        "delegates-INITIAL_FORMS": 0,
         "agent_tools-MIN_NUM_FORMS": 0,
         "agent_tools-MAX_NUM_FORMS": 1000,
         "agent_tools-0-tool": tool.pk,

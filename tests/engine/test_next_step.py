@@ -25,6 +25,8 @@ class RunRow:
     total_tokens: int = 0
     cost: Decimal = Decimal(0)
     agent_id: int = 1
+    children_tokens: int = 0
+    children_cost: Decimal = Decimal(0)
 
 
 def snapshot(**agent) -> dict:
@@ -113,6 +115,19 @@ def test_run_budgets():
         )
         == CallModel()
     )
+
+
+def test_a_run_budget_counts_the_runs_it_delegated_to_even_with_calls_pending():
+    over = RunRow(total_tokens=100, children_tokens=150)
+    decision = step(over, [user(), assistant(tool_calls=CALLS)], snap=snapshot(run_token_budget=250))
+    assert decision.reason == StopReason.BUDGET and "used 250 tokens" in decision.message
+    decision = step(RunRow(children_cost=Decimal("0.0003")), snap=snapshot(run_cost_budget="0.0002"))
+    assert decision.reason == StopReason.BUDGET
+    # Its own usage alone does not stop pending calls: they were asked for.
+    alone = RunRow(total_tokens=300)
+    assert isinstance(step(alone, [user(), assistant(tool_calls=CALLS)], snap=snapshot(run_token_budget=250)), RunTools)
+    under = RunRow(total_tokens=100, children_tokens=149)
+    assert isinstance(step(under, [user(), assistant(tool_calls=CALLS)], snap=snapshot(run_token_budget=250)), RunTools)
 
 
 def test_daily_budgets_read_the_usage_the_caller_passes():

@@ -220,6 +220,8 @@ def _agent_form(agent, **changes) -> dict:
         "retention_days": agent.retention_days or "",
         "agent_tools-TOTAL_FORMS": "0",
         "agent_tools-INITIAL_FORMS": "0",
+        "delegates-TOTAL_FORMS": "0",
+        "delegates-INITIAL_FORMS": "0",
         "agent_tools-MIN_NUM_FORMS": "0",
         "agent_tools-MAX_NUM_FORMS": "1000",
         "guardrail_rules-TOTAL_FORMS": "0",

@@ -19,7 +19,7 @@ from tests.factories import make_agent
 from tests.runs import start_run
 
 pytestmark = pytest.mark.django_db
-ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
+ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_CHILDREN)
 
 
 def _table_in_docstring() -> dict[tuple[str, str], str]:

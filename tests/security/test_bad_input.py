@@ -319,6 +319,8 @@ def test_admin_refuses_a_system_prompt_that_cannot_render(admin_user, prompt, er
         "agent_tools-INITIAL_FORMS": 0,
         "guardrail_rules-TOTAL_FORMS": 0,
         "guardrail_rules-INITIAL_FORMS": 0,
+        "delegates-TOTAL_FORMS": 0,
+        "delegates-INITIAL_FORMS": 0,
     }
     response = client.post("/admin/agents/agent/add/", form)
     if error is None:
