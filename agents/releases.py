@@ -8,6 +8,7 @@ the draft reach nobody until published. Every action here is one AgentRelease ro
 """
 
 import hashlib
+from collections.abc import Callable
 
 from django.db import transaction
 from django.utils import timezone
@@ -28,6 +29,24 @@ class ReleaseRefused(Exception):
 
 class UnknownVersion(ValueError):
     """A version asked for by name or number that the agent does not have."""
+
+
+# Checks other apps add (evals: its release gate), asked before a version goes live by a publish
+# or a canary's promotion; each raises ReleaseRefused to stop it. Registered by those apps when
+# they are ready, so this module imports none of them. A rollback is not checked: it is how a
+# bad release is undone, and must never wait for an evaluation.
+ReleaseCheck = Callable[..., None]
+_release_checks: list[ReleaseCheck] = []
+
+
+def release_check_register(check: ReleaseCheck) -> None:
+    if check not in _release_checks:
+        _release_checks.append(check)
+
+
+def _release_checked(*, agent: Agent, version: AgentVersion, action: str) -> None:
+    for check in _release_checks:
+        check(agent=agent, version=version, action=action)
 
 
 # Per process: version id -> version. A version's snapshot never changes, so a post that knows
@@ -121,6 +140,7 @@ def version_publish(*, agent: Agent, user, note: str) -> AgentRelease:
     version = agent_version_current(agent=agent)
     if version.pk == agent.published_version_id:
         raise ReleaseRefused(_("The draft is the published version already: nothing to publish."))
+    _release_checked(agent=agent, version=version, action=ReleaseAction.PUBLISH)
     return _record(
         agent=agent,
         action=ReleaseAction.PUBLISH,
@@ -186,6 +206,7 @@ def _canary_end(*, agent: Agent, promote: bool, user, note: str) -> AgentRelease
     candidate = version_by_id(version_id=agent.canary_version_id)
     fields = {"canary_version": None, "canary_percent": 0}
     if promote:
+        _release_checked(agent=agent, version=candidate, action=ReleaseAction.CANARY_PROMOTE)
         fields["published_version"] = candidate
     return _record(
         agent=agent,

@@ -14,7 +14,7 @@ from django.utils.translation import gettext_lazy
 from agents.models import Agent
 from agents.releases import DRAFT
 from evals.jsonl import CaseLineInvalid, case_to_line
-from evals.models import EvalCase, EvalResult, EvalRun, EvalSuite
+from evals.models import EvalCase, EvalResult, EvalRun, EvalSuite, ReleaseGate
 from evals.services import (
     VersionNotFound,
     eval_cases_import,
@@ -237,3 +237,13 @@ class EvalRunAdmin(admin.ModelAdmin):
         for eval_run in queryset:
             eval_run_collect(eval_run_id=eval_run.pk)
         self.message_user(request, _("Results collected."), messages.SUCCESS)
+
+
+@admin.register(ReleaseGate)
+class ReleaseGateAdmin(admin.ModelAdmin):
+    """Who may loosen the gate is who may change it (evals.change_releasegate), not who publishes."""
+
+    list_display = ["agent", "suite", "repetitions", "max_rate_drop", "max_cost_increase", "enabled"]
+    list_filter = ["enabled"]
+    list_select_related = ["agent", "suite"]
+    autocomplete_fields = ["agent"]

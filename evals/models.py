@@ -7,6 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_RATE_DROP
 from evals.matching import ExpectationInvalid, expected_calls_check, pattern_check, schema_check
 
 
@@ -207,3 +208,40 @@ class EvalResult(models.Model):
 
     def __str__(self):
         return f"{self.case} #{self.repetition}"
+
+
+class ReleaseGate(models.Model):
+    """An agent's release gate: a version goes live (published, or promoted from a canary) only
+    after a finished run of this suite on it that does not regress against the published
+    version's beyond the thresholds (evals.gate)."""
+
+    agent = models.OneToOneField(
+        "agents.Agent", on_delete=models.CASCADE, related_name="release_gate", verbose_name=_("agent")
+    )
+    suite = models.ForeignKey(EvalSuite, on_delete=models.PROTECT, related_name="gates", verbose_name=_("suite"))
+    repetitions = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(20)],
+        verbose_name=_("repetitions"),
+        help_text=_("The eval runs compared are those with this many repetitions."),
+    )
+    max_rate_drop = models.FloatField(
+        default=DEFAULT_MAX_RATE_DROP,
+        validators=[MinValueValidator(0), MaxValueValidator(1)],
+        verbose_name=_("largest rate drop"),
+        help_text=_("A rate (completion, tool hit, pass@k…) or a case's pass rate falling by more than this blocks."),
+    )
+    max_cost_increase = models.FloatField(
+        default=DEFAULT_MAX_COST_INCREASE,
+        validators=[MinValueValidator(0)],
+        verbose_name=_("largest cost increase"),
+        help_text=_("Turns, tokens, cost or latency rising by more than this fraction blocks."),
+    )
+    enabled = models.BooleanField(default=True, verbose_name=_("enabled"))
+
+    class Meta:
+        verbose_name = _("release gate")
+        verbose_name_plural = _("release gates")
+
+    def __str__(self):
+        return f"{self.agent} ← {self.suite}"

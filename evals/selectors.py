@@ -54,3 +54,17 @@ def eval_run_reusable(*, suite, agent_version, repetitions: int) -> EvalRun | No
         .order_by("-finished_at")
         .first()
     )
+
+
+def eval_runs_latest(*, version_ids: list[int]) -> dict[int, EvalRun]:
+    """Each version's most recently finished eval run (any suite), for the live versions table."""
+    latest: dict[int, EvalRun] = {}
+    finished = (
+        EvalRun.objects.filter(agent_version_id__in=version_ids, status=EvalRunStatus.COMPLETED)
+        .select_related("suite")
+        .only("agent_version_id", "metrics", "finished_at", "suite__name")
+        .order_by("agent_version_id", "-finished_at")
+    )
+    for eval_run in finished:
+        latest.setdefault(eval_run.agent_version_id, eval_run)
+    return latest

@@ -22,6 +22,7 @@ from conversations.monitoring import histogram
 from conversations.monitoring.models import TOKEN_FIELDS, ErrorHourly, LLMCallHourly, RollupState, RunHourly
 from conversations.monitoring.rollups import floor_hour
 from conversations.selectors import run_final_answer
+from evals.selectors import eval_runs_latest
 
 RUN_COST_SCALE = Decimal(1).scaleb(-Run._meta.get_field("cost").decimal_places)
 ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_CHILDREN)
@@ -184,6 +185,16 @@ def alerts_open() -> list[dict]:
     ]
 
 
+def _eval_score(eval_run) -> dict | None:
+    if eval_run is None:
+        return None
+    return {
+        "id": eval_run.pk,
+        "suite": eval_run.suite.name,
+        "completion": (eval_run.metrics or {}).get("task_completion_rate"),
+    }
+
+
 def live_versions(*, start: datetime) -> list[dict]:
     """Each published agent's live versions side by side (the published one, and a canary's
     candidate while one runs): runs since `start`, failure rate, stop reasons, tokens, cost and
@@ -203,7 +214,9 @@ def live_versions(*, start: datetime) -> list[dict]:
         .order_by("name")
     )
     ids = [v.pk for agent in agents for v in (agent.published_version, agent.canary_version) if v is not None]
-    runs = Run.objects.filter(agent_version_id__in=ids, created_at__gte=start)
+    # Live traffic only: an evaluation's runs of these versions are not what users got.
+    runs = Run.objects.filter(agent_version_id__in=ids, created_at__gte=start, eval_tools__isnull=True)
+    evaluated = eval_runs_latest(version_ids=ids)
     totals = {
         row["agent_version_id"]: row
         for row in runs.values("agent_version_id").annotate(
@@ -249,6 +262,7 @@ def live_versions(*, start: datetime) -> list[dict]:
                     # At the column's scale: SQLite sums decimals as floats.
                     "cost": fixed_amount(Decimal(str(total.get("cost") or 0)).quantize(RUN_COST_SCALE)),
                     "latency_ms": round(latency[version.pk]) if latency.get(version.pk) is not None else None,
+                    "eval": _eval_score(evaluated.get(version.pk)),
                 }
             )
         rows.append({"id": agent.pk, "name": agent.name, "versions": columns})

@@ -11,6 +11,7 @@ from agents.models import Agent
 from agents.releases import canary_start, version_publish
 from console.monitoring.selectors import live_versions
 from conversations.models import Run
+from evals.models import EvalRun, EvalSuite
 from tests.factories import make_agent
 from tests.ledger import ledger_call, ledger_run
 from tests.security.privileges import user_with
@@ -39,6 +40,25 @@ def test_live_versions_compares_the_published_version_and_the_canary():
         ledger_call(run, started_at=now, latency_ms=200 if version == stable else 600)
     old = ledger_run(agent, finished_at=now, created_at=now - timedelta(days=3))
     Run.objects.filter(pk=old.pk).update(agent_version=stable)
+    # An evaluation's run of the candidate is not live traffic; its score is shown beside.
+    evaluated = ledger_run(agent, status="failed", stop_reason="provider_error", finished_at=now)
+    Run.objects.filter(pk=evaluated.pk).update(agent_version=candidate, eval_tools={"results": {}})
+    suite = EvalSuite.objects.create(name="smoke")
+    EvalRun.objects.create(
+        suite=suite,
+        agent_version=candidate,
+        status="completed",
+        finished_at=now - timedelta(hours=2),
+        metrics={"task_completion_rate": 0.25},
+    )
+    latest = EvalRun.objects.create(
+        suite=suite,
+        agent_version=candidate,
+        status="completed",
+        finished_at=now,
+        metrics={"task_completion_rate": 0.75},
+    )
+    EvalRun.objects.create(suite=suite, agent_version=candidate, status="running")
 
     [row] = live_versions(start=now - timedelta(hours=1))
     published, canary = row["versions"]
@@ -54,9 +74,11 @@ def test_live_versions_compares_the_published_version_and_the_canary():
         "tokens": 400,
         "cost": "0.40000000",
         "latency_ms": 200,
+        "eval": None,
     }
     assert canary["role"] == "canary" and canary["share"] == 20 and canary["runs"] == 2
     assert canary["failure_rate"] == 0.5 and canary["latency_ms"] == 600
+    assert canary["eval"] == {"id": latest.pk, "suite": "smoke", "completion": 0.75}
     assert sorted(r["stop_reason"] for r in canary["stop_reasons"]) == ["final_answer", "provider_error"]
 
 
