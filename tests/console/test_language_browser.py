@@ -12,13 +12,9 @@ PASSWORD = "correct horse battery"
 
 
 @pytest.fixture
-def page(chromium, live_server):
+def browser_context_options():
     # The context's locale is what the browser sends as Accept-Language.
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, base_url=live_server.url, locale="zh-CN")
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    yield page
-    context.close()
+    return {"locale": "zh-CN"}
 
 
 def test_admin_in_chinese_then_english_with_the_switcher(page, transactional_db):

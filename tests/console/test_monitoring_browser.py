@@ -26,16 +26,8 @@ PASSWORD = "correct horse battery"
 
 
 @pytest.fixture
-def page(chromium, live_server):
-    context = chromium.new_context(
-        viewport={"width": 1400, "height": 1000},
-        base_url=live_server.url,
-        permissions=["clipboard-read", "clipboard-write"],
-    )
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    yield page
-    context.close()
+def browser_context_options():
+    return {"permissions": ["clipboard-read", "clipboard-write"]}
 
 
 @pytest.fixture

@@ -21,15 +21,6 @@ SCRIPT = {"scenarios": [{"match": ".", "steps": [{"content": "hello there", "lat
 
 
 @pytest.fixture
-def page(chromium, live_server):
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, base_url=live_server.url)
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    yield page
-    context.close()
-
-
-@pytest.fixture
 def operator(transactional_db):
     return get_user_model().objects.create_user("releaser", password=PASSWORD, is_staff=True, is_superuser=True)
 

@@ -1,7 +1,8 @@
 """A suite whose four cases the fake model answers in known ways, so an eval run's metrics can
 be counted by hand (see test_eval_runs)."""
 
-from evals.models import EvalCase, EvalSuite
+from evals.models import EvalCase, EvalRun, EvalRunStatus, EvalSuite
+from tests.helpers import wait_for
 
 SCRIPT = {
     "scenarios": [
@@ -78,3 +79,13 @@ def four_case_suite(name: str = "basics") -> EvalSuite:
         case.full_clean()
         case.save()
     return suite
+
+
+def eval_run_finished(eval_run: EvalRun) -> EvalRun:
+    """The eval run once the worker's collection task has completed it (tests only read)."""
+    return wait_for(
+        lambda: EvalRun.objects.filter(pk=eval_run.pk, status=EvalRunStatus.COMPLETED).first(),
+        timeout=60,
+        interval=0.3,
+        message="the collection task to finish the eval run",
+    )

@@ -8,31 +8,20 @@ from django.core.management import call_command
 
 from agents.services import agent_version_current
 from conversations.models import Run, ToolInvocation
-from evals.models import EvalResult, EvalRun, EvalRunStatus
+from evals.models import EvalResult
 from evals.services import eval_run_start
-from tests.evals.helpers import BROKEN_SCRIPT, SCRIPT, four_case_suite
+from tests.evals.helpers import BROKEN_SCRIPT, SCRIPT, eval_run_finished, four_case_suite
 from tests.factories import ModelConfigFactory
-from tests.helpers import wait_for
 from tests.llm_helpers import agent_on
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _finished(eval_run):
-    # Only the worker's collection task scores and completes it: this test only reads.
-    return wait_for(
-        lambda: EvalRun.objects.filter(pk=eval_run.pk, status=EvalRunStatus.COMPLETED).first(),
-        timeout=60,
-        interval=0.3,
-        message="the collection task to finish the eval run",
-    )
 
 
 def test_eval_run_metrics_equal_a_hand_count(worker, fake_llm, executions):
     agent = agent_on(fake_llm, SCRIPT, tools=["test-counter", "test-echo"])
     suite = four_case_suite()
     eval_run = eval_run_start(suite=suite, agent_version=agent_version_current(agent=agent), repetitions=2)
-    _finished(eval_run)
+    eval_run_finished(eval_run)
     eval_run.refresh_from_db()
 
     # The write tool never ran: given a result it was simulated, without one its call failed.

@@ -13,24 +13,17 @@ from agents.releases import (
     version_rollback,
 )
 from agents.services import agent_version_current
-from evals.models import EvalRun, EvalRunStatus, ReleaseGate
+from evals.models import EvalRun, ReleaseGate
 from evals.services import eval_run_start
-from tests.evals.helpers import BROKEN_SCRIPT, SCRIPT, four_case_suite
+from tests.evals.helpers import BROKEN_SCRIPT, SCRIPT, eval_run_finished, four_case_suite
 from tests.factories import ModelConfigFactory
-from tests.helpers import wait_for
 from tests.llm_helpers import agent_on
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _evaluated(suite, version) -> EvalRun:
-    eval_run = eval_run_start(suite=suite, agent_version=version, repetitions=1)
-    return wait_for(
-        lambda: EvalRun.objects.filter(pk=eval_run.pk, status=EvalRunStatus.COMPLETED).first(),
-        timeout=60,
-        interval=0.3,
-        message="the collection task to finish the eval run",
-    )
+    return eval_run_finished(eval_run_start(suite=suite, agent_version=version, repetitions=1))
 
 
 def test_the_gate_holds_releases_to_their_eval_runs(worker, fake_llm, admin_user):
