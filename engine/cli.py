@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from conversations.models import Approval, Run, RunStatus, ToolInvocation
 from conversations.selectors import run_final_answer, run_timeline
+from knowledge.models import KnowledgeSearch
 from tools.arguments import arguments_hash
 
 
@@ -30,6 +31,29 @@ def run_wait(*, run_id, timeout: float = 120, poll: float = 0.2, on_park: Callab
         if time.monotonic() > deadline:
             if run.status == RunStatus.AWAITING_APPROVAL:
                 raise RunWaitTimeout(f"run {run_id} still waits for an approval after {timeout:.0f} s")
+            raise RunWaitTimeout(f"run {run_id} still {run.status} after {timeout:.0f} s; is a worker running?")
+        time.sleep(poll)
+
+
+def run_tree_wait(*, run_id, timeout: float = 120, poll: float = 0.2, on_pending: Callable[[Approval], None]) -> Run:
+    """The run once it has ended, its delegated runs included. Each approval pending anywhere in
+    the tree (a child's call parks the child, and its parent waits for the child) is reported
+    to `on_pending` once, which may decide it."""
+    deadline = time.monotonic() + timeout
+    reported = set()
+    while True:
+        run = Run.objects.get(pk=run_id)
+        if run.is_terminal:
+            return run
+        tree, frontier = [run.pk], [run.pk]
+        while frontier:
+            frontier = list(Run.objects.filter(parent_run_id__in=frontier).values_list("pk", flat=True))
+            tree += frontier
+        pending = Approval.objects.filter(run_id__in=tree, status=Approval.Status.PENDING).exclude(pk__in=reported)
+        for approval in pending.select_related("invocation", "run").order_by("pk"):
+            reported.add(approval.pk)
+            on_pending(approval)
+        if time.monotonic() > deadline:
             raise RunWaitTimeout(f"run {run_id} still {run.status} after {timeout:.0f} s; is a worker running?")
         time.sleep(poll)
 
@@ -62,13 +86,30 @@ def _decision(invocation: ToolInvocation) -> str:
     return f" [{approval.status} by {who}]"
 
 
-def format_run(run: Run) -> str:
-    lines = [
+def _run_header(run: Run) -> str:
+    return (
         f"run {run.pk}: {run.status} ({run.stop_reason or '-'}), {run.iterations} model steps, "
         f"tokens {run.prompt_tokens} prompt + {run.completion_tokens} completion = {run.total_tokens} "
         f"(cached {run.cached_tokens}, reasoning {run.reasoning_tokens}), cost {run.cost:.8f}, "
         f"{run.duration_ms} ms"
-    ]
+    )
+
+
+def _tool_line(o: ToolInvocation, *, one_line: bool = False) -> str:
+    result = " ".join(o.result.split()) if one_line else o.result
+    return f"    tool {o.tool_name} {o.status} args {o.raw_arguments}{_decision(o)} → {result[:160]}".rstrip()
+
+
+def _answer_line(run: Run, *, one_line: bool = False) -> str:
+    answer = run_final_answer(run=run)
+    if answer is None and run.status == RunStatus.AWAITING_APPROVAL:
+        return "  answer: (none yet: the run waits for an approval)"
+    text = answer.content if answer else "(none)"
+    return f"  answer: {' '.join(text.split()) if one_line else text}"
+
+
+def format_run(run: Run) -> str:
+    lines = [_run_header(run)]
     for step in run_timeline(run=run):
         o = step["obj"]
         if step["kind"] == "llm_call":
@@ -77,14 +118,42 @@ def format_run(run: Run) -> str:
                 f"tokens {o.prompt_tokens}/{o.completion_tokens} {o.latency_ms} ms {o.error}".rstrip()
             )
         else:
-            lines.append(
-                f"    tool {o.tool_name} {o.status} args {o.raw_arguments}{_decision(o)} → {o.result[:160]}".rstrip()
-            )
-    answer = run_final_answer(run=run)
+            lines.append(_tool_line(o))
     if run.error:
         lines.append(f"  error: {run.error.strip().splitlines()[-1]}")
-    if answer is None and run.status == RunStatus.AWAITING_APPROVAL:
-        lines.append("  answer: (none yet: the run waits for an approval)")
-    else:
-        lines.append(f"  answer: {answer.content if answer else '(none)'}")
+    lines.append(_answer_line(run))
     return "\n".join(lines)
+
+
+def _search_lines(search: KnowledgeSearch) -> list[str]:
+    if search.fallback:
+        return [f"      search {search.base.name} “{search.query}”: no passage above the threshold (fallback)"]
+    return [f"      search {search.base.name} “{search.query}”:"] + [
+        f"        [{p['citation']}] {p['title']} (score {p['score']:.4f})" for p in search.passages
+    ]
+
+
+def format_run_tree(run: Run, *, indent: str = "") -> str:
+    """The run as format_run prints it, with each delegate call followed by its child run's own
+    tree (indented one level) and each knowledge search by the passages it returned. Results and
+    answers are kept on one line each, so the indentation shows the tree."""
+    searches = {s.tool_call_id: s for s in KnowledgeSearch.objects.filter(run=run).select_related("base")}
+    children = {c.parent_tool_invocation_id: c for c in Run.objects.filter(parent_run=run).order_by("created_at")}
+    lines = [_run_header(run) + (f", delegated runs: tokens {run.children_tokens}" if children else "")]
+    for step in run_timeline(run=run):
+        o = step["obj"]
+        if step["kind"] == "llm_call":
+            call = f"  LLM call {o.iteration}.{o.attempt} {o.status} {o.finish_reason} {o.latency_ms} ms"
+            lines.append(call.rstrip())
+            continue
+        lines.append(_tool_line(o, one_line=True))
+        if o.tool_call_id in searches:
+            lines += _search_lines(searches[o.tool_call_id])
+        if o.pk in children:
+            child = children[o.pk]
+            lines.append(f"      ↳ delegated to {child.agent.name} ({child.agent.slug}):")
+            lines += format_run_tree(child, indent="        ").splitlines()
+    if run.error:
+        lines.append(f"  error: {run.error.strip().splitlines()[-1]}")
+    lines.append(_answer_line(run, one_line=True))
+    return "\n".join(indent + line for line in lines)

@@ -2,7 +2,7 @@
 # Brings Agentry up on the embedded defaults: SQLite, kombu's filesystem broker and the shipped
 # fake LLM server. No PostgreSQL, Redis or API key needed. Ctrl-C stops everything.
 # Usage: bash scripts/dev.sh [--demo] [--flower]
-#   --demo    also runs seed 000's conversations once
+#   --demo    also runs seed 000's conversations and seed 001's customer-service system once
 #   --flower  also starts Flower (Celery's task and worker view) on 127.0.0.1:${FLOWER_PORT:-5555},
 #             behind the admin's user and password unless FLOWER_BASIC_AUTH says otherwise
 set -euo pipefail
@@ -26,6 +26,9 @@ export DATABASE_URL= REDIS_URL= CELERY_BROKER_URL=
 # from every browser.
 export SESSION_COOKIE_SECURE="${SESSION_COOKIE_SECURE:-0}" CSRF_COOKIE_SECURE="${CSRF_COOKIE_SECURE:-0}"
 export AGENTRY_DEMO_LLM_URL="${AGENTRY_DEMO_LLM_URL:-http://127.0.0.1:8901/v1}"
+# The customer-service demo's order service (agentry_demo --customer-service) listens on loopback,
+# which the tools' outbound guard refuses unless it is listed; set the variable (even empty) to override.
+export AGENTRY_OUTBOUND_ALLOWLIST="${AGENTRY_OUTBOUND_ALLOWLIST-127.0.0.1:8902}"
 PORT="${PORT:-8000}"
 FLOWER_PORT="${FLOWER_PORT:-5555}"
 if (( flower )); then
@@ -75,6 +78,7 @@ Agentry is up (embedded defaults: SQLite in var/, filesystem broker, fake LLM on
   API docs:  http://127.0.0.1:$PORT/api/docs/
   Monitor:   http://127.0.0.1:$PORT/monitor/
   Demo:      .venv/bin/python manage.py agentry_demo      (seed 000's conversations, through the queue)
+             .venv/bin/python manage.py agentry_demo --customer-service   (seed 001's agents as tools)
   One-off:   .venv/bin/python manage.py agentry_chat "我在成都，明天天气如何？"
   Logs:      var/logs/
 INFO
@@ -84,5 +88,6 @@ fi
 
 if (( demo )); then
   $PY manage.py agentry_demo
+  $PY manage.py agentry_demo --customer-service
 fi
 wait

@@ -1,0 +1,132 @@
+"""Seed 001's customer-service system (`agentry_demo --customer-service`), end to end: the real
+queue and worker, the fake model's customer_service script, the shipped order service."""
+
+import io
+import json
+
+import httpx
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from agents.models import Agent, AgentDelegate, AgentTool
+from conversations.models import Approval, Run, RunStatus, ToolInvocation
+from conversations.selectors import run_final_answer
+from engine.customer_service_demo import (
+    AFTER_SALES,
+    CUSTOMER_SERVICE_QUESTIONS,
+    FALLBACK_ANSWER,
+    ORDERS,
+    QUALITY,
+    ROUTER,
+    customer_service_seed,
+)
+from knowledge.models import Chunk, Document, KnowledgeSearch
+from tools.demo_orders import order_service_start
+
+
+def _root(question: str) -> Run:
+    return Run.objects.get(parent_run=None, agent__slug=ROUTER, conversation__title=question[:80])
+
+
+def _children(run: Run) -> dict[str, Run]:
+    return {child.agent.slug: child for child in Run.objects.filter(parent_run=run).select_related("agent")}
+
+
+def _answer(run: Run) -> str:
+    return run_final_answer(run=run).content
+
+
+@pytest.mark.e2e
+def test_command_answers_through_the_agent_tree(worker, fake_llm):
+    get_user_model().objects.create_superuser("boss", password="x")
+    out = io.StringIO()
+    call_command(
+        "agentry_demo",
+        customer_service=True,
+        llm_base_url=fake_llm.api_base,
+        order_service_port=0,
+        timeout=90,
+        stdout=out,
+    )
+    printed = out.getvalue()
+    faq, order, fallback, after_sales = (_root(q) for q in CUSTOMER_SERVICE_QUESTIONS)
+    for run in (faq, order, fallback, after_sales):
+        assert run.status == RunStatus.COMPLETED, run.error
+
+    # FAQ: answered from the base, citing the refund passage the search returned; checked by QC.
+    refund = Chunk.objects.get(document__filename="zh-refund.md")
+    search = KnowledgeSearch.objects.get(run=faq)
+    assert [p["citation"] for p in search.passages][0] == f"C{refund.pk}"
+    assert f"[C{refund.pk}]" in _answer(faq) and "一到三个工作日" in _answer(faq)
+    assert set(_children(faq)) == {QUALITY}
+
+    # Order: the router delegated to the order agent, whose address change waited for approval.
+    children = _children(order)
+    assert set(children) == {ORDERS, QUALITY}
+    child = children[ORDERS]
+    assert child.depth == 1 and child.parent_tool_invocation.run_id == order.pk
+    assert child.parent_tool_invocation.tool_name == "ask_order_agent"
+    approval = Approval.objects.get(run=child)
+    assert approval.status == Approval.Status.APPROVED and approval.decided_by.username == "boss"
+    assert approval.invocation.tool_name == "change_address"
+    calls = ToolInvocation.objects.filter(run=child).order_by("created_at")
+    assert [(c.tool_name, c.status) for c in calls] == [("get_order", "succeeded"), ("change_address", "succeeded")]
+    assert json.loads(calls[1].result)["previous_address"] == "成都市锦江区春熙路 8 号"
+    assert "天府大道 100 号" in _answer(order) and "已付款，待发货" in _answer(order)
+    assert order.children_tokens == sum(c.total_tokens for c in children.values())
+
+    # Nothing in the FAQ: the base's fallback text is the answer, with no delegation.
+    assert _answer(fallback) == FALLBACK_ANSWER
+    assert KnowledgeSearch.objects.get(run=fallback).fallback
+    assert not Run.objects.filter(parent_run=fallback).exists()
+
+    # After-sales: its own agent searched the FAQ and cited the damaged-goods passage.
+    damaged = Chunk.objects.get(document__filename="zh-damaged.md")
+    assert set(_children(after_sales)) == {AFTER_SALES, QUALITY}
+    assert KnowledgeSearch.objects.filter(run=_children(after_sales)[AFTER_SALES]).exists()
+    assert f"[C{damaged.pk}]" in _answer(after_sales)
+
+    # The printed trees show the delegation, the search and the decision.
+    assert f"waiting for approval {approval.pk}" in printed and "approved by boss" in printed
+    assert "↳ delegated to 订单查询智能体 (cs-orders):" in printed
+    assert f"[C{refund.pk}] 退款到账时间" in printed
+    assert "(fallback)" in printed
+    assert f"answer: {FALLBACK_ANSWER}" in printed
+
+
+@pytest.mark.django_db
+def test_seeding_twice_changes_nothing():
+    first = customer_service_seed(llm_base_url="http://127.0.0.1:9/v1", order_service_url="http://127.0.0.1:9")
+    counts = [m.objects.count() for m in (Agent, AgentTool, AgentDelegate, Document, Chunk)]
+    chunk_ids = set(Chunk.objects.values_list("pk", flat=True))
+    second = customer_service_seed(llm_base_url="http://127.0.0.1:9/v1", order_service_url="http://127.0.0.1:9")
+    assert first.pk == second.pk
+    assert [m.objects.count() for m in (Agent, AgentTool, AgentDelegate, Document, Chunk)] == counts
+    # Unchanged documents keep their chunks, so citations printed earlier still resolve.
+    assert set(Chunk.objects.values_list("pk", flat=True)) == chunk_ids
+    assert counts[0] == 4 and counts[2] == 3 and counts[3] == Document.objects.filter(status="indexed").count()
+    router_tools = AgentTool.objects.filter(agent=first).values_list("tool__name", flat=True)
+    assert list(router_tools) == ["search_faq"]
+
+
+@pytest.fixture
+def orders():
+    url, server = order_service_start()
+    yield url
+    server.shutdown()
+    server.server_close()
+
+
+def test_order_service(orders):
+    assert httpx.get(f"{orders}/orders/DD20261130001").json()["status"] == "已付款，待发货"
+    assert httpx.get(f"{orders}/orders/NOPE").status_code == 404
+    assert httpx.get(f"{orders}/orders/DD20261130001/address").status_code == 404
+    changed = httpx.post(f"{orders}/orders/DD20261130001/address", json={"address": "新地址"})
+    assert changed.json()["previous_address"] == "成都市锦江区春熙路 8 号"
+    assert httpx.get(f"{orders}/orders/DD20261130001").json()["address"] == "新地址"
+    # A shipped order's address cannot change; a bad body is a 400.
+    assert httpx.post(f"{orders}/orders/DD20261128042/address", json={"address": "新地址"}).status_code == 409
+    assert httpx.post(f"{orders}/orders/DD20261130001/address", json={"address": ""}).status_code == 400
+    assert httpx.post(f"{orders}/orders/DD20261130001/address", content=b"not json").status_code == 400
+    assert httpx.post(f"{orders}/orders/DD20261130001/address", json=["x"]).status_code == 400
