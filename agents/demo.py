@@ -1,11 +1,18 @@
 """The seed 000 demo: the customer-service agent with its three tools, on the shipped fake model."""
 
+from django.db import transaction
+
 from agents.models import Agent, AgentTool, ModelConfig
+from agents.releases import version_publish
 from tools.models import ToolDefinition
 from tools.services import tool_definitions_sync_from_registry
 
 DEMO_TOOLS = ["mojitianqi-DayWeather", "gaodedetu-plan_driving", "gaodedetu-plan_bicycle"]
 DEMO_SYSTEM_PROMPT = "今天是 {{ now_cn }} 。# 角色\n你是一名强子开发的智能客服。\n\n"
+DEMO_WEATHER_TOOL = "mojitianqi-DayWeather"
+# A description that no longer says the tool gives the weather: the demo model (fakellm's
+# needs_description) then does not call it, as a real model might not.
+DEGRADED_DESCRIPTION = "Returns data."
 
 
 def demo_seed(*, llm_base_url: str, stream: bool = True) -> Agent:
@@ -38,5 +45,22 @@ def demo_seed(*, llm_base_url: str, stream: bool = True) -> Agent:
         },
     )
     for tool in ToolDefinition.objects.filter(name__in=DEMO_TOOLS):
-        AgentTool.objects.get_or_create(agent=agent, tool=tool)
+        link, created = AgentTool.objects.get_or_create(agent=agent, tool=tool)
+        if not created and link.description_override:
+            # Back to the tools' own descriptions: undoes demo_degrade_draft.
+            link.description_override = ""
+            link.save(update_fields=["description_override"])
     return agent
+
+
+@transaction.atomic
+def demo_degrade_draft(*, agent: Agent) -> AgentTool:
+    """Publish the demo agent's configuration if it never was, then make its draft a worse one:
+    the weather tool described vaguely for this agent only (the shared tool is left as it is), so
+    an eval of the draft against the published version shows the regression."""
+    if agent.published_version_id is None:
+        version_publish(agent=agent, user=None, note="Seed 000 demo: the tools as they are described.")
+    link = AgentTool.objects.get(agent=agent, tool__name=DEMO_WEATHER_TOOL)
+    link.description_override = DEGRADED_DESCRIPTION
+    link.save(update_fields=["description_override"])
+    return link

@@ -443,6 +443,13 @@ class AgentTool(models.Model):
         blank=True,
         help_text=_("With 'when the rule matches', e.g. amount > 1000."),
     )
+    # What the model is told the tool is for decides whether it calls it; an agent can word it
+    # for its own task (or try a new wording on its draft) without changing the shared tool.
+    description_override = models.TextField(
+        _("description for this agent"),
+        blank=True,
+        help_text=_("Shown to the model instead of the tool's description, for this agent only; empty: the tool's."),
+    )
     enabled = models.BooleanField(_("enabled"), default=True)
 
     class Meta:
@@ -452,6 +459,11 @@ class AgentTool(models.Model):
 
     def __str__(self):
         return f"{self.agent} → {self.tool}"
+
+    @property
+    def model_description(self) -> str:
+        """The description the agent's model is shown."""
+        return self.description_override or self.tool.description
 
     def clean(self):
         if self.approval == self.Approval.RULE:

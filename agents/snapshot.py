@@ -237,7 +237,7 @@ def _tool_snapshot(link: AgentTool) -> ToolSpec:
     spec: ToolSpec = {
         "id": tool.pk,
         "name": tool.name,
-        "description": tool.description,
+        "description": link.model_description,
         "parameters": tool.parameters,
         "kind": tool.kind,
         "python_callable": tool.python_callable,

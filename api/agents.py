@@ -10,7 +10,7 @@ from tools.approval_policy import effective_policy
 
 class AgentToolSerializer(serializers.Serializer):
     name = serializers.CharField(source="tool.name")
-    description = serializers.CharField(source="tool.description")
+    description = serializers.CharField(source="model_description")
     approval = serializers.SerializerMethodField(
         help_text="When a call waits for a person: never, always, or rule (when `approval_rule` matches)."
     )

@@ -45,22 +45,38 @@ def resolve(step: dict, conversation: Conversation) -> tuple[dict, dict]:
     return step, groups
 
 
+def misunderstood(needs: dict, conversation: Conversation) -> bool:
+    """Whether an offered tool the scenario needs has a description lacking one of the words that
+    say what it is for: a model reading it would not see that this tool answers the question.
+    A tool that is not offered at all is left to the scenario (the engine reports the call)."""
+    offered = {tool.name: tool.description.casefold() for tool in conversation.tools}
+    return any(
+        name in offered and not all(word.casefold() in offered[name] for word in words) for name, words in needs.items()
+    )
+
+
 class Script:
     def __init__(self, document: dict):
         validate_script(document)
         self.document = document
         self.defaults = {**DEFAULTS, **document.get("defaults", {})}
         self.faults = {**FAULT_DEFAULTS, **document.get("faults", {})}
-        self.scenarios = [(re.compile(s["match"]), s["steps"]) for s in document.get("scenarios", [])]
+        self.scenarios = [
+            (re.compile(s["match"]), s["steps"], s.get("needs_description", {}), s.get("not_understood"))
+            for s in document.get("scenarios", [])
+        ]
         self.fallback = document.get("fallback", DEFAULT_FALLBACK)
         self._chaos = random.Random(self.faults["seed"])
         self._rates = [(k, p) for k, p in self.faults["rate"].items() if p > 0]
 
     def pick(self, conversation: Conversation) -> tuple[dict, dict]:
         """Return the reply step and the named groups of the matching scenario."""
-        for pattern, steps in self.scenarios:
+        for pattern, steps, needs, not_understood in self.scenarios:
             found = pattern.search(conversation.last_user_text)
             if found:
+                if needs and misunderstood(needs, conversation):
+                    step, chosen_by = resolve(not_understood, conversation)
+                    return step, {**found.groupdict(), **chosen_by}
                 step, chosen_by = resolve(steps[min(conversation.step_index, len(steps) - 1)], conversation)
                 return step, {**found.groupdict(), **chosen_by}
         return resolve(self.fallback, conversation)

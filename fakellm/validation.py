@@ -84,11 +84,29 @@ def _check_faults(value, problems: Problems) -> None:
         problems.fail("faults.rate", "probabilities must sum to at most 1")
 
 
+def _check_needs_description(scenario: dict, path: str, problems: Problems) -> None:
+    needs = scenario.get("needs_description")
+    if (
+        not isinstance(needs, dict)
+        or not needs
+        or not all(
+            isinstance(words, list) and words and all(isinstance(w, str) and w for w in words)
+            for words in needs.values()
+        )
+    ):
+        problems.fail(f"{path}.needs_description", "must map tool names to non-empty lists of words")
+    if "not_understood" not in scenario:
+        return problems.fail(path, "'needs_description' needs a 'not_understood' step")
+    check_step(scenario["not_understood"], f"{path}.not_understood", problems)
+
+
 def _check_scenario(scenario, path: str, problems: Problems) -> None:
     if not problems.is_object(scenario, path):
         return
-    problems.keys(scenario, {"match", "steps"}, path)
+    problems.keys(scenario, {"match", "steps", "needs_description", "not_understood"}, path)
     problems.regex(scenario.get("match"), f"{path}.match")
+    if "needs_description" in scenario or "not_understood" in scenario:
+        _check_needs_description(scenario, path, problems)
     steps = scenario.get("steps")
     if not isinstance(steps, list) or not steps:
         return problems.fail(f"{path}.steps", "must be a non-empty list")

@@ -107,3 +107,18 @@ def test_the_hash_does_not_depend_on_key_order():
 def test_a_malformed_snapshot_is_refused_when_read(stored, problem):
     with pytest.raises(SnapshotInvalid, match=problem):
         snapshot_parse(stored)
+
+
+@pytest.mark.django_db
+def test_an_agent_level_description_replaces_the_tools_for_that_agent_only():
+    agent, other = make_agent(slug="one", tools=["test-echo"]), make_agent(slug="two", tools=["test-echo"])
+    shared = ToolDefinition.objects.get(name="test-echo").description
+    unchanged = agent_version_current(agent=agent)
+    AgentTool.objects.filter(agent=agent).update(description_override="Repeats words.")
+
+    assert snapshot_tool(snapshot_build(agent=agent), "test-echo")["description"] == "Repeats words."
+    assert snapshot_tool(snapshot_build(agent=other), "test-echo")["description"] == shared
+    # The model is told something else: a new version; undone, the configuration of before.
+    assert agent_version_current(agent=agent) != unchanged
+    AgentTool.objects.filter(agent=agent).update(description_override="")
+    assert agent_version_current(agent=agent).config_hash == unchanged.config_hash

@@ -8,6 +8,7 @@ from django.core.cache import cache
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from agents.models import AgentTool
 from conversations.models import LLMCall, Message, Run, RunRequest, ToolInvocation
 from conversations.services import conversation_create
 from engine.admission import message_post
@@ -82,6 +83,10 @@ def test_agents_lists_only_what_the_caller_may_use(alice, agent):
         {"name": "test-echo", "description": "Returns its text argument.", "approval": "never", "approval_rule": ""}
     ]
     assert "system_prompt" not in helper
+    # What the agent's model is shown: its own wording of the tool when it has one.
+    AgentTool.objects.filter(agent__slug="helper").update(description_override="Says it again.")
+    helper = client_for(alice).get("/api/v1/agents/helper/").json()
+    assert helper["tools"][0]["description"] == "Says it again."
 
 
 # --- conversations -------------------------------------------------------------------------------

@@ -16,7 +16,18 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent.parent
 # The code that runs in production: the apps, the settings and the shipped model server; the
 # suite's settings read variables of their own (TEST_DATABASE_URL, …) that no deployment sets.
-PACKAGES = ("platform_site", "tools", "agents", "conversations", "engine", "alerts", "api", "console", "fakellm")
+PACKAGES = (
+    "platform_site",
+    "tools",
+    "agents",
+    "conversations",
+    "engine",
+    "alerts",
+    "evals",
+    "api",
+    "console",
+    "fakellm",
+)
 SUITE_ONLY = {ROOT / "platform_site" / "settings_test.py"}
 # Set by the image, not by an operator; and read before any .env, so never from one.
 NOT_PASSED_TO_CONTAINERS = {"STATIC_ROOT", "AGENTRY_ENV_FILE"}

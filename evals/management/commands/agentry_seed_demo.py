@@ -1,0 +1,44 @@
+import os
+
+from django.core.management.base import BaseCommand
+
+from agents.demo import DEGRADED_DESCRIPTION, DEMO_WEATHER_TOOL, demo_degrade_draft, demo_seed
+from evals.demo import DEMO_SUITE, demo_suite_seed
+
+
+# In evals, the layer that sees both the agent and its eval suite.
+class Command(BaseCommand):
+    help = (
+        "Create or refresh the seed 000 demo agent, its model config (the shipped fake LLM), tools and eval suite; "
+        "--degraded-version also publishes it (if never published) and degrades its draft."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--llm-base-url", default=os.environ.get("AGENTRY_DEMO_LLM_URL", "http://127.0.0.1:8901/v1")
+        )
+        parser.add_argument("--no-stream", action="store_true", help="Call the model without streaming.")
+        parser.add_argument(
+            "--degraded-version",
+            action="store_true",
+            help="Publish the demo agent if it never was, then give its draft a vague weather tool description "
+            "(for this agent only), for an eval of the draft against the published version to catch.",
+        )
+
+    def handle(self, *args, llm_base_url, no_stream, degraded_version, **options):
+        agent = demo_seed(llm_base_url=llm_base_url, stream=not no_stream)
+        self.stdout.write(
+            self.style.SUCCESS(f"Demo agent ready: {agent.name} (slug {agent.slug}), model at {llm_base_url}")
+        )
+        count = demo_suite_seed()
+        self.stdout.write(self.style.SUCCESS(f"Eval suite {DEMO_SUITE}: {count} cases"))
+        if degraded_version:
+            demo_degrade_draft(agent=agent)
+            agent.refresh_from_db()
+            self.stdout.write(
+                self.style.WARNING(
+                    f"Published version: {agent.published_version.number}; the draft describes {DEMO_WEATHER_TOOL} "
+                    f"as {DEGRADED_DESCRIPTION!r}. Compare: manage.py agentry_eval {agent.slug} --suite {DEMO_SUITE} "
+                    "--version draft --against published"
+                )
+            )
