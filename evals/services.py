@@ -42,7 +42,9 @@ def eval_version_resolve(*, agent: Agent, version: str) -> AgentVersion:
     try:
         return version_target(agent=agent, target=target)
     except UnknownVersion as exc:
-        raise VersionNotFound(f"agent {agent.slug}: {exc}") from None
+        if target == PUBLISHED:
+            raise VersionNotFound(f"agent {agent.slug}: {exc}") from None
+        raise VersionNotFound(f"agent {agent.slug} has no version {version!r}") from None
 
 
 def _eval_tools(case: EvalCase) -> dict:

@@ -4,6 +4,7 @@ import pytest
 
 from agents.models import Agent, ModelConfig
 from tests.factories import ModelConfigFactory
+from tests.helpers import agent_admin_inlines
 from tools.models import ToolDefinition
 from tools.services import tool_definitions_sync_from_registry
 
@@ -24,17 +25,10 @@ def _agent_form(model: ModelConfig, tool: ToolDefinition, **fields) -> dict:
         "tool_choice_name": "",
         "parallel_tool_calls": "on",
         "is_active": "on",
-        "agent_tools-TOTAL_FORMS": 1,
-        "agent_tools-INITIAL_FORMS": 0,
-        "delegates-TOTAL_FORMS": 0,
-        "delegates-INITIAL_FORMS": 0,
-        "agent_tools-MIN_NUM_FORMS": 0,
-        "agent_tools-MAX_NUM_FORMS": 1000,
+        **agent_admin_inlines(agent_tools=1),
         "agent_tools-0-tool": tool.pk,
         "agent_tools-0-approval": "inherit",
         "agent_tools-0-enabled": "on",
-        "guardrail_rules-TOTAL_FORMS": 0,
-        "guardrail_rules-INITIAL_FORMS": 0,
     }
     data.update(fields)
     return data

@@ -16,6 +16,7 @@ from conversations.retention import _runs_delete
 from conversations.services import conversation_create
 from engine.runs import run_cancel
 from platform_site.telemetry import tracing
+from tests.helpers import agent_admin_inlines
 from tests.llm_helpers import agent_on
 from tests.platform.test_tracing import receiver  # noqa: F401 (a fixture)
 from tests.runs import advance, start_run
@@ -92,10 +93,7 @@ def test_the_admin_shows_a_cycle_as_a_form_error(client, agents):
         "tool_choice": "auto",
         "parallel_tool_calls": "on",
         "concurrent_messages": "reject",
-        "agent_tools-TOTAL_FORMS": "0",
-        "agent_tools-INITIAL_FORMS": "0",
-        "delegates-TOTAL_FORMS": "1",
-        "delegates-INITIAL_FORMS": "0",
+        **agent_admin_inlines(delegates=1),
         "delegates-0-tool_name": "ask_back",
         "delegates-0-child": a.pk,
         "delegates-0-description": "Ask the first agent.",

@@ -32,6 +32,7 @@ from engine import tasks as engine_tasks
 from engine.admission import message_submit
 from engine.retention import retention_sweep
 from tests.factories import make_agent
+from tests.helpers import agent_admin_inlines
 from tests.ledger_seed import ROWS_PER_RUN, ledger_seed
 
 pytestmark = pytest.mark.django_db
@@ -218,14 +219,7 @@ def _agent_form(agent, **changes) -> dict:
         "parallel_tool_calls": "on",
         "concurrent_messages": "reject",
         "retention_days": agent.retention_days or "",
-        "agent_tools-TOTAL_FORMS": "0",
-        "agent_tools-INITIAL_FORMS": "0",
-        "delegates-TOTAL_FORMS": "0",
-        "delegates-INITIAL_FORMS": "0",
-        "agent_tools-MIN_NUM_FORMS": "0",
-        "agent_tools-MAX_NUM_FORMS": "1000",
-        "guardrail_rules-TOTAL_FORMS": "0",
-        "guardrail_rules-INITIAL_FORMS": "0",
+        **agent_admin_inlines(),
     }
     data.update(changes)
     return data

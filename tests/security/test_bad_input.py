@@ -15,6 +15,7 @@ from conversations.models import Approval, Conversation, Message, Run
 from engine.loop import run_advance
 from tests.api_helpers import client_for, make_user, token_for
 from tests.approvals.conftest import Scenario, counter_steps
+from tests.helpers import agent_admin_inlines
 from tests.security.bad_input import (
     BAD_BODIES,
     BAD_QUERY,
@@ -315,12 +316,7 @@ def test_admin_refuses_a_system_prompt_that_cannot_render(admin_user, prompt, er
         "tool_choice": "auto",
         "parallel_tool_calls": "on",
         "concurrent_messages": "reject",
-        "agent_tools-TOTAL_FORMS": 0,
-        "agent_tools-INITIAL_FORMS": 0,
-        "guardrail_rules-TOTAL_FORMS": 0,
-        "guardrail_rules-INITIAL_FORMS": 0,
-        "delegates-TOTAL_FORMS": 0,
-        "delegates-INITIAL_FORMS": 0,
+        **agent_admin_inlines(),
     }
     response = client.post("/admin/agents/agent/add/", form)
     if error is None:
