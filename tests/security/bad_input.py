@@ -26,6 +26,7 @@ ROUTES = {
     "monitor/runs/{run}/": {"GET"},
     "monitor/runs/{run}/timeline.json": {"GET"},
     "monitor/runs/{run}/events.json": {"GET"},
+    "monitor/runs/{run}/eval-case/": {"POST"},
     "monitor/runs/{run}/{action}/": {"POST"},
     "monitor/try/": {"GET"},
     "monitor/try/send/": {"POST"},
