@@ -2,8 +2,11 @@
 calls as expectations and their results as the case's given results, so playing the case again
 stubs the tools the run called (a write tool does not run twice)."""
 
+import json
+
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.test import Client
 from django.urls import reverse
 
 from conversations.models import Run, ToolInvocation
@@ -155,3 +158,39 @@ def test_the_service_refuses_a_duplicate_and_keeps_only_text_turns():
     with pytest.raises(Exception, match="already exists"):
         eval_case_from_run(run=run, suite=suite, name="c")
     assert suite.cases.count() == 1
+
+
+def _case_form(case: EvalCase, **changes) -> dict:
+    form = {
+        "suite": case.suite_id,
+        "name": case.name,
+        "position": case.position,
+        "turns": json.dumps(case.turns),
+        "expected_tool_calls": json.dumps(case.expected_tool_calls),
+        "forbidden_tools": "[]",
+        "answer_contains": "",
+        "answer_pattern": "",
+        "answer_schema": "",
+        "tool_results": json.dumps(case.tool_results),
+        "live_reads": "on",
+    }
+    return {**form, **changes}
+
+
+def test_the_case_is_finished_on_its_admin_page_checked_as_on_its_suite():
+    suite = EvalSuite.objects.create(name="s")
+    case = eval_case_from_run(run=_user_run(), suite=suite, name="c")
+    url = reverse("admin:evals_evalcase_change", args=[case.pk])
+    client = Client()
+    client.force_login(_staff("evals.view_evalcase"))
+    assert client.get(url).status_code == 200
+    assert client.post(url, _case_form(case, answer_contains="hello")).status_code == 403
+    client.force_login(_staff("evals.view_evalcase", "evals.change_evalcase"))
+    response = client.post(url, _case_form(case, answer_pattern="(unclosed"))
+    assert response.status_code == 200 and "errorlist" in response.content.decode()
+    response = client.post(url, _case_form(case, answer_pattern="^Hi"))
+    assert response.status_code == 302
+    case.refresh_from_db()
+    assert case.answer_pattern == "^Hi"
+    client.force_login(_staff("conversations.view_run"))
+    assert client.get(url).status_code == 403
