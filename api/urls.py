@@ -3,7 +3,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from api import agents, conversations, events, exports, runs
+from api import agents, conversations, evals, events, exports, runs
 from api.approvals import ApprovalViewSet
 
 router = DefaultRouter(trailing_slash=True)
@@ -11,6 +11,8 @@ router.register("agents", agents.AgentViewSet, basename="agent")
 router.register("conversations", conversations.ConversationViewSet, basename="conversation")
 router.register("runs", runs.RunViewSet, basename="run")
 router.register("approvals", ApprovalViewSet, basename="approval")
+router.register("eval-suites", evals.EvalSuiteViewSet, basename="eval-suite")
+router.register("eval-runs", evals.EvalRunViewSet, basename="eval-run")
 
 urlpatterns = [
     # Async (ASGI) view, outside DRF: a stream must not hold a thread while it waits.

@@ -42,6 +42,17 @@ class CasesImportForm(forms.Form):
 IMPORT_PERMISSIONS = ("evals.add_evalsuite", "evals.add_evalcase", "evals.change_evalcase")
 
 
+@admin.register(EvalCase)
+class EvalCaseAdmin(JSONInputAdminMixin, admin.ModelAdmin):
+    """A case on its own page, where one made from a run's timeline is finished (its suite's page
+    edits the same cases inline)."""
+
+    list_display = ["name", "suite", "position"]
+    list_filter = ["suite"]
+    search_fields = ["name", "suite__name"]
+    list_select_related = ["suite"]
+
+
 @admin.register(EvalSuite)
 class EvalSuiteAdmin(admin.ModelAdmin):
     list_display = ["name", "description", "created_at"]

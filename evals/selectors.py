@@ -68,3 +68,36 @@ def eval_runs_latest(*, version_ids: list[int]) -> dict[int, EvalRun]:
     for eval_run in finished:
         latest.setdefault(eval_run.agent_version_id, eval_run)
     return latest
+
+
+def run_case_material(*, run: Run) -> dict | None:
+    """What an eval case made from a run takes from it: the conversation's text turns up to and
+    including the run's user message, the tool calls the run made (name and parsed arguments, in
+    order) and what those that succeeded returned, the first result of each tool. None when the
+    run has no user message (one queued behind another has not stored it yet)."""
+    user_message = Message.objects.filter(run=run, role=Message.Role.USER).order_by("order").only("order").first()
+    if user_message is None:
+        return None
+    turns = [
+        {"role": role, "content": content}
+        for role, content, tool_calls in Message.objects.filter(
+            conversation_id=run.conversation_id,
+            order__lte=user_message.order,
+            role__in=[Message.Role.USER, Message.Role.ASSISTANT],
+        )
+        .order_by("order")
+        .values_list("role", "content", "tool_calls")
+        # An assistant message that called tools is not a text turn (its calls and their results
+        # would have to travel with it); an empty one says nothing.
+        if content and not tool_calls
+    ]
+    calls, results = [], {}
+    for name, arguments, status, result in (
+        ToolInvocation.objects.filter(run=run)
+        .order_by("llm_call_id", "position")
+        .values_list("tool_name", "arguments", "status", "result")
+    ):
+        calls.append({"name": name, "arguments": arguments} if isinstance(arguments, dict) else {"name": name})
+        if status == ToolInvocation.Status.SUCCEEDED:
+            results.setdefault(name, result)
+    return {"turns": turns, "expected_tool_calls": calls, "tool_results": results}

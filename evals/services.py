@@ -5,8 +5,9 @@ import logging
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from agents.models import Agent, AgentVersion
 from agents.releases import DRAFT, PUBLISHED, UnknownVersion, version_target
@@ -17,7 +18,7 @@ from evals.jsonl import CaseLineInvalid, case_from_line
 from evals.metrics import eval_metrics
 from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite
 from evals.scoring import expectations_of, score_run
-from evals.selectors import eval_results_data, run_observation
+from evals.selectors import eval_results_data, run_case_material, run_observation
 from platform_site.celery import app
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ def eval_cases_import(*, suite_name: str, lines) -> int:
     new), all or none; a case with the name of one already in the suite replaces it. Raises
     CaseLineInvalid naming the first bad line."""
     with transaction.atomic():
-        suite, _ = EvalSuite.objects.get_or_create(name=suite_name)
+        suite, _created = EvalSuite.objects.get_or_create(name=suite_name)
         count = 0
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -154,3 +155,19 @@ def eval_cases_import(*, suite_name: str, lines) -> int:
             case.save()
             count += 1
     return count
+
+
+def eval_case_from_run(*, run: Run, suite: EvalSuite, name: str) -> EvalCase:
+    """A new case of the suite that replays the run: its conversation up to the run's user
+    message, the tool calls it made as expected calls (arguments as a JSON subset), and what they
+    returned as the case's tool results, so a replay stubs those tools (write tools included)
+    instead of calling them. The answer's expectations are left for the operator. Raises
+    ValidationError (a duplicate name, a run without a user message) and saves nothing then."""
+    material = run_case_material(run=run)
+    if material is None:
+        raise ValidationError({"turns": _("This run has no user message to make a case of.")})
+    position = suite.cases.aggregate(last=Max("position"))["last"]
+    case = EvalCase(suite=suite, name=name, position=0 if position is None else position + 1, **material)
+    case.full_clean()
+    case.save()
+    return case

@@ -215,6 +215,7 @@ SPECTACULAR_SETTINGS = {
         "ApprovalStatusEnum": "conversations.models.Approval.Status",
         "ToolInvocationStatusEnum": "conversations.models.ToolInvocation.Status",
         "LLMCallStatusEnum": "conversations.models.LLMCall.Status",
+        "EvalRunStatusEnum": "evals.models.EvalRunStatus",
     },
 }
 

@@ -4,6 +4,7 @@ from django.utils.translation import gettext_lazy as _
 from agents.models import Agent
 from agents.releases import DRAFT, PUBLISHED, TEST_VERSION_PERMISSION
 from agents.selectors import agents_usable_by
+from evals.models import EvalSuite
 
 
 class TryAgentForm(forms.Form):
@@ -37,3 +38,8 @@ class TryAgentForm(forms.Form):
         if version.isascii() and version.isdigit() and 0 < int(version) < 2**31:
             return int(version)
         raise forms.ValidationError(_('Must be "draft", "published" or a version number.'))
+
+
+class EvalCaseFromRunForm(forms.Form):
+    suite = forms.ModelChoiceField(queryset=EvalSuite.objects.order_by("name"), label=_("Suite"))
+    name = forms.CharField(max_length=100, label=_("Case name"))

@@ -8,7 +8,7 @@ from functools import wraps
 
 from django.contrib import admin, messages
 from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -18,7 +18,7 @@ from django.utils.translation import gettext as _
 
 from agents.releases import UnknownVersion
 from alerts.permissions import VIEW_FIRINGS_PERMISSION
-from console.monitoring.forms import TryAgentForm
+from console.monitoring.forms import EvalCaseFromRunForm, TryAgentForm
 from console.monitoring.presenters import dashboard_context, timeline_rows
 from console.monitoring.selectors import alerts_open, dashboard_snapshot, run_events_after
 from console.monitoring.services import ConversationNotFound, try_message_post
@@ -33,6 +33,7 @@ from engine.operations import (
     run_requeue,
     run_retry,
 )
+from evals.services import eval_case_from_run
 from platform_site.http_methods import require_GET, require_POST
 from platform_site.logs import bind
 
@@ -42,6 +43,7 @@ ACTIONS = {"cancel": run_cancel_by_operator, "requeue": run_requeue, "retry": ru
 VIEW_PERMISSION = "conversations.view_run"
 # The try page starts runs, and follows them on the run's timeline and events.
 TRY_PERMISSIONS = ("conversations.add_run", VIEW_PERMISSION)
+ADD_EVAL_CASE_PERMISSION = "evals.add_evalcase"
 
 
 class BadParameter(ValueError):
@@ -138,19 +140,51 @@ def _run(run_id) -> Run:
     return get_object_or_404(Run.objects.select_related("agent", "agent_version"), pk=run_id)
 
 
-@require_GET
-@operator_required(VIEW_PERMISSION)
-def run_timeline_page(request, run_id):
-    run = _run(run_id)
+def _timeline_page(request, run: Run, *, case_form=None, status: int = 200):
     export = run_timeline_export(run=run)
-    return _page(
+    if case_form is None and request.user.has_perm(ADD_EVAL_CASE_PERMISSION):
+        case_form = EvalCaseFromRunForm()
+    response = _page(
         request,
         "monitoring/run_timeline.html",
         title=f"Run {run.pk}",
         run=run,
         export=export,
         rows=timeline_rows(export["steps"]),
+        case_form=case_form,
     )
+    response.status_code = status
+    return response
+
+
+@require_GET
+@operator_required(VIEW_PERMISSION)
+def run_timeline_page(request, run_id):
+    return _timeline_page(request, _run(run_id))
+
+
+@require_POST
+@operator_required(VIEW_PERMISSION, ADD_EVAL_CASE_PERMISSION)
+def run_eval_case(request, run_id):
+    """The run as a new case of an eval suite; the operator then fills in its expectations on the
+    case's admin page. A bad choice shows the timeline again with the form's errors."""
+    run = _run(run_id)
+    form = EvalCaseFromRunForm(request.POST)
+    if form.is_valid():
+        try:
+            case = eval_case_from_run(run=run, suite=form.cleaned_data["suite"], name=form.cleaned_data["name"])
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            log.info(
+                "run %s made case %s of suite %s by %s", run.pk, case.pk, case.suite_id, request.user.get_username()
+            )
+            messages.success(
+                request, _("Case %(name)s added to suite %(suite)s.") % {"name": case.name, "suite": case.suite}
+            )
+            return redirect("admin:evals_evalcase_change", case.pk)
+    return _timeline_page(request, run, case_form=form, status=400)
 
 
 @require_GET

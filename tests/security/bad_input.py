@@ -6,6 +6,8 @@ import re
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from evals.models import EvalCase, EvalRun, EvalSuite
+
 # Every route outside the admin, with the methods it takes (GET implies HEAD). A new route must
 # be added here: test_every_route_is_listed says so.
 ROUTES = {
@@ -26,6 +28,7 @@ ROUTES = {
     "monitor/runs/{run}/": {"GET"},
     "monitor/runs/{run}/timeline.json": {"GET"},
     "monitor/runs/{run}/events.json": {"GET"},
+    "monitor/runs/{run}/eval-case/": {"POST"},
     "monitor/runs/{run}/{action}/": {"POST"},
     "monitor/try/": {"GET"},
     "monitor/try/send/": {"POST"},
@@ -44,6 +47,11 @@ ROUTES = {
     "api/v1/approvals/": {"GET"},
     "api/v1/approvals/{approval}/": {"GET"},
     "api/v1/approvals/{approval}/decision/": {"POST"},
+    "api/v1/eval-suites/": {"GET", "POST"},
+    "api/v1/eval-suites/{suite}/": {"GET"},
+    "api/v1/eval-suites/{suite}/cases/": {"GET", "POST"},
+    "api/v1/eval-runs/": {"GET", "POST"},
+    "api/v1/eval-runs/{eval_run}/": {"GET"},
     "approvals/": {"GET"},
     "approvals/poll/": {"GET"},
     "approvals/history/": {"GET"},
@@ -98,7 +106,14 @@ def site_routes() -> set[str]:
 
 def _named(route: str) -> str:
     """DRF's regex groups named after the resource they select."""
-    resource = {"agents": "agent", "conversations": "conversation", "runs": "run", "approvals": "approval"}
+    resource = {
+        "agents": "agent",
+        "conversations": "conversation",
+        "runs": "run",
+        "approvals": "approval",
+        "eval-suites": "suite",
+        "eval-runs": "eval_run",
+    }
 
     def name(match):
         before = route[: match.start()].rstrip("/").rsplit("/", 1)[-1]
@@ -131,6 +146,14 @@ BAD_BODIES = {
     "huge-number": b'{"agent": "x", "metadata": {"n": 1e999}, "arguments": {"n": -1e999}}',
 }
 BAD_QUERY = "agent=%ED%A0%80&status=%ff&tool=%ED%B0%80&page=%ED%A0%80&last_event_id=%ED%A0%80&hours=%ED%A0%80"
+
+
+def eval_ids(*, agent_version) -> dict:
+    """A suite with a case and an eval run of it (never started), for the evaluation routes."""
+    suite = EvalSuite.objects.create(name="bad-input")
+    EvalCase.objects.create(suite=suite, name="c", turns=[{"role": "user", "content": "hi"}])
+    eval_run = EvalRun.objects.create(suite=suite, agent_version=agent_version)
+    return {"suite": suite.pk, "eval_run": eval_run.pk}
 
 
 def assert_error_shape(route: str, body: dict) -> None:

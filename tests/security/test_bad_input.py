@@ -25,6 +25,7 @@ from tests.security.bad_input import (
     ROUTES,
     SURROGATE_BODIES,
     assert_error_shape,
+    eval_ids,
     site_routes,
 )
 from tools.models import ToolDefinition
@@ -59,6 +60,7 @@ def site(fake_llm, enqueued, admin_user):
         "conversation": run.conversation_id,
         "agent": scenario.agent.slug,
         "action": "cancel",
+        **eval_ids(agent_version=run.agent_version),
     }
 
 

@@ -15,7 +15,7 @@ from conversations.models import Approval, Conversation, Message, Run
 from engine.loop import run_advance
 from tests.api_helpers import token_for
 from tests.approvals.conftest import Scenario, counter_steps
-from tests.security.bad_input import BAD_BODIES, METHODS, NO_BODY, ROUTES, assert_error_shape
+from tests.security.bad_input import BAD_BODIES, METHODS, NO_BODY, ROUTES, assert_error_shape, eval_ids
 
 pytestmark = [pytest.mark.e2e]
 # Page endpoints that answer JSON; the other pages answer a form with its errors again (HTML).
@@ -37,6 +37,7 @@ def live(api_server, fake_llm, monkeypatch):
         "conversation": run.conversation_id,
         "agent": scenario.agent.slug,
         "action": "cancel",
+        **eval_ids(agent_version=run.agent_version),
     }
     api = httpx.Client(base_url=api_server.base_url, headers={"Authorization": f"Bearer {token_for(user)}"}, timeout=30)
     # Signed in as the browser would be; cookies set by hand, since deployments mark them Secure.

@@ -1,0 +1,96 @@
+"""The eval comparison page in real Chromium, on two eval runs of two versions of an agent played
+through the real queue (real worker, the fake model over HTTP): an operator selects both in the
+admin, compares them, and reads the regressions first, marked."""
+
+import copy
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+
+from agents.services import agent_version_current
+from evals.models import EvalRun, EvalRunStatus
+from evals.services import eval_run_start
+from tests.evals.helpers import SCRIPT, four_case_suite
+from tests.factories import ModelConfigFactory
+from tests.helpers import wait_for
+from tests.llm_helpers import agent_on
+from tests.workers import ARTIFACTS
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+
+PASSWORD = "correct horse battery"
+
+
+def _rude(script: dict) -> dict:
+    """The same model, except that it no longer greets with "Hi": only the greeting case regresses."""
+    rude = copy.deepcopy(script)
+    for scenario in rude["scenarios"]:
+        if scenario["match"] == "hello":
+            scenario["steps"] = [{"content": "Bye"}]
+    return rude
+
+
+@pytest.fixture
+def page(chromium, live_server):
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, base_url=live_server.url)
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    yield page
+    context.close()
+
+
+def _finished(eval_run: EvalRun) -> EvalRun:
+    return wait_for(
+        lambda: EvalRun.objects.filter(pk=eval_run.pk, status=EvalRunStatus.COMPLETED).first(),
+        timeout=90,
+        interval=0.3,
+        message="the collection task to finish the eval run",
+    )
+
+
+def _rows(page, index: int) -> list[tuple[str, bool]]:
+    rows = page.locator("table.compare").nth(index).locator("tbody tr")
+    return [
+        (rows.nth(i).locator("td").first.inner_text(), rows.nth(i).get_attribute("class") == "regression")
+        for i in range(rows.count())
+    ]
+
+
+def test_compare_two_versions_regressions_first(live_server, page, worker, fake_llm):
+    agent = agent_on(fake_llm, SCRIPT, tools=["test-counter", "test-echo"])
+    suite = four_case_suite()
+    baseline = eval_run_start(suite=suite, agent_version=agent_version_current(agent=agent), repetitions=1)
+    _finished(baseline)
+    agent.model_config = ModelConfigFactory(
+        base_url=fake_llm.api_base, model=fake_llm.script("eval-rude", _rude(SCRIPT))
+    )
+    agent.save()
+    candidate_version = agent_version_current(agent=agent)
+    assert candidate_version.pk != baseline.agent_version_id
+    candidate = eval_run_start(suite=suite, agent_version=candidate_version, repetitions=1)
+    _finished(candidate)
+
+    operator = get_user_model().objects.create_user("evaluator", password=PASSWORD, is_staff=True)
+    operator.user_permissions.add(Permission.objects.get(content_type__app_label="evals", codename="view_evalrun"))
+    page.goto("/admin/login/?next=/admin/evals/evalrun/")
+    page.fill("#id_username", operator.username)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url("**/admin/evals/evalrun/")
+    for eval_run in (baseline, candidate):
+        page.check(f"input[name=_selected_action][value='{eval_run.pk}']")
+    page.select_option("select[name=action]", "compare")
+    page.click("button[name=index]")
+    page.wait_for_url("**/evals/compare/?*")
+    assert f"baseline={baseline.pk}" in page.url and f"candidate={candidate.pk}" in page.url
+
+    metrics, cases = _rows(page, 0), _rows(page, 1)
+    # Only the greeting case stopped passing: it heads the cases, ahead of the alphabet, marked.
+    assert cases == [("greeting", True), ("apples", False), ("pears", False), ("say-hi", False)]
+    # The completion rate fell from 2/4 to 1/4: a marked regression, and the regressions come first.
+    marks = [regression for _, regression in metrics]
+    assert ("task_completion_rate", True) in metrics and marks == sorted(marks, reverse=True)
+    assert not all(marks)
+    assert page.locator("table.compare tr.regression strong").first.is_visible()
+    page.screenshot(path=str(ARTIFACTS / "eval-compare.png"), full_page=True)
