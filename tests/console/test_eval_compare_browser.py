@@ -9,11 +9,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
 from agents.services import agent_version_current
-from evals.models import EvalRun, EvalRunStatus
 from evals.services import eval_run_start
-from tests.evals.helpers import SCRIPT, four_case_suite
+from tests.evals.helpers import SCRIPT, eval_run_finished, four_case_suite
 from tests.factories import ModelConfigFactory
-from tests.helpers import wait_for
 from tests.llm_helpers import agent_on
 from tests.workers import ARTIFACTS
 
@@ -31,24 +29,6 @@ def _rude(script: dict) -> dict:
     return rude
 
 
-@pytest.fixture
-def page(chromium, live_server):
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, base_url=live_server.url)
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    yield page
-    context.close()
-
-
-def _finished(eval_run: EvalRun) -> EvalRun:
-    return wait_for(
-        lambda: EvalRun.objects.filter(pk=eval_run.pk, status=EvalRunStatus.COMPLETED).first(),
-        timeout=90,
-        interval=0.3,
-        message="the collection task to finish the eval run",
-    )
-
-
 def _rows(page, index: int) -> list[tuple[str, bool]]:
     rows = page.locator("table.compare").nth(index).locator("tbody tr")
     return [
@@ -61,7 +41,7 @@ def test_compare_two_versions_regressions_first(live_server, page, worker, fake_
     agent = agent_on(fake_llm, SCRIPT, tools=["test-counter", "test-echo"])
     suite = four_case_suite()
     baseline = eval_run_start(suite=suite, agent_version=agent_version_current(agent=agent), repetitions=1)
-    _finished(baseline)
+    eval_run_finished(baseline)
     agent.model_config = ModelConfigFactory(
         base_url=fake_llm.api_base, model=fake_llm.script("eval-rude", _rude(SCRIPT))
     )
@@ -69,7 +49,7 @@ def test_compare_two_versions_regressions_first(live_server, page, worker, fake_
     candidate_version = agent_version_current(agent=agent)
     assert candidate_version.pk != baseline.agent_version_id
     candidate = eval_run_start(suite=suite, agent_version=candidate_version, repetitions=1)
-    _finished(candidate)
+    eval_run_finished(candidate)
 
     operator = get_user_model().objects.create_user("evaluator", password=PASSWORD, is_staff=True)
     operator.user_permissions.add(Permission.objects.get(content_type__app_label="evals", codename="view_evalrun"))

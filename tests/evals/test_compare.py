@@ -69,7 +69,7 @@ def test_a_case_that_stopped_passing_is_a_regression():
     [
         ({"agent": "nobody"}, "No agent"),
         ({"suite": "missing"}, "No eval suite"),
-        ({"version": "99"}, "has no version 99"),
+        ({"version": "99"}, "has no version '99'"),
         ({"against": "x"}, "has no version 'x'"),
         ({"repetitions": 0}, "--repetitions"),
         ({"max_rate_drop": -0.1}, "negative"),
