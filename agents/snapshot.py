@@ -225,6 +225,11 @@ def _model_snapshot(config: ModelConfig) -> ModelSnapshot:
     }
 
 
+def model_snapshot(config: ModelConfig) -> ModelSnapshot:
+    """A model config as a call outside an agent's snapshot makes it (an eval case's judge)."""
+    return _model_snapshot(config)
+
+
 def _tool_snapshot(link: AgentTool) -> ToolSpec:
     tool = link.tool
     policy, rule = effective_policy(

@@ -69,6 +69,7 @@ class EvalCaseSerializer(serializers.ModelSerializer):
             "answer_contains",
             "answer_pattern",
             "answer_schema",
+            "answer_rubric",
             "max_model_turns",
             "max_tokens",
             "tool_results",

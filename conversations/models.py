@@ -268,6 +268,8 @@ class LLMCall(models.Model):
         # A guardrail's moderation check (engine.guardrails): iteration 0 judges the user's
         # message, iteration n the answer of step n.
         MODERATION = "moderation", _("Moderation")
+        # An eval case's rubric judging the run's final answer (evals.judge), once, after the run ended.
+        JUDGE = "judge", _("Judge")
 
     # Empty only for calls made outside a run: embeddings of documents being indexed (the
     # knowledge app links those to their base).

@@ -14,6 +14,7 @@ CASE_FIELDS = (
     "answer_contains",
     "answer_pattern",
     "answer_schema",
+    "answer_rubric",
     "max_model_turns",
     "max_tokens",
     "tool_results",

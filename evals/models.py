@@ -14,6 +14,15 @@ from evals.matching import ExpectationInvalid, expected_calls_check, pattern_che
 class EvalSuite(models.Model):
     name = models.CharField(max_length=100, unique=True, verbose_name=_("name"))
     description = models.TextField(blank=True, default="", verbose_name=_("description"))
+    judge_model_config = models.ForeignKey(
+        "agents.ModelConfig",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("judge model"),
+        help_text=_("The model that judges the answers of the cases with a rubric."),
+    )
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
@@ -82,6 +91,12 @@ class EvalCase(models.Model):
         help_text=_("The answer, parsed as JSON, must match it."),
         verbose_name=_("answer schema"),
     )
+    answer_rubric = models.TextField(
+        blank=True,
+        default="",
+        help_text=_("What a good answer does, judged by the suite's judge model (pass or fail)."),
+        verbose_name=_("answer rubric"),
+    )
     max_model_turns = models.PositiveIntegerField(null=True, blank=True, verbose_name=_("max model turns"))
     max_tokens = models.PositiveIntegerField(null=True, blank=True, verbose_name=_("max tokens"))
     tool_results = models.JSONField(
@@ -108,6 +123,13 @@ class EvalCase(models.Model):
     def __str__(self):
         return self.name
 
+    def _suite(self) -> EvalSuite | None:
+        # A new suite's inline cases hold it unsaved (no suite_id yet), as edited in the same form.
+        try:
+            return self.suite
+        except EvalSuite.DoesNotExist:
+            return None
+
     def clean(self):
         checks = [
             ("turns", lambda: _turns_check(self.turns)),
@@ -125,6 +147,8 @@ class EvalCase(models.Model):
                 errors[field] = str(exc)
         if self.expect_no_tool and self.expected_tool_calls:
             errors["expect_no_tool"] = _("A case cannot expect tool calls and no tool call at once.")
+        if self.answer_rubric.strip() and self._suite() is not None and self._suite().judge_model_config_id is None:
+            errors["answer_rubric"] = _("A rubric needs a judge model: choose one on the case's suite.")
         if errors:
             raise ValidationError(errors)
 

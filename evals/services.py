@@ -15,6 +15,7 @@ from conversations.models import TERMINAL_STATUSES, Run
 from conversations.services import conversation_create, messages_append
 from engine.admission import message_submit
 from evals.jsonl import CaseLineInvalid, case_from_line
+from evals.judge import rubric_check
 from evals.metrics import eval_metrics
 from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite
 from evals.scoring import expectations_of, score_run
@@ -101,7 +102,18 @@ def _score(result: EvalResult) -> None:
         checks = [{"kind": "finished", "passed": False, "reason": "the run was purged before it was scored"}]
     else:
         observed = run_observation(run=run)
-        checks = score_run(expectations_of(result.case), observed)
+        case = result.case
+        checks = score_run(expectations_of(case), observed)
+        if case.answer_rubric.strip():
+            checks.append(
+                rubric_check(
+                    run=run,
+                    config=case.suite.judge_model_config,
+                    question=case.turns[-1]["content"],
+                    answer=observed.answer,
+                    rubric=case.answer_rubric,
+                )
+            )
         result.tool_calls = len(observed.tool_calls)
         result.valid_tool_calls = sum(call["valid"] for call in observed.tool_calls)
         result.model_turns = run.iterations
@@ -120,10 +132,20 @@ def eval_run_collect(*, eval_run_id) -> EvalRun:
     eval run. Safe to call any number of times, from anywhere."""
     ended = Exists(Run.objects.filter(pk=OuterRef("run_id"), status__in=TERMINAL_STATUSES))
     pending = EvalResult.objects.filter(eval_run_id=eval_run_id, scored=False)
-    for result in pending.filter(ended | ~Exists(Run.objects.filter(pk=OuterRef("run_id")))).select_related(
-        "run", "case"
-    ):
-        _score(result)
+    ready = pending.filter(ended | ~Exists(Run.objects.filter(pk=OuterRef("run_id"))))
+    for result_id in list(ready.values_list("pk", flat=True)):
+        # Each result is scored under its row's lock, and only if still unscored: two collectors
+        # at once (the task, the admin's refresh) never score one twice, so a rubric's judge
+        # model is asked once per result.
+        with transaction.atomic():
+            result = (
+                pending.select_for_update(skip_locked=True, of=("self",))
+                .select_related("run", "case__suite__judge_model_config")
+                .filter(pk=result_id)
+                .first()
+            )
+            if result is not None:
+                _score(result)
     eval_run = EvalRun.objects.get(pk=eval_run_id)
     if eval_run.status == EvalRunStatus.RUNNING and not pending.exists():
         metrics = eval_metrics(eval_results_data(eval_run=eval_run), repetitions=eval_run.repetitions)

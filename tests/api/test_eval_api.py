@@ -89,6 +89,7 @@ def test_cases_are_listed_and_added():
         ({"name": "greeting"}, None),  # the suite has a case of that name
         ({"name": ""}, "name"),
         ({"max_tokens": -1}, "max_tokens"),
+        ({"answer_rubric": "names Paris"}, "answer_rubric"),  # the suite has no judge model
     ],
 )
 def test_a_bad_case_is_a_400_in_the_error_shape(change, field):

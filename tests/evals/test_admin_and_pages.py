@@ -105,6 +105,7 @@ def _suite_form(case: dict) -> dict:
         {"turns": "[]"},
         {"tool_results": '{"t": 3}'},
         {"expected_tool_calls": '[{"name": "t"}]', "expect_no_tool": "on"},
+        {"answer_rubric": "Greets the user."},  # the suite has no judge model
     ],
 )
 def test_a_bad_expectation_is_a_form_error(client, case):
