@@ -16,7 +16,7 @@ from evals.metrics import eval_metrics
 from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite
 from evals.selectors import eval_results_data
 from tests.evals.helpers import four_case_suite
-from tests.factories import make_agent
+from tests.factories import ModelConfigFactory, make_agent
 
 pytestmark = pytest.mark.django_db
 
@@ -123,6 +123,16 @@ def test_a_good_suite_is_saved_from_the_admin(client):
     assert EvalSuite.objects.get(name="new-suite").cases.get().expected_tool_calls == [
         {"name": "t", "arguments": {"a": 1}}
     ]
+
+
+def test_a_suite_with_a_judge_model_saves_a_rubric_case_from_the_admin(client):
+    client.force_login(_staff("add_evalsuite", "view_evalsuite", "add_evalcase", "view_evalcase"))
+    judge = ModelConfigFactory()
+    form = {**_suite_form({"answer_rubric": "Greets the user."}), "judge_model_config": str(judge.pk)}
+    response = client.post(reverse("admin:evals_evalsuite_add"), form)
+    assert response.status_code == 302
+    suite = EvalSuite.objects.get(name="new-suite")
+    assert (suite.judge_model_config, suite.cases.get().answer_rubric) == (judge, "Greets the user.")
 
 
 def test_the_admin_exports_one_suite_as_jsonl(client):

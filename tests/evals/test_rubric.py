@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 
 from agents.services import agent_version_current
 from conversations.models import LLMCall
+from conversations.selectors import run_timeline
 from evals.jsonl import CaseLineInvalid, case_to_line
 from evals.judge import verdict_read
 from evals.models import EvalCase, EvalResult, EvalSuite
@@ -93,6 +94,10 @@ def test_the_judges_verdict_decides_the_rubric_check(worker, fake_llm):
         run = result.run
         steps = LLMCall.objects.filter(run=run, purpose=LLMCall.Purpose.STEP)
         assert run.total_tokens == sum(c.total_tokens for c in steps) == result.total_tokens
+
+    # The run's timeline lists the judge call last, after the run's own.
+    timeline = run_timeline(run=results["france"].run)
+    assert timeline[-1]["kind"] == "llm_call" and timeline[-1]["obj"].purpose == "judge"
 
     # The answer reached the judge as a JSON string, the rubric in its instructions.
     sent = fake_llm.requests(judge.model)
