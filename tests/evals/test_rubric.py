@@ -11,10 +11,11 @@ from conversations.models import LLMCall
 from conversations.selectors import run_timeline
 from evals.jsonl import CaseLineInvalid, case_to_line
 from evals.judge import verdict_read
-from evals.models import EvalCase, EvalResult, EvalSuite
+from evals.models import EvalCase, EvalResult, EvalRun, EvalSuite
 from evals.services import eval_cases_import, eval_run_collect, eval_run_start
 from tests.evals.helpers import eval_run_finished
 from tests.llm_helpers import agent_on, fake_model
+from tests.runs import ask
 
 AGENT_SCRIPT = {
     "scenarios": [
@@ -151,3 +152,19 @@ def test_a_rubric_needs_a_judge_model(fake_llm):
     suite.save()
     assert eval_cases_import(suite_name="no-judge", lines=[line]) == 1
     assert json.loads(case_to_line(suite.cases.get()))["answer_rubric"] == "Greets."
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_without_an_answer_fails_the_rubric_without_asking_the_judge(fake_llm):
+    agent = agent_on(fake_llm, {"scenarios": [], "fallback": {"content": "x", "fault": {"status": 400}}})
+    run = ask(agent, "What is the capital of France?")
+    assert run.status == "failed"
+    suite = _suite(fake_model(fake_llm, JUDGE_SCRIPT))
+    eval_run = EvalRun.objects.create(suite=suite, agent_version=agent_version_current(agent=agent))
+    result = EvalResult.objects.create(eval_run=eval_run, case=suite.cases.get(name="france"), repetition=1, run=run)
+
+    eval_run_collect(eval_run_id=eval_run.pk)
+    result.refresh_from_db()
+    assert result.scored and not result.passed
+    assert {"kind": "rubric", "passed": False, "reason": "no answer to judge"} in result.checks
+    assert not LLMCall.objects.filter(run=run, purpose=LLMCall.Purpose.JUDGE).exists()
