@@ -163,3 +163,16 @@ def test_only_an_approver_may_answer(parked, client):
     )
     assert Approval.objects.get(pk=approval.pk).status == "pending"
     assert Run.objects.get(pk=run.pk).status == "awaiting_approval"
+
+
+def test_the_admins_bulk_approve_cannot_answer_a_handoff(parked, approver, client):
+    run, approval, _model, _owner = parked
+    approver.is_staff = True
+    approver.save()
+    client.force_login(approver)
+    changelist = "/admin/conversations/approval/"
+    response = client.post(changelist, {"action": "approve_selected", "_selected_action": [approval.pk]}, follow=True)
+    assert "Write the answer the agent should give." in response.content.decode()
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+    page = client.get(f"{changelist}?kind=handoff").content.decode()
+    assert f"/admin/conversations/approval/{approval.pk}/change/" in page
