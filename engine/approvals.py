@@ -28,6 +28,8 @@ from tools.arguments import arguments_hash, contains_nul, validate_arguments
 log = logging.getLogger(__name__)
 
 APPROVE, REJECT = "approve", "reject"
+# A hand-off's answer becomes a tool result; the API's reason field has the same limit.
+HANDOFF_ANSWER_CHARS = 2000
 
 EXPIRED_RUN_MESSAGE = _(
     "I stopped here: calling {tool} needed a person's approval and nobody decided within the time "
@@ -167,6 +169,10 @@ def approval_decide(
                 raise ApprovalInvalid(_("A hand-off is answered with a text, not with arguments."))
             if not reason:
                 raise ApprovalInvalid(_("Write the answer the agent should give."))
+            if len(reason) > HANDOFF_ANSWER_CHARS:
+                raise ApprovalInvalid(
+                    _("The answer is too long (at most %(n)s characters).") % {"n": HANDOFF_ANSWER_CHARS}
+                )
         if expected_hash and expected_hash != approval.arguments_hash:
             raise ApprovalConflict(
                 _("The arguments of this approval are not the ones you saw; reload and decide again.")

@@ -111,6 +111,8 @@ def test_nothing_found_parks_the_run_and_a_persons_answer_resumes_it(parked, app
     assert edited.status_code == 400
     response = client.post(f"/approvals/{approval.pk}/decision/", {"decision": "approve", "reason": ""})
     assert response.status_code == 400 and "Write the answer" in response.content.decode()
+    response = client.post(f"/approvals/{approval.pk}/decision/", {"decision": "approve", "reason": "y" * 2001})
+    assert response.status_code == 400 and "too long" in response.content.decode()
     assert Approval.objects.get(pk=approval.pk).status == "pending"
 
     answer = "Yes, seashells are accepted at the harbour shop."
