@@ -40,7 +40,7 @@ def _no_answer(base: KnowledgeBase) -> str:
 
 
 def _unanswered(base: KnowledgeBase) -> str:
-    return _("Nobody could answer this in time.") + " " + _no_answer(base)
+    return _("No person answered this question.") + " " + _no_answer(base)
 
 
 def _render(passages) -> str:
