@@ -47,6 +47,7 @@ class ApprovalSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "status",
+            "kind",
             "run",
             "conversation",
             "agent",
@@ -75,7 +76,8 @@ class DecisionSerializer(serializers.Serializer):
         required=False,
         allow_blank=True,
         max_length=2000,
-        help_text="Sent to the model as the tool result when rejecting.",
+        help_text="Sent to the model as the tool result when rejecting; for a hand-off (kind `handoff`), "
+        "the person's answer when approving (required then).",
     )
     for_rest_of_run = serializers.BooleanField(
         required=False, default=False, help_text="Approve every call of this tool for the rest of this run."
@@ -147,5 +149,6 @@ class ApprovalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         except ApprovalConflict as exc:
             raise ApiConflict(str(exc)) from exc
         except ApprovalInvalid as exc:
-            raise ValidationError({"arguments": exc.errors}) from exc
+            field = "reason" if approval.kind == Approval.Kind.HANDOFF else "arguments"
+            raise ValidationError({field: exc.errors}) from exc
         return Response(ApprovalSerializer(self.get_queryset().get(pk=approval.pk)).data, status=status.HTTP_200_OK)

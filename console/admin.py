@@ -320,6 +320,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "tool",
         "agent",
         "status",
+        "kind",
         "edited",
         "decided_by",
         "decided_at",
@@ -327,7 +328,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "created_at",
         "expires_at",
     ]
-    list_filter = ["status", "channel", ("invocation__tool_name", admin.AllValuesFieldListFilter), "run__agent"]
+    list_filter = ["status", "kind", "channel", ("invocation__tool_name", admin.AllValuesFieldListFilter), "run__agent"]
     list_select_related = ["invocation", "run__agent", "decided_by"]
     search_fields = ["run__id", "tool_call_id", "invocation__tool_name"]
     raw_id_fields = ["run", "invocation"]
@@ -338,6 +339,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "invocation",
         "tool_call_id",
         "status",
+        "kind",
         "request_reason",
         "original_arguments",
         "arguments",

@@ -386,12 +386,20 @@ class Approval(models.Model):
         RUN_GRANT = "run_grant", _("approved earlier for the rest of the run")
         SYSTEM = "system", _("system (expiry, cancellation)")
 
+    class Kind(models.TextChoices):
+        # A person decides whether the call runs (and with which arguments).
+        TOOL_CALL = "tool_call", _("tool call")
+        # The call ran and found nothing (a knowledge base set to hand off): a person writes
+        # its result; approving carries the answer in `reason`.
+        HANDOFF = "handoff", _("needs a person's answer")
+
     invocation = models.OneToOneField(
         ToolInvocation, on_delete=models.PROTECT, related_name="approval", verbose_name=_("invocation")
     )
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approvals", verbose_name=_("run"))
     tool_call_id = models.CharField(max_length=128, blank=True, default="", verbose_name=_("tool call id"))
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, verbose_name=_("status"))
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.TOOL_CALL, verbose_name=_("kind"))
     arguments = models.JSONField(verbose_name=_("arguments"))
     arguments_hash = models.CharField(max_length=64, verbose_name=_("arguments hash"))
     # Why the policy asked (e.g. "rule `amount > 1000` matched"), shown to the approver.

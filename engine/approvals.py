@@ -28,6 +28,8 @@ from tools.arguments import arguments_hash, contains_nul, validate_arguments
 log = logging.getLogger(__name__)
 
 APPROVE, REJECT = "approve", "reject"
+# A hand-off's answer becomes a tool result; the API's reason field has the same limit.
+HANDOFF_ANSWER_CHARS = 2000
 
 EXPIRED_RUN_MESSAGE = _(
     "I stopped here: calling {tool} needed a person's approval and nobody decided within the time "
@@ -134,7 +136,8 @@ def approval_decide(
     for_rest_of_run: bool = False,
     expected_hash: str = "",
 ) -> Approval:
-    """Approve (as asked, or with edited arguments) or reject one pending approval.
+    """Approve (as asked, or with edited arguments) or reject one pending approval. A hand-off
+    (Approval.Kind.HANDOFF) is approved with the person's answer as `reason`, which must not be empty.
 
     `expected_hash` binds the decision to the arguments the person saw; `for_rest_of_run`
     approves this call and every other call of the same tool in the same run, now and later.
@@ -160,6 +163,16 @@ def approval_decide(
             raise ApprovalConflict(_("This approval is already %(status)s.") % {"status": approval.status})
         if approval.expires_at and approval.expires_at <= now:
             raise ApprovalConflict(_("This approval expired before the decision; it can no longer be decided."))
+        if approval.kind == Approval.Kind.HANDOFF and decision == APPROVE:
+            # A hand-off is approved with the person's answer, which becomes the tool's result.
+            if arguments is not None or for_rest_of_run:
+                raise ApprovalInvalid(_("A hand-off is answered with a text, not with arguments."))
+            if not reason:
+                raise ApprovalInvalid(_("Write the answer the agent should give."))
+            if len(reason) > HANDOFF_ANSWER_CHARS:
+                raise ApprovalInvalid(
+                    _("The answer is too long (at most %(n)s characters).") % {"n": HANDOFF_ANSWER_CHARS}
+                )
         if expected_hash and expected_hash != approval.arguments_hash:
             raise ApprovalConflict(
                 _("The arguments of this approval are not the ones you saw; reload and decide again.")
@@ -249,7 +262,9 @@ def approvals_expire(*, now=None) -> int:
             )
             expired += 1
             spec = _tool_spec(run, approval.invocation.tool_name) or {}
-            if spec.get("approval", {}).get("on_expiry") == ApprovalExpiry.END_RUN:
+            # An unanswered hand-off always continues: the model answers the fallback.
+            ends = spec.get("approval", {}).get("on_expiry") == ApprovalExpiry.END_RUN
+            if ends and approval.kind != Approval.Kind.HANDOFF:
                 run_finish(
                     run_id=run.pk,
                     status=RunStatus.EXPIRED,

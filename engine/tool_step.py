@@ -3,7 +3,9 @@
 Each call gets one ToolInvocation row (unique per run and tool call id). Calls the policy lets
 through run now; calls that need a person get a pending Approval and park the run. A call that
 needs approval runs only with an approved Approval bound to its tool call id whose recorded hash
-matches the arguments approved, and it runs with those (possibly edited) arguments. A call is
+matches the arguments approved, and it runs with those (possibly edited) arguments. A tool that
+ran and asks a person for its result (a knowledge base hand-off) parks the same way, behind a
+hand-off Approval whose answer becomes the call's result. A call is
 marked `running` in its own commit before it starts, so after a crash a side-effecting call whose
 outcome is unknown is reported, never silently repeated (at most once); idempotent ones are re-run.
 An evaluation's run (Run.eval_tools set) takes the results its case gives instead of calling
@@ -286,7 +288,8 @@ def _mark_running(*, run: Run, owner: str, invocation: ToolInvocation, spec: dic
     return results.get("tool", {})
 
 
-def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, arguments: dict) -> Batch:
+def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, arguments: dict) -> Batch | None:
+    """Run the call; None when it was parked for a person (a hand-off)."""
     marked = _mark_running(run=run, owner=owner, invocation=invocation, spec=spec, arguments=arguments)
     if marked is None:
         lease_fence(run_id=run.pk, owner=owner)
@@ -312,6 +315,11 @@ def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, ar
     live = marked or None  # read with the mark; a call taken again without one reads it itself
     outcome = scrub_nul(green.offload(execute_tool, spec=spec, arguments=arguments, ctx=ctx, live=live))
     tool_span(invocation=invocation, started=started, status=outcome.status, error=outcome.error)
+    if outcome.status == "handoff":
+        _hand_off(
+            run=run, owner=owner, invocation=invocation, spec=spec, question=outcome.question, result=outcome.content
+        )
+        return None
     return _finish(
         invocation,
         owner=owner,
@@ -321,6 +329,54 @@ def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, ar
         truncated=outcome.truncated,
         latency_ms=int((time.monotonic() - started) * 1000),
     )
+
+
+def _hand_off(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, question: str, result: str) -> None:
+    """The tool ran and asks a person for its result (a knowledge base that found nothing):
+    park the call behind a hand-off approval, expiring as the tool's approvals do. Until
+    someone answers, the call's result holds what the model reads if nobody does."""
+    timeout = spec["approval"]["timeout_seconds"]
+    with transaction.atomic():
+        lease_fence(run_id=run.pk, owner=owner)
+        approval, created = Approval.objects.get_or_create(
+            invocation=invocation,
+            defaults={
+                "run_id": run.pk,
+                "tool_call_id": invocation.tool_call_id,
+                "kind": Approval.Kind.HANDOFF,
+                "arguments": invocation.arguments,
+                "arguments_hash": arguments_hash(invocation.arguments),
+                "request_reason": question[:500],
+                "expires_at": timezone.now() + timedelta(seconds=timeout) if timeout else None,
+            },
+        )
+        ToolInvocation.objects.filter(pk=invocation.pk, status=Status.RUNNING).update(
+            status=Status.AWAITING_APPROVAL, result=result
+        )
+        invocation.status, invocation.result = Status.AWAITING_APPROVAL, result
+        if created:
+            payload = events.approval_requested(
+                approval_id=approval.pk,
+                tool_invocation_id=invocation.pk,
+                tool_call_id=invocation.tool_call_id,
+                tool=invocation.tool_name,
+                arguments=invocation.arguments,
+                arguments_hash=approval.arguments_hash,
+                why=approval.request_reason,
+                expires_at=approval.expires_at.isoformat() if approval.expires_at else None,
+            )
+            run_event_append(run_id=run.pk, type=EventType.APPROVAL_REQUESTED, payload=payload)
+
+
+def _handoff_result(invocation: ToolInvocation, approval: Approval) -> str:
+    """What the model reads once a hand-off is settled: the person's answer (their decision's
+    reason) to relay, or, rejected or expired, the result kept for nobody answering."""
+    if approval.status == Approval.Status.APPROVED:
+        return (
+            "A person answered this question for the user. Reply with their answer, in your own words if needed, "
+            f"and add nothing that it does not say:\n{approval.reason}"
+        )
+    return invocation.result
 
 
 def _process_call(
@@ -359,7 +415,10 @@ def _decide_and_run(
         return None if delegated is None else _finish(invocation, owner=owner, **delegated)
     # Under "never" no approval can exist for this run (its policy is pinned), nor for a call
     # whose row this step created: skip the lookup.
-    asks = spec["approval"]["policy"] != ApprovalPolicy.NEVER and not fresh
+    # A call parked for a person (a hand-off) has its approval whatever the tool's policy.
+    asks = (spec["approval"]["policy"] != ApprovalPolicy.NEVER and not fresh) or (
+        invocation.status == Status.AWAITING_APPROVAL
+    )
     approval = Approval.objects.filter(invocation=invocation).first() if asks else None
     if approval is None:
         need = approval_need(spec=spec, arguments=invocation.arguments)
@@ -370,6 +429,8 @@ def _decide_and_run(
             approval = _request_approval(invocation=invocation, spec=spec, why=need.why)
     if approval.status == Approval.Status.PENDING:
         return None
+    if approval.kind == Approval.Kind.HANDOFF:
+        return _finish(invocation, owner=owner, status=Status.SUCCEEDED, result=_handoff_result(invocation, approval))
     refusal = _approval_refusal(invocation, approval, spec)
     if refusal is not None:
         return _finish(invocation, owner=owner, status=Status.REJECTED, result=refusal, error=approval.status)

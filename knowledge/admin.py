@@ -29,6 +29,7 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
         "embedding_model",
         "score_threshold",
         "fallback_answer",
+        "on_nothing_found",
         *readonly_fields,
     ]
     actions = ["reindex_selected"]
@@ -112,8 +113,8 @@ class DocumentAdmin(JSONInputAdminMixin, admin.ModelAdmin):
 
 @admin.register(KnowledgeSearch)
 class KnowledgeSearchAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "base", "run", "query", "passage_count", "fallback", "created_at"]
-    list_filter = ["fallback", "base"]
+    list_display = ["id", "base", "run", "query", "passage_count", "fallback", "handed_off", "created_at"]
+    list_filter = ["fallback", "handed_off", "base"]
     list_select_related = ["base"]
     raw_id_fields = ["run"]
     search_fields = ["query", "run__id", "tool_call_id"]

@@ -3,6 +3,8 @@
 `load` finds the base on the caller's thread. `run` searches on the tool pool's thread, unlike
 the other executors it reads and writes the database there (the chunks, the embedding call of
 the query, the KnowledgeSearch ledger row), so it closes that thread's connection when done.
+When nothing is found and the base hands off, it raises HandOff: the engine parks the call as a
+hand-off approval a person answers (engine.tool_step).
 """
 
 from django.db import connection
@@ -14,7 +16,7 @@ from knowledge.models import KnowledgeBase
 from knowledge.retrieval import search
 from knowledge.services import knowledge_search_record
 from tools.executors.live import live_check, live_tool
-from tools.registry import ToolContext, ToolError
+from tools.registry import HandOff, ToolContext, ToolError
 
 
 def load(spec: dict, live: dict | None = None) -> int:
@@ -35,6 +37,10 @@ def _no_answer(base: KnowledgeBase) -> str:
             "user with exactly this text and nothing else:\n%(fallback)s"
         ) % {"fallback": base.fallback_answer.strip()}
     return _("No passage in the knowledge base answers this. Tell the user you could not find the answer.")
+
+
+def _unanswered(base: KnowledgeBase) -> str:
+    return _("No person answered this question.") + " " + _no_answer(base)
 
 
 def _render(passages) -> str:
@@ -63,6 +69,12 @@ def run(*, spec: dict, arguments: dict, ctx: ToolContext, loaded: int) -> str:
             )
         except EmbeddingFailed as exc:
             raise ToolError(_("the search is not available right now; try again later."), detail=str(exc)) from exc
+        # An evaluation's run never waits for a person: it gets the fallback.
+        handoff = (
+            not passages
+            and base.on_nothing_found == KnowledgeBase.OnNothingFound.HANDOFF
+            and run_row.eval_tools is None
+        )
         knowledge_search_record(
             base=base,
             run=run_row,
@@ -71,7 +83,15 @@ def run(*, spec: dict, arguments: dict, ctx: ToolContext, loaded: int) -> str:
             top_k=top_k,
             filters=filters,
             passages=passages,
+            handed_off=handoff,
         )
+        if handoff:
+            # The engine parks the call as a hand-off in the approval queue (engine.tool_step).
+            question = _("Nothing in knowledge base %(base)s scored above the threshold for: %(query)s") % {
+                "base": base.name,
+                "query": arguments["query"],
+            }
+            raise HandOff(question, unanswered=_unanswered(base))
         return _render(passages) if passages else _no_answer(base)
     finally:
         connection.close()

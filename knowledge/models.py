@@ -18,6 +18,10 @@ class KeywordMethod(models.TextChoices):
 
 
 class KnowledgeBase(models.Model):
+    class OnNothingFound(models.TextChoices):
+        FALLBACK = "fallback", _("answer the fallback")
+        HANDOFF = "handoff", _("hand off to a person")
+
     class Status(models.TextChoices):
         READY = "ready", _("Ready")
         INDEXING = "indexing", _("Indexing")
@@ -62,6 +66,16 @@ class KnowledgeBase(models.Model):
         _("fallback answer"),
         blank=True,
         help_text=_("What the agent answers when no passage is found."),
+    )
+    on_nothing_found = models.CharField(
+        _("when nothing is found"),
+        max_length=16,
+        choices=OnNothingFound.choices,
+        default=OnNothingFound.FALLBACK,
+        help_text=_(
+            "Hand off: the run waits in the approval queue for a person to write the answer; if nobody does "
+            "(rejected or expired), the agent answers the fallback."
+        ),
     )
     search_tool = models.OneToOneField(
         "tools.ToolDefinition",
@@ -177,6 +191,9 @@ class KnowledgeSearch(models.Model):
     # [{"citation": "S1", "chunk": id, "document": id, "title": str, "score": float}, ...]
     passages = models.JSONField(_("passages"), default=list)
     fallback = models.BooleanField(_("fallback"), default=False, help_text=_("Nothing scored above the threshold."))
+    handed_off = models.BooleanField(
+        _("handed off"), default=False, help_text=_("Nothing was found and a person was asked to answer.")
+    )
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
 
     class Meta:

@@ -172,7 +172,15 @@ def base_index(*, base_id: int, document_ids: list[int]) -> None:
 
 
 def knowledge_search_record(
-    *, base: KnowledgeBase, run: Run, tool_call_id: str, query: str, top_k: int, filters: dict, passages: list[Passage]
+    *,
+    base: KnowledgeBase,
+    run: Run,
+    tool_call_id: str,
+    query: str,
+    top_k: int,
+    filters: dict,
+    passages: list[Passage],
+    handed_off: bool = False,
 ) -> KnowledgeSearch:
     return KnowledgeSearch.objects.create(
         base=base,
@@ -182,6 +190,7 @@ def knowledge_search_record(
         top_k=top_k,
         filters=filters,
         fallback=not passages,
+        handed_off=handed_off,
         passages=[
             {
                 "citation": f"C{p.chunk.pk}",

@@ -23,6 +23,17 @@ class ToolError(Exception):
         self.detail = detail or message
 
 
+class HandOff(Exception):
+    """The tool ran but cannot give a result: a person should write it (a knowledge base set to
+    hand off when nothing is found). `question` is what the person is shown; `unanswered` is the
+    result the model reads if nobody answers."""
+
+    def __init__(self, question: str, *, unanswered: str):
+        super().__init__(question)
+        self.question = question
+        self.unanswered = unanswered
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What a tool may know about the call it serves."""

@@ -127,11 +127,15 @@ def approval_decision(request, pk: int):
             expected_hash=request.POST.get("arguments_hash", ""),
         )
     except ApprovalInvalid as exc:
-        return _queue(request, edit={"id": pk, "text": text or "", "errors": exc.errors}, status=400)
+        # A hand-off's card shows the answer typed so far again; a tool call's, its arguments.
+        kept = request.POST.get("reason", "") if approval.kind == Approval.Kind.HANDOFF else text or ""
+        return _queue(request, edit={"id": pk, "text": kept, "errors": exc.errors}, status=400)
     except (ApprovalConflict, ApprovalNotAllowed) as exc:
         messages.error(request, f"#{pk} {approval.invocation.tool_name}: {exc}")
         return redirect(_back(request))
-    if decision != APPROVE:
+    if approval.kind == Approval.Kind.HANDOFF:
+        done = _("Answered #%(id)s %(tool)s.") if decision == APPROVE else _("Nobody answered #%(id)s %(tool)s.")
+    elif decision != APPROVE:
         done = _("Rejected #%(id)s %(tool)s.")
     elif arguments is not None and approval.arguments != arguments:
         done = _("Approved #%(id)s %(tool)s with your edits.")

@@ -50,6 +50,7 @@ def test_creating_a_base_in_the_admin_creates_its_search_tool(admin_client):
             "keyword_method": "trigram",
             "score_threshold": 0,
             "fallback_answer": "Sorry, I do not know.",
+            "on_nothing_found": "fallback",
         },
     )
     assert response.status_code == 302

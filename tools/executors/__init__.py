@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from tools.executors import http, mcp, python
 from tools.executors.sandbox import SandboxCrash
-from tools.registry import ToolContext, ToolError
+from tools.registry import HandOff, ToolContext, ToolError
 from tools.results import render, trim_text
 
 log = logging.getLogger(__name__)
@@ -40,10 +40,12 @@ _pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="tool")
 
 @dataclass
 class ToolOutcome:
-    status: str  # "succeeded" or "error"
+    status: str  # "succeeded", "error", or "handoff" (the engine asks a person for the result)
     content: str
     truncated: bool = False
     error: str = ""
+    # With "handoff": what the person is asked; `content` is then the result if nobody answers.
+    question: str = ""
 
 
 def execute_tool(*, spec: dict, arguments: dict, ctx: ToolContext, live: dict | None = None) -> ToolOutcome:
@@ -70,6 +72,8 @@ def execute_tool(*, spec: dict, arguments: dict, ctx: ToolContext, live: dict | 
         )
     except ToolError as exc:
         return ToolOutcome("error", trim_text(f"Tool {name} failed: {exc}", limit).text, error=exc.detail)
+    except HandOff as exc:
+        return ToolOutcome("handoff", trim_text(exc.unanswered, limit).text, question=exc.question)
     except SandboxCrash as exc:
         log.warning("tool %s failed in its sandbox: %s", name, exc)
         return ToolOutcome(
