@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0012_run_delegation'),
+        ('conversations', '0013_llmcall_purpose_judge'),
     ]
 
     operations = [
