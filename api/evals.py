@@ -15,6 +15,7 @@ from agents.releases import DRAFT, PUBLISHED
 from agents.selectors import agents_usable_by
 from api.common import ErrorSerializer, JSONInputField, reject_nul
 from api.throttles import ApiUserThrottle, RunStartThrottle
+from evals.jsonl import CASE_FIELDS
 from evals.models import EvalCase, EvalResult, EvalRun, EvalSuite
 from evals.services import VersionNotFound, eval_run_start, eval_version_resolve
 
@@ -58,23 +59,8 @@ class EvalCaseSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = EvalCase
-        fields = [
-            "id",
-            "name",
-            "position",
-            "turns",
-            "expected_tool_calls",
-            "forbidden_tools",
-            "expect_no_tool",
-            "answer_contains",
-            "answer_pattern",
-            "answer_schema",
-            "answer_rubric",
-            "max_model_turns",
-            "max_tokens",
-            "tool_results",
-            "live_reads",
-        ]
+        # The fields a case moves with as JSON Lines: one list for both.
+        fields = ["id", *CASE_FIELDS]
         # The suite comes from the URL; EvalCase.full_clean checks the name is new in it.
         validators = []
 
