@@ -42,6 +42,12 @@ class UsageSerializer(serializers.Serializer):
     )
 
 
+def _never_started(run: Run) -> bool:
+    """A run no worker has taken yet has searched nothing and started no child: the answer to a
+    posted message (every post) reads neither."""
+    return run.started_at is None
+
+
 class CitationSerializer(serializers.Serializer):
     citation = serializers.CharField(help_text="The id the search tool gave the passage, e.g. C12.")
     knowledge_base = serializers.CharField()
@@ -123,10 +129,14 @@ class RunSerializer(serializers.ModelSerializer):
     @extend_schema_field(CitationSerializer(many=True))
     def get_citations(self, run: Run) -> list[dict]:
         """The passages the run's knowledge searches returned (ordered as found)."""
+        if _never_started(run):
+            return []
         return citations_of(run.knowledge_searches.all())
 
     @extend_schema_field(ChildRunSerializer(many=True))
     def get_children(self, run: Run) -> list[dict]:
+        if _never_started(run):
+            return []
         return ChildRunSerializer(run.children.all(), many=True).data
 
     def get_events_url(self, run: Run) -> str:

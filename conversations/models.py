@@ -188,11 +188,14 @@ class Run(models.Model):
     # Agents as tools (engine.delegation): the run and the tool call that started this run, how
     # many delegations deep it is, and what its delegated runs (their whole trees) used, added
     # as each of them ends so the run's budgets count the tree.
+    # Indexed only where set (Meta.indexes): nearly every run has no parent, and each index entry
+    # is paid by every run's insert.
     parent_run = models.ForeignKey(
         "self",
         on_delete=models.PROTECT,
         null=True,
         blank=True,
+        db_index=False,
         related_name="children",
         verbose_name=_("parent run"),
     )
@@ -201,6 +204,7 @@ class Run(models.Model):
         on_delete=models.PROTECT,
         null=True,
         blank=True,
+        db_index=False,
         related_name="child_runs",
         verbose_name=_("parent tool invocation"),
     )
@@ -237,6 +241,12 @@ class Run(models.Model):
             ),
             # The monitoring rollups read the runs that ended in the last hours.
             models.Index(fields=["finished_at"], name="run_finished_idx"),
+            models.Index(fields=["parent_run"], condition=Q(parent_run__isnull=False), name="run_parent_idx"),
+            models.Index(
+                fields=["parent_tool_invocation"],
+                condition=Q(parent_tool_invocation__isnull=False),
+                name="run_parent_tool_call_idx",
+            ),
         ]
 
     def __str__(self):
