@@ -9,9 +9,12 @@ the draft reach nobody until published. Every action here is one AgentRelease ro
 
 import hashlib
 from collections.abc import Callable
+from functools import cache
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 
 from agents.models import Agent, AgentRelease, AgentVersion, ReleaseAction
@@ -31,21 +34,17 @@ class UnknownVersion(ValueError):
     """A version asked for by name or number that the agent does not have."""
 
 
-# Checks other apps add (evals: its release gate), asked before a version goes live by a publish
-# or a canary's promotion; each raises ReleaseRefused to stop it. Registered by those apps when
-# they are ready, so this module imports none of them. A rollback is not checked: it is how a
-# bad release is undone, and must never wait for an evaluation.
-ReleaseCheck = Callable[..., None]
-_release_checks: list[ReleaseCheck] = []
-
-
-def release_check_register(check: ReleaseCheck) -> None:
-    if check not in _release_checks:
-        _release_checks.append(check)
+# Checks apps above this one add (evals: its release gate), named by dotted path in
+# settings.AGENTRY_RELEASE_CHECKS so this module imports none of them, and asked before a version
+# goes live by a publish or a canary's promotion; each raises ReleaseRefused to stop it. A
+# rollback is not checked: it is how a bad release is undone, and must never wait for an evaluation.
+@cache
+def _release_checks() -> list[Callable[..., None]]:
+    return [import_string(path) for path in settings.AGENTRY_RELEASE_CHECKS]
 
 
 def _release_checked(*, agent: Agent, version: AgentVersion, action: str) -> None:
-    for check in _release_checks:
+    for check in _release_checks():
         check(agent=agent, version=version, action=action)
 
 

@@ -309,6 +309,11 @@ CELERY_BEAT_SCHEDULE["expire-idempotency-keys"] = {
 # --- Agentry ------------------------------------------------------------------------------
 # Python modules whose @python_tool functions form the registry of built-in tools.
 AGENTRY_TOOL_MODULES = env_list("AGENTRY_TOOL_MODULES", "tools.builtin.demo,tools.builtin.common")
+# Plug-in points of the lower apps that apps above them fill, by dotted path (so no lower app
+# imports a higher one): tool kinds whose executor lives above tools (a module with `load` and
+# `run`, tools.executors), and the checks a version must pass to go live (agents.releases).
+AGENTRY_TOOL_EXECUTORS = {"knowledge": "knowledge.executor"}
+AGENTRY_RELEASE_CHECKS = ["evals.gate.release_gate_check"]
 # Hosts (or host:port) that tools may reach although they resolve to loopback, private,
 # link-local or other internal addresses; everything else a tool calls must be public.
 AGENTRY_OUTBOUND_ALLOWLIST = env_list("AGENTRY_OUTBOUND_ALLOWLIST")

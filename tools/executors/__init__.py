@@ -10,11 +10,14 @@ The engine never sees an exception from a tool: failures become a short, friendl
 can correct from (seed 003 §2.4), while a traceback, where there is one, stays on the ledger row.
 """
 
+import importlib
 import logging
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+
+from django.conf import settings
 
 from tools.executors import http, mcp, python
 from tools.executors.sandbox import SandboxCrash
@@ -26,10 +29,13 @@ log = logging.getLogger(__name__)
 _EXECUTORS = {"python": python, "http": http, "mcp": mcp}
 
 
-def register_executor(kind: str, executor) -> None:
-    """Add the executor of a kind an app above tools provides (a module or object with `load`
-    and `run` as above), at that app's ready()."""
-    _EXECUTORS[kind] = executor
+def _executor(kind: str):
+    """The executor of `kind`: built in, or provided by an app above tools and named in
+    settings.AGENTRY_TOOL_EXECUTORS (imported once, on first use)."""
+    executor = _EXECUTORS.get(kind)
+    if executor is None and kind in settings.AGENTRY_TOOL_EXECUTORS:
+        executor = _EXECUTORS[kind] = importlib.import_module(settings.AGENTRY_TOOL_EXECUTORS[kind])
+    return executor
 
 
 # Timeouts need the call off the worker's own thread. A timed-out call cannot be killed, so
@@ -52,7 +58,7 @@ def execute_tool(*, spec: dict, arguments: dict, ctx: ToolContext, live: dict | 
     """`live`: the tool row's `is_active`, when the caller read it just before (the engine reads
     it with the statement that marks the call running); a python tool then needs no read here."""
     name, limit = spec["name"], int(spec.get("max_result_chars", 8000))
-    executor = _EXECUTORS.get(spec.get("kind", "python"))
+    executor = _executor(spec.get("kind", "python"))
     if executor is None:
         return ToolOutcome(
             "error", f"Tool {name} cannot run: unsupported kind {spec.get('kind')!r}.", error=f"kind {spec.get('kind')}"
