@@ -1,5 +1,7 @@
 """Pieces shared by the API's resource modules."""
 
+import copy
+
 from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions, serializers, status
 
@@ -38,3 +40,20 @@ class JSONInputField(serializers.JSONField):
             except JSONInputError as exc:
                 raise serializers.ValidationError(str(exc)) from None
         return super().to_internal_value(data)
+
+
+class FieldsBuiltOnce:
+    """A ModelSerializer whose fields are worked out from the model once per class, then copied.
+
+    DRF introspects the model for every serializer instance: for the run a posted message
+    answers with, that was most of the time spent writing the answer. Only for serializers whose
+    fields never depend on the request or the instance (no get_fields override, no context read
+    while building them); each instance still gets fields of its own, as DRF's copies are.
+    """
+
+    def get_fields(self):
+        built = type(self).__dict__.get("_fields_built")
+        if built is None:
+            built = super().get_fields()
+            type(self)._fields_built = built
+        return copy.deepcopy(built)

@@ -15,7 +15,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
-from api.common import ErrorSerializer
+from api.common import ErrorSerializer, FieldsBuiltOnce
 from conversations.models import Run, RunStatus, StopReason
 from conversations.selectors import (
     run_children_rows,
@@ -66,7 +66,7 @@ class ChildRunSerializer(serializers.Serializer):
     parent_tool_invocation = serializers.IntegerField(source="parent_tool_invocation_id")
 
 
-class RunSerializer(serializers.ModelSerializer):
+class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     agent_version = serializers.IntegerField(source="agent_version.number", read_only=True)
     error = serializers.SerializerMethodField()

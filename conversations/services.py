@@ -53,13 +53,21 @@ def db_value(model, field: str, value):
 
 
 def row_insert(
-    batch: Batch, name: str, row, *, exprs: dict[str, tuple[str, list]] | None = None, returning=("id",)
+    batch: Batch,
+    name: str,
+    row,
+    *,
+    exprs: dict[str, tuple[str, list]] | None = None,
+    returning=("id",),
+    guard: bool = False,
 ) -> None:
-    """The INSERT of `row` (an unsaved model instance with an automatic id) as a write of the
-    batch, made only if its guard matched. `exprs` give some columns as SQL with its params
-    instead (a value another write returns); the row gets its id when the batch is executed."""
+    """The INSERT of `row` (an unsaved model instance) as a write of the batch, made only if its
+    guard matched; with `guard`, the INSERT is the batch's guard (it always matches). `exprs`
+    give some columns as SQL with its params instead (a value another write returns); a row with
+    an automatic id gets it when the batch is executed (a row whose id is set, a UUID, keeps it)."""
     exprs = exprs or {}
-    fields = [field for field in row._meta.concrete_fields if not field.primary_key]
+    # An automatic id is the database's to give; an id with a default (a UUID) is sent.
+    fields = [field for field in row._meta.concrete_fields if not (field.primary_key and field.db_returning)]
     values, params = [], []
     for field in fields:
         if field.name in exprs:
@@ -70,15 +78,14 @@ def row_insert(
             values.append("%s")
             params.append(field.get_db_prep_save(field.pre_save(row, True), connection))
     columns = ", ".join(f'"{field.column}"' for field in fields)
+    condition = "" if guard else " WHERE {guard}"
     batch.add(
-        name,
-        f'INSERT INTO "{row._meta.db_table}" ({columns}) SELECT {", ".join(values)} WHERE {{guard}}',
-        params,
-        returning,
+        name, f'INSERT INTO "{row._meta.db_table}" ({columns}) SELECT {", ".join(values)}{condition}', params, returning
     )
 
     def written(results: dict) -> None:
-        row.pk = results[name]["id"]
+        if row.pk is None:  # a UUID id is the row's own already (SQLite returns it as text)
+            row.pk = results[name]["id"]
         row._state.adding = False
 
     batch.after(written)
