@@ -14,9 +14,9 @@ from agents.snapshot import snapshot_parse
 from conversations import events
 from conversations.batch import Batch
 from conversations.events import EventType
-from conversations.models import Conversation, Message, Run, RunRequest
-from conversations.services import event_add, messages_add, row_insert
-from engine.dispatch import ACTIVE_STATUSES, run_enqueue
+from conversations.models import Conversation, Run, RunRequest
+from conversations.services import event_add, row_insert
+from engine.dispatch import ACTIVE_STATUSES, run_admit
 from engine.runs import run_cancel
 from engine.tracing import run_trace_fields
 
@@ -139,16 +139,9 @@ def message_submit(
         payload = events.run_queued(agent_version=pinned.number, waiting_for=[str(r.pk) for r in active] or None)
         event_add(batch, run_id=run.pk, type=EventType.RUN_QUEUED, payload=payload)
         if not active:
-            messages_add(
-                batch,
-                conversation_id=conversation.pk,
-                run_id=run.pk,
-                messages=[{"role": Message.Role.USER, "content": content}],
-            )
+            run_admit(run, content, stamped=True, batch=batch)
         batch.execute()
-        if not active:
-            run_enqueue(run_id=run.pk, stamped=True)
-        elif policy == ConcurrentMessages.INTERRUPT:
+        if active and policy == ConcurrentMessages.INTERRUPT:
             # After commit and outside the conversation lock: the engine locks a run, then its
             # conversation, so cancelling here could deadlock with a step being recorded.
             ids = [r.pk for r in active]

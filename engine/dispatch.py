@@ -7,8 +7,9 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from conversations.batch import Batch
 from conversations.models import Conversation, Message, Run, RunStatus
-from conversations.services import messages_append
+from conversations.services import messages_add, messages_append
 from platform_site.celery import app
 
 log = logging.getLogger(__name__)
@@ -42,14 +43,15 @@ def _send_run(run_id) -> None:
         log.exception("run %s committed but not sent to the broker; the sweeper will send it again", run_id)
 
 
-def run_admit(run: Run, content: str, *, stamped: bool = False) -> None:
+def run_admit(run: Run, content: str, *, stamped: bool = False, batch: Batch | None = None) -> None:
     """Give the run its user message and hand it to a worker once this transaction commits
-    (`stamped` as for run_enqueue)."""
-    messages_append(
-        conversation_id=run.conversation_id,
-        run_id=run.pk,
-        messages=[{"role": Message.Role.USER, "content": content}],
-    )
+    (`stamped` as for run_enqueue). With `batch`, the message is one of its writes: the caller
+    executes it in this transaction (the hand-over waits for the commit either way)."""
+    message = [{"role": Message.Role.USER, "content": content}]
+    if batch is None:
+        messages_append(conversation_id=run.conversation_id, run_id=run.pk, messages=message)
+    else:
+        messages_add(batch, conversation_id=run.conversation_id, run_id=run.pk, messages=message)
     run_enqueue(run_id=run.pk, stamped=stamped)
 
 

@@ -60,7 +60,6 @@ class _RequestThreads:
 
 # As many as requests usually in flight on one process; a burst beyond starts more, then lets them go.
 _request_threads = _RequestThreads(keep=64)
-_view_is_async: dict = {}
 
 
 def _served_async(scope) -> bool:
@@ -71,10 +70,7 @@ def _served_async(scope) -> bool:
         match = resolve(path[len(root) :] if root and path.startswith(root) else path)
     except Resolver404:
         return False
-    found = _view_is_async.get(match.func)
-    if found is None:
-        found = _view_is_async[match.func] = iscoroutinefunction(match.func)
-    return found
+    return iscoroutinefunction(match.func)
 
 
 async def _read_body(receive) -> SpooledTemporaryFile | None:
