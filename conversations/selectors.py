@@ -138,6 +138,8 @@ _STEP_RUN = Columns(
     "r",
 )
 _STEP_CONVERSATION = Columns(Conversation, ("id", "context_summary", "context_summary_through"), "c")
+# The run's columns a step reads, for a guard to return them (conversations.services.run_guard).
+STEP_RUN_COLUMNS = tuple(field.column for field in _STEP_RUN.fields)
 _STEP_MESSAGE = Columns(
     Message,
     (
@@ -166,8 +168,11 @@ def run_step_read(*, run_id) -> tuple[Run, list[Message]]:
         cursor.execute(
             f"SELECT {_STEP_RUN.sql}, {_STEP_CONVERSATION.sql}, {_STEP_MESSAGE.sql} "
             f'FROM "{Run._meta.db_table}" r JOIN "{Conversation._meta.db_table}" c ON c."id" = r."conversation_id" '
+            # Joined on c."id", not r."conversation_id": an outer join's condition gives the planner
+            # no equivalence to carry over, and against r it scanned every message's entry in
+            # message_order_unique for its "order" alone, filtering the conversation out after.
             f'LEFT JOIN "{Message._meta.db_table}" m '
-            'ON m."conversation_id" = r."conversation_id" AND m."order" > c."context_summary_through" '
+            'ON m."conversation_id" = c."id" AND m."order" > c."context_summary_through" '
             'WHERE r."id" = %s ORDER BY m."order"',
             [Run._meta.pk.get_db_prep_value(run_id, connection)],
         )
@@ -178,6 +183,47 @@ def run_step_read(*, run_id) -> tuple[Run, list[Message]]:
     run.conversation = _STEP_CONVERSATION.instance(rows[0][runs : runs + conversations])
     messages = _STEP_MESSAGE.instances(row[runs + conversations :] for row in rows if row[runs + conversations])
     return run, messages
+
+
+def run_step_row(values: dict, conversation: Conversation) -> Run:
+    """The run as run_step_read would read it, from the STEP_RUN_COLUMNS a step's guard returned
+    (by column); `conversation` is the one the step read, with its summary."""
+    run = _STEP_RUN.instance([values[column] for column in STEP_RUN_COLUMNS])
+    run.conversation = conversation
+    return run
+
+
+# What a posted message reads under its conversation's lock (engine.admission).
+_POST_CONVERSATION = Columns(Conversation, ("id", "agent", "agent_version"), "c")
+# Every column: a draft's current version is checked against all of them (agents.selectors).
+_POST_AGENT = Columns(Agent, tuple(field.name for field in Agent._meta.concrete_fields), "a")
+_POST_RUN = Columns(Run, ("id", "status"), "r")
+
+
+def conversation_lock_for_post(*, conversation_id, active_statuses) -> tuple[Conversation, list[Run]]:
+    """Lock the conversation's row (FOR NO KEY UPDATE, on PostgreSQL) and read, in the same
+    statement, its agent and its runs in `active_statuses` (oldest first, with their status).
+    Plain SQL: every post makes this read, and the ORM built it in more time than it ran.
+    Conversation.DoesNotExist if there is no such conversation."""
+    conversations, agents, runs = (m._meta.db_table for m in (Conversation, Agent, Run))
+    statuses = ", ".join(["%s"] * len(active_statuses))
+    lock = " FOR NO KEY UPDATE OF c" if connection.features.has_select_for_update_of else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_POST_CONVERSATION.sql}, {_POST_AGENT.sql}, {_POST_RUN.sql} "
+            f'FROM "{conversations}" c JOIN "{agents}" a ON a."id" = c."agent_id" '
+            f'LEFT JOIN "{runs}" r ON r."conversation_id" = c."id" AND r."status" IN ({statuses}) '
+            f'WHERE c."id" = %s ORDER BY r."created_at"{lock}',
+            [*active_statuses, Conversation._meta.pk.get_db_prep_value(conversation_id, connection)],
+        )
+        rows = cursor.fetchall()
+    if not rows:
+        raise Conversation.DoesNotExist(f"Conversation {conversation_id} does not exist")
+    first, agent_columns = len(_POST_CONVERSATION.fields), len(_POST_AGENT.fields)
+    conversation = _POST_CONVERSATION.instance(rows[0][:first])
+    conversation.agent = _POST_AGENT.instance(rows[0][first : first + agent_columns])
+    active = _POST_RUN.instances(row[first + agent_columns :] for row in rows if row[first + agent_columns] is not None)
+    return conversation, active
 
 
 def conversation_messages_all(*, conversation_id) -> list[Message]:

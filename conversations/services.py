@@ -147,11 +147,13 @@ def run_guard(
     params=(),
     where: str = "",
     where_params=(),
+    returning: tuple[str, ...] = (),
 ) -> None:
     """The batch's guard, on the run row. With `lease_owner`, the worker must still hold the
     run's lease, which is extended (the fence); `event` bumps the sequence number the batch's
     event takes; `sets` are more assignments on the row (the run's totals), with `params`;
-    `where` a further condition, with `where_params`."""
+    `where` a further condition, with `where_params`; `returning` more columns of the row as
+    the guard left it (the run a step hands to the next, conversations.selectors.STEP_RUN_COLUMNS)."""
     assignments = ['"event_seq" = "event_seq" + 1'] if event else []
     values = []
     if lease_owner is not None:
@@ -170,7 +172,8 @@ def run_guard(
     if where:
         condition += f" AND {where}"
         values += where_params
-    batch.add("run", f'UPDATE "{_RUN}" SET {", ".join(assignments)} WHERE {condition}', values, ("id", "event_seq"))
+    columns = ("id", "event_seq", *(column for column in returning if column not in ("id", "event_seq")))
+    batch.add("run", f'UPDATE "{_RUN}" SET {", ".join(assignments)} WHERE {condition}', values, columns)
 
 
 def event_add(batch: Batch, *, run_id, type: str, payload: dict, fill: dict[str, str] | None = None) -> RunEvent:

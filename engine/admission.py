@@ -15,6 +15,7 @@ from conversations import events
 from conversations.batch import Batch
 from conversations.events import EventType
 from conversations.models import Conversation, Run, RunRequest
+from conversations.selectors import conversation_lock_for_post
 from conversations.services import event_add, row_insert
 from engine.dispatch import ACTIVE_STATUSES, run_admit
 from engine.runs import run_cancel
@@ -82,12 +83,9 @@ def message_submit(
     digest = _content_hash(content)
     with transaction.atomic():
         # Only the conversation's row is locked: locking its agent's too would queue every post
-        # to that agent behind one another.
-        conversation = (
-            Conversation.objects.select_for_update(no_key=True, of=("self",))
-            .select_related("agent")
-            .only("agent", "agent_version")
-            .get(pk=conversation.pk)
+        # to that agent behind one another. Its active runs come with it.
+        conversation, active = conversation_lock_for_post(
+            conversation_id=conversation.pk, active_statuses=ACTIVE_STATUSES
         )
         if idempotency_key:
             previous = (
@@ -99,11 +97,6 @@ def message_submit(
                 if previous.content_hash != digest:
                     raise IdempotencyKeyReused(idempotency_key)
                 return Submission(previous.run, replayed=True)
-        active = list(
-            Run.objects.filter(conversation=conversation, status__in=ACTIVE_STATUSES)
-            .only("status")
-            .order_by("created_at")
-        )
         policy = conversation.agent.concurrent_messages
         if active and policy == ConcurrentMessages.REJECT:
             raise ConversationBusy(active[0])

@@ -15,6 +15,7 @@ from agents.providers import LLMResponse
 from agents.snapshot import AgentSnapshot, snapshot_tool
 from conversations.batch import Batch
 from conversations.models import LLMCall, Message, Run
+from conversations.selectors import run_step_row
 from conversations.services import messages_add
 from engine.context import build_context
 from engine.guardrails import OutputReview, output_moderation, output_review, streams_answer, wire_filtered
@@ -30,6 +31,9 @@ class StepResult:
     response: LLMResponse
     # What the agent's output guardrails made of a final answer, if any of them matched.
     guardrail: OutputReview | None = None
+    # The run as the commit that recorded the answer left it (its guard returns the columns a
+    # step reads): the next step starts from it instead of reading the run again.
+    run: Run | None = None
 
 
 MAX_CALL_ID = 128  # ToolInvocation.tool_call_id and Approval.tool_call_id
@@ -175,7 +179,9 @@ def _call(
                 }
             ],
         )
-        return StepResult(message, response, review)
+        result = StepResult(message, response, review)
+        batch.after(lambda results: setattr(result, "run", run_step_row(results["run"], run.conversation)))
+        return result
 
     return model_call(
         run=run,

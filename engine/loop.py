@@ -1,8 +1,13 @@
 """The agent loop: claim a run, then take steps until it ends or parks.
 
-The worker keeps nothing between steps: each step starts by reading the run and its messages
-from the database and ends with a commit, so any step can be re-run by another worker after a
-crash. What the next step is, engine.next_step decides from the run, its messages and its
+Every step ends with a commit, so any step can be re-run by another worker after a crash. A
+step starts from the run and its messages as the database holds them: read when the worker
+claims the run (and after a step that parked, waited on others or folded the history into the
+summary), otherwise as the previous step's own commit left them. That commit's guard returns
+the run's row (its totals, and the cancel flag as it was when the commit was made) and the
+step knows the messages it appended; nothing else writes to a running run's conversation, and
+every later write is fenced by the lease, so reading them again would only repeat what the
+commit said. What the next step is, engine.next_step decides from the run, its messages and its
 snapshot (call the model, run the tools the model asked for, or finish); this module executes
 that decision and turns what the execution found (a tool loop, approvals to wait for, a failed
 model call) into the run's next status.
@@ -11,6 +16,7 @@ model call) into the run's next status.
 import logging
 import time
 import traceback
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
@@ -56,13 +62,23 @@ def _tools_named(snapshot: AgentSnapshot, names: list[str]) -> str:
     return agent_says(snapshot, named, name=names[0], names=", ".join(names))
 
 
-def _step(run_id, owner: str) -> bool:
-    """Take one step. Returns True when the loop should go on.
+@dataclass
+class Carried:
+    """What the next step would read, as the previous step's commit left it."""
 
-    A cancel is honoured at every step boundary: here, before each tool starts (tool_step), and
-    when a model call returns (run_finish ends a run whose cancel was accepted as cancelled,
-    so an answer that arrives late is kept in the ledger but never delivered as the answer)."""
-    run, messages = step_read(run_id=run_id)
+    run: Run
+    messages: list[Message]
+
+
+def _step(run_id, owner: str, carried: Carried | None = None) -> bool | Carried:
+    """Take one step (from `carried`, else from what is read now). Returns whether the loop
+    should go on: True, or what the next step starts from.
+
+    A cancel is honoured at every step boundary: here (as of the previous step's commit, or the
+    read), before each tool starts (tool_step), and when a model call returns (run_finish ends a
+    run whose cancel was accepted as cancelled, so an answer that arrives late is kept in the
+    ledger but never delivered as the answer)."""
+    run, messages = (carried.run, carried.messages) if carried else step_read(run_id=run_id)
     if run.status != RunStatus.RUNNING or run.lease_owner != owner:
         raise LeaseLost(str(run_id))
     snapshot = version_snapshot(run.agent_version_id)
@@ -78,7 +94,9 @@ def _step(run_id, owner: str) -> bool:
     return _call_model(run=run, owner=owner, snapshot=snapshot, messages=messages)
 
 
-def _run_tools(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], current: Message) -> bool:
+def _run_tools(
+    *, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], current: Message
+) -> bool | Carried:
     outcome = tool_step(run=run, owner=owner, snapshot=snapshot, messages=messages, current=current)
     if outcome.cancelled:
         # Tool calls the model asked for and that never ran get their rows (cancelled) from run_finish.
@@ -91,10 +109,11 @@ def _run_tools(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[
         # step ran: take the step again.
         parked = run_park_for_approval(run_id=run.pk, owner=owner) or run_park_for_children(run_id=run.pk, owner=owner)
         return not parked
-    return True
+    return Carried(outcome.run, [*messages, *outcome.messages])
 
 
-def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> bool:
+def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> bool | Carried:
+    summary_through = run.conversation.context_summary_through
     try:
         if run.iterations == 0:
             # The user's message is checked once, before the model first sees it (a moderation
@@ -120,7 +139,9 @@ def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
     if not result.message.tool_calls:
         return _finish(run.pk, Finish(StopReason.FINAL_ANSWER))
     # The calls it asked for start in the next step, which begins by checking for a cancel.
-    return True
+    if run.conversation.context_summary_through != summary_through:
+        return True  # the history was folded into the summary: the next step reads what is left
+    return Carried(result.run, [*messages, result.message])
 
 
 def run_advance(*, run_id) -> None:
@@ -149,7 +170,9 @@ def _advance(run_id) -> None:
     renewer.hold(run_id)
     slice_ends = time.monotonic() + settings.AGENTRY_TASK_SLICE_SECONDS
     try:
-        while _step(run_id, owner):
+        carried = None
+        while went_on := _step(run_id, owner, carried):
+            carried = went_on if isinstance(went_on, Carried) else None
             if time.monotonic() > slice_ends:
                 # A long run goes back to the queue between steps, so no task runs unbounded
                 # (thread pools cannot enforce Celery's time limits) and other runs get a turn.

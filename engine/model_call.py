@@ -39,6 +39,7 @@ from conversations.events import EventType
 from conversations.fencing import LeaseLost
 from conversations.models import LLMCall, Run
 from conversations.rows import Columns
+from conversations.selectors import STEP_RUN_COLUMNS
 from conversations.services import db_value, event_add, row_insert, row_update, run_guard
 from engine.deltas import DeltaRelay
 from engine.tracing import chat_span
@@ -176,9 +177,12 @@ _TOTALS = (
 )
 
 
-def _account(batch, *, run, owner, call, response, prices, started, time_zone, status: str, error: str = "") -> tuple:
+def _account(
+    batch, *, run, owner, call, response, prices, started, time_zone, status: str, error: str = "", returning=()
+) -> tuple:
     """Adds to `batch` (as its guard) the completion of the call row with its answer and its
-    tokens and cost on the run and the agent's day. Returns (usage, cost)."""
+    tokens and cost on the run and the agent's day; the guard returns the run's `returning`
+    columns too. Returns (usage, cost)."""
     usage = response.usage
     cost = call_cost(prices, response)
     step = call.purpose == LLMCall.Purpose.STEP and status == LLMCall.Status.SUCCEEDED
@@ -195,7 +199,7 @@ def _account(batch, *, run, owner, call, response, prices, started, time_zone, s
     if usage.estimated:
         sets.append('"usage_estimated" = %s')
         params.append(True)
-    run_guard(batch, run_id=run.pk, lease_owner=owner, sets=", ".join(sets), params=params)
+    run_guard(batch, run_id=run.pk, lease_owner=owner, sets=", ".join(sets), params=params, returning=returning)
     row_update(
         batch,
         "call",
@@ -268,6 +272,8 @@ def _record_success(*, run, owner, call, response, prices, started, time_zone, r
         started=started,
         time_zone=time_zone,
         status=LLMCall.Status.SUCCEEDED,
+        # The run as this commit leaves it: the loop's next step starts from it (engine.loop).
+        returning=STEP_RUN_COLUMNS,
     )
     result = record(call, response, batch)
     payload = events.llm_call_completed(

@@ -18,7 +18,7 @@ one ledger batch (conversations.batch) fenced by the run's lease: one statement 
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import transaction
@@ -30,6 +30,7 @@ from conversations.batch import Batch
 from conversations.events import EventType
 from conversations.fencing import LeaseLost
 from conversations.models import Approval, ApprovalGrant, Message, Run, ToolInvocation
+from conversations.selectors import STEP_RUN_COLUMNS, run_step_row
 from conversations.services import (
     db_value,
     event_add,
@@ -79,6 +80,10 @@ class ToolStepOutcome:
     parked: bool = False
     loop: Repeat | None = None
     cancelled: bool = False
+    # A step that ran to its end: the run as its last commit left it, and the tool messages it
+    # appended (the next step starts from them instead of reading the run again).
+    run: Run | None = None
+    messages: list[Message] = field(default_factory=list)
 
 
 def _hint(repeat: Repeat) -> str:
@@ -156,7 +161,8 @@ def _finish(
     """The call's outcome, with its event, as a batch for the caller to commit (tool_step
     commits the step's last outcome together with the step's tool messages)."""
     batch = Batch()
-    run_guard(batch, run_id=invocation.run_id, lease_owner=owner)
+    # The run as this commit leaves it: when it is the step's last, the loop's next step starts from it.
+    run_guard(batch, run_id=invocation.run_id, lease_owner=owner, returning=STEP_RUN_COLUMNS)
     row_update(
         batch,
         "invocation",
@@ -542,8 +548,9 @@ def tool_step(
     batch = outcome
     if batch is None:
         batch = Batch()
-        run_guard(batch, run_id=run.pk, lease_owner=owner, event=False)
-    messages_add(
+        run_guard(batch, run_id=run.pk, lease_owner=owner, event=False, returning=STEP_RUN_COLUMNS)
+    ended = ToolStepOutcome()
+    ended.messages = messages_add(
         batch,
         conversation_id=run.conversation_id,
         run_id=run.pk,
@@ -557,5 +564,6 @@ def tool_step(
             for inv in invocations
         ],
     )
+    batch.after(lambda results: setattr(ended, "run", run_step_row(results["run"], run.conversation)))
     _commit(batch, run.pk)
-    return ToolStepOutcome()
+    return ended

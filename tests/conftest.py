@@ -109,3 +109,12 @@ def api_server_process(django_db_setup, django_db_blocker):
 @pytest.fixture
 def api_server(api_server_process, transactional_db):
     return api_server_process
+
+
+@pytest.fixture(autouse=True)
+def _snapshots_forgotten():
+    """Version snapshots are cached by id for the process; SQLite hands a rolled-back test's ids
+    out again, so a test must not find the snapshot of an earlier test's version under its own."""
+    from engine.snapshots import version_snapshot
+
+    version_snapshot.cache_clear()
