@@ -673,7 +673,10 @@ class AgentUsageDay(models.Model):
     equals the sum over that day's LLMCall rows and a budget check is one indexed read.
     """
 
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="usage_days", verbose_name=_("agent"))
+    # Indexed by agent_usage_day_unique (agent, day), which leads with it.
+    agent = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, related_name="usage_days", verbose_name=_("agent"), db_index=False
+    )
     day = models.DateField(_("day"))
     total_tokens = models.PositiveBigIntegerField(_("total tokens"), default=0)
     cost = models.DecimalField(_("cost"), max_digits=16, decimal_places=8, default=0)

@@ -3,11 +3,13 @@
 Each commit of a step is one ledger batch (conversations.batch): on PostgreSQL one statement,
 fenced by the run's lease. A model step is its read, the attempt's row and the attempt's
 completion; a tool step its read, the calls' rows, each call marked running and its outcome
-(the last one with the step's tool messages). These tests count the statements, and check from
+(the last one with the step's tool messages); only the first step of a claim reads, the others
+start from what the previous commit returned. These tests count the statements, and check from
 another connection that what must be committed before the network is, and that a worker that
 lost the lease writes nothing.
 """
 
+import json
 import threading
 from datetime import timedelta
 
@@ -21,6 +23,7 @@ from agents.providers.openai_compatible import OpenAICompatibleProvider
 from conversations.batch import Batch
 from conversations.models import LLMCall, Message, Run, RunEvent, ToolInvocation, Webhook, WebhookDelivery
 from conversations.services import messages_add, run_guard
+from engine.context import step_read
 from engine.loop import run_advance
 from tests.runs import advance, start_run
 from tools import executors
@@ -87,6 +90,9 @@ def test_a_run_of_three_model_calls_takes_few_statements_and_one_transaction(scr
     # listening, even the ending is one statement, with the check for a waiting run folded in.
     assert len(statements) <= 5 * steps, statements
     assert "BEGIN" not in statements and "COMMIT" not in statements
+    # The run and its messages are read once, after the claim: every later step starts from what
+    # the previous step's commit returned and appended.
+    assert len([sql for sql in statements if sql.startswith("SELECT") and "conversations_message" in sql]) == 1
     assert not [
         sql for sql in statements if "conversations_toolinvocation" not in sql and "tools_tooldefinition" in sql
     ]
@@ -275,3 +281,52 @@ def test_a_batch_run_statement_by_statement_writes_the_same(scripted_agent):
     stored = Message.objects.filter(run=run).order_by("order").values_list("pk", "order", "content")
     assert list(stored)[1:] == [(row.pk, row.order, row.content) for row in rows]
     assert Run.objects.get(pk=run.pk).lease_expires_at > timezone.now()
+
+
+def _index_conditions(plan: dict) -> list[tuple[str, str]]:
+    """(index, condition) of every index scan in an EXPLAIN (FORMAT JSON) plan."""
+    found = [(plan["Index Name"], plan.get("Index Cond", ""))] if "Index Name" in plan else []
+    for child in plan.get("Plans", []):
+        found += _index_conditions(child)
+    return found
+
+
+def _explained(sql: str, params=None) -> list[tuple[str, str]]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+        plan = cursor.fetchone()[0]
+    return _index_conditions((plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"])
+
+
+def test_a_steps_statements_reach_their_rows_by_key_whatever_the_statistics_say(scripted_agent):
+    if connection.vendor != "postgresql":
+        pytest.skip("query plans are PostgreSQL's")
+    agent = scripted_agent(ONE_TOOL_STEP, tools=["test-echo"])
+    runs = [advance(start_run(agent)) for _ in range(3)] + [start_run(agent) for _ in range(20)]
+    with connection.cursor() as cursor:
+        # As in a deployment where most runs have ended: the statistics say running runs are rare.
+        cursor.execute(f'ANALYZE "{Run._meta.db_table}", "{Message._meta.db_table}"')
+    Run.objects.filter(pk__in=[run.pk for run in runs[3:]]).update(status="running", lease_owner="w")
+    run = runs[-1]
+    batch = Batch()
+    run_guard(batch, run_id=run.pk, lease_owner="w")
+    guard = batch._writes[0]
+    with connection.cursor() as cursor:
+        # A few rows are read whole; in a deployment's tables an index is taken, and which one
+        # is the question.
+        cursor.execute("SET enable_seqscan = off")
+    try:
+        scans = _explained(guard.sql, guard.params)
+        with CaptureQueriesContext(connection) as queries:
+            step_read(run_id=run.pk)
+        [read] = [query["sql"] for query in queries if "conversations_message" in query["sql"]]
+        message_scans = [(index, cond) for index, cond in _explained(read) if index.startswith("message_order")]
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET enable_seqscan")
+    # Whichever index the planner takes, the run's id is in its condition: a step's statement
+    # must not walk every running run's entry to find its own.
+    assert scans and all('"id" =' in condition or "(id =" in condition for _index, condition in scans), scans
+
+    # The conversation's messages, not every message after the summary's order.
+    assert message_scans and all("conversation_id" in cond for _index, cond in message_scans), message_scans
