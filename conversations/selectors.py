@@ -201,28 +201,34 @@ _POST_RUN = Columns(Run, ("id", "status"), "r")
 
 
 def conversation_lock_for_post(*, conversation_id, active_statuses) -> tuple[Conversation, list[Run]]:
-    """Lock the conversation's row (FOR NO KEY UPDATE, on PostgreSQL) and read, in the same
-    statement, its agent and its runs in `active_statuses` (oldest first, with their status).
-    Plain SQL: every post makes this read, and the ORM built it in more time than it ran.
+    """Lock the conversation's row (FOR NO KEY UPDATE, on PostgreSQL) with its agent, then read
+    its runs in `active_statuses` (oldest first, with their status). Plain SQL: every post makes
+    these reads, and the ORM built them in more time than they ran. Two statements, not one: a
+    statement that waited for the lock still sees the database as it was when it began, so the
+    run that the post holding the lock created would be missing from its join.
     Conversation.DoesNotExist if there is no such conversation."""
     conversations, agents, runs = (m._meta.db_table for m in (Conversation, Agent, Run))
-    statuses = ", ".join(["%s"] * len(active_statuses))
     lock = " FOR NO KEY UPDATE OF c" if connection.features.has_select_for_update_of else ""
+    key = Conversation._meta.pk.get_db_prep_value(conversation_id, connection)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {_POST_CONVERSATION.sql}, {_POST_AGENT.sql}, {_POST_RUN.sql} "
-            f'FROM "{conversations}" c JOIN "{agents}" a ON a."id" = c."agent_id" '
-            f'LEFT JOIN "{runs}" r ON r."conversation_id" = c."id" AND r."status" IN ({statuses}) '
-            f'WHERE c."id" = %s ORDER BY r."created_at"{lock}',
-            [*active_statuses, Conversation._meta.pk.get_db_prep_value(conversation_id, connection)],
+            f"SELECT {_POST_CONVERSATION.sql}, {_POST_AGENT.sql} "
+            f'FROM "{conversations}" c JOIN "{agents}" a ON a."id" = c."agent_id" WHERE c."id" = %s{lock}',
+            [key],
         )
-        rows = cursor.fetchall()
-    if not rows:
-        raise Conversation.DoesNotExist(f"Conversation {conversation_id} does not exist")
-    first, agent_columns = len(_POST_CONVERSATION.fields), len(_POST_AGENT.fields)
-    conversation = _POST_CONVERSATION.instance(rows[0][:first])
-    conversation.agent = _POST_AGENT.instance(rows[0][first : first + agent_columns])
-    active = _POST_RUN.instances(row[first + agent_columns :] for row in rows if row[first + agent_columns] is not None)
+        row = cursor.fetchone()
+        if row is None:
+            raise Conversation.DoesNotExist(f"Conversation {conversation_id} does not exist")
+        statuses = ", ".join(["%s"] * len(active_statuses))
+        cursor.execute(
+            f'SELECT {_POST_RUN.sql} FROM "{runs}" r WHERE r."conversation_id" = %s AND r."status" IN ({statuses}) '
+            'ORDER BY r."created_at"',
+            [key, *active_statuses],
+        )
+        active = _POST_RUN.instances(cursor.fetchall())
+    first = len(_POST_CONVERSATION.fields)
+    conversation = _POST_CONVERSATION.instance(row[:first])
+    conversation.agent = _POST_AGENT.instance(row[first:])
     return conversation, active
 
 

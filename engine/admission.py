@@ -83,7 +83,7 @@ def message_submit(
     digest = _content_hash(content)
     with transaction.atomic():
         # Only the conversation's row is locked: locking its agent's too would queue every post
-        # to that agent behind one another. Its active runs come with it.
+        # to that agent behind one another. Its active runs are read after the lock.
         conversation, active = conversation_lock_for_post(
             conversation_id=conversation.pk, active_statuses=ACTIVE_STATUSES
         )
