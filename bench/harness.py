@@ -80,7 +80,8 @@ def start_worker(name: str, *, concurrency: int, pool: str = "threads", env: dic
 def start_web(port: int, env: dict | None = None, workers: int = 1) -> subprocess.Popen:
     process = _spawn(
         "web",
-        web_argv(port=port, workers=workers),
+        # Info: uvicorn says there when its health check replaces a worker (a dropped connection).
+        web_argv(port=port, workers=workers, log_level="info"),
         env,
     )
     wait_http(f"http://127.0.0.1:{port}/health/")
