@@ -8,10 +8,11 @@ class Columns:
     """Some fields of a model read by raw SQL, made into instances as the ORM would (JSON parsed;
     on SQLite, UUIDs, datetimes and decimals converted); fields not read are deferred."""
 
-    def __init__(self, model, fields: tuple[str, ...], alias: str):
+    def __init__(self, model, fields: tuple[str, ...] | None, alias: str):
+        """`fields` by name; None reads every column of the model."""
         self.model = model
         # In the model's order, which Model.from_db expects.
-        self.fields = [field for field in model._meta.concrete_fields if field.name in fields]
+        self.fields = [field for field in model._meta.concrete_fields if fields is None or field.name in fields]
         self.columns = [field.get_col(model._meta.db_table) for field in self.fields]
         self.attnames = [field.attname for field in self.fields]
         self.sql = ", ".join(f'{alias}."{field.column}"' for field in self.fields)

@@ -196,7 +196,7 @@ def run_step_row(values: dict, conversation: Conversation) -> Run:
 # What a posted message reads under its conversation's lock (engine.admission).
 _POST_CONVERSATION = Columns(Conversation, ("id", "agent", "agent_version"), "c")
 # Every column: a draft's current version is checked against all of them (agents.selectors).
-_POST_AGENT = Columns(Agent, tuple(field.name for field in Agent._meta.concrete_fields), "a")
+_POST_AGENT = Columns(Agent, None, "a")
 _POST_RUN = Columns(Run, ("id", "status"), "r")
 
 

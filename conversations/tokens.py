@@ -25,15 +25,16 @@ def api_token_create(*, user, name: str) -> tuple[ApiToken, str]:
 
 # Every API request reads its token and user: in plain SQL, since the ORM took longer to build
 # the statement than the database took to answer it.
-_TOKEN = Columns(ApiToken, tuple(field.name for field in ApiToken._meta.concrete_fields), "t")
-_USER = Columns(get_user_model(), tuple(field.name for field in get_user_model()._meta.concrete_fields), "u")
+User = get_user_model()
+_TOKEN = Columns(ApiToken, None, "t")
+_USER = Columns(User, None, "u")
 
 
 def api_token_authenticate(*, plaintext: str) -> ApiToken | None:
     with connection.cursor() as cursor:
         cursor.execute(
             f'SELECT {_TOKEN.sql}, {_USER.sql} FROM "{ApiToken._meta.db_table}" t '
-            f'JOIN "{get_user_model()._meta.db_table}" u ON u."id" = t."user_id" '
+            f'JOIN "{User._meta.db_table}" u ON u."id" = t."user_id" '
             'WHERE t."key_hash" = %s AND t."is_active"',
             [token_hash(plaintext)],
         )
