@@ -13,6 +13,7 @@ ASGI handler, which lets them wait without holding a thread.
 import asyncio
 import os
 import re
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from tempfile import SpooledTemporaryFile
 
@@ -58,8 +59,26 @@ class _RequestThreads:
             executor.shutdown(wait=False)
 
 
-# As many as requests usually in flight on one process; a burst beyond starts more, then lets them go.
+# Threads lent to requests running (at most AGENTRY_WEB_REQUEST_THREADS) and to answers whose async
+# stream is still being sent; a burst beyond starts more, then lets them go.
 _request_threads = _RequestThreads(keep=64)
+
+# How many requests run Django's handler at once in one process (AGENTRY_WEB_REQUEST_THREADS); the
+# others wait on the loop, holding no thread and no database connection. Two reasons: below the
+# connection pool's size, a burst of requests waits for its turn instead of failing on the pool's
+# timeout; and a post spends about a third of its time waiting on PostgreSQL and Redis, so a few
+# threads keep a core busy while more only contend for the interpreter lock (one process, 32
+# concurrent posts: 5.6-5.8 ms of CPU per post uncapped, 4.9-5.1 ms capped at 4; measured).
+_handler_slots: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = weakref.WeakKeyDictionary()
+
+
+def _slots() -> asyncio.Semaphore:
+    """This loop's limit (a semaphore belongs to one loop; tests drive the app from several)."""
+    loop = asyncio.get_running_loop()
+    slots = _handler_slots.get(loop)
+    if slots is None:
+        slots = _handler_slots[loop] = asyncio.Semaphore(settings.AGENTRY_WEB_REQUEST_THREADS)
+    return slots
 
 
 def _served_async(scope) -> bool:
@@ -137,9 +156,14 @@ async def _serve_sync_view(scope, receive, send) -> None:
     if body is None:
         return
     loop = asyncio.get_running_loop()
-    executor = _request_threads.take()
+    executor = None
     try:
-        answered = await loop.run_in_executor(executor, _serve_on_thread, scope, body, loop, send)
+        async with _slots():
+            # Taken once the request may run: a request waiting for its turn holds no thread.
+            executor = _request_threads.take()
+            answered = await loop.run_in_executor(executor, _serve_on_thread, scope, body, loop, send)
+        # The slot is free again; the thread stays lent to the request until its answer is out
+        # (its connection is given back on that thread, when the response is closed).
         if answered is None:
             return
         start, content = answered
@@ -148,7 +172,7 @@ async def _serve_sync_view(scope, receive, send) -> None:
             await send({"type": "http.response.body", "body": content})
             return
         # A view's async stream (the admin's export): read here, so no thread waits on it, and
-        # one part at a time is held in memory.
+        # one part at a time is held in memory; it holds no slot meanwhile.
         try:
             await send(start)
             async for part in content:
@@ -157,7 +181,8 @@ async def _serve_sync_view(scope, receive, send) -> None:
         finally:
             await loop.run_in_executor(executor, content.close)
     finally:
-        _request_threads.give(executor)
+        if executor is not None:
+            _request_threads.give(executor)
         body.close()
 
 

@@ -346,6 +346,12 @@ AGENTRY_RETRY_BASE_SECONDS = float(os.environ.get("AGENTRY_RETRY_BASE_SECONDS", 
 AGENTRY_RETRY_MAX_SECONDS = float(os.environ.get("AGENTRY_RETRY_MAX_SECONDS", "30"))
 
 # --- API: limits, throttling, live events, webhooks ------------------------------------------
+# Requests served by Django's handler at once in one web process (platform_site.asgi); the
+# others wait on the event loop, holding no thread or connection. Below the pool's size, so a
+# burst of requests waits for its turn instead of failing on the pool's timeout.
+AGENTRY_WEB_REQUEST_THREADS = int(os.environ.get("AGENTRY_WEB_REQUEST_THREADS", "8"))
+if AGENTRY_WEB_REQUEST_THREADS < 1:
+    raise ImproperlyConfigured("AGENTRY_WEB_REQUEST_THREADS must be at least 1.")
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("AGENTRY_MAX_REQUEST_BYTES", str(1024 * 1024)))
 AGENTRY_MESSAGE_MAX_CHARS = int(os.environ.get("AGENTRY_MESSAGE_MAX_CHARS", "32000"))
 # Per user: every API request, and requests that start a run (messages, chat completions).

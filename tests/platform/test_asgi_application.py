@@ -1,12 +1,15 @@
 """The web server's application: synchronous views are served by Django's WSGI handler in one
 thread hop, async views (streams, chat completions, the streamed export) by its ASGI handler."""
 
+import asyncio
 import json
+import threading
+import time
 
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
-from django.http import StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from django.test import override_settings
 from django.urls import path
 
@@ -87,7 +90,26 @@ def _async_stream(request):
     return StreamingHttpResponse(_counted(), content_type="text/plain")
 
 
-urlpatterns = [path("sync-stream/", _sync_stream), path("async-stream/", _async_stream)]
+class _InFlight:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.now = self.most = 0
+
+
+_in_flight = _InFlight()
+
+
+def _slow(request):
+    with _in_flight.lock:
+        _in_flight.now += 1
+        _in_flight.most = max(_in_flight.most, _in_flight.now)
+    time.sleep(0.05)  # long enough for the other requests to arrive meanwhile
+    with _in_flight.lock:
+        _in_flight.now -= 1
+    return HttpResponse("done")
+
+
+urlpatterns = [path("sync-stream/", _sync_stream), path("async-stream/", _async_stream), path("slow/", _slow)]
 
 
 @override_settings(ROOT_URLCONF=__name__)
@@ -107,3 +129,19 @@ def test_streamed_answers_of_synchronous_views_arrive_whole():
     from_async = get("/async-stream/")
     assert from_async.status_code == 200
     assert from_async.text == "async 0\nasync 1\nasync 2\n"
+
+
+@override_settings(ROOT_URLCONF=__name__, AGENTRY_WEB_REQUEST_THREADS=2)
+def test_a_process_serves_at_most_its_request_threads_at_once_and_the_rest_wait():
+    _in_flight.most = 0
+
+    @async_to_sync
+    async def many() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+            return await asyncio.gather(*(client.get("/slow/") for _ in range(6)))
+
+    answers = many()
+    assert [answer.status_code for answer in answers] == [200] * 6
+    assert all(answer.text == "done" for answer in answers)
+    assert _in_flight.most == 2

@@ -307,3 +307,12 @@ def test_a_broker_that_is_neither_redis_nor_rabbitmq_is_refused(tmp_path):
     result = _settings(tmp_path, ["DEBUG"], {"AGENTRY_ENV_FILE": "", "CELERY_BROKER_URL": "sqs://key:secret@"})
     assert result.returncode != 0
     assert "CELERY_BROKER_URL must be a redis://, rediss://, amqp:// or amqps:// URL." in result.stderr
+
+
+def test_a_web_process_serves_at_least_one_request_at_a_time(tmp_path):
+    result = _settings(tmp_path, ["DEBUG"], {"AGENTRY_ENV_FILE": "", "AGENTRY_WEB_REQUEST_THREADS": "0"})
+    assert result.returncode != 0
+    assert "AGENTRY_WEB_REQUEST_THREADS must be at least 1." in result.stderr
+    values = _values(_settings(tmp_path, ["AGENTRY_WEB_REQUEST_THREADS"], {"AGENTRY_ENV_FILE": ""}))
+    assert values == {"AGENTRY_WEB_REQUEST_THREADS": 8}
+
