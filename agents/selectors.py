@@ -2,6 +2,7 @@
 
 from datetime import date
 from decimal import Decimal
+from functools import cache
 
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
@@ -37,6 +38,24 @@ def agents_usable_by(*, user) -> QuerySet[Agent]:
     return agents.filter(Q(~Exists(restricted)) | Q(Exists(shared)))
 
 
+@cache
+def _config_columns() -> str:
+    """Every column the models know, spelled out: a prepared statement (settings:
+    AGENTRY_DB_PREPARE) selecting `m.*` fails once a migration adds a column, in a process still
+    running the code before it; a column the code does not know is not read by snapshot_build
+    either."""
+    aliases = (
+        ("m", ModelConfig),
+        ("f", ModelConfig),
+        ("l", AgentTool),
+        ("t", ToolDefinition),
+        ("g", GuardrailRule),
+        ("gm", ModelConfig),
+        ("d", AgentDelegate),
+    )
+    return ", ".join(f'{alias}."{field.column}"' for alias, model in aliases for field in model._meta.concrete_fields)
+
+
 def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
     """What agents.snapshot.snapshot_build(agent) would read, and the id of the agent's latest
     version, in one statement.
@@ -55,7 +74,7 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
     with connection.cursor() as cursor:
         cursor.execute(
             f'SELECT (SELECT v."id" FROM "{versions}" v WHERE v."agent_id" = %s ORDER BY v."number" DESC LIMIT 1), '
-            f'm.*, f.*, l.*, t.*, g.*, gm.*, d.*, c."slug", c."is_active" '
+            f'{_config_columns()}, c."slug", c."is_active" '
             f'FROM "{configs}" m LEFT JOIN "{configs}" f ON f."id" = %s '
             f'LEFT JOIN "{links}" l ON l."agent_id" = %s LEFT JOIN "{tools}" t ON t."id" = l."tool_id" '
             f'LEFT JOIN "{rules}" g ON g."agent_id" = %s LEFT JOIN "{configs}" gm ON gm."id" = g."model_config_id" '

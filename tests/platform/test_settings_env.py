@@ -316,3 +316,12 @@ def test_a_web_process_serves_at_least_one_request_at_a_time(tmp_path):
     values = _values(_settings(tmp_path, ["AGENTRY_WEB_REQUEST_THREADS"], {"AGENTRY_ENV_FILE": ""}))
     assert values == {"AGENTRY_WEB_REQUEST_THREADS": 8}
 
+
+def test_postgresql_statements_are_prepared_unless_a_pooler_forbids_it(tmp_path):
+    postgres = {"AGENTRY_ENV_FILE": "", "DATABASE_URL": "postgres://agentry@127.0.0.1:5432/agentry"}
+    options = _values(_settings(tmp_path, ["DATABASES"], postgres))["DATABASES"]["default"]["OPTIONS"]
+    assert options["server_side_binding"] is True
+    assert options["prepare_threshold"] == 1
+    off = _values(_settings(tmp_path, ["DATABASES"], {**postgres, "AGENTRY_DB_PREPARE": "0"}))
+    assert "server_side_binding" not in off["DATABASES"]["default"]["OPTIONS"]
+    assert "prepare_threshold" not in off["DATABASES"]["default"]["OPTIONS"]
