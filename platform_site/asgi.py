@@ -64,11 +64,12 @@ class _RequestThreads:
 _request_threads = _RequestThreads(keep=64)
 
 # How many requests run Django's handler at once in one process (AGENTRY_WEB_REQUEST_THREADS); the
-# others wait on the loop, holding no thread and no database connection. Two reasons: below the
-# connection pool's size, a burst of requests waits for its turn instead of failing on the pool's
-# timeout; and a post spends about a third of its time waiting on PostgreSQL and Redis, so a few
-# threads keep a core busy while more only contend for the interpreter lock (one process, 32
-# concurrent posts: 5.6-5.8 ms of CPU per post uncapped, 4.9-5.1 ms capped at 4; measured).
+# others wait on the loop, holding no thread and no database connection. Two reasons: a burst of
+# requests waits for its turn on the loop instead of in a thread each, queued on the connection
+# pool (20 connections, its timeout a 503); and a post spends about a third of its time waiting on
+# PostgreSQL and Redis, so a few threads keep a core busy while more only contend for the
+# interpreter lock (one process, 32 concurrent posts: 5.6-5.8 ms of CPU per post uncapped,
+# 4.9-5.1 ms capped at 4; measured).
 _handler_slots: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = weakref.WeakKeyDictionary()
 
 

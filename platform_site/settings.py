@@ -356,7 +356,7 @@ AGENTRY_RETRY_MAX_SECONDS = float(os.environ.get("AGENTRY_RETRY_MAX_SECONDS", "3
 # --- API: limits, throttling, live events, webhooks ------------------------------------------
 # Requests served by Django's handler at once in one web process (platform_site.asgi); the
 # others wait on the event loop, holding no thread or connection. Below the pool's size, so a
-# burst of requests waits for its turn instead of failing on the pool's timeout.
+# burst of requests queues on the loop rather than in threads waiting for a connection.
 AGENTRY_WEB_REQUEST_THREADS = int(os.environ.get("AGENTRY_WEB_REQUEST_THREADS", "8"))
 if AGENTRY_WEB_REQUEST_THREADS < 1:
     raise ImproperlyConfigured("AGENTRY_WEB_REQUEST_THREADS must be at least 1.")
