@@ -378,7 +378,7 @@ class AgentReleaseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(AgentUsageDay)
 class AgentUsageDayAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["agent", "day", "total_tokens", "cost", "calls"]
+    list_display = ["agent", "day", "shard", "total_tokens", "cost", "calls"]
     list_filter = ["agent"]
     list_select_related = ["agent"]
     date_hierarchy = "day"

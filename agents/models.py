@@ -666,18 +666,30 @@ class AgentVersion(models.Model):
         return f"{self.agent} v{self.number}"
 
 
-class AgentUsageDay(models.Model):
-    """Tokens and cost an agent used on one day (its time zone), for daily budgets and reports.
+# How many rows share an agent's usage of one day. Every completed model call adds to one of them
+# in the statement that records it, under that row's lock until it commits: with one row, every
+# run of an agent queued for it (at 200 runs in flight the statement took 7.8 ms on average,
+# 0.4 ms without the row). A run always adds to the same shard, so its own calls never wait on
+# each other; a budget check sums the day's rows.
+USAGE_SHARDS = 16
 
-    Bumped by an upsert in the same transaction as each completed model call, so it always
-    equals the sum over that day's LLMCall rows and a budget check is one indexed read.
+
+class AgentUsageDay(models.Model):
+    """Part of the tokens and cost an agent used on one day (its time zone), for daily budgets and
+    reports: the day's usage is the sum of its rows, one per shard (USAGE_SHARDS).
+
+    Bumped by an upsert in the same transaction as each completed model call, so the day's rows
+    always add up to that day's LLMCall rows and a budget check is one indexed read.
     """
 
-    # Indexed by agent_usage_day_unique (agent, day), which leads with it.
+    # Indexed by agent_usage_day_unique (agent, day, shard), which leads with it.
     agent = models.ForeignKey(
         Agent, on_delete=models.CASCADE, related_name="usage_days", verbose_name=_("agent"), db_index=False
     )
     day = models.DateField(_("day"))
+    shard = models.PositiveSmallIntegerField(
+        _("shard"), default=0, help_text=_("The row of the day this part of the usage was added to.")
+    )
     total_tokens = models.PositiveBigIntegerField(_("total tokens"), default=0)
     cost = models.DecimalField(_("cost"), max_digits=16, decimal_places=8, default=0)
     calls = models.PositiveIntegerField(_("calls"), default=0)
@@ -685,10 +697,10 @@ class AgentUsageDay(models.Model):
     class Meta:
         verbose_name = _("daily agent usage")
         verbose_name_plural = _("daily agent usage")
-        constraints = [models.UniqueConstraint(fields=["agent", "day"], name="agent_usage_day_unique")]
+        constraints = [models.UniqueConstraint(fields=["agent", "day", "shard"], name="agent_usage_day_unique")]
 
     def __str__(self):
-        return f"{self.agent_id} {self.day}"
+        return f"{self.agent_id} {self.day} #{self.shard}"
 
 
 class ReleaseAction(models.TextChoices):

@@ -5,7 +5,7 @@ from decimal import Decimal
 from functools import cache
 
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 
 from agents.models import (
     Agent,
@@ -22,8 +22,10 @@ from tools.models import ToolDefinition
 
 def agent_usage_on(*, agent_id: int, day: date) -> tuple[int, Decimal]:
     """(tokens, cost) the agent used on `day` in its time zone."""
-    row = AgentUsageDay.objects.filter(agent_id=agent_id, day=day).values_list("total_tokens", "cost").first()
-    return row if row else (0, Decimal(0))
+    usage = AgentUsageDay.objects.filter(agent_id=agent_id, day=day).aggregate(
+        tokens=Sum("total_tokens"), cost=Sum("cost")
+    )
+    return usage["tokens"] or 0, usage["cost"] or Decimal(0)
 
 
 def agents_usable_by(*, user) -> QuerySet[Agent]:

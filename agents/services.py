@@ -1,11 +1,12 @@
 """Writes for agents: pinning a run to an immutable snapshot of its agent's configuration."""
 
+import uuid
 from datetime import date
 from decimal import Decimal
 
 from django.db import IntegrityError, connection, transaction
 
-from agents.models import Agent, AgentUsageDay, AgentVersion
+from agents.models import USAGE_SHARDS, Agent, AgentUsageDay, AgentVersion
 from agents.selectors import agent_config_state
 from agents.snapshot import snapshot_build, snapshot_hash
 
@@ -47,9 +48,10 @@ def agent_version_current(*, agent: Agent) -> AgentVersion:
     return version
 
 
-def agent_usage_add(*, batch, agent_id: int, day: date, tokens: int, cost: Decimal) -> None:
-    """Add one model call to the agent's usage of `day`: a single upsert, so concurrent runs of
-    one agent never lose an increment (PostgreSQL and SQLite both speak ON CONFLICT). It is a
+def agent_usage_add(*, batch, agent_id: int, run_id, day: date, tokens: int, cost: Decimal) -> None:
+    """Add one model call of run `run_id` to the agent's usage of `day`: a single upsert into the
+    run's shard of the day (agents.models.USAGE_SHARDS), so concurrent runs of one agent never lose
+    an increment nor all wait for one row (PostgreSQL and SQLite both speak ON CONFLICT). It is a
     write of `batch` (a conversations.batch.Batch, which the layers keep agents from importing):
     made with the model call it counts, and only if the batch's guard matched."""
     table = AgentUsageDay._meta.db_table
@@ -57,12 +59,14 @@ def agent_usage_add(*, batch, agent_id: int, day: date, tokens: int, cost: Decim
     # before ON CONFLICT anyway, to parse it).
     batch.add(
         "agent_usage",
-        f'INSERT INTO "{table}" (agent_id, day, total_tokens, cost, calls) SELECT %s, %s, %s, %s, 1 WHERE {{guard}} '
-        f'ON CONFLICT (agent_id, day) DO UPDATE SET total_tokens = "{table}".total_tokens + excluded.total_tokens, '
-        f'cost = "{table}".cost + excluded.cost, calls = "{table}".calls + 1',
+        f'INSERT INTO "{table}" (agent_id, day, shard, total_tokens, cost, calls) '
+        f"SELECT %s, %s, %s, %s, %s, 1 WHERE {{guard}} "
+        f'ON CONFLICT (agent_id, day, shard) DO UPDATE SET total_tokens = "{table}".total_tokens + '
+        f'excluded.total_tokens, cost = "{table}".cost + excluded.cost, calls = "{table}".calls + 1',
         [
             agent_id,
             connection.ops.adapt_datefield_value(day),
+            uuid.UUID(str(run_id)).int % USAGE_SHARDS,
             tokens,
             connection.ops.adapt_decimalfield_value(cost, 16, 8),
         ],

@@ -1,8 +1,8 @@
 """Budgets and the deadline: when a run must stop, and the message that tells the user why.
 
 The checks are pure: run budgets read the totals on the run row the step already loaded, the
-daily budgets the agent's usage today, which `daily_usage` reads (one row of AgentUsageDay, and
-only for agents that have a daily budget).
+daily budgets the agent's usage today, which `daily_usage` reads (the day's rows of AgentUsageDay,
+one per shard, in one indexed read, and only for agents that have a daily budget).
 """
 
 import zoneinfo

@@ -221,6 +221,7 @@ def _account(
     )
     agent_usage_add(
         agent_id=run.agent_id,
+        run_id=run.pk,
         day=timezone.now().astimezone(zoneinfo.ZoneInfo(time_zone)).date(),
         tokens=usage.total_tokens,
         cost=cost,

@@ -8,7 +8,7 @@ from unittest import mock
 import pytest
 from django.utils import timezone
 
-from agents.models import AgentUsageDay
+from agents.models import USAGE_SHARDS, AgentUsageDay
 from conversations.models import LLMCall, Message, Run
 from engine.sweeper import runs_sweep
 from tests.llm_helpers import agent_on, assert_totals_match_calls, calls_of
@@ -50,12 +50,28 @@ def test_daily_usage_adds_up_and_a_spent_daily_budget_stops_the_next_run(fake_ll
     third = ask(agent, "three")
 
     today = timezone.now().astimezone(zoneinfo.ZoneInfo("Asia/Shanghai")).date()
-    usage = AgentUsageDay.objects.get(agent=agent, day=today)
-    assert (usage.total_tokens, usage.calls) == (220, 2)
-    assert usage.cost == first.cost + second.cost
+    rows = list(AgentUsageDay.objects.filter(agent=agent, day=today))
+    assert (sum(row.total_tokens for row in rows), sum(row.calls for row in rows)) == (220, 2)
+    assert sum(row.cost for row in rows) == first.cost + second.cost
+    # Each run adds to its own shard of the day.
+    assert {row.shard for row in rows} == {first.pk.int % USAGE_SHARDS, second.pk.int % USAGE_SHARDS}
     assert (first.stop_reason, second.stop_reason, third.stop_reason) == ("final_answer", "final_answer", "budget")
     assert not LLMCall.objects.filter(run=third).exists()
     assert "daily limit of 200" in final_message(third) and "Asia/Shanghai" in final_message(third)
+
+
+def test_a_days_usage_is_the_sum_of_its_shards(fake_llm):
+    agent = agent_on(fake_llm, {"fallback": {"content": "fine", "usage": USAGE}}, daily_token_budget=200)
+    today = timezone.now().astimezone(zoneinfo.ZoneInfo(agent.time_zone)).date()
+    # Neither row alone reaches the budget; together they do.
+    AgentUsageDay.objects.create(agent=agent, day=today, shard=3, total_tokens=150, calls=1)
+    AgentUsageDay.objects.create(agent=agent, day=today, shard=USAGE_SHARDS - 1, total_tokens=60, calls=1)
+
+    run = ask(agent, "one more")
+
+    assert run.stop_reason == "budget"
+    assert not LLMCall.objects.filter(run=run).exists()
+    assert "used 210 tokens today" in final_message(run)
 
 
 def test_daily_cost_budget(fake_llm):
