@@ -17,11 +17,12 @@ from agents.models import (
     GuardrailRule,
     ModelConfig,
 )
+from platform_site.rows import Columns
 from tools.models import ToolDefinition
 
 
 def agent_usage_on(*, agent_id: int, day: date) -> tuple[int, Decimal]:
-    """(tokens, cost) the agent used on `day` in its time zone."""
+    """(tokens, cost) the agent used on `day` in its time zone: the sum of the day's shards."""
     usage = AgentUsageDay.objects.filter(agent_id=agent_id, day=day).aggregate(
         tokens=Sum("total_tokens"), cost=Sum("cost")
     )
@@ -55,7 +56,7 @@ def _config_columns() -> str:
         ("gm", ModelConfig),
         ("d", AgentDelegate),
     )
-    return ", ".join(f'{alias}."{field.column}"' for alias, model in aliases for field in model._meta.concrete_fields)
+    return ", ".join(Columns(model, None, alias).sql for alias, model in aliases)
 
 
 def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:

@@ -7,7 +7,7 @@ from django.db.models import Case, Exists, OuterRef, Prefetch, Q, QuerySet, Subq
 from agents.models import Agent
 from agents.selectors import agents_usable_by
 from conversations.models import Conversation, LLMCall, Message, Run, RunStatus, ToolInvocation
-from conversations.rows import Columns
+from platform_site.rows import Columns
 
 
 def run_timeline(*, run: Run) -> list[dict]:

@@ -8,7 +8,7 @@ from django.db import connection
 from django.utils import timezone
 
 from conversations.models import ApiToken
-from conversations.rows import Columns
+from platform_site.rows import Columns
 
 TOKEN_PREFIX = "agt_"
 

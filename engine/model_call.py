@@ -38,7 +38,6 @@ from conversations.batch import Batch
 from conversations.events import EventType
 from conversations.fencing import LeaseLost
 from conversations.models import LLMCall, Run
-from conversations.rows import Columns
 from conversations.selectors import STEP_RUN_COLUMNS
 from conversations.services import db_value, event_add, row_insert, row_update, run_guard
 from engine.deltas import DeltaRelay
@@ -47,6 +46,7 @@ from platform_site import green
 from platform_site.backoff import backoff_delay
 from platform_site.dbpool import release_connection
 from platform_site.logs import bind
+from platform_site.rows import Columns
 from platform_site.text import scrub_nul
 
 log = logging.getLogger(__name__)
