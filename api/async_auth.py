@@ -25,6 +25,22 @@ class AsyncApiError(Exception):
         return JsonResponse({"message": self.message, "extra": extra}, status=self.status, headers=self.headers)
 
 
+def token_user(request):
+    """The user of the request's API token (no session): the synchronous part of `authenticate`,
+    for a view that does the rest of its database work in the same hop."""
+    auth = ApiTokenAuthentication()
+    challenge = {"WWW-Authenticate": auth.authenticate_header(request)}
+    try:
+        result = auth.authenticate(request)
+    except exceptions.AuthenticationFailed as exc:
+        raise AsyncApiError(401, str(exc.detail), code="invalid_api_key", headers=challenge) from None
+    if result is None:
+        raise AsyncApiError(
+            401, _("Authentication credentials were not provided."), code="missing_api_key", headers=challenge
+        )
+    return result[0]
+
+
 async def authenticate(request, *, allow_session: bool):
     auth = ApiTokenAuthentication()
     challenge = {"WWW-Authenticate": auth.authenticate_header(request)}
@@ -43,11 +59,13 @@ async def authenticate(request, *, allow_session: bool):
     )
 
 
-async def throttle(request, user, throttle_classes) -> None:
+def throttle_check(request, user, throttle_classes) -> None:
+    """Raises the 429 of the first throttle that refuses the request (synchronous: the limiters
+    ask Redis or the cache)."""
     request.user = user
     for throttle_class in throttle_classes:
         limiter = throttle_class()
-        if not await db(limiter.allow_request, request, None):
+        if not limiter.allow_request(request, None):
             wait = math.ceil(limiter.wait() or 1)
             raise AsyncApiError(
                 429,
@@ -55,3 +73,7 @@ async def throttle(request, user, throttle_classes) -> None:
                 code="rate_limit_exceeded",
                 headers={"Retry-After": str(wait)},
             )
+
+
+async def throttle(request, user, throttle_classes) -> None:
+    await db(throttle_check, request, user, throttle_classes)

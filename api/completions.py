@@ -164,9 +164,13 @@ class CompletionOutcome:
     error: str | None
 
 
-def completion_outcome(*, run_id) -> CompletionOutcome:
-    """What to answer once the run has ended or parked (or, past the wait, where it stands)."""
+def completion_outcome(*, run_id, settled_only: bool = False) -> CompletionOutcome | None:
+    """What to answer once the run has ended or parked (or, past the wait, where it stands).
+    With `settled_only`, None while the run is still queued or running: a waiting request reads
+    the run and, once it has settled, its answer in one call."""
     run = Run.objects.select_related("agent").get(pk=run_id)
+    if settled_only and not (run.is_terminal or run.status == RunStatus.AWAITING_APPROVAL):
+        return None
     if run.status == RunStatus.AWAITING_APPROVAL:
         tools = Approval.objects.filter(run=run, status=Approval.Status.PENDING).values_list(
             "invocation__tool_name", flat=True

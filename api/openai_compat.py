@@ -14,8 +14,9 @@ from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from agents.selectors import agents_usable_by
-from api.async_auth import AsyncApiError, authenticate, throttle
+from api.async_auth import AsyncApiError, authenticate, throttle, throttle_check, token_user
 from api.completions import (
+    CompletionRequest,
     CompletionRequestError,
     completion_agent,
     completion_outcome,
@@ -26,6 +27,8 @@ from api.completions import (
 from api.throttles import ApiUserThrottle, RunStartThrottle
 from conversations.events import TERMINAL_EVENT_TYPES, EventType
 from conversations.live import run_event_batches
+from conversations.models import Run
+from conversations.wakeups import get_waker
 from platform_site.asyncdb import db
 from platform_site.http_methods import require_GET, require_POST
 from platform_site.json_input import JSONInputError, json_loads_checked
@@ -77,10 +80,28 @@ def _completion(run, model: str) -> dict:
     }
 
 
+async def _settled(run_id):
+    """The run's outcome once it has ended or parked, or where it stands when the configured wait
+    runs out. Each wake-up reads the run, and its answer with it once settled, in one hop to a
+    thread: a plain answer needs no events (the streamed one follows them, see _chunks)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.AGENTRY_COMPLETION_TIMEOUT_SECONDS
+    async with get_waker().watch(run_id) as wake:
+        while True:
+            wake.clear()
+            waiting = loop.time() < deadline
+            outcome = await db(completion_outcome, run_id=run_id, settled_only=waiting)
+            if outcome is not None:
+                return outcome
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await wake.wait()
+            except TimeoutError:
+                pass  # read once more: the answer, or where the run stands
+
+
 async def _plain(run, model: str) -> JsonResponse:
-    async for _ in _follow(run.pk):
-        pass
-    outcome = await db(completion_outcome, run_id=run.pk)
+    outcome = await _settled(run.pk)
     headers = {"X-Agentry-Run-Id": str(run.pk)}
     if outcome.error:
         status = 504 if not outcome.run.is_terminal else 502
@@ -153,16 +174,23 @@ async def _chunks(run, model: str, include_usage: bool):
     yield "data: [DONE]\n\n"
 
 
+def _admit(request) -> tuple[CompletionRequest, Run]:
+    """Everything before the run is queued (token, throttles, body, agent, the run itself) in one
+    hop to a thread: each hop is a hand-over between the loop and a thread, and a single run
+    waits for them one after another."""
+    # Bearer tokens only: without cookies there is no cross-site request to forge.
+    user = token_user(request)
+    throttle_check(request, user, [ApiUserThrottle, RunStartThrottle])
+    parsed = completion_request_parse(_body(request))
+    agent = completion_agent(user=user, slug=parsed.model)
+    return parsed, completion_start(user=user, agent=agent, request=parsed)
+
+
 @csrf_exempt
 @require_POST
 async def chat_completions(request):
     try:
-        # Bearer tokens only: without cookies there is no cross-site request to forge.
-        user = await authenticate(request, allow_session=False)
-        await throttle(request, user, [ApiUserThrottle, RunStartThrottle])
-        parsed = completion_request_parse(await db(_body, request))
-        agent = await db(completion_agent, user=user, slug=parsed.model)
-        run = await db(completion_start, user=user, agent=agent, request=parsed)
+        parsed, run = await db(_admit, request)
     except AsyncApiError as exc:
         return _error(exc.status, exc.message, code=exc.code, headers=exc.headers)
     except CompletionRequestError as exc:

@@ -90,24 +90,24 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
+    "platform_site.middleware.SecurityMiddleware",
     "platform_site.logs.RequestLogContextMiddleware",
     # A caller's W3C traceparent becomes the parent of the runs its request creates.
     "platform_site.telemetry.TraceContextMiddleware",
     # Serves the admin's and the pages' static files from the ASGI process itself; the async
     # variant keeps the whole chain async, so a waiting request holds no thread.
     "platform_site.middleware.AsyncWhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    "platform_site.middleware.SessionMiddleware",
     # After sessions (the switcher's choice is stored there), before common: pages and API
     # errors follow the choice, then the browser's Accept-Language, then LANGUAGE_CODE.
-    "django.middleware.locale.LocaleMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    "platform_site.middleware.LocaleMiddleware",
+    "platform_site.middleware.CommonMiddleware",
     # Before CSRF: a wrong method gets a JSON 405, not the HTML "CSRF verification failed" page.
     "platform_site.middleware.MethodNotAllowedMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "platform_site.middleware.CsrfViewMiddleware",
+    "platform_site.middleware.AuthenticationMiddleware",
+    "platform_site.middleware.MessageMiddleware",
+    "platform_site.middleware.XFrameOptionsMiddleware",
     "platform_site.unavailable.DependencyUnavailableMiddleware",
 ]
 
