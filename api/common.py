@@ -42,18 +42,29 @@ class JSONInputField(serializers.JSONField):
         return super().to_internal_value(data)
 
 
-class FieldsBuiltOnce:
-    """A ModelSerializer whose fields are worked out from the model once per class, then copied.
+def _holds_fields(field: serializers.Field) -> bool:
+    """Whether binding the field binds other fields too: a nested serializer, a list's or a
+    dict's child, a many-relation's child relation."""
+    return isinstance(field, serializers.BaseSerializer) or any(
+        isinstance(value, serializers.Field) for value in vars(field).values()
+    )
 
-    DRF introspects the model for every serializer instance: for the run a posted message
-    answers with, that was most of the time spent writing the answer. Only for serializers whose
-    fields never depend on the request or the instance (no get_fields override, no context read
-    while building them); each instance still gets fields of its own, as DRF's copies are.
+
+class FieldsBuiltOnce:
+    """A serializer whose fields are worked out once per class, then copied for each instance.
+
+    DRF introspects the model for every ModelSerializer instance and deep-copies every declared
+    field (re-running each field's constructor): for the run a posted message answers with, that
+    was most of the time spent writing the answer. Binding a field to its serializer only sets
+    attributes on it, so each instance gets shallow copies; a field holding other fields (a nested
+    serializer, a list's child) binds those too, and is deep-copied as DRF does. Only for
+    serializers whose fields never depend on the request or the instance (no get_fields override,
+    no context read while building them).
     """
 
     def get_fields(self):
         built = type(self).__dict__.get("_fields_built")
         if built is None:
-            built = super().get_fields()
+            built = [(name, field, _holds_fields(field)) for name, field in super().get_fields().items()]
             type(self)._fields_built = built
-        return copy.deepcopy(built)
+        return {name: copy.deepcopy(field) if nested else copy.copy(field) for name, field, nested in built}

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 
 from agents.releases import DRAFT, PUBLISHED, TEST_VERSION_PERMISSION, UnknownVersion
 from agents.selectors import agents_usable_by
-from api.common import ErrorSerializer, IdempotencyKeyMismatch, JSONInputField, reject_nul
+from api.common import ErrorSerializer, FieldsBuiltOnce, IdempotencyKeyMismatch, JSONInputField, reject_nul
 from api.runs import RunSerializer
 from api.throttles import ApiUserThrottle, RunStartThrottle
 from conversations.models import Conversation, Message, Run
@@ -77,7 +77,7 @@ class ConversationCreateSerializer(serializers.Serializer):
         return metadata
 
 
-class MessageCreateSerializer(serializers.Serializer):
+class MessageCreateSerializer(FieldsBuiltOnce, serializers.Serializer):
     content = serializers.CharField(trim_whitespace=False, help_text="The user's message.")
     version = serializers.CharField(
         required=False,
