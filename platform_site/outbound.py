@@ -34,12 +34,21 @@ import httpx
 import httpx2
 
 from platform_site.green import carrying_loop
-from platform_site.green_http import carried_client
+from platform_site.green_http import carried_client, carried_send_whole
 from platform_site.netguard import GuardedAsyncBackend, GuardedBackend, OutboundBlocked
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TOOLS", "WEBHOOKS", "OutboundBlocked", "get_client", "guarded_request", "mcp_http_client", "timeout"]
+__all__ = [
+    "TOOLS",
+    "WEBHOOKS",
+    "OutboundBlocked",
+    "get_client",
+    "guarded_request",
+    "mcp_http_client",
+    "send_whole",
+    "timeout",
+]
 
 # Which allowlist setting a guarded request is checked against.
 TOOLS = "AGENTRY_OUTBOUND_ALLOWLIST"
@@ -94,6 +103,26 @@ def get_client() -> httpx.Client:
     if loop is not None:
         return carried_client(loop)
     return _client("operator")
+
+
+def send_whole(method: str, url: str, *, json, headers: dict, timeout: httpx.Timeout) -> httpx.Response:
+    """A request to an operator-configured endpoint (an unstreamed model call) and its answer,
+    body read. Code an event loop carries awaits it there in one switch, without the streamed
+    body's wrapping (platform_site.green_http); elsewhere the process's client sends it. An
+    httpx error raised while the body was read has `received_bytes`: how much had arrived."""
+    client = get_client()
+    request = client.build_request(method, url, json=json, headers=headers, timeout=timeout)
+    if carrying_loop() is not None:
+        return carried_send_whole(request)
+    response = client.send(request, stream=True)
+    try:
+        response.read()
+    except httpx.HTTPError as exc:
+        exc.received_bytes = response.num_bytes_downloaded
+        raise
+    finally:
+        response.close()
+    return response
 
 
 def timeout(seconds: float, *, connect: float = 10.0) -> httpx.Timeout:

@@ -102,6 +102,33 @@ def _transport_error(exc: httpx.TransportError, url: str, body: dict, received: 
     return ProviderError(f"Could not connect to {_where(url, body)}: {reason}.", retryable=True)
 
 
+def _received(exc: httpx.HTTPError, response: httpx.Response | None) -> int | None:
+    """Bytes of the answer that had arrived when it failed; None if none was under way."""
+    if response is not None:
+        return response.num_bytes_downloaded
+    return getattr(exc, "received_bytes", None)
+
+
+def _plain_answer(response: httpx.Response, *, url: str, body: dict, read_plain) -> LLMResponse:
+    """A read response's JSON answer, or the ProviderError it stands for."""
+    try:
+        data = response.json()
+    except ValueError as exc:
+        raise ProviderError(
+            f"{_where(url, body)} returned a body that is not JSON (cut or malformed) after "
+            f"{len(response.content)} bytes.",
+            retryable=True,
+            http_status=response.status_code,
+        ) from exc
+    if not isinstance(data, dict):
+        raise ProviderError(
+            f"{_where(url, body)} returned JSON that is not an object.",
+            retryable=True,
+            http_status=response.status_code,
+        )
+    return read_plain(data, response.status_code)
+
+
 def post(
     *,
     url: str,
@@ -111,16 +138,21 @@ def post(
     read_plain: Callable[[dict, int], LLMResponse],
     read_stream: Callable[[EventSource, int], LLMResponse],
 ) -> LLMResponse:
-    client = outbound.get_client()
     response = None
     try:
-        with client.stream("POST", url, json=body, headers=headers, timeout=timeout) as response:
+        if not body.get("stream"):
+            # Unstreamed: the whole answer is read at once (on a worker, in one wait on its loop).
+            response = outbound.send_whole("POST", url, json=body, headers=headers, timeout=timeout)
+            if response.status_code >= 400:
+                raise http_error(response, url=url, body=body)
+            return _plain_answer(response, url=url, body=body, read_plain=read_plain)
+        with outbound.get_client().stream("POST", url, json=body, headers=headers, timeout=timeout) as response:
             if response.status_code >= 400:
                 response.read()
                 raise http_error(response, url=url, body=body)
             content_type = response.headers.get("content-type", "")
             # Some servers ignore `stream: true` and answer with one JSON body: read it as such.
-            if body.get("stream") and content_type.startswith("text/event-stream"):
+            if content_type.startswith("text/event-stream"):
                 try:
                     return read_stream(EventSource(response), response.status_code)
                 except StreamCut:
@@ -131,28 +163,11 @@ def post(
                         http_status=response.status_code,
                     ) from None
             response.read()
-            try:
-                data = response.json()
-            except ValueError as exc:
-                raise ProviderError(
-                    f"{_where(url, body)} returned a body that is not JSON (cut or malformed) after "
-                    f"{response.num_bytes_downloaded} bytes.",
-                    retryable=True,
-                    http_status=response.status_code,
-                ) from exc
-            if not isinstance(data, dict):
-                raise ProviderError(
-                    f"{_where(url, body)} returned JSON that is not an object.",
-                    retryable=True,
-                    http_status=response.status_code,
-                )
-            return read_plain(data, response.status_code)
+            return _plain_answer(response, url=url, body=body, read_plain=read_plain)
     except httpx.TimeoutException as exc:
-        received = response.num_bytes_downloaded if response is not None else None
-        raise _timeout_error(exc, url, body, timeout, received) from exc
+        raise _timeout_error(exc, url, body, timeout, _received(exc, response)) from exc
     except httpx.TransportError as exc:
-        received = response.num_bytes_downloaded if response is not None else None
-        raise _transport_error(exc, url, body, received) from exc
+        raise _transport_error(exc, url, body, _received(exc, response)) from exc
     except SSEError as exc:
         raise ProviderError(
             f"The stream from {_where(url, body)} is not valid server-sent events: {exc}", retryable=True

@@ -165,3 +165,43 @@ def test_carried_statements_wait_together_and_queue_for_pool_slots_without_block
     assert asyncio.run(main()) == list(range(3 * pool_size))
     # Every one started before the first statement returned: they waited on PostgreSQL together.
     assert [kind for kind, _ in log[: 3 * pool_size]] == ["start"] * (3 * pool_size)
+
+
+_CUT_BODY = b'{"id": "cut", "choices": [{"message": {"role": "assistant", "content": "' + b"x" * 60
+
+
+class _CutServer:
+    """Answers every request with a 200 promising 5000 bytes, sends the start of one and closes the connection."""
+
+    def __init__(self):
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self._socket.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self._socket.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n")
+                conn.sendall(_CUT_BODY)
+
+    def close(self):
+        self._socket.close()
+
+
+def test_an_unstreamed_answer_cut_mid_body_reads_the_same_carried_and_plain():
+    """The whole body is read in one wait (platform_site.outbound.send_whole): a connection lost
+    within it still says how much of the answer had arrived, on both paths."""
+    server = _CutServer()
+    try:
+        model = model_dict("m", f"http://127.0.0.1:{server.port}/v1", "openai_compatible", False)
+        plain, carried = _send(model), carry(_send, model)
+    finally:
+        server.close()
+    # The words after the count are each HTTP client's own.
+    for message, retryable in (plain, carried):
+        assert f"was cut after {len(_CUT_BODY)} bytes" in message and retryable is True
