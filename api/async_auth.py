@@ -26,8 +26,8 @@ class AsyncApiError(Exception):
 
 
 def token_user(request):
-    """The user of the request's API token (no session): the synchronous part of `authenticate`,
-    for a view that does the rest of its database work in the same hop."""
+    """The user of the request's API token, or the 401 to answer: the synchronous part of
+    `authenticate`, for a view that does the rest of its database work in the same hop."""
     auth = ApiTokenAuthentication()
     challenge = {"WWW-Authenticate": auth.authenticate_header(request)}
     try:
@@ -42,21 +42,17 @@ def token_user(request):
 
 
 async def authenticate(request, *, allow_session: bool):
-    auth = ApiTokenAuthentication()
-    challenge = {"WWW-Authenticate": auth.authenticate_header(request)}
+    """The request's user: its API token's, or with `allow_session` (no token sent) its session's."""
     try:
-        result = await db(auth.authenticate, request)
-    except exceptions.AuthenticationFailed as exc:
-        raise AsyncApiError(401, str(exc.detail), code="invalid_api_key", headers=challenge) from None
-    if result is not None:
-        return result[0]
-    if allow_session:
-        user = await request.auser()
-        if user.is_authenticated:
-            return user
-    raise AsyncApiError(
-        401, _("Authentication credentials were not provided."), code="missing_api_key", headers=challenge
-    )
+        return await db(token_user, request)
+    except AsyncApiError as exc:
+        if not allow_session or exc.code != "missing_api_key":
+            raise
+        missing = exc
+    user = await request.auser()
+    if user.is_authenticated:
+        return user
+    raise missing
 
 
 def throttle_check(request, user, throttle_classes) -> None:

@@ -47,6 +47,19 @@ def _as_httpx_error(exc: BaseException, request: httpx.Request) -> Exception:
     return exc
 
 
+def _as_httpx_response(response: aiohttp.ClientResponse, request: httpx.Request, stream) -> httpx.Response:
+    extensions = {"http_version": b"HTTP/1.1"}
+    if response.reason:
+        extensions["reason_phrase"] = response.reason.encode()
+    return httpx.Response(
+        status_code=response.status,
+        headers=list(response.raw_headers),
+        stream=stream,
+        request=request,
+        extensions=extensions,
+    )
+
+
 class _AsyncBody(httpx.AsyncByteStream):
     def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request):
         self._response = response
@@ -105,24 +118,10 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
-            try:
-                response = await self._send(request, reused := {})
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
-                if not reused.get("reused"):
-                    raise
-                response = await self._send(request, {})
+            response = await self._head(request)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _as_httpx_error(exc, request) from exc
-        extensions = {"http_version": b"HTTP/1.1"}
-        if response.reason:
-            extensions["reason_phrase"] = response.reason.encode()
-        return httpx.Response(
-            status_code=response.status,
-            headers=list(response.raw_headers),
-            stream=_AsyncBody(response, request),
-            request=request,
-            extensions=extensions,
-        )
+        return _as_httpx_response(response, request, _AsyncBody(response, request))
 
     async def handle_whole(self, request: httpx.Request) -> httpx.Response:
         """The response with its whole body, read in the same await: for an unstreamed model
@@ -131,12 +130,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         httpx decodes it (Content-Encoding). An error while the body is read says how much of it
         had arrived (`received_bytes`)."""
         try:
-            try:
-                response = await self._send(request, reused := {})
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
-                if not reused.get("reused"):
-                    raise
-                response = await self._send(request, {})
+            response = await self._head(request)
             try:
                 content = await response.read()
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
@@ -147,18 +141,19 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 response.release()
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _as_httpx_error(exc, request) from exc
-        extensions = {"http_version": b"HTTP/1.1"}
-        if response.reason:
-            extensions["reason_phrase"] = response.reason.encode()
-        whole = httpx.Response(
-            status_code=response.status,
-            headers=list(response.raw_headers),
-            stream=httpx.ByteStream(content),
-            request=request,
-            extensions=extensions,
-        )
+        whole = _as_httpx_response(response, request, httpx.ByteStream(content))
         whole.read()
         return whole
+
+    async def _head(self, request: httpx.Request) -> aiohttp.ClientResponse:
+        """The response, up to its headers; sent once more on a new connection when a reused one
+        turned out closed (see the class)."""
+        try:
+            return await self._send(request, reused := {})
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+            if not reused.get("reused"):
+                raise
+            return await self._send(request, {})
 
     async def _send(self, request: httpx.Request, noted: dict) -> aiohttp.ClientResponse:
         timeout = request.extensions.get("timeout", {})

@@ -154,28 +154,35 @@ class CsrfViewMiddleware(HooksOnTheLoop, DjangoCsrfViewMiddleware):
         return DjangoCsrfViewMiddleware.process_view(self, request, callback, callback_args, callback_kwargs)
 
 
-class SessionMiddleware(DjangoSessionMiddleware):
-    """The session store is lazy: nothing is read until the session is. Its response hook saves
-    (the database) only a modified session, or every one with SESSION_SAVE_EVERY_REQUEST; then it
-    runs on a thread, else on the loop (cookie and Vary headers)."""
+class SavesOnAThread:
+    """For a MiddlewareMixin whose process_request only sets up a lazy store and whose
+    process_response may save it (the database): the request hook on the loop, the response
+    hook on a thread when `_saves(request)`, else on the loop too."""
+
+    def _saves(self, request) -> bool:
+        raise NotImplementedError
 
     async def __acall__(self, request):
         self.process_request(request)
         response = await self.get_response(request)
+        if self._saves(request):
+            return await sync_to_async(self.process_response, thread_sensitive=True)(request, response)
+        return self.process_response(request, response)
+
+
+class SessionMiddleware(SavesOnAThread, DjangoSessionMiddleware):
+    """Nothing is read until the session is; its response hook saves only a modified session, or
+    every one with SESSION_SAVE_EVERY_REQUEST (else it sets the cookie and Vary headers)."""
+
+    def _saves(self, request) -> bool:
         session = getattr(request, "session", None)
-        if session is not None and (session.modified or settings.SESSION_SAVE_EVERY_REQUEST):
-            return await sync_to_async(self.process_response, thread_sensitive=True)(request, response)
-        return self.process_response(request, response)
+        return session is not None and (session.modified or settings.SESSION_SAVE_EVERY_REQUEST)
 
 
-class MessageMiddleware(DjangoMessageMiddleware):
-    """The message storage is lazy too; its response hook stores messages (in the session, which
-    may mean reading it from the database) only when some were read or added: then on a thread."""
+class MessageMiddleware(SavesOnAThread, DjangoMessageMiddleware):
+    """Its response hook stores messages (in the session, which may mean reading it from the
+    database) only when some were read or added."""
 
-    async def __acall__(self, request):
-        self.process_request(request)
-        response = await self.get_response(request)
+    def _saves(self, request) -> bool:
         storage = getattr(request, "_messages", None)
-        if storage is not None and (storage.used or storage.added_new):
-            return await sync_to_async(self.process_response, thread_sensitive=True)(request, response)
-        return self.process_response(request, response)
+        return storage is not None and (storage.used or storage.added_new)

@@ -1,12 +1,14 @@
 """How a plain (unstreamed) chat completion waits for its run, served in-process by the ASGI
 handler: it answers once the run has settled, and with a 504 naming the run when the configured
-wait runs out first. No worker runs here, so the run stays queued until the test moves it.
+wait runs out first. The run is kept off the broker (a worker left running by an end-to-end test
+would take it), so it stays queued until the test moves it.
 
 The view reads on threads of its own, with their own connections: rows must be committed,
 hence transactional_db."""
 
 import threading
 import time
+from unittest import mock
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -25,7 +27,8 @@ URL = "/v1/chat/completions"
 
 @pytest.fixture
 def agent():
-    return make_agent(slug="waits")
+    with mock.patch("engine.tasks.run_advance_task.delay"):
+        yield make_agent(slug="waits")
 
 
 def _post(user, content: str = "hello"):
