@@ -1,6 +1,6 @@
 """Middleware that runs on the event loop under ASGI: WhiteNoise, Django's own middleware whose
-hooks only read and write the request and the response, and wrong methods answered before
-CSRF checking.
+hooks only read and write the request and the response (those the deploy checks do not look for
+by name), and wrong methods answered before CSRF checking.
 
 Django runs a sync-only middleware in a thread and, under ASGI, blocks that thread until the
 async view below it has returned. WhiteNoise's lookup for a request that is not a static file
@@ -13,6 +13,9 @@ stream, the export) that was 18 hand-overs of some 0.4 ms each before the view r
 it returned, on the path of every single run answered through /v1/chat/completions (measured).
 The subclasses below run those hooks on the loop instead; saving a session or the messages
 (the database) still goes to a thread, as Django does, when there is something to save.
+SecurityMiddleware, CsrfViewMiddleware and XFrameOptionsMiddleware stay Django's own classes
+(6 of the 18 hand-overs): `manage.py check --deploy` finds them by their dotted path, and would
+skip its HSTS, SSL-redirect and secure-cookie checks for a subclass.
 """
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
@@ -20,12 +23,8 @@ from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware as DjangoAuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware as DjangoMessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware as DjangoSessionMiddleware
-from django.core.exceptions import ImproperlyConfigured
-from django.middleware.clickjacking import XFrameOptionsMiddleware as DjangoXFrameOptionsMiddleware
 from django.middleware.common import CommonMiddleware as DjangoCommonMiddleware
-from django.middleware.csrf import CsrfViewMiddleware as DjangoCsrfViewMiddleware
 from django.middleware.locale import LocaleMiddleware as DjangoLocaleMiddleware
-from django.middleware.security import SecurityMiddleware as DjangoSecurityMiddleware
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 from platform_site.error_responses import method_not_allowed
@@ -118,10 +117,6 @@ class HooksOnTheLoop:
         return response
 
 
-class SecurityMiddleware(HooksOnTheLoop, DjangoSecurityMiddleware):
-    """Redirects and security headers."""
-
-
 class LocaleMiddleware(HooksOnTheLoop, DjangoLocaleMiddleware):
     """The language from the cookie or Accept-Language (no session read since Django 4.0)."""
 
@@ -132,26 +127,6 @@ class CommonMiddleware(HooksOnTheLoop, DjangoCommonMiddleware):
 
 class AuthenticationMiddleware(HooksOnTheLoop, DjangoAuthenticationMiddleware):
     """Only sets up the lazy request.user and request.auser; the session is read when they are."""
-
-
-class XFrameOptionsMiddleware(HooksOnTheLoop, DjangoXFrameOptionsMiddleware):
-    """One header."""
-
-
-class CsrfViewMiddleware(HooksOnTheLoop, DjangoCsrfViewMiddleware):
-    """The CSRF cookie and check. The secret is in a cookie (CSRF_USE_SESSIONS would read the
-    session, from the database: refused here). Under ASGI its view check runs on the loop too: an
-    async view's request body has already been received into memory."""
-
-    def __init__(self, get_response):
-        if settings.CSRF_USE_SESSIONS:
-            raise ImproperlyConfigured("platform_site.middleware.CsrfViewMiddleware keeps the CSRF secret in a cookie")
-        super().__init__(get_response)
-        if iscoroutinefunction(self):
-            self.process_view = self._aprocess_view
-
-    async def _aprocess_view(self, request, callback, callback_args, callback_kwargs):
-        return DjangoCsrfViewMiddleware.process_view(self, request, callback, callback_args, callback_kwargs)
 
 
 class SavesOnAThread:

@@ -90,7 +90,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "platform_site.middleware.SecurityMiddleware",
+    "django.middleware.security.SecurityMiddleware",
     "platform_site.logs.RequestLogContextMiddleware",
     # A caller's W3C traceparent becomes the parent of the runs its request creates.
     "platform_site.telemetry.TraceContextMiddleware",
@@ -104,10 +104,10 @@ MIDDLEWARE = [
     "platform_site.middleware.CommonMiddleware",
     # Before CSRF: a wrong method gets a JSON 405, not the HTML "CSRF verification failed" page.
     "platform_site.middleware.MethodNotAllowedMiddleware",
-    "platform_site.middleware.CsrfViewMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
     "platform_site.middleware.AuthenticationMiddleware",
     "platform_site.middleware.MessageMiddleware",
-    "platform_site.middleware.XFrameOptionsMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "platform_site.unavailable.DependencyUnavailableMiddleware",
 ]
 

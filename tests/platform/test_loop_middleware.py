@@ -1,6 +1,7 @@
 """Django's middleware under ASGI with its hooks on the event loop (platform_site.middleware):
-the hooks still run and still protect (headers, CSRF, sessions), on the loop, except a
-session or messages to save, which go to a thread as Django sends them."""
+the hooks still run (language, sessions, messages), on the loop, except a session or messages to
+save, which go to a thread as Django sends them; the security middleware stay Django's own, which
+the deploy checks look for by name."""
 
 import asyncio
 
@@ -29,12 +30,9 @@ def hook_threads(monkeypatch):
     """For each spied hook, whether each call ran on the event loop."""
     seen: dict[str, list[bool]] = {}
     for cls, hook in [
-        (middleware.SecurityMiddleware, "process_response"),
         (middleware.LocaleMiddleware, "process_request"),
         (middleware.CommonMiddleware, "process_response"),
-        (middleware.CsrfViewMiddleware, "process_request"),
         (middleware.AuthenticationMiddleware, "process_request"),
-        (middleware.XFrameOptionsMiddleware, "process_response"),
         (middleware.SessionMiddleware, "process_response"),
         (middleware.MessageMiddleware, "process_response"),
     ]:
@@ -68,7 +66,7 @@ def test_an_async_views_middleware_hooks_run_on_the_loop_and_still_set_their_hea
     assert response.headers["X-Frame-Options"] == "DENY"
     assert response.headers["Content-Language"] == "zh-hans"
     assert "Accept-Language" in response.headers["Vary"]
-    assert len(hook_threads) == 8
+    assert len(hook_threads) == 5
     assert all(calls == [True] for calls in hook_threads.values()), hook_threads
 
 
@@ -137,30 +135,12 @@ def test_messages_added_in_an_async_view_are_stored(monkeypatch):
     assert [str(m) for m in FallbackStorage(request)] == ["saved"]
 
 
-def test_csrf_is_still_checked_on_the_loop_for_an_async_view():
-    async def view(request):
-        return HttpResponse("ok")
+def test_the_security_middleware_are_djangos_own_for_the_deploy_checks():
+    from django.conf import settings
 
-    csrf = middleware.CsrfViewMiddleware(view)
-    assert asyncio.iscoroutinefunction(csrf.process_view)
-    factory = RequestFactory()
-    forged = factory.post("/", {"x": "1"})
-    csrf.process_request(forged)
-    refused = async_to_sync(csrf.process_view)(forged, view, (), {})
-    assert refused is not None and refused.status_code == 403
-    token_request = factory.get("/")
-    csrf.process_request(token_request)
-    from django.middleware.csrf import get_token
-
-    token = get_token(token_request)
-    secret_cookie = csrf.process_response(token_request, HttpResponse()).cookies["csrftoken"].value
-    allowed = factory.post("/", {"csrfmiddlewaretoken": token})
-    allowed.COOKIES["csrftoken"] = secret_cookie
-    csrf.process_request(allowed)
-    assert async_to_sync(csrf.process_view)(allowed, view, (), {}) is None
-
-
-def test_csrf_secrets_in_the_session_are_refused(settings):
-    settings.CSRF_USE_SESSIONS = True
-    with pytest.raises(Exception, match="cookie"):
-        middleware.CsrfViewMiddleware(lambda request: HttpResponse())
+    for path in (
+        "django.middleware.security.SecurityMiddleware",
+        "django.middleware.csrf.CsrfViewMiddleware",
+        "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    ):
+        assert path in settings.MIDDLEWARE
