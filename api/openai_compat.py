@@ -6,6 +6,7 @@ shape (`{"error": {...}}`) because that is what OpenAI clients read.
 """
 
 import asyncio
+import contextlib
 import json
 
 from django.conf import settings
@@ -93,11 +94,10 @@ async def _settled(run_id):
             outcome = await db(completion_outcome, run_id=run_id, settled_only=waiting)
             if outcome is not None:
                 return outcome
-            try:
+            # Past the deadline the next read answers with where the run stands.
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout_at(deadline):
                     await wake.wait()
-            except TimeoutError:
-                pass  # read once more: the answer, or where the run stands
 
 
 async def _plain(run, model: str) -> JsonResponse:

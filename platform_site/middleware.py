@@ -132,10 +132,7 @@ class AuthenticationMiddleware(HooksOnTheLoop, DjangoAuthenticationMiddleware):
 class SavesOnAThread:
     """For a MiddlewareMixin whose process_request only sets up a lazy store and whose
     process_response may save it (the database): the request hook on the loop, the response
-    hook on a thread when `_saves(request)`, else on the loop too."""
-
-    def _saves(self, request) -> bool:
-        raise NotImplementedError
+    hook on a thread when the subclass's `_saves(request)` says so, else on the loop too."""
 
     async def __acall__(self, request):
         self.process_request(request)
