@@ -21,7 +21,7 @@ from django.utils import timezone
 from conversations import events
 from conversations.fencing import LeaseLost, lease_deadline
 from conversations.models import Message, Run, RunStatus
-from engine.transitions import run_transition
+from engine.transitions import Shape, run_transition
 
 log = logging.getLogger(__name__)
 
@@ -36,20 +36,28 @@ def process_owner() -> str:
     return _owner[1]
 
 
+# A run waiting its turn in its conversation has no message yet: it is admitted (given its user
+# message) only when no earlier run of the conversation is active any more. A running run can be
+# claimed only once its lease lapsed.
+_CLAIM = Shape(
+    "claim",
+    where=lambda now: (
+        (Q(status=RunStatus.QUEUED) | Q(lease_expires_at__lt=now))
+        & Exists(Message.objects.filter(run_id=OuterRef("pk")))
+    ),
+    fields=lambda now: {"claims": F("claims") + 1, "started_at": Coalesce("started_at", now)},
+)
+
+
 def run_claim(*, run_id, owner: str) -> bool:
     """Take the run (queued, or running on a lapsed lease), with its run.running event."""
-    now = timezone.now()
-    claimable = Q(status=RunStatus.QUEUED) | Q(lease_expires_at__lt=now)
-    # A run waiting its turn in its conversation has no message yet: it is admitted (given its
-    # user message) only when no earlier run of the conversation is active any more.
-    admitted = Exists(Message.objects.filter(run_id=OuterRef("pk")))
     return run_transition(
         run_id=run_id,
         to=RunStatus.RUNNING,
         expect=(RunStatus.QUEUED, RunStatus.RUNNING),
         owner=owner,
-        where=claimable & admitted,
-        fields={"claims": F("claims") + 1, "started_at": Coalesce("started_at", now)},
+        shape=_CLAIM,
+        values={"now": timezone.now()},
         payload=events.run_running(worker=owner),
     )
 

@@ -29,7 +29,7 @@ from engine.delegation import child_ended, may_delegate
 from engine.dispatch import ACTIVE_STATUSES, conversation_admit_next
 from engine.snapshots import version_snapshot
 from engine.tracing import run_trace_end
-from engine.transitions import run_transition
+from engine.transitions import Shape, run_transition
 from platform_site.text import scrub_nul
 from tools.arguments import parse_arguments
 from tools.calls import call_arguments, call_name
@@ -96,17 +96,27 @@ def _answered(*, run_id, error: str) -> tuple[object, bool, object] | None:
             )
         )
 
-    pending = Approval.objects.filter(run_id=OuterRef("pk"), status=Approval.Status.PENDING)
     run_transition(
         run_id=run_id,
         to=RunStatus.COMPLETED,
         expect=ACTIVE_STATUSES,
-        where=Q(cancel_requested=False) & ~Exists(pending),
+        shape=_ANSWERED,
+        values={"error": error, "now": now},
         payload=events.run_ended(stop_reason=StopReason.FINAL_ANSWER, error=error),
         writes=writes,
-        fields={"stop_reason": StopReason.FINAL_ANSWER, "error": error, "finished_at": now},
     )
     return ended[0] if ended else None
+
+
+# The usual ending's change: no cancel accepted, no approval pending.
+_ANSWERED = Shape(
+    "answered",
+    where=lambda error, now: (
+        Q(cancel_requested=False)
+        & ~Exists(Approval.objects.filter(run_id=OuterRef("pk"), status=Approval.Status.PENDING))
+    ),
+    fields=lambda error, now: {"stop_reason": StopReason.FINAL_ANSWER, "error": error, "finished_at": now},
+)
 
 
 def _end(*, run_id, status: str, stop_reason: str, error: str, final_message: str | None):

@@ -25,10 +25,18 @@ first makes it return False and write nothing. Every status but running holds no
 leaving running clears the lease, and entering it gives the lease to `owner`. The UPDATE also
 takes the event's sequence number and guards a ledger batch (conversations.batch) with the
 event, so on PostgreSQL a change and its event are one statement.
+
+The changes every run makes (its claim, its answer, a requeue between steps) are built through
+the ORM once per process and shape, then only given their values (`Shape`): building the
+claim's UPDATE cost half a millisecond of a worker's CPU each time, a tenth of a whole run's.
 """
 
+import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
+from django.db import connection
 from django.db.models import F, Q, QuerySet
 from django.db.models.sql import UpdateQuery
 
@@ -80,6 +88,8 @@ def run_transition(
     payload: dict | None = None,
     fields: dict | None = None,
     writes: Callable[[Batch], None] | None = None,
+    shape: "Shape | None" = None,
+    values: dict | None = None,
 ) -> bool:
     """Move the run to `to` if its status is one of `expect`; True if it moved.
 
@@ -89,7 +99,8 @@ def run_transition(
     `writes` add writes (without events) to the change's batch: they take effect only if the
     UPDATE matched, together with it (run_finish closing the run's open calls). The batch's guard,
     named "run", returns the run's id, event_seq, conversation_id and parent_run_id. `by`, the person, is what
-    allows the operator-only change.
+    allows the operator-only change. `shape` instead of `where` and `fields`: they are built from
+    `values` by the shape, and the UPDATE is compiled once per shape and change (Shape).
     """
     expect = tuple(expect)
     if not expect:
@@ -100,23 +111,129 @@ def run_transition(
         raise TransitionRefused(f"{', '.join(expect)} → {to} are different changes; make one at a time")
     if to == RunStatus.RUNNING and not owner:
         raise TransitionRefused("a run enters running only with the worker that holds it")
-    changes = dict(fields or {})
+    if shape is not None and (where is not None or fields is not None):
+        raise TransitionRefused("a shaped change builds its own where and fields")
+    if shape is None and where is None and fields is None:
+        shape = _PLAIN
+    named = {"run_id": Run._meta.pk.to_python(run_id), **(values or {})}
+    if owner:
+        named["owner"] = owner
     if to == RunStatus.RUNNING:
-        changes.update(lease_owner=owner, lease_expires_at=lease_deadline())
+        named["lease"] = lease_deadline()
+    change = _Change(to=to, expect=expect, owner=bool(owner), where=where, fields=fields, shape=shape)
+    if shape is None:
+        sql, params = change.sql(named)
     else:
-        changes.update(lease_owner="", lease_expires_at=None)
-    runs = Run.objects.filter(pk=run_id, status__in=expect)
-    if owner and to != RunStatus.RUNNING:
-        runs = runs.filter(lease_owner=owner)
-    if where is not None:
-        runs = runs.filter(where)
+        key = (shape, to, expect, bool(owner), connection.vendor)
+        template = _templates.get(key)
+        if template is None:
+            template = _templates[key] = _Template.compile(change, named)
+        sql, params = template.sql, template.bind(named)
     batch = Batch()
-    values = {**changes, "status": to, "event_seq": F("event_seq") + 1}
-    batch.add("run", *_update_sql(runs, values), ("id", "event_seq", "conversation_id", "parent_run_id"))
+    batch.add("run", sql, params, ("id", "event_seq", "conversation_id", "parent_run_id"))
     if writes is not None:
         writes(batch)
     event_add(batch, run_id=run_id, type=events.pop(), payload=payload or {})
     return batch.execute() is not None
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A change whose UPDATE has the same form at every call: `where` and `fields` are built
+    from the call's values (keyword arguments), which differ from call to call. The run's id,
+    `owner` and the lease's deadline are values too. Every value is text, an id or a time."""
+
+    name: str
+    where: Callable[..., Q] | None = None
+    fields: Callable[..., dict] | None = None
+
+
+# A change with no `where` and no `fields`: the run's id, the owner and the lease are its values.
+_PLAIN = Shape("plain")
+
+
+@dataclass(frozen=True)
+class _Change:
+    to: str
+    expect: tuple
+    owner: bool
+    where: Q | None
+    fields: dict | None
+    shape: Shape | None
+
+    def sql(self, named: dict) -> tuple[str, tuple]:
+        """The change's UPDATE for these values, built through the ORM."""
+        values = {key: value for key, value in named.items() if key not in ("run_id", "owner", "lease")}
+        where, fields = self.where, dict(self.fields or {})
+        if self.shape is not None:
+            where = self.shape.where(**values) if self.shape.where else None
+            fields = self.shape.fields(**values) if self.shape.fields else {}
+        if self.to == RunStatus.RUNNING:
+            fields.update(lease_owner=named["owner"], lease_expires_at=named["lease"])
+        else:
+            fields.update(lease_owner="", lease_expires_at=None)
+        runs = Run.objects.filter(pk=named["run_id"], status__in=self.expect)
+        if self.owner and self.to != RunStatus.RUNNING:
+            runs = runs.filter(lease_owner=named["owner"])
+        if where is not None:
+            runs = runs.filter(where)
+        return _update_sql(runs, {**fields, "status": self.to, "event_seq": F("event_seq") + 1})
+
+
+# A value no call passes, one per named value, to find where each value lands among the parameters.
+_SENTINEL_TIME = datetime(1901, 2, 3, tzinfo=UTC)
+
+
+def _sentinel(index: int, value):
+    if isinstance(value, datetime):
+        return _SENTINEL_TIME + timedelta(microseconds=index + 1)
+    if isinstance(value, uuid.UUID):
+        return uuid.UUID(int=(0x5E17 << 112) + index)
+    if isinstance(value, str):
+        return f"\x1fshape value {index}\x1f"
+    raise TypeError(f"a shaped change takes text, ids and times as values, not {type(value).__name__}")
+
+
+def _as_parameter(value):
+    """`value` as the ORM passes it to this database (UUIDField and DateTimeField's preparation)."""
+    if isinstance(value, datetime):
+        return connection.ops.adapt_datetimefield_value(value)
+    if isinstance(value, uuid.UUID) and not connection.features.has_native_uuid_field:
+        return value.hex
+    return value
+
+
+@dataclass(frozen=True)
+class _Template:
+    sql: str
+    # For each parameter, the name of the value it takes, or None and the constant it is.
+    slots: tuple[tuple[str | None, object], ...]
+
+    @classmethod
+    def compile(cls, change: _Change, named: dict) -> "_Template":
+        sentinels = {name: _sentinel(index, value) for index, (name, value) in enumerate(named.items())}
+        sql, params = change.sql(sentinels)
+        placed = {_as_parameter(sentinel): name for name, sentinel in sentinels.items()}
+        slots = tuple((placed.get(param), param) if _hashable(param) else (None, param) for param in params)
+        missing = set(named) - {name for name, _ in slots if name}
+        if missing or any(isinstance(s, str) and s in sql for s in sentinels.values()):
+            # A value written into the SQL text, or not passed as a parameter: it cannot be bound later.
+            raise TypeError(f"the change {change.shape.name!r} does not take {sorted(missing)} as parameters")
+        return cls(sql, slots)
+
+    def bind(self, named: dict) -> list:
+        return [_as_parameter(named[name]) if name else constant for name, constant in self.slots]
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+_templates: dict[tuple, _Template] = {}
 
 
 def _update_sql(runs: QuerySet, values: dict) -> tuple[str, tuple]:
