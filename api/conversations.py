@@ -3,7 +3,8 @@
 import json
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Prefetch
+from django.db.models import Prefetch
+from django.http import Http404
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -18,7 +19,7 @@ from api.common import ErrorSerializer, FieldsBuiltOnce, IdempotencyKeyMismatch,
 from api.runs import RunSerializer
 from api.throttles import ApiUserThrottle, RunStartThrottle
 from conversations.models import Conversation, Message, Run
-from conversations.selectors import conversations_visible_to, runs_visible_to
+from conversations.selectors import conversation_for_post, conversations_visible_to, runs_visible_to
 from conversations.services import conversation_create
 from engine.admission import ConversationBusy, IdempotencyKeyReused, message_submit
 from platform_site.api_errors import ApiConflict
@@ -120,17 +121,23 @@ class ConversationViewSet(
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model
             return Conversation.objects.none()
         conversations = conversations_visible_to(user=self.request.user).order_by("-created_at")
-        if self.action == "messages":
-            # One read decides 404, 403 and 409: whether the user may still use the agent is
-            # asked in the same statement; message_submit reads the agent itself, under its lock.
-            usable = agents_usable_by(user=self.request.user).filter(pk=OuterRef("agent_id"))
-            return conversations.select_related(None).only("owner", "agent").annotate(agent_usable=Exists(usable))
         if self.action == "retrieve":
             conversations = conversations.prefetch_related(
                 Prefetch("messages", queryset=Message.objects.order_by("order")),
                 Prefetch("runs", queryset=Run.objects.order_by("created_at")),
             )
         return conversations
+
+    def get_object(self):
+        if self.action != "messages":
+            return super().get_object()
+        # One read decides 404, 403 and 409: whether the user may still use the agent is asked
+        # in the same statement; message_submit reads the agent itself, under its lock.
+        conversation = conversation_for_post(user=self.request.user, conversation_id=self.kwargs["pk"])
+        if conversation is None:
+            raise Http404
+        self.check_object_permissions(self.request, conversation)
+        return conversation
 
     def get_serializer_class(self):
         return {

@@ -1,13 +1,17 @@
 """Reads on runs: the timeline that the admin, the API and the pages all show, and what an
 engine step reads."""
 
+from functools import partial
+
+from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import Case, Exists, OuterRef, Prefetch, Q, QuerySet, Subquery, Value, When
 
 from agents.models import Agent
-from agents.selectors import agents_usable_by
+from agents.selectors import agents_usable, agents_usable_by
 from conversations.models import Conversation, LLMCall, Message, Run, RunStatus, ToolInvocation
 from platform_site.rows import Columns
+from platform_site.statements import bound
 
 
 def run_timeline(*, run: Run) -> list[dict]:
@@ -65,6 +69,47 @@ def conversations_visible_to(*, user) -> QuerySet[Conversation]:
     return (
         conversations if _sees_everyones(user, "conversations.view_conversation") else conversations.filter(owner=user)
     )
+
+
+def conversation_for_post(*, user, conversation_id) -> Conversation | None:
+    """The conversation a message is posted to, if the user sees it (conversations_visible_to),
+    with `agent_usable`: whether the user may still use its agent (agents_usable_by). One read
+    tells the API its 404, 403 and 409. Its statement is built once per kind of user and only
+    bound afterwards (platform_site.statements): built through the ORM on every post, it took a
+    sixth of the request's CPU."""
+    try:
+        pk = Conversation._meta.pk.to_python(conversation_id)
+    except ValidationError:
+        return None
+    everyone = _sees_everyones(user, "conversations.view_conversation")
+    build = partial(_for_post_sql, everyone=everyone, superuser=user.is_superuser)
+    # A superuser who sees everyone's conversations reads one whoever they are.
+    values = {"pk": pk} if everyone and user.is_superuser else {"pk": pk, "user": user.pk}
+    sql, params = bound(("conversation for post", everyone, user.is_superuser), build, values)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    # Only these columns are read; the others load when asked for, as with QuerySet.only().
+    conversation = Conversation.from_db(connection.alias, _FOR_POST_COLUMNS, row[:-1])
+    conversation.agent_usable = bool(row[-1])
+    return conversation
+
+
+# In the model's field order, as Model.from_db takes them.
+_FOR_POST_COLUMNS = tuple(
+    field.attname for field in Conversation._meta.concrete_fields if field.attname in ("id", "agent_id", "owner_id")
+)
+
+
+def _for_post_sql(values: dict, *, everyone: bool, superuser: bool) -> tuple[str, tuple]:
+    conversations = Conversation.objects.filter(pk=values["pk"])
+    if not everyone:
+        conversations = conversations.filter(owner=values["user"])
+    usable = agents_usable(user_id=values.get("user"), superuser=superuser).filter(pk=OuterRef("agent_id"))
+    found = conversations.annotate(agent_usable=Exists(usable)).values_list(*_FOR_POST_COLUMNS, "agent_usable")
+    return found.query.get_compiler(found.db).as_sql()
 
 
 def _answers(run_id) -> QuerySet[Message]:

@@ -31,12 +31,9 @@ the ORM once per process and shape, then only given their values (`Shape`): buil
 claim's UPDATE cost half a millisecond of a worker's CPU each time, a tenth of a whole run's.
 """
 
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
-from django.db import connection
 from django.db.models import F, Q, QuerySet
 from django.db.models.sql import UpdateQuery
 
@@ -46,6 +43,7 @@ from conversations.fencing import lease_deadline
 from conversations.models import TERMINAL_STATUSES, Run, RunStatus
 from conversations.services import event_add
 from engine.dispatch import ACTIVE_STATUSES
+from platform_site.statements import bound
 
 TRANSITIONS: dict[tuple[str, str], EventType] = {
     (RunStatus.QUEUED, RunStatus.RUNNING): EventType.RUN_RUNNING,
@@ -100,7 +98,7 @@ def run_transition(
     UPDATE matched, together with it (run_finish closing the run's open calls). The batch's guard,
     named "run", returns the run's id, event_seq, conversation_id and parent_run_id. `by`, the person, is what
     allows the operator-only change. `shape` instead of `where` and `fields`: they are built from
-    `values` by the shape, and the UPDATE is compiled once per shape and change (Shape).
+    `values` by the shape, and the UPDATE is built once per shape and change (Shape).
     """
     expect = tuple(expect)
     if not expect:
@@ -124,11 +122,7 @@ def run_transition(
     if shape is None:
         sql, params = change.sql(named)
     else:
-        key = (shape, to, expect, bool(owner), connection.vendor)
-        template = _templates.get(key)
-        if template is None:
-            template = _templates[key] = _Template.compile(change, named)
-        sql, params = template.sql, template.bind(named)
+        sql, params = bound(("run transition", shape, to, expect, bool(owner)), change.sql, named)
     batch = Batch()
     batch.add("run", sql, params, ("id", "event_seq", "conversation_id", "parent_run_id"))
     if writes is not None:
@@ -141,7 +135,8 @@ def run_transition(
 class Shape:
     """A change whose UPDATE has the same form at every call: `where` and `fields` are built
     from the call's values (keyword arguments), which differ from call to call. The run's id,
-    `owner` and the lease's deadline are values too. Every value is text, an id or a time."""
+    `owner` and the lease's deadline are values too (platform_site.statements says what a value
+    may be)."""
 
     name: str
     where: Callable[..., Q] | None = None
@@ -178,62 +173,6 @@ class _Change:
         if where is not None:
             runs = runs.filter(where)
         return _update_sql(runs, {**fields, "status": self.to, "event_seq": F("event_seq") + 1})
-
-
-# A value no call passes, one per named value, to find where each value lands among the parameters.
-_SENTINEL_TIME = datetime(1901, 2, 3, tzinfo=UTC)
-
-
-def _sentinel(index: int, value):
-    if isinstance(value, datetime):
-        return _SENTINEL_TIME + timedelta(microseconds=index + 1)
-    if isinstance(value, uuid.UUID):
-        return uuid.UUID(int=(0x5E17 << 112) + index)
-    if isinstance(value, str):
-        return f"\x1fshape value {index}\x1f"
-    raise TypeError(f"a shaped change takes text, ids and times as values, not {type(value).__name__}")
-
-
-def _as_parameter(value):
-    """`value` as the ORM passes it to this database (UUIDField and DateTimeField's preparation)."""
-    if isinstance(value, datetime):
-        return connection.ops.adapt_datetimefield_value(value)
-    if isinstance(value, uuid.UUID) and not connection.features.has_native_uuid_field:
-        return value.hex
-    return value
-
-
-@dataclass(frozen=True)
-class _Template:
-    sql: str
-    # For each parameter, the name of the value it takes, or None and the constant it is.
-    slots: tuple[tuple[str | None, object], ...]
-
-    @classmethod
-    def compile(cls, change: _Change, named: dict) -> "_Template":
-        sentinels = {name: _sentinel(index, value) for index, (name, value) in enumerate(named.items())}
-        sql, params = change.sql(sentinels)
-        placed = {_as_parameter(sentinel): name for name, sentinel in sentinels.items()}
-        slots = tuple((placed.get(param), param) if _hashable(param) else (None, param) for param in params)
-        missing = set(named) - {name for name, _ in slots if name}
-        if missing or any(isinstance(s, str) and s in sql for s in sentinels.values()):
-            # A value written into the SQL text, or not passed as a parameter: it cannot be bound later.
-            raise TypeError(f"the change {change.shape.name!r} does not take {sorted(missing)} as parameters")
-        return cls(sql, slots)
-
-    def bind(self, named: dict) -> list:
-        return [_as_parameter(named[name]) if name else constant for name, constant in self.slots]
-
-
-def _hashable(value) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
-
-
-_templates: dict[tuple, _Template] = {}
 
 
 def _update_sql(runs: QuerySet, values: dict) -> tuple[str, tuple]:
