@@ -91,16 +91,19 @@ def conversation_for_post(*, user, conversation_id) -> Conversation | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    # Only these columns are read; the others load when asked for, as with QuerySet.only().
-    conversation = Conversation.from_db(connection.alias, _FOR_POST_COLUMNS, row[:-1])
+    # Only these columns are read; the others load when asked for, as with QuerySet.only(). Each as
+    # its field gives it (SQLite returns a UUID as text).
+    columns = [Conversation._meta.get_field(name).to_python(value) for name, value in zip(_FOR_POST_FIELDS, row)]
+    conversation = Conversation.from_db(connection.alias, _FOR_POST_COLUMNS, columns)
     conversation.agent_usable = bool(row[-1])
     return conversation
 
 
 # In the model's field order, as Model.from_db takes them.
-_FOR_POST_COLUMNS = tuple(
-    field.attname for field in Conversation._meta.concrete_fields if field.attname in ("id", "agent_id", "owner_id")
+_FOR_POST_FIELDS = tuple(
+    field.name for field in Conversation._meta.concrete_fields if field.name in ("id", "agent", "owner")
 )
+_FOR_POST_COLUMNS = tuple(Conversation._meta.get_field(name).attname for name in _FOR_POST_FIELDS)
 
 
 def _for_post_sql(values: dict, *, everyone: bool, superuser: bool) -> tuple[str, tuple]:

@@ -32,7 +32,8 @@ def _conversations(values: dict, title: str = "title"):
 def _rows(sql: str, params) -> list:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [row[0] for row in cursor.fetchall()]
+        # SQLite returns a UUID as text.
+        return [Conversation._meta.pk.to_python(row[0]) for row in cursor.fetchall()]
 
 
 def test_the_bound_statement_is_the_orms_for_every_call():
