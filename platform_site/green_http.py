@@ -198,6 +198,10 @@ class CarriedTransport(httpx.BaseTransport):
     def __init__(self):
         self._transport = AiohttpTransport()
 
+    def handle_whole(self, request: httpx.Request) -> httpx.Response:
+        """The response with its body read, awaited in one switch (AiohttpTransport.handle_whole)."""
+        return await_(self._transport.handle_whole(request))
+
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         response = await_(self._transport.handle_async_request(request))
         return httpx.Response(
@@ -218,8 +222,7 @@ _clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.Client]" =
 def carried_send_whole(request: httpx.Request) -> httpx.Response:
     """Send a request built by the carried client (carried_client(loop).build_request) and
     return its response with the body read, awaited on the carrying loop in one switch."""
-    transport = carried_client(carrying_loop())._transport
-    return await_(transport._transport.handle_whole(request))
+    return carried_client(carrying_loop())._transport.handle_whole(request)
 
 
 def carried_client(loop: asyncio.AbstractEventLoop) -> httpx.Client:

@@ -76,11 +76,14 @@ def _slots(build: Build, values: dict, round_: int) -> tuple[str, list]:
     return sql, slots
 
 
+def _form(slots: list) -> list:
+    """Where each value goes, and the constants in between: what both builds must agree on."""
+    return [name or ("constant", constant) for name, constant in slots]
+
+
 def _compile(build: Build, values: dict) -> _Template:
     (sql, slots), (again, other) = _slots(build, values, 0), _slots(build, values, 1)
-    if sql != again or [(name, name or constant) for name, constant in slots] != [
-        (name, name or constant) for name, constant in other
-    ]:
+    if sql != again or _form(slots) != _form(other):
         raise TypeError("the statement's form depends on its values; it cannot be bound")
     return _Template(sql, tuple(slots))
 

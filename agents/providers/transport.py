@@ -116,7 +116,7 @@ def _plain_answer(response: httpx.Response, *, url: str, body: dict, read_plain)
     except ValueError as exc:
         raise ProviderError(
             f"{_where(url, body)} returned a body that is not JSON (cut or malformed) after "
-            f"{len(response.content)} bytes.",
+            f"{response.num_bytes_downloaded} bytes.",
             retryable=True,
             http_status=response.status_code,
         ) from exc
