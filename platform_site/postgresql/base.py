@@ -5,15 +5,52 @@ statements wait on PostgreSQL like their model calls wait on HTTP: the loop runs
 meanwhile (platform_site.green_db). Each carried run borrows a pooled connection only between
 two waits on the network; taking one waits cooperatively for a free slot, since a thread
 blocked in the pool would stop the very runs that are about to give connections back.
+
+A new connection also knows how to send the models' choices (a run's status, a message's role)
+without searching for it: see choices_dumpers_register.
 """
 
 from django.db.backends.postgresql import base
+from django.db.models.enums import Choices
+from psycopg.adapt import AdaptersMap, PyFormat
 
 from platform_site.green_db import connection_slot_release, connection_slot_take
 
 
+def _subclasses(cls: type):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def choices_dumpers_register(adapters: AdaptersMap) -> None:
+    """Send each choices class (TextChoices, IntegerChoices) as its plain type is sent.
+
+    psycopg finds the dumper of a value's exact class in a dictionary, and of a subclass by
+    walking its bases, raising and catching a KeyError and formatting a name at each, on every
+    new cursor: the five statuses and roles of a step's batch took about 60 % of the time its
+    47 parameters took to dump (0.075 of 0.128 ms, measured on a fresh cursor). Registered here,
+    they are found at once, and sent exactly as before (the dumper psycopg found for str or int).
+    """
+    for cls in _subclasses(Choices):
+        plain = next((base for base in (str, int) if issubclass(cls, base)), None)
+        if plain is None or not cls.__members__:
+            continue
+        auto = adapters.get_dumper(plain, PyFormat.AUTO)
+        for format_ in (PyFormat.TEXT, PyFormat.BINARY):
+            dumper = adapters.get_dumper(plain, format_)
+            if dumper is not auto:
+                adapters.register_dumper(cls, dumper)
+        adapters.register_dumper(cls, auto)  # last: registering also sets the AUTO format's
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     _slot = None
+
+    def _configure_connection(self, connection):
+        # Once per new connection, pooled or not (Django calls it from the pool's configure too).
+        choices_dumpers_register(connection.adapters)
+        return super()._configure_connection(connection)
 
     def get_new_connection(self, conn_params):
         slot = connection_slot_take(self.settings_dict) if self.pool else None
