@@ -22,6 +22,7 @@ through such references. A batch may also read a row (`read`), in the same round
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from django.db import connection, transaction
 
@@ -84,25 +85,10 @@ class Batch:
         return results
 
     def _one_statement(self) -> dict[str, dict] | None:
-        guard = self._writes[0]
-
-        def reference(match: re.Match) -> str:
-            name, column = match.groups()
-            if name == "guard":
-                if column is None:
-                    return f'EXISTS (SELECT 1 FROM "{guard.name}")'
-                name = guard.name
-            return f'(SELECT "{column}" FROM "{name}")'
-
-        queries, params = [], []
-        for write in self._writes:
-            sql = _REFERENCE.sub(reference, write.sql) + _returning(write)
-            queries.append(f'"{write.name}" AS ({sql})')
-            params += write.params
-        # One row always comes back; the guard's first column is NULL if it matched nothing.
-        columns = [f'(SELECT "{column}" FROM "{write.name}")' for write in self._writes for column in write.returning]
+        params = [param for write in self._writes for param in write.params]
+        shape = tuple((write.name, write.sql, write.returning, write.read) for write in self._writes)
         with connection.cursor() as cursor:
-            cursor.execute(f"WITH {', '.join(queries)} SELECT {', '.join(columns)}", params)
+            cursor.execute(_statement(shape), params)
             row = list(cursor.fetchone())
         if row[0] is None:
             return None
@@ -128,7 +114,8 @@ class Batch:
 
         with connection.cursor() as cursor:
             for index, write in enumerate(self._writes):
-                cursor.execute(_REFERENCE.sub(reference, write.sql) + _returning(write), write.params)
+                sql = _REFERENCE.sub(reference, write.sql) + _returning(write.returning, write.read)
+                cursor.execute(sql, write.params)
                 rows = cursor.fetchall() if write.returning else []
                 if index == 0 and not rows:
                     return None
@@ -136,7 +123,33 @@ class Batch:
         return results
 
 
-def _returning(write: _Write) -> str:
-    if write.read or not write.returning:
+@lru_cache(maxsize=512)
+def _statement(shape: tuple[tuple[str, str, tuple[str, ...], bool], ...]) -> str:
+    """The one statement of a batch's writes, given as (name, sql, returning, read) each.
+
+    A step's batch has the same writes (their SQL, not their values) every time it is made, so
+    the statement is put together once per shape: rewriting every reference and joining the
+    queries on each execution took about a tenth of a batch's CPU (0.15 of 1.5 ms, in-process)."""
+    guard = shape[0][0]
+
+    def reference(match: re.Match) -> str:
+        name, column = match.groups()
+        if name == "guard":
+            if column is None:
+                return f'EXISTS (SELECT 1 FROM "{guard}")'
+            name = guard
+        return f'(SELECT "{column}" FROM "{name}")'
+
+    queries = [
+        f'"{name}" AS ({_REFERENCE.sub(reference, sql) + _returning(returning, read)})'
+        for name, sql, returning, read in shape
+    ]
+    # One row always comes back; the guard's first column is NULL if it matched nothing.
+    columns = [f'(SELECT "{column}" FROM "{name}")' for name, _, returning, _ in shape for column in returning]
+    return f"WITH {', '.join(queries)} SELECT {', '.join(columns)}"
+
+
+def _returning(returning: tuple[str, ...], read: bool) -> str:
+    if read or not returning:
         return ""
-    return " RETURNING " + ", ".join(f'"{column}"' for column in write.returning)
+    return " RETURNING " + ", ".join(f'"{column}"' for column in returning)
