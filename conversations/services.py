@@ -60,11 +60,14 @@ def row_insert(
     exprs: dict[str, tuple[str, list]] | None = None,
     returning=("id",),
     guard: bool = False,
+    conflict: tuple[str, ...] = (),
 ) -> None:
     """The INSERT of `row` (an unsaved model instance) as a write of the batch, made only if its
     guard matched; with `guard`, the INSERT is the batch's guard (it always matches). `exprs`
     give some columns as SQL with its params instead (a value another write returns); a row with
-    an automatic id gets it when the batch is executed (a row whose id is set, a UUID, keeps it)."""
+    an automatic id gets it when the batch is executed (a row whose id is set, a UUID, keeps it).
+    `conflict`: fields a unique constraint covers; a row they match already is left as it is and
+    this one is not written (its id stays None)."""
     exprs = exprs or {}
     # An automatic id is the database's to give; an id with a default (a UUID) is sent.
     fields = [field for field in row._meta.concrete_fields if not (field.primary_key and field.db_returning)]
@@ -79,11 +82,19 @@ def row_insert(
             params.append(field.get_db_prep_save(field.pre_save(row, True), connection))
     columns = ", ".join(f'"{field.column}"' for field in fields)
     condition = "" if guard else " WHERE {guard}"
-    batch.add(
-        name, f'INSERT INTO "{row._meta.db_table}" ({columns}) SELECT {", ".join(values)}{condition}', params, returning
-    )
+    on_conflict = ""
+    if conflict:
+        if guard:  # a guard that skipped its row would read as "did not match"
+            raise ValueError("the batch's guard cannot skip its row on a conflict")
+        # After INSERT … SELECT, SQLite reads ON CONFLICT only behind a WHERE, which there is.
+        targets = ", ".join(f'"{row._meta.get_field(field).column}"' for field in conflict)
+        on_conflict = f" ON CONFLICT ({targets}) DO NOTHING"
+    sql = f'INSERT INTO "{row._meta.db_table}" ({columns}) SELECT {", ".join(values)}{condition}{on_conflict}'
+    batch.add(name, sql, params, returning)
 
     def written(results: dict) -> None:
+        if conflict and results[name]["id"] is None:
+            return  # a row the constraint matched was there already: this one was not written
         if row.pk is None:  # a UUID id is the row's own already (SQLite returns it as text)
             row.pk = results[name]["id"]
         row._state.adding = False

@@ -14,11 +14,12 @@ from agents.guardrails import Hit
 from agents.providers import LLMResponse
 from agents.snapshot import AgentSnapshot, snapshot_tool
 from conversations.batch import Batch
-from conversations.models import LLMCall, Message, Run
+from conversations.models import LLMCall, Message, Run, ToolInvocation
 from conversations.selectors import run_step_row
 from conversations.services import messages_add
 from engine.context import build_context
 from engine.guardrails import OutputReview, output_moderation, output_review, streams_answer, wire_filtered
+from engine.invocations import invocations_add
 from engine.model_call import ContextOverflow, EmptyAnswer, ModelStepFailed, model_call
 from engine.window import fitted
 
@@ -34,6 +35,8 @@ class StepResult:
     # The run as the commit that recorded the answer left it (its guard returns the columns a
     # step reads): the next step starts from it instead of reading the run again.
     run: Run | None = None
+    # The rows of the tool calls the answer asks for, written with it (engine.invocations).
+    invocations: list[ToolInvocation] | None = None
 
 
 MAX_CALL_ID = 128  # ToolInvocation.tool_call_id and Approval.tool_call_id
@@ -134,6 +137,7 @@ def _call(
     tool_name: str,
 ) -> StepResult:
     parallel = snapshot["agent"]["parallel_tool_calls"]
+    tools = {tool["name"]: tool for tool in snapshot["tools"]}
 
     def build(provider, model: dict) -> dict:
         model = fitted(model, messages=wire_messages, tools=snapshot["tools"])
@@ -180,6 +184,9 @@ def _call(
             ],
         )
         result = StepResult(message, response, review)
+        if tool_calls:
+            # The calls' rows are written with the answer: the tool step starts with them.
+            result.invocations = invocations_add(batch, run=run, llm_call_id=call.pk, calls=tool_calls, tools=tools)
         batch.after(lambda results: setattr(result, "run", run_step_row(results["run"], run.conversation)))
         return result
 

@@ -25,7 +25,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.snapshot import AgentSnapshot
 from conversations import events
-from conversations.models import Message, Run, RunStatus, StopReason
+from conversations.models import Message, Run, RunStatus, StopReason, ToolInvocation
 from engine.context import step_read
 from engine.delegation import run_park_for_children
 from engine.dispatch import run_enqueue
@@ -68,6 +68,8 @@ class Carried:
 
     run: Run
     messages: list[Message]
+    # The rows of the last message's tool calls, written with it (engine.invocations).
+    invocations: list[ToolInvocation] | None = None
 
 
 def _step(run_id, owner: str, carried: Carried | None = None) -> bool | Carried:
@@ -90,14 +92,21 @@ def _step(run_id, owner: str, carried: Carried | None = None) -> bool | Carried:
     if isinstance(step, Finish):
         return _finish(run.pk, step)
     if isinstance(step, RunTools):
-        return _run_tools(run=run, owner=owner, snapshot=snapshot, messages=messages, current=step.message)
+        made = carried.invocations if carried else None
+        return _run_tools(run=run, owner=owner, snapshot=snapshot, messages=messages, current=step.message, made=made)
     return _call_model(run=run, owner=owner, snapshot=snapshot, messages=messages)
 
 
 def _run_tools(
-    *, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], current: Message
+    *,
+    run: Run,
+    owner: str,
+    snapshot: AgentSnapshot,
+    messages: list[Message],
+    current: Message,
+    made: list[ToolInvocation] | None = None,
 ) -> bool | Carried:
-    outcome = tool_step(run=run, owner=owner, snapshot=snapshot, messages=messages, current=current)
+    outcome = tool_step(run=run, owner=owner, snapshot=snapshot, messages=messages, current=current, made=made)
     if outcome.cancelled:
         # Tool calls the model asked for and that never ran get their rows (cancelled) from run_finish.
         return _finish(run.pk, Finish(StopReason.CANCELLED))
@@ -141,7 +150,7 @@ def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
     # The calls it asked for start in the next step, which begins by checking for a cancel.
     if run.conversation.context_summary_through != summary_through:
         return True  # the history was folded into the summary: the next step reads what is left
-    return Carried(result.run, [*messages, result.message])
+    return Carried(result.run, [*messages, result.message], result.invocations)
 
 
 def run_advance(*, run_id) -> None:

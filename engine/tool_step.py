@@ -41,6 +41,7 @@ from conversations.services import (
     run_guard,
 )
 from engine.delegation import delegate_step
+from engine.invocations import invocation_new
 from engine.leases import lease_fence
 from engine.loop_guard import Repeat, repeat_found
 from engine.tracing import tool_span
@@ -49,8 +50,7 @@ from platform_site.dbpool import release_connection
 from platform_site.logs import log_context
 from platform_site.text import scrub_nul
 from tools.approval_policy import ApprovalPolicy, approval_need
-from tools.arguments import arguments_hash, parse_arguments, validate_arguments
-from tools.calls import call_arguments, call_name
+from tools.arguments import arguments_hash
 from tools.executors import execute_tool
 from tools.models import ToolDefinition
 from tools.registry import ToolContext
@@ -92,45 +92,21 @@ def _hint(repeat: Repeat) -> str:
     return STREAK_HINT.format(name=repeat.names[0], count=repeat.steps)
 
 
-def _new_invocation(*, run: Run, message: Message, position: int, call: dict, tools: dict) -> ToolInvocation:
-    """The call's row; whatever shape the model gave it, what is wrong becomes its validation
-    errors (the model reads them) and what is stored fits its columns."""
-    name, name_problem = call_name(call)
-    raw = call_arguments(call)
-    spec = tools.get(name) if name_problem is None else None
-    parsed = parse_arguments(raw)
-    arguments = scrub_nul(parsed.arguments)
-    errors = list(parsed.errors)
-    if spec is None:
-        errors = [
-            f"{name_problem or f'There is no tool named {name!r}.'} Available tools: {', '.join(tools) or 'none'}."
-        ]
-    elif arguments is not None:
-        # Validated as stored: a NUL in a key would otherwise reach the error text unstorable.
-        errors += validate_arguments(spec["parameters"], arguments)
-    return ToolInvocation(
-        run=run,
-        tool_call_id=call["id"],
-        llm_call_id=message.llm_call_id,
-        tool_id=spec["id"] if spec else None,
-        tool_name=name,
-        position=position,
-        raw_arguments=raw,
-        arguments=arguments,
-        validation_errors=errors,
-        idempotency_key=f"{run.pk}:{call['id']}",
-    )
-
-
-def _step_invocations(*, run: Run, message: Message, tools: dict) -> tuple[list[ToolInvocation], set[int]]:
+def _step_invocations(
+    *, run: Run, message: Message, tools: dict, made: list[ToolInvocation] | None = None
+) -> tuple[list[ToolInvocation], set[int]]:
     """One row per tool call of the step, in call order: created once, read back after a crash.
     Also returns the ids of the rows created now (no approval can exist for those yet).
 
-    Inserted with ON CONFLICT DO NOTHING on (run, tool_call_id), so a step taken again never
-    duplicates a row and never overwrites one that already records what happened; only rows
-    that were there already are read."""
+    `made`: the rows the model's answer was recorded with (engine.invocations), when the step
+    follows that record in the same slice; they are the step's rows if every call got one.
+    Otherwise they are inserted here with ON CONFLICT DO NOTHING on (run, tool_call_id), so a step
+    taken again never duplicates a row and never overwrites one that already records what
+    happened; only rows that were there already are read."""
+    if made is not None and len(made) == len(message.tool_calls) and all(row.pk is not None for row in made):
+        return made, {row.pk for row in made}
     rows = [
-        _new_invocation(run=run, message=message, position=i, call=call, tools=tools)
+        invocation_new(run=run, llm_call_id=message.llm_call_id, position=i, call=call, tools=tools)
         for i, call in enumerate(message.tool_calls)
     ]
     fresh = rows_insert_new(rows, unique=("run", "tool_call_id"), key="tool_call_id")
@@ -496,11 +472,18 @@ def _own_steps(messages: list[Message], current: Message) -> list[Message]:
 
 
 def tool_step(
-    *, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], current: Message
+    *,
+    run: Run,
+    owner: str,
+    snapshot: AgentSnapshot,
+    messages: list[Message],
+    current: Message,
+    made: list[ToolInvocation] | None = None,
 ) -> ToolStepOutcome:
+    """`made`: the calls' rows as the answer's record wrote them (see _step_invocations)."""
     tools = {tool["name"]: tool for tool in snapshot["tools"]}
     repeat = repeat_found(_own_steps(messages, current), snapshot["agent"]["max_same_tool_streak"])
-    invocations, fresh = _step_invocations(run=run, message=current, tools=tools)
+    invocations, fresh = _step_invocations(run=run, message=current, tools=tools, made=made)
     blocked_hint = None
     if repeat is not None:
         blocked_hint = _hint(repeat)

@@ -2,10 +2,10 @@
 
 Each commit of a step is one ledger batch (conversations.batch): on PostgreSQL one statement,
 fenced by the run's lease. A model step is its read, the attempt's row and the attempt's
-completion; a tool step its read, the calls' rows, each call marked running and its outcome
-(the last one with the step's tool messages); only the first step of a claim reads, the others
-start from what the previous commit returned. These tests count the statements, and check from
-another connection that what must be committed before the network is, and that a worker that
+completion (with the rows of the tool calls the answer asks for); a tool step its read, each call
+marked running and its outcome (the last one with the step's tool messages); only the first step
+of a claim reads, the others start from what the previous commit returned. These tests count the
+statements, and check from another connection that what must be committed before the network is, and that a worker that
 lost the lease writes nothing.
 """
 
@@ -98,6 +98,9 @@ def test_a_run_of_three_model_calls_takes_few_statements_and_one_transaction(scr
     ]
     # No read for earlier attempts: the attempt's own row statement closes what a dead worker left.
     assert not [sql for sql in statements if sql.startswith("SELECT") and "conversations_llmcall" in sql]
+    # The tool calls' rows are written with the answer that asks for them, not on their own.
+    assert not [sql for sql in statements if sql.startswith('INSERT INTO "conversations_toolinvocation"')]
+    assert ToolInvocation.objects.filter(run=run, status="succeeded").count() == 2
 
 
 def test_a_listening_webhook_gets_its_delivery_in_the_ending_s_transaction(scripted_agent):
