@@ -39,3 +39,9 @@ def assert_totals_match_calls(run: Run) -> None:
     calls = LLMCall.objects.filter(run=run)
     for field in ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "total_tokens", "cost"):
         assert getattr(run, field) == sum(getattr(c, field) for c in calls), field
+
+
+def echo_script(*texts: str, answer: str = "done") -> dict:
+    """A script whose model calls test-echo once per text, a step each, then answers."""
+    steps = [{"tool_calls": [{"name": "test-echo", "arguments": {"text": text}}]} for text in texts]
+    return {"scenarios": [{"match": ".", "steps": [*steps, {"content": answer}]}]}

@@ -6,19 +6,10 @@ import pytest
 from conversations.models import LLMCall, Message, ToolInvocation
 from engine.leases import process_owner, run_claim
 from engine.loop import Carried, _step
+from tests.llm_helpers import echo_script
 from tests.runs import advance, start_run
 
-ONE_TOOL_STEP = {
-    "scenarios": [
-        {
-            "match": ".",
-            "steps": [
-                {"tool_calls": [{"name": "test-echo", "arguments": {"text": "one"}}]},
-                {"content": "done: {last_tool_result}"},
-            ],
-        }
-    ]
-}
+ONE_TOOL_STEP = echo_script("one", answer="done: {last_tool_result}")
 SAME_CALL_ID_TWICE = {
     "scenarios": [
         {

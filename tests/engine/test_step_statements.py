@@ -25,33 +25,13 @@ from conversations.models import LLMCall, Message, Run, RunEvent, ToolInvocation
 from conversations.services import messages_add, run_guard
 from engine.context import step_read
 from engine.loop import run_advance
+from tests.llm_helpers import echo_script
 from tests.runs import advance, start_run
 from tools import executors
 from tools.models import ToolDefinition
 
-TWO_TOOL_STEPS = {
-    "scenarios": [
-        {
-            "match": ".",
-            "steps": [
-                {"tool_calls": [{"name": "test-echo", "arguments": {"text": "one"}}]},
-                {"tool_calls": [{"name": "test-echo", "arguments": {"text": "two"}}]},
-                {"content": "done: {last_tool_result}"},
-            ],
-        }
-    ]
-}
-ONE_TOOL_STEP = {
-    "scenarios": [
-        {
-            "match": ".",
-            "steps": [
-                {"tool_calls": [{"name": "test-echo", "arguments": {"text": "one"}}]},
-                {"content": "done"},
-            ],
-        }
-    ]
-}
+TWO_TOOL_STEPS = echo_script("one", "two", answer="done: {last_tool_result}")
+ONE_TOOL_STEP = echo_script("one")
 
 
 def _elsewhere(read):
