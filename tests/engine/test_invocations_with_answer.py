@@ -6,6 +6,7 @@ import pytest
 from conversations.models import LLMCall, Message, ToolInvocation
 from engine.leases import process_owner, run_claim
 from engine.loop import Carried, _step
+from platform_site.logs import log_context
 from tests.llm_helpers import echo_script
 from tests.runs import advance, start_run
 
@@ -24,6 +25,14 @@ SAME_CALL_ID_TWICE = {
 }
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _ids_bound_by_steps_end_with_the_test():
+    # Steps are taken here without run_advance, whose log context ends the ids they bind (the
+    # model call's): without this one they would stay bound for the tests that follow.
+    with log_context():
+        yield
 
 
 def _answered(run):
