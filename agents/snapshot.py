@@ -173,6 +173,11 @@ def snapshot_models(snapshot: AgentSnapshot) -> list[ModelSnapshot]:
     return [snapshot["model"]] if fallback is None else [snapshot["model"], fallback]
 
 
+def snapshot_tools(snapshot: AgentSnapshot) -> dict[str, ToolSpec]:
+    """The agent's tools by name."""
+    return {tool["name"]: tool for tool in snapshot["tools"]}
+
+
 def snapshot_tool(snapshot: AgentSnapshot, name: str) -> ToolSpec | None:
     """The spec of the tool the agent lists under `name`; None if it lists no such tool."""
     return next((tool for tool in snapshot["tools"] if tool["name"] == name), None)

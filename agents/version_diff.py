@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 
 from agents.models import AgentVersion
-from agents.snapshot import snapshot_parse
+from agents.snapshot import snapshot_parse, snapshot_tools
 
 # Identity columns that differ between versions without meaning a change of behaviour.
 _IGNORED_SETTINGS = {"id", "system_prompt"}
@@ -69,8 +69,7 @@ def _prompt_lines(old: str, new: str) -> list[tuple[str, str]]:
 
 def version_diff(*, old: AgentVersion, new: AgentVersion) -> VersionDiff:
     a, b = snapshot_parse(old.snapshot), snapshot_parse(new.snapshot)
-    tools_a = {tool["name"]: tool for tool in a["tools"]}
-    tools_b = {tool["name"]: tool for tool in b["tools"]}
+    tools_a, tools_b = snapshot_tools(a), snapshot_tools(b)
     tools = []
     for name in sorted(set(tools_a) | set(tools_b)):
         if name not in tools_a:

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.guardrails import Hit
 from agents.providers import LLMResponse
-from agents.snapshot import AgentSnapshot, snapshot_tool
+from agents.snapshot import AgentSnapshot, snapshot_tool, snapshot_tools
 from conversations.batch import Batch
 from conversations.models import LLMCall, Message, Run, ToolInvocation
 from conversations.selectors import run_step_row
@@ -137,7 +137,6 @@ def _call(
     tool_name: str,
 ) -> StepResult:
     parallel = snapshot["agent"]["parallel_tool_calls"]
-    tools = {tool["name"]: tool for tool in snapshot["tools"]}
 
     def build(provider, model: dict) -> dict:
         model = fitted(model, messages=wire_messages, tools=snapshot["tools"])
@@ -186,6 +185,7 @@ def _call(
         result = StepResult(message, response, review)
         if tool_calls:
             # The calls' rows are written with the answer: the tool step starts with them.
+            tools = snapshot_tools(snapshot)
             result.invocations = invocations_add(batch, run=run, llm_call_id=call.pk, calls=tool_calls, tools=tools)
         batch.after(lambda results: setattr(result, "run", run_step_row(results["run"], run.conversation)))
         return result

@@ -38,7 +38,7 @@ from engine.next_step import Finish, RunTools, next_step
 from engine.runs import run_finish, run_park_for_approval
 from engine.snapshots import version_snapshot
 from engine.speech import agent_says
-from engine.tool_step import tool_step
+from engine.tool_step import ToolStepOutcome, tool_step
 from engine.tracing import run_slice
 from engine.transitions import run_transition
 from platform_site.logs import log_context
@@ -93,20 +93,14 @@ def _step(run_id, owner: str, carried: Carried | None = None) -> bool | Carried:
         return _finish(run.pk, step)
     if isinstance(step, RunTools):
         made = carried.invocations if carried else None
-        return _run_tools(run=run, owner=owner, snapshot=snapshot, messages=messages, current=step.message, made=made)
+        outcome = tool_step(run=run, owner=owner, snapshot=snapshot, messages=messages, current=step.message, made=made)
+        return _after_tools(run=run, owner=owner, snapshot=snapshot, messages=messages, outcome=outcome)
     return _call_model(run=run, owner=owner, snapshot=snapshot, messages=messages)
 
 
-def _run_tools(
-    *,
-    run: Run,
-    owner: str,
-    snapshot: AgentSnapshot,
-    messages: list[Message],
-    current: Message,
-    made: list[ToolInvocation] | None = None,
+def _after_tools(
+    *, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], outcome: ToolStepOutcome
 ) -> bool | Carried:
-    outcome = tool_step(run=run, owner=owner, snapshot=snapshot, messages=messages, current=current, made=made)
     if outcome.cancelled:
         # Tool calls the model asked for and that never ran get their rows (cancelled) from run_finish.
         return _finish(run.pk, Finish(StopReason.CANCELLED))

@@ -24,7 +24,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from agents.snapshot import DELEGATE_KIND, AgentSnapshot
+from agents.snapshot import DELEGATE_KIND, AgentSnapshot, snapshot_tools
 from conversations import events
 from conversations.batch import Batch
 from conversations.events import EventType
@@ -481,7 +481,7 @@ def tool_step(
     made: list[ToolInvocation] | None = None,
 ) -> ToolStepOutcome:
     """`made`: the calls' rows as the answer's record wrote them (see _step_invocations)."""
-    tools = {tool["name"]: tool for tool in snapshot["tools"]}
+    tools = snapshot_tools(snapshot)
     repeat = repeat_found(_own_steps(messages, current), snapshot["agent"]["max_same_tool_streak"])
     invocations, fresh = _step_invocations(run=run, message=current, tools=tools, made=made)
     blocked_hint = None
