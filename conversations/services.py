@@ -12,7 +12,7 @@ guards with the status change instead). `run_event_append` and `messages_append`
 
 from functools import partial
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from agents.models import Agent
@@ -22,6 +22,7 @@ from conversations.fencing import LeaseLost, lease_deadline
 from conversations.models import Conversation, Message, Run, RunEvent, RunStatus
 from conversations.wakeups import publish_run_event
 from conversations.webhooks import webhook_deliveries_create, webhooks_listening
+from platform_site.prep import prep_save
 
 _RUN = Run._meta.db_table
 
@@ -49,7 +50,7 @@ def _bump(model, pk, field: str, by: int = 1) -> int:
 
 def db_value(model, field: str, value):
     """`value` as the database takes it for `model.field` in a raw statement."""
-    return model._meta.get_field(field).get_db_prep_save(value, connection)
+    return prep_save(model._meta.get_field(field), value, connections[DEFAULT_DB_ALIAS])
 
 
 def row_insert(
@@ -69,6 +70,7 @@ def row_insert(
     `conflict`: fields a unique constraint covers; a row they match already is left as it is and
     this one is not written (its id stays None)."""
     exprs = exprs or {}
+    wrapper = connections[DEFAULT_DB_ALIAS]  # looked up once, not once per value
     # An automatic id is the database's to give; an id with a default (a UUID) is sent.
     fields = [field for field in row._meta.concrete_fields if not (field.primary_key and field.db_returning)]
     values, params = [], []
@@ -79,7 +81,7 @@ def row_insert(
             params += more
         else:
             values.append("%s")
-            params.append(field.get_db_prep_save(field.pre_save(row, True), connection))
+            params.append(prep_save(field, field.pre_save(row, True), wrapper))
     columns = ", ".join(f'"{field.column}"' for field in fields)
     condition = "" if guard else " WHERE {guard}"
     on_conflict = ""
@@ -109,8 +111,9 @@ def rows_insert_new(rows: list, *, unique: tuple[str, ...], key: str) -> list:
     if not rows:
         return []
     model = type(rows[0])
+    wrapper = connections[DEFAULT_DB_ALIAS]
     fields = [field for field in model._meta.concrete_fields if not field.primary_key]
-    params = [field.get_db_prep_save(field.pre_save(row, True), connection) for row in rows for field in fields]
+    params = [prep_save(field, field.pre_save(row, True), wrapper) for row in rows for field in fields]
     placeholders = ", ".join(["(" + ", ".join(["%s"] * len(fields)) + ")"] * len(rows))
     columns = ", ".join(f'"{field.column}"' for field in fields)
     target = ", ".join(f'"{model._meta.get_field(name).column}"' for name in unique)
@@ -124,7 +127,7 @@ def rows_insert_new(rows: list, *, unique: tuple[str, ...], key: str) -> list:
         ids = {value: pk for pk, value in cursor.fetchall()}
     inserted = []
     for row in rows:
-        value = key_field.get_db_prep_save(getattr(row, key_field.attname), connection)
+        value = prep_save(key_field, getattr(row, key_field.attname), wrapper)
         if value in ids:
             row.pk = ids[value]
             row._state.adding = False
@@ -135,11 +138,12 @@ def rows_insert_new(rows: list, *, unique: tuple[str, ...], key: str) -> list:
 def row_update(batch: Batch, name: str, row, **values) -> None:
     """The UPDATE of `row`'s `values` (by field name) as a write of the batch, made only if
     its guard matched; the instance gets the values too."""
+    wrapper = connections[DEFAULT_DB_ALIAS]
     assignments, params = [], []
     for field_name, value in values.items():
         field = row._meta.get_field(field_name)
         assignments.append(f'"{field.column}" = %s')
-        params.append(field.get_db_prep_save(value, connection))
+        params.append(prep_save(field, value, wrapper))
         setattr(row, field.attname, value)
     batch.add(
         name,
