@@ -83,11 +83,12 @@ def _completion(run, model: str) -> dict:
 
 async def _settled(run_id):
     """The run's outcome once it has ended or parked, or where it stands when the configured wait
-    runs out. Each wake-up reads the run, and its answer with it once settled, in one hop to a
-    thread: a plain answer needs no events (the streamed one follows them, see _chunks)."""
+    runs out. It is woken only by the events that may settle the run (and by its timed poll), and
+    each wake-up reads the run, and its answer with it once settled, in one hop to a thread: a
+    plain answer needs no events (the streamed one follows them, see _chunks)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.AGENTRY_COMPLETION_TIMEOUT_SECONDS
-    async with get_waker().watch(run_id) as wake:
+    async with get_waker().watch(run_id, settles_only=True) as wake:
         while True:
             wake.clear()
             waiting = loop.time() < deadline

@@ -57,6 +57,9 @@ _ENDED = {
 TERMINAL_EVENT_TYPES = frozenset(_ENDED.values())
 # What is POSTed to webhooks: a run's outcome, and a call waiting for a person.
 WEBHOOK_EVENT_TYPES = TERMINAL_EVENT_TYPES | {EventType.APPROVAL_REQUESTED}
+# The events after which a request waiting for the outcome reads the run: it ended, or it waits
+# for a person (conversations.wakeups.SETTLED).
+SETTLING_EVENT_TYPES = TERMINAL_EVENT_TYPES | {EventType.RUN_AWAITING_APPROVAL}
 
 
 def _present(**fields) -> dict:

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from conversations.batch import Batch
-from conversations.events import WEBHOOK_EVENT_TYPES
+from conversations.events import SETTLING_EVENT_TYPES, WEBHOOK_EVENT_TYPES
 from conversations.fencing import LeaseLost, lease_deadline
 from conversations.models import Conversation, Message, Run, RunEvent, RunStatus
 from conversations.wakeups import publish_run_event
@@ -230,7 +230,8 @@ def event_add(batch: Batch, *, run_id, type: str, payload: dict, fill: dict[str,
         if listening:
             webhook_deliveries_create(event=event)
         # Streams read rows; the wake-up only tells them to look, once the row is visible.
-        transaction.on_commit(partial(publish_run_event, run_id), robust=True)
+        settles = type in SETTLING_EVENT_TYPES
+        transaction.on_commit(partial(publish_run_event, run_id, settles=settles), robust=True)
 
     batch.transactional |= listening
     batch.after(written)

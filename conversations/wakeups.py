@@ -9,6 +9,11 @@ Each web process holds one Redis subscription for all its streams: a stream cost
 and an asyncio.Event, not a connection or a thread. A worker's engine loop publishes without
 waiting: the wake-ups its runs give in one turn of the loop go out as one pipelined round trip,
 while the runs go on.
+
+A wake-up says which kind of event committed: any (LOOK), or one that may have settled the run,
+ended or parked for a person (SETTLED). A request that waits only for the outcome (a plain chat
+completion) watches with `settles_only` and is woken by the latter alone: a run's dozen other
+events no longer each cost it a read of the run.
 """
 
 import asyncio
@@ -27,6 +32,8 @@ log = logging.getLogger(__name__)
 
 CHANNEL_PREFIX = "agentry:run-events:"
 SUBSCRIBE_WAIT_SECONDS = 2.0
+LOOK = b"1"
+SETTLED = b"2"
 
 _publisher: tuple[int, redis.Redis] | None = None
 
@@ -35,36 +42,40 @@ def _channel(run_id) -> str:
     return f"{CHANNEL_PREFIX}{run_id}"
 
 
-def publish_run_event(run_id) -> None:
+def publish_run_event(run_id, *, settles: bool = False) -> None:
+    """Tell the run's watchers to look; `settles`: the event may have ended or parked the run."""
     global _publisher
     if not settings.REDIS_URL:
         return
+    data = SETTLED if settles else LOOK
     loop = carrying_loop()
     if loop is not None:
-        _loop_publisher(loop).publish(_channel(run_id))
+        _loop_publisher(loop).publish(_channel(run_id), data)
         return
     if _publisher is None or _publisher[0] != os.getpid():
         # Short timeouts: a Redis outage must not stall the run that emitted the event.
         _publisher = (os.getpid(), redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1))
     try:
-        _publisher[1].publish(_channel(run_id), b"1")
+        _publisher[1].publish(_channel(run_id), data)
     except redis.RedisError as exc:
         log.warning("run event wake-up not published (streams fall back to polling): %s", exc)
 
 
 class _LoopPublisher:
     """Wake-ups from code an event loop carries: queued, and sent by a task on that loop as one
-    pipeline per batch (a wake-up only says "look", so one per channel and batch is enough)."""
+    pipeline per batch (a wake-up only says "look", so one per channel and batch is enough: the
+    settling kind if any of the batch's was)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self._loop = loop
         self._client = aioredis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
-        self._pending: set[str] = set()
+        self._pending: dict[str, bytes] = {}
         self._sender: asyncio.Task | None = None
         on_loop_close(loop, self._close)
 
-    def publish(self, channel: str) -> None:
-        self._pending.add(channel)
+    def publish(self, channel: str, data: bytes) -> None:
+        if self._pending.get(channel) != SETTLED:
+            self._pending[channel] = data
         # A sender still running picks the channel up before it ends (it checks after each send).
         if self._sender is None or self._sender.done():
             self._sender = self._loop.create_task(self._send(), name="run-event-wakeups")
@@ -77,11 +88,11 @@ class _LoopPublisher:
 
     async def _send(self) -> None:
         while self._pending:
-            channels, self._pending = self._pending, set()
+            channels, self._pending = self._pending, {}
             try:
                 async with self._client.pipeline(transaction=False) as pipe:
-                    for channel in channels:
-                        pipe.publish(channel, b"1")
+                    for channel, data in channels.items():
+                        pipe.publish(channel, data)
                     await pipe.execute()
             except (redis.RedisError, OSError) as exc:
                 log.warning("run event wake-ups not published (streams fall back to polling): %s", exc)
@@ -98,10 +109,12 @@ def _loop_publisher(loop: asyncio.AbstractEventLoop) -> _LoopPublisher:
 
 
 class Wake:
-    """Set when the run may have new events; `wait` returns False when the timeout passed."""
+    """Set when the run may have new events (with `settles_only`, when it may have ended or
+    parked); `wait` returns False when the timeout passed."""
 
-    def __init__(self, poll_seconds: float):
+    def __init__(self, poll_seconds: float, *, settles_only: bool = False):
         self.poll_seconds = poll_seconds
+        self.settles_only = settles_only
         self._event = asyncio.Event()
 
     def set(self) -> None:
@@ -131,9 +144,9 @@ class RedisWaker:
         self._reader: asyncio.Task | None = None
 
     @asynccontextmanager
-    async def watch(self, run_id):
+    async def watch(self, run_id, *, settles_only: bool = False):
         channel = _channel(run_id)
-        wake = Wake(settings.AGENTRY_SSE_KEEPALIVE_SECONDS)
+        wake = Wake(settings.AGENTRY_SSE_KEEPALIVE_SECONDS, settles_only=settles_only)
         wakes = self._wakes.setdefault(channel, set())
         wakes.add(wake)
         try:
@@ -178,8 +191,10 @@ class RedisWaker:
                 continue
             channel = message["channel"].decode()
             if message["type"] == "message":
+                settled = message["data"] == SETTLED
                 for wake in self._wakes.get(channel, ()):
-                    wake.set()
+                    if settled or not wake.settles_only:
+                        wake.set()
             elif message["type"] == "subscribe":
                 future = self._confirmed.get(channel)
                 if future is not None and not future.done():
@@ -188,8 +203,8 @@ class RedisWaker:
 
 class PollingWaker:
     @asynccontextmanager
-    async def watch(self, run_id):
-        yield Wake(settings.AGENTRY_SSE_POLL_SECONDS)
+    async def watch(self, run_id, *, settles_only: bool = False):
+        yield Wake(settings.AGENTRY_SSE_POLL_SECONDS, settles_only=settles_only)
 
 
 _wakers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RedisWaker | PollingWaker]" = weakref.WeakKeyDictionary()

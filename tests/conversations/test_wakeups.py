@@ -1,5 +1,6 @@
 """Wake-ups for live event streams, published from plain code and from an engine loop."""
 
+import asyncio
 import time
 import uuid
 
@@ -7,7 +8,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from conversations.wakeups import CHANNEL_PREFIX, publish_run_event
+from conversations.wakeups import CHANNEL_PREFIX, LOOK, SETTLED, RedisWaker, publish_run_event
 from tests.carried import carry
 
 pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="wake-ups need Redis")
@@ -28,13 +29,17 @@ def runs():
     client.close()
 
 
-def _received(pubsub, seconds: float = 2.0) -> list[str]:
-    channels, deadline = [], time.monotonic() + seconds
+def _messages(pubsub, seconds: float = 2.0) -> list[tuple[str, bytes]]:
+    received, deadline = [], time.monotonic() + seconds
     while time.monotonic() < deadline:
         message = pubsub.get_message(timeout=0.2)
         if message and message["type"] == "message":
-            channels.append(message["channel"].decode().removeprefix(CHANNEL_PREFIX))
-    return channels
+            received.append((message["channel"].decode().removeprefix(CHANNEL_PREFIX), message["data"]))
+    return received
+
+
+def _received(pubsub, seconds: float = 2.0) -> list[str]:
+    return [channel for channel, _ in _messages(pubsub, seconds)]
 
 
 def test_plain_code_publishes_each_wake_up_at_once(runs):
@@ -67,3 +72,44 @@ def test_an_unreachable_redis_costs_a_carried_run_nothing_but_a_warning(settings
 
     assert carry(steps) == "went on"
     assert "wake-ups not published" in caplog.text
+
+
+def test_a_wake_up_says_whether_the_run_may_have_settled(runs):
+    a, _, pubsub = runs
+    publish_run_event(a)
+    publish_run_event(a, settles=True)
+
+    assert _messages(pubsub) == [(a, LOOK), (a, SETTLED)]
+
+
+def test_an_engine_loop_s_one_wake_up_per_turn_is_the_settling_kind_if_any_was(runs):
+    a, b, pubsub = runs
+
+    def steps():
+        publish_run_event(a)
+        publish_run_event(a, settles=True)
+        publish_run_event(a)
+        publish_run_event(b)
+
+    carry(steps)
+
+    assert sorted(_messages(pubsub)) == sorted([(a, SETTLED), (b, LOOK)])
+
+
+def test_a_watch_for_the_outcome_wakes_only_when_the_run_may_have_settled():
+    run = str(uuid.uuid4())
+
+    async def scenario():
+        waker = RedisWaker(settings.REDIS_URL)
+        async with waker.watch(run, settles_only=True) as outcome, waker.watch(run) as stream:
+            outcome.poll_seconds = stream.poll_seconds = 1.0
+            publish_run_event(run)
+            looked = (await stream.wait(), await outcome.wait())
+            stream.clear()
+            publish_run_event(run, settles=True)
+            settled = (await stream.wait(), await outcome.wait())
+        return looked, settled
+
+    # An ordinary event wakes the stream, not the request waiting for the outcome (its wait
+    # times out); the settling one wakes both.
+    assert asyncio.run(scenario()) == ((True, False), (True, True))
