@@ -10,15 +10,13 @@ reads it right after the agent's system prompt (which keeps the operator's rules
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
 from django.utils.translation import gettext as _
 
 from agents.models import Agent
 from agents.selectors import agents_usable_by
 from conversations.models import Approval, Message, Run, RunStatus, StopReason
 from conversations.selectors import run_final_answer
-from conversations.services import conversation_create, messages_append
-from engine.admission import message_post
+from engine.admission import conversation_start
 
 MAX_MESSAGES = 500
 SYSTEM_ROLES = {"system", "developer"}
@@ -145,14 +143,17 @@ def completion_agent(*, user, slug: str) -> Agent:
 
 
 def completion_start(*, user, agent: Agent, request: CompletionRequest) -> Run:
-    with transaction.atomic():
-        conversation = conversation_create(
-            agent=agent, owner=user, title=request.content[:80], metadata={"source": "chat.completions"}
-        )
-        opening = [{"role": Message.Role.SYSTEM, "content": request.system}] if request.system else []
-        if opening or request.history:
-            messages_append(conversation_id=conversation.pk, run_id=None, messages=opening + request.history)
-        return message_post(conversation=conversation, content=request.content, user=user)
+    """Every request is a new conversation: the client's history (its system text first) and
+    its last user message, and the run that answers it."""
+    opening = [{"role": Message.Role.SYSTEM, "content": request.system}] if request.system else []
+    return conversation_start(
+        agent=agent,
+        user=user,
+        content=request.content,
+        title=request.content[:80],
+        metadata={"source": "chat.completions"},
+        history=opening + request.history,
+    )
 
 
 @dataclass
@@ -168,7 +169,7 @@ def completion_outcome(*, run_id, settled_only: bool = False) -> CompletionOutco
     """What to answer once the run has ended or parked (or, past the wait, where it stands).
     With `settled_only`, None while the run is still queued or running: a waiting request reads
     the run and, once it has settled, its answer in one call."""
-    run = Run.objects.select_related("agent").get(pk=run_id)
+    run = Run.objects.get(pk=run_id)
     if settled_only and not (run.is_terminal or run.status == RunStatus.AWAITING_APPROVAL):
         return None
     if run.status == RunStatus.AWAITING_APPROVAL:

@@ -291,5 +291,17 @@ def messages_append(*, conversation_id, run_id, messages: list[dict]) -> list[Me
         return Message.objects.bulk_create(rows)
 
 
-def conversation_create(*, agent: Agent, owner=None, title: str = "", metadata: dict | None = None) -> Conversation:
-    return Conversation.objects.create(agent=agent, owner=owner, title=title[:200], metadata=metadata or {})
+def conversation_create(
+    *, agent: Agent, owner=None, title: str = "", metadata: dict | None = None, pk=None, agent_version_id=None
+) -> Conversation:
+    """A new conversation; `pk` when the caller chose its id already, `agent_version_id` the
+    released version it keeps (agents.releases.release_choice)."""
+    chosen = {"pk": pk} if pk is not None else {}
+    return Conversation.objects.create(
+        agent=agent,
+        owner=owner,
+        title=title[:200],
+        metadata=metadata or {},
+        agent_version_id=agent_version_id,
+        **chosen,
+    )

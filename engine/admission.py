@@ -1,6 +1,7 @@
 """Admission: a posted message becomes a run, under the agent's concurrency policy."""
 
 import hashlib
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -16,7 +17,7 @@ from conversations.batch import Batch
 from conversations.events import EventType
 from conversations.models import Conversation, Run, RunRequest
 from conversations.selectors import conversation_lock_for_post
-from conversations.services import event_add, row_insert
+from conversations.services import conversation_create, event_add, messages_append, row_insert
 from engine.dispatch import ACTIVE_STATUSES, run_admit
 from engine.runs import run_cancel
 from engine.tracing import run_trace_fields
@@ -101,45 +102,106 @@ def message_submit(
         if active and policy == ConcurrentMessages.REJECT:
             raise ConversationBusy(active[0])
         pinned = _version_for(conversation, version)
-        timeout = snapshot_parse(pinned.snapshot)["agent"]["run_timeout_seconds"]
-        now = timezone.now()
-        run = Run(
+        run = _run_submit(
             conversation=conversation,
-            agent=conversation.agent,
-            agent_version=pinned,
-            deadline=now + timedelta(seconds=timeout) if timeout else None,
-            # A run admitted at once is enqueued with this commit: stamped here, not updated after.
-            enqueued_at=None if active else now,
-            eval_tools=eval_tools,
-            # Its first event, run.queued, is written with it.
-            event_seq=1,
-            # A child of the caller's span when the request carried a traceparent.
-            **run_trace_fields(),
-        )
-        # The run, what was posted, its first event and (admitted at once) its user message are
-        # one statement: the post's writes cost one round trip, not five.
-        batch = Batch()
-        row_insert(batch, "new_run", run, returning=("id", "event_seq"), guard=True)
-        request = RunRequest(
-            run=run,
-            conversation=conversation,
-            user=user,
+            active=active,
+            pinned=pinned,
             content=content,
+            digest=digest,
+            user=user,
             idempotency_key=idempotency_key,
-            content_hash=digest,
+            eval_tools=eval_tools,
         )
-        row_insert(batch, "request", request)
-        payload = events.run_queued(agent_version=pinned.number, waiting_for=[str(r.pk) for r in active] or None)
-        event_add(batch, run_id=run.pk, type=EventType.RUN_QUEUED, payload=payload)
-        if not active:
-            run_admit(run, content, stamped=True, batch=batch)
-        batch.execute()
         if active and policy == ConcurrentMessages.INTERRUPT:
             # After commit and outside the conversation lock: the engine locks a run, then its
             # conversation, so cancelling here could deadlock with a step being recorded.
             ids = [r.pk for r in active]
             transaction.on_commit(lambda: runs_interrupt(run_ids=ids, by=user), robust=True)
     return Submission(run)
+
+
+def _run_submit(
+    *,
+    conversation: Conversation,
+    active: list[Run],
+    pinned: AgentVersion,
+    content: str,
+    digest: str,
+    user,
+    idempotency_key: str,
+    eval_tools: dict | None,
+) -> Run:
+    """In the caller's transaction: the run of `pinned` that answers `content`, waiting for the
+    `active` runs if there are any, else admitted at once. The run, what was posted, its first
+    event and (admitted at once) its user message are one statement: the post's writes cost one
+    round trip, not five."""
+    timeout = snapshot_parse(pinned.snapshot)["agent"]["run_timeout_seconds"]
+    now = timezone.now()
+    run = Run(
+        conversation=conversation,
+        agent=conversation.agent,
+        agent_version=pinned,
+        deadline=now + timedelta(seconds=timeout) if timeout else None,
+        # A run admitted at once is enqueued with this commit: stamped here, not updated after.
+        enqueued_at=None if active else now,
+        eval_tools=eval_tools,
+        # Its first event, run.queued, is written with it.
+        event_seq=1,
+        # A child of the caller's span when the request carried a traceparent.
+        **run_trace_fields(),
+    )
+    batch = Batch()
+    row_insert(batch, "new_run", run, returning=("id", "event_seq"), guard=True)
+    request = RunRequest(
+        run=run,
+        conversation=conversation,
+        user=user,
+        content=content,
+        idempotency_key=idempotency_key,
+        content_hash=digest,
+    )
+    row_insert(batch, "request", request)
+    payload = events.run_queued(agent_version=pinned.number, waiting_for=[str(r.pk) for r in active] or None)
+    event_add(batch, run_id=run.pk, type=EventType.RUN_QUEUED, payload=payload)
+    if not active:
+        run_admit(run, content, stamped=True, batch=batch)
+    batch.execute()
+    return run
+
+
+def conversation_start(
+    *, agent: Agent, user, content: str, title: str = "", metadata: dict | None = None, history: list[dict] = ()
+) -> Run:
+    """A new conversation of `agent` whose first run answers `content`, after `history` (earlier
+    messages that belong to no run), as message_submit would start it. What message_submit
+    decides under the conversation's lock needs no lock here: nothing else sees the conversation
+    before this commits, so it has no active run, and its version is chosen before it is written
+    instead of written after. A chat completion starts this way on every request: its admission
+    is the conversation's INSERT and the run's statement, in one transaction, after one read of
+    the version (it was a savepoint, a locked read of the new row, a read of its runs and, for a
+    published agent, an UPDATE of its version besides)."""
+    conversation_id = uuid.uuid4()
+    if agent.published_version_id is None:
+        pinned, kept = agent_version_current(agent=agent), None  # as _version_for: the draft, not kept
+    else:
+        kept = release_choice(agent=agent, conversation_id=conversation_id, current_id=None)
+        pinned = version_by_id(version_id=kept)
+    with transaction.atomic():
+        conversation = conversation_create(
+            agent=agent, owner=user, title=title, metadata=metadata, pk=conversation_id, agent_version_id=kept
+        )
+        if history:
+            messages_append(conversation_id=conversation.pk, run_id=None, messages=list(history))
+        return _run_submit(
+            conversation=conversation,
+            active=[],
+            pinned=pinned,
+            content=content,
+            digest=_content_hash(content),
+            user=user,
+            idempotency_key="",
+            eval_tools=None,
+        )
 
 
 def message_post(
