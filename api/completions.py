@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from agents.models import Agent
 from agents.selectors import agents_usable_by
 from conversations.models import Approval, Message, Run, RunStatus, StopReason
-from conversations.selectors import run_final_answer
+from conversations.selectors import run_with_final_answer
 from engine.admission import conversation_start
 
 MAX_MESSAGES = 500
@@ -169,7 +169,7 @@ def completion_outcome(*, run_id, settled_only: bool = False) -> CompletionOutco
     """What to answer once the run has ended or parked (or, past the wait, where it stands).
     With `settled_only`, None while the run is still queued or running: a waiting request reads
     the run and, once it has settled, its answer in one call."""
-    run = Run.objects.get(pk=run_id)
+    run, final = run_with_final_answer(run_id=run_id)
     if settled_only and not (run.is_terminal or run.status == RunStatus.AWAITING_APPROVAL):
         return None
     if run.status == RunStatus.AWAITING_APPROVAL:
@@ -179,7 +179,6 @@ def completion_outcome(*, run_id, settled_only: bool = False) -> CompletionOutco
         text = PARKED_TEXT.format(tools=", ".join(sorted(set(tools))) or "a tool", run_id=run.pk)
         return CompletionOutcome(run, text, None, "stop", None)
     if run.status == RunStatus.COMPLETED:
-        final = run_final_answer(run=run)
         finish = "length" if run.stop_reason == StopReason.MAX_ITERATIONS else "stop"
         if final is None:
             return CompletionOutcome(run, "", None, finish, None)

@@ -133,6 +133,40 @@ def run_final_answer(*, run: Run) -> Message | None:
     return _answers(run.pk).only("content", "llm_call_id").first()
 
 
+def run_with_final_answer(*, run_id) -> tuple[Run, Message | None]:
+    """The run, and the answer it delivered as run_final_answer finds it, in one read. Its
+    statement is built once and then only bound (platform_site.statements): a request waiting
+    for a run's outcome makes this read each time the run may have settled, and the ORM built
+    the two reads it replaces in more time than they ran. Run.DoesNotExist if there is none."""
+    sql, params = bound(("run with final answer",), _with_answer_sql, {"pk": Run._meta.pk.to_python(run_id)})
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise Run.DoesNotExist(f"Run {run_id} does not exist")
+    run = _WITH_ANSWER_RUN.instance(row[:-2])
+    content, llm_call_id = row[-2:]
+    if run.status != RunStatus.COMPLETED or content is None:
+        return run, None
+    return run, Message(run_id=run.pk, role=Message.Role.ASSISTANT, content=content, llm_call_id=llm_call_id)
+
+
+_WITH_ANSWER_RUN = Columns(Run, None, "r")
+
+
+def _with_answer_sql(values: dict) -> tuple[str, tuple]:
+    answers = _answers(OuterRef("pk"))
+    found = (
+        Run.objects.filter(pk=values["pk"])
+        .annotate(
+            answer_content=Subquery(answers.values("content")[:1]),
+            answer_call=Subquery(answers.values("llm_call_id")[:1]),
+        )
+        .values_list(*_WITH_ANSWER_RUN.attnames, "answer_content", "answer_call")
+    )
+    return found.query.sql_with_params()
+
+
 def run_final_answer_annotation() -> Case:
     """`run_final_answer`'s text as a queryset annotation, for lists of runs (one subquery)."""
     return Case(

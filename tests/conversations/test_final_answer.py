@@ -1,11 +1,16 @@
 """The final answer of a run: one selector that the API, webhooks, chat completions, the
 try-it page and the CLI all read."""
 
+import uuid
+
+import pytest
+from django.core.exceptions import ValidationError
+
 from api.completions import completion_outcome
 from console.monitoring.selectors import run_events_after
 from conversations import webhooks
 from conversations.models import Message, Run, RunEvent, RunStatus
-from conversations.selectors import run_final_answer, run_final_answer_annotation
+from conversations.selectors import run_final_answer, run_final_answer_annotation, run_with_final_answer
 from conversations.services import conversation_create
 from engine.cli import format_run
 from tests.api_helpers import client_for, make_user
@@ -24,6 +29,15 @@ def _annotated(run: Run):
     return Run.objects.annotate(answer=run_final_answer_annotation()).get(pk=run.pk).answer
 
 
+def _with_run(run: Run):
+    """run_with_final_answer's answer, checked to come with the run as the ORM reads it."""
+    read, answer = run_with_final_answer(run_id=run.pk)
+    expected = Run.objects.get(pk=run.pk)
+    for field in Run._meta.concrete_fields:
+        assert getattr(read, field.attname) == getattr(expected, field.attname), field.name
+    return None if answer is None else (answer.content, answer.llm_call_id)
+
+
 def test_a_completed_run_answers_with_its_last_message_without_tool_calls(scripted_agent):
     agent = scripted_agent(_script(_echo("a"), {"content": "The echo said a."}), tools=["test-echo"])
     run = advance(start_run(agent))
@@ -33,6 +47,7 @@ def test_a_completed_run_answers_with_its_last_message_without_tool_calls(script
     # The message that called the tool had text too; it is not the answer.
     assert Message.objects.filter(run=run, role="assistant", content="Let me echo that.").exists()
     assert answer.llm_call_id is not None and _annotated(run) == "The echo said a."
+    assert _with_run(run) == ("The echo said a.", answer.llm_call_id)
 
 
 def test_a_limit_answers_with_its_explanation(scripted_agent):
@@ -42,7 +57,7 @@ def test_a_limit_answers_with_its_explanation(scripted_agent):
     assert (run.status, run.stop_reason) == ("completed", "max_iterations")
     answer = run_final_answer(run=run)
     assert "more than 1 model step" in answer.content and answer.llm_call_id is None
-    assert _annotated(run) == answer.content
+    assert _annotated(run) == answer.content and _with_run(run) == (answer.content, None)
 
 
 def test_a_run_that_did_not_complete_has_no_answer_even_with_a_reply_in_the_ledger(scripted_agent):
@@ -54,6 +69,15 @@ def test_a_run_that_did_not_complete_has_no_answer_even_with_a_reply_in_the_ledg
         Run.objects.filter(pk=run.pk).update(status=status)
         run.refresh_from_db()
         assert run_final_answer(run=run) is None and _annotated(run) is None, status
+        assert _with_run(run) is None, status
+
+
+@pytest.mark.django_db
+def test_the_run_and_its_answer_read_for_a_missing_or_malformed_id():
+    with pytest.raises(Run.DoesNotExist):
+        run_with_final_answer(run_id=uuid.uuid4())
+    with pytest.raises(ValidationError):
+        run_with_final_answer(run_id="not-a-run")
 
 
 def _every_surface(run: Run, owner) -> dict:
