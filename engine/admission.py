@@ -2,6 +2,7 @@
 
 import hashlib
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -123,13 +124,13 @@ def message_submit(
 def _run_submit(
     *,
     conversation: Conversation,
-    active: list[Run],
     pinned: AgentVersion,
     content: str,
-    digest: str,
     user,
-    idempotency_key: str,
-    eval_tools: dict | None,
+    active: Sequence[Run] = (),
+    digest: str | None = None,
+    idempotency_key: str = "",
+    eval_tools: dict | None = None,
 ) -> Run:
     """In the caller's transaction: the run of `pinned` that answers `content`, waiting for the
     `active` runs if there are any, else admitted at once. The run, what was posted, its first
@@ -158,7 +159,7 @@ def _run_submit(
         user=user,
         content=content,
         idempotency_key=idempotency_key,
-        content_hash=digest,
+        content_hash=digest or _content_hash(content),
     )
     row_insert(batch, "request", request)
     payload = events.run_queued(agent_version=pinned.number, waiting_for=[str(r.pk) for r in active] or None)
@@ -192,16 +193,7 @@ def conversation_start(
         )
         if history:
             messages_append(conversation_id=conversation.pk, run_id=None, messages=list(history))
-        return _run_submit(
-            conversation=conversation,
-            active=[],
-            pinned=pinned,
-            content=content,
-            digest=_content_hash(content),
-            user=user,
-            idempotency_key="",
-            eval_tools=None,
-        )
+        return _run_submit(conversation=conversation, pinned=pinned, content=content, user=user)
 
 
 def message_post(
