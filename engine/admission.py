@@ -55,12 +55,20 @@ def _version_for(conversation: Conversation, target: str | int | AgentVersion | 
         return target  # an evaluation's run, pinned to the version under test
     if target is not None:
         return version_target(agent=agent, target=target)
+    pinned, kept = _released(agent, conversation_id=conversation.pk, current_id=conversation.agent_version_id)
+    if kept is not None and kept != conversation.agent_version_id:
+        Conversation.objects.filter(pk=conversation.pk).update(agent_version_id=kept)
+    return pinned
+
+
+def _released(agent: Agent, *, conversation_id, current_id: int | None) -> tuple[AgentVersion, int | None]:
+    """What a conversation's new run runs when none is asked for, and the version the
+    conversation keeps: the draft, kept by none, while the agent was never published (no extra
+    read: as before releases), else the released version agents.releases chooses for it."""
     if agent.published_version_id is None:
-        return agent_version_current(agent=agent)
-    chosen = release_choice(agent=agent, conversation_id=conversation.pk, current_id=conversation.agent_version_id)
-    if chosen != conversation.agent_version_id:
-        Conversation.objects.filter(pk=conversation.pk).update(agent_version_id=chosen)
-    return version_by_id(version_id=chosen)
+        return agent_version_current(agent=agent), None
+    chosen = release_choice(agent=agent, conversation_id=conversation_id, current_id=current_id)
+    return version_by_id(version_id=chosen), chosen
 
 
 def message_submit(
@@ -182,11 +190,7 @@ def conversation_start(
     the version (it was a savepoint, a locked read of the new row, a read of its runs and, for a
     published agent, an UPDATE of its version besides)."""
     conversation_id = uuid.uuid4()
-    if agent.published_version_id is None:
-        pinned, kept = agent_version_current(agent=agent), None  # as _version_for: the draft, not kept
-    else:
-        kept = release_choice(agent=agent, conversation_id=conversation_id, current_id=None)
-        pinned = version_by_id(version_id=kept)
+    pinned, kept = _released(agent, conversation_id=conversation_id, current_id=None)
     with transaction.atomic():
         conversation = conversation_create(
             agent=agent, owner=user, title=title, metadata=metadata, pk=conversation_id, agent_version_id=kept

@@ -68,14 +68,6 @@ def _auto(value, connection):
     return connection.ops.validate_autopk_value(value) if type(value) is int else _LONG_WAY
 
 
-def _foreign_key(target):
-    def prep(value, connection):
-        # ForeignKey.get_db_prep_save: None stays None, anything else is the target's value.
-        return None if value is None else target(value, connection)
-
-    return prep
-
-
 def _short_way(field):
     kind = type(field)
     if kind in _TEXT:
@@ -91,8 +83,9 @@ def _short_way(field):
     if kind in _AUTO:
         return _auto
     if kind in (models.ForeignKey, models.OneToOneField):
-        target = _short_way(field.target_field)
-        return _foreign_key(target) if target is not None else None
+        # ForeignKey.get_db_prep_save: None stays None (prep_save's own first check), "" becomes
+        # None (the long way), anything else is its target's value.
+        return _short_way(field.target_field)
     return None
 
 
@@ -107,8 +100,8 @@ def prep_save(field, value, connection):
     except KeyError:
         short = _short_ways[field] = _short_way(field)
     if short is not None:
-        if value is None and not isinstance(field, models.ForeignKey):
-            return None  # every field above sends None as it is
+        if value is None:
+            return None  # every field with a short way, a key too, sends None as it is
         prepared = short(value, connection)
         if prepared is not _LONG_WAY:
             return prepared
