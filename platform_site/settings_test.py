@@ -40,3 +40,7 @@ for _name, _value in SUITE_ENVIRONMENT.items():
     os.environ.setdefault(_name, _value)
 
 from platform_site.settings import *  # noqa: E402,F403
+
+# Every JSON value PostgreSQL gets also goes through json.dumps, so a value only orjson accepts (a
+# UUID, say) fails here rather than on an embedded install (platform_site.postgresql.jsonb).
+AGENTRY_JSON_STANDARD_CHECK = True

@@ -7,7 +7,8 @@ two waits on the network; taking one waits cooperatively for a free slot, since 
 blocked in the pool would stop the very runs that are about to give connections back.
 
 A new connection also knows how to send the models' choices (a run's status, a message's role)
-without searching for it: see choices_dumpers_register.
+without searching for it: see choices_dumpers_register; and encodes JSON values with orjson where
+that stores the same value (platform_site.postgresql.jsonb).
 
 psycopg turns a statement's %s placeholders into PostgreSQL's $1, $2 … by parsing its text, and
 keeps the result for the next execution only for statements of at most 50 parameters and 4096
@@ -24,6 +25,7 @@ from psycopg import _queries as psycopg_queries
 from psycopg.adapt import AdaptersMap, PyFormat
 
 from platform_site.green_db import connection_slot_release, connection_slot_take
+from platform_site.postgresql.jsonb import jsonb_dumpers_register
 
 STATEMENT_CACHE_PARAMS = 256
 STATEMENT_CACHE_LENGTH = 16384
@@ -64,6 +66,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def _configure_connection(self, connection):
         # Once per new connection, pooled or not (Django calls it from the pool's configure too).
         choices_dumpers_register(connection.adapters)
+        jsonb_dumpers_register(connection.adapters)
         return super()._configure_connection(connection)
 
     def get_new_connection(self, conn_params):

@@ -55,3 +55,36 @@ def test_the_run_serializers_fields_are_those_drf_builds():
     for name in ours:
         assert type(ours[name]) is type(drfs[name]), name
         assert ours[name].source == drfs[name].source and ours[name].read_only == drfs[name].read_only, name
+
+
+_COPY_HOOKS = ("__copy__", "__reduce__", "__reduce_ex__", "__getstate__", "__slots__")
+
+
+def _built_once_fields():
+    from api.conversations import MessageCreateSerializer
+
+    for serializer in (RunSerializer(), MessageCreateSerializer(), Once()):
+        assert serializer.fields  # builds the class's list once
+        yield from (field for _name, field, nested in type(serializer)._fields_built if not nested)
+
+
+def test_every_plain_field_built_once_copies_as_copy_copy_does():
+    # _shallow skips copy's protocol: only right for classes that define none of its hooks below
+    # object and Field (a field class that adds one must be deep-copied or handled here).
+    import copy
+
+    from api.common import _holds_fields, _shallow
+
+    checked = 0
+    for field in _built_once_fields():
+        assert not _holds_fields(field)
+        for cls in type(field).__mro__:
+            if cls is object:
+                continue
+            own = [hook for hook in _COPY_HOOKS if hook in vars(cls)]
+            assert not own, (type(field), cls, own)
+        ours, theirs = _shallow(field), copy.copy(field)
+        assert type(ours) is type(theirs) and vars(ours) == vars(theirs) and ours is not field
+        assert vars(ours) is not vars(field)
+        checked += 1
+    assert checked >= 20
