@@ -4,7 +4,6 @@ from datetime import date
 from decimal import Decimal
 from functools import cache
 
-from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 
 from agents.models import (
@@ -17,6 +16,7 @@ from agents.models import (
     GuardrailRule,
     ModelConfig,
 )
+from platform_site.cursors import statement_cursor
 from platform_site.rows import Columns
 from tools.models import ToolDefinition
 
@@ -80,7 +80,7 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
     )
     # Links, rules and delegates are independent, so their join is a cross product (a few rows
     # per agent) in a fixed order: it changes exactly when one of them does.
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(
             f'SELECT (SELECT v."id" FROM "{versions}" v WHERE v."agent_id" = %s ORDER BY v."number" DESC LIMIT 1), '
             f'{_config_columns()}, c."slug", c."is_active" '

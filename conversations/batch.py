@@ -26,6 +26,8 @@ from functools import lru_cache
 
 from django.db import connection, transaction
 
+from platform_site.cursors import statement_cursor
+
 _REFERENCE = re.compile(r"\{(\w+)(?:\.(\w+))?\}")
 
 
@@ -87,7 +89,7 @@ class Batch:
     def _one_statement(self) -> dict[str, dict] | None:
         params = [param for write in self._writes for param in write.params]
         shape = tuple((write.name, write.sql, write.returning, write.read) for write in self._writes)
-        with connection.cursor() as cursor:
+        with statement_cursor() as cursor:
             cursor.execute(_statement(shape), params)
             row = list(cursor.fetchone())
         if row[0] is None:

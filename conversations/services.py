@@ -22,6 +22,7 @@ from conversations.fencing import LeaseLost, lease_deadline
 from conversations.models import Conversation, Message, Run, RunEvent, RunStatus
 from conversations.wakeups import publish_run_event
 from conversations.webhooks import webhook_deliveries_create, webhooks_listening
+from platform_site.cursors import statement_cursor
 from platform_site.prep import prep_save
 
 _RUN = Run._meta.db_table
@@ -37,7 +38,7 @@ def _bump(model, pk, field: str, by: int = 1) -> int:
     column = model._meta.get_field(field).column
     key = model._meta.pk.get_db_prep_value(pk, connection)
     pk_column = model._meta.pk.column
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(
             f'UPDATE "{table}" SET "{column}" = "{column}" + %s WHERE "{pk_column}" = %s RETURNING "{column}"',
             [by, key],
@@ -118,7 +119,7 @@ def rows_insert_new(rows: list, *, unique: tuple[str, ...], key: str) -> list:
     columns = ", ".join(f'"{field.column}"' for field in fields)
     target = ", ".join(f'"{model._meta.get_field(name).column}"' for name in unique)
     key_field = model._meta.get_field(key)
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(
             f'INSERT INTO "{model._meta.db_table}" ({columns}) VALUES {placeholders} '
             f'ON CONFLICT ({target}) DO NOTHING RETURNING "id", "{key_field.column}"',

@@ -26,7 +26,6 @@ from collections.abc import Callable
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from agents.models import ModelConfig
@@ -44,6 +43,7 @@ from engine.deltas import DeltaRelay
 from engine.tracing import chat_span
 from platform_site import green
 from platform_site.backoff import backoff_delay
+from platform_site.cursors import statement_cursor
 from platform_site.dbpool import release_connection
 from platform_site.logs import bind
 from platform_site.rows import Columns
@@ -110,7 +110,7 @@ def _live_settings(model: dict, values: list | None = None) -> tuple[str, dict, 
     """API key, prices and whether streaming with tools was learned to fail, read at call time:
     `values`, the columns as an attempt's batch read them, or else read here."""
     if values is None:
-        with connection.cursor() as cursor:
+        with statement_cursor() as cursor:
             cursor.execute(_SETTINGS_SQL, [model["id"]])
             values = cursor.fetchone()
     if values is None or values[0] is None:

@@ -247,6 +247,11 @@ AGENTRY_BROKER_KIND = {
 }.get(CELERY_BROKER_URL.partition("://")[0].lower())
 if AGENTRY_BROKER_KIND is None:
     raise ImproperlyConfigured("CELERY_BROKER_URL must be a redis://, rediss://, amqp:// or amqps:// URL.")
+# redis://: kombu's Redis transport with one client per channel (platform_site.redis_broker);
+# otherwise the URL's scheme chooses kombu's transport.
+CELERY_BROKER_TRANSPORT = (
+    "platform_site.redis_broker:Transport" if CELERY_BROKER_URL.partition("://")[0].lower() == "redis" else None
+)
 if AGENTRY_BROKER_KIND == "filesystem":
     _broker_dir = VAR_DIR / "broker"
     (_broker_dir / "out").mkdir(parents=True, exist_ok=True)
