@@ -66,10 +66,10 @@ class FieldsBuiltOnce:
     DRF introspects the model for every ModelSerializer instance and deep-copies every declared
     field (re-running each field's constructor): for the run a posted message answers with, that
     was most of the time spent writing the answer. Binding a field to its serializer only sets
-    attributes on it, so each instance gets shallow copies (_shallow); a field holding other fields (a nested
-    serializer, a list's child) binds those too, and is deep-copied as DRF does. Only for
-    serializers whose fields never depend on the request or the instance (no get_fields override,
-    no context read while building them).
+    attributes on it, so each instance gets shallow copies (_shallow); a field holding other
+    fields (a nested serializer, a list's child) binds those too, and is deep-copied as DRF does.
+    Only for serializers whose fields never depend on the request or the instance (no get_fields
+    override, no context read while building them).
     """
 
     def get_fields(self):

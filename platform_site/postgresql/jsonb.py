@@ -8,7 +8,7 @@ faster. PostgreSQL parses the text into jsonb, so spacing and escapes (orjson wr
 where json.dumps writes ", " and \\uXXXX) do not change what is stored.
 
 Where the two encoders would store different things, or orjson refuses the value, the standard
-encoder is used, so PostgreSQL gets exactly what it got before:
+encoder is used, so PostgreSQL stores, or refuses, exactly what it did before:
 - NaN and ±Infinity: orjson writes them as null, json.dumps as NaN/Infinity, which PostgreSQL
   refuses. An output that holds `null` anywhere is encoded again by json.dumps (a value that
   holds None, or the text "null", takes the slow way too: correct, only slower).
