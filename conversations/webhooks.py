@@ -24,6 +24,7 @@ from platform_site import outbound
 from platform_site.backoff import backoff_delay, is_retryable_status, parse_retry_after
 from platform_site.celery import app
 from platform_site.crypto import SecretDecryptionError
+from platform_site.cursors import statement_cursor
 
 # Sent by name: conversations.tasks wraps this module's webhook_attempt, so this module cannot
 # import it (ConversationsConfig.ready registers the task in every process).
@@ -73,7 +74,7 @@ def webhooks_listening(*, run_id) -> bool:
     that batch is being written hears the run's later events. Plain SQL: it is asked at the end
     of every run, and building it through the ORM cost more than the read."""
     hooks, runs = Webhook._meta.db_table, Run._meta.db_table
-    with connection.cursor() as cursor:
+    with statement_cursor() as cursor:
         cursor.execute(
             f'SELECT EXISTS (SELECT 1 FROM "{hooks}" w JOIN "{runs}" r ON w."agent_id" = r."agent_id" '
             f'AND (w."conversation_id" IS NULL OR w."conversation_id" = r."conversation_id") '

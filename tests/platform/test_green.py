@@ -9,6 +9,7 @@ import threading
 import uuid
 
 import pytest
+from greenlet import getcurrent
 
 from agents.models import Agent
 from agents.providers import ProviderError, get_provider
@@ -205,3 +206,37 @@ def test_an_unstreamed_answer_cut_mid_body_reads_the_same_carried_and_plain():
     # The words after the count are each HTTP client's own.
     for message, retryable in (plain, carried):
         assert f"was cut after {len(_CUT_BODY)} bytes" in message and retryable is True
+
+
+def _wants(wanted, states: list):
+    """A psycopg-style wait generator: asks for `wanted` once, records what it got."""
+    states.append((yield wanted))
+
+
+@pytest.mark.parametrize("wanted", [green_db.WAIT_R, green_db.WAIT_W])
+def test_a_carried_wait_leaves_no_reader_or_writer_on_the_loop_whether_it_ends_ready_or_timed_out(wanted):
+    from psycopg import errors
+
+    left, right = socket.socketpair()
+    states = []
+    try:
+        if wanted == green_db.WAIT_R:
+            right.send(b"x")  # readable at once
+
+        def ready_then_timed_out():
+            loop = getcurrent().loop  # the carried greenlet's loop
+            green_db.carried_wait(_wants(wanted, states), left.fileno())
+            registered_after_ready = (loop.remove_reader(left.fileno()), loop.remove_writer(left.fileno()))
+            if wanted == green_db.WAIT_R:
+                left.recv(1)  # nothing more to read: the next wait can only time out
+                with pytest.raises(errors._WaitTimeout):
+                    green_db.carried_wait(_wants(wanted, states), left.fileno(), timeout=0.05)
+            registered_after_timeout = (loop.remove_reader(left.fileno()), loop.remove_writer(left.fileno()))
+            return registered_after_ready, registered_after_timeout
+
+        after_ready, after_timeout = carry(ready_then_timed_out)
+    finally:
+        left.close()
+        right.close()
+    assert states[0] == (green_db.READY_R if wanted == green_db.WAIT_R else green_db.READY_W)
+    assert after_ready == (False, False) and after_timeout == (False, False)
