@@ -61,11 +61,11 @@ def carried_wait(gen, fileno: int, interval: float = 0.0, timeout: float | None 
             try:
                 # Not green.await_: the connection is in use, it must not be handed back here.
                 state = current.driver.switch(waiting)
-            except TimeoutError:
+            except BaseException as exc:
+                # A timeout or a cancellation: the callback that removes itself never ran.
                 _forget(loop, fileno, wanted)
-                raise errors._WaitTimeout("wait timeout expired") from None
-            except BaseException:
-                _forget(loop, fileno, wanted)
+                if isinstance(exc, TimeoutError):
+                    raise errors._WaitTimeout("wait timeout expired") from None
                 raise
             wanted = gen.send(state)
     except StopIteration as done:

@@ -237,6 +237,7 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 # filesystem broker (the embedded setup). Redis stays the cache either way.
 # The filesystem transport ignores the host; naming one keeps kombu from warning that none was given.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL or "filesystem://localhost/"
+_BROKER_SCHEME = CELERY_BROKER_URL.partition("://")[0].lower()
 AGENTRY_BROKER_KIND = {
     "filesystem": "filesystem",
     "redis": "redis",
@@ -244,14 +245,12 @@ AGENTRY_BROKER_KIND = {
     "amqp": "rabbitmq",
     "amqps": "rabbitmq",
     "pyamqp": "rabbitmq",
-}.get(CELERY_BROKER_URL.partition("://")[0].lower())
+}.get(_BROKER_SCHEME)
 if AGENTRY_BROKER_KIND is None:
     raise ImproperlyConfigured("CELERY_BROKER_URL must be a redis://, rediss://, amqp:// or amqps:// URL.")
 # redis://: kombu's Redis transport with one client per channel (platform_site.redis_broker);
 # otherwise the URL's scheme chooses kombu's transport.
-CELERY_BROKER_TRANSPORT = (
-    "platform_site.redis_broker:Transport" if CELERY_BROKER_URL.partition("://")[0].lower() == "redis" else None
-)
+CELERY_BROKER_TRANSPORT = "platform_site.redis_broker:Transport" if _BROKER_SCHEME == "redis" else None
 if AGENTRY_BROKER_KIND == "filesystem":
     _broker_dir = VAR_DIR / "broker"
     (_broker_dir / "out").mkdir(parents=True, exist_ok=True)

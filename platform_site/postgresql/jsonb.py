@@ -27,7 +27,7 @@ import json
 import orjson
 from django.conf import settings
 from psycopg.adapt import AdaptersMap
-from psycopg.types.json import Jsonb, JsonbBinaryDumper, JsonbDumper
+from psycopg.types.json import Jsonb, JsonbBinaryDumper, JsonbDumper, _JsonDumper
 
 # Datetimes and dataclasses go to json.dumps, which refuses them as Django's encoding does.
 _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
@@ -45,26 +45,27 @@ def _encoded(value, checked: bool) -> bytes:
     return data
 
 
-class _StandardChecked:
-    """Whether this connection also checks each value with json.dumps (read once per cursor)."""
+class _Orjson(_JsonDumper):
+    """psycopg's JSON dumping with orjson's short way for the values Django encodes with
+    json.dumps. Placed after psycopg's Jsonb dumper in the bases, so the binary dumper's own
+    dump still adds its version byte around what this returns."""
 
     def __init__(self, cls, context=None):
         super().__init__(cls, context)
-        self.checked = settings.AGENTRY_JSON_STANDARD_CHECK
+        self.checked = settings.AGENTRY_JSON_STANDARD_CHECK  # read once per cursor
 
-
-class OrjsonJsonbDumper(_StandardChecked, JsonbDumper):
     def dump(self, obj):
         if type(obj) is Jsonb and obj.dumps is json.dumps:
             return _encoded(obj.obj, self.checked)
         return super().dump(obj)
 
 
-class OrjsonJsonbBinaryDumper(_StandardChecked, JsonbBinaryDumper):
-    def dump(self, obj):
-        if type(obj) is Jsonb and obj.dumps is json.dumps:
-            return b"\x01" + _encoded(obj.obj, self.checked)
-        return super().dump(obj)
+class OrjsonJsonbDumper(JsonbDumper, _Orjson):
+    pass
+
+
+class OrjsonJsonbBinaryDumper(JsonbBinaryDumper, _Orjson):
+    pass
 
 
 def jsonb_dumpers_register(adapters: AdaptersMap) -> None:
