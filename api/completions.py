@@ -13,7 +13,7 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from agents.models import Agent
-from agents.selectors import agents_usable_by
+from agents.selectors import agent_usable_by
 from conversations.models import Approval, Message, Run, RunStatus, StopReason
 from conversations.selectors import run_with_final_answer
 from engine.admission import conversation_start
@@ -131,7 +131,7 @@ def completion_request_parse(body) -> CompletionRequest:
 
 
 def completion_agent(*, user, slug: str) -> Agent:
-    agent = agents_usable_by(user=user).filter(slug=slug).first()
+    agent = agent_usable_by(user=user, slug=slug)
     if agent is None:
         raise CompletionRequestError(
             f"The model {slug!r} does not exist or you do not have access to it.",

@@ -12,7 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from agents.releases import DRAFT, PUBLISHED
-from agents.selectors import agents_usable_by
+from agents.selectors import agent_usable_by
 from api.common import ErrorSerializer, JSONInputField, reject_nul
 from api.throttles import ApiUserThrottle, RunStartThrottle
 from evals.jsonl import CASE_FIELDS
@@ -141,7 +141,7 @@ class EvalRunCreateSerializer(serializers.Serializer):
     repetitions = serializers.IntegerField(min_value=1, max_value=20, default=1)
 
     def validate_agent(self, slug: str):
-        agent = agents_usable_by(user=self.context["request"].user).filter(slug=slug).first()
+        agent = agent_usable_by(user=self.context["request"].user, slug=slug)
         if agent is None:
             raise serializers.ValidationError(_("There is no agent %(slug)r that you may use.") % {"slug": slug})
         return agent

@@ -37,6 +37,18 @@ def _messages_url(api, agent) -> str:
     return f"/api/v1/conversations/{conversation['id']}/messages/"
 
 
+def test_a_new_conversation_reads_as_get_shows_it(api, agent):
+    # The 201 is made from the row just written, not read back: it must say what a read says.
+    metadata = {"channel": "网页", "n": 1.5, "tags": ["a", None]}
+    created = api.post(
+        "/api/v1/conversations/", {"agent": agent.slug, "title": "标题", "metadata": metadata}, format="json"
+    )
+    assert created.status_code == 201
+    body = created.json()
+    assert body["messages"] == [] and body["runs"] == [] and body["agent"] == "helper"
+    assert body == api.get(f"/api/v1/conversations/{body['id']}/").json()
+
+
 def test_the_accepted_run_reads_as_get_shows_it(api, agent):
     response = api.post(_messages_url(api, agent), {"content": "hello"}, format="json")
     assert response.status_code == 202
