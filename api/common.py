@@ -5,6 +5,8 @@ import copy
 from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions, serializers, status
 
+from agents.models import Agent
+from agents.selectors import agent_usable_by
 from platform_site.json_input import JSONInputError, json_loads_checked
 from tools.arguments import contains_nul
 
@@ -20,6 +22,14 @@ class IdempotencyKeyMismatch(exceptions.APIException):
     status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
     default_detail = _("This Idempotency-Key was already used with different content.")
     default_code = "idempotency_key_mismatch"
+
+
+def agent_named(*, user, slug: str) -> Agent:
+    """The agent a request body names by slug, if the user may use it; else the field's 400."""
+    agent = agent_usable_by(user=user, slug=slug)
+    if agent is None:
+        raise serializers.ValidationError(_("There is no agent %(slug)r that you may use.") % {"slug": slug})
+    return agent
 
 
 def reject_nul(value) -> None:

@@ -14,8 +14,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from agents.releases import DRAFT, PUBLISHED, TEST_VERSION_PERMISSION, UnknownVersion
-from agents.selectors import agent_usable_by
-from api.common import ErrorSerializer, FieldsBuiltOnce, IdempotencyKeyMismatch, JSONInputField, reject_nul
+from api.common import ErrorSerializer, FieldsBuiltOnce, IdempotencyKeyMismatch, JSONInputField, agent_named, reject_nul
 from api.runs import RunSerializer
 from api.throttles import ApiUserThrottle, RunStartThrottle
 from conversations.models import Conversation, Message, Run
@@ -62,10 +61,7 @@ class ConversationCreateSerializer(serializers.Serializer):
     metadata = JSONInputField(required=False, default=dict, help_text="Any JSON object, up to 16 KiB.")
 
     def validate_agent(self, slug: str):
-        agent = agent_usable_by(user=self.context["request"].user, slug=slug)
-        if agent is None:
-            raise serializers.ValidationError(_("There is no agent %(slug)r that you may use.") % {"slug": slug})
-        return agent
+        return agent_named(user=self.context["request"].user, slug=slug)
 
     def validate_metadata(self, metadata):
         if not isinstance(metadata, dict):

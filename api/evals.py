@@ -12,8 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from agents.releases import DRAFT, PUBLISHED
-from agents.selectors import agent_usable_by
-from api.common import ErrorSerializer, JSONInputField, reject_nul
+from api.common import ErrorSerializer, JSONInputField, agent_named, reject_nul
 from api.throttles import ApiUserThrottle, RunStartThrottle
 from evals.jsonl import CASE_FIELDS
 from evals.models import EvalCase, EvalResult, EvalRun, EvalSuite
@@ -141,10 +140,7 @@ class EvalRunCreateSerializer(serializers.Serializer):
     repetitions = serializers.IntegerField(min_value=1, max_value=20, default=1)
 
     def validate_agent(self, slug: str):
-        agent = agent_usable_by(user=self.context["request"].user, slug=slug)
-        if agent is None:
-            raise serializers.ValidationError(_("There is no agent %(slug)r that you may use.") % {"slug": slug})
-        return agent
+        return agent_named(user=self.context["request"].user, slug=slug)
 
     def validate_version(self, version: str) -> str:
         if version in (DRAFT, PUBLISHED) or (version.isascii() and version.isdigit() and 0 < int(version) < 2**31):

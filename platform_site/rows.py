@@ -20,6 +20,8 @@ class Columns:
         self.attnames = [field.attname for field in self.fields]
         self.sql = ", ".join(f'{alias}."{field.column}"' for field in self.fields)
         self._converters: dict[str, list] = {}
+        # Whether Model.from_db and Model.__init__ are the model's own (they would be skipped).
+        self._plain_class = model.__init__ is Model.__init__ and model.from_db.__func__ is Model.from_db.__func__
 
     def instances(self, rows) -> list:
         connection = connections[DEFAULT_DB_ALIAS]
@@ -56,13 +58,7 @@ class Columns:
         read from this database. Only for a model that changes neither __init__ nor from_db and
         has no pre_init or post_init receiver, since those would be skipped."""
         model = self.model
-        plain = (
-            model.__init__ is Model.__init__
-            and model.from_db.__func__ is Model.from_db.__func__
-            and not pre_init.has_listeners(model)
-            and not post_init.has_listeners(model)
-        )
-        if not plain:
+        if not self._plain_class or pre_init.has_listeners(model) or post_init.has_listeners(model):
             return lambda alias, values: model.from_db(alias, self.attnames, values)
         attnames, new = self.attnames, model.__new__
 

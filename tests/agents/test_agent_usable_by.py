@@ -25,7 +25,7 @@ def world():
     restricted = make_agent(slug="restricted")
     restricted.allowed_groups.set([support])
     retired = make_agent(slug="retired", is_active=False)
-    return {"users": [alice, bob, root], "agents": [open_agent, restricted, retired], "support": support}
+    return {"users": [alice, bob, root], "agents": [open_agent, restricted, retired]}
 
 
 def _as_read(agent):

@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 from greenlet import getcurrent
+from psycopg import errors
 
 from agents.models import Agent
 from agents.providers import ProviderError, get_provider
@@ -215,8 +216,6 @@ def _wants(wanted, states: list):
 
 @pytest.mark.parametrize("wanted", [green_db.WAIT_R, green_db.WAIT_W])
 def test_a_carried_wait_leaves_no_reader_or_writer_on_the_loop_whether_it_ends_ready_or_timed_out(wanted):
-    from psycopg import errors
-
     left, right = socket.socketpair()
     states = []
     try:
