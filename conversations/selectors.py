@@ -242,26 +242,41 @@ _STEP_MESSAGE = Columns(
 )
 
 
+def _step_from(source: str) -> str:
+    """The FROM … of a step's read (its WHERE and ORDER BY follow), its run read from `source`."""
+    return (
+        f'FROM {source} r JOIN "{Conversation._meta.db_table}" c ON c."id" = r."conversation_id" '
+        # Joined on c."id", not r."conversation_id": an outer join's condition gives the planner
+        # no equivalence to carry over, and against r it scanned every message's entry in
+        # message_order_unique for its "order" alone, filtering the conversation out after.
+        f'LEFT JOIN "{Message._meta.db_table}" m '
+        'ON m."conversation_id" = c."id" AND m."order" > c."context_summary_through" '
+    )
+
+
+_STEP_COLUMNS = f"{_STEP_RUN.sql}, {_STEP_CONVERSATION.sql}, {_STEP_MESSAGE.sql}"
+# A step's read after a batch whose guard, named "run", returned STEP_RUN_COLUMNS (the claim:
+# engine.leases.run_claim_read): the run as the guard left it, with its conversation and messages.
+STEP_READ_AFTER_GUARD = (_STEP_COLUMNS, _step_from('"run"') + 'ORDER BY m."order"')
+# The same read of a run by its id.
+_STEP_READ = f"SELECT {_STEP_COLUMNS} " + _step_from(f'"{Run._meta.db_table}"') + 'WHERE r."id" = %s ORDER BY m."order"'
+
+
 def run_step_read(*, run_id) -> tuple[Run, list[Message]]:
     """The run (with its conversation's summary) and, in order, the conversation's messages that
     the summary does not cover: one statement, since every step of every run starts with it.
     Run.DoesNotExist if there is no such run."""
-    runs, conversations = len(_STEP_RUN.fields), len(_STEP_CONVERSATION.fields)
     with statement_cursor() as cursor:
-        cursor.execute(
-            f"SELECT {_STEP_RUN.sql}, {_STEP_CONVERSATION.sql}, {_STEP_MESSAGE.sql} "
-            f'FROM "{Run._meta.db_table}" r JOIN "{Conversation._meta.db_table}" c ON c."id" = r."conversation_id" '
-            # Joined on c."id", not r."conversation_id": an outer join's condition gives the planner
-            # no equivalence to carry over, and against r it scanned every message's entry in
-            # message_order_unique for its "order" alone, filtering the conversation out after.
-            f'LEFT JOIN "{Message._meta.db_table}" m '
-            'ON m."conversation_id" = c."id" AND m."order" > c."context_summary_through" '
-            'WHERE r."id" = %s ORDER BY m."order"',
-            [Run._meta.pk.get_db_prep_value(run_id, connection)],
-        )
+        cursor.execute(_STEP_READ, [Run._meta.pk.get_db_prep_value(run_id, connection)])
         rows = cursor.fetchall()
     if not rows:
         raise Run.DoesNotExist(f"Run {run_id} does not exist")
+    return run_step_parse(rows)
+
+
+def run_step_parse(rows: list[tuple]) -> tuple[Run, list[Message]]:
+    """The run and its messages from the rows of a step's read (STEP_READ_AFTER_GUARD's columns)."""
+    runs, conversations = len(_STEP_RUN.fields), len(_STEP_CONVERSATION.fields)
     run = _STEP_RUN.instance(rows[0][:runs])
     run.conversation = _STEP_CONVERSATION.instance(rows[0][runs : runs + conversations])
     messages = _STEP_MESSAGE.instances(row[runs + conversations :] for row in rows if row[runs + conversations])

@@ -69,7 +69,11 @@ def step_read(*, run_id) -> tuple[Run, list[Message]]:
     message not folded into the summary, plus the run's own messages. The summary applies only
     if it covers nothing of the run itself; in the common case the rows after it show that, and
     one query per step, which reads the run too, is enough."""
-    run, rows = run_step_read(run_id=run_id)
+    return step_history(*run_step_read(run_id=run_id))
+
+
+def step_history(run: Run, rows: list[Message]) -> tuple[Run, list[Message]]:
+    """step_read from rows already read (the run's claim reads them: engine.leases)."""
     through = run.conversation.context_summary_through
     first = _opening_order(rows, run)
     if first is None and through:

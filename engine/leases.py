@@ -21,7 +21,8 @@ from django.utils import timezone
 from conversations import events
 from conversations.fencing import LeaseLost, lease_deadline
 from conversations.models import Message, Run, RunStatus
-from engine.transitions import Shape, run_transition
+from conversations.selectors import STEP_READ_AFTER_GUARD, STEP_RUN_COLUMNS, run_step_parse
+from engine.transitions import Shape, run_transition, run_transition_reading
 
 log = logging.getLogger(__name__)
 
@@ -49,17 +50,31 @@ _CLAIM = Shape(
 )
 
 
+def _claim(owner: str) -> dict:
+    return {
+        "to": RunStatus.RUNNING,
+        "expect": (RunStatus.QUEUED, RunStatus.RUNNING),
+        "owner": owner,
+        "shape": _CLAIM,
+        "values": {"now": timezone.now()},
+        "payload": events.run_running(worker=owner),
+    }
+
+
 def run_claim(*, run_id, owner: str) -> bool:
     """Take the run (queued, or running on a lapsed lease), with its run.running event."""
-    return run_transition(
-        run_id=run_id,
-        to=RunStatus.RUNNING,
-        expect=(RunStatus.QUEUED, RunStatus.RUNNING),
-        owner=owner,
-        shape=_CLAIM,
-        values={"now": timezone.now()},
-        payload=events.run_running(worker=owner),
+    return run_transition(run_id=run_id, **_claim(owner))
+
+
+def run_claim_read(*, run_id, owner: str) -> tuple[Run, list[Message]] | None:
+    """run_claim, and what the run's first step reads (conversations.selectors.run_step_read: the
+    run as claimed, its conversation's summary and messages), in the same statement on
+    PostgreSQL: a worker taking a run reads it with no round trip of its own. None if the run
+    was not claimed."""
+    rows = run_transition_reading(
+        run_id=run_id, read=STEP_READ_AFTER_GUARD, returning=STEP_RUN_COLUMNS, **_claim(owner)
     )
+    return None if rows is None else run_step_parse(rows)
 
 
 def lease_fence(*, run_id, owner: str) -> None:

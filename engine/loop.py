@@ -26,11 +26,11 @@ from django.utils.translation import gettext_lazy as _
 from agents.snapshot import AgentSnapshot
 from conversations import events
 from conversations.models import Message, Run, RunStatus, StopReason, ToolInvocation
-from engine.context import step_read
+from engine.context import step_history, step_read
 from engine.delegation import run_park_for_children
 from engine.dispatch import run_enqueue
 from engine.guardrails import input_check, output_enforce
-from engine.leases import LeaseLost, process_owner, renewer, run_claim
+from engine.leases import LeaseLost, process_owner, renewer, run_claim_read
 from engine.limits import daily_usage, timeout_limit
 from engine.llm_step import EMPTY_ANSWER_MESSAGE, llm_step
 from engine.model_call import DeadlineReached, EmptyAnswer, ModelStepFailed
@@ -166,14 +166,16 @@ def _requeue_between_steps(run_id, owner: str) -> None:
 
 def _advance(run_id) -> None:
     owner = process_owner()
-    if not run_claim(run_id=run_id, owner=owner):
+    claimed = run_claim_read(run_id=run_id, owner=owner)
+    if claimed is None:
         log.info("run %s: not claimable (taken, parked or finished)", run_id)
         return
     log.info("run %s: claimed by %s", run_id, owner)
     renewer.hold(run_id)
     slice_ends = time.monotonic() + settings.AGENTRY_TASK_SLICE_SECONDS
     try:
-        carried = None
+        # The first step starts from what the claim read with it.
+        carried = Carried(*step_history(*claimed))
         while went_on := _step(run_id, owner, carried):
             carried = went_on if isinstance(went_on, Carried) else None
             if time.monotonic() > slice_ends:

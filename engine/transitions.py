@@ -75,7 +75,30 @@ def transition_event(*, source: str, to: str, by=None) -> EventType:
     return event
 
 
-def run_transition(
+def run_transition(**change) -> bool:
+    """Move the run to `to` if its status is one of `expect`; True if it moved.
+
+    `owner`: entering running, the worker that takes the lease; leaving running, the worker that
+    must hold it (a fence: a stale holder moves nothing). `where` narrows the UPDATE further
+    (a lapsed lease, an admitted run). `fields` are written with the status (stop reason, counters).
+    `writes` add writes (without events) to the change's batch: they take effect only if the
+    UPDATE matched, together with it (run_finish closing the run's open calls). The batch's guard,
+    named "run", returns the run's id, event_seq, conversation_id and parent_run_id. `by`, the person, is what
+    allows the operator-only change. `shape` instead of `where` and `fields`: they are built from
+    `values` by the shape, and the UPDATE is built once per shape and change (Shape).
+    """
+    return _transition_batch(**change).execute() is not None
+
+
+def run_transition_reading(*, read: tuple[str, str], returning: tuple[str, ...], **change) -> list[tuple] | None:
+    """run_transition, and a read made with it (Batch.execute_rows: the SELECT's columns and its
+    FROM …, naming the moved run as "run" with its `returning` columns): the read's rows, or None
+    if the run did not move. On PostgreSQL the change and the read are one statement."""
+    results, rows = _transition_batch(returning=returning, **change).execute_rows(*read)
+    return None if results is None else rows
+
+
+def _transition_batch(
     *,
     run_id,
     to: str,
@@ -88,18 +111,10 @@ def run_transition(
     writes: Callable[[Batch], None] | None = None,
     shape: "Shape | None" = None,
     values: dict | None = None,
-) -> bool:
-    """Move the run to `to` if its status is one of `expect`; True if it moved.
-
-    `owner`: entering running, the worker that takes the lease; leaving running, the worker that
-    must hold it (a fence: a stale holder moves nothing). `where` narrows the UPDATE further
-    (a lapsed lease, an admitted run). `fields` are written with the status (stop reason, counters).
-    `writes` add writes (without events) to the change's batch: they take effect only if the
-    UPDATE matched, together with it (run_finish closing the run's open calls). The batch's guard,
-    named "run", returns the run's id, event_seq, conversation_id and parent_run_id. `by`, the person, is what
-    allows the operator-only change. `shape` instead of `where` and `fields`: they are built from
-    `values` by the shape, and the UPDATE is built once per shape and change (Shape).
-    """
+    returning: tuple[str, ...] = (),
+) -> Batch:
+    """The change's batch (run_transition says what each argument does); its guard, named "run",
+    also returns the run's `returning` columns."""
     expect = tuple(expect)
     if not expect:
         raise TransitionRefused("a transition needs the statuses it may start from")
@@ -124,11 +139,12 @@ def run_transition(
     else:
         sql, params = bound(("run transition", shape, to, expect, bool(owner)), change.sql, named)
     batch = Batch()
-    batch.add("run", sql, params, ("id", "event_seq", "conversation_id", "parent_run_id"))
+    guard = ("id", "event_seq", "conversation_id", "parent_run_id")
+    batch.add("run", sql, params, (*guard, *(column for column in returning if column not in guard)))
     if writes is not None:
         writes(batch)
     event_add(batch, run_id=run_id, type=events.pop(), payload=payload or {})
-    return batch.execute() is not None
+    return batch
 
 
 @dataclass(frozen=True)

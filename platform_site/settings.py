@@ -292,6 +292,10 @@ CELERY_TASK_ROUTES = {
 CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "agents.tasks.runs_sweep_task", "schedule": 15.0},
 }
+# Tasks whose lost message the run sweeper replaces (a queued run not taken, a lapsed lease), long
+# before Redis's visibility timeout would: on Redis their deliveries are tracked in the worker's
+# memory only, not written to and removed from the broker (platform_site.redis_broker).
+AGENTRY_BROKER_SWEPT_TASKS = ("agents.tasks.run_advance_task",)
 # --- Approvals: overdue approvals expire on this beat; the queue page polls at this pace.
 CELERY_TASK_ROUTES["conversations.tasks.approvals_expire_task"] = {"queue": "maintenance"}
 CELERY_BEAT_SCHEDULE["expire-approvals"] = {

@@ -65,8 +65,9 @@ def test_what_a_step_carries_is_what_a_read_gives(scripted_agent, compared):
     run = advance(start_run(agent, "second question", conversation=earlier.conversation))
 
     assert (earlier.status, run.status) == ("completed", "completed")
-    # Per run: the first tool step, the second model call, the second tool step, the last call.
-    assert compared == [earlier.pk] * 4 + [run.pk] * 4
+    # Per run, every step: the first starts from what the claim read in its own statement (the
+    # second run's read includes the first run's messages), the others from the step before.
+    assert compared == [earlier.pk] * 5 + [run.pk] * 5
     assert run.total_tokens > 0 and run.iterations == 3
 
 
@@ -80,7 +81,8 @@ def test_a_redacted_user_message_is_carried_as_stored(scripted_agent, compared):
 
     run = advance(start_run(agent, "call me at 13812345678"))
 
-    assert run.status == "completed" and compared == [run.pk, run.pk]
+    # The claim's read, the tool step and the last call: the user message as stored, redacted.
+    assert run.status == "completed" and compared == [run.pk] * 3
     assert Message.objects.get(run=run, role="user").content == "call me at [redacted:phone]"
 
 

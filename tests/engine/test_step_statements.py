@@ -3,8 +3,9 @@
 Each commit of a step is one ledger batch (conversations.batch): on PostgreSQL one statement,
 fenced by the run's lease. A model step is its read, the attempt's row and the attempt's
 completion (with the rows of the tool calls the answer asks for); a tool step its read, each call
-marked running and its outcome (the last one with the step's tool messages); only the first step
-of a claim reads, the others start from what the previous commit returned. These tests count the
+marked running and its outcome (the last one with the step's tool messages); no step reads: the
+claim's statement reads what the first step starts from, and every other step starts from what
+the previous commit returned. These tests count the
 statements, and check from another connection that what must be committed before the network is, and that a worker that
 lost the lease writes nothing.
 """
@@ -22,8 +23,10 @@ from agents.models import AgentUsageDay
 from agents.providers.openai_compatible import OpenAICompatibleProvider
 from conversations.batch import Batch
 from conversations.models import LLMCall, Message, Run, RunEvent, ToolInvocation, Webhook, WebhookDelivery
+from conversations.selectors import STEP_RUN_COLUMNS
 from conversations.services import messages_add, run_guard
 from engine.context import step_read
+from engine.leases import run_claim_read
 from engine.loop import run_advance
 from tests.llm_helpers import echo_script
 from tests.runs import advance, start_run
@@ -70,9 +73,11 @@ def test_a_run_of_three_model_calls_takes_few_statements_and_one_transaction(scr
     # listening, even the ending is one statement, with the check for a waiting run folded in.
     assert len(statements) <= 5 * steps, statements
     assert "BEGIN" not in statements and "COMMIT" not in statements
-    # The run and its messages are read once, after the claim: every later step starts from what
-    # the previous step's commit returned and appended.
-    assert len([sql for sql in statements if sql.startswith("SELECT") and "conversations_message" in sql]) == 1
+    # The run and its messages are read once, by the claim's own statement: every later step
+    # starts from what the previous step's commit returned and appended.
+    reads = [sql for sql in statements if 'JOIN "conversations_message" m' in sql]
+    assert len(reads) == 1 and reads[0] == statements[0] and reads[0].startswith("WITH")
+    assert 'UPDATE "conversations_run"' in reads[0] and 'FROM "run" r' in reads[0]
     assert not [
         sql for sql in statements if "conversations_toolinvocation" not in sql and "tools_tooldefinition" in sql
     ]
@@ -312,4 +317,54 @@ def test_a_steps_statements_reach_their_rows_by_key_whatever_the_statistics_say(
     assert scans and all('"id" =' in condition or "(id =" in condition for _index, condition in scans), scans
 
     # The conversation's messages, not every message after the summary's order.
+    assert message_scans and all("conversation_id" in cond for _index, cond in message_scans), message_scans
+
+
+def test_a_claim_reads_the_run_as_claimed_and_its_messages_in_its_own_statement(scripted_agent):
+    agent = scripted_agent(ONE_TOOL_STEP, tools=["test-echo"])
+    earlier = advance(start_run(agent, "first question"))
+    run = start_run(agent, "second question", conversation=earlier.conversation)
+    events = RunEvent.objects.filter(run=run).count()
+
+    with CaptureQueriesContext(connection) as queries:
+        claimed = run_claim_read(run_id=run.pk, owner="w1")
+
+    assert claimed is not None
+    if connection.vendor == "postgresql":
+        assert len(queries) == 1, [query["sql"] for query in queries]
+    claimed_run, messages = claimed
+    read_run, read_messages = step_read(run_id=run.pk)
+    # The run as the claim left it (not as it was when the statement began), and what a read gives.
+    assert (claimed_run.status, claimed_run.lease_owner) == ("running", "w1")
+    assert {column: getattr(claimed_run, column) for column in STEP_RUN_COLUMNS} == {
+        column: getattr(read_run, column) for column in STEP_RUN_COLUMNS
+    }
+    assert claimed_run.conversation.context_summary_through == read_run.conversation.context_summary_through
+    assert [(m.pk, m.order, m.role, m.content, m.tool_calls) for m in messages] == [
+        (m.pk, m.order, m.role, m.content, m.tool_calls) for m in read_messages
+    ]
+    assert [m.content for m in messages][0] == "first question" and messages[-1].content == "second question"
+    assert RunEvent.objects.filter(run=run).count() == events + 1
+
+    # Held by another worker: nothing is claimed, written or read.
+    assert run_claim_read(run_id=run.pk, owner="w2") is None
+    assert Run.objects.get(pk=run.pk).lease_owner == "w1"
+    assert RunEvent.objects.filter(run=run).count() == events + 1
+
+
+def test_the_claims_read_reaches_the_conversations_messages_by_key(scripted_agent):
+    if connection.vendor != "postgresql":
+        pytest.skip("query plans are PostgreSQL's")
+    run = start_run(scripted_agent(ONE_TOOL_STEP, tools=["test-echo"]))
+    with CaptureQueriesContext(connection) as queries:
+        assert run_claim_read(run_id=run.pk, owner="w1") is not None
+    with connection.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off")
+    try:
+        scans = _explained(queries[0]["sql"])
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET enable_seqscan")
+    assert any(index == "conversations_run_pkey" for index, _ in scans), scans
+    message_scans = [(index, cond) for index, cond in scans if index.startswith("message_order")]
     assert message_scans and all("conversation_id" in cond for _index, cond in message_scans), message_scans

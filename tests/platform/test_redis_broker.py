@@ -2,6 +2,8 @@
 settings choose it for redis://, and kombu's delivery and acknowledgement bookkeeping works on a
 real Redis as before."""
 
+import base64
+import json
 import os
 import subprocess
 import sys
@@ -94,3 +96,88 @@ def test_delivery_and_acknowledgement_bookkeeping_work_as_kombus():
         assert client.llen(name) == 0
         queue(channel).delete()
         channel.close()
+
+
+def _publish(producer, queue: Queue, n: int, task: str) -> None:
+    # A task message as Celery sends it: the task's name in the headers.
+    producer.publish({"n": n}, exchange=queue.exchange, routing_key=queue.name, declare=[queue], headers={"task": task})
+
+
+def _consume(connection, channel, queue: Queue, count: int, prefetch: int) -> list:
+    received = []
+    consumer = connection.Consumer(queue, channel=channel, callbacks=[lambda body, message: received.append(message)])
+    consumer.qos(prefetch_count=prefetch)
+    consumer.consume()
+    while len(received) < count:
+        connection.drain_events(timeout=5)
+    return received
+
+
+def _unacked_tags(channel) -> set[str]:
+    client = channel._create_client()
+    return {tag.decode() for tag in client.hkeys(channel.qos.unacked_key)}
+
+
+@pytest.fixture
+def swept_queue():
+    name = f"redis-broker-swept-{uuid.uuid4().hex}"
+    queue = Queue(name, Exchange(name), routing_key=name)
+    with Connection(REDIS_URL, transport=Transport) as connection:
+        yield connection, queue
+        with Connection(REDIS_URL, transport=Transport) as cleanup:
+            queue(cleanup.default_channel).delete()
+
+
+@redis_only
+def test_a_swept_tasks_deliveries_are_held_in_memory_and_still_bound_by_the_prefetch(swept_queue):
+    connection, queue = swept_queue
+    swept, other = settings.AGENTRY_BROKER_SWEPT_TASKS[0], "conversations.tasks.webhook_deliver_task"
+    channel = connection.channel()
+    producer = connection.Producer(channel)
+    _publish(producer, queue, 0, swept)
+    _publish(producer, queue, 1, other)
+    _publish(producer, queue, 2, swept)
+    received = _consume(connection, channel, queue, 2, prefetch=2)
+    by_task = {message.headers["task"]: message for message in received}
+    assert set(by_task) == {swept, other}
+    # The other task's delivery is recorded in Redis as kombu does; the swept one's is not.
+    assert _unacked_tags(channel) == {by_task[other].delivery_tag}
+    # Both count against the prefetch limit: the third message stays on the queue.
+    assert not channel.qos.can_consume()
+    assert channel._create_client().llen(queue.name) == 1
+    for message in received:
+        message.ack()
+    assert _unacked_tags(channel) == set()
+    assert channel.qos.can_consume()
+    channel.close()
+
+
+def _queued(client, queue: Queue) -> list[dict]:
+    """The queue's messages from the end BRPOP takes first, each as (n, redelivered)."""
+    queued = []
+    for raw in reversed(client.lrange(queue.name, 0, -1)):
+        message = json.loads(raw)
+        body = json.loads(base64.b64decode(message["body"]))
+        queued.append((body["n"], message["properties"]["delivery_info"].get("redelivered", False)))
+    return queued
+
+
+@redis_only
+def test_a_reject_and_a_clean_close_put_swept_deliveries_back_as_kombu_does(swept_queue):
+    connection, queue = swept_queue
+    swept = settings.AGENTRY_BROKER_SWEPT_TASKS[0]
+    channel = connection.channel()
+    producer = connection.Producer(channel)
+    for n in range(3):
+        _publish(producer, queue, n, swept)
+    first, second = _consume(connection, channel, queue, 2, prefetch=2)
+    assert (first.payload["n"], second.payload["n"]) == (0, 1)
+    client = channel._create_client()
+    first.reject(requeue=True)
+    # As kombu's own reject with requeue: pushed at the far end, marked redelivered.
+    assert _queued(client, queue) == [(2, False), (0, True)]
+    channel.close()  # a clean shutdown: the delivery not acknowledged goes back, at the near end
+    assert _queued(client, queue) == [(1, True), (2, False), (0, True)]
+    assert _unacked_tags(channel) == set()
+    connection.channel().close()  # a later close puts nothing back twice
+    assert len(_queued(client, queue)) == 3
