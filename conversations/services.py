@@ -192,10 +192,20 @@ def run_guard(
     batch.add("run", f'UPDATE "{_RUN}" SET {", ".join(assignments)} WHERE {condition}', values, columns)
 
 
-def event_add(batch: Batch, *, run_id, type: str, payload: dict, fill: dict[str, str] | None = None) -> RunEvent:
+def event_add(
+    batch: Batch,
+    *,
+    run_id,
+    type: str,
+    payload: dict,
+    fill: dict[str, str] | None = None,
+    listening: bool | None = None,
+) -> RunEvent:
     """The batch's event, numbered by its guard's bump of the run's event sequence. `fill`:
     payload keys whose values an earlier write of the batch returns ({"llm_call_id": "call.id"}).
-    The RunEvent returned is complete once the batch is executed."""
+    `listening`: whether a webhook hears the run, when the caller read it already (the commit of
+    a run's final answer reads it for the ending that follows); else it is read here if the event
+    is one webhooks are sent. The RunEvent returned is complete once the batch is executed."""
     now = timezone.now()
     value = "%s"
     if fill:
@@ -220,7 +230,10 @@ def event_add(batch: Batch, *, run_id, type: str, payload: dict, fill: dict[str,
     )
     event = RunEvent(run_id=run_id, type=type, payload=payload, created_at=now)
     # Webhook deliveries are written with their event, in its transaction.
-    listening = type in WEBHOOK_EVENT_TYPES and webhooks_listening(run_id=run_id)
+    if type not in WEBHOOK_EVENT_TYPES:
+        listening = False
+    elif listening is None:
+        listening = webhooks_listening(run_id=run_id)
 
     def written(results: dict) -> None:
         event.id, event.seq = results["event"]["id"], results["event"]["seq"]

@@ -67,20 +67,23 @@ def _payload(event: RunEvent, run: Run) -> dict:
     }
 
 
+# Whether an active webhook hears the run's events (its one parameter: the run's id), in one read
+# through the run. Plain SQL: it is asked at the end of every run, and building it through the
+# ORM cost more than the read.
+WEBHOOKS_LISTENING_SQL = (
+    f'SELECT EXISTS (SELECT 1 FROM "{Webhook._meta.db_table}" w JOIN "{Run._meta.db_table}" r '
+    'ON w."agent_id" = r."agent_id" AND (w."conversation_id" IS NULL OR w."conversation_id" = r."conversation_id") '
+    'WHERE r."id" = %s AND w."is_active") AS "listening"'
+)
+
+
 def webhooks_listening(*, run_id) -> bool:
-    """Whether an active webhook hears the run's events, in one read through the run. Asked
-    while a terminal or approval event's batch is built, so that a run with no webhook (the usual
-    case) writes its event in one statement with no transaction around it; a webhook saved while
-    that batch is being written hears the run's later events. Plain SQL: it is asked at the end
-    of every run, and building it through the ORM cost more than the read."""
-    hooks, runs = Webhook._meta.db_table, Run._meta.db_table
+    """Whether an active webhook hears the run's events. Asked while a terminal or approval
+    event's batch is built (unless the step before read it with its own commit), so that a run
+    with no webhook (the usual case) writes its event in one statement with no transaction around
+    it; a webhook saved while that batch is being written hears the run's later events."""
     with statement_cursor() as cursor:
-        cursor.execute(
-            f'SELECT EXISTS (SELECT 1 FROM "{hooks}" w JOIN "{runs}" r ON w."agent_id" = r."agent_id" '
-            f'AND (w."conversation_id" IS NULL OR w."conversation_id" = r."conversation_id") '
-            f'WHERE r."id" = %s AND w."is_active")',
-            [Run._meta.pk.get_db_prep_value(run_id, connection)],
-        )
+        cursor.execute(WEBHOOKS_LISTENING_SQL, [Run._meta.pk.get_db_prep_value(run_id, connection)])
         return bool(cursor.fetchone()[0])
 
 

@@ -16,7 +16,8 @@ from agents.snapshot import AgentSnapshot, snapshot_tool, snapshot_tools
 from conversations.batch import Batch
 from conversations.models import LLMCall, Message, Run, ToolInvocation
 from conversations.selectors import run_step_row
-from conversations.services import messages_add
+from conversations.services import db_value, messages_add
+from conversations.webhooks import WEBHOOKS_LISTENING_SQL
 from engine.context import build_context
 from engine.guardrails import OutputReview, output_moderation, output_review, streams_answer, wire_filtered
 from engine.invocations import invocations_add
@@ -37,6 +38,9 @@ class StepResult:
     run: Run | None = None
     # The rows of the tool calls the answer asks for, written with it (engine.invocations).
     invocations: list[ToolInvocation] | None = None
+    # A final answer: whether a webhook hears the run, read with the answer's commit for the
+    # ending that follows it (None: not read).
+    listening: bool | None = None
 
 
 MAX_CALL_ID = 128  # ToolInvocation.tool_call_id and Approval.tool_call_id
@@ -187,6 +191,12 @@ def _call(
             # The calls' rows are written with the answer: the tool step starts with them.
             tools = snapshot_tools(snapshot)
             result.invocations = invocations_add(batch, run=run, llm_call_id=call.pk, calls=tool_calls, tools=tools)
+        else:
+            # The run ends next, usually in one statement: whether a webhook must hear that is
+            # read here, in this commit's statement, instead of by a read of its own. A webhook
+            # saved between the two misses the ending, as one saved while the ending is written did.
+            batch.read("listening", WEBHOOKS_LISTENING_SQL, [db_value(Run, "id", run.pk)], ("listening",))
+            batch.after(lambda results: setattr(result, "listening", bool(results["listening"]["listening"])))
         batch.after(lambda results: setattr(result, "run", run_step_row(results["run"], run.conversation)))
         return result
 

@@ -51,9 +51,16 @@ TOOL_LOOP_MESSAGE = _(
 )
 
 
-def _finish(run_id, finish: Finish) -> bool:
-    """End the run as decided: a limit ends it completed with the reason said, like an answer."""
-    run_finish(run_id=run_id, status=finish.status, stop_reason=finish.reason, final_message=finish.message)
+def _finish(run_id, finish: Finish, listening: bool | None = None) -> bool:
+    """End the run as decided: a limit ends it completed with the reason said, like an answer.
+    `listening`: whether a webhook hears the run, if the step read it (engine.runs.run_finish)."""
+    run_finish(
+        run_id=run_id,
+        status=finish.status,
+        stop_reason=finish.reason,
+        final_message=finish.message,
+        listening=listening,
+    )
     return False
 
 
@@ -140,7 +147,7 @@ def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
         if blocked is not None:
             return _finish(run.pk, blocked)
     if not result.message.tool_calls:
-        return _finish(run.pk, Finish(StopReason.FINAL_ANSWER))
+        return _finish(run.pk, Finish(StopReason.FINAL_ANSWER), listening=result.listening)
     # The calls it asked for start in the next step, which begins by checking for a cancel.
     if run.conversation.context_summary_through != summary_through:
         return True  # the history was folded into the summary: the next step reads what is left

@@ -35,15 +35,25 @@ from tools.arguments import parse_arguments
 from tools.calls import call_arguments, call_name
 
 
-def run_finish(*, run_id, status: str, stop_reason: str, error: str = "", final_message: str | None = None) -> bool:
+def run_finish(
+    *,
+    run_id,
+    status: str,
+    stop_reason: str,
+    error: str = "",
+    final_message: str | None = None,
+    listening: bool | None = None,
+) -> bool:
     """Move a run to a terminal state, once. Returns False if it already was terminal.
 
     A run whose cancel was accepted (202) ends cancelled, whatever the step that ends it found:
     an answer that arrived after the cancel stays in the ledger but is not the run's answer.
     The ending it replaced is recorded in the event. The usual ending, an answer with nothing
-    pending, is one statement (_answered); any other takes the run's row lock first (_end)."""
+    pending, is one statement (_answered); any other takes the run's row lock first (_end).
+    `listening`: whether a webhook hears the run, as the commit of its final answer read it (the
+    usual ending then reads nothing more; conversations.services.event_add)."""
     if (status, stop_reason, final_message) == (RunStatus.COMPLETED, StopReason.FINAL_ANSWER, None):
-        answered = _answered(run_id=run_id, error=error)
+        answered = _answered(run_id=run_id, error=error, listening=listening)
         if answered is not None:
             conversation_id, waiting, parent_run_id = answered
             if waiting:
@@ -72,7 +82,7 @@ _WAITING_SQL = (
 )
 
 
-def _answered(*, run_id, error: str) -> tuple[object, bool, object] | None:
+def _answered(*, run_id, error: str, listening: bool | None) -> tuple[object, bool, object] | None:
     """The usual ending in one statement: a run that answered ends completed, unless a cancel was
     accepted or an approval is pending (both need the long way: a different ending, events for
     the approvals). A final answer leaves no call unrecorded; what a dead worker left open is
@@ -104,6 +114,7 @@ def _answered(*, run_id, error: str) -> tuple[object, bool, object] | None:
         values={"error": error, "now": now},
         payload=events.run_ended(stop_reason=StopReason.FINAL_ANSWER, error=error),
         writes=writes,
+        listening=listening,
     )
     return ended[0] if ended else None
 

@@ -85,7 +85,8 @@ def run_transition(**change) -> bool:
     UPDATE matched, together with it (run_finish closing the run's open calls). The batch's guard,
     named "run", returns the run's id, event_seq, conversation_id and parent_run_id. `by`, the person, is what
     allows the operator-only change. `shape` instead of `where` and `fields`: they are built from
-    `values` by the shape, and the UPDATE is built once per shape and change (Shape).
+    `values` by the shape, and the UPDATE is built once per shape and change (Shape). `listening`:
+    whether a webhook hears the run, if the caller read it already (conversations.services.event_add).
     """
     return _transition_batch(**change).execute() is not None
 
@@ -112,6 +113,7 @@ def _transition_batch(
     shape: "Shape | None" = None,
     values: dict | None = None,
     returning: tuple[str, ...] = (),
+    listening: bool | None = None,
 ) -> Batch:
     """The change's batch (run_transition says what each argument does); its guard, named "run",
     also returns the run's `returning` columns."""
@@ -143,7 +145,7 @@ def _transition_batch(
     batch.add("run", sql, params, (*guard, *(column for column in returning if column not in guard)))
     if writes is not None:
         writes(batch)
-    event_add(batch, run_id=run_id, type=events.pop(), payload=payload or {})
+    event_add(batch, run_id=run_id, type=events.pop(), payload=payload or {}, listening=listening)
     return batch
 
 

@@ -25,6 +25,7 @@ from conversations.batch import Batch
 from conversations.models import LLMCall, Message, Run, RunEvent, ToolInvocation, Webhook, WebhookDelivery
 from conversations.selectors import STEP_RUN_COLUMNS
 from conversations.services import messages_add, run_guard
+from engine import loop as loop_module
 from engine.context import step_read
 from engine.leases import run_claim_read
 from engine.loop import run_advance
@@ -86,6 +87,11 @@ def test_a_run_of_three_model_calls_takes_few_statements_and_one_transaction(scr
     # The tool calls' rows are written with the answer that asks for them, not on their own.
     assert not [sql for sql in statements if sql.startswith('INSERT INTO "conversations_toolinvocation"')]
     assert ToolInvocation.objects.filter(run=run, status="succeeded").count() == 2
+    # Whether a webhook hears the ending is read by the final answer's own statement.
+    hooks = [sql for sql in statements if '"conversations_webhook" w' in sql]
+    assert len(hooks) == 1 and hooks[0].startswith("WITH") and "conversations_llmcall" in hooks[0], hooks
+    # The claim (with its read), the version's snapshot, two per model call and per tool step, the end.
+    assert len(statements) == 1 + 1 + 2 * 3 + 2 * 2 + 1
 
 
 def test_a_listening_webhook_gets_its_delivery_in_the_ending_s_transaction(scripted_agent):
@@ -102,8 +108,50 @@ def test_a_listening_webhook_gets_its_delivery_in_the_ending_s_transaction(scrip
     assert statements.count("COMMIT") == 1
     ending = statements[statements.index("BEGIN") :]
     assert any("conversations_webhookdelivery" in sql for sql in ending)
+    # Read with the final answer, not again at the ending.
+    assert not [sql for sql in statements if sql.startswith("SELECT EXISTS") and "conversations_webhook" in sql]
     delivery = WebhookDelivery.objects.get(run_event__run=run)
     assert delivery.event_type == "run.completed"
+
+
+def test_what_the_answer_read_of_the_webhooks_only_decides_whether_the_ending_looks(scripted_agent, monkeypatch):
+    """The final answer's commit reads whether a webhook listens; the ending then writes its
+    deliveries in its transaction, to the webhooks active then. One switched off in between gets
+    nothing; one saved in between misses this ending (as one saved while the ending is written)."""
+    agent = scripted_agent(ONE_TOOL_STEP, tools=["test-echo"])
+    kept = Webhook.objects.create(agent=agent, url="https://hooks.example.com/kept", secret="s" * 32)
+    dropped = Webhook.objects.create(agent=agent, url="https://hooks.example.com/dropped", secret="s" * 32)
+    run = start_run(agent)
+    finish = loop_module.run_finish
+
+    def in_between(**ending):
+        assert ending["listening"] is True
+        Webhook.objects.filter(pk=dropped.pk).update(is_active=False)
+        return finish(**ending)
+
+    monkeypatch.setattr(loop_module, "run_finish", in_between)
+    advance(run)
+
+    delivered = WebhookDelivery.objects.filter(run_event__run=run, event_type="run.completed")
+    assert list(delivered.values_list("webhook_id", flat=True)) == [kept.pk]
+
+
+def test_a_run_with_no_webhook_ends_without_a_transaction_of_its_own(scripted_agent, monkeypatch):
+    agent = scripted_agent(ONE_TOOL_STEP, tools=["test-echo"])
+    run = start_run(agent)
+    seen = []
+    finish = loop_module.run_finish
+
+    def recorded(**ending):
+        seen.append(ending["listening"])
+        return finish(**ending)
+
+    monkeypatch.setattr(loop_module, "run_finish", recorded)
+
+    advance(run)
+
+    assert Run.objects.get(pk=run.pk).status == "completed" and seen == [False]
+    assert not WebhookDelivery.objects.filter(run_event__run=run).exists()
 
 
 def test_a_tool_switched_off_after_the_snapshot_is_refused_by_the_statement_that_marks_it(scripted_agent):
