@@ -116,8 +116,8 @@ def test_a_listening_webhook_gets_its_delivery_in_the_ending_s_transaction(scrip
 
 def test_what_the_answer_read_of_the_webhooks_only_decides_whether_the_ending_looks(scripted_agent, monkeypatch):
     """The final answer's commit reads whether a webhook listens; the ending then writes its
-    deliveries in its transaction, to the webhooks active then. One switched off in between gets
-    nothing; one saved in between misses this ending (as one saved while the ending is written)."""
+    deliveries in its transaction, to the webhooks active then: one switched off in between gets
+    nothing. (One saved in between misses this ending, as one saved while it is written does.)"""
     agent = scripted_agent(ONE_TOOL_STEP, tools=["test-echo"])
     kept = Webhook.objects.create(agent=agent, url="https://hooks.example.com/kept", secret="s" * 32)
     dropped = Webhook.objects.create(agent=agent, url="https://hooks.example.com/dropped", secret="s" * 32)
