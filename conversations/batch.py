@@ -21,6 +21,7 @@ through such references. A batch may also read a row (`read`), in the same round
 
 import re
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -93,10 +94,10 @@ class Batch:
         read, in one transaction, the guard's row given to it as a VALUES table."""
         guard = self._writes[0]
         if connection.vendor == "postgresql":
-            if not self.transactional:
-                return self._finish_rows(self._one_statement_rows(columns, rest, params))
-            with transaction.atomic(savepoint=False):
-                return self._finish_rows(self._one_statement_rows(columns, rest, params))
+            # As execute: a transaction only when an `after` callback writes too.
+            with transaction.atomic(savepoint=False) if self.transactional else nullcontext():
+                results, rows = self._one_statement_rows(columns, rest, params)
+                return self._finish(results), rows
         with transaction.atomic(savepoint=False):
             results = self._one_by_one()
             if results is None:
@@ -112,23 +113,22 @@ class Batch:
                 rows = cursor.fetchall()
             return self._finish(results), rows
 
+    def _shape(self) -> tuple[tuple[str, str, tuple[str, ...], bool], ...]:
+        """The writes' SQL (not their values), the key of the statement built for them."""
+        return tuple((write.name, write.sql, write.returning, write.read) for write in self._writes)
+
+    def _params(self) -> list:
+        return [param for write in self._writes for param in write.params]
+
     def _one_statement_rows(self, columns: str, rest: str, params) -> tuple[dict[str, dict] | None, list[tuple]]:
-        shape = tuple((write.name, write.sql, write.returning, write.read) for write in self._writes)
-        queries, returned = _parts(shape)
+        queries, returned = _parts(self._shape())
         with statement_cursor() as cursor:
-            cursor.execute(
-                f"{queries} SELECT {returned}, {columns} {rest}",
-                [*(param for write in self._writes for param in write.params), *params],
-            )
+            cursor.execute(f"{queries} SELECT {returned}, {columns} {rest}", [*self._params(), *params])
             rows = cursor.fetchall()
         if not rows:
             return None, []
         width = sum(len(write.returning) for write in self._writes)
         return self._results(rows[0][:width]), [row[width:] for row in rows]
-
-    def _finish_rows(self, read: tuple[dict[str, dict] | None, list[tuple]]) -> tuple[dict[str, dict] | None, list]:
-        results, rows = read
-        return self._finish(results), rows
 
     def _finish(self, results: dict[str, dict] | None) -> dict[str, dict] | None:
         if results is not None:
@@ -137,10 +137,8 @@ class Batch:
         return results
 
     def _one_statement(self) -> dict[str, dict] | None:
-        params = [param for write in self._writes for param in write.params]
-        shape = tuple((write.name, write.sql, write.returning, write.read) for write in self._writes)
         with statement_cursor() as cursor:
-            cursor.execute(_statement(shape), params)
+            cursor.execute(_statement(self._shape()), self._params())
             row = list(cursor.fetchone())
         if row[0] is None:
             return None

@@ -22,6 +22,7 @@ class Columns:
         self._converters: dict[str, list] = {}
         # Whether Model.from_db and Model.__init__ are the model's own (they would be skipped).
         self._plain_class = model.__init__ is Model.__init__ and model.from_db.__func__ is Model.from_db.__func__
+        self._direct = self._direct_builder()
 
     def instances(self, rows) -> list:
         connection = connections[DEFAULT_DB_ALIAS]
@@ -49,18 +50,23 @@ class Columns:
         return made
 
     def _build(self):
-        """How a row becomes an instance: Model.from_db, or the same done directly.
+        """How a row becomes an instance: Model.from_db, or the same done directly (_direct_builder),
+        for a model that changes neither __init__ nor from_db and has no pre_init or post_init
+        receiver, since those would be skipped."""
+        model = self.model
+        if not self._plain_class or pre_init.has_listeners(model) or post_init.has_listeners(model):
+            return lambda alias, values: model.from_db(alias, self.attnames, values)
+        return self._direct
+
+    def _direct_builder(self):
+        """Model.from_db's work, done directly.
 
         Model.__init__ takes some 18 µs for a run's 17 columns (it walks every field of the model,
         deferred or not, and sends pre_init and post_init); putting the values in the instance's
         __dict__ takes under 2. What it leaves is what from_db leaves: the columns read set, the
         others deferred (loaded when asked for, as after QuerySet.only()), the instance marked as
-        read from this database. Only for a model that changes neither __init__ nor from_db and
-        has no pre_init or post_init receiver, since those would be skipped."""
-        model = self.model
-        if not self._plain_class or pre_init.has_listeners(model) or post_init.has_listeners(model):
-            return lambda alias, values: model.from_db(alias, self.attnames, values)
-        attnames, new = self.attnames, model.__new__
+        read from this database."""
+        model, attnames, new = self.model, self.attnames, self.model.__new__
 
         def build(alias, values):
             instance = new(model)
