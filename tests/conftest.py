@@ -71,12 +71,16 @@ def executions():
 
 @pytest.fixture
 def no_enqueue(monkeypatch):
-    """For engine tests that drive runs in-process: keep runs off the broker, so a worker
-    started by an earlier test cannot take them."""
+    """For engine tests that drive runs in-process: keep runs and webhook deliveries off the
+    broker, so a worker started by an earlier test cannot take them. (A delivery taken there was
+    written by that worker while this test's teardown emptied the tables: a deadlock.)"""
+    from conversations.webhooks import WEBHOOK_DELIVER_TASK
     from engine import tasks
+    from platform_site.celery import app
 
     sent = []
     monkeypatch.setattr(tasks.run_advance_task, "delay", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(app.tasks[WEBHOOK_DELIVER_TASK], "delay", lambda delivery_id: None)
     return sent
 
 
