@@ -3,6 +3,8 @@ thread hop, async views (streams, chat completions, the streamed export) by its 
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -145,3 +147,13 @@ def test_a_process_serves_at_most_its_request_threads_at_once_and_the_rest_wait(
     assert [answer.status_code for answer in answers] == [200] * 6
     assert all(answer.text == "done" for answer in answers)
     assert _in_flight.most == 2
+
+
+def test_the_urlconf_is_loaded_when_the_process_starts_not_by_its_first_request():
+    """A fresh process that only imports the application has every view imported already."""
+    probe = (
+        "import sys, platform_site.asgi; "
+        "print(all(name in sys.modules for name in ('platform_site.urls', 'api.urls', 'console.urls')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "True"
