@@ -38,8 +38,9 @@ def _delegate(parent, child, name: str) -> AgentDelegate:
     return delegate
 
 
-def _answering(fake_llm, text: str, **fields):
-    return agent_on(fake_llm, {"scenarios": [{"match": ".", "steps": [{"content": text}]}]}, tools=(), **fields)
+def _answering(fake_llm, text: str, latency_ms: int | None = None, **fields):
+    step = {"content": text} if latency_ms is None else {"content": text, "latency_ms": latency_ms}
+    return agent_on(fake_llm, {"scenarios": [{"match": ".", "steps": [step]}]}, tools=(), **fields)
 
 
 def _calling(fake_llm, calls: list[dict], reply: str = "Summary: {last_tool_result}", **fields):
@@ -59,8 +60,10 @@ def _tool_messages(fake_llm, agent) -> list[str]:
 
 def test_two_children_run_in_parallel_and_both_answers_reach_the_parents_next_model_call(worker, fake_llm):
     owner = User.objects.create_user("delegator")
-    researcher = _answering(fake_llm, "Paris has 2.1 million people.")
-    writer = _answering(fake_llm, "A short poem about Paris.")
+    # The children answer after a pause: a parent whose children have all ended before it parks
+    # goes on without parking (run_park_for_children), and this test watches it park.
+    researcher = _answering(fake_llm, "Paris has 2.1 million people.", latency_ms=1500)
+    writer = _answering(fake_llm, "A short poem about Paris.", latency_ms=1500)
     parent = _calling(
         fake_llm,
         [
