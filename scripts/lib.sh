@@ -13,15 +13,31 @@ ensure_venv() {
   fi
 }
 
+postgres_ready() { pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; }
+redis_ready() { redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; }
+
+# wait_for NAME CHECK SECONDS: poll CHECK every second; fail loudly if it never passes.
+wait_for() {
+  local name="$1" check="$2" seconds="$3"
+  for _ in $(seq 1 "$seconds"); do "$check" && return 0; sleep 1; done
+  echo "$name is not accepting connections after ${seconds} s" >&2
+  return 1
+}
+
 ensure_services() {
-  if ! pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
+  if ! postgres_ready; then
     echo "starting PostgreSQL"
-    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start
-    for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
+    # A cluster that is still starting or recovering (a machine that has just booted) does not
+    # accept connections yet, and pg_ctlcluster then refuses with "already running" (exit 2).
+    # That is not a failure: wait for it like for one started here.
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start ||
+      echo "pg_ctlcluster exited $?; waiting for the running cluster"
+    wait_for PostgreSQL postgres_ready 120
   fi
-  if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  if ! redis_ready; then
     echo "starting Redis"
-    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no
-    for _ in $(seq 1 30); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 0.5; done
+    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no ||
+      echo "redis-server exited $?; waiting for the running server"
+    wait_for Redis redis_ready 60
   fi
 }
