@@ -35,7 +35,9 @@ TOOL_SCRIPT = {
                 },
                 {
                     "content": "You said {last_tool_result}, and that is all I know about it.",
-                    "latency_ms": 800,
+                    # Long enough that a client which read tool.completed still sees the run
+                    # running when it disconnects, on a loaded machine too.
+                    "latency_ms": 2000,
                     "usage": {"prompt_tokens": 70, "completion_tokens": 12},
                 },
             ],

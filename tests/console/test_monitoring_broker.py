@@ -26,7 +26,10 @@ def probe_queue(monkeypatch, settings):
 
 
 def _depths() -> dict:
-    return {queue["name"]: queue["depth"] for queue in broker.queue_depths()["queues"]}
+    # A first read waits only a little for the broker and says "pending" after that; a loaded
+    # machine can take longer, so wait for an answer (a cached one is never pending).
+    answer = wait_for(lambda: (result := broker.queue_depths()) and not result.get("pending") and result, timeout=10)
+    return {queue["name"]: queue["depth"] for queue in answer["queues"]}
 
 
 def test_queue_depth_counts_waiting_messages_per_queue(probe_queue):

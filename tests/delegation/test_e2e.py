@@ -180,7 +180,11 @@ def test_cancelling_the_parent_cancels_its_children_and_theirs(worker, fake_llm)
 def test_a_tree_over_the_parents_token_budget_stops_the_parent(worker, fake_llm):
     chatty = agent_on(
         fake_llm,
-        _script({"content": "long answer", "usage": {"prompt_tokens": 500, "completion_tokens": 500}}),
+        # The pause keeps the child running until the parent parks: a child that ended first
+        # would let the parent step on before the child's tokens were added to it.
+        _script(
+            {"content": "long answer", "latency_ms": 1500, "usage": {"prompt_tokens": 500, "completion_tokens": 500}}
+        ),
         tools=(),
     )
     parent = _calling(fake_llm, [{"name": "ask_chatty", "arguments": {"task": "talk"}}], run_token_budget=600)

@@ -13,7 +13,7 @@ from tests.api_helpers import client_for, make_user
 from tests.helpers import wait_for
 from tests.runs import advance, start_run
 
-SLOW = 1500  # ms the fake model takes, long enough to cancel during the call
+SLOW = 3000  # ms the fake model takes, long enough to cancel during the call on a loaded machine
 
 
 def script(*steps):

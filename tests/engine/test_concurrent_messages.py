@@ -120,7 +120,7 @@ def test_enqueue_runs_concurrent_posts_one_after_another(worker, fake_llm):
 SLOW_TOOL_STEP = {
     "match": "^long",
     "steps": [
-        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "x"}}], "latency_ms": 1200},
+        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "x"}}], "latency_ms": 2500},
         {"content": "the long answer"},
     ],
 }

@@ -22,9 +22,11 @@ SEED = 7
 
 
 def test_runs_on_a_faulty_model_end_right_with_every_attempt_recorded(worker, fake_llm):
-    script = fault_script(rates=RATES, seed=SEED, latency_ms=10, timeout_ms=4000, retry_after=0.1)
+    # The read timeout leaves a loaded machine room to read an answered request; the timeout fault
+    # outlasts it.
+    script = fault_script(rates=RATES, seed=SEED, latency_ms=10, timeout_ms=6000, retry_after=0.1)
     model = fake_llm.script(f"faults-{uuid.uuid4().hex[:8]}", script)
-    agents = fault_agents(llm_api_base=fake_llm.api_base, model=model, max_retries=1, read_timeout=1.0, prefix=model)
+    agents = fault_agents(llm_api_base=fake_llm.api_base, model=model, max_retries=1, read_timeout=2.5, prefix=model)
     runs = [
         message_post(conversation=conversation_create(agent=agents[n % 2]), content=f"question {n}").pk
         for n in range(RUNS)

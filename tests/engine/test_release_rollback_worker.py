@@ -19,7 +19,7 @@ SLOW = {
         {
             "match": ".",
             "steps": [
-                {"tool_calls": [{"name": "test-echo", "arguments": {"text": "x"}}], "latency_ms": 1500},
+                {"tool_calls": [{"name": "test-echo", "arguments": {"text": "x"}}], "latency_ms": 3000},
                 {"content": "done", "latency_ms": 300},
             ],
         }
