@@ -70,17 +70,26 @@ def executions():
 
 
 @pytest.fixture
-def no_enqueue(monkeypatch):
-    """For engine tests that drive runs in-process: keep runs and webhook deliveries off the
-    broker, so a worker started by an earlier test cannot take them. (A delivery taken there was
-    written by that worker while this test's teardown emptied the tables: a deadlock.)"""
+def sent_deliveries(monkeypatch):
+    """Webhook delivery ids handed to the broker after commit (kept off it: the test sends them
+    itself, or not at all)."""
     from conversations.webhooks import WEBHOOK_DELIVER_TASK
-    from engine import tasks
     from platform_site.celery import app
 
     sent = []
+    monkeypatch.setattr(app.tasks[WEBHOOK_DELIVER_TASK], "delay", lambda delivery_id: sent.append(delivery_id))
+    return sent
+
+
+@pytest.fixture
+def no_enqueue(monkeypatch, sent_deliveries):
+    """For engine tests that drive runs in-process: keep runs and webhook deliveries off the
+    broker, so a worker started by an earlier test cannot take them. (A delivery taken there was
+    written by that worker while this test's teardown emptied the tables: a deadlock.)"""
+    from engine import tasks
+
+    sent = []
     monkeypatch.setattr(tasks.run_advance_task, "delay", lambda run_id: sent.append(run_id))
-    monkeypatch.setattr(app.tasks[WEBHOOK_DELIVER_TASK], "delay", lambda delivery_id: None)
     return sent
 
 

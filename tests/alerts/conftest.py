@@ -1,21 +1,9 @@
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-import pytest
-
 from alerts.models import AlertRule
 from conversations.models import Approval, ToolInvocation
-from conversations.webhooks import WEBHOOK_DELIVER_TASK
-from platform_site.celery import app
 from tests.ledger import ledger_call, ledger_run
-
-
-@pytest.fixture
-def sent_deliveries(monkeypatch):
-    """Delivery ids handed to the broker after commit (kept off it: the test sends them itself)."""
-    sent = []
-    monkeypatch.setattr(app.tasks[WEBHOOK_DELIVER_TASK], "delay", lambda delivery_id: sent.append(delivery_id))
-    return sent
 
 
 def make_rule(**fields) -> AlertRule:

@@ -25,10 +25,15 @@ def probe_queue(monkeypatch, settings):
     cache.delete_many([broker.QUEUES_KEY, broker.WORKERS_KEY])
 
 
-def _depths() -> dict:
+def _answered_depths() -> dict | None:
     # A first read waits only a little for the broker and says "pending" after that; a loaded
-    # machine can take longer, so wait for an answer (a cached one is never pending).
-    answer = wait_for(lambda: (result := broker.queue_depths()) and not result.get("pending") and result, timeout=10)
+    # machine can take longer (a cached answer is never pending).
+    answer = broker.queue_depths()
+    return None if answer.get("pending") else answer
+
+
+def _depths() -> dict:
+    answer = wait_for(_answered_depths, timeout=10, message="the broker's queue depths")
     return {queue["name"]: queue["depth"] for queue in answer["queues"]}
 
 

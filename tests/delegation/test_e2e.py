@@ -38,8 +38,8 @@ def _delegate(parent, child, name: str) -> AgentDelegate:
     return delegate
 
 
-def _answering(fake_llm, text: str, latency_ms: int | None = None, **fields):
-    step = {"content": text} if latency_ms is None else {"content": text, "latency_ms": latency_ms}
+def _answering(fake_llm, text: str, latency_ms: int = 0, **fields):
+    step = {"content": text, "latency_ms": latency_ms}
     return agent_on(fake_llm, {"scenarios": [{"match": ".", "steps": [step]}]}, tools=(), **fields)
 
 
