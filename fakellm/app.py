@@ -11,8 +11,11 @@ from starlette.routing import Route
 
 from fakellm.embeddings import embeddings_response
 from fakellm.engine import ANTHROPIC, OPENAI, handle
-from fakellm.state import ServerState
+from fakellm.state import Hold, ServerState
+from fakellm.step_validation import HOLD_LABEL
 from fakellm.validation import ScriptError
+
+BAD_HOLD_LABEL = "a hold label is 1-100 letters, digits, '.', '_' or '-'"
 
 
 def _state(request: Request) -> ServerState:
@@ -94,6 +97,24 @@ async def get_stats(request: Request) -> Response:
     return JSONResponse({"in_flight": state.in_flight, "max_in_flight": state.max_in_flight})
 
 
+def _hold(request: Request) -> Hold | None:
+    label = request.path_params["label"]
+    return _state(request).hold(label) if HOLD_LABEL.match(label) else None
+
+
+async def get_hold(request: Request) -> Response:
+    hold = _hold(request)
+    return JSONResponse(hold.state()) if hold else _problem(BAD_HOLD_LABEL)
+
+
+async def release_hold(request: Request) -> Response:
+    hold = _hold(request)
+    if hold is None:
+        return _problem(BAD_HOLD_LABEL)
+    hold.opened.set()
+    return JSONResponse(hold.state())
+
+
 def create_app(scripts: dict[str, dict]) -> Starlette:
     """Build the server for the given scripts (name -> script document)."""
     app = Starlette(
@@ -108,6 +129,8 @@ def create_app(scripts: dict[str, dict]) -> Starlette:
             Route("/_requests", get_requests, methods=["GET"]),
             Route("/_requests", clear_requests, methods=["DELETE"]),
             Route("/_stats", get_stats, methods=["GET"]),
+            Route("/_holds/{label}", get_hold, methods=["GET"]),
+            Route("/_holds/{label}/release", release_hold, methods=["POST"]),
         ]
     )
     app.state.fakellm = ServerState(scripts)

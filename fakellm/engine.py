@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from fakellm.state import ServerState
 from fakellm.templates import TemplateContext
 from fakellm.tokens import prompt_tokens, text_counter
 from fakellm.wire_common import Meta, dumps, status_message
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,9 @@ async def handle(request: Request, wire: Wire) -> Response:
     latency_ms = step.get("latency_ms", script.defaults["latency_ms"])
     if latency_ms:
         await asyncio.sleep(latency_ms / 1000)
+    hold_timeout_ms = script.defaults["hold_timeout_ms"]
+    if "hold" in step and not await state.hold(step["hold"]).wait(hold_timeout_ms / 1000):
+        log.warning("hold %r was not released within %s ms; answering", step["hold"], hold_timeout_ms)
     if "status" in fault:
         status = fault["status"]
         return error_response(wire, status, status_message(status), fault.get("retry_after"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,11 +13,42 @@ from fakellm.validation import ScriptError
 REQUEST_LOG_SIZE = 2000
 
 
+class Hold:
+    """A gate that requests of steps with `"hold": LABEL` wait at until a test releases it, so a
+    test acts while a model call is certainly in flight instead of hoping a latency is long enough.
+    Released once, it stays open: later requests pass, and a release that comes before the
+    request arrives is not lost."""
+
+    def __init__(self):
+        self.opened = asyncio.Event()
+        self.arrived = 0
+        self.waiting = 0
+
+    async def wait(self, timeout_s: float) -> bool:
+        """False when the timeout passed first (the request is then answered anyway: nothing hangs)."""
+        self.arrived += 1
+        if self.opened.is_set():
+            return True
+        self.waiting += 1
+        try:
+            await asyncio.wait_for(self.opened.wait(), timeout_s)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self.waiting -= 1
+
+    def state(self) -> dict:
+        return {"arrived": self.arrived, "waiting": self.waiting, "released": self.opened.is_set()}
+
+
 class ServerState:
     def __init__(self, scripts: dict[str, dict]):
         self.scripts: dict[str, Script] = {}
         self.requests: deque[dict] = deque(maxlen=REQUEST_LOG_SIZE)
         self._fault_hits: dict[tuple[str, str], int] = {}
+        # Labels are the tests' to choose (unique per test); one gate per label for the server's life.
+        self.holds: dict[str, Hold] = {}
         # Requests being answered now, and the most at once since the log was last cleared: shows
         # whether slow requests overlap (the server runs on one event loop, so no lock is needed).
         self.in_flight = 0
@@ -40,6 +72,9 @@ class ServerState:
             yield
         finally:
             self.in_flight -= 1
+
+    def hold(self, label: str) -> Hold:
+        return self.holds.setdefault(label, Hold())
 
     def clear_log(self) -> None:
         self.requests.clear()

@@ -6,11 +6,11 @@ import re
 
 FAULT_KINDS = ("timeout", "malformed_json", "cut_stream")
 CONDITIONS = ("if_last_tool_result_matches", "if_any_tool_result_matches", "if_last_tool_name")
-REPLY_KEYS = {"content", "tool_calls", "usage", "latency_ms", "fault", "finish_reason"}
+REPLY_KEYS = {"content", "tool_calls", "usage", "latency_ms", "hold", "fault", "finish_reason"}
 USAGE_KEYS = {"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"}
 FAULT_KEYS = {"status", "kind", "retry_after", "times", "timeout_ms"}
 # A generic step draws its content and tool calls per request; the rest is as in a reply step.
-GENERIC_KEYS = {"generic", "usage", "latency_ms", "fault"}
+GENERIC_KEYS = {"generic", "usage", "latency_ms", "hold", "fault"}
 GENERIC_OPTIONS = {"call": ("each", "one"), "optional": ("some", "all", "none")}
 
 
@@ -20,6 +20,9 @@ def is_int(value) -> bool:
 
 def is_amount(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+HOLD_LABEL = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
 class Problems:
@@ -45,6 +48,10 @@ class Problems:
             if key in value and not is_amount(value[key]):
                 self.fail(f"{path}.{key}", "must be a non-negative number")
 
+    def hold(self, value: dict, path: str) -> None:
+        if "hold" in value and not (isinstance(value["hold"], str) and HOLD_LABEL.match(value["hold"])):
+            self.fail(f"{path}.hold", "must be a label of 1-100 letters, digits, '.', '_' or '-'")
+
     def regex(self, pattern, path: str) -> None:
         if not isinstance(pattern, str):
             return self.fail(path, "must be a regex string")
@@ -63,6 +70,7 @@ def check_step(value, path: str, problems: Problems) -> None:
         return check_generic(value, path, problems)
     problems.keys(value, REPLY_KEYS, path)
     problems.amounts(value, ["latency_ms"], path)
+    problems.hold(value, path)
     if not isinstance(value.get("content", ""), str):
         problems.fail(f"{path}.content", "must be a string")
     if value.get("usage") is not None:
@@ -81,6 +89,7 @@ def check_step(value, path: str, problems: Problems) -> None:
 def check_generic(value: dict, path: str, problems: Problems) -> None:
     problems.keys(value, GENERIC_KEYS, path)
     problems.amounts(value, ["latency_ms"], path)
+    problems.hold(value, path)
     if value.get("usage") is not None:
         check_usage(value["usage"], f"{path}.usage", problems)
     if "fault" in value:

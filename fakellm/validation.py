@@ -16,6 +16,7 @@ DEFAULTS = {
     "context_window": None,
     "context_error": "openai",
     "stream_tools_error": None,
+    "hold_timeout_ms": 60000,
 }
 CONTEXT_ERRORS = ("openai", "llamacpp")
 FAULT_DEFAULTS = {"rate": {}, "seed": 1, "retry_after": 1, "timeout_ms": 30000}
@@ -35,7 +36,7 @@ def _check_defaults(value, problems: Problems) -> None:
     if not problems.is_object(value, "defaults"):
         return
     problems.keys(value, DEFAULTS, "defaults")
-    problems.amounts(value, ["latency_ms", "stream_chunk_delay_ms"], "defaults")
+    problems.amounts(value, ["latency_ms", "stream_chunk_delay_ms", "hold_timeout_ms"], "defaults")
     for key in ("omit_tool_call_ids", "stream_usage"):
         if not isinstance(value.get(key, False), bool):
             problems.fail(f"defaults.{key}", "must be a boolean")

@@ -1,10 +1,13 @@
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
 from django.db import connection
 
 from fakellm.testing import serve_in_thread
+from tests.helpers import wait_for
 from tests.tool_fixtures import COUNTER_KEY, redis_client
 from tests.workers import WorkerProcess
 
@@ -23,6 +26,37 @@ class FakeLLM:
         response = httpx.get(f"{self.base_url}/_requests", params={"model": model, "limit": 500}, timeout=10)
         response.raise_for_status()
         return response.json()
+
+    @contextmanager
+    def held(self) -> Iterator["HeldAnswers"]:
+        """A fresh hold label for a script step (`"hold": held.label`): the step's model calls
+        are answered once the test releases them, or when the block ends, however it ends."""
+        held = HeldAnswers(self.base_url, f"hold-{uuid.uuid4().hex[:12]}")
+        try:
+            yield held
+        finally:
+            held.release()
+
+
+class HeldAnswers:
+    """The fake model's answers to one hold label, which wait until released: a test acts while a
+    model call is certainly in flight, instead of trusting a latency to be long enough."""
+
+    def __init__(self, base_url: str, label: str):
+        self.label = label
+        self._url = f"{base_url}/_holds/{label}"
+
+    def state(self) -> dict:
+        response = httpx.get(self._url, timeout=10)
+        response.raise_for_status()
+        return response.json()
+
+    def wait_arrived(self, count: int = 1, timeout: float = 30) -> None:
+        """Until `count` requests have reached the hold (being held, or let through once released)."""
+        wait_for(lambda: self.state()["arrived"] >= count, timeout=timeout, message=f"{count} held model call(s)")
+
+    def release(self) -> None:
+        httpx.post(f"{self._url}/release", timeout=10).raise_for_status()
 
 
 @pytest.fixture(scope="session")

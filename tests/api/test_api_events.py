@@ -23,27 +23,22 @@ from tests.helpers import wait_for
 
 pytestmark = pytest.mark.e2e
 
-TOOL_SCRIPT = {
-    "defaults": {"stream_chunk_delay_ms": 5},
-    "scenarios": [
-        {
-            "match": "echo (?P<word>\\w+)",
-            "steps": [
-                {
-                    "tool_calls": [{"name": "test-echo", "arguments": {"text": "{word}"}}],
-                    "usage": {"prompt_tokens": 50, "completion_tokens": 7},
-                },
-                {
-                    "content": "You said {last_tool_result}, and that is all I know about it.",
-                    # Long enough that a client which read tool.completed still sees the run
-                    # running when it disconnects, on a loaded machine too.
-                    "latency_ms": 2000,
-                    "usage": {"prompt_tokens": 70, "completion_tokens": 12},
-                },
-            ],
-        }
-    ],
-}
+
+def tool_script(held=None) -> dict:
+    """A tool call, then a streamed answer; with `held`, the answer waits for the test's release."""
+    answer = {
+        "content": "You said {last_tool_result}, and that is all I know about it.",
+        "usage": {"prompt_tokens": 70, "completion_tokens": 12},
+        **({"hold": held.label} if held else {}),
+    }
+    call = {
+        "tool_calls": [{"name": "test-echo", "arguments": {"text": "{word}"}}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 7},
+    }
+    return {
+        "defaults": {"stream_chunk_delay_ms": 5},
+        "scenarios": [{"match": "echo (?P<word>\\w+)", "steps": [call, answer]}],
+    }
 
 
 def iter_events(response: httpx.Response, on_comment=None):
@@ -79,7 +74,7 @@ def headers(user):
 
 @pytest.fixture
 def tool_agent(fake_llm):
-    fake_llm.script("sse-tool", TOOL_SCRIPT)
+    fake_llm.script("sse-tool", tool_script())
     return make_agent(
         tools=["test-echo"],
         slug="sse-agent",
@@ -132,18 +127,23 @@ def test_a_run_streams_every_event_in_order_and_the_stream_ends(api_server, work
     assert len(events) == RunEvent.objects.filter(run_id=run_id).count()
 
 
-def test_last_event_id_resumes_without_loss_or_duplicates(api_server, worker, tool_agent, headers):
-    run_id = _start_run(api_server, headers, "echo resume")
-    with _stream(api_server, run_id, headers) as response:
-        first = []
-        for event in iter_events(response):
-            first.append(event)
-            if event["event"] == "tool.completed":
-                break  # disconnect while the run is still answering
-    assert Run.objects.get(pk=run_id).status == "running"
+def test_last_event_id_resumes_without_loss_or_duplicates(api_server, worker, tool_agent, headers, fake_llm):
+    with fake_llm.held() as held:
+        # The answer after the tool waits until the client has come back: the run is still
+        # answering when the client disconnects, and it goes on while the client follows it again.
+        fake_llm.script("sse-tool", tool_script(held))
+        run_id = _start_run(api_server, headers, "echo resume")
+        with _stream(api_server, run_id, headers) as response:
+            first = []
+            for event in iter_events(response):
+                first.append(event)
+                if event["event"] == "tool.completed":
+                    break  # disconnect while the run is still answering
+        assert Run.objects.get(pk=run_id).status == "running"
 
-    with _stream(api_server, run_id, {**headers, "Last-Event-ID": str(first[-1]["id"])}) as response:
-        rest = read_events(response)
+        with _stream(api_server, run_id, {**headers, "Last-Event-ID": str(first[-1]["id"])}) as response:
+            held.release()
+            rest = read_events(response)
     ids = [e["id"] for e in first + rest]
     assert ids == list(RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("seq", flat=True))
     assert rest[-1]["event"] == "run.completed"

@@ -38,9 +38,10 @@ def _delegate(parent, child, name: str) -> AgentDelegate:
     return delegate
 
 
-def _answering(fake_llm, text: str, latency_ms: int = 0, **fields):
-    step = {"content": text, "latency_ms": latency_ms}
-    return agent_on(fake_llm, {"scenarios": [{"match": ".", "steps": [step]}]}, tools=(), **fields)
+def _answering(fake_llm, text: str, held=None):
+    """An agent that answers `text`; with `held`, once the test releases its answers."""
+    step = {"content": text, **({"hold": held.label} if held else {})}
+    return agent_on(fake_llm, {"scenarios": [{"match": ".", "steps": [step]}]}, tools=())
 
 
 def _calling(fake_llm, calls: list[dict], reply: str = "Summary: {last_tool_result}", **fields):
@@ -60,21 +61,27 @@ def _tool_messages(fake_llm, agent) -> list[str]:
 
 def test_two_children_run_in_parallel_and_both_answers_reach_the_parents_next_model_call(worker, fake_llm):
     owner = User.objects.create_user("delegator")
-    # The children answer after a pause: a parent whose children have all ended before it parks
-    # goes on without parking (run_park_for_children), and this test watches it park.
-    researcher = _answering(fake_llm, "Paris has 2.1 million people.", latency_ms=1500)
-    writer = _answering(fake_llm, "A short poem about Paris.", latency_ms=1500)
-    parent = _calling(
-        fake_llm,
-        [
-            {"name": "ask_researcher", "arguments": {"task": "population of Paris", "fields": {"year": 2024}}},
-            {"name": "ask_writer", "arguments": {"task": "a poem about Paris"}},
-        ],
-    )
-    _delegate(parent, researcher, "ask_researcher")
-    _delegate(parent, writer, "ask_writer")
+    with fake_llm.held() as held:
+        # The children's answers are held until the parent has parked: a parent whose children
+        # have all ended before it parks goes on without parking (run_park_for_children).
+        researcher = _answering(fake_llm, "Paris has 2.1 million people.", held)
+        writer = _answering(fake_llm, "A short poem about Paris.", held)
+        parent = _calling(
+            fake_llm,
+            [
+                {"name": "ask_researcher", "arguments": {"task": "population of Paris", "fields": {"year": 2024}}},
+                {"name": "ask_writer", "arguments": {"task": "a poem about Paris"}},
+            ],
+        )
+        _delegate(parent, researcher, "ask_researcher")
+        _delegate(parent, writer, "ask_writer")
 
-    run = _status(_post(parent, owner), "completed")
+        run = _status(_post(parent, owner), "awaiting_children")
+        # Both children are in their model call at once: they run in parallel, not one after the other.
+        held.wait_arrived(2)
+        assert held.state()["waiting"] == 2
+        held.release()
+        run = _status(run, "completed")
 
     children = list(Run.objects.filter(parent_run=run).order_by("agent__id"))
     assert [c.agent_id for c in children] == [researcher.pk, writer.pk]
@@ -178,19 +185,17 @@ def test_cancelling_the_parent_cancels_its_children_and_theirs(worker, fake_llm)
 
 
 def test_a_tree_over_the_parents_token_budget_stops_the_parent(worker, fake_llm):
-    chatty = agent_on(
-        fake_llm,
-        # The pause keeps the child running until the parent parks: a child that ended first
-        # would let the parent step on before the child's tokens were added to it.
-        _script(
-            {"content": "long answer", "latency_ms": 1500, "usage": {"prompt_tokens": 500, "completion_tokens": 500}}
-        ),
-        tools=(),
-    )
-    parent = _calling(fake_llm, [{"name": "ask_chatty", "arguments": {"task": "talk"}}], run_token_budget=600)
-    _delegate(parent, chatty, "ask_chatty")
+    with fake_llm.held() as held:
+        # The child's answer is held until the parent has parked: a child that ended first would
+        # let the parent step on before the child's tokens were added to it.
+        usage = {"prompt_tokens": 500, "completion_tokens": 500}
+        chatty = agent_on(fake_llm, _script({"content": "long answer", "usage": usage, "hold": held.label}), tools=())
+        parent = _calling(fake_llm, [{"name": "ask_chatty", "arguments": {"task": "talk"}}], run_token_budget=600)
+        _delegate(parent, chatty, "ask_chatty")
 
-    run = _status(_post(parent), "completed")
+        run = _status(_post(parent), "awaiting_children")
+        held.release()
+        run = _status(run, "completed")
 
     assert run.stop_reason == "budget"
     assert run.children_tokens == 1000

@@ -13,8 +13,6 @@ from tests.api_helpers import client_for, make_user
 from tests.helpers import wait_for
 from tests.runs import advance, start_run
 
-SLOW = 3000  # ms the fake model takes, long enough to cancel during the call on a loaded machine
-
 
 def script(*steps):
     return {"scenarios": [{"match": ".", "steps": list(steps)}]}
@@ -36,21 +34,25 @@ def owned_run(agent, user) -> Run:
     return start_run(agent, conversation=conversation_create(agent=agent, owner=user))
 
 
-def cancel_during_the_model_call(run: Run, user) -> int:
-    """Advance the run in the background and cancel it through the API while its call is in flight."""
+def cancel_during_the_model_call(run: Run, user, held) -> int:
+    """Advance the run in the background and cancel it through the API while its call is in
+    flight: the model's answer is held until the cancel has been answered."""
     worker = in_background(advance, run)
-    wait_for(lambda: LLMCall.objects.filter(run=run, status="started").exists(), message="the model call")
+    held.wait_arrived()
+    assert LLMCall.objects.filter(run=run, status="started").exists()
     status = client_for(user).post(f"/api/v1/runs/{run.pk}/cancel/").status_code
+    held.release()
     worker.join(30)
     return status
 
 
-def test_cancel_during_the_final_model_call_ends_the_run_cancelled_and_keeps_the_late_answer(scripted_agent):
+def test_cancel_during_the_final_model_call_ends_the_run_cancelled_and_keeps_the_late_answer(scripted_agent, fake_llm):
     user = make_user()
-    agent = scripted_agent(script({"content": "the late answer", "latency_ms": SLOW}))
-    run = owned_run(agent, user)
+    with fake_llm.held() as held:
+        agent = scripted_agent(script({"content": "the late answer", "hold": held.label}))
+        run = owned_run(agent, user)
 
-    assert cancel_during_the_model_call(run, user) == 202
+        assert cancel_during_the_model_call(run, user, held) == 202
 
     run.refresh_from_db()
     assert (run.status, run.stop_reason) == ("cancelled", "cancelled")
@@ -65,23 +67,26 @@ def test_cancel_during_the_final_model_call_ends_the_run_cancelled_and_keeps_the
     assert run.events.get(type="run.cancelled").payload["instead_of"] == "final_answer"
 
 
-def test_tool_calls_asked_for_during_a_cancelled_model_call_are_recorded_cancelled(scripted_agent, executions):
+def test_tool_calls_asked_for_during_a_cancelled_model_call_are_recorded_cancelled(
+    scripted_agent, executions, fake_llm
+):
     user = make_user()
-    agent = scripted_agent(
-        script(
-            {
-                "latency_ms": SLOW,
-                "tool_calls": [
-                    {"id": "c1", "name": "test-counter", "arguments": {"label": "never"}},
-                    {"id": "c2", "name": "test-counter", "arguments": '{"label": oops'},
-                ],
-            }
-        ),
-        tools=["test-counter"],
-    )
-    run = owned_run(agent, user)
+    with fake_llm.held() as held:
+        agent = scripted_agent(
+            script(
+                {
+                    "hold": held.label,
+                    "tool_calls": [
+                        {"id": "c1", "name": "test-counter", "arguments": {"label": "never"}},
+                        {"id": "c2", "name": "test-counter", "arguments": '{"label": oops'},
+                    ],
+                }
+            ),
+            tools=["test-counter"],
+        )
+        run = owned_run(agent, user)
 
-    assert cancel_during_the_model_call(run, user) == 202
+        assert cancel_during_the_model_call(run, user, held) == 202
 
     run.refresh_from_db()
     assert (run.status, run.stop_reason) == ("cancelled", "cancelled")

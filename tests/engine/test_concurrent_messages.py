@@ -115,27 +115,31 @@ def test_enqueue_runs_concurrent_posts_one_after_another(worker, fake_llm):
     assert len([m for m in last_request["messages"] if m["role"] != "system"]) == 2 * THREADS - 1
 
 
-# A slow first step that asks for a tool: a cancelled run stops at the boundary after it (an
-# answer already being written when the cancel arrives is kept, like any step in flight).
-SLOW_TOOL_STEP = {
-    "match": "^long",
-    "steps": [
-        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "x"}}], "latency_ms": 2500},
-        {"content": "the long answer"},
-    ],
-}
+def _interruptible(fake_llm, name: str, held) -> None:
+    """A long question's run asks for a tool, its model call answered once the test releases it:
+    an interrupting post certainly lands while that call is in flight. A cancelled run stops at
+    the boundary after it (an answer already being written when the cancel arrives is kept, like
+    any step in flight). Any other question is answered at once."""
+    long_question = {
+        "match": "^long",
+        "steps": [
+            {"tool_calls": [{"name": "test-echo", "arguments": {"text": "x"}}], "hold": held.label},
+            {"content": "the long answer"},
+        ],
+    }
+    fake_llm.script(name, {"scenarios": [long_question], "fallback": {"content": "answer to {last_user_message}"}})
 
 
 @pytest.mark.e2e
 def test_interrupt_cancels_the_active_run_then_starts_the_new_one(worker, fake_llm):
-    fake_llm.script(
-        "slow-interrupt", {"scenarios": [SLOW_TOOL_STEP], "fallback": {"content": "answer to {last_user_message}"}}
-    )
-    conversation, user = _conversation("interrupt", model="slow-interrupt", base_url=fake_llm.api_base)
-    first = message_post(conversation=conversation, content="long question", user=user)
-    wait_for(lambda: first.events.filter(type="llm_call.started").exists(), message="the first run to call its model")
+    with fake_llm.held() as held:
+        _interruptible(fake_llm, "slow-interrupt", held)
+        conversation, user = _conversation("interrupt", model="slow-interrupt", base_url=fake_llm.api_base)
+        first = message_post(conversation=conversation, content="long question", user=user)
+        held.wait_arrived()  # the first run's model call is in flight
 
-    second = message_post(conversation=conversation, content="never mind, this instead", user=user)
+        second = message_post(conversation=conversation, content="never mind, this instead", user=user)
+        held.release()
     wait_for(lambda: _all_terminal([first, second]), timeout=30, message="both runs to end")
     first.refresh_from_db()
     second.refresh_from_db()
@@ -148,14 +152,18 @@ def test_interrupt_cancels_the_active_run_then_starts_the_new_one(worker, fake_l
 
 @pytest.mark.e2e
 def test_interrupt_with_concurrent_posts_leaves_only_the_last_one(worker, fake_llm):
-    fake_llm.script(
-        "slow-interrupt-many", {"scenarios": [SLOW_TOOL_STEP], "fallback": {"content": "answer to {last_user_message}"}}
-    )
-    conversation, user = _conversation("interrupt", model="slow-interrupt-many", base_url=fake_llm.api_base)
-    results = _concurrently(
-        [lambda i=i: message_post(conversation=conversation, content=f"long q{i}", user=user) for i in range(THREADS)]
-    )
-    assert all(isinstance(r, Run) for r in results), results
+    with fake_llm.held() as held:
+        _interruptible(fake_llm, "slow-interrupt-many", held)
+        conversation, user = _conversation("interrupt", model="slow-interrupt-many", base_url=fake_llm.api_base)
+        results = _concurrently(
+            [
+                lambda i=i: message_post(conversation=conversation, content=f"long q{i}", user=user)
+                for i in range(THREADS)
+            ]
+        )
+        assert all(isinstance(r, Run) for r in results), results
+        held.wait_arrived()  # a run is in its model call: every post has been admitted meanwhile
+        held.release()
     wait_for(lambda: _all_terminal(results), timeout=60, message="all runs to end")
     runs = list(Run.objects.filter(conversation=conversation).order_by("request__id"))
     assert [r.status for r in runs] == ["cancelled"] * (THREADS - 1) + ["completed"]

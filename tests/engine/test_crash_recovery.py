@@ -187,33 +187,34 @@ def test_live_lease_is_not_taken_over(scripted_agent):
 def test_worker_killed_between_steps_resumes_without_repeating(worker, fake_llm, executions):
     from tests.factories import ModelConfigFactory, make_agent
 
-    name = fake_llm.script(
-        "crash-e2e",
-        {
-            "scenarios": [
-                {
-                    "match": ".",
-                    "steps": [
-                        {"tool_calls": [{"name": "test-counter", "arguments": {"label": "e2e-kill"}}]},
-                        # A slow second model call: the worker is killed while it waits on it.
-                        {"content": "recorded", "latency_ms": 4000},
-                    ],
-                }
-            ]
-        },
-    )
-    agent = make_agent(tools=["test-counter"], model_config=ModelConfigFactory(base_url=fake_llm.api_base, model=name))
-    AgentTool.objects.filter(agent=agent).update(approval=AgentTool.Approval.NEVER)
-    run = message_post(conversation=conversation_create(agent=agent), content="go")
+    with fake_llm.held() as held:
+        name = fake_llm.script(
+            "crash-e2e",
+            {
+                "scenarios": [
+                    {
+                        "match": ".",
+                        "steps": [
+                            {"tool_calls": [{"name": "test-counter", "arguments": {"label": "e2e-kill"}}]},
+                            # The second model call is held: the worker is killed while it waits on it.
+                            {"content": "recorded", "hold": held.label},
+                        ],
+                    }
+                ]
+            },
+        )
+        agent = make_agent(
+            tools=["test-counter"], model_config=ModelConfigFactory(base_url=fake_llm.api_base, model=name)
+        )
+        AgentTool.objects.filter(agent=agent).update(approval=AgentTool.Approval.NEVER)
+        run = message_post(conversation=conversation_create(agent=agent), content="go")
 
-    wait_for(
-        lambda: LLMCall.objects.filter(run=run, iteration=2, status="started").exists(),
-        timeout=30,
-        message="the second model call to start",
-    )
-    assert ToolInvocation.objects.get(run=run).status == "succeeded"
-    worker.kill()
-    assert Run.objects.get(pk=run.pk).status == "running"
+        held.wait_arrived()
+        assert LLMCall.objects.filter(run=run, iteration=2, status="started").exists()
+        assert ToolInvocation.objects.get(run=run).status == "succeeded"
+        worker.kill()
+        assert Run.objects.get(pk=run.pk).status == "running"
+    # Released: the call taken again on the new worker is answered at once.
 
     worker.start()
     wait_for(lambda: runs_sweep()["requeued"], timeout=20, interval=0.5, message="the lease to lapse")

@@ -14,17 +14,14 @@ from tests.security.privileges import user_with
 
 pytestmark = pytest.mark.e2e
 
-SLOW = {
-    "scenarios": [
-        {
-            "match": ".",
-            "steps": [
-                {"tool_calls": [{"name": "test-echo", "arguments": {"text": "x"}}], "latency_ms": 3000},
-                {"content": "done", "latency_ms": 300},
-            ],
-        }
+
+def _tool_then_answer(held) -> dict:
+    """A tool call, then the answer; the first model call is answered once the test releases it."""
+    steps = [
+        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "x"}}], "hold": held.label},
+        {"content": "done"},
     ]
-}
+    return {"scenarios": [{"match": ".", "steps": steps}]}
 
 
 def _system_prompts(run: Run) -> set[str]:
@@ -36,16 +33,18 @@ def _system_prompts(run: Run) -> set[str]:
 
 def test_rollback_serves_new_conversations_while_a_run_in_flight_keeps_its_version(worker, fake_llm):
     operator = user_with("agents.publish_agent")
-    agent = agent_on(fake_llm, SLOW, tools=["test-echo"], system_prompt="Prompt one.")
-    first = version_publish(agent=agent, user=operator, note="One.").version
-    Agent.objects.filter(pk=agent.pk).update(system_prompt="Prompt two.")
-    second = version_publish(agent=agent, user=operator, note="Two.").version
+    with fake_llm.held() as held:
+        agent = agent_on(fake_llm, _tool_then_answer(held), tools=["test-echo"], system_prompt="Prompt one.")
+        first = version_publish(agent=agent, user=operator, note="One.").version
+        Agent.objects.filter(pk=agent.pk).update(system_prompt="Prompt two.")
+        second = version_publish(agent=agent, user=operator, note="Two.").version
 
-    in_flight = message_post(conversation=conversation_create(agent=agent), content="go")
-    wait_for(lambda: LLMCall.objects.filter(run=in_flight).exists(), timeout=30, message="the run's first model call")
-    version_rollback(agent=agent, version=first, user=operator, note="Two misbehaves.")
-    assert Run.objects.get(pk=in_flight.pk).status == "running"
-    after = message_post(conversation=conversation_create(agent=agent), content="go")
+        in_flight = message_post(conversation=conversation_create(agent=agent), content="go")
+        held.wait_arrived()  # the run's first model call is in flight
+        version_rollback(agent=agent, version=first, user=operator, note="Two misbehaves.")
+        assert Run.objects.get(pk=in_flight.pk).status == "running"
+        after = message_post(conversation=conversation_create(agent=agent), content="go")
+        held.release()
 
     ended = wait_for(
         lambda: Run.objects.filter(pk__in=[in_flight.pk, after.pk], status="completed").count() == 2,

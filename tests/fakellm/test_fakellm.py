@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -632,6 +633,60 @@ def test_chaos_rates_are_seeded_and_reproducible(url):
     HTTP.put(f"{url}/_scripts/chaos-c", json={"faults": {"rate": {"429": 1}, "retry_after": 3}})
     response = chat(url, "chaos-c", [user("q")])
     assert response.status_code == 429 and response.headers["retry-after"] == "3"
+
+
+# --- holds: a test lets a model call finish when it chooses --------------------------------
+
+
+def _hold(url: str, label: str) -> dict:
+    return HTTP.get(f"{url}/_holds/{label}").json()
+
+
+def _poll(predicate, timeout: float = 10):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_held_step_is_answered_only_once_released(url):
+    HTTP.put(f"{url}/_scripts/held", json={"fallback": {"content": "let go", "hold": "h-answer"}})
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        answer = pool.submit(chat, url, "held", [user("hi")])
+        _poll(lambda: _hold(url, "h-answer")["waiting"] == 1)
+        time.sleep(0.2)
+        assert not answer.done()
+        assert HTTP.post(f"{url}/_holds/h-answer/release").json() == {"arrived": 1, "waiting": 1, "released": True}
+        assert answer.result(timeout=5).json()["choices"][0]["message"]["content"] == "let go"
+    assert _hold(url, "h-answer") == {"arrived": 1, "waiting": 0, "released": True}
+    # Released stays released: a later request passes at once.
+    assert chat(url, "held", [user("again")]).status_code == 200
+    assert _hold(url, "h-answer")["arrived"] == 2
+
+
+def test_a_release_before_the_request_arrives_is_not_lost(url):
+    HTTP.post(f"{url}/_holds/h-early/release")
+    HTTP.put(f"{url}/_scripts/held-early", json={"fallback": {"content": "at once", "hold": "h-early"}})
+    assert chat(url, "held-early", [user("hi")]).json()["choices"][0]["message"]["content"] == "at once"
+
+
+def test_a_hold_nobody_releases_is_answered_after_its_timeout(url):
+    script = {"defaults": {"hold_timeout_ms": 300}, "fallback": {"content": "anyway", "hold": "h-forgotten"}}
+    HTTP.put(f"{url}/_scripts/held-forgotten", json=script)
+    assert chat(url, "held-forgotten", [user("hi")]).json()["choices"][0]["message"]["content"] == "anyway"
+    assert _hold(url, "h-forgotten") == {"arrived": 1, "waiting": 0, "released": False}
+
+
+@pytest.mark.parametrize("label", ["", "a b", "x" * 101, 7])
+def test_a_hold_label_is_a_short_plain_name(url, label):
+    response = HTTP.put(f"{url}/_scripts/bad-hold", json={"fallback": {"content": "x", "hold": label}})
+    assert response.status_code == 400
+    assert "fallback.hold" in response.json()["error"]
+
+
+def test_the_hold_endpoints_refuse_a_label_no_step_could_name(url):
+    assert HTTP.get(f"{url}/_holds/{'x' * 101}").status_code == 400
+    assert HTTP.post(f"{url}/_holds/a%20b/release").status_code == 400
 
 
 # --- performance and entry points ---------------------------------------------------------

@@ -119,9 +119,10 @@ def test_a_refused_connection_reads_the_same_carried_and_plain():
 
 
 def test_a_read_timeout_reads_the_same_carried_and_plain(fake_llm):
-    name = fake_llm.script(f"slow-{uuid.uuid4().hex[:8]}", {"fallback": {"content": "late", "latency_ms": 2000}})
-    model = model_dict(name, fake_llm.api_base, "openai_compatible", False, read_timeout_seconds=0.2)
-    plain, carried = _send(model), carry(_send, model)
+    with fake_llm.held() as held:  # never answered while the calls wait
+        name = fake_llm.script(f"slow-{uuid.uuid4().hex[:8]}", {"fallback": {"content": "late", "hold": held.label}})
+        model = model_dict(name, fake_llm.api_base, "openai_compatible", False, read_timeout_seconds=0.2)
+        plain, carried = _send(model), carry(_send, model)
     assert plain == carried
     assert "timed out after 0.2 s without an answer" in carried[0]
 
