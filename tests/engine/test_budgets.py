@@ -81,14 +81,15 @@ def test_daily_cost_budget(fake_llm):
 
 
 def test_the_deadline_cuts_a_slow_model_call_short(fake_llm):
-    # The limit leaves room for the run to reach its model call on a loaded machine.
-    agent = agent_on(fake_llm, {"fallback": {"content": "too late", "latency_ms": 10000}}, run_timeout_seconds=3)
-    run = ask(agent, "hurry")
+    with fake_llm.held() as held:  # the model answers only once the run has given up
+        # The limit leaves room for the run to reach its model call on a loaded machine.
+        agent = agent_on(fake_llm, {"fallback": {"content": "too late", "hold": held.label}}, run_timeout_seconds=3)
+        run = ask(agent, "hurry")
 
     assert (run.status, run.stop_reason) == ("completed", "timeout")
     assert "time limit of 3 seconds" in final_message(run)
     [attempt] = calls_of(run)
-    # Failed, not answered: the run stopped waiting before the model's 10 s reply arrived.
+    # Failed, not answered: the run stopped waiting while the model's reply was held.
     assert attempt.status == "failed" and "timed out" in attempt.error
 
 
