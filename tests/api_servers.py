@@ -12,7 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
-from django.conf import settings
+
+from tests.workers import settings_module
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -43,7 +44,7 @@ class ApiServer:
         # The server loads the settings this process runs with (the test settings), not its default.
         env = {
             **os.environ,
-            "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE,
+            "DJANGO_SETTINGS_MODULE": settings_module(),
             "DATABASE_URL": self.database_url,
             **self.extra_env,
         }

@@ -74,21 +74,42 @@ def _database_url() -> str:
 
 @pytest.fixture(scope="session")
 def worker_process(django_db_setup, django_db_blocker):
+    """The suite's worker process, started by `worker` for each test that asks for it."""
     if connection.vendor != "postgresql":
         pytest.skip("end-to-end tests need PostgreSQL (the test settings default to it)")
     redis_client().flushdb()
     process = WorkerProcess(database_url=_database_url())
-    process.start()
     yield process
     process.stop()
 
 
+def _broker_emptied() -> None:
+    """The suite's broker as no test left it: the tasks tests sent (their rows are emptied with
+    their tables, so none may run in another test), and kombu's record of deliveries held by a
+    worker that was killed (which would otherwise stay in Redis for the rest of the session)."""
+    from platform_site.celery import app
+
+    app.control.purge()
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        if hasattr(channel, "unacked_key"):  # kombu's Redis transport
+            channel.client.delete(channel.unacked_key, channel.unacked_index_key, channel.unacked_mutex_key)
+
+
 @pytest.fixture
 def worker(worker_process, transactional_db):
-    """A live worker; restarted if a previous test killed it."""
+    """A live worker for this test only. It starts on an emptied broker and is killed when the
+    test ends, before the test's tables are emptied (this fixture needs transactional_db, so it
+    is torn down first), and the broker is emptied again: a task another test sent never runs
+    against this test's rows, and this test's tasks never run during another test or its
+    teardown (a worker alive for the whole session once took a webhook delivery a test without
+    one had sent, and wrote its attempt while that test's tables were being emptied)."""
+    _broker_emptied()
     if not worker_process.alive:
         worker_process.start()
-    return worker_process
+    yield worker_process
+    worker_process.kill()
+    _broker_emptied()
 
 
 @pytest.fixture
@@ -118,8 +139,8 @@ def sent_deliveries(monkeypatch):
 @pytest.fixture
 def no_enqueue(monkeypatch, sent_deliveries):
     """For engine tests that drive runs in-process: keep runs and webhook deliveries off the
-    broker, so a worker started by an earlier test cannot take them. (A delivery taken there was
-    written by that worker while this test's teardown emptied the tables: a deadlock.)"""
+    broker, where nothing should be left for a later test's worker (which starts on emptied
+    queues anyway: see `worker`)."""
     from engine import tasks
 
     sent = []

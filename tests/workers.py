@@ -6,12 +6,17 @@ import subprocess
 import time
 from pathlib import Path
 
-from django.conf import settings
-
 from platform_site.worker_command import worker_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
+
+
+def settings_module() -> str:
+    """The name of the settings this process runs with, for the processes it starts (pytest-django
+    puts the test settings' name in the environment). Not settings.SETTINGS_MODULE: inside a
+    test's settings override (the `settings` fixture) that is None."""
+    return os.environ["DJANGO_SETTINGS_MODULE"]
 
 
 class WorkerProcess:
@@ -33,7 +38,7 @@ class WorkerProcess:
         # The worker loads the settings this process runs with (the test settings), not its default.
         env = {
             **os.environ,
-            "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE,
+            "DJANGO_SETTINGS_MODULE": settings_module(),
             "DATABASE_URL": self.database_url,
             "DB_CONN_MAX_AGE": "0",
             **self.extra_env,

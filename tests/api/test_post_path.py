@@ -84,8 +84,8 @@ def test_a_user_who_lost_access_to_the_agent_gets_a_409(api, alice, agent):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_post_does_not_wait_for_a_transaction_holding_its_agents_row(api, agent, no_enqueue):
-    # no_enqueue: a worker left running by an earlier test would otherwise take the committed run
-    # and write its rows while this test's teardown truncates the tables (a deadlock in CI).
+    # no_enqueue: the committed run is only looked at here, not advanced; nothing is left on the
+    # broker for a later test.
     if connection.vendor != "postgresql":
         pytest.skip("row locks are PostgreSQL's")
     url = _messages_url(api, agent)

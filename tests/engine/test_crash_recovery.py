@@ -100,7 +100,7 @@ def test_model_call_interrupted_mid_flight_is_closed_and_attempted_again(scripte
         raise WorkerDied()
 
     # Only this patch is undone: the fixture's patch keeping runs off the queue (no_enqueue)
-    # must stay, or a worker left running by an earlier test could take the run.
+    # must stay; this test advances the run itself.
     with monkeypatch.context() as patch:
         patch.setattr("agents.providers.openai_compatible.OpenAICompatibleProvider.send", die)
         with pytest.raises(WorkerDied):

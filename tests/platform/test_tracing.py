@@ -190,8 +190,8 @@ def test_a_malformed_traceparent_starts_a_trace_of_the_runs_own(fake_llm, no_enq
 
 @pytest.mark.e2e
 def test_span_tree_of_a_run_with_a_tool_call_and_an_approval(fake_llm, worker_process, receiver, transactional_db):
-    # Another test's worker would take the run without tracing: this one runs alone.
-    worker_process.stop()
+    # The suite's worker runs only in tests that ask for it (`worker`): this run is taken by a
+    # worker of its own, which exports its spans.
     traced = WorkerProcess(
         database_url=worker_process.database_url,
         name="traced-worker",
