@@ -12,10 +12,8 @@ from starlette.routing import Route
 from fakellm.embeddings import embeddings_response
 from fakellm.engine import ANTHROPIC, OPENAI, handle
 from fakellm.state import Hold, ServerState
-from fakellm.step_validation import HOLD_LABEL
+from fakellm.step_validation import HOLD_LABEL, HOLD_LABEL_RULE
 from fakellm.validation import ScriptError
-
-BAD_HOLD_LABEL = "a hold label is 1-100 letters, digits, '.', '_' or '-'"
 
 
 def _state(request: Request) -> ServerState:
@@ -104,14 +102,14 @@ def _hold(request: Request) -> Hold | None:
 
 async def get_hold(request: Request) -> Response:
     hold = _hold(request)
-    return JSONResponse(hold.state()) if hold else _problem(BAD_HOLD_LABEL)
+    return JSONResponse(hold.state()) if hold else _problem(HOLD_LABEL_RULE)
 
 
 async def release_hold(request: Request) -> Response:
     hold = _hold(request)
     if hold is None:
-        return _problem(BAD_HOLD_LABEL)
-    hold.opened.set()
+        return _problem(HOLD_LABEL_RULE)
+    hold.release()
     return JSONResponse(hold.state())
 
 

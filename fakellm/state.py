@@ -38,6 +38,9 @@ class Hold:
         finally:
             self.waiting -= 1
 
+    def release(self) -> None:
+        self.opened.set()
+
     def state(self) -> dict:
         return {"arrived": self.arrived, "waiting": self.waiting, "released": self.opened.is_set()}
 

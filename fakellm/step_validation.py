@@ -23,6 +23,7 @@ def is_amount(value) -> bool:
 
 
 HOLD_LABEL = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
+HOLD_LABEL_RULE = "a hold label is 1-100 letters, digits, '.', '_' or '-'"
 
 
 class Problems:
@@ -50,7 +51,7 @@ class Problems:
 
     def hold(self, value: dict, path: str) -> None:
         if "hold" in value and not (isinstance(value["hold"], str) and HOLD_LABEL.match(value["hold"])):
-            self.fail(f"{path}.hold", "must be a label of 1-100 letters, digits, '.', '_' or '-'")
+            self.fail(f"{path}.hold", HOLD_LABEL_RULE)
 
     def regex(self, pattern, path: str) -> None:
         if not isinstance(pattern, str):
