@@ -44,7 +44,7 @@ FIGURES = {
     ],
     "approval": ["approval"],
     "relay": ["relay"],
-    "queries": ["statements_per_step", "commits_per_step", "rows_per_step"],
+    "queries": ["statements_per_step", "commits_per_step", "flushed_commits_per_step", "rows_per_step"],
 }
 # The processes that serve runs; the fake model and the benchmark client are printed apart.
 SERVING = ("web", "worker", "postgres", "redis")
@@ -309,10 +309,16 @@ def throughput_full(results: Results, stack: Stack, agents: dict) -> None:
         results.add(f"cpu.{kind}", 1000 * seconds / runs)
 
 
-def _transactions(statements: list[str]) -> int:
-    """Commits: each COMMIT, and each write sent outside BEGIN … COMMIT (autocommit)."""
+def _transactions(statements: list[str], *, flushed_only: bool = False) -> int:
+    """Commits: each COMMIT, and each write sent outside BEGIN … COMMIT (autocommit). With
+    `flushed_only`, less the writes in autocommit that commit asynchronously (conversations.batch):
+    those that wait for their WAL on disk."""
+    from conversations.batch import ASYNCHRONOUS_COMMIT
+
     count, open_ = 0, False
     for sql in statements:
+        if flushed_only and not open_ and ASYNCHRONOUS_COMMIT in sql:
+            continue
         verb = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
         if verb == "BEGIN":
             open_ = True
@@ -369,6 +375,7 @@ def measure_queries_per_step(results: Results, stack: Stack, agents: dict) -> No
     statements = [query["sql"] for query in queries]
     results.add("statements_per_step", len(statements) / steps)
     results.add("commits_per_step", _transactions(statements) / steps)
+    results.add("flushed_commits_per_step", _transactions(statements, flushed_only=True) / steps)
     results.add("rows_per_step", rows / steps)
 
 
@@ -613,6 +620,7 @@ def _print_summary(options, results: Results, wanted: set) -> None:
         labels = {
             "statements_per_step": "statements (BEGIN/COMMIT included)",
             "commits_per_step": "commits (COMMITs, and writes sent in autocommit)",
+            "flushed_commits_per_step": "commits that wait for their flush to disk",
             "rows_per_step": "rows written",
         }
         print(

@@ -17,6 +17,18 @@ e.g. the message order a counter bump handed out; between SQLite's statements on
 are carried. A write whose columns are read returns at most one row. Every WITH query sees the
 database as it was when the statement began, so a write sees what earlier writes did only
 through such references. A batch may also read a row (`read`), in the same round trip.
+
+A batch that is its own transaction may commit asynchronously (`asynchronous_commit`): PostgreSQL
+answers the COMMIT before its WAL reaches the disk, and flushes it within a fraction of a second,
+or at once with the next synchronous commit of any session (the WAL is one ordered log, so that
+commit's flush carries every earlier one). Only for a commit that nothing outside the database
+waits on: the engine commits synchronously before each effect outside it (a model request, a
+side-effecting tool, a run's end that clients and webhooks hear of), so each such effect still
+follows its own records on disk. A database crash can then undo the asynchronous commits of the
+last moments, and only those that no effect has followed yet: the run is found as if its worker
+had stopped just before them, which recovery already handles. Inside a caller's transaction the
+flag is ignored (it would make the caller's whole transaction asynchronous); so it is with
+AGENTRY_DB_ASYNC_COMMIT off, and on SQLite.
 """
 
 import re
@@ -25,11 +37,15 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from platform_site.cursors import statement_cursor
 
 _REFERENCE = re.compile(r"\{(\w+)(?:\.(\w+))?\}")
+# Evaluated by the statement's final SELECT: local to the transaction, which is the statement's
+# own in autocommit, so the connection's setting is untouched once it ends.
+ASYNCHRONOUS_COMMIT = "set_config('synchronous_commit', 'off', true)"
 
 
 @dataclass
@@ -71,17 +87,20 @@ class Batch:
         """Call `callback` with what the writes returned, once they are written."""
         self._after.append(callback)
 
-    def execute(self) -> dict[str, dict] | None:
+    def execute(self, *, asynchronous_commit: bool = False) -> dict[str, dict] | None:
         """The columns each write returned, by name (None where it returned no row); None if
-        the guard matched nothing, and then nothing was written."""
+        the guard matched nothing, and then nothing was written. `asynchronous_commit`: see
+        the module."""
         if connection.vendor == "postgresql" and not self.transactional:
-            return self._finish(self._one_statement())
+            return self._finish(self._one_statement(_asynchronous(asynchronous_commit)))
         with transaction.atomic(savepoint=False):
             if connection.vendor == "postgresql":
-                return self._finish(self._one_statement())
+                return self._finish(self._one_statement(False))
             return self._finish(self._one_by_one())
 
-    def execute_rows(self, columns: str, rest: str, params=()) -> tuple[dict[str, dict] | None, list[tuple]]:
+    def execute_rows(
+        self, columns: str, rest: str, params=(), *, asynchronous_commit: bool = False
+    ) -> tuple[dict[str, dict] | None, list[tuple]]:
         """The writes, then a read of any number of rows that names the guard's row as a table
         (by the guard's name, with the columns it returned): `columns` and `rest` (FROM …) of a
         SELECT. Returns what the writes returned (as execute) and the read's rows; (None, []) if
@@ -91,12 +110,14 @@ class Batch:
         On PostgreSQL one statement: the writes as WITH queries and the read as its query, each
         row led by the writes' returned columns; the read sees the database as the statement
         began, and the guard's row as the guard left it. SQLite: the writes one by one, then the
-        read, in one transaction, the guard's row given to it as a VALUES table."""
+        read, in one transaction, the guard's row given to it as a VALUES table.
+        `asynchronous_commit`: see the module."""
         guard = self._writes[0]
         if connection.vendor == "postgresql":
             # As execute: a transaction only when an `after` callback writes too.
+            asynchronous = not self.transactional and _asynchronous(asynchronous_commit)
             with transaction.atomic(savepoint=False) if self.transactional else nullcontext():
-                results, rows = self._one_statement_rows(columns, rest, params)
+                results, rows = self._one_statement_rows(columns, rest, params, asynchronous)
                 return self._finish(results), rows
         with transaction.atomic(savepoint=False):
             results = self._one_by_one()
@@ -120,15 +141,20 @@ class Batch:
     def _params(self) -> list:
         return [param for write in self._writes for param in write.params]
 
-    def _one_statement_rows(self, columns: str, rest: str, params) -> tuple[dict[str, dict] | None, list[tuple]]:
+    def _one_statement_rows(
+        self, columns: str, rest: str, params, asynchronous: bool
+    ) -> tuple[dict[str, dict] | None, list[tuple]]:
         queries, returned = _parts(self._shape())
+        # Last, so that the read's columns keep their places; dropped from each row below.
+        extra = f", {ASYNCHRONOUS_COMMIT}" if asynchronous else ""
         with statement_cursor() as cursor:
-            cursor.execute(f"{queries} SELECT {returned}, {columns} {rest}", [*self._params(), *params])
+            cursor.execute(f"{queries} SELECT {returned}, {columns}{extra} {rest}", [*self._params(), *params])
             rows = cursor.fetchall()
         if not rows:
             return None, []
         width = sum(len(write.returning) for write in self._writes)
-        return self._results(rows[0][:width]), [row[width:] for row in rows]
+        end = -1 if asynchronous else None
+        return self._results(rows[0][:width]), [row[width:end] for row in rows]
 
     def _finish(self, results: dict[str, dict] | None) -> dict[str, dict] | None:
         if results is not None:
@@ -136,9 +162,9 @@ class Batch:
                 callback(results)
         return results
 
-    def _one_statement(self) -> dict[str, dict] | None:
+    def _one_statement(self, asynchronous: bool) -> dict[str, dict] | None:
         with statement_cursor() as cursor:
-            cursor.execute(_statement(self._shape()), self._params())
+            cursor.execute(_statement(self._shape(), asynchronous), self._params())
             row = list(cursor.fetchone())
         if row[0] is None:
             return None
@@ -177,15 +203,22 @@ class Batch:
         return results
 
 
+def _asynchronous(asked: bool) -> bool:
+    """Whether a PostgreSQL batch asked to commit asynchronously does: only as a transaction of
+    its own (outside any atomic block) and with the setting on."""
+    return asked and settings.AGENTRY_DB_ASYNC_COMMIT and not connection.in_atomic_block
+
+
 @lru_cache(maxsize=512)
-def _statement(shape: tuple[tuple[str, str, tuple[str, ...], bool], ...]) -> str:
-    """The one statement of a batch's writes, given as (name, sql, returning, read) each.
+def _statement(shape: tuple[tuple[str, str, tuple[str, ...], bool], ...], asynchronous: bool = False) -> str:
+    """The one statement of a batch's writes, given as (name, sql, returning, read) each; with
+    `asynchronous`, its transaction commits asynchronously (the value it adds last is ignored).
 
     A step's batch has the same writes (their SQL, not their values) every time it is made, so
     the statement is put together once per shape: rewriting every reference and joining the
     queries on each execution took about a tenth of a batch's CPU (0.15 of 1.5 ms, in-process)."""
     queries, returned = _parts(shape)
-    return f"{queries} SELECT {returned}"
+    return f"{queries} SELECT {returned}" + (f", {ASYNCHRONOUS_COMMIT}" if asynchronous else "")
 
 
 @lru_cache(maxsize=512)

@@ -71,8 +71,14 @@ def run_claim_read(*, run_id, owner: str) -> tuple[Run, list[Message]] | None:
     run as claimed, its conversation's summary and messages), in the same statement on
     PostgreSQL: a worker taking a run reads it with no round trip of its own. None if the run
     was not claimed."""
+    # Asynchronously (conversations.batch): the first step's attempt commits synchronously
+    # before its request, and a claim a database crash undoes leaves the run as it was.
     rows = run_transition_reading(
-        run_id=run_id, read=STEP_READ_AFTER_GUARD, returning=STEP_RUN_COLUMNS, **_claim(owner)
+        run_id=run_id,
+        read=STEP_READ_AFTER_GUARD,
+        returning=STEP_RUN_COLUMNS,
+        asynchronous_commit=True,
+        **_claim(owner),
     )
     return None if rows is None else run_step_parse(rows)
 

@@ -131,8 +131,8 @@ def _learn_stream_tools_unsupported(model: dict) -> None:
         )
 
 
-def _commit(batch: Batch, run: Run) -> dict:
-    results = batch.execute()
+def _commit(batch: Batch, run: Run, *, asynchronous: bool = False) -> dict:
+    results = batch.execute(asynchronous_commit=asynchronous)
     if results is None:
         raise LeaseLost(str(run.pk))
     return results
@@ -289,7 +289,10 @@ def _record_success(*, run, owner, call, response, prices, started, time_zone, r
         prices=prices,
     )
     event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_COMPLETED, payload=payload)
-    _commit(batch, run)
+    # Asynchronously (conversations.batch): whatever the answer leads to outside the database
+    # (a tool, the next request, the run's end) commits synchronously first. A database crash
+    # before that leaves the attempt as a worker's crash during the call would.
+    _commit(batch, run, asynchronous=True)
     chat_span(call=call, started=started, response=response)
     return result
 

@@ -118,8 +118,8 @@ def _step_invocations(
     return [found[row.tool_call_id] for row in rows], {row.pk for row in fresh}
 
 
-def _commit(batch: Batch, run_id) -> None:
-    if batch.execute() is None:
+def _commit(batch: Batch, run_id, *, asynchronous: bool = False) -> None:
+    if batch.execute(asynchronous_commit=asynchronous) is None:
         raise LeaseLost(str(run_id))
 
 
@@ -499,13 +499,15 @@ def tool_step(
                     _commit(outcome, run.pk)
             return ToolStepOutcome(loop=repeat)
     # A call's outcome commits before the next call starts; the last one commits with the
-    # step's tool messages, in the same statement.
+    # step's tool messages, in the same statement. Both asynchronously (conversations.batch):
+    # the next call's mark, the next model request and the run's end commit synchronously, and
+    # a database crash before them leaves the call as a worker's crash after the tool would.
     outcome = None
     try:
         for invocation in invocations:
             if invocation.status not in FINISHED:
                 if outcome is not None:
-                    _commit(outcome, run.pk)
+                    _commit(outcome, run.pk, asynchronous=True)
                 outcome = _process_call(
                     run=run,
                     owner=owner,
@@ -548,5 +550,5 @@ def tool_step(
         ],
     )
     batch.after(lambda results: setattr(ended, "run", run_step_row(results["run"], run.conversation)))
-    _commit(batch, run.pk)
+    _commit(batch, run.pk, asynchronous=True)
     return ended

@@ -91,11 +91,15 @@ def run_transition(**change) -> bool:
     return _transition_batch(**change).execute() is not None
 
 
-def run_transition_reading(*, read: tuple[str, str], returning: tuple[str, ...], **change) -> list[tuple] | None:
+def run_transition_reading(
+    *, read: tuple[str, str], returning: tuple[str, ...], asynchronous_commit: bool = False, **change
+) -> list[tuple] | None:
     """run_transition, and a read made with it (Batch.execute_rows: the SELECT's columns and its
     FROM …, naming the moved run as "run" with its `returning` columns): the read's rows, or None
-    if the run did not move. On PostgreSQL the change and the read are one statement."""
-    results, rows = _transition_batch(returning=returning, **change).execute_rows(*read)
+    if the run did not move. On PostgreSQL the change and the read are one statement.
+    `asynchronous_commit`: conversations.batch says when it may be asked."""
+    batch = _transition_batch(returning=returning, **change)
+    results, rows = batch.execute_rows(*read, asynchronous_commit=asynchronous_commit)
     return None if results is None else rows
 
 

@@ -160,6 +160,11 @@ if DATABASES["default"]["ENGINE"] == "platform_site.postgresql" and env_bool("AG
     # (PgBouncer in transaction mode before 1.21).
     DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
     DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 1
+# PostgreSQL: the step commits that nothing outside the database waits on (a run's claim, a
+# model's answer, a tool's result) commit asynchronously, flushed by the next synchronous commit,
+# which every model request, side-effecting tool and run end still makes first
+# (conversations.batch). Off: every commit waits for its flush to disk.
+AGENTRY_DB_ASYNC_COMMIT = env_bool("AGENTRY_DB_ASYNC_COMMIT", True)
 # PostgreSQL gets JSON values encoded by orjson (platform_site.postgresql.jsonb), which accepts a
 # few types the standard encoder refuses; the test settings turn this on so that every value is
 # also checked by json.dumps, as SQLite's encoding would.

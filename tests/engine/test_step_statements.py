@@ -21,7 +21,8 @@ from django.utils import timezone
 
 from agents.models import AgentUsageDay
 from agents.providers.openai_compatible import OpenAICompatibleProvider
-from conversations.batch import Batch
+from conversations.batch import ASYNCHRONOUS_COMMIT, Batch
+from conversations.batch import _statement as batch_statement
 from conversations.models import LLMCall, Message, Run, RunEvent, ToolInvocation, Webhook, WebhookDelivery
 from conversations.selectors import STEP_RUN_COLUMNS
 from conversations.services import messages_add, run_guard
@@ -92,6 +93,69 @@ def test_a_run_of_three_model_calls_takes_few_statements_and_one_transaction(scr
     assert len(hooks) == 1 and hooks[0].startswith("WITH") and "conversations_llmcall" in hooks[0], hooks
     # The claim (with its read), the version's snapshot, two per model call and per tool step, the end.
     assert len(statements) == 1 + 1 + 2 * 3 + 2 * 2 + 1
+    # What nothing outside the database waits on commits asynchronously: the claim, each answer
+    # and each tool step's outcome. Each attempt (before its request), each call's mark (before
+    # the tool) and the end wait for their flush, and with it for every commit before them.
+    asynchronous = [index for index, sql in enumerate(statements) if ASYNCHRONOUS_COMMIT in sql]
+    assert asynchronous == [0, 3, 5, 7, 9, 11], statements
+    attempts = [sql for sql in statements if 'INSERT INTO "conversations_llmcall"' in sql]
+    marks = [sql for sql in statements if 'NOT "cancel_requested"' in sql]
+    assert len(attempts) == 3 and len(marks) == 2
+    assert not [sql for sql in [*attempts, *marks, statements[-1]] if ASYNCHRONOUS_COMMIT in sql]
+
+
+def _touch(run: Run) -> Batch:
+    batch = Batch()
+    sql = 'UPDATE "conversations_run" SET "iterations" = "iterations" WHERE "id" = %s'
+    batch.add("touched", sql, [run.pk], ("id",))
+    return batch
+
+
+def _synchronous_commit() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('synchronous_commit')")
+        return cursor.fetchone()[0]
+
+
+def test_an_asynchronous_commit_is_its_own_statement_s_and_never_a_caller_s(scripted_agent):
+    """The setting is local to the statement's transaction: the pooled connection keeps
+    synchronous commits for whatever it runs next; and a batch inside a caller's transaction
+    never makes that transaction asynchronous."""
+    if connection.vendor != "postgresql":
+        pytest.skip("asynchronous commit is PostgreSQL's")
+    run = start_run(scripted_agent(ONE_TOOL_STEP, tools=["test-echo"]))
+
+    with CaptureQueriesContext(connection) as queries:
+        assert _touch(run).execute(asynchronous_commit=True) == {"touched": {"id": run.pk}}
+    assert ASYNCHRONOUS_COMMIT in queries[0]["sql"]
+    assert _synchronous_commit() == "on"
+
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        _touch(run).execute(asynchronous_commit=True)
+        assert _synchronous_commit() == "on"
+    assert not [query for query in queries if ASYNCHRONOUS_COMMIT in query["sql"]]
+
+    # What the statement does to its transaction, seen from inside one.
+    batch = _touch(run)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(batch_statement(batch._shape(), True), batch._params())
+            assert cursor.fetchone()[0] == run.pk
+        assert _synchronous_commit() == "off"
+    assert _synchronous_commit() == "on"
+
+
+def test_with_asynchronous_commits_off_every_step_waits_for_its_flush(scripted_agent, settings):
+    if connection.vendor != "postgresql":
+        pytest.skip("asynchronous commit is PostgreSQL's")
+    settings.AGENTRY_DB_ASYNC_COMMIT = False
+    run = start_run(scripted_agent(TWO_TOOL_STEPS, tools=["test-echo"]))
+
+    with CaptureQueriesContext(connection) as queries:
+        run_advance(run_id=run.pk)
+
+    assert Run.objects.get(pk=run.pk).status == "completed"
+    assert not [query for query in queries if ASYNCHRONOUS_COMMIT in query["sql"]]
 
 
 def test_a_listening_webhook_gets_its_delivery_in_the_ending_s_transaction(scripted_agent):
