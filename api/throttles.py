@@ -14,39 +14,47 @@ from rest_framework.throttling import UserRateThrottle
 from platform_site.redis_failure import counters_fail_open
 
 # DRF's sliding window (the times of the requests let through in the last `duration` seconds)
-# as a sorted set, trimmed, checked and extended in one atomic step: one round trip, and
-# concurrent requests of a user in two processes cannot overwrite each other's entries as
-# DRF's read-then-write of a list can. Returns (let through, requests in the window, oldest).
-_SLIDING_WINDOW = """
-local now, duration, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - duration)
-local count = redis.call('ZCARD', KEYS[1])
-local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2] or ARGV[1]
-if count >= limit then
-    return {0, count, oldest}
+# as a sorted set, trimmed, checked and extended in one atomic step: concurrent requests of a
+# user in two processes cannot overwrite each other's entries as DRF's read-then-write of a list
+# can. One call keeps every window a request is counted in (KEYS, with a duration and a limit
+# each in ARGV after the time and the member): a post counts against two budgets in one round
+# trip. Returns (let through, requests in the window, oldest) for each window.
+_SLIDING_WINDOWS = """
+local now, member = tonumber(ARGV[1]), ARGV[2]
+local verdicts = {}
+for i, key in ipairs(KEYS) do
+    local duration, limit = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i])
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - duration)
+    local count = redis.call('ZCARD', key)
+    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2] or ARGV[1]
+    if count >= limit then
+        verdicts[i] = {0, count, oldest}
+    else
+        redis.call('ZADD', key, ARGV[1], member)
+        redis.call('EXPIRE', key, math.ceil(duration))
+        verdicts[i] = {1, count + 1, oldest}
+    end
 end
-redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4])
-redis.call('EXPIRE', KEYS[1], math.ceil(duration))
-return {1, count + 1, oldest}
+return verdicts
 """
 
-_window: tuple[tuple, Script] | None = None
+_windows: tuple[tuple, Script] | None = None
 
 
-def _sliding_window() -> Script | None:
+def _sliding_windows() -> Script | None:
     """The script on the default cache's Redis, or None when the cache is not Redis. One client
     per process: Django's cache builds a Redis client for every call, which costs more than
     the round trip."""
-    global _window
+    global _windows
     config = settings.CACHES["default"]
     if not config["BACKEND"].endswith(".RedisCache"):
         return None
     identity = (os.getpid(), config["LOCATION"])
-    if _window is None or _window[0] != identity:
+    if _windows is None or _windows[0] != identity:
         timeouts = {k: v for k, v in config.get("OPTIONS", {}).items() if k.startswith("socket_")}
         client = redis.Redis.from_url(config["LOCATION"].split(",")[0], **timeouts)
-        _window = (identity, client.register_script(_SLIDING_WINDOW))
-    return _window[1]
+        _windows = (identity, client.register_script(_SLIDING_WINDOWS))
+    return _windows[1]
 
 
 class _CacheOutageThrottle(UserRateThrottle):
@@ -54,21 +62,18 @@ class _CacheOutageThrottle(UserRateThrottle):
 
     def allow_request(self, request, view):
         try:
-            window = _sliding_window()
-            if window is None or self.rate is None:
+            script = _sliding_windows()
+            if script is None or self.rate is None:
                 return super().allow_request(request, view)
             self.key = self.get_cache_key(request, view)
             if self.key is None:
                 return True
-            self.now = self.timer()
-            member = f"{self.now}:{secrets.token_hex(4)}"
-            allowed, count, oldest = window(
-                keys=[f"agentry:{self.key}"], args=[repr(self.now), self.duration, self.num_requests, member]
-            )
+            self.now, verdicts = _counted(script, request, view, self)
         except redis.RedisError as exc:
             if counters_fail_open(exc, counter=f"API rate limit ({self.scope})"):
                 return True
             raise  # the API exception handler answers 503
+        allowed, count, oldest = verdicts[self.key]
         self._counted = (count, float(oldest))
         return bool(allowed)
 
@@ -81,6 +86,29 @@ class _CacheOutageThrottle(UserRateThrottle):
         if available <= 0:
             return None
         return (self.duration - (self.now - oldest)) / available
+
+
+def _counted(script: Script, request, view, asking: _CacheOutageThrottle) -> tuple[float, dict[str, list]]:
+    """The time and each window's verdict, by key, for the request: counted in every Redis window
+    of the view's throttles when the first of them asks (DRF asks each in turn, and counts the
+    request in every window that lets it through, as this does), then read by the others."""
+    known = getattr(request, "_agentry_windows", None)
+    if known is not None and asking.key in known[1]:
+        return known
+    throttles = [asking]
+    if view is not None:
+        for throttle in view.get_throttles():
+            if type(throttle) is not type(asking) and isinstance(throttle, _CacheOutageThrottle) and throttle.rate:
+                throttle.key = throttle.get_cache_key(request, view)
+                if throttle.key is not None:
+                    throttles.append(throttle)
+    now = asking.timer()
+    args = [repr(now), f"{now}:{secrets.token_hex(4)}"]
+    for throttle in throttles:
+        args += [throttle.duration, throttle.num_requests]
+    verdicts = script(keys=[f"agentry:{throttle.key}" for throttle in throttles], args=args)
+    request._agentry_windows = (now, {throttle.key: verdict for throttle, verdict in zip(throttles, verdicts)})
+    return request._agentry_windows
 
 
 class ApiUserThrottle(_CacheOutageThrottle):

@@ -292,12 +292,13 @@ def throughput_full(results: Results, stack: Stack, agents: dict) -> None:
     started = time.perf_counter()
     run_ids = asyncio.run(_post_all(stack, agents["token"], conversations))
     results.add("accept", time.perf_counter() - started)
+    accepting = meter.read()
     deadline = time.monotonic() + stack.options.timeout
     while still_open := Run.objects.filter(pk__in=run_ids).exclude(status__in=TERMINAL_STATUSES).count():
         _until(deadline, f"{still_open} of {runs} runs still open after {stack.options.timeout} s")
         time.sleep(0.02)
     wall = time.perf_counter() - started
-    cpu = meter.stop()
+    cpu = meter.read()
     statuses = {}
     for status in Run.objects.filter(pk__in=run_ids).values_list("status", flat=True):
         statuses[status] = statuses.get(status, 0) + 1
@@ -307,6 +308,8 @@ def throughput_full(results: Results, stack: Stack, agents: dict) -> None:
     results.add("cpu_per_run", 1000 * sum(cpu[kind] for kind in SERVING) / runs)
     for kind, seconds in cpu.items():
         results.add(f"cpu.{kind}", 1000 * seconds / runs)
+    for kind, seconds in accepting.items():
+        results.add(f"accept_cpu.{kind}", 1000 * seconds / runs)
 
 
 def _transactions(statements: list[str], *, flushed_only: bool = False) -> int:
@@ -613,6 +616,15 @@ def _print_summary(options, results: Results, wanted: set) -> None:
             print(
                 "    (postgres: this database's backends and the server's background processes; redis: the "
                 "whole server; rest of the machine: every other program, which should be near zero)"
+            )
+            accepting = [name for name in results.samples if name.startswith("accept_cpu.")]
+            print(
+                "  of which while the posts were accepted, per post (median): "
+                + ", ".join(f"{name[11:]} {results.median(name):.1f} ms" for name in accepting)
+            )
+            print(
+                "    (the accept figure is the machine's two cores shared by all of these: the workers start "
+                "the first runs while the last posts arrive)"
             )
         else:
             print("  CPU per process kind: not measured (the throughput figure failed)")

@@ -48,11 +48,11 @@ def _pids_cpu(pids: list[int]) -> dict[int, float]:
 
 
 class CpuMeter:
-    """CPU seconds per process kind between `start` and `stop`.
+    """CPU seconds per process kind between `start` and each `read`.
 
     `trees` maps a kind to the pids whose whole process tree it owns (the web server's and the
     workers' children included); `listed` maps a kind to a function returning the pids it owns at
-    that moment (PostgreSQL backends come and go). A listed process that exited before `stop` is
+    that moment (PostgreSQL backends come and go). A listed process that exited before `read` is
     lost to the figure, so it reads low rather than high. `rest` is everything else the machine
     did meanwhile: what other programs cost while the figure was measured.
     """
@@ -68,7 +68,9 @@ class CpuMeter:
         self.before_listed = {kind: _pids_cpu(list_pids()) for kind, list_pids in self.listed.items()}
         self.before_machine = harness.machine_cpu_seconds()
 
-    def stop(self) -> dict[str, float]:
+    def read(self) -> dict[str, float]:
+        """What each kind used since `start`: readable more than once (one part of a figure, then
+        the whole)."""
         used = {kind: after - self.before_trees[kind] for kind, after in self._trees().items()}
         for kind, list_pids in self.listed.items():
             before = self.before_listed[kind]

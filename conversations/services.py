@@ -200,12 +200,15 @@ def event_add(
     payload: dict,
     fill: dict[str, str] | None = None,
     listening: bool | None = None,
+    wake: bool = True,
 ) -> RunEvent:
     """The batch's event, numbered by its guard's bump of the run's event sequence. `fill`:
     payload keys whose values an earlier write of the batch returns ({"llm_call_id": "call.id"}).
     `listening`: whether a webhook hears the run, when the caller read it already (the commit of
     a run's final answer reads it for the ending that follows); else it is read here if the event
-    is one webhooks are sent. The RunEvent returned is complete once the batch is executed."""
+    is one webhooks are sent. `wake`: whether the run's streams are woken once it commits; not for
+    the first event of a run the same batch inserts, which nothing can watch yet (its id is known
+    only to the caller until then). The RunEvent returned is complete once the batch is executed."""
     now = timezone.now()
     value = "%s"
     if fill:
@@ -244,8 +247,9 @@ def event_add(
         if listening:
             webhook_deliveries_create(event=event)
         # Streams read rows; the wake-up only tells them to look, once the row is visible.
-        settles = type in SETTLING_EVENT_TYPES
-        transaction.on_commit(partial(publish_run_event, run_id, settles=settles), robust=True)
+        if wake:
+            settles = type in SETTLING_EVENT_TYPES
+            transaction.on_commit(partial(publish_run_event, run_id, settles=settles), robust=True)
 
     batch.transactional |= listening
     batch.after(written)

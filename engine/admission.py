@@ -171,7 +171,8 @@ def _run_submit(
     )
     row_insert(batch, "request", request)
     payload = events.run_queued(agent_version=pinned.number, waiting_for=[str(r.pk) for r in active] or None)
-    event_add(batch, run_id=run.pk, type=EventType.RUN_QUEUED, payload=payload)
+    # No wake-up: the run's id reaches a client (who could stream it) only after this commits.
+    event_add(batch, run_id=run.pk, type=EventType.RUN_QUEUED, payload=payload, wake=False)
     if not active:
         run_admit(run, content, stamped=True, batch=batch)
     batch.execute()

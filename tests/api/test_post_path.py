@@ -152,6 +152,31 @@ def test_requests_at_the_same_moment_are_counted_exactly(settings):
     assert sorted(results) == [False] * 15 + [True] * 5
 
 
+def test_a_post_counts_against_both_budgets_in_one_round_trip(settings, monkeypatch):
+    # The requests budget and the run-start budget: one script call keeps both windows, and a
+    # post one refuses is still counted in the other, as when DRF asked each in turn.
+    from api import throttles
+
+    settings.AGENTRY_API_RATE, settings.AGENTRY_API_RUN_RATE = "10/min", "2/min"
+    user, agent, calls = _fresh_user(), make_agent(slug="budgets", concurrent_messages="enqueue"), []
+    store = redis.Redis.from_url(django_settings.CACHES["default"]["LOCATION"])
+    requests = f"agentry:{throttles.ApiUserThrottle().get_cache_key(SimpleNamespace(user=user), None)}"
+    starts = f"agentry:{throttles.RunStartThrottle().get_cache_key(SimpleNamespace(user=user), None)}"
+    store.delete(requests)
+    api = client_for(user)
+    url = _messages_url(api, agent)
+    script = throttles._sliding_windows()
+
+    def counted(**kwargs):
+        calls.append(len(kwargs["keys"]))
+        return script(**kwargs)
+
+    monkeypatch.setattr(throttles, "_sliding_windows", lambda: counted)
+    assert [api.post(url, {"content": text}, format="json").status_code for text in ("1", "2", "3")] == [202, 202, 429]
+    assert calls == [2, 2, 2]
+    assert (store.zcard(requests), store.zcard(starts)) == (4, 2)  # the conversation's creation and three posts
+
+
 def test_without_redis_the_budget_is_counted_in_the_local_cache(settings, monkeypatch):
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     settings.AGENTRY_API_RUN_RATE = "2/min"
