@@ -2,6 +2,7 @@
 serve: the same token and session rules, the same throttles, the same error shape."""
 
 import math
+from types import SimpleNamespace
 
 from django.http import JsonResponse
 from django.utils.translation import gettext as _
@@ -57,11 +58,14 @@ async def authenticate(request, *, allow_session: bool):
 
 def throttle_check(request, user, throttle_classes) -> None:
     """Raises the 429 of the first throttle that refuses the request (synchronous: the limiters
-    ask Redis or the cache)."""
+    ask Redis or the cache). As a DRF view's throttles, they are offered to each other as the
+    view's: the first one asked counts the request in every Redis window in one call (so a
+    refused request is still counted in the others', as DRF counts it)."""
     request.user = user
-    for throttle_class in throttle_classes:
-        limiter = throttle_class()
-        if not limiter.allow_request(request, None):
+    limiters = [throttle_class() for throttle_class in throttle_classes]
+    view = SimpleNamespace(get_throttles=lambda: limiters)
+    for limiter in limiters:
+        if not limiter.allow_request(request, view):
             wait = math.ceil(limiter.wait() or 1)
             raise AsyncApiError(
                 429,

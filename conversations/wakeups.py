@@ -1,7 +1,8 @@
 """Wake-ups for live event streams.
 
 Events are rows; a stream reads them. After an event commits, its run's Redis channel gets a
-PUBLISH so that streams waiting on that run look at once instead of at their next timed poll.
+PUBLISH so that streams waiting on that run look at once instead of at their next timed poll
+(all but a new run's first: nothing can watch a run before the statement creating it commits).
 A lost wake-up only delays a stream until that poll; without Redis (the embedded setup) the
 streams simply poll.
 

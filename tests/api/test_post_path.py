@@ -152,19 +152,19 @@ def test_requests_at_the_same_moment_are_counted_exactly(settings):
     assert sorted(results) == [False] * 15 + [True] * 5
 
 
-def test_a_post_counts_against_both_budgets_in_one_round_trip(settings, monkeypatch):
-    # The requests budget and the run-start budget: one script call keeps both windows, and a
-    # post one refuses is still counted in the other, as when DRF asked each in turn.
+@pytest.fixture
+def budgets(settings, monkeypatch):
+    """A user with empty windows in both budgets (10 requests and 2 run starts a minute), the
+    two windows' Redis keys, and the number of windows each script call counted."""
     from api import throttles
 
     settings.AGENTRY_API_RATE, settings.AGENTRY_API_RUN_RATE = "10/min", "2/min"
-    user, agent, calls = _fresh_user(), make_agent(slug="budgets", concurrent_messages="enqueue"), []
-    store = redis.Redis.from_url(django_settings.CACHES["default"]["LOCATION"])
-    requests = f"agentry:{throttles.ApiUserThrottle().get_cache_key(SimpleNamespace(user=user), None)}"
-    starts = f"agentry:{throttles.RunStartThrottle().get_cache_key(SimpleNamespace(user=user), None)}"
-    store.delete(requests)
-    api = client_for(user)
-    url = _messages_url(api, agent)
+    user, calls = _fresh_user(), []
+    keys = [
+        f"agentry:{throttle().get_cache_key(SimpleNamespace(user=user), None)}"
+        for throttle in (throttles.ApiUserThrottle, throttles.RunStartThrottle)
+    ]
+    redis.Redis.from_url(django_settings.CACHES["default"]["LOCATION"]).delete(*keys)
     script = throttles._sliding_windows()
 
     def counted(**kwargs):
@@ -172,9 +172,37 @@ def test_a_post_counts_against_both_budgets_in_one_round_trip(settings, monkeypa
         return script(**kwargs)
 
     monkeypatch.setattr(throttles, "_sliding_windows", lambda: counted)
+    return SimpleNamespace(user=user, keys=keys, calls=calls)
+
+
+def _window_sizes(keys) -> list[int]:
+    store = redis.Redis.from_url(django_settings.CACHES["default"]["LOCATION"])
+    return [store.zcard(key) for key in keys]
+
+
+def test_a_post_counts_against_both_budgets_in_one_round_trip(budgets):
+    # The requests budget and the run-start budget: one script call keeps both windows, and a
+    # post one refuses is still counted in the other, as when DRF asked each in turn.
+    api = client_for(budgets.user)
+    url = _messages_url(api, make_agent(slug="budgets", concurrent_messages="enqueue"))
+    del budgets.calls[:]  # the conversation's creation: the requests budget alone
     assert [api.post(url, {"content": text}, format="json").status_code for text in ("1", "2", "3")] == [202, 202, 429]
-    assert calls == [2, 2, 2]
-    assert (store.zcard(requests), store.zcard(starts)) == (4, 2)  # the conversation's creation and three posts
+    assert budgets.calls == [2, 2, 2]
+    assert _window_sizes(budgets.keys) == [4, 2]  # the conversation's creation and three posts
+
+
+def test_a_chat_completion_counts_against_both_budgets_in_one_round_trip(budgets):
+    # The async views' check (a chat completion starts a run) offers its throttles to each other too.
+    from api.async_auth import AsyncApiError, throttle_check
+    from api.throttles import ApiUserThrottle, RunStartThrottle
+
+    for _ in range(2):
+        throttle_check(SimpleNamespace(), budgets.user, [ApiUserThrottle, RunStartThrottle])
+    with pytest.raises(AsyncApiError) as refused:
+        throttle_check(SimpleNamespace(), budgets.user, [ApiUserThrottle, RunStartThrottle])
+    assert refused.value.status == 429 and int(refused.value.headers["Retry-After"]) > 0
+    assert budgets.calls == [2, 2, 2]
+    assert _window_sizes(budgets.keys) == [3, 2]
 
 
 def test_without_redis_the_budget_is_counted_in_the_local_cache(settings, monkeypatch):
