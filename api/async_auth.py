@@ -58,9 +58,9 @@ async def authenticate(request, *, allow_session: bool):
 
 def throttle_check(request, user, throttle_classes) -> None:
     """Raises the 429 of the first throttle that refuses the request (synchronous: the limiters
-    ask Redis or the cache). As a DRF view's throttles, they are offered to each other as the
-    view's: the first one asked counts the request in every Redis window in one call (so a
-    refused request is still counted in the others', as DRF counts it)."""
+    ask Redis or the cache). The limiters are offered to each other as a DRF view's are: the
+    first one asked counts the request in every Redis window in one call, so a request one of
+    them refuses is still counted in the others' windows, as DRF counts it."""
     request.user = user
     limiters = [throttle_class() for throttle_class in throttle_classes]
     view = SimpleNamespace(get_throttles=lambda: limiters)

@@ -623,7 +623,7 @@ def _print_summary(options, results: Results, wanted: set) -> None:
                 + ", ".join(f"{name[11:]} {results.median(name):.1f} ms" for name in accepting)
             )
             print(
-                "    (the accept figure is the machine's two cores shared by all of these: the workers start "
+                "    (the accept figure is the machine's cores shared by all of these: the workers start "
                 "the first runs while the last posts arrive)"
             )
         else:

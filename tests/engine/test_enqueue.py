@@ -44,6 +44,7 @@ def test_failed_transaction_enqueues_nothing(django_capture_on_commit_callbacks,
 def test_a_new_run_s_first_event_wakes_no_stream_and_its_next_one_does(django_capture_on_commit_callbacks):
     # Nothing can watch a run before its id leaves the transaction that creates it: a wake-up
     # would be a Redis round trip on every post for no one. Its later events wake as usual.
+    from conversations.events import EventType
     from conversations.services import run_event_append
     from conversations.wakeups import publish_run_event
 
@@ -54,7 +55,7 @@ def test_a_new_run_s_first_event_wakes_no_stream_and_its_next_one_does(django_ca
     with django_capture_on_commit_callbacks(execute=False) as posted:
         run = message_post(conversation=conversation, content="hi")
     with django_capture_on_commit_callbacks(execute=False) as later:
-        run_event_append(run_id=run.pk, type="run.requeued", payload={"reason": "test"})
+        run_event_append(run_id=run.pk, type=EventType.RUN_REQUEUED, payload={"reason": "test"})
 
     assert len(posted) == 1  # the hand-over to a worker alone
     assert wake_ups(posted) == []
