@@ -611,7 +611,7 @@ def _print_summary(options, results: Results, wanted: set) -> None:
         if kinds:
             print(
                 "  CPU per run by process kind during the throughput figure (median): "
-                + ", ".join(f"{name[4:]} {results.median(name):.1f} ms" for name in kinds)
+                + ", ".join(f"{name.removeprefix('cpu.')} {results.median(name):.1f} ms" for name in kinds)
             )
             print(
                 "    (postgres: this database's backends and the server's background processes; redis: the "
@@ -620,7 +620,7 @@ def _print_summary(options, results: Results, wanted: set) -> None:
             accepting = [name for name in results.samples if name.startswith("accept_cpu.")]
             print(
                 "  of which while the posts were accepted, per post (median): "
-                + ", ".join(f"{name[11:]} {results.median(name):.1f} ms" for name in accepting)
+                + ", ".join(f"{name.removeprefix('accept_cpu.')} {results.median(name):.1f} ms" for name in accepting)
             )
             print(
                 "    (the accept figure is the machine's cores shared by all of these: the workers start "

@@ -91,11 +91,11 @@ class Batch:
         """The columns each write returned, by name (None where it returned no row); None if
         the guard matched nothing, and then nothing was written. `asynchronous_commit`: see
         the module."""
-        if connection.vendor == "postgresql" and not self.transactional:
-            return self._finish(self._one_statement(_asynchronous(asynchronous_commit)))
-        with transaction.atomic(savepoint=False):
-            if connection.vendor == "postgresql":
+        if connection.vendor == "postgresql":
+            # A transaction only when an `after` callback writes too: else the statement is its own.
+            with transaction.atomic(savepoint=False) if self.transactional else nullcontext():
                 return self._finish(self._one_statement(_asynchronous(asynchronous_commit)))
+        with transaction.atomic(savepoint=False):
             return self._finish(self._one_by_one())
 
     def execute_rows(

@@ -159,7 +159,7 @@ def budgets(settings, monkeypatch):
     from api import throttles
 
     settings.AGENTRY_API_RATE, settings.AGENTRY_API_RUN_RATE = "10/min", "2/min"
-    user, calls = _fresh_user(), []
+    user, calls = make_user(), []
     keys = [
         f"agentry:{throttle().get_cache_key(SimpleNamespace(user=user), None)}"
         for throttle in (throttles.ApiUserThrottle, throttles.RunStartThrottle)
