@@ -273,6 +273,24 @@ def _postgres_pids() -> list[int]:
         return [pid for (pid,) in cursor.fetchall()]
 
 
+def _open_runs(run_model, run_ids: str, terminal: str) -> int:
+    """How many of the runs (`run_ids`, comma-separated) have not ended (`terminal`: the ended
+    statuses, comma-separated): one statement with two text parameters. The benchmark asks every
+    20 ms while the runs are in flight, on the cores it measures: the ORM's filter of 200 ids
+    cost 1.0-1.5 ms of this process's CPU a time (each id parsed and sent as a parameter of its
+    own), most of the client's CPU after the posts."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT count(*) FROM "{run_model._meta.db_table}" '
+            """WHERE "id" = ANY(string_to_array(%s, ',')::uuid[]) """
+            """AND NOT ("status" = ANY(string_to_array(%s, ',')))""",
+            [run_ids, terminal],
+        )
+        return cursor.fetchone()[0]
+
+
 def throughput_full(results: Results, stack: Stack, agents: dict) -> None:
     from conversations.models import TERMINAL_STATUSES, Run
 
@@ -294,7 +312,8 @@ def throughput_full(results: Results, stack: Stack, agents: dict) -> None:
     results.add("accept", time.perf_counter() - started)
     accepting = meter.read()
     deadline = time.monotonic() + stack.options.timeout
-    while still_open := Run.objects.filter(pk__in=run_ids).exclude(status__in=TERMINAL_STATUSES).count():
+    ids, ended = ",".join(run_ids), ",".join(TERMINAL_STATUSES)
+    while still_open := _open_runs(Run, ids, ended):
         _until(deadline, f"{still_open} of {runs} runs still open after {stack.options.timeout} s")
         time.sleep(0.02)
     wall = time.perf_counter() - started
