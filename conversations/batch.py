@@ -14,9 +14,11 @@ nothing.
 In a write's SQL `{guard}` stands for "the guard matched a row", and `{name.column}` for a
 column of the row an earlier write returned (its `returning`; `guard.column` for the guard's),
 e.g. the message order a counter bump handed out; between SQLite's statements only integers
-are carried. A write whose columns are read returns at most one row. Every WITH query sees the
-database as it was when the statement began, so a write sees what earlier writes did only
-through such references. A batch may also read a row (`read`), in the same round trip.
+are carried. `{events}` stands for the number of the batch's event writes (added with `event`):
+a guard that bumps the run's event sequence by it numbers several events in one batch. A write
+whose columns are read returns at most one row. Every WITH query sees the database as it was
+when the statement began, so a write sees what earlier writes did only through such
+references. A batch may also read a row (`read`), in the same round trip.
 
 A batch that is its own transaction may commit asynchronously (`asynchronous_commit`): PostgreSQL
 answers the COMMIT before its WAL reaches the disk, and flushes it within a fraction of a second,
@@ -55,6 +57,7 @@ class _Write:
     params: list
     returning: tuple[str, ...]
     read: bool = False  # a SELECT: what it reads is returned, and it writes nothing
+    event: bool = False  # one of the batch's events, counted by `{events}`
 
 
 class Batch:
@@ -63,14 +66,28 @@ class Batch:
         self._after: list[Callable[[dict[str, dict]], None]] = []
         # Set when an `after` callback writes too: then it shares the statement's transaction.
         self.transactional = False
+        # Set when something outside the database will follow this commit and must find it on
+        # disk (a side-effecting tool call marked started): the batch then commits synchronously,
+        # whatever its caller asked.
+        self.durable = False
 
-    def add(self, name: str, sql: str, params=(), returning: tuple[str, ...] = ()) -> None:
-        """Add a write; the first one added is the guard, and returns at least one column."""
+    def add(self, name: str, sql: str, params=(), returning: tuple[str, ...] = (), *, event: bool = False) -> int:
+        """Add a write; the first one added is the guard, and returns at least one column.
+        With `event`, the write is one of the batch's events: returns its place among them (1
+        for the first). A second event needs a guard that bumps the sequence by `{events}`."""
         if not self._writes and not returning:
             raise ValueError("the guard must return a column: it tells whether it matched")
         if self._writes and not _REFERENCE.search(sql):
             raise ValueError(f"write {name!r} would take effect whether or not the guard matched")
-        self._append(_Write(name, sql, list(params), tuple(returning)))
+        place = self.events + 1 if event else 0
+        if place > 1 and "{events}" not in self._writes[0].sql:
+            raise ValueError(f"event {name!r}: the batch's guard numbers one event only")
+        self._append(_Write(name, sql, list(params), tuple(returning), event=event))
+        return place
+
+    @property
+    def events(self) -> int:
+        return sum(1 for write in self._writes if write.event)
 
     def read(self, name: str, sql: str, params=(), columns: tuple[str, ...] = ()) -> None:
         """Add a SELECT of at most one row (its `columns`), read in the same statement."""
@@ -79,7 +96,7 @@ class Batch:
         self._append(_Write(name, sql, list(params), tuple(columns), read=True))
 
     def _append(self, write: _Write) -> None:
-        if write.name == "guard" or any(known.name == write.name for known in self._writes):
+        if write.name in ("guard", "events") or any(known.name == write.name for known in self._writes):
             raise ValueError(f"a batch has one write named {write.name!r}")
         self._writes.append(write)
 
@@ -94,7 +111,7 @@ class Batch:
         if connection.vendor == "postgresql":
             # A transaction only when an `after` callback writes too: else the statement is its own.
             with transaction.atomic(savepoint=False) if self.transactional else nullcontext():
-                return self._finish(self._one_statement(_asynchronous(asynchronous_commit)))
+                return self._finish(self._one_statement(_asynchronous(asynchronous_commit and not self.durable)))
         with transaction.atomic(savepoint=False):
             return self._finish(self._one_by_one())
 
@@ -116,7 +133,7 @@ class Batch:
         if connection.vendor == "postgresql":
             # As execute: a transaction only when an `after` callback writes too.
             with transaction.atomic(savepoint=False) if self.transactional else nullcontext():
-                asynchronous = _asynchronous(asynchronous_commit)
+                asynchronous = _asynchronous(asynchronous_commit and not self.durable)
                 results, rows = self._one_statement_rows(columns, rest, params, asynchronous)
                 return self._finish(results), rows
         with transaction.atomic(savepoint=False):
@@ -134,9 +151,9 @@ class Batch:
                 rows = cursor.fetchall()
             return self._finish(results), rows
 
-    def _shape(self) -> tuple[tuple[str, str, tuple[str, ...], bool], ...]:
+    def _shape(self) -> tuple[tuple[str, str, tuple[str, ...], bool, bool], ...]:
         """The writes' SQL (not their values), the key of the statement built for them."""
-        return tuple((write.name, write.sql, write.returning, write.read) for write in self._writes)
+        return tuple((write.name, write.sql, write.returning, write.read, write.event) for write in self._writes)
 
     def _params(self) -> list:
         return [param for write in self._writes for param in write.params]
@@ -183,8 +200,12 @@ class Batch:
     def _one_by_one(self) -> dict[str, dict] | None:
         results: dict[str, dict] = {}
 
+        events = self.events
+
         def reference(match: re.Match) -> str:
             name, column = match.groups()
+            if name == "events" and column is None:
+                return str(events)
             if name == "guard":
                 if column is None:
                     return "1 = 1"  # the statements after the guard run only if it matched
@@ -217,8 +238,8 @@ def _commit_mode(asynchronous: bool) -> str:
 
 
 @lru_cache(maxsize=512)
-def _statement(shape: tuple[tuple[str, str, tuple[str, ...], bool], ...], asynchronous: bool = False) -> str:
-    """The one statement of a batch's writes, given as (name, sql, returning, read) each; with
+def _statement(shape: tuple[tuple[str, str, tuple[str, ...], bool, bool], ...], asynchronous: bool = False) -> str:
+    """The one statement of a batch's writes, given as (name, sql, returning, read, event) each; with
     `asynchronous`, its transaction commits asynchronously (the value it adds last is ignored).
 
     A step's batch has the same writes (their SQL, not their values) every time it is made, so
@@ -229,12 +250,15 @@ def _statement(shape: tuple[tuple[str, str, tuple[str, ...], bool], ...], asynch
 
 
 @lru_cache(maxsize=512)
-def _parts(shape: tuple[tuple[str, str, tuple[str, ...], bool], ...]) -> tuple[str, str]:
+def _parts(shape: tuple[tuple[str, str, tuple[str, ...], bool, bool], ...]) -> tuple[str, str]:
     """The WITH clause of a batch's writes, and the columns that select what each returned."""
     guard = shape[0][0]
+    events = sum(1 for write in shape if write[4])
 
     def reference(match: re.Match) -> str:
         name, column = match.groups()
+        if name == "events" and column is None:
+            return str(events)
         if name == "guard":
             if column is None:
                 return f'EXISTS (SELECT 1 FROM "{guard}")'
@@ -243,10 +267,10 @@ def _parts(shape: tuple[tuple[str, str, tuple[str, ...], bool], ...]) -> tuple[s
 
     queries = [
         f'"{name}" AS ({_REFERENCE.sub(reference, sql) + _returning(returning, read)})'
-        for name, sql, returning, read in shape
+        for name, sql, returning, read, _ in shape
     ]
     # One row always comes back; the guard's first column is NULL if it matched nothing.
-    columns = [f'(SELECT "{column}" FROM "{name}")' for name, _, returning, _ in shape for column in returning]
+    columns = [f'(SELECT "{column}" FROM "{name}")' for name, _, returning, _, _ in shape for column in returning]
     return f"WITH {', '.join(queries)}", ", ".join(columns)
 
 

@@ -166,11 +166,12 @@ def run_guard(
     returning: tuple[str, ...] = (),
 ) -> None:
     """The batch's guard, on the run row. With `lease_owner`, the worker must still hold the
-    run's lease, which is extended (the fence); `event` bumps the sequence number the batch's
-    event takes; `sets` are more assignments on the row (the run's totals), with `params`;
-    `where` a further condition, with `where_params`; `returning` more columns of the row as
-    the guard left it (the run a step hands to the next, conversations.selectors.STEP_RUN_COLUMNS)."""
-    assignments = ['"event_seq" = "event_seq" + 1'] if event else []
+    run's lease, which is extended (the fence); `event` bumps the sequence by the number of the
+    batch's events, which take the numbers it hands out; `sets` are more assignments on the row
+    (the run's totals), with `params`; `where` a further condition, with `where_params`;
+    `returning` more columns of the row as the guard left it (the run a step hands to the next,
+    conversations.selectors.STEP_RUN_COLUMNS)."""
+    assignments = ['"event_seq" = "event_seq" + {events}'] if event else []
     values = []
     if lease_owner is not None:
         assignments.append('"lease_expires_at" = %s')
@@ -202,7 +203,8 @@ def event_add(
     listening: bool | None = None,
     wake: bool = True,
 ) -> RunEvent:
-    """The batch's event, numbered by its guard's bump of the run's event sequence. `fill`:
+    """One of the batch's events, numbered by its guard's bump of the run's event sequence: a
+    batch's events take its numbers in the order they are added. `fill`:
     payload keys whose values an earlier write of the batch returns ({"llm_call_id": "call.id"}).
     `listening`: whether a webhook hears the run, when the caller read it already (the commit of
     a run's final answer reads it for the ending that follows); else it is read here if the event
@@ -219,10 +221,12 @@ def event_add(
         else:
             pairs = ", ".join(f"'$.{key}', {{{reference}}}" for key, reference in fill.items())
             value = f"json_set(%s, {pairs})"
+    place = batch.events + 1
+    name = "event" if place == 1 else f"event_{place}"
     batch.add(
-        "event",
+        name,
         f'INSERT INTO "{RunEvent._meta.db_table}" ("run_id", "seq", "type", "payload", "created_at") '
-        f"SELECT %s, {{guard.event_seq}}, %s, {value}, %s WHERE {{guard}}",
+        f"SELECT %s, {{guard.event_seq}} - {{events}} + {place}, %s, {value}, %s WHERE {{guard}}",
         [
             db_value(RunEvent, "run", run_id),
             type,
@@ -230,6 +234,7 @@ def event_add(
             db_value(RunEvent, "created_at", now),
         ],
         ("id", "seq"),
+        event=True,
     )
     event = RunEvent(run_id=run_id, type=type, payload=payload, created_at=now)
     # Webhook deliveries are written with their event, in its transaction.
@@ -239,11 +244,11 @@ def event_add(
         listening = webhooks_listening(run_id=run_id)
 
     def written(results: dict) -> None:
-        event.id, event.seq = results["event"]["id"], results["event"]["seq"]
+        event.id, event.seq = results[name]["id"], results[name]["seq"]
         event._state.adding = False
         for key, reference in (fill or {}).items():
-            name, column = reference.split(".")
-            payload[key] = results[name][column]
+            write, column = reference.split(".")
+            payload[key] = results[write][column]
         if listening:
             webhook_deliveries_create(event=event)
         # Streams read rows; the wake-up only tells them to look, once the row is visible.

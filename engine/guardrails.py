@@ -100,7 +100,7 @@ def _moderation_hits(
                 model=plain, messages=messages, tools=[], tool_choice="auto", parallel_tool_calls=True
             )
 
-        def record(call: LLMCall, response: LLMResponse, batch: Batch) -> tuple[str, str]:
+        def record(call: LLMCall, response: LLMResponse, batch: Batch, may_start: bool) -> tuple[str, str]:
             return guardrails.verdict_parse(response.content)
 
         verdict, reason = model_call(

@@ -8,6 +8,7 @@ server that says the request exceeds its context gets one more try with the hist
 
 from dataclasses import dataclass
 
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agents.guardrails import Hit
@@ -20,8 +21,10 @@ from conversations.services import db_value, messages_add
 from conversations.webhooks import WEBHOOKS_LISTENING_SQL
 from engine.context import build_context
 from engine.guardrails import OutputReview, output_moderation, output_review, streams_answer, wire_filtered
-from engine.invocations import invocations_add
+from engine.invocations import Started, invocation_new, invocations_add, runs_at_once
+from engine.loop_guard import repeat_found, run_steps
 from engine.model_call import ContextOverflow, EmptyAnswer, ModelStepFailed, model_call
+from engine.next_step import RunTools, next_step
 from engine.window import fitted
 
 FORCED_CHOICES = ("required", "tool")
@@ -41,6 +44,8 @@ class StepResult:
     # A final answer: whether a webhook hears the run, read with the answer's commit for the
     # ending that follows it (None: not read).
     listening: bool | None = None
+    # The tool call the answer's commit marked started (see _first_call_starts), if it did.
+    started: Started | None = None
 
 
 MAX_CALL_ID = 128  # ToolInvocation.tool_call_id and Approval.tool_call_id
@@ -66,6 +71,38 @@ def _normalised_tool_calls(response: LLMResponse, run: Run, iteration: int) -> l
         seen.add(call_id)
         calls.append({"id": call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
     return calls
+
+
+def _first_call_starts(
+    *, run: Run, snapshot: AgentSnapshot, messages: list[Message], calls: list[dict]
+) -> tuple[str, list] | None:
+    """Whether the commit of an answer asking for `calls` may mark the first one started, and the
+    condition its guard then checks on the run's row; None if it may not.
+
+    The tool step would mark it in a commit of its own before the tool starts (engine.tool_step):
+    made with the answer, the mark costs no statement. It may when next_step, given the answer,
+    says to run the tools (the run has no delegated usage, the only input the answer's commit
+    changes under it), and the call runs at once (engine.invocations.runs_at_once). The guard
+    checks what could change before the commit: that no cancel was accepted since the run was
+    read, and that the call's id is new in the run (a call recorded before is the tool step's to
+    read)."""
+    if run.children_tokens or run.children_cost:
+        return None
+    answer = Message(conversation_id=run.conversation_id, run_id=run.pk, role=Message.Role.ASSISTANT, tool_calls=calls)
+    mine = [*messages, answer]
+    if not isinstance(next_step(run, mine, snapshot, now=timezone.now()), RunTools):
+        return None
+    tools = snapshot_tools(snapshot)
+    first = invocation_new(run=run, llm_call_id=None, position=0, call=calls[0], tools=tools)
+    held_back = repeat_found(run_steps(mine, run.pk), snapshot["agent"]["max_same_tool_streak"]) is not None
+    if not runs_at_once(run=run, invocation=first, spec=tools.get(first.tool_name), held_back=held_back):
+        return None
+    invocations = ToolInvocation._meta.db_table
+    return (
+        f'NOT "cancel_requested" AND NOT EXISTS (SELECT 1 FROM "{invocations}" '
+        'WHERE "run_id" = %s AND "tool_call_id" = %s)',
+        [db_value(ToolInvocation, "run", run.pk), first.tool_call_id],
+    )
 
 
 def effective_tool_choice(*, run: Run, snapshot: AgentSnapshot, messages: list[Message]) -> tuple[str, str]:
@@ -107,6 +144,7 @@ def llm_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Me
             run=run,
             owner=owner,
             snapshot=snapshot,
+            messages=messages,
             iteration=iteration,
             wire_messages=wire_messages,
             tool_choice=tool_choice,
@@ -123,6 +161,7 @@ def llm_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Me
         run=run,
         owner=owner,
         snapshot=snapshot,
+        messages=messages,
         iteration=iteration,
         wire_messages=folded,
         tool_choice=tool_choice,
@@ -135,6 +174,7 @@ def _call(
     run: Run,
     owner: str,
     snapshot: AgentSnapshot,
+    messages: list[Message],
     iteration: int,
     wire_messages: list[dict],
     tool_choice: str,
@@ -162,7 +202,11 @@ def _call(
                 run=run, owner=owner, snapshot=snapshot, iteration=iteration, content=response.content
             )
 
-    def record(call: LLMCall, response: LLMResponse, batch: Batch) -> StepResult:
+    def starts(response: LLMResponse) -> tuple[str, list] | None:
+        calls = _normalised_tool_calls(response, run, iteration)
+        return _first_call_starts(run=run, snapshot=snapshot, messages=messages, calls=calls) if calls else None
+
+    def record(call: LLMCall, response: LLMResponse, batch: Batch, may_start: bool) -> StepResult:
         tool_calls = _normalised_tool_calls(response, run, iteration)
         content = response.content
         review = (
@@ -190,7 +234,13 @@ def _call(
         if tool_calls:
             # The calls' rows are written with the answer: the tool step starts with them.
             tools = snapshot_tools(snapshot)
-            result.invocations = invocations_add(batch, run=run, llm_call_id=call.pk, calls=tool_calls, tools=tools)
+            rows = invocations_add(
+                batch, run=run, llm_call_id=call.pk, calls=tool_calls, tools=tools, start_first=may_start
+            )
+            result.invocations = rows
+            if may_start:
+                # After the rows' own callbacks: the first one has its id by then.
+                batch.after(lambda results: setattr(result, "started", Started(rows[0].pk, results.get("tool") or {})))
         else:
             # The run ends next, usually in one statement: whether a webhook must hear that is
             # read here, in this commit's statement, instead of by a read of its own. A webhook
@@ -208,6 +258,7 @@ def _call(
         iteration=iteration,
         build=build,
         record=record,
+        starts=starts,
         relay_deltas=streams_answer(snapshot),
         check=empty_answer,
         prepare=prepare,

@@ -30,6 +30,7 @@ from engine.context import step_history, step_read
 from engine.delegation import run_park_for_children
 from engine.dispatch import run_enqueue
 from engine.guardrails import input_check, output_enforce
+from engine.invocations import Started
 from engine.leases import LeaseLost, process_owner, renewer, run_claim_read
 from engine.limits import daily_usage, timeout_limit
 from engine.llm_step import EMPTY_ANSWER_MESSAGE, llm_step
@@ -77,6 +78,8 @@ class Carried:
     messages: list[Message]
     # The rows of the last message's tool calls, written with it (engine.invocations).
     invocations: list[ToolInvocation] | None = None
+    # The call that commit marked started (engine.llm_step): the next step runs it.
+    started: Started | None = None
 
 
 def _step(run_id, owner: str, carried: Carried | None = None) -> bool | Carried:
@@ -91,6 +94,10 @@ def _step(run_id, owner: str, carried: Carried | None = None) -> bool | Carried:
     if run.status != RunStatus.RUNNING or run.lease_owner != owner:
         raise LeaseLost(str(run_id))
     snapshot = version_snapshot(run.agent_version_id)
+    if carried and carried.started:
+        # next_step decided this step when the answer's commit started its first call
+        # (engine.llm_step): the call runs, whatever a check made now would say.
+        return _tools(run=run, owner=owner, snapshot=snapshot, messages=messages, carried=carried)
     now = timezone.now()
     # The day's usage is one read, and only a model call can be stopped by it: a tool step skips it.
     calls_model = messages[-1].role != Message.Role.ASSISTANT
@@ -99,10 +106,19 @@ def _step(run_id, owner: str, carried: Carried | None = None) -> bool | Carried:
     if isinstance(step, Finish):
         return _finish(run.pk, step)
     if isinstance(step, RunTools):
-        made = carried.invocations if carried else None
-        outcome = tool_step(run=run, owner=owner, snapshot=snapshot, messages=messages, current=step.message, made=made)
-        return _after_tools(run=run, owner=owner, snapshot=snapshot, messages=messages, outcome=outcome)
+        return _tools(run=run, owner=owner, snapshot=snapshot, messages=messages, carried=carried)
     return _call_model(run=run, owner=owner, snapshot=snapshot, messages=messages)
+
+
+def _tools(
+    *, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], carried: Carried | None
+) -> bool | Carried:
+    """Run the tool calls of the last message, the model's."""
+    made, started = (carried.invocations, carried.started) if carried else (None, None)
+    outcome = tool_step(
+        run=run, owner=owner, snapshot=snapshot, messages=messages, current=messages[-1], made=made, started=started
+    )
+    return _after_tools(run=run, owner=owner, snapshot=snapshot, messages=messages, outcome=outcome)
 
 
 def _after_tools(
@@ -148,10 +164,13 @@ def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
             return _finish(run.pk, blocked)
     if not result.message.tool_calls:
         return _finish(run.pk, Finish(StopReason.FINAL_ANSWER), listening=result.listening)
-    # The calls it asked for start in the next step, which begins by checking for a cancel.
+    # The calls it asked for start in the next step, which begins by checking for a cancel
+    # (unless the answer's commit started the first one, having checked it: engine.llm_step).
     if run.conversation.context_summary_through != summary_through:
-        return True  # the history was folded into the summary: the next step reads what is left
-    return Carried(result.run, [*messages, result.message], result.invocations)
+        # The history was folded into the summary: the next step starts from what is left,
+        # read now, with the calls' rows as the answer's commit wrote them.
+        return Carried(*step_read(run_id=run.pk), result.invocations, result.started)
+    return Carried(result.run, [*messages, result.message], result.invocations, result.started)
 
 
 def run_advance(*, run_id) -> None:
@@ -185,7 +204,9 @@ def _advance(run_id) -> None:
         carried = Carried(*step_history(*claimed))
         while went_on := _step(run_id, owner, carried):
             carried = went_on if isinstance(went_on, Carried) else None
-            if time.monotonic() > slice_ends:
+            # A call the last commit started runs in this slice: requeued, it would be found
+            # running by the next one, as after a worker's crash.
+            if time.monotonic() > slice_ends and not (carried and carried.started):
                 # A long run goes back to the queue between steps, so no task runs unbounded
                 # (thread pools cannot enforce Celery's time limits) and other runs get a turn.
                 _requeue_between_steps(run_id, owner)

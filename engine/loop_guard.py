@@ -78,6 +78,12 @@ def _cycle(steps: list[Message], limit: int) -> int:
     return 0
 
 
+def run_steps(messages: list[Message], run_id) -> list[Message]:
+    """The run's assistant messages with tool calls, in order: only this run's steps count, since
+    earlier questions that needed the same tool are no loop."""
+    return [m for m in messages if m.run_id == run_id and m.role == Message.Role.ASSISTANT and m.tool_calls]
+
+
 def repeat_found(steps: list[Message], limit: int) -> Repeat | None:
     """`steps`: the run's assistant messages with tool calls, in order, ending with the current."""
     streak = _streak(steps)

@@ -178,11 +178,24 @@ _TOTALS = (
 
 
 def _account(
-    batch, *, run, owner, call, response, prices, started, time_zone, status: str, error: str = "", returning=()
+    batch,
+    *,
+    run,
+    owner,
+    call,
+    response,
+    prices,
+    started,
+    time_zone,
+    status: str,
+    error: str = "",
+    returning=(),
+    condition: tuple[str, list] | None = None,
 ) -> tuple:
     """Adds to `batch` (as its guard) the completion of the call row with its answer and its
     tokens and cost on the run and the agent's day; the guard returns the run's `returning`
-    columns too. Returns (usage, cost)."""
+    columns too, and matches only if `condition` (SQL on the run's row, and its params) holds.
+    Returns (usage, cost)."""
     usage = response.usage
     cost = call_cost(prices, response)
     step = call.purpose == LLMCall.Purpose.STEP and status == LLMCall.Status.SUCCEEDED
@@ -199,7 +212,17 @@ def _account(
     if usage.estimated:
         sets.append('"usage_estimated" = %s')
         params.append(True)
-    run_guard(batch, run_id=run.pk, lease_owner=owner, sets=", ".join(sets), params=params, returning=returning)
+    where, where_params = condition or ("", [])
+    run_guard(
+        batch,
+        run_id=run.pk,
+        lease_owner=owner,
+        sets=", ".join(sets),
+        params=params,
+        where=where,
+        where_params=where_params,
+        returning=returning,
+    )
     row_update(
         batch,
         "call",
@@ -260,41 +283,51 @@ def _record_rejected(*, run, owner, call, response, prices, started, time_zone, 
     chat_span(call=call, started=started, response=response, error=reason)
 
 
-def _record_success(*, run, owner, call, response, prices, started, time_zone, record):
+def _record_success(*, run, owner, call, response, prices, started, time_zone, record, starts):
+    """The answer's commit: the call completed, with what `record` makes of the answer. When
+    `starts` gives a condition for it, the commit is tried first under that condition, and
+    `record` may then start something with it (may_start: the first tool call marked started,
+    engine.llm_step); if the condition no longer held when the guard was checked (a cancel was
+    accepted meanwhile, say), the answer is recorded again without it."""
     response = scrub_nul(response)
-    batch = Batch()
-    usage, cost = _account(
-        batch,
-        run=run,
-        owner=owner,
-        call=call,
-        response=response,
-        prices=prices,
-        started=started,
-        time_zone=time_zone,
-        status=LLMCall.Status.SUCCEEDED,
-        # The run as this commit leaves it: the loop's next step starts from it (engine.loop).
-        returning=STEP_RUN_COLUMNS,
-    )
-    result = record(call, response, batch)
-    payload = events.llm_call_completed(
-        llm_call_id=call.pk,
-        purpose=call.purpose,
-        iteration=call.iteration,
-        attempt=call.attempt,
-        finish_reason=response.finish_reason,
-        tool_calls=[c.name for c in response.tool_calls],
-        usage=usage.__dict__,
-        cost=format(cost, "f"),
-        prices=prices,
-    )
-    event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_COMPLETED, payload=payload)
-    # Asynchronously (conversations.batch): whatever the answer leads to outside the database
-    # (a tool, the next request, the run's end) commits synchronously first. A database crash
-    # before that leaves the attempt as a worker's crash during the call would.
-    _commit(batch, run, asynchronous=True)
-    chat_span(call=call, started=started, response=response)
-    return result
+    condition = starts(response) if starts else None
+    for may_start in (True, False) if condition else (False,):
+        batch = Batch()
+        usage, cost = _account(
+            batch,
+            run=run,
+            owner=owner,
+            call=call,
+            response=response,
+            prices=prices,
+            started=started,
+            time_zone=time_zone,
+            status=LLMCall.Status.SUCCEEDED,
+            # The run as this commit leaves it: the loop's next step starts from it (engine.loop).
+            returning=STEP_RUN_COLUMNS,
+            condition=condition if may_start else None,
+        )
+        payload = events.llm_call_completed(
+            llm_call_id=call.pk,
+            purpose=call.purpose,
+            iteration=call.iteration,
+            attempt=call.attempt,
+            finish_reason=response.finish_reason,
+            tool_calls=[c.name for c in response.tool_calls],
+            usage=usage.__dict__,
+            cost=format(cost, "f"),
+            prices=prices,
+        )
+        # First among the batch's events: whatever the answer starts comes after it.
+        event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_COMPLETED, payload=payload)
+        result = record(call, response, batch, may_start)
+        # Asynchronously (conversations.batch): whatever the answer leads to outside the database
+        # (a tool, the next request, the run's end) commits synchronously first, unless it is
+        # started by this commit, which is then synchronous itself (Batch.durable).
+        if batch.execute(asynchronous_commit=True) is not None:
+            chat_span(call=call, started=started, response=response)
+            return result
+    raise LeaseLost(str(run.pk))
 
 
 _INTERRUPTED = "interrupted: the worker stopped before the call completed"
@@ -360,7 +393,8 @@ def model_call(
     purpose: str,
     iteration: int,
     build: Callable[[object, dict], dict],
-    record: Callable[[LLMCall, LLMResponse, Batch], object],
+    record: Callable[[LLMCall, LLMResponse, Batch, bool], object],
+    starts: Callable[[LLMResponse], tuple[str, list] | None] | None = None,
     relay_deltas: bool = False,
     check: Callable[[LLMResponse], ModelStepFailed | None] | None = None,
     prepare: Callable[[LLMResponse], None] | None = None,
@@ -368,10 +402,11 @@ def model_call(
 ):
     """Call the agent's model (then its fallback) until one attempt succeeds; returns what
     `record` made of the answer, adding its writes to the batch that completes the call (they
-    commit together). `check` may turn down an answer (returning the error to raise if every
-    attempt is turned down); `prepare` is called with an answer that passed it, before it is
-    recorded (a guardrail's moderation call judges a final answer there). `models` are tried
-    instead of the agent's (a moderation rule's own model)."""
+    commit together). `starts` may give a condition on the run's row under which `record` may
+    start something with that commit (see _record_success). `check` may turn down an answer
+    (returning the error to raise if every attempt is turned down); `prepare` is called with an
+    answer that passed it, before it is recorded (a guardrail's moderation call judges a final
+    answer there). `models` are tried instead of the agent's (a moderation rule's own model)."""
     last_error: ProviderError | None = None
     rejected: ModelStepFailed | None = None
     made = 0
@@ -467,6 +502,7 @@ def model_call(
                     started=started,
                     time_zone=time_zone,
                     record=record,
+                    starts=starts,
                 )
             _record_rejected(
                 run=run,

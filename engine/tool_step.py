@@ -6,7 +6,8 @@ needs approval runs only with an approved Approval bound to its tool call id who
 matches the arguments approved, and it runs with those (possibly edited) arguments. A tool that
 ran and asks a person for its result (a knowledge base hand-off) parks the same way, behind a
 hand-off Approval whose answer becomes the call's result. A call is
-marked `running` in its own commit before it starts, so after a crash a side-effecting call whose
+marked `running` in a commit before it starts (its own, or for the first call of an answer that
+runs at once, the answer's: engine.invocations), so after a crash a side-effecting call whose
 outcome is unknown is reported, never silently repeated (at most once); idempotent ones are re-run.
 An evaluation's run (Run.eval_tools set) takes the results its case gives instead of calling
 tools, and never executes a write tool (_eval_outcome).
@@ -41,9 +42,9 @@ from conversations.services import (
     run_guard,
 )
 from engine.delegation import delegate_step
-from engine.invocations import invocation_new
+from engine.invocations import Started, invocation_new, rerunnable, tool_live_read
 from engine.leases import lease_fence
-from engine.loop_guard import Repeat, repeat_found
+from engine.loop_guard import Repeat, repeat_found, run_steps
 from engine.tracing import tool_span
 from platform_site import green
 from platform_site.dbpool import release_connection
@@ -52,7 +53,6 @@ from platform_site.text import scrub_nul
 from tools.approval_policy import ApprovalPolicy, approval_need
 from tools.arguments import arguments_hash
 from tools.executors import execute_tool
-from tools.models import ToolDefinition
 from tools.registry import ToolContext
 from tools.results import trim_text
 
@@ -255,13 +255,7 @@ def _mark_running(*, run: Run, owner: str, invocation: ToolInvocation, spec: dic
         f'UPDATE "{table}" SET "status" = %s, "started_at" = %s WHERE "id" = %s AND {{guard}}',
         [Status.RUNNING, db_value(ToolInvocation, "started_at", timezone.now()), invocation.pk],
     )
-    if spec.get("id") is not None:
-        batch.read(
-            "tool",
-            f'SELECT "is_active" FROM "{ToolDefinition._meta.db_table}" WHERE "id" = %s',
-            [spec["id"]],
-            ("is_active",),
-        )
+    tool_live_read(batch, spec)
     payload = events.tool_started(tool_invocation_id=invocation.pk, tool=invocation.tool_name, arguments=arguments)
     event_add(batch, run_id=run.pk, type=EventType.TOOL_STARTED, payload=payload)
     results = batch.execute()
@@ -270,15 +264,19 @@ def _mark_running(*, run: Run, owner: str, invocation: ToolInvocation, spec: dic
     return results.get("tool", {})
 
 
-def _execute(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, arguments: dict) -> Batch | None:
-    """Run the call; None when it was parked for a person (a hand-off)."""
-    marked = _mark_running(run=run, owner=owner, invocation=invocation, spec=spec, arguments=arguments)
+def _execute(
+    *, run: Run, owner: str, invocation: ToolInvocation, spec: dict, arguments: dict, live: dict | None = None
+) -> Batch | None:
+    """Run the call; None when it was parked for a person (a hand-off). `live`: the tool's live
+    state, when the answer's commit marked the call started already (engine.invocations)."""
+    marked = live
+    if marked is None:
+        marked = _mark_running(run=run, owner=owner, invocation=invocation, spec=spec, arguments=arguments)
     if marked is None:
         lease_fence(run_id=run.pk, owner=owner)
         if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
             raise RunCancelled(str(run.pk))
-        rerunnable = spec["side_effect"] == "read" or spec["idempotent"]
-        if not rerunnable:
+        if not rerunnable(spec):
             return _finish(
                 invocation,
                 owner=owner,
@@ -362,14 +360,26 @@ def _handoff_result(invocation: ToolInvocation, approval: Approval) -> str:
 
 
 def _process_call(
-    *, run, owner, invocation: ToolInvocation, spec: dict | None, blocked_hint: str | None, fresh: bool
+    *,
+    run,
+    owner,
+    invocation: ToolInvocation,
+    spec: dict | None,
+    blocked_hint: str | None,
+    fresh: bool,
+    started: Started | None = None,
 ) -> Batch | None:
     """Decide on the call and run it if it may; its outcome (None while it waits for an
-    approval) is returned as a batch to commit."""
+    approval) is returned as a batch to commit. A call the answer's commit `started` was decided
+    then (engine.invocations.runs_at_once): it runs."""
     with log_context(tool_invocation_id=invocation.pk):
-        outcome = _decide_and_run(
-            run=run, owner=owner, invocation=invocation, spec=spec, blocked_hint=blocked_hint, fresh=fresh
-        )
+        if started is not None:
+            arguments, live = invocation.arguments, started.live
+            outcome = _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=arguments, live=live)
+        else:
+            outcome = _decide_and_run(
+                run=run, owner=owner, invocation=invocation, spec=spec, blocked_hint=blocked_hint, fresh=fresh
+            )
         log.info("tool %s: %s", invocation.tool_name, invocation.status)
     return outcome
 
@@ -466,9 +476,12 @@ def _tool_message(invocation: ToolInvocation, approval: Approval | None) -> str:
     return invocation.result
 
 
-def _own_steps(messages: list[Message], current: Message) -> list[Message]:
-    # Only this run's steps count: earlier questions that needed the same tool are no loop.
-    return [m for m in messages if m.run_id == current.run_id and m.role == Message.Role.ASSISTANT and m.tool_calls]
+def _started_now(invocation: ToolInvocation, started: Started | None) -> Started | None:
+    """`started` if it is this call's mark, made by the answer's commit of this slice: a call
+    found running otherwise was marked by a worker that stopped (its outcome is unknown)."""
+    if started is not None and started.invocation_id == invocation.pk and invocation.status == Status.RUNNING:
+        return started
+    return None
 
 
 def tool_step(
@@ -479,10 +492,12 @@ def tool_step(
     messages: list[Message],
     current: Message,
     made: list[ToolInvocation] | None = None,
+    started: Started | None = None,
 ) -> ToolStepOutcome:
-    """`made`: the calls' rows as the answer's record wrote them (see _step_invocations)."""
+    """`made`: the calls' rows as the answer's record wrote them (see _step_invocations);
+    `started`: the call the answer's commit marked started, if it did (engine.invocations)."""
     tools = snapshot_tools(snapshot)
-    repeat = repeat_found(_own_steps(messages, current), snapshot["agent"]["max_same_tool_streak"])
+    repeat = repeat_found(run_steps(messages, current.run_id), snapshot["agent"]["max_same_tool_streak"])
     invocations, fresh = _step_invocations(run=run, message=current, tools=tools, made=made)
     blocked_hint = None
     if repeat is not None:
@@ -515,6 +530,7 @@ def tool_step(
                     spec=tools.get(invocation.tool_name),
                     blocked_hint=blocked_hint,
                     fresh=invocation.pk in fresh,
+                    started=_started_now(invocation, started),
                 )
     except RunCancelled:
         return ToolStepOutcome(cancelled=True)

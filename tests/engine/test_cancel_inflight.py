@@ -82,7 +82,9 @@ def test_tool_calls_asked_for_during_a_cancelled_model_call_are_recorded_cancell
                     ],
                 }
             ),
+            # Asking nobody: without the cancel, c1 would run as soon as the answer is recorded.
             tools=["test-counter"],
+            approval={"test-counter": "never"},
         )
         run = owned_run(agent, user)
 
@@ -100,6 +102,9 @@ def test_tool_calls_asked_for_during_a_cancelled_model_call_are_recorded_cancell
         ("c2", "cancelled", '{"label": oops', None),
     ]
     assert executions("never") == 0
+    # The answer's statement would have marked c1 started had no cancel come: it was recorded
+    # again without the mark (engine.llm_step), so nothing says a call started.
+    assert not run.events.filter(type="tool.started").exists()
 
 
 def test_a_cancel_while_a_tool_runs_keeps_the_next_tool_from_starting(scripted_agent):

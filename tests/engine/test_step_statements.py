@@ -2,8 +2,9 @@
 
 Each commit of a step is one ledger batch (conversations.batch): on PostgreSQL one statement,
 fenced by the run's lease. A model step is its read, the attempt's row and the attempt's
-completion (with the rows of the tool calls the answer asks for); a tool step its read, each call
-marked running and its outcome (the last one with the step's tool messages); no step reads: the
+completion (with the rows of the tool calls the answer asks for, the first marked running when it
+runs at once); a tool step each further call marked running and each outcome (the last one with
+the step's tool messages); no step reads: the
 claim's statement reads what the first step starts from, and every other step starts from what
 the previous commit returned. These tests count the
 statements, and check from another connection that what must be committed before the network is, and that a worker that
@@ -91,17 +92,22 @@ def test_a_run_of_three_model_calls_takes_few_statements_and_one_transaction(scr
     # Whether a webhook hears the ending is read by the final answer's own statement.
     hooks = [sql for sql in statements if '"conversations_webhook" w' in sql]
     assert len(hooks) == 1 and hooks[0].startswith("WITH") and "conversations_llmcall" in hooks[0], hooks
-    # The claim (with its read), the version's snapshot, two per model call and per tool step, the end.
-    assert len(statements) == 1 + 1 + 2 * 3 + 2 * 2 + 1
-    # What nothing outside the database waits on commits asynchronously: the claim, each answer
-    # and each tool step's outcome. Each attempt (before its request), each call's mark (before
-    # the tool) and the end wait for their flush, and with it for every commit before them.
-    asynchronous = [index for index, sql in enumerate(statements) if ASYNCHRONOUS_COMMIT in sql]
-    assert asynchronous == [0, 3, 5, 7, 9, 11], statements
-    attempts = [sql for sql in statements if 'INSERT INTO "conversations_llmcall"' in sql]
+    # The claim (with its read), the version's snapshot, two per model call, one per tool step
+    # (the answer asking for the call marked it started), the end.
+    assert len(statements) == 1 + 1 + 2 * 3 + 2 + 1
+    # Each call's mark is made by the statement of the answer that asks for it, whose guard checks
+    # that no cancel came and that the call is new; the tool step makes none of its own.
     marks = [sql for sql in statements if 'NOT "cancel_requested"' in sql]
-    assert len(attempts) == 3 and len(marks) == 2
-    assert not [sql for sql in [*attempts, *marks, statements[-1]] if ASYNCHRONOUS_COMMIT in sql]
+    assert len(marks) == 2 and all('INSERT INTO "conversations_toolinvocation"' in sql for sql in marks)
+    assert all("tools_tooldefinition" in sql for sql in marks)
+    # What nothing outside the database waits on commits asynchronously: the claim, each answer
+    # (a read tool's mark too: the call may run again) and each tool step's outcome. Each attempt
+    # (before its request) and the end wait for their flush, and with it for every commit before.
+    asynchronous = [index for index, sql in enumerate(statements) if ASYNCHRONOUS_COMMIT in sql]
+    assert asynchronous == [0, 3, 4, 6, 7, 9], statements
+    attempts = [sql for sql in statements if 'INSERT INTO "conversations_llmcall"' in sql]
+    assert len(attempts) == 3
+    assert not [sql for sql in [*attempts, statements[-1]] if ASYNCHRONOUS_COMMIT in sql]
 
 
 def _touch(run: Run) -> Batch:
@@ -416,7 +422,8 @@ def test_a_steps_statements_reach_their_rows_by_key_whatever_the_statistics_say(
         # is the question.
         cursor.execute("SET enable_seqscan = off")
     try:
-        scans = _explained(guard.sql, guard.params)
+        # As sent for a batch of one event: the bump's `{events}` is the batch's count of them.
+        scans = _explained(guard.sql.replace("{events}", "1"), guard.params)
         with CaptureQueriesContext(connection) as queries:
             step_read(run_id=run.pk)
         [read] = [query["sql"] for query in queries if "conversations_message" in query["sql"]]
