@@ -4,6 +4,7 @@ the tool step that follows starts with them, and a step taken again finds them."
 import pytest
 
 from conversations.models import LLMCall, Message, ToolInvocation
+from engine.invocations import Started
 from engine.leases import process_owner, run_claim
 from engine.loop import Carried, _step
 from platform_site.logs import log_context
@@ -51,12 +52,14 @@ def test_the_answers_commit_writes_its_calls_rows_and_hands_them_on(scripted_age
     [row] = ToolInvocation.objects.filter(run=run)
     [made] = carried.invocations
     assert made.pk == row.pk and not made._state.adding
+    # A read that runs at once: the answer's commit marked it started, with the tool's live state.
     assert (row.llm_call_id, row.status, row.tool_name, row.arguments) == (
         call.pk,
-        "pending",
+        "running",
         "test-echo",
         {"text": "one"},
     )
+    assert row.started_at is not None and carried.started == Started(row.pk, {"is_active": True})
     assert row.tool_call_id == carried.messages[-1].tool_calls[0]["id"]
     assert row.idempotency_key == f"{run.pk}:{row.tool_call_id}"
 
