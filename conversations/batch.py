@@ -71,22 +71,21 @@ class Batch:
         # whatever its caller asked.
         self.durable = False
 
-    def add(self, name: str, sql: str, params=(), returning: tuple[str, ...] = (), *, event: bool = False) -> int:
+    def add(self, name: str, sql: str, params=(), returning: tuple[str, ...] = (), *, event: bool = False) -> None:
         """Add a write; the first one added is the guard, and returns at least one column.
-        With `event`, the write is one of the batch's events: returns its place among them (1
-        for the first). A second event needs a guard that bumps the sequence by `{events}`."""
+        With `event`, the write is one of the batch's events (`{events}` counts them); a second
+        one needs a guard that bumps the run's event sequence by `{events}`."""
         if not self._writes and not returning:
             raise ValueError("the guard must return a column: it tells whether it matched")
         if self._writes and not _REFERENCE.search(sql):
             raise ValueError(f"write {name!r} would take effect whether or not the guard matched")
-        place = self.events + 1 if event else 0
-        if place > 1 and "{events}" not in self._writes[0].sql:
+        if event and self.events and "{events}" not in self._writes[0].sql:
             raise ValueError(f"event {name!r}: the batch's guard numbers one event only")
         self._append(_Write(name, sql, list(params), tuple(returning), event=event))
-        return place
 
     @property
     def events(self) -> int:
+        """How many of the writes are events."""
         return sum(1 for write in self._writes if write.event)
 
     def read(self, name: str, sql: str, params=(), columns: tuple[str, ...] = ()) -> None:
@@ -199,7 +198,6 @@ class Batch:
 
     def _one_by_one(self) -> dict[str, dict] | None:
         results: dict[str, dict] = {}
-
         events = self.events
 
         def reference(match: re.Match) -> str:

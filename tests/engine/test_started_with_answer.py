@@ -61,6 +61,15 @@ def test_a_side_effecting_call_is_marked_by_its_answer_s_synchronous_commit(scri
     assert _events(run)[2:6] == ["llm_call.started", "llm_call.completed", "tool.started", "tool.completed"]
 
 
+def test_a_call_that_waits_for_a_person_is_not_marked_by_the_answer(scripted_agent, executions):
+    run = advance(start_run(scripted_agent(script(counter("asked"), {"content": "done"}), tools=["test-counter"])))
+
+    assert run.status == "awaiting_approval" and executions("asked") == 0
+    invocation = ToolInvocation.objects.get(run=run)
+    assert (invocation.status, invocation.started_at) == ("awaiting_approval", None)
+    assert "tool.started" not in _events(run)
+
+
 def test_a_call_id_the_run_used_before_is_not_marked_by_the_answer(scripted_agent, executions):
     """A model that gives every call the same id: the second answer's guard finds the id taken,
     so the answer is recorded again without the mark, and the call is what it was before."""
