@@ -1,0 +1,105 @@
+"""What one run costs when it is advanced in this process: for comparing two versions of the code.
+
+    DATABASE_URL=postgres://… REDIS_URL=redis://… python -m bench.step_cost [--runs 200] [--warm-up 30]
+
+A 3-step run (two read tool steps, then the answer; bench.scripts) of a draft agent, posted and
+then advanced with engine.loop.run_advance in this thread, one run after another, against the
+shipped fake model answering at once. No broker, web server or worker process takes part, and
+nothing runs concurrently, so what is left is the engine's own work: its statements built, sent
+and executed, the model's HTTP, the tools. bench.bench's end-to-end figures move by more than a
+change of one or two statements a run from one repetition to the next; these move by less.
+
+Printed per run: this thread's CPU (posting excluded), the CPU of every PostgreSQL process on the
+machine (posting included; run it on a quiet machine) and the wall time of run_advance. Run the
+two versions in alternation, several times each, on the same database.
+"""
+
+import argparse
+import os
+import subprocess
+import time
+
+from bench import harness
+from bench.scripts import three_step_script
+from bench.stack import free_port, stack_prepare
+
+
+def _agent(llm_base: str):
+    import httpx
+
+    from agents.demo import DEMO_TOOLS, demo_seed
+    from agents.models import Agent, AgentTool, ModelConfig
+    from tools.models import ToolDefinition
+
+    demo_seed(llm_base_url=f"{llm_base}/v1", stream=False)
+    httpx.put(f"{llm_base}/_scripts/step-cost", json=three_step_script(0), timeout=10).raise_for_status()
+    config, _ = ModelConfig.objects.update_or_create(
+        name="step-cost", defaults={"base_url": f"{llm_base}/v1", "model": "step-cost", "stream": False}
+    )
+    agent, _ = Agent.objects.update_or_create(
+        slug="step-cost",
+        defaults={"name": "step cost", "model_config": config, "system_prompt": "你是一名智能客服。"},
+    )
+    for tool in ToolDefinition.objects.filter(name__in=DEMO_TOOLS):
+        AgentTool.objects.update_or_create(agent=agent, tool=tool, defaults={"approval": "inherit"})
+    return agent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=200, help="runs measured")
+    parser.add_argument("--warm-up", type=int, default=30, help="runs advanced first, not measured")
+    options = parser.parse_args()
+    stack_prepare(script="bench.step_cost", env={"AGENTRY_TOOL_MODULES": "tools.builtin.demo", "LOG_LEVEL": "WARNING"})
+    from conversations.models import Run
+    from conversations.services import conversation_create
+    from engine import tasks
+    from engine.admission import message_post
+    from engine.loop import run_advance
+
+    port = free_port()
+    fake = harness.start_fakellm(port)
+    try:
+        agent = _agent(f"http://127.0.0.1:{port}")
+        # The runs are advanced here: none goes to the queue.
+        tasks.run_advance_task.delay = lambda run_id: None
+
+        def one() -> tuple[float, float]:
+            run = message_post(conversation=conversation_create(agent=agent), content="数一数")
+            cpu, wall = time.thread_time(), time.perf_counter()
+            run_advance(run_id=run.pk)
+            cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+            if Run.objects.get(pk=run.pk).status != "completed":
+                raise SystemExit(f"run {run.pk} did not complete")
+            return cpu, wall
+
+        for _ in range(options.warm_up):
+            one()
+        postgres = harness.named_cpu_seconds("postgres")
+        measured = [one() for _ in range(options.runs)]
+        postgres = harness.named_cpu_seconds("postgres") - postgres
+    finally:
+        harness.stop(fake)
+    per_run = 1000 / options.runs
+    print(
+        f"{options.runs} runs of 3 steps, advanced in this process (git {_revision()}): "
+        f"this thread's CPU {sum(cpu for cpu, _ in measured) * per_run:.2f} ms, "
+        f"PostgreSQL's CPU {postgres * per_run:.2f} ms (posting included), "
+        f"wall {sum(wall for _, wall in measured) * per_run:.2f} ms per run"
+    )
+
+
+def _revision() -> str:
+    """The checkout's commit, so that alternating runs of two versions say which is which."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(harness.ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+    except OSError:
+        return "unknown"
+    return done.stdout.strip() or "unknown"
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
+    main()
