@@ -159,6 +159,7 @@ def run_guard(
     run_id,
     lease_owner: str | None,
     event: bool = True,
+    extends_lease: bool = True,
     sets: str = "",
     params=(),
     where: str = "",
@@ -166,14 +167,15 @@ def run_guard(
     returning: tuple[str, ...] = (),
 ) -> None:
     """The batch's guard, on the run row. With `lease_owner`, the worker must still hold the
-    run's lease, which is extended (the fence); `event` bumps the sequence by the number of the
+    run's lease, which is extended (the fence) unless `extends_lease` is false (`sets` then say
+    what becomes of it: engine.transitions.transition_guard); `event` bumps the sequence by the number of the
     batch's events, which take the numbers it hands out; `sets` are more assignments on the row
     (the run's totals), with `params`; `where` a further condition, with `where_params`;
     `returning` more columns of the row as the guard left it (the run a step hands to the next,
     conversations.selectors.STEP_RUN_COLUMNS)."""
     assignments = ['"event_seq" = "event_seq" + {events}'] if event else []
     values = []
-    if lease_owner is not None:
+    if lease_owner is not None and extends_lease:
         assignments.append('"lease_expires_at" = %s')
         values.append(db_value(Run, "lease_expires_at", lease_deadline()))
     if sets:

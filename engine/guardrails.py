@@ -100,7 +100,7 @@ def _moderation_hits(
                 model=plain, messages=messages, tools=[], tool_choice="auto", parallel_tool_calls=True
             )
 
-        def record(call: LLMCall, response: LLMResponse, batch: Batch, may_start: bool) -> tuple[str, str]:
+        def record(call: LLMCall, response: LLMResponse, batch: Batch, planned: bool) -> tuple[str, str]:
             return guardrails.verdict_parse(response.content)
 
         verdict, reason = model_call(
@@ -190,6 +190,12 @@ def streams_answer(snapshot: AgentSnapshot) -> bool:
     return not guardrails.rewrites_output(snapshot_guardrails(snapshot))
 
 
+def reviews_output(snapshot: AgentSnapshot) -> bool:
+    """Whether the agent has output rules: a final answer is then reviewed (output_review), and the
+    run's ending waits for the review's outcome."""
+    return bool(guardrails.side_rules(snapshot_guardrails(snapshot), guardrails.SIDE_OUTPUT))
+
+
 @dataclass
 class OutputReview:
     """What the output rules made of a final answer: the text to store and deliver, the matches
@@ -225,9 +231,9 @@ def output_review(
     """Check a final answer against the output rules (`moderated`: the moderation verdicts
     output_moderation found); what matched is recorded by writes of `batch` (the one that stores
     the answer). None if no rule matched."""
-    rules = guardrails.side_rules(snapshot_guardrails(snapshot), guardrails.SIDE_OUTPUT)
-    if not rules:
+    if not reviews_output(snapshot):
         return None
+    rules = guardrails.side_rules(snapshot_guardrails(snapshot), guardrails.SIDE_OUTPUT)
     hits = guardrails.scan(rules, content) + moderated
     if not hits:
         return None

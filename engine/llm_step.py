@@ -4,9 +4,15 @@ fallback model) and record the assistant message with the completed call.
 An answer with neither text nor tool calls is no answer (small models do this): it is tried
 again like a failed attempt, and if every attempt is empty the step ends with EmptyAnswer. A
 server that says the request exceeds its context gets one more try with the history folded.
+
+The commit that records the answer may do what the next step would otherwise commit on its own:
+mark the first tool call started (_first_call_starts), or end the run after a final answer
+(engine.runs.AnswerEnding). Its guard then checks what could have changed meanwhile; if it does
+not match, the answer is recorded again without it (engine.model_call._record_success).
 """
 
 from dataclasses import dataclass
+from functools import partial
 
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -17,14 +23,22 @@ from agents.snapshot import AgentSnapshot, snapshot_tool, snapshot_tools
 from conversations.batch import Batch
 from conversations.models import LLMCall, Message, Run, ToolInvocation
 from conversations.selectors import run_step_row
-from conversations.services import db_value, messages_add
+from conversations.services import db_value, messages_add, run_guard
 from conversations.webhooks import WEBHOOKS_LISTENING_SQL
 from engine.context import build_context
-from engine.guardrails import OutputReview, output_moderation, output_review, streams_answer, wire_filtered
+from engine.guardrails import (
+    OutputReview,
+    output_moderation,
+    output_review,
+    reviews_output,
+    streams_answer,
+    wire_filtered,
+)
 from engine.invocations import Started, invocation_new, invocations_add, runs_at_once
 from engine.loop_guard import repeat_found, run_steps
-from engine.model_call import ContextOverflow, EmptyAnswer, ModelStepFailed, model_call
+from engine.model_call import ContextOverflow, EmptyAnswer, Guard, ModelStepFailed, model_call
 from engine.next_step import RunTools, next_step
+from engine.runs import AnswerEnding
 from engine.window import fitted
 
 FORCED_CHOICES = ("required", "tool")
@@ -46,6 +60,8 @@ class StepResult:
     listening: bool | None = None
     # The tool call the answer's commit marked started (see _first_call_starts), if it did.
     started: Started | None = None
+    # A final answer whose commit ended the run (engine.runs.AnswerEnding), if it did.
+    ending: AnswerEnding | None = None
 
 
 MAX_CALL_ID = 128  # ToolInvocation.tool_call_id and Approval.tool_call_id
@@ -103,6 +119,12 @@ def _first_call_starts(
         'WHERE "run_id" = %s AND "tool_call_id" = %s)',
         [db_value(ToolInvocation, "run", run.pk), first.tool_call_id],
     )
+
+
+def _answer_may_end(snapshot: AgentSnapshot) -> bool:
+    """Whether the commit of a final answer may end the run (engine.runs.AnswerEnding): unless an
+    output rule must review the answer first (engine.loop enforces its outcome after the commit)."""
+    return not reviews_output(snapshot)
 
 
 def effective_tool_choice(*, run: Run, snapshot: AgentSnapshot, messages: list[Message]) -> tuple[str, str]:
@@ -202,12 +224,30 @@ def _call(
                 run=run, owner=owner, snapshot=snapshot, iteration=iteration, content=response.content
             )
 
-    def starts(response: LLMResponse) -> tuple[str, list] | None:
-        calls = _normalised_tool_calls(response, run, iteration)
-        return _first_call_starts(run=run, snapshot=snapshot, messages=messages, calls=calls) if calls else None
+    # The last answer given, its tool calls with their ids, and the ending its commit may make:
+    # first_guard plans them, record writes them.
+    answer: list = [None, [], None]
 
-    def record(call: LLMCall, response: LLMResponse, batch: Batch, may_start: bool) -> StepResult:
-        tool_calls = _normalised_tool_calls(response, run, iteration)
+    def calls_of(response: LLMResponse) -> list[dict]:
+        if answer[0] is not response:
+            answer[:] = [response, _normalised_tool_calls(response, run, iteration), None]
+        return answer[1]
+
+    def first_guard(response: LLMResponse) -> Guard | None:
+        # The answer's commit marks its first tool call started, or ends the run (see the module).
+        calls = calls_of(response)
+        if not calls:
+            if not _answer_may_end(snapshot):
+                return None
+            answer[2] = AnswerEnding(run.pk, owner)
+            return answer[2].guard
+        condition = _first_call_starts(run=run, snapshot=snapshot, messages=messages, calls=calls)
+        if condition is None:
+            return None
+        return partial(run_guard, run_id=run.pk, lease_owner=owner, where=condition[0], where_params=condition[1])
+
+    def record(call: LLMCall, response: LLMResponse, batch: Batch, planned: bool) -> StepResult:
+        tool_calls = calls_of(response)
         content = response.content
         review = (
             None
@@ -235,12 +275,16 @@ def _call(
             # The calls' rows are written with the answer: the tool step starts with them.
             tools = snapshot_tools(snapshot)
             rows = invocations_add(
-                batch, run=run, llm_call_id=call.pk, calls=tool_calls, tools=tools, start_first=may_start
+                batch, run=run, llm_call_id=call.pk, calls=tool_calls, tools=tools, start_first=planned
             )
             result.invocations = rows
-            if may_start:
+            if planned:
                 # After the rows' own callbacks: the first one has its id by then.
                 batch.after(lambda results: setattr(result, "started", Started(rows[0].pk, results.get("tool") or {})))
+        elif planned:
+            # The run ends with this commit; its guard made sure no webhook must hear it.
+            result.ending = answer[2]
+            result.ending.writes(batch, call_id=call.pk)
         else:
             # The run ends next, usually in one statement: whether a webhook must hear that is
             # read here, in this commit's statement, instead of by a read of its own. A webhook
@@ -258,7 +302,7 @@ def _call(
         iteration=iteration,
         build=build,
         record=record,
-        starts=starts,
+        first_guard=first_guard,
         relay_deltas=streams_answer(snapshot),
         check=empty_answer,
         prepare=prepare,

@@ -162,6 +162,10 @@ def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
         blocked = output_enforce(run=run, owner=owner, review=result.guardrail)
         if blocked is not None:
             return _finish(run.pk, blocked)
+    if result.ending is not None:
+        # The answer's commit ended the run (engine.runs.AnswerEnding): what follows an ending.
+        result.ending.follow()
+        return False
     if not result.message.tool_calls:
         return _finish(run.pk, Finish(StopReason.FINAL_ANSWER), listening=result.listening)
     # The calls it asked for start in the next step, which begins by checking for a cancel

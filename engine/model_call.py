@@ -23,7 +23,9 @@ import logging
 import time
 import zoneinfo
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from decimal import Decimal
+from functools import partial
 
 from django.conf import settings
 from django.utils import timezone
@@ -177,27 +179,34 @@ _TOTALS = (
 )
 
 
+# A guard that an answer's commit is tried with first (engine.llm_step): it adds the batch's guard
+# on the run's row, given the answer's own assignments there (its totals: `sets`, `params`) and the
+# columns to return; see _record_success.
+Guard = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class _Answered:
+    """An attempt that came back with an answer, and what accounting for it needs."""
+
+    run: Run
+    owner: str
+    call: LLMCall
+    response: LLMResponse
+    prices: dict
+    started: float
+    time_zone: str
+
+
 def _account(
-    batch,
-    *,
-    run,
-    owner,
-    call,
-    response,
-    prices,
-    started,
-    time_zone,
-    status: str,
-    error: str = "",
-    returning=(),
-    condition: tuple[str, list] | None = None,
+    batch, answered: _Answered, *, status: str, error: str = "", returning=(), guard: Guard | None = None
 ) -> tuple:
-    """Adds to `batch` (as its guard) the completion of the call row with its answer and its
-    tokens and cost on the run and the agent's day; the guard returns the run's `returning`
-    columns too, and matches only if `condition` (SQL on the run's row, and its params) holds.
-    Returns (usage, cost)."""
+    """Adds to `batch` the completion of the call row with its answer, and its tokens and cost
+    on the run (in the batch's guard: `guard`, else the lease's fence, which returns the run's
+    `returning` columns too) and on the agent's day. Returns (usage, cost)."""
+    run, call, response = answered.run, answered.call, answered.response
     usage = response.usage
-    cost = call_cost(prices, response)
+    cost = call_cost(answered.prices, response)
     step = call.purpose == LLMCall.Purpose.STEP and status == LLMCall.Status.SUCCEEDED
     sets = [f'"{name}" = "{name}" + %s' for name in _TOTALS]
     params = [
@@ -212,17 +221,9 @@ def _account(
     if usage.estimated:
         sets.append('"usage_estimated" = %s')
         params.append(True)
-    where, where_params = condition or ("", [])
-    run_guard(
-        batch,
-        run_id=run.pk,
-        lease_owner=owner,
-        sets=", ".join(sets),
-        params=params,
-        where=where,
-        where_params=where_params,
-        returning=returning,
-    )
+    if guard is None:
+        guard = partial(run_guard, run_id=run.pk, lease_owner=answered.owner)
+    guard(batch, sets=", ".join(sets), params=params, returning=returning)
     row_update(
         batch,
         "call",
@@ -238,14 +239,14 @@ def _account(
         total_tokens=usage.total_tokens,
         usage_estimated=usage.estimated,
         cost=cost,
-        latency_ms=int((time.monotonic() - started) * 1000),
+        latency_ms=int((time.monotonic() - answered.started) * 1000),
         error=error,
         finished_at=timezone.now(),
     )
     agent_usage_add(
         agent_id=run.agent_id,
         run_id=run.pk,
-        day=timezone.now().astimezone(zoneinfo.ZoneInfo(time_zone)).date(),
+        day=timezone.now().astimezone(zoneinfo.ZoneInfo(answered.time_zone)).date(),
         tokens=usage.total_tokens,
         cost=cost,
         batch=batch,
@@ -253,22 +254,12 @@ def _account(
     return usage, cost
 
 
-def _record_rejected(*, run, owner, call, response, prices, started, time_zone, reason: str) -> None:
+def _record_rejected(answered: _Answered, *, reason: str) -> None:
     """An answer that came back but cannot be used: a failed attempt that still cost tokens."""
-    response = scrub_nul(response)
+    answered = replace(answered, response=scrub_nul(answered.response))
+    run, call, response = answered.run, answered.call, answered.response
     batch = Batch()
-    _account(
-        batch,
-        run=run,
-        owner=owner,
-        call=call,
-        response=response,
-        prices=prices,
-        started=started,
-        time_zone=time_zone,
-        status=LLMCall.Status.FAILED,
-        error=reason,
-    )
+    _account(batch, answered, status=LLMCall.Status.FAILED, error=reason)
     payload = events.llm_call_failed(
         llm_call_id=call.pk,
         purpose=call.purpose,
@@ -280,32 +271,27 @@ def _record_rejected(*, run, owner, call, response, prices, started, time_zone, 
     )
     event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_FAILED, payload=payload)
     _commit(batch, run)
-    chat_span(call=call, started=started, response=response, error=reason)
+    chat_span(call=call, started=answered.started, response=response, error=reason)
 
 
-def _record_success(*, run, owner, call, response, prices, started, time_zone, record, starts):
+def _record_success(answered: _Answered, *, record, first_guard):
     """The answer's commit: the call completed, with what `record` makes of the answer. When
-    `starts` gives a condition for it, the commit is tried first under that condition, and
-    `record` may then start something with it (may_start: the first tool call marked started,
-    engine.llm_step); if the condition no longer held when the guard was checked (a cancel was
-    accepted meanwhile, say), the answer is recorded again without it."""
-    response = scrub_nul(response)
-    condition = starts(response) if starts else None
-    for may_start in (True, False) if condition else (False,):
+    `first_guard` gives a guard for it, the commit is tried with that guard first, and `record`
+    is told so (planned: engine.llm_step then marks the first tool call started with the
+    commit, or ends the run with it); if the guard matched nothing (a cancel was accepted
+    meanwhile, say), the answer is recorded again under the lease's fence alone."""
+    answered = replace(answered, response=scrub_nul(answered.response))
+    run, call, response = answered.run, answered.call, answered.response
+    guard = first_guard(response) if first_guard else None
+    for planned in (True, False) if guard else (False,):
         batch = Batch()
         usage, cost = _account(
             batch,
-            run=run,
-            owner=owner,
-            call=call,
-            response=response,
-            prices=prices,
-            started=started,
-            time_zone=time_zone,
+            answered,
             status=LLMCall.Status.SUCCEEDED,
             # The run as this commit leaves it: the loop's next step starts from it (engine.loop).
             returning=STEP_RUN_COLUMNS,
-            condition=condition if may_start else None,
+            guard=guard if planned else None,
         )
         payload = events.llm_call_completed(
             llm_call_id=call.pk,
@@ -316,16 +302,16 @@ def _record_success(*, run, owner, call, response, prices, started, time_zone, r
             tool_calls=[c.name for c in response.tool_calls],
             usage=usage.__dict__,
             cost=format(cost, "f"),
-            prices=prices,
+            prices=answered.prices,
         )
         # First among the batch's events: whatever the answer starts comes after it.
         event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_COMPLETED, payload=payload)
-        result = record(call, response, batch, may_start)
+        result = record(call, response, batch, planned)
         # Asynchronously (conversations.batch): whatever the answer leads to outside the database
         # (a tool, the next request, the run's end) commits synchronously first, unless it is
-        # started by this commit, which is then synchronous itself (Batch.durable).
+        # made by this commit, which is then synchronous itself (Batch.durable).
         if batch.execute(asynchronous_commit=True) is not None:
-            chat_span(call=call, started=started, response=response)
+            chat_span(call=call, started=answered.started, response=response)
             return result
     raise LeaseLost(str(run.pk))
 
@@ -394,7 +380,7 @@ def model_call(
     iteration: int,
     build: Callable[[object, dict], dict],
     record: Callable[[LLMCall, LLMResponse, Batch, bool], object],
-    starts: Callable[[LLMResponse], tuple[str, list] | None] | None = None,
+    first_guard: Callable[[LLMResponse], Guard | None] | None = None,
     relay_deltas: bool = False,
     check: Callable[[LLMResponse], ModelStepFailed | None] | None = None,
     prepare: Callable[[LLMResponse], None] | None = None,
@@ -402,8 +388,8 @@ def model_call(
 ):
     """Call the agent's model (then its fallback) until one attempt succeeds; returns what
     `record` made of the answer, adding its writes to the batch that completes the call (they
-    commit together). `starts` may give a condition on the run's row under which `record` may
-    start something with that commit (see _record_success). `check` may turn down an answer
+    commit together). `first_guard` may give a guard that commit is tried with first, under
+    which `record` may do more with it (see _record_success). `check` may turn down an answer
     (returning the error to raise if every attempt is turned down); `prepare` is called with an
     answer that passed it, before it is recorded (a guardrail's moderation call judges a final
     answer there). `models` are tried instead of the agent's (a moderation rule's own model)."""
@@ -490,30 +476,12 @@ def model_call(
                 response.usage.total_tokens,
             )
             problem = check(response) if check else None
+            answered = _Answered(run, owner, call, response, prices, started, time_zone)
             if problem is None:
                 if prepare is not None:
                     prepare(response)
-                return _record_success(
-                    run=run,
-                    owner=owner,
-                    call=call,
-                    response=response,
-                    prices=prices,
-                    started=started,
-                    time_zone=time_zone,
-                    record=record,
-                    starts=starts,
-                )
-            _record_rejected(
-                run=run,
-                owner=owner,
-                call=call,
-                response=response,
-                prices=prices,
-                started=started,
-                time_zone=time_zone,
-                reason=str(problem),
-            )
+                return _record_success(answered, record=record, first_guard=first_guard)
+            _record_rejected(answered, reason=str(problem))
             log.warning(
                 "model call %s.%s (%s) to %s: answer turned down: %s",
                 iteration,

@@ -5,6 +5,8 @@ table of allowed changes; it is called here (end, park; a cancel ends a run or a
 to stop), in engine.leases (claim) and where a run is handed back to the queue (loop, sweeper,
 operations, approvals). conversations.services appends to the ledger and never changes a status."""
 
+from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 
 from django.db import transaction
@@ -23,13 +25,14 @@ from conversations.models import (
     RunStatus,
     StopReason,
     ToolInvocation,
+    Webhook,
 )
-from conversations.services import db_value, messages_append, run_event_append
+from conversations.services import db_value, event_add, messages_append, run_event_append
 from engine.delegation import child_ended, may_delegate
 from engine.dispatch import ACTIVE_STATUSES, conversation_admit_next
 from engine.snapshots import version_snapshot
 from engine.tracing import run_trace_end
-from engine.transitions import Shape, run_transition
+from engine.transitions import Shape, run_transition, transition_guard
 from platform_site.text import scrub_nul
 from tools.arguments import parse_arguments
 from tools.calls import call_arguments, call_name
@@ -55,12 +58,7 @@ def run_finish(
     if (status, stop_reason, final_message) == (RunStatus.COMPLETED, StopReason.FINAL_ANSWER, None):
         answered = _answered(run_id=run_id, error=error, listening=listening)
         if answered is not None:
-            conversation_id, waiting, parent_run_id = answered
-            if waiting:
-                transaction.on_commit(partial(conversation_admit_next, conversation_id=conversation_id), robust=True)
-            if parent_run_id is not None:  # a delegated run: its answer is its parent's tool result
-                child_ended(parent_run_id=parent_run_id, child_run_id=run_id)
-            run_trace_end(run_id=run_id)
+            _answered_follow(run_id, answered)
             return True
     with transaction.atomic():
         conversation_id = _end(
@@ -82,6 +80,24 @@ _WAITING_SQL = (
 )
 
 
+def _answered_follow(run_id, answered: tuple[object, bool, object]) -> None:
+    """What follows the usual ending once it committed, given the run's conversation id, whether
+    a run of the conversation waits for its turn, and the run's parent's id."""
+    conversation_id, waiting, parent_run_id = answered
+    if waiting:
+        transaction.on_commit(partial(conversation_admit_next, conversation_id=conversation_id), robust=True)
+    if parent_run_id is not None:  # a delegated run: its answer is its parent's tool result
+        child_ended(parent_run_id=parent_run_id, child_run_id=run_id)
+    run_trace_end(run_id=run_id)
+
+
+def _answered_found(ended: list):
+    """The callback that keeps what _answered_follow needs from the ending batch's results."""
+    return lambda results: ended.append(
+        (results["run"]["conversation_id"], bool(results["waiting"]["waiting"]), results["run"]["parent_run_id"])
+    )
+
+
 def _answered(*, run_id, error: str, listening: bool | None) -> tuple[object, bool, object] | None:
     """The usual ending in one statement: a run that answered ends completed, unless a cancel was
     accepted or an approval is pending (both need the long way: a different ending, events for
@@ -96,15 +112,7 @@ def _answered(*, run_id, error: str, listening: bool | None) -> tuple[object, bo
     def writes(batch: Batch) -> None:
         _open_calls_close(batch, run_id=run_id, status=RunStatus.COMPLETED, now=now)
         batch.read("waiting", _WAITING_SQL, [db_value(Run, "id", run_id), RunStatus.QUEUED], ("waiting",))
-        batch.after(
-            lambda results: ended.append(
-                (
-                    results["run"]["conversation_id"],
-                    bool(results["waiting"]["waiting"]),
-                    results["run"]["parent_run_id"],
-                )
-            )
-        )
+        batch.after(_answered_found(ended))
 
     run_transition(
         run_id=run_id,
@@ -128,6 +136,65 @@ _ANSWERED = Shape(
     ),
     fields=lambda error, now: {"stop_reason": StopReason.FINAL_ANSWER, "error": error, "finished_at": now},
 )
+
+
+# The usual ending's condition as SQL on the run's row, for the guard of a final answer's commit
+# (AnswerEnding): as _ANSWERED, and no webhook hears the run (its deliveries are written in the
+# ending's transaction, which a one-statement commit does not have: a run with one ends the
+# usual way, in a statement after the answer's).
+_RUN = f'"{Run._meta.db_table}"'
+_ANSWER_ENDS_WHERE = (
+    f'NOT {_RUN}."cancel_requested" AND NOT EXISTS (SELECT 1 FROM "{Approval._meta.db_table}" a '
+    f'WHERE a."run_id" = {_RUN}."id" AND a."status" = %s) '
+    f'AND NOT EXISTS (SELECT 1 FROM "{Webhook._meta.db_table}" w WHERE w."agent_id" = {_RUN}."agent_id" '
+    f'AND (w."conversation_id" IS NULL OR w."conversation_id" = {_RUN}."conversation_id") AND w."is_active")'
+)
+
+
+@dataclass
+class AnswerEnding:
+    """The usual ending made by the commit that records the run's final answer (engine.llm_step),
+    instead of by a statement of its own after it: the commit's guard is the change running →
+    completed (`guard`, for engine.model_call), its writes those of _answered (`writes`), and the
+    commit is synchronous, as the ending's is. The guard matches only if the ending would be the
+    usual one; if it does not, the answer is recorded again without it and run_finish ends the run
+    as before. Once the commit is made, `follow` does what follows the ending."""
+
+    run_id: object
+    owner: str
+    now: datetime = field(default_factory=timezone.now)
+    _event: EventType | None = None
+    _ended: list = field(default_factory=list)
+
+    def guard(self, batch: Batch, *, sets: str, params, returning: tuple[str, ...]) -> None:
+        self._event = transition_guard(
+            batch,
+            run_id=self.run_id,
+            to=RunStatus.COMPLETED,
+            owner=self.owner,
+            fields={"stop_reason": StopReason.FINAL_ANSWER, "error": "", "finished_at": self.now},
+            sets=sets,
+            params=params,
+            where=_ANSWER_ENDS_WHERE,
+            where_params=[Approval.Status.PENDING],
+            returning=returning,
+        )
+
+    def writes(self, batch: Batch, *, call_id) -> None:
+        """The ending's writes, after the answer's (its event is the batch's last)."""
+        _open_calls_close(batch, run_id=self.run_id, status=RunStatus.COMPLETED, now=self.now, answering=call_id)
+        batch.read("waiting", _WAITING_SQL, [db_value(Run, "id", self.run_id), RunStatus.QUEUED], ("waiting",))
+        payload = events.run_ended(stop_reason=StopReason.FINAL_ANSWER, error="")
+        event_add(batch, run_id=self.run_id, type=self._event, payload=payload, listening=False)
+        batch.durable = True
+        batch.after(_answered_found(self._ended))
+
+    @property
+    def ended(self) -> bool:
+        return bool(self._ended)
+
+    def follow(self) -> None:
+        _answered_follow(self.run_id, self._ended[0])
 
 
 def _end(*, run_id, status: str, stop_reason: str, error: str, final_message: str | None):
@@ -245,12 +312,15 @@ def _approvals_cancel(*, run_id, status: str, now) -> None:
         )
 
 
-def _open_calls_close(batch: Batch, *, run_id, status: str, now) -> None:
+def _open_calls_close(batch: Batch, *, run_id, status: str, now, answering=None) -> None:
     """With the change that ends the run (writes of its batch): its calls that never ran are
     marked cancelled, and the attempts a dead worker left open (a model call, a tool call) are
     closed as interrupted. A worker that is in fact still in such a call cannot record it any
-    more: its lease fence fails on the ended run."""
+    more: its lease fence fails on the ended run. `answering`: the model call whose completion
+    the same batch writes (AnswerEnding), not one left open (in one statement both writes see it
+    started, and a row must not be updated twice)."""
     run, when = db_value(ToolInvocation, "run", run_id), db_value(ToolInvocation, "finished_at", now)
+    answered = "" if answering is None else ' AND "id" <> %s'
     calls, invocations = LLMCall._meta.db_table, ToolInvocation._meta.db_table
     batch.add(
         "cancelled_calls",
@@ -268,13 +338,14 @@ def _open_calls_close(batch: Batch, *, run_id, status: str, now) -> None:
     batch.add(
         "interrupted_attempts",
         f'UPDATE "{calls}" SET "status" = %s, "error" = %s, "finished_at" = %s '
-        'WHERE "run_id" = %s AND "status" = %s AND {guard}',
+        f'WHERE "run_id" = %s AND "status" = %s{answered} AND {{guard}}',
         [
             LLMCall.Status.FAILED,
             f"interrupted: the run was {status} before the call completed",
             when,
             run,
             LLMCall.Status.STARTED,
+            *([] if answering is None else [answering]),
         ],
     )
     batch.add(

@@ -88,7 +88,7 @@ def summarise(
             model=plain, messages=messages, tools=[], tool_choice="auto", parallel_tool_calls=True
         )
 
-    def record(call: LLMCall, response, batch: Batch, may_start: bool) -> str:
+    def record(call: LLMCall, response, batch: Batch, planned: bool) -> str:
         text = response.content.strip() or previous
         # Guarded, so a summary that covers less than the stored one never replaces it.
         batch.add(

@@ -10,7 +10,8 @@
     awaiting_approval  queued              run.queued             the decision that leaves nothing pending
     running            awaiting_children   run.awaiting_children  the holder (`owner`), delegated runs active
     awaiting_children  queued              run.queued             the end of its last active delegated run
-    any active         completed           run.completed          run_finish; the active statuses are
+    any active         completed           run.completed          run_finish (and the commit of a final
+                                                                  answer: transition_guard); the active statuses are
     any active         failed              run.failed             queued, running, awaiting_approval
     any active         cancelled           run.cancelled          and awaiting_children
     any active         expired             run.expired
@@ -25,6 +26,10 @@ first makes it return False and write nothing. Every status but running holds no
 leaving running clears the lease, and entering it gives the lease to `owner`. The UPDATE also
 takes the event's sequence number and guards a ledger batch (conversations.batch) with the
 event, so on PostgreSQL a change and its event are one statement.
+
+The holder's change out of running may also be the guard of a batch it builds with writes and
+events of its own (transition_guard): the commit that records a run's final answer ends the run
+with it (engine.runs.AnswerEnding).
 
 The changes every run makes (its claim, its answer, a requeue between steps) are built through
 the ORM once per process and shape, then only given their values (`Shape`): building the
@@ -41,7 +46,7 @@ from conversations.batch import Batch
 from conversations.events import EventType
 from conversations.fencing import lease_deadline
 from conversations.models import TERMINAL_STATUSES, Run, RunStatus
-from conversations.services import event_add
+from conversations.services import db_value, event_add, run_guard
 from engine.dispatch import ACTIVE_STATUSES
 from platform_site.statements import bound
 
@@ -89,6 +94,44 @@ def run_transition(**change) -> bool:
     whether a webhook hears the run, if the caller read it already (conversations.services.event_add).
     """
     return _transition_batch(**change).execute() is not None
+
+
+def transition_guard(
+    batch: Batch,
+    *,
+    run_id,
+    to: str,
+    owner: str,
+    fields: dict,
+    sets: str = "",
+    params=(),
+    where: str = "",
+    where_params=(),
+    returning: tuple[str, ...] = (),
+) -> EventType:
+    """The holder's change running → `to` as the guard of `batch`, a batch it builds with more
+    writes (conversations.services.run_guard: `owner` must hold the lease; `sets`, `params`,
+    `where`, `where_params` and `returning` as there): one UPDATE that also writes the status,
+    clears the lease and writes `fields` (column: value). Returns the change's event, which the
+    caller adds after the batch's other events (its guard bumps the sequence by all of them)."""
+    event = transition_event(source=RunStatus.RUNNING, to=to)
+    assignments = [*([sets] if sets else []), '"status" = %s', '"lease_owner" = %s', '"lease_expires_at" = NULL']
+    values = [*params, to, ""]
+    for column, value in fields.items():
+        assignments.append(f'"{Run._meta.get_field(column).column}" = %s')
+        values.append(db_value(Run, column, value))
+    run_guard(
+        batch,
+        run_id=run_id,
+        lease_owner=owner,
+        extends_lease=False,
+        sets=", ".join(assignments),
+        params=values,
+        where=where,
+        where_params=where_params,
+        returning=tuple(dict.fromkeys(("conversation_id", "parent_run_id", *returning))),
+    )
+    return event
 
 
 def run_transition_reading(

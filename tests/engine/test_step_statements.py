@@ -89,12 +89,15 @@ def test_a_run_of_three_model_calls_takes_few_statements_and_one_transaction(scr
     # The tool calls' rows are written with the answer that asks for them, not on their own.
     assert not [sql for sql in statements if sql.startswith('INSERT INTO "conversations_toolinvocation"')]
     assert ToolInvocation.objects.filter(run=run, status="succeeded").count() == 2
-    # Whether a webhook hears the ending is read by the final answer's own statement.
+    # The final answer's own statement ends the run, its guard checking that no webhook hears it.
     hooks = [sql for sql in statements if '"conversations_webhook" w' in sql]
-    assert len(hooks) == 1 and hooks[0].startswith("WITH") and "conversations_llmcall" in hooks[0], hooks
-    # The claim (with its read), the version's snapshot, two per model call, one per tool step
-    # (the answer asking for the call marked it started), the end.
-    assert len(statements) == 1 + 1 + 2 * 3 + 2 + 1
+    assert hooks == [statements[-1]] and hooks[0].startswith("WITH") and "conversations_llmcall" in hooks[0], hooks
+    ending = hooks[0].split(" WHERE ")[0]
+    assert '"status" = ' in ending and '"lease_expires_at" = NULL' in ending, ending
+    assert "run.completed" in _events(run)[-1:]
+    # The claim (with its read), the version's snapshot, two per model call (the last answer's
+    # ends the run), one per tool step (the answer asking for the call marked it started).
+    assert len(statements) == 1 + 1 + 2 * 3 + 2
     # Each call's mark is made by the statement of the answer that asks for it, whose guard checks
     # that no cancel came and that the call is new; the tool step makes none of its own.
     marks = [sql for sql in statements if 'NOT "cancel_requested"' in sql]
@@ -102,9 +105,10 @@ def test_a_run_of_three_model_calls_takes_few_statements_and_one_transaction(scr
     assert all("tools_tooldefinition" in sql for sql in marks)
     # What nothing outside the database waits on commits asynchronously: the claim, each answer
     # (a read tool's mark too: the call may run again) and each tool step's outcome. Each attempt
-    # (before its request) and the end wait for their flush, and with it for every commit before.
+    # (before its request) and the final answer, which ends the run, wait for their flush, and
+    # with it for every commit before.
     asynchronous = [index for index, sql in enumerate(statements) if ASYNCHRONOUS_COMMIT in sql]
-    assert asynchronous == [0, 3, 4, 6, 7, 9], statements
+    assert asynchronous == [0, 3, 4, 6, 7], statements
     attempts = [sql for sql in statements if 'INSERT INTO "conversations_llmcall"' in sql]
     assert len(attempts) == 3
     assert not [sql for sql in [*attempts, statements[-1]] if ASYNCHRONOUS_COMMIT in sql]
@@ -206,21 +210,21 @@ def test_what_the_answer_read_of_the_webhooks_only_decides_whether_the_ending_lo
     assert list(delivered.values_list("webhook_id", flat=True)) == [kept.pk]
 
 
-def test_a_run_with_no_webhook_ends_without_a_transaction_of_its_own(scripted_agent, monkeypatch):
+def test_a_run_with_no_webhook_ends_in_its_final_answer_s_statement(scripted_agent, monkeypatch):
     agent = scripted_agent(ONE_TOOL_STEP, tools=["test-echo"])
     run = start_run(agent)
     seen = []
     finish = loop_module.run_finish
 
     def recorded(**ending):
-        seen.append(ending["listening"])
+        seen.append(ending)
         return finish(**ending)
 
     monkeypatch.setattr(loop_module, "run_finish", recorded)
 
     advance(run)
 
-    assert Run.objects.get(pk=run.pk).status == "completed" and seen == [False]
+    assert Run.objects.get(pk=run.pk).status == "completed" and seen == []
     assert not WebhookDelivery.objects.filter(run_event__run=run).exists()
 
 
