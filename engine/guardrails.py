@@ -190,10 +190,11 @@ def streams_answer(snapshot: AgentSnapshot) -> bool:
     return not guardrails.rewrites_output(snapshot_guardrails(snapshot))
 
 
-def reviews_output(snapshot: AgentSnapshot) -> bool:
-    """Whether the agent has output rules: a final answer is then reviewed (output_review), and the
-    run's ending waits for the review's outcome."""
-    return bool(guardrails.side_rules(snapshot_guardrails(snapshot), guardrails.SIDE_OUTPUT))
+def output_hits(snapshot: AgentSnapshot, *, content: str, moderated: list[Hit]) -> list[Hit]:
+    """What the output rules find in a final answer (`moderated`: the moderation verdicts
+    output_moderation found): none when the agent has no output rule."""
+    rules = guardrails.side_rules(snapshot_guardrails(snapshot), guardrails.SIDE_OUTPUT)
+    return guardrails.scan(rules, content) + moderated if rules else []
 
 
 @dataclass
@@ -231,10 +232,7 @@ def output_review(
     """Check a final answer against the output rules (`moderated`: the moderation verdicts
     output_moderation found); what matched is recorded by writes of `batch` (the one that stores
     the answer). None if no rule matched."""
-    if not reviews_output(snapshot):
-        return None
-    rules = guardrails.side_rules(snapshot_guardrails(snapshot), guardrails.SIDE_OUTPUT)
-    hits = guardrails.scan(rules, content) + moderated
+    hits = output_hits(snapshot, content=content, moderated=moderated)
     if not hits:
         return None
     outcome = _outcome(hits)

@@ -28,9 +28,9 @@ from conversations.webhooks import WEBHOOKS_LISTENING_SQL
 from engine.context import build_context
 from engine.guardrails import (
     OutputReview,
+    output_hits,
     output_moderation,
     output_review,
-    reviews_output,
     streams_answer,
     wire_filtered,
 )
@@ -121,10 +121,10 @@ def _first_call_starts(
     )
 
 
-def _answer_may_end(snapshot: AgentSnapshot) -> bool:
+def _answer_may_end(snapshot: AgentSnapshot, *, content: str, moderated: list[Hit]) -> bool:
     """Whether the commit of a final answer may end the run (engine.runs.AnswerEnding): unless an
-    output rule must review the answer first (engine.loop enforces its outcome after the commit)."""
-    return not reviews_output(snapshot)
+    output rule matched it (engine.loop enforces what the rule does after the commit)."""
+    return not output_hits(snapshot, content=content, moderated=moderated)
 
 
 def effective_tool_choice(*, run: Run, snapshot: AgentSnapshot, messages: list[Message]) -> tuple[str, str]:
@@ -237,7 +237,7 @@ def _call(
         # The answer's commit marks its first tool call started, or ends the run (see the module).
         calls = calls_of(response)
         if not calls:
-            if not _answer_may_end(snapshot):
+            if not _answer_may_end(snapshot, content=response.content, moderated=moderated):
                 return None
             answer[2] = AnswerEnding(run.pk, owner)
             return answer[2].guard
