@@ -23,7 +23,7 @@ import logging
 import time
 import zoneinfo
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from functools import partial
 
@@ -196,6 +196,8 @@ class _Answered:
     prices: dict
     started: float
     time_zone: str
+    # When the answer arrived (time.monotonic()): its chat span ends there.
+    arrived: float = field(default_factory=time.monotonic)
 
 
 def _account(
@@ -271,7 +273,7 @@ def _record_rejected(answered: _Answered, *, reason: str) -> None:
     )
     event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_FAILED, payload=payload)
     _commit(batch, run)
-    chat_span(call=call, started=answered.started, response=response, error=reason)
+    chat_span(call=call, started=answered.started, response=response, error=reason, ended=answered.arrived)
 
 
 def _record_success(answered: _Answered, *, record, first_guard):
@@ -311,7 +313,7 @@ def _record_success(answered: _Answered, *, record, first_guard):
         # (a tool, the next request, the run's end) commits synchronously first, unless it is
         # made by this commit, which is then synchronous itself (Batch.durable).
         if batch.execute(asynchronous_commit=True) is not None:
-            chat_span(call=call, started=answered.started, response=response)
+            chat_span(call=call, started=answered.started, response=response, ended=answered.arrived)
             return result
     raise LeaseLost(str(run.pk))
 

@@ -98,8 +98,10 @@ def _started_ns(started: float) -> int:
     return time.time_ns() - int((time.monotonic() - started) * 1e9)
 
 
-def chat_span(*, call: LLMCall, started: float, response=None, error=None) -> None:
-    """One model attempt: its model, tokens by kind and finish reason, or its error."""
+def chat_span(*, call: LLMCall, started: float, response=None, error=None, ended: float | None = None) -> None:
+    """One model attempt: its model, tokens by kind and finish reason, or its error. `started`
+    and `ended` (else now) are time.monotonic() readings; an answer's span ends when it arrived,
+    before its record (which may end the run: engine.runs.AnswerEnding)."""
     t = tracer()
     if t is None:
         return
@@ -134,7 +136,7 @@ def chat_span(*, call: LLMCall, started: float, response=None, error=None) -> No
         kind = "answer_rejected" if isinstance(error, str) else getattr(error, "http_status", None)
         span.set_attribute("error.type", str(kind or type(error).__name__))
         span.set_status(Status(StatusCode.ERROR, str(error)[:500]))
-    span.end()
+    span.end(end_time=None if ended is None else _started_ns(ended))
 
 
 def tool_span(*, invocation: ToolInvocation, started: float, status: str, error: str = "") -> None:
