@@ -103,6 +103,23 @@ class Batch:
         """Call `callback` with what the writes returned, once they are written."""
         self._after.append(callback)
 
+    def copy(self) -> "Batch":
+        """The batch as it is now: what is added to either later is not added to the other."""
+        copied = Batch()
+        copied._writes, copied._after = list(self._writes), list(self._after)
+        copied.transactional, copied.durable = self.transactional, self.durable
+        return copied
+
+    def narrow(self, where: str, params=()) -> None:
+        """The guard matches only where it did and `where` (SQL on its row, with `params`) holds.
+        The guard's SQL must end with its WHERE clause (conversations.services.run_guard's does)."""
+        guard = self._writes[0]
+        if " WHERE " not in guard.sql or guard.read:
+            raise ValueError("only a guard that ends with its WHERE clause can be narrowed")
+        self._writes[0] = _Write(
+            guard.name, f"{guard.sql} AND ({where})", [*guard.params, *params], guard.returning, event=guard.event
+        )
+
     def execute(self, *, asynchronous_commit: bool = False) -> dict[str, dict] | None:
         """The columns each write returned, by name (None where it returned no row); None if
         the guard matched nothing, and then nothing was written. `asynchronous_commit`: see

@@ -143,7 +143,9 @@ def build_context(
     while fold < len(turns) - 1 and total > target:
         total -= sizes[fold]
         fold += 1
-    through = min(m.order for turn in turns[fold:] for unit in turn for m in unit) - 1
+    # A step's newest messages have no order yet while their commit is held (engine.held): they
+    # are never the oldest of what is kept.
+    through = min(m.order for turn in turns[fold:] for unit in turn for m in unit if m.order is not None) - 1
     summary = summarise(
         run=run,
         owner=owner,

@@ -1,6 +1,8 @@
 """The agent loop: claim a run, then take steps until it ends or parks.
 
-Every step ends with a commit, so any step can be re-run by another worker after a crash. A
+Every step ends with a commit, so any step can be re-run by another worker after a crash (a tool
+step's is held for the statement that follows it, usually the next model call's attempt row:
+engine.held). A
 step starts from the run and its messages as the database holds them: read when the worker
 claims the run (and after a step that parked, waited on others or folded the history into the
 summary), otherwise as the previous step's own commit left them. That commit's guard returns
@@ -13,6 +15,7 @@ that decision and turns what the execution found (a tool loop, approvals to wait
 model call) into the run's next status.
 """
 
+import contextlib
 import logging
 import time
 import traceback
@@ -30,11 +33,12 @@ from engine.context import step_history, step_read
 from engine.delegation import run_park_for_children
 from engine.dispatch import run_enqueue
 from engine.guardrails import input_check, output_enforce
+from engine.held import commit_flush, commit_hold
 from engine.invocations import Started
 from engine.leases import LeaseLost, process_owner, renewer, run_claim_read
 from engine.limits import daily_usage, timeout_limit
 from engine.llm_step import EMPTY_ANSWER_MESSAGE, llm_step
-from engine.model_call import DeadlineReached, EmptyAnswer, ModelStepFailed
+from engine.model_call import CancelAccepted, DeadlineReached, EmptyAnswer, ModelStepFailed
 from engine.next_step import Finish, RunTools, next_step
 from engine.runs import run_finish, run_park_for_approval
 from engine.snapshots import version_snapshot
@@ -116,7 +120,14 @@ def _tools(
     """Run the tool calls of the last message, the model's."""
     made, started = (carried.invocations, carried.started) if carried else (None, None)
     outcome = tool_step(
-        run=run, owner=owner, snapshot=snapshot, messages=messages, current=messages[-1], made=made, started=started
+        run=run,
+        owner=owner,
+        snapshot=snapshot,
+        messages=messages,
+        current=messages[-1],
+        made=made,
+        started=started,
+        hold=True,
     )
     return _after_tools(run=run, owner=owner, snapshot=snapshot, messages=messages, outcome=outcome)
 
@@ -135,6 +146,12 @@ def _after_tools(
         # step ran: take the step again.
         parked = run_park_for_approval(run_id=run.pk, owner=owner) or run_park_for_children(run_id=run.pk, owner=owner)
         return not parked
+    if outcome.held is not None:
+        # Made with the next statement (engine.held): the next step starts from the run as the
+        # step found it, the tool step having changed none of what it reads (a cancel accepted
+        # meanwhile is checked by that statement).
+        commit_hold(run.pk, outcome.held)
+        return Carried(run, [*messages, *outcome.messages])
     return Carried(outcome.run, [*messages, *outcome.messages])
 
 
@@ -148,6 +165,8 @@ def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
             if blocked is not None:
                 return _finish(run.pk, blocked)
         result = llm_step(run=run, owner=owner, snapshot=snapshot, messages=messages)
+    except CancelAccepted:
+        return _finish(run.pk, Finish(StopReason.CANCELLED))
     except DeadlineReached:
         limit = timeout_limit(snapshot)
         return _finish(run.pk, Finish(limit.stop_reason, limit.message))
@@ -183,6 +202,7 @@ def run_advance(*, run_id) -> None:
 
 
 def _requeue_between_steps(run_id, owner: str) -> None:
+    commit_flush(run_id)
     with transaction.atomic():
         if run_transition(
             run_id=run_id,
@@ -226,5 +246,8 @@ def _advance(run_id) -> None:
             error=traceback.format_exc(limit=20),
         )
     finally:
+        # Whatever ended the slice, a step's held commit is made (LeaseLost: it cannot be).
+        with contextlib.suppress(LeaseLost):
+            commit_flush(run_id)
         renewer.release(run_id)
     log.info("run %s: released", run_id)

@@ -42,6 +42,7 @@ from conversations.models import LLMCall, Run
 from conversations.selectors import STEP_RUN_COLUMNS
 from conversations.services import db_value, event_add, row_insert, row_update, run_guard
 from engine.deltas import DeltaRelay
+from engine.held import batch_commit, commit_take
 from engine.tracing import chat_span
 from platform_site import green
 from platform_site.backoff import backoff_delay
@@ -67,6 +68,10 @@ class EmptyAnswer(ModelStepFailed):
 
 class ContextOverflow(ModelStepFailed):
     """The server said the request does not fit the model's context."""
+
+
+class CancelAccepted(Exception):
+    """A cancel was accepted during the tool step before the model call: no attempt was made."""
 
 
 class DeadlineReached(Exception):
@@ -325,7 +330,11 @@ def _start_attempt(*, run, owner, model, body, purpose, iteration, read_settings
     """The attempt's row (started) and its event, committed before the request is sent. It is
     numbered after the rows this call already has; those a dead worker left started are closed
     as interrupted, in the same batch. With `read_settings`, the model config's live settings
-    are read in it too (their columns are returned, for _live_settings)."""
+    are read in it too (their columns are returned, for _live_settings).
+
+    A tool step's last commit held back for it (engine.held) is made by the same statement: its
+    guard then also checks that no cancel was accepted since the step began. If one was, the held
+    commit is made on its own and CancelAccepted raised: no attempt is made."""
     table = LLMCall._meta.db_table
     same_call = '"run_id" = %s AND "purpose" = %s AND "iteration" = %s'
     key = [db_value(LLMCall, "run", run.pk), purpose, iteration]
@@ -338,8 +347,13 @@ def _start_attempt(*, run, owner, model, body, purpose, iteration, read_settings
         model_name=model["model"],
         request=body,
     )
-    batch = Batch()
-    run_guard(batch, run_id=run.pk, lease_owner=owner)
+    held = commit_take(run.pk)
+    if held is None:
+        batch = Batch()
+        run_guard(batch, run_id=run.pk, lease_owner=owner)
+    else:
+        batch = held.copy()
+        batch.narrow('NOT "cancel_requested"')
     batch.add(
         "interrupted",
         f'UPDATE "{table}" SET "status" = %s, "error" = %s, "finished_at" = %s '
@@ -361,7 +375,12 @@ def _start_attempt(*, run, owner, model, body, purpose, iteration, read_settings
     event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_STARTED, payload=payload, fill=fill)
     if read_settings:
         batch.read("settings", _SETTINGS_SQL, [model["id"]], _SETTINGS_COLUMNS)
-    results = _commit(batch, run)
+    results = batch.execute()
+    if results is None:
+        if held is None:
+            raise LeaseLost(str(run.pk))
+        batch_commit(held, run.pk)  # LeaseLost if that was what failed
+        raise CancelAccepted(str(run.pk))
     call.attempt = results["call"]["attempt"]
     return call, list(results["settings"].values()) if read_settings else None
 

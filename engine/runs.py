@@ -30,6 +30,7 @@ from conversations.models import (
 from conversations.services import db_value, event_add, messages_append, run_event_append
 from engine.delegation import child_ended, may_delegate
 from engine.dispatch import ACTIVE_STATUSES, conversation_admit_next
+from engine.held import commit_flush
 from engine.snapshots import version_snapshot
 from engine.tracing import run_trace_end
 from engine.transitions import Shape, run_transition, transition_guard
@@ -54,7 +55,9 @@ def run_finish(
     The ending it replaced is recorded in the event. The usual ending, an answer with nothing
     pending, is one statement (_answered); any other takes the run's row lock first (_end).
     `listening`: whether a webhook hears the run, as the commit of its final answer read it (the
-    usual ending then reads nothing more; conversations.services.event_add)."""
+    usual ending then reads nothing more; conversations.services.event_add). A tool step's
+    commit held back for the next statement (engine.held) is made first."""
+    commit_flush(run_id)
     if (status, stop_reason, final_message) == (RunStatus.COMPLETED, StopReason.FINAL_ANSWER, None):
         answered = _answered(run_id=run_id, error=error, listening=listening)
         if answered is not None:

@@ -14,6 +14,8 @@ tools, and never executes a write tool (_eval_outcome).
 
 Marking a call running, recording its outcome and appending the step's tool messages are each
 one ledger batch (conversations.batch) fenced by the run's lease: one statement on PostgreSQL.
+The step's last batch may be returned instead of committed (`hold`): the loop has it made by the
+next statement (engine.held).
 """
 
 import json
@@ -84,6 +86,9 @@ class ToolStepOutcome:
     # appended (the next step starts from them instead of reading the run again).
     run: Run | None = None
     messages: list[Message] = field(default_factory=list)
+    # With `hold`: the step's last commit, not made yet (engine.held); `run` and the messages'
+    # orders are set once it is.
+    held: Batch | None = None
 
 
 def _hint(repeat: Repeat) -> str:
@@ -493,9 +498,11 @@ def tool_step(
     current: Message,
     made: list[ToolInvocation] | None = None,
     started: Started | None = None,
+    hold: bool = False,
 ) -> ToolStepOutcome:
     """`made`: the calls' rows as the answer's record wrote them (see _step_invocations);
-    `started`: the call the answer's commit marked started, if it did (engine.invocations)."""
+    `started`: the call the answer's commit marked started, if it did (engine.invocations);
+    `hold`: a step that runs to its end returns its last commit instead of making it (engine.held)."""
     tools = snapshot_tools(snapshot)
     repeat = repeat_found(run_steps(messages, current.run_id), snapshot["agent"]["max_same_tool_streak"])
     invocations, fresh = _step_invocations(run=run, message=current, tools=tools, made=made)
@@ -514,9 +521,10 @@ def tool_step(
                     _commit(outcome, run.pk)
             return ToolStepOutcome(loop=repeat)
     # A call's outcome commits before the next call starts; the last one commits with the
-    # step's tool messages, in the same statement. Both asynchronously (conversations.batch):
-    # the next call's mark, the next model request and the run's end commit synchronously, and
-    # a database crash before them leaves the call as a worker's crash after the tool would.
+    # step's tool messages, in the same statement (or is held for the next: engine.held). Both
+    # asynchronously (conversations.batch): the next call's mark, the next model request and the
+    # run's end commit synchronously, and a database crash before them leaves the call as a
+    # worker's crash after the tool would.
     outcome = None
     try:
         for invocation in invocations:
@@ -549,7 +557,8 @@ def tool_step(
     batch = outcome
     if batch is None:
         batch = Batch()
-        run_guard(batch, run_id=run.pk, lease_owner=owner, event=False, returning=STEP_RUN_COLUMNS)
+        # Bumping the sequence by its events (none here): a commit that carries this one adds its own.
+        run_guard(batch, run_id=run.pk, lease_owner=owner, returning=STEP_RUN_COLUMNS)
     ended = ToolStepOutcome()
     ended.messages = messages_add(
         batch,
@@ -566,5 +575,8 @@ def tool_step(
         ],
     )
     batch.after(lambda results: setattr(ended, "run", run_step_row(results["run"], run.conversation)))
-    _commit(batch, run.pk, asynchronous=True)
+    if hold:
+        ended.held = batch
+    else:
+        _commit(batch, run.pk, asynchronous=True)
     return ended

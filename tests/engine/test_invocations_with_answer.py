@@ -4,6 +4,7 @@ the tool step that follows starts with them, and a step taken again finds them."
 import pytest
 
 from conversations.models import LLMCall, Message, ToolInvocation
+from engine.held import commit_flush, commit_held
 from engine.invocations import Started
 from engine.leases import process_owner, run_claim
 from engine.loop import Carried, _step
@@ -68,10 +69,12 @@ def test_a_tool_step_taken_again_without_them_finds_the_rows_and_runs_each_call_
     run = start_run(scripted_agent(ONE_TOOL_STEP, tools=["test-echo"]))
     owner, _ = _answered(run)
     # As after a crash between the answer's commit and the tool step: the step reads the run again.
-    assert _step(run.pk, owner)
+    went = _step(run.pk, owner)
+    # Its last commit waits for the next statement (engine.held); made on its own here.
+    assert went and commit_held(run.pk)
+    commit_flush(run.pk)
     [row] = ToolInvocation.objects.filter(run=run)
     assert (row.status, row.result) == ("succeeded", "one")
-    went = True
     while went:  # the rest of the run, on the same lease
         went = _step(run.pk, owner, went if isinstance(went, Carried) else None)
     run.refresh_from_db()

@@ -96,21 +96,25 @@ def test_a_run_of_three_model_calls_takes_few_statements_and_one_transaction(scr
     assert '"status" = ' in ending and '"lease_expires_at" = NULL' in ending, ending
     assert "run.completed" in _events(run)[-1:]
     # The claim (with its read), the version's snapshot, two per model call (the last answer's
-    # ends the run), one per tool step (the answer asking for the call marked it started).
-    assert len(statements) == 1 + 1 + 2 * 3 + 2
+    # ends the run), none of a tool step's own: the answer asking for the call marked it started,
+    # and the step's outcome is made by the next call's attempt statement (engine.held).
+    assert len(statements) == 1 + 1 + 2 * 3
     # Each call's mark is made by the statement of the answer that asks for it, whose guard checks
     # that no cancel came and that the call is new; the tool step makes none of its own.
-    marks = [sql for sql in statements if 'NOT "cancel_requested"' in sql]
-    assert len(marks) == 2 and all('INSERT INTO "conversations_toolinvocation"' in sql for sql in marks)
+    marks = [sql for sql in statements if 'INSERT INTO "conversations_toolinvocation"' in sql]
+    assert len(marks) == 2 and all('NOT "cancel_requested"' in sql for sql in marks)
     assert all("tools_tooldefinition" in sql for sql in marks)
-    # What nothing outside the database waits on commits asynchronously: the claim, each answer
-    # (a read tool's mark too: the call may run again) and each tool step's outcome. Each attempt
-    # (before its request) and the final answer, which ends the run, wait for their flush, and
-    # with it for every commit before.
-    asynchronous = [index for index, sql in enumerate(statements) if ASYNCHRONOUS_COMMIT in sql]
-    assert asynchronous == [0, 3, 4, 6, 7], statements
+    # Each tool step's outcome rides the next attempt's statement, whose guard checks for a cancel.
     attempts = [sql for sql in statements if 'INSERT INTO "conversations_llmcall"' in sql]
     assert len(attempts) == 3
+    outcomes = [sql for sql in attempts if 'UPDATE "conversations_toolinvocation"' in sql]
+    assert outcomes == attempts[1:] and all('NOT "cancel_requested"' in sql for sql in outcomes)
+    # What nothing outside the database waits on commits asynchronously: the claim and each answer
+    # (a read tool's mark too: the call may run again). Each attempt (before its request, with the
+    # tool step's outcome before it) and the final answer, which ends the run, wait for their
+    # flush, and with it for every commit before.
+    asynchronous = [index for index, sql in enumerate(statements) if ASYNCHRONOUS_COMMIT in sql]
+    assert asynchronous == [0, 3, 5], statements
     assert not [sql for sql in [*attempts, statements[-1]] if ASYNCHRONOUS_COMMIT in sql]
 
 
