@@ -239,12 +239,15 @@ def _advance(run_id) -> None:
         log.warning("run %s: lease lost; another worker has taken it over", run_id)
     except Exception:
         log.exception("run %s failed", run_id)
-        run_finish(
-            run_id=run_id,
-            status=RunStatus.FAILED,
-            stop_reason=StopReason.INTERNAL_ERROR,
-            error=traceback.format_exc(limit=20),
-        )
+        # LeaseLost: the held commit of this worker's step cannot be made (engine.held), and the
+        # run is another worker's now.
+        with contextlib.suppress(LeaseLost):
+            run_finish(
+                run_id=run_id,
+                status=RunStatus.FAILED,
+                stop_reason=StopReason.INTERNAL_ERROR,
+                error=traceback.format_exc(limit=20),
+            )
     finally:
         # Whatever ended the slice, a step's held commit is made (LeaseLost: it cannot be).
         with contextlib.suppress(LeaseLost):

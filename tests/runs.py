@@ -9,8 +9,23 @@ from unittest import mock
 
 from conversations.models import Conversation, Message, Run
 from conversations.services import conversation_create
+from engine import loop as loop_module
 from engine.admission import message_post
 from engine.loop import run_advance
+
+
+def endings_asked(monkeypatch) -> list[dict]:
+    """The endings the loop asks run_finish for from now on (none when a final answer's commit
+    ended the run: engine.runs.AnswerEnding)."""
+    seen = []
+    finish = loop_module.run_finish
+
+    def recorded(**ending):
+        seen.append(ending)
+        return finish(**ending)
+
+    monkeypatch.setattr(loop_module, "run_finish", recorded)
+    return seen
 
 
 def start_run(agent, content: str = "hello", conversation: Conversation | None = None) -> Run:

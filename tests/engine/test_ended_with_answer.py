@@ -14,10 +14,9 @@ from django.test.utils import CaptureQueriesContext
 from agents.models import GuardrailRule
 from conversations.batch import ASYNCHRONOUS_COMMIT
 from conversations.models import LLMCall, Run, RunEvent, Webhook, WebhookDelivery
-from engine import loop as loop_module
 from engine import runs as runs_module
 from engine.loop import run_advance
-from tests.runs import advance, start_run
+from tests.runs import advance, endings_asked, start_run
 
 ANSWER = {"scenarios": [{"match": ".", "steps": [{"content": "done"}]}]}
 
@@ -26,22 +25,9 @@ def _events(run: Run) -> list[str]:
     return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
 
 
-def _finishes(monkeypatch) -> list[dict]:
-    """The endings the loop asks run_finish for (none when the answer's commit ended the run)."""
-    seen = []
-    finish = loop_module.run_finish
-
-    def recorded(**ending):
-        seen.append(ending)
-        return finish(**ending)
-
-    monkeypatch.setattr(loop_module, "run_finish", recorded)
-    return seen
-
-
 def test_the_final_answer_s_synchronous_statement_ends_the_run(scripted_agent, monkeypatch):
     run = start_run(scripted_agent(ANSWER))
-    finishes = _finishes(monkeypatch)
+    finishes = endings_asked(monkeypatch)
 
     with CaptureQueriesContext(connection) as queries:
         run_advance(run_id=run.pk)
@@ -95,7 +81,7 @@ def test_a_webhook_saved_during_the_final_model_call_hears_the_ending(scripted_a
     the ending, and the usual ending writes the delivery in its transaction."""
     agent = scripted_agent(ANSWER)
     run = start_run(agent)
-    finishes = _finishes(monkeypatch)
+    finishes = endings_asked(monkeypatch)
     planned = runs_module.AnswerEnding.guard
 
     def saved_meanwhile(self, batch, **guard):
@@ -135,7 +121,7 @@ def test_an_answer_an_output_rule_blocks_ends_the_run_after_the_review(scripted_
     agent = scripted_agent({"scenarios": [{"match": ".", "steps": [{"content": "请拨打13812345678"}]}]})
     GuardrailRule.objects.create(agent=agent, side="output", kind="pii_phone", action="block")
     run = start_run(agent)
-    finishes = _finishes(monkeypatch)
+    finishes = endings_asked(monkeypatch)
 
     advance(run)
 

@@ -32,7 +32,7 @@ from engine.context import step_read
 from engine.leases import run_claim_read
 from engine.loop import run_advance
 from tests.llm_helpers import echo_script
-from tests.runs import advance, start_run
+from tests.runs import advance, endings_asked, start_run
 from tools import executors
 from tools.models import ToolDefinition
 
@@ -217,14 +217,7 @@ def test_what_the_answer_read_of_the_webhooks_only_decides_whether_the_ending_lo
 def test_a_run_with_no_webhook_ends_in_its_final_answer_s_statement(scripted_agent, monkeypatch):
     agent = scripted_agent(ONE_TOOL_STEP, tools=["test-echo"])
     run = start_run(agent)
-    seen = []
-    finish = loop_module.run_finish
-
-    def recorded(**ending):
-        seen.append(ending)
-        return finish(**ending)
-
-    monkeypatch.setattr(loop_module, "run_finish", recorded)
+    seen = endings_asked(monkeypatch)
 
     advance(run)
 
