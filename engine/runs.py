@@ -192,10 +192,6 @@ class AnswerEnding:
         batch.durable = True
         batch.after(_answered_found(self._ended))
 
-    @property
-    def ended(self) -> bool:
-        return bool(self._ended)
-
     def follow(self) -> None:
         _answered_follow(self.run_id, self._ended[0])
 
