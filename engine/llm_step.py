@@ -11,7 +11,7 @@ mark the first tool call started (_first_call_starts), or end the run after a fi
 not match, the answer is recorded again without it (engine.model_call._record_success).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from django.utils import timezone
@@ -61,6 +61,16 @@ class StepResult:
     # The tool call the answer's commit marked started (see _first_call_starts), if it did.
     started: Started | None = None
     # A final answer whose commit ended the run (engine.runs.AnswerEnding), if it did.
+    ending: AnswerEnding | None = None
+
+
+@dataclass
+class _Answer:
+    """The last answer given, its tool calls with their ids, and the ending its commit may make:
+    a step's first_guard plans them, its record writes them."""
+
+    response: LLMResponse | None = None
+    calls: list[dict] = field(default_factory=list)
     ending: AnswerEnding | None = None
 
 
@@ -224,14 +234,13 @@ def _call(
                 run=run, owner=owner, snapshot=snapshot, iteration=iteration, content=response.content
             )
 
-    # The last answer given, its tool calls with their ids, and the ending its commit may make:
-    # first_guard plans them, record writes them.
-    answer: list = [None, [], None]
+    answer = _Answer()
 
     def calls_of(response: LLMResponse) -> list[dict]:
-        if answer[0] is not response:
-            answer[:] = [response, _normalised_tool_calls(response, run, iteration), None]
-        return answer[1]
+        nonlocal answer
+        if answer.response is not response:
+            answer = _Answer(response, _normalised_tool_calls(response, run, iteration))
+        return answer.calls
 
     def first_guard(response: LLMResponse) -> Guard | None:
         # The answer's commit marks its first tool call started, or ends the run (see the module).
@@ -239,8 +248,8 @@ def _call(
         if not calls:
             if not _answer_may_end(snapshot, content=response.content, moderated=moderated):
                 return None
-            answer[2] = AnswerEnding(run.pk, owner)
-            return answer[2].guard
+            answer.ending = AnswerEnding(run.pk, owner)
+            return answer.ending.guard
         condition = _first_call_starts(run=run, snapshot=snapshot, messages=messages, calls=calls)
         if condition is None:
             return None
@@ -283,7 +292,7 @@ def _call(
                 batch.after(lambda results: setattr(result, "started", Started(rows[0].pk, results.get("tool") or {})))
         elif planned:
             # The run ends with this commit; its guard made sure no webhook must hear it.
-            result.ending = answer[2]
+            result.ending = answer.ending
             result.ending.writes(batch, call_id=call.pk)
         else:
             # The run ends next, usually in one statement: whether a webhook must hear that is
