@@ -4,10 +4,10 @@ A Celery worker thread that takes a run hands it here and waits for the run's sl
 its wait is a blocked future (no CPU), so the broker's acknowledgement after the task
 (acks_late), its prefetch limit and the worker's concurrency keep their meaning. The run's
 plain code (engine.loop) runs in a greenlet on this process's one loop (platform_site.green):
-its model calls are awaited there on one aiohttp session, its tools run in offload threads, and
-its ledger writes are made between two waits by the loop's thread. So a process carries hundreds
-of runs with one thread doing their work, instead of hundreds of threads contending for the
-interpreter lock while they wait on models.
+its model calls are awaited there on one aiohttp session, its tools run on the tool executors'
+threads while the loop awaits them, and its ledger writes are made between two waits by the
+loop's thread. So a process carries hundreds of runs with one thread doing their work, instead
+of hundreds of threads contending for the interpreter lock while they wait on models.
 
 Only a worker process carries runs this way (worker_init, with AGENTRY_ENGINE_LOOP on, the
 default); anywhere else (the tests, the CLI, an eager call) the same code runs where it is called.

@@ -48,7 +48,6 @@ from engine.invocations import Started, invocation_new, rerunnable, tool_live_re
 from engine.leases import lease_fence
 from engine.loop_guard import Repeat, repeat_found, run_steps
 from engine.tracing import tool_span
-from platform_site import green
 from platform_site.dbpool import release_connection
 from platform_site.logs import log_context
 from platform_site.text import scrub_nul
@@ -295,10 +294,10 @@ def _execute(
     )
     started = time.monotonic()
     release_connection()
-    # A tool is blocking code: on a worker's engine loop it runs in a thread, and the loop
-    # carries the other runs meanwhile (platform_site.green); elsewhere it runs right here.
+    # A tool is blocking code: it runs on a thread of the executors' pool, which a worker's
+    # engine loop awaits while it carries the other runs (platform_site.green.wait).
     live = marked or None  # read with the mark; a call taken again without one reads it itself
-    outcome = scrub_nul(green.offload(execute_tool, spec=spec, arguments=arguments, ctx=ctx, live=live))
+    outcome = scrub_nul(execute_tool(spec=spec, arguments=arguments, ctx=ctx, live=live))
     tool_span(invocation=invocation, started=started, status=outcome.status, error=outcome.error)
     if outcome.status == "handoff":
         _hand_off(

@@ -76,6 +76,18 @@ def offload(fn: Callable[..., T], *args, **kwargs) -> T:
     return await_(current.loop.run_in_executor(_offload, partial(_closing, fn, args, kwargs)))
 
 
+def wait(future: "concurrent.futures.Future[T]", timeout: float | None = None) -> T:
+    """The result of work a thread pool does, waited for at most `timeout` seconds (then
+    TimeoutError; the work itself goes on, as with Future.result). Carried, the loop awaits it
+    and carries the other runs meanwhile: the work costs one hand-over to its thread and one back,
+    where offloading a call that waits for it would add a thread in between."""
+    current = getcurrent()
+    if not isinstance(current, _Carried):
+        return future.result(timeout=timeout)
+    # Shielded: a timeout leaves the pool's future alone, as Future.result does.
+    return await_(asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future, loop=current.loop)), timeout))
+
+
 def sleep(seconds: float) -> None:
     if carried():
         await_(asyncio.sleep(seconds))
@@ -149,4 +161,5 @@ __all__ = [
     "on_loop_close",
     "sleep",
     "spawn",
+    "wait",
 ]

@@ -116,10 +116,15 @@ def hog(*, ctx, resource: str) -> str:
 
 @python_tool(
     name="test-where",
-    description="Names the threads of the process that ran it.",
+    description="Names the thread that ran it and the threads of its process.",
     parameters={"type": "object", "properties": {}},
 )
 def where(*, ctx) -> str:
     import threading
 
-    return json.dumps(sorted({thread.name.rstrip("_0123456789") for thread in threading.enumerate()}))
+    return json.dumps(
+        {
+            "on": threading.current_thread().name.rstrip("_0123456789"),
+            "threads": sorted({thread.name.rstrip("_0123456789") for thread in threading.enumerate()}),
+        }
+    )

@@ -7,6 +7,7 @@ import asyncio
 import socket
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from greenlet import getcurrent
@@ -74,6 +75,59 @@ def test_offloaded_calls_run_in_another_thread_and_return_their_value():
 
     loop_thread, offload_thread = carry(plain)
     assert loop_thread != offload_thread
+
+
+def test_a_carried_wait_for_pool_work_lets_the_loop_carry_the_rest_and_reads_as_future_result():
+    pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="test-pool")
+    release, log = threading.Event(), []
+
+    def slow():
+        release.wait(5)
+        return threading.get_ident()
+
+    def failing():
+        raise ValueError("from the pool")
+
+    def waiting():
+        log.append("waiting")
+        worked_on = green.wait(pool.submit(slow), timeout=5)
+        log.append("woken")
+        with pytest.raises(ValueError, match="from the pool"):
+            green.wait(pool.submit(failing))
+        return threading.get_ident(), worked_on
+
+    def other():
+        # Runs while the first waits: the loop's thread is not held by the wait.
+        green.sleep(0.05)
+        log.append("other ran")
+        release.set()
+
+    async def main():
+        return await asyncio.gather(green.spawn(waiting), green.spawn(other))
+
+    try:
+        (loop_thread, worked_on), _ = asyncio.run(main())
+        assert log == ["waiting", "other ran", "woken"]
+        assert worked_on != loop_thread
+
+        # A timeout is TimeoutError where the plain code waited, and the work is left to finish.
+        late = threading.Event()
+        stuck = pool.submit(late.wait, 5)
+
+        def timed_out():
+            with pytest.raises(TimeoutError):
+                green.wait(stuck, timeout=0.05)
+            return "timed out"
+
+        assert carry(timed_out) == "timed out"
+        assert not stuck.cancelled()
+        late.set()
+        assert stuck.result(timeout=5) is True
+        # Outside carried code the same call is Future.result.
+        assert green.wait(pool.submit(lambda: "plain")) == "plain"
+    finally:
+        release.set()
+        pool.shutdown(wait=True)
 
 
 @pytest.mark.django_db(transaction=True)

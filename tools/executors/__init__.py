@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from platform_site import green
 from tools.executors import http, mcp, python
 from tools.executors.sandbox import SandboxCrash
 from tools.registry import HandOff, ToolContext, ToolError
@@ -38,9 +39,11 @@ def _executor(kind: str):
     return executor
 
 
-# Timeouts need the call off the worker's own thread. A timed-out call cannot be killed, so
-# its thread runs on; the pool bounds how many such stragglers can pile up. Sandboxed python
-# tools are the exception: their child process is killed at the same timeout.
+# Timeouts need the call off the caller's thread. A timed-out call cannot be killed, so its
+# thread runs on; the pool bounds how many such stragglers can pile up. Sandboxed python tools
+# are the exception: their child process is killed at the same timeout. Code a worker's engine
+# loop carries (platform_site.green) waits for the call on the loop, which carries its other
+# runs meanwhile; anywhere else the caller's thread waits.
 _pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="tool")
 
 
@@ -69,7 +72,7 @@ def execute_tool(*, spec: dict, arguments: dict, ctx: ToolContext, live: dict | 
         return ToolOutcome("error", f"Tool {name} cannot run: {exc}", error=exc.detail)
     future = _pool.submit(executor.run, spec=spec, arguments=arguments, ctx=ctx, loaded=loaded)
     try:
-        value = future.result(timeout=spec.get("timeout_seconds", 30))
+        value = green.wait(future, timeout=spec.get("timeout_seconds", 30))
     except FutureTimeout:
         return ToolOutcome(
             "error",

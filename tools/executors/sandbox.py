@@ -21,6 +21,7 @@ import traceback
 
 from django.conf import settings
 
+from platform_site import green
 from tools.registry import PythonTool, ToolContext, ToolError, registry
 
 _context = multiprocessing.get_context("forkserver")
@@ -37,9 +38,13 @@ def _nothing() -> None:
 
 def warm_up() -> None:
     """Start the fork server and wait until it serves, once per process. Its start (Django and
-    the tool modules imported) takes a while, and must not count against the first call's timeout."""
-    if _warm.is_set():
-        return
+    the tool modules imported) takes a while, and must not count against the first call's timeout.
+    On a worker's engine loop the wait is a thread's, so the loop carries its other runs meanwhile."""
+    if not _warm.is_set():
+        green.offload(_start)
+
+
+def _start() -> None:
     with _warm_lock:
         if not _warm.is_set():
             process = _context.Process(target=_nothing, daemon=True)
