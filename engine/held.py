@@ -46,8 +46,10 @@ def commit_flush(run_id) -> None:
         batch_commit(batch, run_id)
 
 
-def batch_commit(batch: Batch, run_id) -> dict:
-    results = batch.execute(asynchronous_commit=True)
+def batch_commit(batch: Batch, run_id, *, asynchronous: bool = True) -> dict:
+    """Execute a step's batch (asynchronously committed unless told otherwise: see
+    conversations.batch); LeaseLost if its guard found the run no longer this worker's."""
+    results = batch.execute(asynchronous_commit=asynchronous)
     if results is None:
         raise LeaseLost(str(run_id))
     return results

@@ -31,7 +31,6 @@ from agents.snapshot import DELEGATE_KIND, AgentSnapshot, snapshot_tools
 from conversations import events
 from conversations.batch import Batch
 from conversations.events import EventType
-from conversations.fencing import LeaseLost
 from conversations.models import Approval, ApprovalGrant, Message, Run, ToolInvocation
 from conversations.selectors import STEP_RUN_COLUMNS, run_step_row
 from conversations.services import (
@@ -44,6 +43,7 @@ from conversations.services import (
     run_guard,
 )
 from engine.delegation import delegate_step
+from engine.held import batch_commit
 from engine.invocations import Started, invocation_new, rerunnable, tool_live_read
 from engine.leases import lease_fence
 from engine.loop_guard import Repeat, repeat_found, run_steps
@@ -120,11 +120,6 @@ def _step_invocations(
     earlier = [row.tool_call_id for row in rows if row.tool_call_id not in found]
     found.update({inv.tool_call_id: inv for inv in ToolInvocation.objects.filter(run=run, tool_call_id__in=earlier)})
     return [found[row.tool_call_id] for row in rows], {row.pk for row in fresh}
-
-
-def _commit(batch: Batch, run_id, *, asynchronous: bool = False) -> None:
-    if batch.execute(asynchronous_commit=asynchronous) is None:
-        raise LeaseLost(str(run_id))
 
 
 def _finish(
@@ -517,7 +512,7 @@ def tool_step(
                     outcome = _finish(
                         invocation, owner=owner, status=Status.BLOCKED, result=blocked_hint, error="tool loop"
                     )
-                    _commit(outcome, run.pk)
+                    batch_commit(outcome, run.pk, asynchronous=False)
             return ToolStepOutcome(loop=repeat)
     # A call's outcome commits before the next call starts; the last one commits with the
     # step's tool messages, in the same statement (or is held for the next: engine.held). Both
@@ -529,7 +524,7 @@ def tool_step(
         for invocation in invocations:
             if invocation.status not in FINISHED:
                 if outcome is not None:
-                    _commit(outcome, run.pk, asynchronous=True)
+                    batch_commit(outcome, run.pk)
                 outcome = _process_call(
                     run=run,
                     owner=owner,
@@ -544,7 +539,7 @@ def tool_step(
     # Running after the calls were taken: a delegate call whose child run is active (engine.delegation).
     if any(inv.status in (Status.AWAITING_APPROVAL, Status.RUNNING) for inv in invocations):
         if outcome is not None:
-            _commit(outcome, run.pk)
+            batch_commit(outcome, run.pk, asynchronous=False)
         return ToolStepOutcome(parked=True)
     # Under "never" no approval can exist for the call (its policy is pinned): skip the lookup.
     asking = [
@@ -577,5 +572,5 @@ def tool_step(
     if hold:
         ended.held = batch
     else:
-        _commit(batch, run.pk, asynchronous=True)
+        batch_commit(batch, run.pk)
     return ended
