@@ -227,12 +227,11 @@ def output_moderation(*, run: Run, owner: str, snapshot: AgentSnapshot, iteratio
 
 
 def output_review(
-    batch: Batch, *, run_id, snapshot: AgentSnapshot, content: str, moderated: list[Hit]
+    batch: Batch, *, run_id, snapshot: AgentSnapshot, content: str, hits: list[Hit]
 ) -> OutputReview | None:
-    """Check a final answer against the output rules (`moderated`: the moderation verdicts
-    output_moderation found); what matched is recorded by writes of `batch` (the one that stores
-    the answer). None if no rule matched."""
-    hits = output_hits(snapshot, content=content, moderated=moderated)
+    """What the output rules make of a final answer, given what they found in it (`hits`, from
+    output_hits); what matched is recorded by writes of `batch` (the one that stores the answer).
+    None if no rule matched."""
     if not hits:
         return None
     outcome = _outcome(hits)

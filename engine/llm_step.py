@@ -72,6 +72,8 @@ class _Answer:
     response: LLMResponse | None = None
     calls: list[dict] = field(default_factory=list)
     ending: AnswerEnding | None = None
+    # What the output rules found in a final answer, once asked (first_guard asks, record reuses).
+    hits: list[Hit] | None = None
 
 
 MAX_CALL_ID = 128  # ToolInvocation.tool_call_id and Approval.tool_call_id
@@ -129,12 +131,6 @@ def _first_call_starts(
         'WHERE "run_id" = %s AND "tool_call_id" = %s)',
         [db_value(ToolInvocation, "run", run.pk), first.tool_call_id],
     )
-
-
-def _answer_may_end(snapshot: AgentSnapshot, *, content: str, moderated: list[Hit]) -> bool:
-    """Whether the commit of a final answer may end the run (engine.runs.AnswerEnding): unless an
-    output rule matched it (engine.loop enforces what the rule does after the commit)."""
-    return not output_hits(snapshot, content=content, moderated=moderated)
 
 
 def effective_tool_choice(*, run: Run, snapshot: AgentSnapshot, messages: list[Message]) -> tuple[str, str]:
@@ -242,11 +238,19 @@ def _call(
             answer = _Answer(response, _normalised_tool_calls(response, run, iteration))
         return answer.calls
 
+    def hits_of(response: LLMResponse) -> list[Hit]:
+        calls_of(response)  # the answer held is this one
+        if answer.hits is None:
+            answer.hits = output_hits(snapshot, content=response.content, moderated=moderated)
+        return answer.hits
+
     def first_guard(response: LLMResponse) -> Guard | None:
         # The answer's commit marks its first tool call started, or ends the run (see the module).
         calls = calls_of(response)
         if not calls:
-            if not _answer_may_end(snapshot, content=response.content, moderated=moderated):
+            # Unless an output rule matched the answer: engine.loop enforces what the rule does
+            # after the commit (engine.runs.AnswerEnding).
+            if hits_of(response):
                 return None
             answer.ending = AnswerEnding(run.pk, owner)
             return answer.ending.guard
@@ -261,7 +265,7 @@ def _call(
         review = (
             None
             if tool_calls
-            else output_review(batch, run_id=run.pk, snapshot=snapshot, content=content, moderated=moderated)
+            else output_review(batch, run_id=run.pk, snapshot=snapshot, content=content, hits=hits_of(response))
         )
         if review is not None:
             content = review.content

@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from agents import guardrails
 from agents.models import GuardrailRule
 from agents.services import agent_version_current
 from conversations.models import GuardrailTrigger, LLMCall, Message, Run, RunEvent, RunRequest
@@ -270,6 +271,29 @@ def test_rules_that_match_nothing_cost_no_statement(scripted_agent):
         {"side": "both", "kind": "blocked_terms", "action": "redact", "terms": "机密"},
     )
     assert len(_statements(ruled, "天气如何")) == len(_statements(plain, "天气如何"))
+
+
+@pytest.mark.parametrize(
+    ("answer", "matched"), [("天气晴", False), ("请拨打+86 139 1234 5678", True)], ids=["nothing", "redacted"]
+)
+def test_a_final_answer_is_scanned_by_the_output_rules_once(scripted_agent, monkeypatch, answer, matched):
+    # Whether the answer's commit may end the run and what that commit stores both come from
+    # one scan of the answer.
+    agent = guarded(scripted_agent, answering(answer), {"side": "output", "kind": "pii_phone", "action": "redact"})
+    scanned = []
+    real_scan = guardrails.scan
+
+    def scan(rules, text):
+        scanned.append(text)
+        return real_scan(rules, text)
+
+    monkeypatch.setattr(guardrails, "scan", scan)
+
+    run = ask(agent, "客服电话")
+
+    assert (run.status, run.stop_reason) == ("completed", "final_answer")
+    assert scanned == [answer]
+    assert bool(triggers(run)) is matched
 
 
 def test_a_retention_purge_takes_the_triggers_with_the_run(scripted_agent):
