@@ -232,40 +232,41 @@ def _call(
 
     answer = _Answer()
 
-    def calls_of(response: LLMResponse) -> list[dict]:
+    def answer_for(response: LLMResponse) -> _Answer:
         nonlocal answer
         if answer.response is not response:
             answer = _Answer(response, _normalised_tool_calls(response, run, iteration))
-        return answer.calls
+        return answer
 
-    def hits_of(response: LLMResponse) -> list[Hit]:
-        calls_of(response)  # the answer held is this one
-        if answer.hits is None:
-            answer.hits = output_hits(snapshot, content=response.content, moderated=moderated)
-        return answer.hits
+    def hits_of(held: _Answer) -> list[Hit]:
+        if held.hits is None:
+            held.hits = output_hits(snapshot, content=held.response.content, moderated=moderated)
+        return held.hits
 
     def first_guard(response: LLMResponse) -> Guard | None:
         # The answer's commit marks its first tool call started, or ends the run (see the module).
-        calls = calls_of(response)
+        held = answer_for(response)
+        calls = held.calls
         if not calls:
             # Unless an output rule matched the answer: engine.loop enforces what the rule does
             # after the commit (engine.runs.AnswerEnding).
-            if hits_of(response):
+            if hits_of(held):
                 return None
-            answer.ending = AnswerEnding(run.pk, owner)
-            return answer.ending.guard
+            held.ending = AnswerEnding(run.pk, owner)
+            return held.ending.guard
         condition = _first_call_starts(run=run, snapshot=snapshot, messages=messages, calls=calls)
         if condition is None:
             return None
         return partial(run_guard, run_id=run.pk, lease_owner=owner, where=condition[0], where_params=condition[1])
 
     def record(call: LLMCall, response: LLMResponse, batch: Batch, planned: bool) -> StepResult:
-        tool_calls = calls_of(response)
+        held = answer_for(response)
+        tool_calls = held.calls
         content = response.content
         review = (
             None
             if tool_calls
-            else output_review(batch, run_id=run.pk, snapshot=snapshot, content=content, hits=hits_of(response))
+            else output_review(batch, run_id=run.pk, snapshot=snapshot, content=content, hits=hits_of(held))
         )
         if review is not None:
             content = review.content
@@ -296,7 +297,7 @@ def _call(
                 batch.after(lambda results: setattr(result, "started", Started(rows[0].pk, results.get("tool") or {})))
         elif planned:
             # The run ends with this commit; its guard made sure no webhook must hear it.
-            result.ending = answer.ending
+            result.ending = held.ending
             result.ending.writes(batch, call_id=call.pk)
         else:
             # The run ends next, usually in one statement: whether a webhook must hear that is
