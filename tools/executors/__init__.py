@@ -40,10 +40,11 @@ def _executor(kind: str):
 
 
 # Timeouts need the call off the caller's thread. A timed-out call cannot be killed, so its
-# thread runs on; the pool bounds how many such stragglers can pile up. Sandboxed python tools
-# are the exception: their child process is killed at the same timeout. Code a worker's engine
-# loop carries (platform_site.green) waits for the call on the loop, which carries its other
-# runs meanwhile; anywhere else the caller's thread waits.
+# thread runs on; the pool bounds how many such stragglers can pile up, and a call that times
+# out still queued behind them never starts. Sandboxed python tools are the exception: their
+# child process is killed at the same timeout. Code a worker's engine loop carries
+# (platform_site.green) waits for the call on the loop, which carries its other runs
+# meanwhile; anywhere else the caller's thread waits.
 _pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="tool")
 
 
@@ -74,10 +75,14 @@ def execute_tool(*, spec: dict, arguments: dict, ctx: ToolContext, live: dict | 
     try:
         value = green.wait(future, timeout=spec.get("timeout_seconds", 30))
     except FutureTimeout:
+        # A call still queued behind busy pool threads is dropped here: started later, a write
+        # tool would take effect after its run recorded the call as timed out. One already
+        # running cannot be stopped; its row says so.
+        never_started = future.cancel()
         return ToolOutcome(
             "error",
             f"Tool {name} timed out after {spec.get('timeout_seconds')} s; try again later or answer without it.",
-            error="timeout",
+            error="timeout before it started (every tool thread was busy)" if never_started else "timeout",
         )
     except ToolError as exc:
         return ToolOutcome("error", trim_text(f"Tool {name} failed: {exc}", limit).text, error=exc.detail)
