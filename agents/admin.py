@@ -1,17 +1,21 @@
 import re
+from dataclasses import asdict
 
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import models
 from django.db.models import F
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from agents.connection_check import model_config_test
+from agents.delegation import access_problem
 from agents.models import (
     Agent,
     AgentDelegate,
@@ -23,7 +27,9 @@ from agents.models import (
     ModelConfig,
 )
 from agents.prompting import system_prompt_check
+from agents.providers.calibration import Calibration
 from agents.release_admin import AgentReleaseAdminMixin
+from agents.snapshot import callable_tool_names
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyAdminMixin
 from platform_site.crypto import mask
 from platform_site.http_methods import require_POST
@@ -70,6 +76,10 @@ class ModelConfigForm(forms.ModelForm):
             self.instance.api_key = ""
         elif self.cleaned_data.get("new_api_key"):
             self.instance.api_key = self.cleaned_data["new_api_key"]
+        if self.instance.pk and {"provider", "base_url", "model"} & set(self.changed_data):
+            # Another model or server may count tokens its own way: what was learned is forgotten.
+            for name, value in asdict(Calibration()).items():
+                setattr(self.instance, name, value)
         return super().save(commit)
 
 
@@ -89,7 +99,7 @@ class ModelConfigAdmin(JSONInputAdminMixin, admin.ModelAdmin):
     ]
     list_filter = ["provider", "stream", "stream_tools_unsupported"]
     search_fields = ["name", "model", "base_url"]
-    readonly_fields = ["key_status"]
+    readonly_fields = ["key_status", "estimate_calibration"]
     fieldsets = [
         (None, {"fields": ["name", "provider", "base_url", "model", "key_status", "new_api_key", "clear_api_key"]}),
         (
@@ -123,6 +133,17 @@ class ModelConfigAdmin(JSONInputAdminMixin, admin.ModelAdmin):
             _("Prices per million tokens"),
             {"fields": ["price_input_per_million", "price_cached_input_per_million", "price_output_per_million"]},
         ),
+        (
+            _("Token estimates"),
+            {
+                "description": _(
+                    "When the server reports no usage for a call, its tokens are estimated, then scaled by "
+                    "what this config's calls that did report usage showed: their reported tokens divided by "
+                    "the estimate for the same text."
+                ),
+                "fields": ["estimate_calibration"],
+            },
+        ),
     ]
 
     def get_fieldsets(self, request, obj=None):
@@ -134,6 +155,21 @@ class ModelConfigAdmin(JSONInputAdminMixin, admin.ModelAdmin):
         first, *rest = fieldsets
         name, options = first
         return [(name, {**options, "fields": [f for f in options["fields"] if f not in hidden]}), *rest]
+
+    @admin.display(description=_("learned scaling"))
+    def estimate_calibration(self, obj):
+        calibration = Calibration.of(obj)
+        if not calibration.calibration_calls:
+            return _("Not learned yet: no call of this config has reported usage.")
+        return ngettext(
+            "prompt × %(prompt).2f, completion × %(completion).2f, from %(calls)d call that reported usage",
+            "prompt × %(prompt).2f, completion × %(completion).2f, from %(calls)d calls that reported usage",
+            calibration.calibration_calls,
+        ) % {
+            "prompt": calibration.prompt_ratio,
+            "completion": calibration.completion_ratio,
+            "calls": calibration.calibration_calls,
+        }
 
     @admin.display(description=_("stored key"))
     def key_status(self, obj):
@@ -186,40 +222,91 @@ class AgentForm(forms.ModelForm):
         return cleaned
 
 
-class AgentToolFormSet(forms.BaseInlineFormSet):
+class AgentInlineFormSet(forms.BaseInlineFormSet):
+    """An inline of the agent admin that knows the other inlines' formsets of its request
+    (`request_formsets`, given by AgentAdmin.get_formsets_with_inlines), for checks that span
+    them: a forced tool choice may name a tool link or a delegate."""
+
+    request_formsets: list | None = None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.request_formsets is not None:
+            self.request_formsets.append(self)
+
+    def sibling(self, formset_class: type) -> "AgentInlineFormSet | None":
+        return next((f for f in self.request_formsets or () if isinstance(f, formset_class)), None)
+
+    def kept_rows(self) -> list:
+        """The rows this formset would leave saved, unsaved ones included: each valid form's
+        instance (its fields set from the form), without the deleted rows and the blank extra ones."""
+        self.is_valid()
+        return [
+            form.instance
+            for form in self.forms
+            if form.is_valid() and form.cleaned_data and not form.cleaned_data.get("DELETE")
+        ]
+
+
+class AgentToolFormSet(AgentInlineFormSet):
     def clean(self):
         super().clean()
         agent = self.instance
         if agent.tool_choice != "tool" or not agent.tool_choice_name:
             return
-        names = {
-            form.cleaned_data["tool"].name
-            for form in self.forms
-            if form.cleaned_data.get("tool")
-            and form.cleaned_data.get("enabled")
-            and not form.cleaned_data.get("DELETE")
-        }
-        if agent.tool_choice_name not in names:
+        # The names the engine takes (agents.snapshot.callable_tools), delegates included.
+        delegates = self.sibling(AgentDelegateFormSet)
+        if delegates is not None:
+            delegate_rows = delegates.kept_rows()
+        else:  # the delegates inline is not shown to this user: the saved ones count
+            delegate_rows = AgentDelegate.objects.filter(parent=agent).select_related("child") if agent.pk else []
+        if agent.tool_choice_name not in callable_tool_names(links=self.kept_rows(), delegates=delegate_rows):
             raise ValidationError(
                 _("Tool choice names %(name)r, which is not among this agent's enabled tools.")
                 % {"name": agent.tool_choice_name}
             )
 
 
+# The agent page's inlines show one row per tool, delegate or rule: full-size text boxes in
+# them made the page two screens wide.
+COMPACT_INLINE_WIDGETS = {
+    models.TextField: {"widget": forms.Textarea(attrs={"rows": 2, "cols": 24})},
+    models.CharField: {"widget": forms.TextInput(attrs={"size": 14})},
+}
+
+
 class AgentToolInline(admin.TabularInline):
     model = AgentTool
+    formfield_overrides = COMPACT_INLINE_WIDGETS
     formset = AgentToolFormSet
     extra = 1
     autocomplete_fields = ["tool"]
 
 
-class GuardrailRuleInline(admin.TabularInline):
+class GuardrailRuleInline(admin.StackedInline):
     """Checks on the user's message and the model's answer; the model's clean() validates a
-    pattern (compiles, bounded, not catastrophic) before it is saved."""
+    pattern (compiles, bounded, not catastrophic) before it is saved. Stacked: eight fields in a
+    row did not fit a laptop's screen."""
 
     model = GuardrailRule
     extra = 0
-    fields = ["side", "kind", "action", "terms", "pattern", "model_config", "rubric", "enabled"]
+    fields = [("side", "kind", "action", "enabled"), "terms", "pattern", "model_config", "rubric"]
+
+
+class AgentDelegateFormSet(AgentInlineFormSet):
+    def clean(self):
+        super().clean()
+        # Delegation never widens access (docs/delegation.md); the groups are those saved.
+        agent = self.instance
+        parent_groups = set(agent.allowed_groups.values_list("pk", flat=True)) if agent.pk else set()
+        for form in self.forms:
+            delegate = form.instance
+            if not (form.is_valid() and form.cleaned_data) or form.cleaned_data.get("DELETE") or not delegate.enabled:
+                continue
+            child_groups = set(delegate.child.allowed_groups.values_list("pk", flat=True))
+            problem = access_problem(parent_groups=parent_groups, child_groups=child_groups)
+            if problem:
+                form.add_error("child", problem)
 
 
 class AgentDelegateInline(admin.TabularInline):
@@ -227,7 +314,9 @@ class AgentDelegateInline(admin.TabularInline):
     are refused by AgentDelegate.clean)."""
 
     model = AgentDelegate
+    formset = AgentDelegateFormSet
     fk_name = "parent"
+    formfield_overrides = COMPACT_INLINE_WIDGETS
     extra = 0
     autocomplete_fields = ["child"]
     fields = ["tool_name", "child", "description", "enabled"]
@@ -310,6 +399,14 @@ class AgentAdmin(AgentReleaseAdminMixin, admin.ModelAdmin):
             },
         ),
     ]
+
+    def get_formsets_with_inlines(self, request, obj=None):
+        # This request's inline formsets, each told of the others (AgentInlineFormSet).
+        formsets = []
+        for formset, inline in super().get_formsets_with_inlines(request, obj):
+            if issubclass(formset, AgentInlineFormSet):
+                formset = type(formset.__name__, (formset,), {"request_formsets": formsets})
+            yield formset, inline
 
     def get_readonly_fields(self, request, obj=None):
         # A retention policy deletes runs: setting it takes the power to delete them.

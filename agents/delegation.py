@@ -66,3 +66,16 @@ def chain_problem(*, edges: Mapping[int, Set[int]], parent: int, child: int, max
             "(AGENTRY_DELEGATION_MAX_DEPTH)."
         ) % {"depth": depth, "limit": max_depth}
     return None
+
+
+def access_problem(*, parent_groups: Set[int], child_groups: Set[int]) -> str | None:
+    """Why delegating from an agent shared with `parent_groups` to one shared with `child_groups`
+    would widen access (empty: every user may use the agent), or None. A delegated run's
+    conversation belongs to the parent's user, who reads it: every user of the parent must be
+    allowed the child already. The engine checks the user itself at run time (engine.delegation)."""
+    if not child_groups or (parent_groups and parent_groups <= child_groups):
+        return None
+    return _(
+        "The delegated agent is restricted to groups that not every user of this agent is in, and its "
+        "delegated runs would belong to those users. Share it with every group of this agent first."
+    )

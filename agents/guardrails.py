@@ -10,17 +10,27 @@ from longer digit runs by digit lookarounds, not by \\b (a Chinese character cou
 character). Numbers that carry a check digit (resident ID cards, bank cards) are reported only
 when the check holds, so an order number of the right length is not taken for one.
 
-Operators' patterns run on the `regex` module with a timeout: a pattern that backtracks without
-end on some input stops at the timeout and counts as a match (fail closed: an input crafted to
-exhaust the matcher must not slip past the rule).
+Cost is linear in the text, whatever it holds: a rule's matches come from one pass (all of a
+rule's terms are one alternation), and operators' terms and patterns run on RE2, an automaton
+that cannot backtrack, so no pattern and no input can make a scan slow. RE2 refuses what needs
+backtracking (backreferences, lookaround, atomic groups, possessive quantifiers): such a pattern
+is refused when the rule is saved (pattern_check). The personal-data detectors are ours, on the
+`regex` module for their digit lookarounds, written with no nested repetition so that each
+position costs a bounded number of steps. What a rule found is one Hit however many matches:
+their count, the first few as the ledger may keep them and where they all are, and where the
+matches of two rules overlap the earlier rule keeps its own (a byte per character tells which
+are taken), never a comparison of every match with every other.
 """
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NotRequired, TypedDict
 
+import re2
 import regex
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _lazy
 
 SIDE_INPUT, SIDE_OUTPUT, SIDE_BOTH = "input", "output", "both"
 
@@ -51,8 +61,12 @@ BLOCKED_PLACEHOLDER = "[blocked by a guardrail]"
 PATTERN_MAX_LENGTH = 500
 TERM_MAX_COUNT = 500
 TERM_MAX_LENGTH = 200
-PATTERN_TIMEOUT_SECONDS = 0.05
 MATCH_MAX_CHARS = 200  # what a trigger row keeps of a term's or a pattern's match
+SAMPLES_MAX = 5  # the matches a rule's trigger row shows; the others are counted
+# RE2's memory for one compiled rule (its program and the cache of its automaton's states): the
+# default 8 MiB makes the largest term lists allowed (500 terms of 200 characters) fall back to
+# a slower, still linear, matcher.
+RE2_MAX_MEMORY = 64 << 20
 
 
 class GuardrailSpec(TypedDict):
@@ -75,14 +89,19 @@ class GuardrailsSnapshot(TypedDict):
 
 @dataclass(frozen=True)
 class Hit:
-    """One match of one rule: where it is, and what the ledger may keep of it."""
+    """What one rule found in a text: how many matches, the first few as the ledger may keep them
+    (masked), and where they all are (what redaction replaces)."""
 
     rule_id: int
     kind: str
     action: str
-    start: int
-    end: int
-    masked: str
+    count: int
+    samples: tuple[str, ...]
+    spans: tuple[tuple[int, int], ...]
+
+    @property
+    def masked(self) -> str:
+        return self.samples[0] if self.samples else ""
 
 
 class PatternInvalid(ValueError):
@@ -182,44 +201,86 @@ def terms_parse(text: str) -> list[str]:
     return terms
 
 
+def _re2_options(*, case_sensitive: bool = True) -> re2.Options:
+    options = re2.Options()
+    options.case_sensitive = case_sensitive
+    options.max_mem = RE2_MAX_MEMORY
+    options.log_errors = False  # a refused pattern is the form's error, not a line on stderr
+    return options
+
+
+@lru_cache(maxsize=32)
+def _terms_compiled(terms: tuple[str, ...]):
+    # Longest first, so a longer term wins over one it contains (RE2 picks the leftmost match,
+    # and among those the first alternative).
+    alternation = "|".join(re2.escape(term) for term in sorted(terms, key=len, reverse=True))
+    return re2.compile(alternation, _re2_options(case_sensitive=False))
+
+
+@lru_cache(maxsize=32)
+def _pattern_compiled(pattern: str):
+    return re2.compile(pattern, _re2_options())
+
+
 def _terms(rule: GuardrailSpec, text: str):
     terms = rule.get("terms") or []
     if not terms:
         return
-    # Longest first, so a longer term wins over one it contains; FULLCASE folds ß/ẞ like casefold.
-    alternation = "|".join(regex.escape(term) for term in sorted(terms, key=len, reverse=True))
-    for found in regex.finditer(alternation, text, flags=regex.IGNORECASE | regex.FULLCASE | regex.V1):
+    for found in _terms_compiled(tuple(terms)).finditer(text):
         yield found.start(), found.end(), _clip(found.group())
 
 
 def _pattern(rule: GuardrailSpec, text: str):
     try:
-        compiled = regex.compile(rule.get("pattern") or "")
-        found = list(compiled.finditer(text, timeout=PATTERN_TIMEOUT_SECONDS))
-    except TimeoutError:
-        yield 0, len(text), "(the pattern timed out on this text)"
+        compiled = _pattern_compiled(rule.get("pattern") or "")
+    except re2.error:
+        # Saved before patterns ran on RE2 (a lookaround, say): it matches everything, so the rule
+        # stays closed until an operator rewrites it, rather than silently matching nothing.
+        yield 0, len(text), "(the pattern is not valid RE2 syntax)"
         return
-    for match in found:
+    for match in compiled.finditer(text):
         if match.end() > match.start():  # an empty match redacts nothing and says nothing
             yield match.start(), match.end(), _clip(match.group())
 
 
+# What RE2 leaves out of the syntax operators may know from Python or PCRE, by the error it gives.
+_REFUSED_FEATURES = (
+    (regex.compile(r"invalid escape sequence: \\[1-9k]"), _lazy("backreferences such as \\1 are not supported")),
+    (regex.compile(r"invalid perl operator: \(\?P$"), _lazy("named backreferences (?P=name) are not supported")),
+    (
+        regex.compile(r"invalid perl operator: \(\?<?[=!]"),
+        _lazy("lookahead and lookbehind, (?=…), (?!…), (?<=…) and (?<!…), are not supported"),
+    ),
+    (regex.compile(r"invalid perl operator: \(\?>"), _lazy("atomic groups (?>…) are not supported")),
+    (
+        regex.compile(r"bad repetition operator: [*+?}][+]"),
+        _lazy("possessive quantifiers such as a++ are not supported"),
+    ),
+    (regex.compile(r"invalid perl operator: \(\?\("), _lazy("conditionals (?(…)…) are not supported")),
+    (regex.compile(r"invalid perl operator: \(\?#"), _lazy("comments (?#…) are not supported")),
+    (regex.compile(r"invalid escape sequence: \\[ZG]"), _lazy("\\Z and \\G are not supported (use \\z or $)")),
+    (regex.compile(r"invalid repetition size"), _lazy("a repetition count is above 1000")),
+    (regex.compile(r"pattern too large"), _lazy("it is too large for the matcher")),
+)
+
+
 def pattern_check(pattern: str) -> None:
-    """PatternInvalid unless `pattern` is a usable rule: it compiles, is not too long, matches
-    no empty text (it would match everywhere) and finishes in time on an adversarial sample."""
+    """PatternInvalid unless `pattern` is a usable rule: not too long, valid RE2 syntax (saying
+    which feature RE2 refuses, when it is one of those), and matching no empty text (it would
+    match everywhere). RE2 runs in time linear in the text for any pattern, so no sample texts
+    are tried."""
     if len(pattern) > PATTERN_MAX_LENGTH:
         raise PatternInvalid(_("at most %(count)d characters") % {"count": PATTERN_MAX_LENGTH})
     try:
-        compiled = regex.compile(pattern)
-    except regex.error as exc:
-        raise PatternInvalid(_("not a valid regular expression: %(error)s") % {"error": exc}) from exc
-    try:
-        if compiled.fullmatch("", timeout=PATTERN_TIMEOUT_SECONDS):
-            raise PatternInvalid(_("it matches empty text, so it would match everywhere"))
-        for sample in ("a" * 5000 + "!", "1" * 5000 + "x", "aa " * 2000 + "!"):
-            compiled.search(sample, timeout=PATTERN_TIMEOUT_SECONDS * 4)
-    except TimeoutError as exc:
-        raise PatternInvalid(_("it takes too long on some texts (catastrophic backtracking)")) from exc
+        compiled = re2.compile(pattern, _re2_options())
+    except re2.error as exc:
+        error = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        for known, why in _REFUSED_FEATURES:
+            if known.search(error):
+                raise PatternInvalid(why) from exc
+        raise PatternInvalid(_("not a valid RE2 regular expression: %(error)s") % {"error": error}) from exc
+    if compiled.fullmatch(""):
+        raise PatternInvalid(_("it matches empty text, so it would match everywhere"))
 
 
 def rule_applies(rule: GuardrailSpec, side: str) -> bool:
@@ -238,11 +299,20 @@ def rewrites_output(guardrails: GuardrailsSnapshot | None) -> bool:
     return any(rule["action"] != ACTION_FLAG for rule in side_rules(guardrails, SIDE_OUTPUT))
 
 
+def whole_text_hit(rule: GuardrailSpec, text: str, masked: str) -> Hit:
+    """A verdict on the whole of `text` (a moderator's), as a hit of `rule`."""
+    return Hit(rule["id"], rule["kind"], rule["action"], 1, (masked,), ((0, len(text)),))
+
+
 def scan(rules: list[GuardrailSpec], text: str) -> list[Hit]:
-    """Every match of `rules` in `text`, in text order. Where matches of several rules overlap,
-    the first rule's wins (rules are in the agent's order), so a number is reported once.
+    """What each of `rules` finds in `text`: one Hit per rule that matched, in the rules' order.
+    Where matches of several rules overlap, the first rule's wins (rules are in the agent's
+    order), so a number is reported once. Linear in the text for each rule.
     Moderation rules take a model call: the engine runs them (engine.guardrails), not this."""
     hits: list[Hit] = []
+    # A byte per character, 1 where a match was kept (an earlier rule's, or one of the two phone
+    # detectors'); made at the first match, so a text nothing matches costs no copy.
+    taken = None
     for rule in rules:
         kind = rule["kind"]
         if kind == KIND_MODERATION:
@@ -253,11 +323,33 @@ def scan(rules: list[GuardrailSpec], text: str) -> list[Hit]:
             found = _pattern(rule, text)
         else:
             found = _PII[kind](text)
+        spans, samples = [], []
         for start, end, masked in found:
-            if any(start < hit.end and hit.start < end for hit in hits):
+            if taken is None:
+                taken = bytearray(len(text))
+            elif taken.find(1, start, end) != -1:
                 continue
-            hits.append(Hit(rule["id"], kind, rule["action"], start, end, masked))
-    return sorted(hits, key=lambda hit: hit.start)
+            taken[start:end] = b"\x01" * (end - start)
+            spans.append((start, end))
+            if len(samples) < SAMPLES_MAX:
+                samples.append(masked)
+        if spans:
+            hits.append(Hit(rule["id"], kind, rule["action"], len(spans), tuple(samples), tuple(spans)))
+    return hits
+
+
+def merged(hits: list[Hit]) -> list[Hit]:
+    """Hits found in several texts as one per rule, in the order the rules first matched: their
+    counts added, the first samples kept (the spans, which belong to their own texts, dropped)."""
+    by_rule: dict[int, Hit] = {}
+    for hit in hits:
+        known = by_rule.get(hit.rule_id)
+        if known is None:
+            by_rule[hit.rule_id] = hit
+            continue
+        samples = (known.samples + hit.samples)[:SAMPLES_MAX]
+        by_rule[hit.rule_id] = Hit(hit.rule_id, hit.kind, hit.action, known.count + hit.count, samples, ())
+    return list(by_rule.values())
 
 
 def blocked(hits: list[Hit]) -> bool:
@@ -266,22 +358,31 @@ def blocked(hits: list[Hit]) -> bool:
 
 def redacted(text: str, hits: list[Hit]) -> str:
     """`text` with the matches of redacting rules replaced by their placeholders."""
+    spans = sorted(
+        (start, end, PLACEHOLDERS[hit.kind]) for hit in hits if hit.action == ACTION_REDACT for start, end in hit.spans
+    )
     parts, at = [], 0
-    for hit in hits:
-        if hit.action != ACTION_REDACT:
-            continue
-        parts += [text[at : hit.start], PLACEHOLDERS[hit.kind]]
-        at = hit.end
+    for start, end, placeholder in spans:
+        parts += [text[at:start], placeholder]
+        at = end
     return "".join(parts) + text[at:]
 
 
-def filtered(rules: list[GuardrailSpec], text: str) -> str:
-    """What a model is shown of `text`: the blocked placeholder if a blocking rule matches,
-    else `text` redacted."""
-    hits = scan(rules, text)
+def shown(text: str, hits: list[Hit]) -> str | None:
+    """What a model is shown instead of `text`, given what the rules found in it: the blocked
+    placeholder if a blocking rule matched, the redacted text if a redacting one did, else None
+    (the text as it is)."""
     if blocked(hits):
         return BLOCKED_PLACEHOLDER
-    return redacted(text, hits)
+    if any(hit.action == ACTION_REDACT for hit in hits):
+        return redacted(text, hits)
+    return None
+
+
+def filtered(rules: list[GuardrailSpec], text: str) -> str:
+    """What a model is shown of `text` under `rules`."""
+    replaced = shown(text, scan(rules, text))
+    return text if replaced is None else replaced
 
 
 # Moderation: a model judges the text against the operator's rubric. Its answer is untrusted

@@ -141,6 +141,14 @@ class ModelConfig(models.Model):
     price_cached_input_per_million = models.DecimalField(
         _("price cached input per million"), max_digits=12, decimal_places=6, default=0
     )
+    # Learned (agents.providers.calibration): over the calls whose server reported usage, what it
+    # reported and what the estimate rule said, summed; estimates for calls reporting none are
+    # scaled by their quotients. Written by the engine only, never by a form.
+    calibration_calls = models.PositiveIntegerField(_("calibration calls"), default=0, editable=False)
+    prompt_tokens_reported = models.BigIntegerField(_("prompt tokens reported"), default=0, editable=False)
+    prompt_tokens_estimated = models.BigIntegerField(_("prompt tokens estimated"), default=0, editable=False)
+    completion_tokens_reported = models.BigIntegerField(_("completion tokens reported"), default=0, editable=False)
+    completion_tokens_estimated = models.BigIntegerField(_("completion tokens estimated"), default=0, editable=False)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
@@ -474,12 +482,13 @@ class AgentTool(models.Model):
 
 
 class GuardrailRule(models.Model):
-    """One check an agent makes on the user's message (input), on its model's final answer
+    """One check an agent makes on what the requester wrote (input: the user's messages, and a
+    chat completion's own system, developer and assistant turns), on its model's final answer
     (output) or on both. The detectors are agents.guardrails; a run enforces the rules of the
-    version it is pinned to."""
+    version it is pinned to (engine.guardrails)."""
 
     class Side(models.TextChoices):
-        INPUT = guardrails.SIDE_INPUT, _("input (the user's message)")
+        INPUT = guardrails.SIDE_INPUT, _("input (every message the requester wrote)")
         OUTPUT = guardrails.SIDE_OUTPUT, _("output (the model's final answer)")
         BOTH = guardrails.SIDE_BOTH, _("both")
 
@@ -510,7 +519,10 @@ class GuardrailRule(models.Model):
         _("pattern"),
         max_length=guardrails.PATTERN_MAX_LENGTH,
         blank=True,
-        help_text=_("Blocked pattern: a regular expression (Python syntax)."),
+        help_text=_(
+            "Blocked pattern: a regular expression in RE2 syntax, which runs in time linear in the text: "
+            "no backreferences, lookahead or lookbehind, atomic groups or possessive quantifiers."
+        ),
     )
     model_config = models.ForeignKey(
         ModelConfig,

@@ -75,7 +75,19 @@ class AgentReleaseAdminMixin:
             **extra,
         }
 
-    def _versions_page(self, request, agent, *, form=None, error: str = "", status: int = 200):
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # The agent's page shows its versions as a section; acting on them stays on the versions page.
+        agent = self.get_object(request, unquote(object_id))
+        if agent is not None and self.has_view_permission(request, agent):
+            extra_context = {
+                **(extra_context or {}),
+                **self.versions_context(agent),
+                "may_publish": request.user.has_perm(PUBLISH_PERMISSION),
+            }
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def versions_context(self, agent) -> dict:
+        """The agent's versions and what is live: for its versions page and its change page."""
         versions = list(agent_versions(agent=agent))
         # Read apart from the list, which holds only the latest versions.
         live = {
@@ -87,15 +99,20 @@ class AgentReleaseAdminMixin:
         published = live.get(agent.published_version_id)
         # Whether the draft differs from what is live, read without writing a version.
         draft_hash = snapshot_hash(snapshot_build(agent=agent))
+        return {
+            "versions": versions,
+            "published": published,
+            "canary": live.get(agent.canary_version_id),
+            "draft_unpublished": published is None or published.config_hash != draft_hash,
+            "draft_version": next((v for v in versions if v.config_hash == draft_hash), None),
+        }
+
+    def _versions_page(self, request, agent, *, form=None, error: str = "", status: int = 200):
         context = self._context(
             request,
             agent,
             _("Versions of %(agent)s") % {"agent": agent},
-            versions=versions,
-            published=published,
-            canary=live.get(agent.canary_version_id),
-            draft_unpublished=published is None or published.config_hash != draft_hash,
-            draft_version=next((v for v in versions if v.config_hash == draft_hash), None),
+            **self.versions_context(agent),
             releases=agent_releases(agent=agent),
             form=form or ReleaseForm(),
             error=error,

@@ -8,13 +8,10 @@ the draft reach nobody until published. Every action here is one AgentRelease ro
 """
 
 import hashlib
-from collections.abc import Callable
-from functools import cache
+from typing import Protocol
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 
 from agents.models import Agent, AgentRelease, AgentVersion, ReleaseAction
@@ -34,17 +31,33 @@ class UnknownVersion(ValueError):
     """A version asked for by name or number that the agent does not have."""
 
 
-# Checks apps above this one add (evals: its release gate), named by dotted path in
-# settings.AGENTRY_RELEASE_CHECKS so this module imports none of them, and asked before a version
-# goes live by a publish or a canary's promotion; each raises ReleaseRefused to stop it. A
-# rollback is not checked: it is how a bad release is undone, and must never wait for an evaluation.
-@cache
-def _release_checks() -> list[Callable[..., None]]:
-    return [import_string(path) for path in settings.AGENTRY_RELEASE_CHECKS]
+class ReleaseCheck(Protocol):
+    """Asked before a version goes live by a publish or a canary's promotion; raises
+    ReleaseRefused to stop it. A rollback is not checked: it is how a bad release is undone, and
+    must never wait for an evaluation."""
+
+    def __call__(self, *, agent: Agent, version: AgentVersion, action: str) -> None: ...
+
+
+# Filled at start-up by the apps above this one that hold releases to a bar (evals: its release
+# gate), from their AppConfig.ready(): this module imports none of them, and a process that loads
+# such an app cannot publish without its check.
+_release_checks: list[ReleaseCheck] = []
+
+
+def release_check_register(check: ReleaseCheck) -> None:
+    """Ask `check` before every version goes live. Registering a check again is a no-op
+    (ready() may run more than once in a process, as in tests): each check is asked once."""
+    if check not in _release_checks:
+        _release_checks.append(check)
+
+
+def release_checks() -> tuple[ReleaseCheck, ...]:
+    return tuple(_release_checks)
 
 
 def _release_checked(*, agent: Agent, version: AgentVersion, action: str) -> None:
-    for check in _release_checks():
+    for check in _release_checks:
         check(agent=agent, version=version, action=action)
 
 

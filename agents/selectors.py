@@ -1,5 +1,6 @@
 """Reads on agents."""
 
+from dataclasses import fields
 from datetime import date
 from decimal import Decimal
 from functools import cache, partial
@@ -16,6 +17,7 @@ from agents.models import (
     GuardrailRule,
     ModelConfig,
 )
+from agents.providers.calibration import Calibration
 from platform_site.cursors import statement_cursor
 from platform_site.rows import Columns
 from platform_site.statements import bound
@@ -77,7 +79,10 @@ def _config_columns() -> str:
     """Every column the models know, spelled out: a prepared statement (settings:
     AGENTRY_DB_PREPARE) selecting `m.*` fails once a migration adds a column, in a process still
     running the code before it; a column the code does not know is not read by snapshot_build
-    either."""
+    either. A model config's calibration sums are left out: the engine adds to them as calls
+    complete, and the snapshot does not read them."""
+    learned = {field.name for field in fields(Calibration)}
+    config_fields = tuple(field.name for field in ModelConfig._meta.concrete_fields if field.name not in learned)
     aliases = (
         ("m", ModelConfig),
         ("f", ModelConfig),
@@ -87,7 +92,9 @@ def _config_columns() -> str:
         ("gm", ModelConfig),
         ("d", AgentDelegate),
     )
-    return ", ".join(Columns(model, None, alias).sql for alias, model in aliases)
+    return ", ".join(
+        Columns(model, config_fields if model is ModelConfig else None, alias).sql for alias, model in aliases
+    )
 
 
 def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:

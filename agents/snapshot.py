@@ -11,6 +11,7 @@ here (`snapshot_models`, `snapshot_tool`) rather than walking the JSON itself.
 
 import hashlib
 import json
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Literal, NotRequired, TypedDict, cast
 
@@ -317,20 +318,33 @@ def _delegate_snapshot(delegate: AgentDelegate) -> ToolSpec:
     }
 
 
+def callable_tools(
+    *, links: Iterable[AgentTool], delegates: Iterable[AgentDelegate]
+) -> tuple[list[AgentTool], list[AgentDelegate]]:
+    """The tool links and delegates (agents as tools) whose tools the agent's model may call:
+    enabled, and to an active tool or agent. snapshot_build pins exactly these, so they are the
+    names the engine takes for a forced tool choice; the agent admin checks one against them,
+    unsaved rows included, before anything is saved (callable_tool_names)."""
+    return (
+        [link for link in links if link.enabled and link.tool.is_active],
+        [delegate for delegate in delegates if delegate.enabled and delegate.child.is_active],
+    )
+
+
+def callable_tool_names(*, links: Iterable[AgentTool], delegates: Iterable[AgentDelegate]) -> set[str]:
+    """The names the agent's model may call, as the tools of its snapshot are named."""
+    tools, agents = callable_tools(links=links, delegates=delegates)
+    return {link.tool.name for link in tools} | {delegate.tool_name for delegate in agents}
+
+
 def snapshot_build(*, agent: Agent) -> AgentSnapshot:
     """The agent's configuration now, as a version would pin it.
 
     Posts reuse a version while agents.selectors.agent_config_state is unchanged: that read
     must cover every row read here."""
-    links = (
-        AgentTool.objects.filter(agent=agent, enabled=True, tool__is_active=True)
-        .select_related("tool")
-        .order_by("tool__name")
-    )
-    delegates = (
-        AgentDelegate.objects.filter(parent=agent, enabled=True, child__is_active=True)
-        .select_related("child")
-        .order_by("tool_name")
+    links, delegates = callable_tools(
+        links=AgentTool.objects.filter(agent=agent).select_related("tool").order_by("tool__name"),
+        delegates=AgentDelegate.objects.filter(parent=agent).select_related("child").order_by("tool_name"),
     )
     snapshot: AgentSnapshot = {
         "agent": {

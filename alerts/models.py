@@ -1,5 +1,7 @@
 """Alert rules set by operators, and the firings that evaluating them opens and resolves."""
 
+import re
+
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import models
@@ -9,6 +11,15 @@ from django.utils.translation import gettext_lazy as _
 
 # Ages (stuck runs, waiting approvals) are thresholds in minutes, up to a week.
 MAX_AGE_MINUTES = 7 * 24 * 60
+
+# C0 and C1 controls (CR, LF, tab, NUL…) and the Unicode line and paragraph separators: text
+# that an email header, a log line or a metrics label would split or break on.
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def validate_no_control_characters(value: str) -> None:
+    if CONTROL_CHARACTERS.search(value):
+        raise ValidationError(_("Must not contain line breaks or other control characters."), code="control_characters")
 
 
 class AlertRule(models.Model):
@@ -29,7 +40,9 @@ class AlertRule(models.Model):
     AGENT_ONLY = (Kind.STUCK_RUNS, Kind.APPROVAL_AGE)
 
     # Unique: it names the rule in emails, webhooks and the metrics' `rule` label.
-    name = models.CharField(max_length=200, unique=True, verbose_name=_("name"))
+    name = models.CharField(
+        max_length=200, unique=True, validators=[validate_no_control_characters], verbose_name=_("name")
+    )
     kind = models.CharField(max_length=20, choices=Kind.choices, verbose_name=_("kind"))
     agent = models.ForeignKey(
         "agents.Agent",

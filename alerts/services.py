@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from alerts.models import AlertFiring, AlertRule
+from alerts.models import CONTROL_CHARACTERS, AlertFiring, AlertRule
 from alerts.selectors import Measurement, alert_rule_measure, number_text
 from conversations.webhooks import webhook_alert_deliveries_create
 
@@ -52,11 +52,18 @@ def _payload(firing: AlertFiring, event_type: str) -> dict:
     }
 
 
+def header_text(text: str) -> str:
+    """Text fit for an email header: every control character or line separator becomes a space.
+    A rule named before names were checked may hold a line break, and Django refuses such a
+    header (BadHeaderError), which would drop every email of the rule."""
+    return " ".join(CONTROL_CHARACTERS.sub(" ", text).split())
+
+
 def _email(*, recipients: list[str], subject: str, body: str) -> None:
     """Sent after commit by Django's email backend; a mail server that is down is logged, not
     raised: the firing is recorded and shown whatever happens to its email."""
     try:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
+        send_mail(header_text(subject), body, settings.DEFAULT_FROM_EMAIL, recipients)
     except Exception:
         log.exception("alert email to %s failed", ", ".join(recipients))
 

@@ -5,6 +5,6 @@ from celery import shared_task
 from alerts.services import alert_rules_evaluate
 
 
-@shared_task(ignore_result=True)
+@shared_task(name="alerts.tasks.alert_rules_evaluate_task", ignore_result=True)
 def alert_rules_evaluate_task() -> dict:
     return alert_rules_evaluate()

@@ -1,6 +1,7 @@
 """GET /api/v1/agents/: the agents the caller may talk to."""
 
 from django.db.models import Prefetch
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 
 from agents.models import Agent, AgentTool
@@ -41,6 +42,18 @@ class AgentSerializer(serializers.ModelSerializer):
         fields = ["slug", "name", "description", "concurrent_messages", "max_iterations", "tools"]
 
 
+@extend_schema_view(
+    list=extend_schema(
+        summary="List the agents you may use",
+        description="Every enabled agent your token's user may talk to (group restrictions apply), with its "
+        "enabled tools and whether each needs an approval. Use an agent's `slug` to start a conversation.",
+    ),
+    retrieve=extend_schema(
+        summary="Read one agent",
+        description="One agent by its slug: its limits and the tools it may call. 404 when it does not exist or "
+        "you may not use it.",
+    ),
+)
 class AgentViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = AgentSerializer
     lookup_field = "slug"

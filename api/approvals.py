@@ -1,7 +1,7 @@
 """/api/v1/approvals/: list and read approvals, and decide one (`POST {id}/decision/`)."""
 
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -104,7 +104,19 @@ class ApprovalFilterSerializer(serializers.Serializer):
     run = serializers.UUIDField(required=False, help_text="run id")
 
 
-@extend_schema_view(list=extend_schema(parameters=[ApprovalFilterSerializer]))
+@extend_schema_view(
+    list=extend_schema(
+        parameters=[ApprovalFilterSerializer],
+        summary="List approvals",
+        description="The approvals you may see, oldest first: tool calls (and hand-offs) that wait for a person, "
+        "and those already decided. Filter by status, agent, tool or run.",
+    ),
+    retrieve=extend_schema(
+        summary="Read one approval",
+        description="The exact call waiting for a decision: the tool, its arguments and their hash, the run and "
+        "the agent, and the decision once made.",
+    ),
+)
 class ApprovalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = ApprovalSerializer
 
@@ -119,6 +131,24 @@ class ApprovalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         return approvals_filter(queryset=queryset, **filters.validated_data).order_by("created_at")
 
     @extend_schema(
+        summary="Approve, edit or reject a pending call",
+        description="Decides a pending approval once. `approve` runs the call as it is; `approve` with "
+        "`arguments` runs it with edited arguments (checked against the tool's schema); `reject` gives the "
+        "model your `reason` instead of a result. Send the `arguments_hash` you were shown so that a call "
+        "whose arguments changed meanwhile answers 409 instead of running. The run continues in the queue.",
+        examples=[
+            OpenApiExample("Approve", value={"decision": "approve"}, request_only=True),
+            OpenApiExample(
+                "Approve with edited arguments",
+                value={"decision": "approve", "arguments": {"city": "成都"}},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Reject with a reason",
+                value={"decision": "reject", "reason": "Booking is closed today."},
+                request_only=True,
+            ),
+        ],
         request=DecisionSerializer,
         responses={
             200: ApprovalSerializer,

@@ -5,6 +5,10 @@ The agent's own system prompt, model settings and tools apply and sampling param
 ignored, because the operator configures them. The request's system and developer messages are
 kept, never dropped: joined into one system message, the first of the conversation, so the model
 reads it right after the agent's system prompt (which keeps the operator's rules first).
+
+The agent's input guardrails check every turn of the request, not only the last user message:
+its system and developer text and the assistant turns the client made up reach the model only as
+the rules let them (engine.guardrails). A block answers finish_reason "content_filter".
 """
 
 from dataclasses import dataclass
@@ -20,6 +24,9 @@ from engine.admission import conversation_start
 
 MAX_MESSAGES = 500
 SYSTEM_ROLES = {"system", "developer"}
+# How a completed run's stop reason reads as OpenAI's finish_reason; any other is "stop". A
+# guardrail's block is the provider's content filter to a client (its text says why).
+FINISH_REASONS = {StopReason.MAX_ITERATIONS: "length", StopReason.GUARDRAIL_BLOCKED: "content_filter"}
 
 PARKED_TEXT = (
     "This request is waiting for approval: before it can go on, a person must approve the call of "
@@ -179,7 +186,7 @@ def completion_outcome(*, run_id, settled_only: bool = False) -> CompletionOutco
         text = PARKED_TEXT.format(tools=", ".join(sorted(set(tools))) or "a tool", run_id=run.pk)
         return CompletionOutcome(run, text, None, "stop", None)
     if run.status == RunStatus.COMPLETED:
-        finish = "length" if run.stop_reason == StopReason.MAX_ITERATIONS else "stop"
+        finish = FINISH_REASONS.get(run.stop_reason, "stop")
         if final is None:
             return CompletionOutcome(run, "", None, finish, None)
         return CompletionOutcome(run, final.content, final.llm_call_id, finish, None)

@@ -7,7 +7,7 @@ from django.db.models import Prefetch
 from django.http import Http404
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
@@ -110,6 +110,16 @@ def _idempotency_key(request) -> str:
     return key
 
 
+@extend_schema_view(
+    list=extend_schema(
+        summary="List your conversations",
+        description="Conversations your token's user owns (staff with the permission see every user's), newest first.",
+    ),
+    retrieve=extend_schema(
+        summary="Read a conversation",
+        description="One conversation with its messages in order and the runs that answered them.",
+    ),
+)
 class ConversationViewSet(
     mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
 ):
@@ -143,7 +153,15 @@ class ConversationViewSet(
         }.get(self.action, ConversationSerializer)
 
     @extend_schema(
-        request=ConversationCreateSerializer, responses={201: ConversationDetailSerializer, 400: ErrorSerializer}
+        summary="Start a conversation with an agent",
+        description="Creates an empty conversation with the agent named by its slug; post messages to it next.",
+        examples=[
+            OpenApiExample(
+                "A conversation", value={"agent": "customer-service", "title": "Trip to Chengdu"}, request_only=True
+            )
+        ],
+        request=ConversationCreateSerializer,
+        responses={201: ConversationDetailSerializer, 400: ErrorSerializer},
     )
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)
@@ -177,7 +195,11 @@ class ConversationViewSet(
             409: OpenApiResponse(ErrorSerializer, description="The agent rejects messages while a run is active."),
             422: OpenApiResponse(ErrorSerializer, description="The Idempotency-Key was used with other content."),
         },
-        description="Posts a user message and starts the run that answers it; follow it with GET /runs/{id}/events/.",
+        summary="Send a message and start a run",
+        description="Posts a user message and starts the run that answers it (202 with the run, status "
+        "`queued`); follow it with GET /runs/{id}/events/ (Server-Sent Events) or read GET /runs/{id}/ until it "
+        "ends. Send an `Idempotency-Key` header to retry safely.",
+        examples=[OpenApiExample("A question", value={"content": "我在成都，明天天气如何？"}, request_only=True)],
     )
     @action(detail=True, methods=["post"], throttle_classes=[ApiUserThrottle, RunStartThrottle])
     def messages(self, request, pk=None):

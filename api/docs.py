@@ -1,24 +1,26 @@
-"""The API docs pages: Swagger UI and ReDoc from the app's own static files, held to this origin.
+"""The API docs page: Swagger UI from the app's own static files, held to this origin.
 
-The assets come from drf-spectacular-sidecar (settings: SPECTACULAR_SETTINGS), so the pages work
-offline. ReDoc's bundle would still fetch its vendor's logo from a CDN on every visit; the
-Content-Security-Policy below keeps both pages to this origin, so the browser never makes such a
-request (the logo hides itself when it cannot load).
+The assets come from drf-spectacular-sidecar (settings: SPECTACULAR_SETTINGS), so the page works
+offline, and the Content-Security-Policy below keeps it to this origin. There is no ReDoc page:
+its bundle always draws its vendor's logo from a CDN (no option turns it off), so the page asked
+another origin on every visit. /api/redoc/ sends old links to the Swagger UI page.
 """
 
+from django.shortcuts import redirect
 from drf_spectacular.utils import extend_schema
-from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
+
+from platform_site.http_methods import require_GET
 
 CONTENT_SECURITY_POLICY = "; ".join(
     [
         "default-src 'self'",
-        # Swagger UI is started by an inline script; both UIs set inline styles.
+        # Swagger UI is started by an inline script and sets inline styles.
         "script-src 'self' 'unsafe-inline'",
         "style-src 'self' 'unsafe-inline'",
-        # The stylesheets' icons are data: URLs; ReDoc's search runs in a worker made from a blob.
+        # The stylesheet's icons are data: URLs.
         "img-src 'self' data:",
         "font-src 'self' data:",
-        "worker-src 'self' blob:",
         "frame-ancestors 'self'",
     ]
 )
@@ -36,6 +38,7 @@ class SwaggerView(_SameOriginOnly, SpectacularSwaggerView):
     pass
 
 
-class RedocView(_SameOriginOnly, SpectacularRedocView):
-    # drf-spectacular's page links Google Fonts; ours does not.
-    template_name = "api/redoc.html"
+@require_GET
+def redoc_moved(request):
+    """The former ReDoc page's address, kept for bookmarks."""
+    return redirect("api-docs", permanent=True)

@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.db.models import Count
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -108,6 +108,7 @@ class EvalRunSerializer(serializers.ModelSerializer):
     metrics = serializers.DictField(
         allow_null=True, read_only=True, help_text="Stored when every result is scored (status completed)."
     )
+    error = serializers.CharField(read_only=True, help_text="Why the eval run failed (status failed); else empty.")
 
     class Meta:
         model = EvalRun
@@ -118,6 +119,7 @@ class EvalRunSerializer(serializers.ModelSerializer):
             "agent_version",
             "repetitions",
             "status",
+            "error",
             "metrics",
             "started_at",
             "finished_at",
@@ -161,9 +163,26 @@ class EvalRunCreateSerializer(serializers.Serializer):
 
 
 @extend_schema_view(
-    list=extend_schema(responses={200: EvalSuiteSerializer(many=True), 403: ErrorSerializer}),
-    retrieve=extend_schema(responses={200: EvalSuiteSerializer, 403: ErrorSerializer, 404: ErrorSerializer}),
-    create=extend_schema(responses={201: EvalSuiteSerializer, 400: ErrorSerializer, 403: ErrorSerializer}),
+    list=extend_schema(
+        summary="List eval suites",
+        description="Every eval suite with its number of cases. Needs the permission to view eval suites.",
+        responses={200: EvalSuiteSerializer(many=True), 403: ErrorSerializer},
+    ),
+    retrieve=extend_schema(
+        summary="Read an eval suite",
+        description="One eval suite and its number of cases.",
+        responses={200: EvalSuiteSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
+    ),
+    create=extend_schema(
+        summary="Create an eval suite",
+        description="A named, empty suite; add its cases with POST /eval-suites/{id}/cases/.",
+        examples=[
+            OpenApiExample(
+                "A suite", value={"name": "weather", "description": "Seed 000's questions"}, request_only=True
+            )
+        ],
+        responses={201: EvalSuiteSerializer, 400: ErrorSerializer, 403: ErrorSerializer},
+    ),
 )
 class EvalSuiteViewSet(
     mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
@@ -193,6 +212,7 @@ class EvalSuiteViewSet(
     @extend_schema(
         methods=["GET"],
         responses={200: EvalCaseSerializer(many=True), 403: ErrorSerializer, 404: ErrorSerializer},
+        summary="List a suite's cases",
         description="The suite's cases, in their order.",
     )
     @extend_schema(
@@ -204,7 +224,23 @@ class EvalSuiteViewSet(
             403: ErrorSerializer,
             404: ErrorSerializer,
         },
-        description="Adds a case to the suite.",
+        summary="Add a case to a suite",
+        description="Adds a case: the conversation to play, the tool calls it must (or must not) make, the tool "
+        "results to give instead of calling live tools, and what the answer must contain or match.",
+        examples=[
+            OpenApiExample(
+                "A weather question",
+                value={
+                    "name": "weather-chengdu",
+                    "turns": [{"role": "user", "content": "我在成都，明天天气如何？"}],
+                    "expected_tool_calls": [{"name": "mojitianqi-DayWeather", "arguments": {"city": "成都市"}}],
+                    "forbidden_tools": ["gaodedetu-plan_bicycle"],
+                    "tool_results": {"mojitianqi-DayWeather": '{"data": [{"condition": "多云"}]}'},
+                    "answer_contains": "多云",
+                },
+                request_only=True,
+            )
+        ],
     )
     @action(detail=True, methods=["get", "post"])
     def cases(self, request, pk=None):
@@ -220,8 +256,16 @@ class EvalSuiteViewSet(
 
 
 @extend_schema_view(
-    list=extend_schema(responses={200: EvalRunSerializer(many=True), 403: ErrorSerializer}),
-    retrieve=extend_schema(responses={200: EvalRunDetailSerializer, 403: ErrorSerializer, 404: ErrorSerializer}),
+    list=extend_schema(
+        summary="List eval runs",
+        description="Eval runs, newest first, with their status and metrics.",
+        responses={200: EvalRunSerializer(many=True), 403: ErrorSerializer},
+    ),
+    retrieve=extend_schema(
+        summary="Read an eval run",
+        description="One eval run with its metrics and every case's result (passed, failed checks, the run).",
+        responses={200: EvalRunDetailSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
+    ),
 )
 class EvalRunViewSet(
     mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
@@ -258,6 +302,14 @@ class EvalRunViewSet(
             400: OpenApiResponse(ErrorSerializer, description="An unknown suite, agent or version, or no cases."),
             403: ErrorSerializer,
         },
+        summary="Start an eval run",
+        examples=[
+            OpenApiExample(
+                "The draft against a suite",
+                value={"suite": 1, "agent": "customer-service", "version": "draft"},
+                request_only=True,
+            )
+        ],
         description="Plays every case of the suite `repetitions` times on that version of the agent, through the "
         "queue; read the eval run until its status is completed, then its metrics are stored.",
     )

@@ -2,8 +2,10 @@
 
 Query: `format` (jsonl or csv, default jsonl), `agent` (a slug), `since` and `until` (ISO 8601;
 runs created in [since, until)). Staff with the view permission on runs export everyone's runs,
-others their own conversations' runs (the same rule as GET /runs/). The body is streamed from the
-database (conversations/export.py), so its size is bounded by nothing but the filters.
+others their own conversations' runs (the same rule as GET /runs/). Model calls come with their
+`request` (the agent's system prompt and tools) only for staff who may view agents. The body is
+streamed from the database (conversations/export.py), so its size is bounded by nothing but the
+filters.
 """
 
 from django.http import StreamingHttpResponse
@@ -12,7 +14,7 @@ from django.utils import timezone
 from api.async_auth import AsyncApiError, authenticate, throttle
 from api.throttles import ApiUserThrottle
 from conversations.export import CONTENT_TYPES, ExportFilterError, export_filters_parse, ledger_export_lines
-from conversations.selectors import agents_exportable_by, runs_for_export
+from conversations.selectors import agent_config_visible_to, agents_exportable_by, runs_for_export
 from platform_site.asyncdb import db
 from platform_site.http_methods import require_GET
 from platform_site.thread_stream import thread_stream
@@ -39,8 +41,10 @@ async def runs_export(request):
         return exc.response()
     # Whether the user sees everyone's runs is read from the database (their permissions).
     runs = await db(runs_for_export, user=user, agent=filters.agent, since=filters.since, until=filters.until)
+    # Model calls' requests hold the agents' system prompts: only for those who may read them.
+    requests = await db(agent_config_visible_to, user=user)
     response = StreamingHttpResponse(
-        thread_stream(lambda: ledger_export_lines(runs=runs, format=filters.format)),
+        thread_stream(lambda: ledger_export_lines(runs=runs, format=filters.format, requests=requests)),
         content_type=CONTENT_TYPES[filters.format],
     )
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")

@@ -42,6 +42,20 @@ class UsageSerializer(serializers.Serializer):
     )
 
 
+class TreeTokensField(serializers.IntegerField):
+    """The run's tokens with those of the runs it delegated to (their whole trees)."""
+
+    def to_representation(self, run: Run) -> int:
+        return run.total_tokens + run.children_tokens
+
+
+class TreeCostField(serializers.DecimalField):
+    """The run's cost with that of the runs it delegated to (their whole trees)."""
+
+    def to_representation(self, run: Run) -> str:
+        return super().to_representation(run.cost + run.children_cost)
+
+
 def _never_started(run: Run) -> bool:
     """A run no worker has taken yet has searched nothing and started no child: the answer to a
     posted message (every post) reads neither."""
@@ -72,8 +86,32 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     error = serializers.SerializerMethodField()
     input = serializers.SerializerMethodField()
     output = serializers.SerializerMethodField()
-    usage = UsageSerializer(source="*", read_only=True)
-    cost = serializers.DecimalField(max_digits=14, decimal_places=8, read_only=True)
+    usage = UsageSerializer(
+        source="*",
+        read_only=True,
+        help_text="This run's own model calls; the runs it delegated to are in total_tokens_with_delegates.",
+    )
+    cost = serializers.DecimalField(
+        max_digits=14,
+        decimal_places=8,
+        read_only=True,
+        help_text="This run's own model calls; the runs it delegated to are in cost_with_delegates.",
+    )
+    # Each run of a tree counts its own usage, as the dashboards sum it: adding these up over runs
+    # would count a delegated run twice.
+    total_tokens_with_delegates = TreeTokensField(
+        source="*",
+        read_only=True,
+        help_text="usage.total_tokens plus every token of the runs this run delegated to (agents as tools), "
+        "down the tree, counted as each of them ended.",
+    )
+    cost_with_delegates = TreeCostField(
+        source="*",
+        max_digits=16,
+        decimal_places=8,
+        read_only=True,
+        help_text="cost plus the cost of the runs this run delegated to (agents as tools), down the tree.",
+    )
     duration_ms = serializers.IntegerField(read_only=True, allow_null=True)
     events_url = serializers.SerializerMethodField()
     citations = serializers.SerializerMethodField()
@@ -97,6 +135,8 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "iterations",
             "usage",
             "cost",
+            "total_tokens_with_delegates",
+            "cost_with_delegates",
             "created_at",
             "started_at",
             "finished_at",
@@ -219,7 +259,17 @@ class RunFilterSerializer(serializers.Serializer):
 
 
 @extend_schema_view(
-    list=extend_schema(parameters=[RunFilterSerializer]),
+    list=extend_schema(
+        parameters=[RunFilterSerializer],
+        summary="List runs",
+        description="Runs of the conversations you may see, newest first, with status, stop reason, tokens, "
+        "cost and duration. Filter by conversation or status.",
+    ),
+    retrieve=extend_schema(
+        summary="Read a run",
+        description="One run: its status and stop reason, the user's message and the answer, tokens by kind, "
+        "cost, duration, citations and the runs it delegated to. Poll it, or follow its events.",
+    ),
 )
 class RunViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = RunSerializer
@@ -241,7 +291,9 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(
         responses={200: STEP_SCHEMA},
         parameters=[OpenApiParameter("page", int, description="Page number (50 steps a page).")],
-        description="The run's model calls and tool invocations in the order they happened.",
+        summary="List a run's steps",
+        description="The run's model calls and tool invocations in the order they happened: what the model "
+        "answered, which tools it called with which arguments, their results, approvals, tokens and latency.",
     )
     @action(detail=True, methods=["get"])
     def steps(self, request, pk=None):
@@ -256,6 +308,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(
         request=None,
         responses={202: RunSerializer, 200: RunSerializer, 403: ErrorSerializer, 409: ErrorSerializer},
+        summary="Cancel a run",
         description="Queued and parked runs end at once; a running run stops at its next step (202).",
     )
     @action(detail=True, methods=["post"])

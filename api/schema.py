@@ -107,7 +107,7 @@ CHAT_COMPLETION = {
                             "content": {"type": "string"},
                         },
                     },
-                    "finish_reason": {"type": "string", "enum": ["stop", "length"]},
+                    "finish_reason": {"type": "string", "enum": ["stop", "length", "content_filter"]},
                 },
             },
         },
@@ -251,7 +251,16 @@ def add_streaming_endpoints(result, generator, request, public):
             "security": security,
             "requestBody": {
                 "required": True,
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ChatCompletionRequest"}}},
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/ChatCompletionRequest"},
+                        "example": {
+                            "model": "customer-service",
+                            "messages": [{"role": "user", "content": "我在成都，明天天气如何？"}],
+                            "stream": False,
+                        },
+                    }
+                },
             },
             "responses": {
                 "200": {
@@ -281,6 +290,8 @@ def add_streaming_endpoints(result, generator, request, public):
             "operationId": "models_list",
             "tags": ["openai"],
             "summary": "The agents the caller may use, as OpenAI models",
+            "description": "For OpenAI SDKs and tools that list models first: each agent you may use, its slug as "
+            "the model `id` to send to /v1/chat/completions.",
             "security": security,
             "responses": {
                 "200": _json(

@@ -13,7 +13,7 @@ import time
 import aiohttp
 import httpx
 
-from tools.builtin import demo  # noqa: F401  (registers the demo tools)
+import demo.tools  # noqa: F401  (registers the demo tools)
 from tools.registry import ToolContext, registry
 
 TOOLS = [

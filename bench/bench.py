@@ -89,7 +89,7 @@ class Stack:
     def start(self) -> None:
         # Throttles would cap the benchmark client, not measure the platform.
         env = {
-            "AGENTRY_TOOL_MODULES": "tools.builtin.demo",
+            "AGENTRY_TOOL_MODULES": "demo.tools",
             "LOG_LEVEL": "WARNING",
             "AGENTRY_API_RATE": "1000000/min",
             "AGENTRY_API_RUN_RATE": "1000000/min",
@@ -123,12 +123,13 @@ class Stack:
 def _agents(stack: Stack) -> dict:
     from django.contrib.auth import get_user_model
 
-    from agents.demo import DEMO_TOOLS, demo_seed
     from agents.models import Agent, AgentTool, ModelConfig
     from conversations.tokens import api_token_create
+    from demo.seed import DEMO_TOOLS, demo_seed
     from tools.models import ToolDefinition
 
-    demo_seed(llm_base_url=f"{stack.llm_base}/v1", stream=False)
+    # A new fake model port each time: the demo rows follow it (the database outlives a run).
+    demo_seed(llm_base_url=f"{stack.llm_base}/v1", stream=False, reset=True)
     tools = list(ToolDefinition.objects.filter(name__in=DEMO_TOOLS))
 
     def agent(slug: str, script: dict, *, stream=False, approval=None) -> Agent:

@@ -27,11 +27,12 @@ from bench.stack import free_port, stack_prepare
 def _agent(llm_base: str):
     import httpx
 
-    from agents.demo import DEMO_TOOLS, demo_seed
     from agents.models import Agent, AgentTool, ModelConfig
+    from demo.seed import DEMO_TOOLS, demo_seed
     from tools.models import ToolDefinition
 
-    demo_seed(llm_base_url=f"{llm_base}/v1", stream=False)
+    # A new fake model port each time: the demo rows follow it (the database outlives a run).
+    demo_seed(llm_base_url=f"{llm_base}/v1", stream=False, reset=True)
     httpx.put(f"{llm_base}/_scripts/step-cost", json=three_step_script(0), timeout=10).raise_for_status()
     config, _ = ModelConfig.objects.update_or_create(
         name="step-cost", defaults={"base_url": f"{llm_base}/v1", "model": "step-cost", "stream": False}
@@ -50,7 +51,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200, help="runs measured")
     parser.add_argument("--warm-up", type=int, default=30, help="runs advanced first, not measured")
     options = parser.parse_args()
-    stack_prepare(script="bench.step_cost", env={"AGENTRY_TOOL_MODULES": "tools.builtin.demo", "LOG_LEVEL": "WARNING"})
+    stack_prepare(script="bench.step_cost", env={"AGENTRY_TOOL_MODULES": "demo.tools", "LOG_LEVEL": "WARNING"})
     from conversations.models import Run
     from conversations.services import conversation_create
     from engine import tasks

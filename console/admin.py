@@ -7,6 +7,7 @@ from django.db.models.functions import Substr
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -32,7 +33,7 @@ from conversations.models import (
     WebhookDelivery,
 )
 from conversations.permissions import user_may_decide
-from conversations.selectors import run_timeline
+from conversations.selectors import agent_config_visible_to, run_timeline
 from conversations.tokens import api_token_create
 from conversations.webhooks import webhook_secret_generate
 from engine.approvals import ApprovalError, approval_decide
@@ -48,8 +49,19 @@ admin.site.site_header = gettext_lazy("Agentry")
 admin.site.site_title = gettext_lazy("Agentry")
 admin.site.index_title = gettext_lazy("Operations")
 admin.site.index_template = "admin/agentry_index.html"
+# No model list down the left of every page: on a laptop's screen it and a changelist's filters
+# left the table two thirds of the width, and the header, breadcrumbs and index lead everywhere.
+admin.site.enable_nav_sidebar = False
 
 QUESTION_CHARS = 80
+
+
+def estimated_mark(usage_estimated: bool) -> str:
+    """A mark only where the token counts were estimated: a red ✖ on every other row of a list
+    read as an error."""
+    if not usage_estimated:
+        return ""
+    return format_html('<span title="{}">≈</span>', _("tokens estimated: a model server reported no usage"))
 
 
 class MessageInline(ReadOnlyInline):
@@ -114,7 +126,7 @@ class GuardrailFilter(admin.SimpleListFilter):
 
 class GuardrailTriggerInline(ReadOnlyInline):
     model = GuardrailTrigger
-    fields = ["side", "kind", "rule_id", "action", "matched", "created_at"]
+    fields = ["side", "kind", "rule_id", "action", "matched", "count", "samples", "created_at"]
     readonly_fields = fields
     show_change_link = False
 
@@ -144,7 +156,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "version",
         "status_text",
         "tokens",
-        "usage_estimated",
+        "estimated",
         "cost_text",
         "created",
         "duration",
@@ -155,7 +167,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     raw_id_fields = ["conversation", "agent_version", "parent_run", "parent_tool_invocation"]
     show_full_result_count = False
     date_hierarchy = "created_at"
-    readonly_fields = ["timeline"]
+    readonly_fields = ["timeline", "timeline_without_requests"]
     fieldsets = [
         (
             None,
@@ -172,7 +184,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             },
         ),
         (
-            "Totals",
+            gettext_lazy("Totals"),
             {
                 "fields": [
                     "iterations",
@@ -187,7 +199,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             },
         ),
         (
-            "Timing and lease",
+            gettext_lazy("Timing and lease"),
             {
                 "fields": [
                     "created_at",
@@ -204,7 +216,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             gettext_lazy("Agents as tools"),
             {"fields": ["parent_run", "parent_tool_invocation", "depth", "children_tokens", "children_cost"]},
         ),
-        ("Timeline", {"fields": ["timeline"]}),
+        (gettext_lazy("Timeline"), {"fields": ["timeline"]}),
     ]
     inlines = [GuardrailTriggerInline, RunEventInline, KnowledgeSearchInline]
     actions = [cancel_runs, requeue_runs, retry_runs, export_runs_jsonl, export_runs_csv]
@@ -253,9 +265,15 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def tokens(self, obj):
         return obj.total_tokens
 
+    @admin.display(description=gettext_lazy("est."), empty_value="")
+    def estimated(self, obj):
+        return estimated_mark(obj.usage_estimated)
+
     @admin.display(description=gettext_lazy("created"), ordering="created_at")
     def created(self, obj):
-        return obj.created_at
+        # Month, day and minute keep the column narrow; the whole time is in the tooltip.
+        at = timezone.localtime(obj.created_at)
+        return format_html('<span title="{}">{}</span>', f"{at:%Y-%m-%d %H:%M:%S}", f"{at:%m-%d %H:%M}")
 
     @admin.display(description=gettext_lazy("cost"), ordering="cost")
     def cost_text(self, obj):
@@ -265,8 +283,27 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def duration(self, obj):
         return duration_text(obj.duration_ms)
 
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if agent_config_visible_to(user=request.user):
+            return fieldsets
+        # A model call's request holds the agent's system prompt: only for those who may read
+        # agents' configuration (the export's rule).
+        hidden = {"timeline": "timeline_without_requests"}
+        return [
+            (name, {**options, "fields": [hidden.get(field, field) for field in options["fields"]]})
+            for name, options in fieldsets
+        ]
+
     @admin.display(description=gettext_lazy("Steps in order"))
     def timeline(self, obj):
+        return self._timeline(obj, requests=True)
+
+    @admin.display(description=gettext_lazy("Steps in order"))
+    def timeline_without_requests(self, obj):
+        return self._timeline(obj, requests=False)
+
+    def _timeline(self, obj, *, requests: bool):
         steps = run_timeline(run=obj)
         for step in steps:
             if step["kind"] == "tool_invocation":
@@ -277,7 +314,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                     approved=approval.arguments if approval else None,
                     approved_by=approval.decided_by.get_username() if approval and approval.decided_by else "",
                 )
-        return render_to_string("admin/conversations/run_timeline.html", {"steps": steps})
+        return render_to_string("admin/conversations/run_timeline.html", {"steps": steps, "requests": requests})
 
 
 @admin.register(LLMCall)
@@ -292,7 +329,7 @@ class LLMCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "status",
         "http_status",
         "total_tokens",
-        "usage_estimated",
+        "estimated",
         "latency_ms",
         "started_at",
     ]
@@ -300,6 +337,16 @@ class LLMCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     raw_id_fields = ["run"]
     search_fields = ["run__id"]
     show_full_result_count = False
+
+    def get_fields(self, request, obj=None):
+        fields = super().get_fields(request, obj)
+        # The request holds the agent's rendered system prompt: the export's rule (only for
+        # those who may read agents' configuration).
+        return fields if agent_config_visible_to(user=request.user) else [f for f in fields if f != "request"]
+
+    @admin.display(description=gettext_lazy("est."), empty_value="")
+    def estimated(self, obj):
+        return estimated_mark(obj.usage_estimated)
 
 
 @admin.register(ToolInvocation)

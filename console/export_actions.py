@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from conversations.export import CONTENT_TYPES, ledger_export_lines
 from conversations.models import Run
+from conversations.selectors import agent_config_visible_to
 from platform_site.thread_stream import thread_stream
 
 EXPORT_PERMISSION = "conversations.export_run"
@@ -21,11 +22,13 @@ def user_may_export(user) -> bool:
     return bool(user and user.is_active and user.has_perm(EXPORT_PERMISSION))
 
 
-def _download(queryset, format: str) -> StreamingHttpResponse:
+def _download(request, queryset, format: str) -> StreamingHttpResponse:
     # By id: the changelist's queryset carries its own annotations and ordering.
     runs = Run.objects.filter(pk__in=queryset.values("pk"))
+    requests = agent_config_visible_to(user=request.user)  # the system prompts in model calls' requests
     response = StreamingHttpResponse(
-        thread_stream(lambda: ledger_export_lines(runs=runs, format=format)), content_type=CONTENT_TYPES[format]
+        thread_stream(lambda: ledger_export_lines(runs=runs, format=format, requests=requests)),
+        content_type=CONTENT_TYPES[format],
     )
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     response["Content-Disposition"] = f'attachment; filename="agentry-runs-{stamp}.{format}"'
@@ -35,9 +38,9 @@ def _download(queryset, format: str) -> StreamingHttpResponse:
 
 @admin.action(description=_("Export selected runs with their audit rows (JSONL)"), permissions=["export"])
 def export_runs_jsonl(modeladmin, request, queryset):
-    return _download(queryset, "jsonl")
+    return _download(request, queryset, "jsonl")
 
 
 @admin.action(description=_("Export selected runs with their audit rows (CSV)"), permissions=["export"])
 def export_runs_csv(modeladmin, request, queryset):
-    return _download(queryset, "csv")
+    return _download(request, queryset, "csv")

@@ -34,7 +34,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from alerts.selectors import alert_rules_firing
 from console.monitoring.broker import queue_depths
 from conversations.models import Approval, LLMCall, Run, ToolInvocation
-from conversations.monitoring.models import TOKEN_FIELDS, LLMCallHourly, RunHourly
+from conversations.monitoring.models import LLMCallHourly, RunHourly
+from conversations.usage import USAGE_FIELDS
 from engine.dispatch import ACTIVE_STATUSES
 from platform_site.error_responses import error_json
 from platform_site.http_methods import require_GET
@@ -101,7 +102,7 @@ class LedgerCollector:
         calls = CounterMetricFamily("agentry_model_calls", "Model call attempts.", labels=[*labels, "status"])
         tokens = CounterMetricFamily("agentry_tokens", "Tokens used, by kind.", labels=[*labels, "kind"])
         cost = CounterMetricFamily("agentry_cost", "Cost of the model calls, in the prices' currency.", labels=labels)
-        sums = {field: Sum(field) for field in TOKEN_FIELDS if field in _TOKEN_KINDS}
+        sums = {field: Sum(field) for field in USAGE_FIELDS if field in _TOKEN_KINDS}
         rows = (
             LLMCallHourly.objects.values("agent__slug", "model_config__name")
             .annotate(calls=Sum("calls"), failed=Sum("failed"), cost=Sum("cost"), **sums)

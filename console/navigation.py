@@ -72,9 +72,4 @@ def operator_links(user) -> list[OperatorLink]:
             "api-docs", _("API docs"), reverse("api-docs"), _("The REST API, its schema and a console to call it.")
         )
     )
-    links.append(
-        OperatorLink(
-            "api-reference", _("API reference"), reverse("api-redoc"), _("The same API as one readable page (ReDoc).")
-        )
-    )
     return links

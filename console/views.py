@@ -21,9 +21,6 @@ def _entry_links(user) -> list[OperatorLink]:
                 "approvals", _("Approval queue"), reverse("approvals:queue"), _("Approvers: decide tool calls.")
             ),
             OperatorLink("api-docs", _("API docs"), reverse("api-docs"), _("The REST API for applications.")),
-            OperatorLink(
-                "api-reference", _("API reference"), reverse("api-redoc"), _("The same API as one readable page.")
-            ),
         ]
     links = operator_links(user)
     if user.is_staff:

@@ -42,6 +42,7 @@ from functools import lru_cache
 from django.conf import settings
 from django.db import connection, transaction
 
+from conversations.fencing import LeaseLost
 from platform_site.cursors import statement_cursor
 
 _REFERENCE = re.compile(r"\{(\w+)(?:\.(\w+))?\}")
@@ -239,6 +240,42 @@ class Batch:
                     return None
                 results[write.name] = dict(zip(write.returning, rows[0])) if rows else dict.fromkeys(write.returning)
         return results
+
+
+def batch_commit(batch: Batch, run_id, *, asynchronous: bool = True) -> dict[str, dict]:
+    """Execute a step's batch (asynchronously committed unless told otherwise: see the module);
+    LeaseLost if its guard, the run's lease fence, found the run no longer this worker's."""
+    results = batch.execute(asynchronous_commit=asynchronous)
+    if results is None:
+        raise LeaseLost(str(run_id))
+    return results
+
+
+class PendingCommit:
+    """A step's last commit, not made yet: the run's next statement makes it together with its
+    own writes (`take`), or it is made on its own (`commit`). Nothing outside the database waits
+    on it (engine.loop holds one, a tool step's, for the model call that follows).
+
+    One slot: whoever takes the batch is the one to commit it, so it is made at most once."""
+
+    def __init__(self, batch: Batch, run_id) -> None:
+        self._batch: Batch | None = batch
+        self.run_id = run_id
+
+    def __bool__(self) -> bool:
+        return self._batch is not None
+
+    def take(self) -> Batch | None:
+        """The batch, now the caller's to commit (with its own writes); None if it was taken."""
+        batch, self._batch = self._batch, None
+        return batch
+
+    def commit(self) -> None:
+        """Commit the batch on its own if nobody took it (asynchronously, as it would have been
+        made at once); LeaseLost if the worker lost the run meanwhile: it is not recorded."""
+        batch = self.take()
+        if batch is not None:
+            batch_commit(batch, self.run_id)
 
 
 def _asynchronous(asked: bool) -> bool:

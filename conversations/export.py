@@ -11,6 +11,9 @@ Two shapes, both streamed run by run so an export of a million rows holds one ba
 
 What is exported is named field by field (never "all fields"), so no secret can slip in: model
 configs' API keys, webhook secrets and tools' secret headers live on models this module never reads.
+A model call's `request` holds the agent's system prompt and tool definitions: it is exported
+only to those who may read agents' configuration (conversations.selectors.agent_config_visible_to),
+as GET /runs/{id}/steps/ shows no request at all; everyone else gets the call without it.
 """
 
 import csv
@@ -30,6 +33,7 @@ from django.utils.translation import gettext as _
 from agents.models import Agent
 from conversations.models import Approval, LLMCall, Run, RunEvent, ToolInvocation
 from conversations.selectors import run_final_answer_annotation
+from conversations.usage import USAGE_FIELDS
 
 # Runs read per batch, with all their rows: a run rarely has more than a few dozen rows (bounded
 # by max iterations), so a batch holds a few thousand rows at most.
@@ -57,11 +61,7 @@ _RUN_FIELDS = _columns(
     "error",
     "cancel_requested",
     "iterations",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "reasoning_tokens",
-    "total_tokens",
+    *USAGE_FIELDS,
     "usage_estimated",
     "cost",
     "recoveries",
@@ -83,11 +83,7 @@ _CHILDREN = {
             "status",
             "http_status",
             "finish_reason",
-            "prompt_tokens",
-            "completion_tokens",
-            "cached_tokens",
-            "reasoning_tokens",
-            "total_tokens",
+            *USAGE_FIELDS,
             "usage_estimated",
             "cost",
             "latency_ms",
@@ -204,10 +200,17 @@ def _rows(queryset: QuerySet, fields: dict[str, str]) -> Iterator[dict]:
         yield dict(zip(fields, row, strict=True))
 
 
-def _children(run_ids: list) -> dict[str, dict]:
-    """The rows of these runs, by kind and run id, each list in the order the run made them."""
+# The model call's field that carries the agent's configuration (its rendered system prompt).
+_CONFIG_FIELDS = {"llm_calls": ("request",)}
+
+
+def _children(run_ids: list, *, requests: bool) -> dict[str, dict]:
+    """The rows of these runs, by kind and run id, each list in the order the run made them;
+    without the model calls' requests unless `requests`."""
     found: dict[str, dict] = {}
     for key, (model, order, fields) in _CHILDREN.items():
+        if not requests:
+            fields = {name: lookup for name, lookup in fields.items() if name not in _CONFIG_FIELDS.get(key, ())}
         rows = defaultdict(list)
         queryset = model.objects.filter(run_id__in=run_ids).order_by("run_id", *order)
         for row in _rows(queryset, {"run_id": "run_id", **fields}):
@@ -232,10 +235,11 @@ def _batches(runs: QuerySet[Run], batch_size: int) -> Iterator[list[tuple]]:
         yield batch
 
 
-def ledger_export_records(*, runs: QuerySet[Run], batch_size: int = BATCH_RUNS) -> Iterator[dict]:
-    """Each run (oldest first) as a dict with its rows nested by kind."""
+def ledger_export_records(*, runs: QuerySet[Run], requests: bool, batch_size: int = BATCH_RUNS) -> Iterator[dict]:
+    """Each run (oldest first) as a dict with its rows nested by kind; `requests`: with the
+    model calls' requests (the agents' system prompts), for those who may read agents' configuration."""
     for batch in _batches(runs, batch_size):
-        children = _children([run["id"] for run in batch])
+        children = _children([run["id"] for run in batch], requests=requests)
         for run in batch:
             yield {**run, **{key: children[key].get(run["id"], []) for key in _CHILDREN}}
 
@@ -320,7 +324,8 @@ def csv_lines(records: Iterable[dict]) -> Iterator[str]:
         yield buffer.getvalue()
 
 
-def ledger_export_lines(*, runs: QuerySet[Run], format: str) -> Iterator[str]:
-    """The export of these runs in `format` (one of FORMATS), as text chunks to write in order."""
-    records = ledger_export_records(runs=runs)
+def ledger_export_lines(*, runs: QuerySet[Run], format: str, requests: bool) -> Iterator[str]:
+    """The export of these runs in `format` (one of FORMATS), as text chunks to write in order;
+    `requests` as ledger_export_records takes it."""
+    records = ledger_export_records(runs=runs, requests=requests)
     return jsonl_lines(records) if format == "jsonl" else csv_lines(records)

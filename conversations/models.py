@@ -97,6 +97,12 @@ class Message(models.Model):
     # Provider reasoning that must travel with the message (Anthropic thinking blocks and
     # their signatures are required again when a tool-use turn continues).
     reasoning = models.JSONField(null=True, blank=True, verbose_name=_("reasoning"))
+    # What models are shown instead of `content` when the agent's input guardrails changed it (the
+    # redacted text, or the blocked placeholder); null: the content as it is. Set by the check of
+    # the run that brings the message (engine.guardrails), so later steps and runs read it back
+    # instead of scanning the message again.
+    # null, not "": a message redacted to nothing is screened too.
+    screened_content = models.TextField(null=True, blank=True, verbose_name=_("content as models see it"))  # noqa: DJ001
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
@@ -262,7 +268,7 @@ class Run(models.Model):
         ]
 
     def __str__(self):
-        return f"run {self.id} ({self.status})"
+        return _("run %(id)s (%(status)s)") % {"id": self.id, "status": self.get_status_display().lower()}
 
     @property
     def is_terminal(self) -> bool:
@@ -340,7 +346,11 @@ class LLMCall(models.Model):
         indexes = [models.Index(fields=["started_at"], name="llm_call_started_idx")]
 
     def __str__(self):
-        return f"LLM call {self.iteration}.{self.attempt} ({self.status})"
+        return _("LLM call %(iteration)s.%(attempt)s (%(status)s)") % {
+            "iteration": self.iteration,
+            "attempt": self.attempt,
+            "status": self.get_status_display().lower(),
+        }
 
 
 class ToolInvocation(models.Model):
@@ -396,7 +406,7 @@ class ToolInvocation(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.tool_name} ({self.status})"
+        return f"{self.tool_name} ({self.get_status_display().lower()})"
 
 
 class Approval(models.Model):
@@ -464,7 +474,7 @@ class Approval(models.Model):
         permissions = [("decide_approval", _("Can approve or reject tool calls"))]
 
     def __str__(self):
-        return f"approval {self.pk} ({self.status})"
+        return _("approval %(id)s (%(status)s)") % {"id": self.pk, "status": self.get_status_display().lower()}
 
 
 class ApprovalGrant(models.Model):
@@ -491,10 +501,13 @@ class ApprovalGrant(models.Model):
 
 
 class GuardrailTrigger(models.Model):
-    """One match of one of the agent's guardrail rules on a run's input or output (agents.guardrails).
+    """What one of the agent's guardrail rules found on a run's input or output (agents.guardrails):
+    one row per rule and check, however many matches (`count`).
 
-    `matched` is what an auditor may read of it: a term or a pattern's match (clipped), and for
-    personal data only a mask (the last four digits, an email's domain), never the value."""
+    `matched` is what an auditor may read of the first match: a term or a pattern's match
+    (clipped), and for personal data only a mask (the last four digits, an email's domain), never
+    the value; `samples`, the first few matches alike. Rows written before matches were counted
+    are one per match: count 1, no samples."""
 
     class Side(models.TextChoices):
         INPUT = "input", _("Input")
@@ -512,6 +525,8 @@ class GuardrailTrigger(models.Model):
     kind = models.CharField(max_length=20, verbose_name=_("kind"))
     action = models.CharField(max_length=8, choices=Action.choices, verbose_name=_("action"))
     matched = models.CharField(max_length=250, blank=True, default="", verbose_name=_("matched"))
+    count = models.PositiveIntegerField(default=1, verbose_name=_("matches"))
+    samples = models.JSONField(default=list, blank=True, verbose_name=_("first matches"))
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
@@ -689,7 +704,7 @@ class WebhookDelivery(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.event_type} → {self.webhook.url} ({self.status})"
+        return f"{self.event_type} → {self.webhook.url} ({self.get_status_display().lower()})"
 
 
 class WebhookAttempt(models.Model):
@@ -752,7 +767,10 @@ class RunPurge(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self):
-        return f"purge of {self.agent_slug} before {self.cutoff:%Y-%m-%d}"
+        return _("purge of %(agent)s before %(cutoff)s") % {
+            "agent": self.agent_slug,
+            "cutoff": f"{self.cutoff:%Y-%m-%d}",
+        }
 
 
 # Hourly rollups for the monitoring dashboard (derived from the ledger above).

@@ -51,6 +51,8 @@ def run_children_rows() -> QuerySet[Run]:
             "parent_run",
             "parent_tool_invocation",
             "created_at",
+            "started_at",
+            "finished_at",
             "agent__name",
             "agent__slug",
         )
@@ -62,6 +64,14 @@ def _sees_everyones(user, permission: str) -> bool:
     # Read on every request from the live user row: a token of someone who lost staff or the
     # permission loses the reach with it.
     return user.is_active and user.is_staff and user.has_perm(permission)
+
+
+def agent_config_visible_to(*, user) -> bool:
+    """Whether the user may read agents' configuration, their system prompts included: staff with
+    the view permission on agents, as the admin's agent pages ask. Seeing a run is not enough: a
+    model call's request holds the agent's rendered system prompt and tool definitions, which
+    GET /runs/{id}/steps/ never shows and the export shows to these users only."""
+    return _sees_everyones(user, "agents.view_agent")
 
 
 def conversations_visible_to(*, user) -> QuerySet[Conversation]:
@@ -237,6 +247,8 @@ _STEP_MESSAGE = Columns(
         "tool_call_id",
         "name",
         "reasoning",
+        # What the input guardrails let models see of it (engine.guardrails), read with it.
+        "screened_content",
     ),
     "m",
 )

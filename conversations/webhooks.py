@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from conversations.models import ALERT_EVENT_TYPES, Run, RunEvent, Webhook, WebhookAttempt, WebhookDelivery
 from conversations.selectors import run_final_answer
+from conversations.usage import usage_values
 from platform_site import outbound
 from platform_site.backoff import backoff_delay, is_retryable_status, parse_retry_after
 from platform_site.celery import app
@@ -55,13 +56,7 @@ def _payload(event: RunEvent, run: Run) -> dict:
             "status": run.status,
             "stop_reason": run.stop_reason,
             "output": answer.content if answer is not None else None,
-            "usage": {
-                "prompt_tokens": run.prompt_tokens,
-                "completion_tokens": run.completion_tokens,
-                "cached_tokens": run.cached_tokens,
-                "reasoning_tokens": run.reasoning_tokens,
-                "total_tokens": run.total_tokens,
-            },
+            "usage": usage_values(run),
             "cost": str(run.cost),
         },
     }

@@ -14,6 +14,7 @@ reject such a history, so those fragments are left out rather than blocking the 
 from agents.prompting import render_system_prompt
 from agents.providers.base import estimate_prompt_tokens, estimate_tokens
 from agents.snapshot import AgentSnapshot
+from conversations.batch import PendingCommit
 from conversations.models import Message, Run
 from conversations.selectors import conversation_messages_all, run_step_read
 from engine.summary import summarise
@@ -107,10 +108,18 @@ def _budget(snapshot: AgentSnapshot) -> int | None:
 
 
 def build_context(
-    *, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], iteration: int, shrink: bool = False
+    *,
+    run: Run,
+    owner: str,
+    snapshot: AgentSnapshot,
+    messages: list[Message],
+    iteration: int,
+    shrink: bool = False,
+    pending: PendingCommit | None = None,
 ) -> list[dict]:
     """The messages to send. `shrink` folds at least half of the history's estimated size into
-    the summary: the server said the request did not fit, so the estimate ran short."""
+    the summary: the server said the request did not fit, so the estimate ran short. `pending`:
+    the previous step's last commit, which a summary call's attempt makes (engine.model_call)."""
     agent = snapshot["agent"]
     system = render_system_prompt(
         template=agent["system_prompt"], now=run.created_at, time_zone=agent["time_zone"], agent_name=agent["name"]
@@ -143,7 +152,7 @@ def build_context(
     while fold < len(turns) - 1 and total > target:
         total -= sizes[fold]
         fold += 1
-    # A step's newest messages have no order yet while their commit is held (engine.held): they
+    # A step's newest messages have no order yet while their commit is pending (engine.loop): they
     # are never the oldest of what is kept.
     through = min(m.order for turn in turns[fold:] for unit in turn for m in unit if m.order is not None) - 1
     summary = summarise(
@@ -154,5 +163,6 @@ def build_context(
         previous=summary,
         turns=turns[:fold],
         through=through,
+        pending=pending,
     )
     return _assemble(system, summary, wire_turns[fold:])

@@ -13,6 +13,10 @@ parent is queued again; its step, taken again, reads each child's outcome as the
 (the answer, or a tool error the model can read). A parent parked for approvals is queued by
 the decision instead, and parks again for the children still running.
 
+Access: a child runs only for a conversation owner who may use its agent directly (the
+owner reads the child's conversation, runs and export); otherwise the call is refused with a
+readable error (docs/delegation.md).
+
 Bounds: a child's deadline is at most its parent's, the parent's budgets count the tree (a
 child that ends with the tree over the parent's budget queues the parent at once, whose next
 step stops it, and its end cancels the children still active, recursively: engine.runs), the
@@ -33,9 +37,11 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents.models import Agent
+from agents.selectors import agents_usable
 from agents.services import agent_version_current
 from agents.snapshot import DELEGATE_KIND, AgentSnapshot, ToolSpec, snapshot_parse
 from conversations import events
+from conversations.batch import Batch
 from conversations.events import EventType
 from conversations.models import (
     TERMINAL_STATUSES,
@@ -48,7 +54,7 @@ from conversations.models import (
     StopReason,
     ToolInvocation,
 )
-from conversations.services import run_event_append
+from conversations.services import db_value, run_event_append
 from engine.dispatch import ACTIVE_STATUSES, run_admit, run_enqueue
 from engine.leases import lease_fence
 from engine.limits import budget_limit
@@ -96,6 +102,16 @@ def _refusal(*, run: Run, spec: ToolSpec) -> str | None:
         )
     if not Agent.objects.filter(pk=child_id, is_active=True).exists():
         return f"{name} was not called: its agent is no longer available."
+    # Delegation never widens access: the child's conversation is the caller's, who reads it
+    # (and its export), so a caller who may not use the child agent directly gets no run of it.
+    owner = Conversation.objects.filter(pk=run.conversation_id).values("owner_id", "owner__is_superuser").first()
+    if owner and owner["owner_id"] is not None:
+        usable = agents_usable(user_id=owner["owner_id"], superuser=owner["owner__is_superuser"])
+        if not usable.filter(pk=child_id).exists():
+            return (
+                f"{name} was not called: its agent is not available to the user of this conversation. "
+                "Do the task yourself or answer with what you have."
+            )
     return None
 
 
@@ -208,6 +224,36 @@ def delegate_step(*, run: Run, owner: str, invocation: ToolInvocation, spec: Too
         return _child_outcome(child, spec)
     invocation.status = Status.RUNNING
     return None
+
+
+# On a tool invocation's row (its table unaliased): the call is a delegate call that started a
+# child run. Answered by run_parent_tool_call_idx, a partial index the equality lets it use.
+_INVOCATIONS = f'"{ToolInvocation._meta.db_table}"'
+HAS_CHILD_SQL = (
+    f'EXISTS (SELECT 1 FROM "{Run._meta.db_table}" c WHERE c."parent_tool_invocation_id" = {_INVOCATIONS}."id")'
+)
+
+
+def delegate_calls_close(batch: Batch, *, run_id, status: str, now) -> None:
+    """With the change that ends a run (engine.runs._open_calls_close): its delegate calls still
+    running are cancelled. Their outcome is known, unlike an ordinary call a worker left open: the
+    run's end cancels the children still active (engine.runs._children_cancel), and an answer a
+    child gave meanwhile is never read. The other running calls' update leaves these out
+    (HAS_CHILD_SQL): in one statement a row must not be updated twice."""
+    batch.add(
+        "cancelled_delegate_calls",
+        f'UPDATE {_INVOCATIONS} SET "status" = %s, "error" = %s, "finished_at" = %s, "result" = %s '
+        f'WHERE "run_id" = %s AND "status" = %s AND {HAS_CHILD_SQL} AND {{guard}}',
+        [
+            Status.CANCELLED,
+            f"run {status}",
+            db_value(ToolInvocation, "finished_at", now),
+            f"The run was {status} before it read this call's answer; its delegated run, if still working, "
+            "was cancelled with it.",
+            db_value(ToolInvocation, "run", run_id),
+            Status.RUNNING,
+        ],
+    )
 
 
 def run_park_for_children(*, run_id, owner: str) -> bool:

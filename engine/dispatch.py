@@ -15,8 +15,8 @@ from platform_site.celery import app
 log = logging.getLogger(__name__)
 
 ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_CHILDREN)
-# The queued task's name predates the engine app; runs already on the broker carry it.
-RUN_ADVANCE_TASK = "agents.tasks.run_advance_task"
+# engine.tasks registers it under its former name too (agents.tasks.run_advance_task).
+RUN_ADVANCE_TASK = "engine.tasks.run_advance_task"
 
 
 def run_enqueue(*, run_id, stamped: bool = False) -> None:

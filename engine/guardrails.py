@@ -1,12 +1,20 @@
 """Enforcing an agent's guardrails (agents.guardrails) on a run, from the run's snapshot.
 
-Input: the run's user message is checked once, before its first model call (`input_check`).
-A match of a blocking rule ends the run (completed, stop reason guardrail_blocked, like a limit:
-the platform did its job and says why in the agent's language); a redacting rule's matches are
-replaced by placeholders in what the model is sent, at every step and in later runs of the
-conversation too (`wire_filtered`: the history is filtered again each time it is sent, without
-a query), and in the stored message as well if the agent says so; a flagging rule lets the run
-go on and lists it for review.
+Input: every message a model is sent that the requester wrote passes the input rules: the
+user's messages, and a chat completion's own turns (its system and developer text, and the
+assistant turns the client made up), which belong to no run. Tool results and the agent's own
+answers are not input: the output rules check the answers. A run checks, once, before its first
+model call (`input_check`), the messages it brings (its user message; for a conversation's first
+run, the client's turns too) and, against its version's rules, what earlier messages models would
+still be shown. A match of a blocking rule in what the run brings ends the run (completed, stop
+reason guardrail_blocked, like a limit: the platform did its job and says why in the agent's
+language); a redacting rule's matches are replaced by placeholders in what models are sent; a
+flagging rule lets the run go on and lists it for review. What a model is to see of a message
+that a rule changed (the redacted text, or the blocked placeholder) is stored on the message
+(Message.screened_content, or its content itself if the agent stores redacted text), so later
+steps and runs send it without scanning again (`screened`); a message nothing changed stores
+nothing, so a check that finds nothing writes nothing. A verdict once stored stays: later rules
+may redact or block more of what it shows, never bring back what it hid.
 
 Output: the model's final answer (a message without tool calls) is checked before it is stored
 (`output_review`, inside the batch that records it). Blocked, the stored answer is the fixed
@@ -22,13 +30,17 @@ parsed defensively (agents.guardrails.verdict_parse): only an explicit allow let
 through, an answer that cannot be read counts as a match. A moderation call that fails ends the
 run like a failed model step (provider_error).
 
-Every match is a GuardrailTrigger row; each check that matched is one `guardrail.triggered`
-event. An agent without rules has no "guardrails" key in its snapshot: each function here
-returns at the first lookup, with no query and no statement.
+What a rule found in one check is one GuardrailTrigger row, however many matches: their count
+and the first few (masked); each check that matched is one `guardrail.triggered` event. An agent
+without rules has no "guardrails" key in its snapshot: each function here returns at the first
+lookup (`screened`, once it sees that no message carries a stored verdict), with no query and no
+statement.
 """
 
+import copy
 from dataclasses import dataclass, field
 
+from django.db import connection
 from django.utils.translation import gettext_lazy as _
 
 from agents import guardrails
@@ -45,6 +57,7 @@ from engine.model_call import model_call
 from engine.next_step import Finish
 from engine.speech import agent_says
 from engine.window import fitted
+from platform_site import green
 
 INPUT_BLOCKED_MESSAGE = _(
     "I cannot respond to this message: it contains something this agent is not allowed to handle. "
@@ -67,14 +80,31 @@ def _outcome(hits: list[Hit]) -> str:
 
 
 def _triggers_add(batch: Batch, *, run_id, side: str, hits: list[Hit]) -> list[dict]:
-    """A GuardrailTrigger row per match, as writes of `batch`; returns them as the event lists them."""
+    """A GuardrailTrigger row per rule that matched (its matches in all the texts checked
+    counted together), as writes of `batch`; returns them as the event lists them."""
     listed = []
-    for index, hit in enumerate(hits):
+    for index, hit in enumerate(guardrails.merged(hits)):
         row = GuardrailTrigger(
-            run_id=run_id, side=side, rule_id=hit.rule_id, kind=hit.kind, action=hit.action, matched=hit.masked
+            run_id=run_id,
+            side=side,
+            rule_id=hit.rule_id,
+            kind=hit.kind,
+            action=hit.action,
+            matched=hit.masked,
+            count=hit.count,
+            samples=list(hit.samples),
         )
         row_insert(batch, f"guardrail_{side}_{index}", row)
-        listed.append({"rule_id": hit.rule_id, "kind": hit.kind, "action": hit.action, "matched": hit.masked})
+        listed.append(
+            {
+                "rule_id": hit.rule_id,
+                "kind": hit.kind,
+                "action": hit.action,
+                "matched": hit.masked,
+                "count": hit.count,
+                "samples": list(hit.samples),
+            }
+        )
     return listed
 
 
@@ -115,55 +145,115 @@ def _moderation_hits(
         )
         if verdict != guardrails.VERDICT_ALLOW:
             masked = reason if verdict == guardrails.VERDICT_BLOCK else UNREADABLE_VERDICT
-            hits.append(Hit(rule["id"], rule["kind"], rule["action"], 0, len(text), masked))
+            hits.append(guardrails.whole_text_hit(rule, text, masked))
     return hits
 
 
+# Past this many characters a check is made on a thread (RE2 lets go of the interpreter lock):
+# carried by the worker's loop (engine.reactor), it would hold up every run of the process. A
+# pattern such as (?s)\p{Han}.{1000}! costs RE2 12-18 s of CPU per million characters
+# (measured), and a chat completion brings up to a megabyte.
+OFFLOAD_CHARS = 20_000
+
+
+def _scanned(rules: list, texts: list[str]) -> list[list[Hit]]:
+    """guardrails.scan of each text; off the loop when they are long (never inside a
+    transaction: a carried run does not wait while it holds one)."""
+
+    def scan_all() -> list[list[Hit]]:
+        return [guardrails.scan(rules, text) for text in texts]
+
+    if sum(len(text) for text in texts) < OFFLOAD_CHARS or connection.in_atomic_block:
+        return scan_all()
+    return green.offload(scan_all)
+
+
+def _client_written(message: Message) -> bool:
+    """What the requester wrote: the user's messages, and a chat completion's own turns (system,
+    developer and made-up assistant turns), the only messages that belong to no run."""
+    return message.role == Message.Role.USER or message.run_id is None
+
+
+def _moderated_text(checked: list[tuple[Message, str, list[Hit]]]) -> str:
+    """The text a moderation rule judges: the message, or the client's turns with their roles."""
+    texts = [guardrails.redacted(visible, hits) for _message, visible, hits in checked]
+    if len(checked) == 1:
+        return texts[0]
+    return "\n\n".join(f"[{message.role}] {text}" for (message, _visible, _hits), text in zip(checked, texts))
+
+
 def input_check(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> Finish | None:
-    """Check the run's user message(s) against the input rules, recording what matched (with the
-    redacted text stored, if the agent says so). Returns how the run ends if a rule blocks it."""
+    """Check what the requester wrote of `messages` against the input rules, recording what
+    matched in what the run brings and storing what models are to see of each message a rule
+    changed. Returns how the run ends if a rule blocks what it brings."""
     config = snapshot_guardrails(snapshot)
     rules = guardrails.side_rules(config, guardrails.SIDE_INPUT)
     if not rules:
         return None
-    found = []
+    # The client's turns that belong to no run came with the conversation's first run.
+    first_run = all(message.run_id in (None, run.pk) for message in messages)
+    checked = []
     for message in messages:
-        if message.run_id != run.pk or message.role != Message.Role.USER:
+        if not _client_written(message):
             continue
-        hits = guardrails.scan(rules, message.content)
-        if not guardrails.blocked(hits):  # a blocked message needs no verdict
-            hits += _moderation_hits(
-                run=run,
-                owner=owner,
-                snapshot=snapshot,
-                rules=rules,
-                side=guardrails.SIDE_INPUT,
-                text=guardrails.redacted(message.content, hits),
-                iteration=0,
-            )
-        if hits:
-            found.append((message, hits))
-    if not found:
+        brings = message.run_id == run.pk or (message.run_id is None and first_run)
+        if message.screened_content == guardrails.BLOCKED_PLACEHOLDER:
+            if brings:
+                # This check blocked the run already; the run's end was not recorded (its
+                # worker stopped in between): end it again, recording nothing twice.
+                return Finish(StopReason.GUARDRAIL_BLOCKED, agent_says(snapshot, INPUT_BLOCKED_MESSAGE))
+            continue
+        # What models are shown of it so far: a run checked again after a crash finds its own
+        # redactions stored, and records nothing twice.
+        visible = message.content if message.screened_content is None else message.screened_content
+        checked.append((message, visible, brings))
+    found = _scanned(rules, [visible for _message, visible, _brings in checked])
+    brought = [(m, visible, hits) for (m, visible, brings), hits in zip(checked, found, strict=True) if brings]
+    earlier = [(m, visible, hits) for (m, visible, brings), hits in zip(checked, found, strict=True) if not brings]
+    hits = [hit for _message, _visible, message_hits in brought for hit in message_hits]
+    if brought and not guardrails.blocked(hits):  # a blocked message needs no verdict
+        moderated = _moderation_hits(
+            run=run,
+            owner=owner,
+            snapshot=snapshot,
+            rules=rules,
+            side=guardrails.SIDE_INPUT,
+            text=_moderated_text(brought),
+            iteration=0,
+        )
+        hits += moderated
+    else:
+        moderated = []
+    outcome = _outcome(hits) if hits else None
+    blocked_whole = guardrails.blocked(moderated)  # a verdict on all the run brings, not on one message
+    changes = [
+        (message, guardrails.BLOCKED_PLACEHOLDER if blocked_whole else guardrails.shown(visible, found), True)
+        for message, visible, found in brought
+    ] + [(message, guardrails.shown(visible, found), False) for message, visible, found in earlier]
+    changes = [change for change in changes if change[1] is not None]
+    if not (hits or changes):
         return None
-    hits = [hit for _message, message_hits in found for hit in message_hits]
-    outcome = _outcome(hits)
     batch = Batch()
-    run_guard(batch, run_id=run.pk, lease_owner=owner)
-    triggers = _triggers_add(batch, run_id=run.pk, side=GuardrailTrigger.Side.INPUT, hits=hits)
-    if outcome == OUTCOME_REDACTED and config and config["redact_stored"]:
-        for index, (message, message_hits) in enumerate(found):
-            text = guardrails.redacted(message.content, message_hits)
-            if text != message.content:
-                # The posted request keeps the user's text too (RunRequest.content): redacted with it.
-                batch.add(
-                    f"request_redacted_{index}",
-                    f'UPDATE "{RunRequest._meta.db_table}" SET "content" = %s '
-                    'WHERE "run_id" = %s AND "content" = %s AND {guard}',
-                    [text, db_value(RunRequest, "run", run.pk), message.content],
-                )
-                row_update(batch, f"redacted_{index}", message, content=text)
-    payload = events.guardrail_triggered(side=GuardrailTrigger.Side.INPUT, outcome=outcome, triggers=triggers)
-    event_add(batch, run_id=run.pk, type=EventType.GUARDRAIL_TRIGGERED, payload=payload)
+    run_guard(batch, run_id=run.pk, lease_owner=owner, event=bool(hits))
+    # The agent may keep only the redacted text of what a run brings (a blocked run keeps it whole).
+    stores_redacted = outcome == OUTCOME_REDACTED and config["redact_stored"]
+    for index, (message, shown, brings) in enumerate(changes):
+        if not (stores_redacted and brings):
+            row_update(batch, f"screened_{index}", message, screened_content=shown)
+            continue
+        if message.run_id == run.pk:
+            # The posted request keeps the user's text too (RunRequest.content): redacted with it.
+            batch.add(
+                f"request_redacted_{index}",
+                f'UPDATE "{RunRequest._meta.db_table}" SET "content" = %s '
+                'WHERE "run_id" = %s AND "content" = %s AND {guard}',
+                [shown, db_value(RunRequest, "run", run.pk), message.content],
+            )
+        row_update(batch, f"redacted_{index}", message, content=shown, screened_content=None)
+    if hits:
+        triggers = _triggers_add(batch, run_id=run.pk, side=GuardrailTrigger.Side.INPUT, hits=hits)
+        payload = events.guardrail_triggered(side=GuardrailTrigger.Side.INPUT, outcome=outcome, triggers=triggers)
+        event_add(batch, run_id=run.pk, type=EventType.GUARDRAIL_TRIGGERED, payload=payload)
     if batch.execute() is None:
         raise LeaseLost(str(run.pk))
     if outcome == OUTCOME_BLOCKED:
@@ -171,18 +261,19 @@ def input_check(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
     return None
 
 
-def wire_filtered(snapshot: AgentSnapshot, wire_messages: list[dict]) -> list[dict]:
-    """The messages a model call sends, with the user messages as the input rules let the model
-    see them: redacted, or replaced by a placeholder where a rule blocks them."""
-    rules = guardrails.side_rules(snapshot_guardrails(snapshot), guardrails.SIDE_INPUT)
-    if not rules:
-        return wire_messages
-    return [
-        {**wire, "content": guardrails.filtered(rules, wire["content"])}
-        if wire["role"] == Message.Role.USER and isinstance(wire.get("content"), str)
-        else wire
-        for wire in wire_messages
-    ]
+def screened(messages: list[Message]) -> list[Message]:
+    """The messages as models are shown them: where the input rules changed a message, what they
+    left of it (stored by input_check) in place of its content. Whatever the rules of the version
+    now: a verdict once stored stays (copies; the rows read are left as they are)."""
+    if all(message.screened_content is None for message in messages):
+        return messages
+    shown = []
+    for message in messages:
+        if message.screened_content is not None:
+            message = copy.copy(message)
+            message.content = message.screened_content
+        shown.append(message)
+    return shown
 
 
 def streams_answer(snapshot: AgentSnapshot) -> bool:
@@ -194,7 +285,7 @@ def output_hits(snapshot: AgentSnapshot, *, content: str, moderated: list[Hit]) 
     """What the output rules find in a final answer (`moderated`: the moderation verdicts
     output_moderation found): none when the agent has no output rule."""
     rules = guardrails.side_rules(snapshot_guardrails(snapshot), guardrails.SIDE_OUTPUT)
-    return guardrails.scan(rules, content) + moderated if rules else []
+    return _scanned(rules, [content])[0] + moderated if rules else []
 
 
 @dataclass
@@ -212,7 +303,7 @@ def output_moderation(*, run: Run, owner: str, snapshot: AgentSnapshot, iteratio
     rules = guardrails.side_rules(snapshot_guardrails(snapshot), guardrails.SIDE_OUTPUT)
     if not any(rule["kind"] == guardrails.KIND_MODERATION for rule in rules):
         return []
-    hits = guardrails.scan(rules, content)
+    hits = _scanned(rules, [content])[0]
     if guardrails.blocked(hits):  # a blocked answer needs no verdict
         return []
     return _moderation_hits(

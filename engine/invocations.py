@@ -46,7 +46,7 @@ def invocation_new(*, run: Run, llm_call_id: int, position: int, call: dict, too
         # Validated as stored: a NUL in a key would otherwise reach the error text unstorable.
         errors += validate_arguments(spec["parameters"], arguments)
     return ToolInvocation(
-        run=run,
+        run_id=run.pk,
         tool_call_id=call["id"],
         llm_call_id=llm_call_id,
         tool_id=spec["id"] if spec else None,

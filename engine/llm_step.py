@@ -5,10 +5,12 @@ An answer with neither text nor tool calls is no answer (small models do this): 
 again like a failed attempt, and if every attempt is empty the step ends with EmptyAnswer. A
 server that says the request exceeds its context gets one more try with the history folded.
 
-The commit that records the answer may do what the next step would otherwise commit on its own:
-mark the first tool call started (_first_call_starts), or end the run after a final answer
-(engine.runs.AnswerEnding). Its guard then checks what could have changed meanwhile; if it does
-not match, the answer is recorded again without it (engine.model_call._record_success).
+What follows the answer is decided with it, before the commit that records it
+(engine.next_step, `answered`), and that commit may act on the decision itself instead of the
+next step: mark the first tool call started (RunTools.start_first), or end the run after a final
+answer (engine.runs.AnswerEnding). Its guard then checks what could have changed meanwhile; if it
+does not match, the answer is recorded again without it (engine.model_call._record_success).
+The decision is handed to the loop (StepResult.decision), which executes it.
 """
 
 from dataclasses import dataclass, field
@@ -20,8 +22,8 @@ from django.utils.translation import gettext_lazy as _
 from agents.guardrails import Hit
 from agents.providers import LLMResponse
 from agents.snapshot import AgentSnapshot, snapshot_tool, snapshot_tools
-from conversations.batch import Batch
-from conversations.models import LLMCall, Message, Run, ToolInvocation
+from conversations.batch import Batch, PendingCommit
+from conversations.models import LLMCall, Message, Run, StopReason, ToolInvocation
 from conversations.selectors import run_step_row
 from conversations.services import db_value, messages_add, run_guard
 from conversations.webhooks import WEBHOOKS_LISTENING_SQL
@@ -31,13 +33,12 @@ from engine.guardrails import (
     output_hits,
     output_moderation,
     output_review,
+    screened,
     streams_answer,
-    wire_filtered,
 )
-from engine.invocations import Started, invocation_new, invocations_add, runs_at_once
-from engine.loop_guard import repeat_found, run_steps
+from engine.invocations import Started, invocations_add
 from engine.model_call import ContextOverflow, EmptyAnswer, Guard, ModelStepFailed, model_call
-from engine.next_step import RunTools, next_step
+from engine.next_step import Finish, RunTools, Step, next_step
 from engine.runs import AnswerEnding
 from engine.window import fitted
 
@@ -58,10 +59,12 @@ class StepResult:
     # A final answer: whether a webhook hears the run, read with the answer's commit for the
     # ending that follows it (None: not read).
     listening: bool | None = None
-    # The tool call the answer's commit marked started (see _first_call_starts), if it did.
+    # The tool call the answer's commit marked started (RunTools.start_first), if it did.
     started: Started | None = None
     # A final answer whose commit ended the run (engine.runs.AnswerEnding), if it did.
     ending: AnswerEnding | None = None
+    # What follows the answer, decided with it (engine.next_step): what the loop executes next.
+    decision: Step | None = None
 
 
 @dataclass
@@ -71,6 +74,7 @@ class _Answer:
 
     response: LLMResponse | None = None
     calls: list[dict] = field(default_factory=list)
+    decision: Step | None = None
     ending: AnswerEnding | None = None
     # What the output rules found in a final answer, once asked (first_guard asks, record reuses).
     hits: list[Hit] | None = None
@@ -101,35 +105,25 @@ def _normalised_tool_calls(response: LLMResponse, run: Run, iteration: int) -> l
     return calls
 
 
-def _first_call_starts(
-    *, run: Run, snapshot: AgentSnapshot, messages: list[Message], calls: list[dict]
-) -> tuple[str, list] | None:
-    """Whether the commit of an answer asking for `calls` may mark the first one started, and the
-    condition its guard then checks on the run's row; None if it may not.
-
-    The tool step would mark it in a commit of its own before the tool starts (engine.tool_step):
-    made with the answer, the mark costs no statement. It may when next_step, given the answer,
-    says to run the tools (the run has no delegated usage, the only input the answer's commit
-    changes under it), and the call runs at once (engine.invocations.runs_at_once). The guard
-    checks what could change before the commit: that no cancel was accepted since the run was
-    read, and that the call's id is new in the run (a call recorded before is the tool step's to
-    read)."""
-    if run.children_tokens or run.children_cost:
-        return None
+def _answer_decision(*, run: Run, snapshot: AgentSnapshot, messages: list[Message], calls: list[dict]) -> Step:
+    """What follows an answer asking for `calls` (none: a final answer), decided before the
+    commit that records it."""
     answer = Message(conversation_id=run.conversation_id, run_id=run.pk, role=Message.Role.ASSISTANT, tool_calls=calls)
-    mine = [*messages, answer]
-    if not isinstance(next_step(run, mine, snapshot, now=timezone.now()), RunTools):
-        return None
-    tools = snapshot_tools(snapshot)
-    first = invocation_new(run=run, llm_call_id=None, position=0, call=calls[0], tools=tools)
-    held_back = repeat_found(run_steps(mine, run.pk), snapshot["agent"]["max_same_tool_streak"]) is not None
-    if not runs_at_once(run=run, invocation=first, spec=tools.get(first.tool_name), held_back=held_back):
-        return None
+    return next_step(run, [*messages, answer], snapshot, now=timezone.now(), answered=True)
+
+
+def _first_call_guard(*, run: Run, owner: str, calls: list[dict]) -> Guard:
+    """The guard of an answer's commit that marks its first call started: it checks what could
+    change before the commit, that no cancel was accepted since the run was read and that the
+    call's id is new in the run (a call recorded before is the tool step's to read)."""
     invocations = ToolInvocation._meta.db_table
-    return (
-        f'NOT "cancel_requested" AND NOT EXISTS (SELECT 1 FROM "{invocations}" '
+    return partial(
+        run_guard,
+        run_id=run.pk,
+        lease_owner=owner,
+        where=f'NOT "cancel_requested" AND NOT EXISTS (SELECT 1 FROM "{invocations}" '
         'WHERE "run_id" = %s AND "tool_call_id" = %s)',
-        [db_value(ToolInvocation, "run", run.pk), first.tool_call_id],
+        where_params=[db_value(ToolInvocation, "run", run.pk), calls[0]["id"]],
     )
 
 
@@ -161,11 +155,17 @@ def empty_answer(response: LLMResponse) -> EmptyAnswer | None:
     return EmptyAnswer(EMPTY_ANSWER_MESSAGE)
 
 
-def llm_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> StepResult:
+def llm_step(
+    *, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], pending: PendingCommit | None = None
+) -> StepResult:
+    """`pending`: the previous step's last commit, made by this step's first attempt (its own, or
+    a summary call's when the history is folded first: engine.model_call)."""
     iteration = run.iterations + 1
     tool_choice, tool_name = effective_tool_choice(run=run, snapshot=snapshot, messages=messages)
-    wire_messages = wire_filtered(
-        snapshot, build_context(run=run, owner=owner, snapshot=snapshot, messages=messages, iteration=iteration)
+    # Models see the requester's messages as the input guardrails left them (engine.guardrails).
+    shown = screened(messages)
+    wire_messages = build_context(
+        run=run, owner=owner, snapshot=snapshot, messages=shown, iteration=iteration, pending=pending
     )
     try:
         return _call(
@@ -177,11 +177,11 @@ def llm_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Me
             wire_messages=wire_messages,
             tool_choice=tool_choice,
             tool_name=tool_name,
+            pending=pending,
         )
     except ContextOverflow:
-        folded = wire_filtered(
-            snapshot,
-            build_context(run=run, owner=owner, snapshot=snapshot, messages=messages, iteration=iteration, shrink=True),
+        folded = build_context(
+            run=run, owner=owner, snapshot=snapshot, messages=shown, iteration=iteration, shrink=True
         )
         if len(folded) >= len(wire_messages):
             raise  # nothing older to fold: the same request would fail the same way
@@ -207,6 +207,7 @@ def _call(
     wire_messages: list[dict],
     tool_choice: str,
     tool_name: str,
+    pending: PendingCommit | None = None,
 ) -> StepResult:
     parallel = snapshot["agent"]["parallel_tool_calls"]
 
@@ -244,20 +245,18 @@ def _call(
         return held.hits
 
     def first_guard(response: LLMResponse) -> Guard | None:
-        # The answer's commit marks its first tool call started, or ends the run (see the module).
+        # The answer's commit acts on the decision made with it, if it may (see the module).
         held = answer_for(response)
-        calls = held.calls
-        if not calls:
-            # Unless an output rule matched the answer: engine.loop enforces what the rule does
-            # after the commit (engine.runs.AnswerEnding).
-            if hits_of(held):
-                return None
-            held.ending = AnswerEnding(run.pk, owner)
-            return held.ending.guard
-        condition = _first_call_starts(run=run, snapshot=snapshot, messages=messages, calls=calls)
-        if condition is None:
+        held.decision = _answer_decision(run=run, snapshot=snapshot, messages=messages, calls=held.calls)
+        if isinstance(held.decision, RunTools):
+            return _first_call_guard(run=run, owner=owner, calls=held.calls) if held.decision.start_first else None
+        if not isinstance(held.decision, Finish) or held.decision.reason != StopReason.FINAL_ANSWER or hits_of(held):
+            # Not the usual ending: a limit that stops the calls asked for, or an output rule that
+            # matched the answer; engine.loop ends the run, enforcing what the rule does, after
+            # the commit (engine.runs.AnswerEnding).
             return None
-        return partial(run_guard, run_id=run.pk, lease_owner=owner, where=condition[0], where_params=condition[1])
+        held.ending = AnswerEnding(run.pk, owner)
+        return held.ending.guard
 
     def record(call: LLMCall, response: LLMResponse, batch: Batch, planned: bool) -> StepResult:
         held = answer_for(response)
@@ -284,7 +283,7 @@ def _call(
                 }
             ],
         )
-        result = StepResult(message, response, review)
+        result = StepResult(message, response, review, decision=held.decision)
         if tool_calls:
             # The calls' rows are written with the answer: the tool step starts with them.
             tools = snapshot_tools(snapshot)
@@ -320,4 +319,5 @@ def _call(
         relay_deltas=streams_answer(snapshot),
         check=empty_answer,
         prepare=prepare,
+        pending=pending,
     )

@@ -1,25 +1,41 @@
-"""The agent loop: claim a run, then take steps until it ends or parks.
+"""The agent loop: the life of a run on a worker, from its claim to its end or its parking.
 
-Every step ends with a commit, so any step can be re-run by another worker after a crash (a tool
-step's is held for the statement that follows it, usually the next model call's attempt row:
-engine.held). A
-step starts from the run and its messages as the database holds them: read when the worker
+1. Claim (run_advance → _advance): one statement claims the run with a lease (engine.leases)
+   and reads what the first step starts from, the run and its messages.
+2. Steps (_steps → _step): each step begins with its decision, made once by engine.next_step
+   (a pure function of the run, its messages and its snapshot): call the model, run the tools
+   the model asked for, or finish. The step executes it:
+   - a model call (_call_model → engine.llm_step): the answer is recorded with the call, and
+     what follows it is decided with it, before that commit, which may act on the decision
+     itself (mark the first tool call started, or end the run after a final answer). A decision
+     the commit acted on is carried to the next step, which executes it without deciding again;
+   - a tool step (_tools → engine.tool_step): every call of the model's last message, then
+     their results as messages. A call that needs a person parks the run (awaiting_approval,
+     or waiting on the runs it delegated to) and ends the task: no worker waits for a human.
+3. End: a finish decided by next_step, or found by a step (a tool loop, a failed or empty model
+   call, a guardrail, a cancel seen at a step boundary), is made once by engine.runs.run_finish
+   (_end). A run that used up its time slice goes back to the queue between two steps.
+
+Every step ends with a commit, so any step can be re-run by another worker after a crash. A
+tool step's last commit is not made at once but carried as Carried.pending: the next model
+call's first attempt makes it in its own statement (its guard also checking that no cancel came
+meanwhile); whatever else follows (an ending, a requeue, a failure), the loop makes it on its
+own first, in one place (_steps' finally).
+
+A step starts from the run and its messages as the database holds them: read when the worker
 claims the run (and after a step that parked, waited on others or folded the history into the
 summary), otherwise as the previous step's own commit left them. That commit's guard returns
 the run's row (its totals, and the cancel flag as it was when the commit was made) and the
 step knows the messages it appended; nothing else writes to a running run's conversation, and
 every later write is fenced by the lease, so reading them again would only repeat what the
-commit said. What the next step is, engine.next_step decides from the run, its messages and its
-snapshot (call the model, run the tools the model asked for, or finish); this module executes
-that decision and turns what the execution found (a tool loop, approvals to wait for, a failed
-model call) into the run's next status.
+commit said.
 """
 
 import contextlib
 import logging
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.db import transaction
@@ -28,22 +44,22 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.snapshot import AgentSnapshot
 from conversations import events
+from conversations.batch import PendingCommit
 from conversations.models import Message, Run, RunStatus, StopReason, ToolInvocation
 from engine.context import step_history, step_read
 from engine.delegation import run_park_for_children
 from engine.dispatch import run_enqueue
 from engine.guardrails import input_check, output_enforce
-from engine.held import commit_flush, commit_hold
 from engine.invocations import Started
 from engine.leases import LeaseLost, process_owner, renewer, run_claim_read
 from engine.limits import daily_usage, timeout_limit
 from engine.llm_step import EMPTY_ANSWER_MESSAGE, llm_step
 from engine.model_call import CancelAccepted, DeadlineReached, EmptyAnswer, ModelStepFailed
-from engine.next_step import Finish, RunTools, next_step
+from engine.next_step import Finish, RunTools, Step, next_step
 from engine.runs import run_finish, run_park_for_approval
 from engine.snapshots import version_snapshot
 from engine.speech import agent_says
-from engine.tool_step import ToolStepOutcome, tool_step
+from engine.tool_step import tool_step
 from engine.tracing import run_slice
 from engine.transitions import run_transition
 from platform_site.logs import log_context
@@ -54,19 +70,6 @@ TOOL_LOOP_MESSAGE = _(
     "I stopped here: I kept calling {tools} without getting closer to an answer. "
     "Please rephrase the question or give me more details."
 )
-
-
-def _finish(run_id, finish: Finish, listening: bool | None = None) -> bool:
-    """End the run as decided: a limit ends it completed with the reason said, like an answer.
-    `listening`: whether a webhook hears the run, if the step read it (engine.runs.run_finish)."""
-    run_finish(
-        run_id=run_id,
-        status=finish.status,
-        stop_reason=finish.reason,
-        final_message=finish.message,
-        listening=listening,
-    )
-    return False
 
 
 def _tools_named(snapshot: AgentSnapshot, names: list[str]) -> str:
@@ -84,11 +87,18 @@ class Carried:
     invocations: list[ToolInvocation] | None = None
     # The call that commit marked started (engine.llm_step): the next step runs it.
     started: Started | None = None
+    # What the next step is, when it was decided with the answer and that commit acted on it
+    # (started the first call): the next step executes it rather than deciding again.
+    decided: Step | None = None
+    # The previous step's last commit, not made yet (a tool step's): the next model call's first
+    # attempt makes it with its own row; if anything else follows, the loop makes it first (_steps).
+    pending: PendingCommit | None = None
 
 
-def _step(run_id, owner: str, carried: Carried | None = None) -> bool | Carried:
-    """Take one step (from `carried`, else from what is read now). Returns whether the loop
-    should go on: True, or what the next step starts from.
+def _step(run_id, owner: str, carried: Carried | None = None) -> Carried | Finish | bool:
+    """Take one step (from `carried`, else from what is read now). Returns what follows it: the
+    state the next step starts from (Carried), the ending (Finish), True to go on from what is
+    read then, or False: the run parked.
 
     A cancel is honoured at every step boundary: here (as of the previous step's commit, or the
     read), before each tool starts (tool_step), and when a model call returns (run_finish ends a
@@ -98,25 +108,27 @@ def _step(run_id, owner: str, carried: Carried | None = None) -> bool | Carried:
     if run.status != RunStatus.RUNNING or run.lease_owner != owner:
         raise LeaseLost(str(run_id))
     snapshot = version_snapshot(run.agent_version_id)
-    if carried and carried.started:
-        # next_step decided this step when the answer's commit started its first call
-        # (engine.llm_step): the call runs, whatever a check made now would say.
+    step = carried.decided if carried and carried.decided else _decide(run, messages, snapshot)
+    if isinstance(step, Finish):
+        return step
+    if isinstance(step, RunTools):
         return _tools(run=run, owner=owner, snapshot=snapshot, messages=messages, carried=carried)
+    pending = carried.pending if carried else None
+    return _call_model(run=run, owner=owner, snapshot=snapshot, messages=messages, pending=pending)
+
+
+def _decide(run: Run, messages: list[Message], snapshot: AgentSnapshot) -> Step:
+    """The next step, decided now (engine.next_step) from the run and its messages."""
     now = timezone.now()
     # The day's usage is one read, and only a model call can be stopped by it: a tool step skips it.
     calls_model = messages[-1].role != Message.Role.ASSISTANT
     usage_today = daily_usage(run, snapshot, now=now) if calls_model else None
-    step = next_step(run, messages, snapshot, now=now, usage_today=usage_today)
-    if isinstance(step, Finish):
-        return _finish(run.pk, step)
-    if isinstance(step, RunTools):
-        return _tools(run=run, owner=owner, snapshot=snapshot, messages=messages, carried=carried)
-    return _call_model(run=run, owner=owner, snapshot=snapshot, messages=messages)
+    return next_step(run, messages, snapshot, now=now, usage_today=usage_today)
 
 
 def _tools(
     *, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], carried: Carried | None
-) -> bool | Carried:
+) -> Carried | Finish | bool:
     """Run the tool calls of the last message, the model's."""
     made, started = (carried.invocations, carried.started) if carried else (None, None)
     outcome = tool_step(
@@ -127,35 +139,27 @@ def _tools(
         current=messages[-1],
         made=made,
         started=started,
-        hold=True,
     )
-    return _after_tools(run=run, owner=owner, snapshot=snapshot, messages=messages, outcome=outcome)
-
-
-def _after_tools(
-    *, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], outcome: ToolStepOutcome
-) -> bool | Carried:
     if outcome.cancelled:
         # Tool calls the model asked for and that never ran get their rows (cancelled) from run_finish.
-        return _finish(run.pk, Finish(StopReason.CANCELLED))
+        return Finish(StopReason.CANCELLED)
     if outcome.loop:
         message = agent_says(snapshot, TOOL_LOOP_MESSAGE, tools=_tools_named(snapshot, outcome.loop.names))
-        return _finish(run.pk, Finish(StopReason.TOOL_LOOP, message))
+        return Finish(StopReason.TOOL_LOOP, message)
     if outcome.parked:
         # Not parked means every approval was decided and every delegated run ended while the
         # step ran: take the step again.
         parked = run_park_for_approval(run_id=run.pk, owner=owner) or run_park_for_children(run_id=run.pk, owner=owner)
         return not parked
-    if outcome.held is not None:
-        # Made with the next statement (engine.held): the next step starts from the run as the
-        # step found it, the tool step having changed none of what it reads (a cancel accepted
-        # meanwhile is checked by that statement).
-        commit_hold(run.pk, outcome.held)
-        return Carried(run, [*messages, *outcome.messages])
-    return Carried(outcome.run, [*messages, *outcome.messages])
+    # The step's last commit is left for the next statement to make: the next step starts from
+    # the run as this step found it, the step having changed none of what it reads (a cancel
+    # accepted meanwhile is checked by that statement: engine.model_call).
+    return Carried(run, [*messages, *outcome.messages], pending=PendingCommit(outcome.pending, run.pk))
 
 
-def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> bool | Carried:
+def _call_model(
+    *, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], pending: PendingCommit | None
+) -> Carried | Finish | bool:
     summary_through = run.conversation.context_summary_through
     try:
         if run.iterations == 0:
@@ -163,37 +167,38 @@ def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
             # rule's call can fail or run out of time like the step's own).
             blocked = input_check(run=run, owner=owner, snapshot=snapshot, messages=messages)
             if blocked is not None:
-                return _finish(run.pk, blocked)
-        result = llm_step(run=run, owner=owner, snapshot=snapshot, messages=messages)
+                return blocked
+        result = llm_step(run=run, owner=owner, snapshot=snapshot, messages=messages, pending=pending)
     except CancelAccepted:
-        return _finish(run.pk, Finish(StopReason.CANCELLED))
+        return Finish(StopReason.CANCELLED)
     except DeadlineReached:
         limit = timeout_limit(snapshot)
-        return _finish(run.pk, Finish(limit.stop_reason, limit.message))
+        return Finish(limit.stop_reason, limit.message)
     except EmptyAnswer:
         # Like the limits, a model that gave no answer ends the run completed with the reason
         # said to the user (failed is for runs the platform could not carry out).
-        return _finish(run.pk, Finish(StopReason.EMPTY_ANSWER, agent_says(snapshot, EMPTY_ANSWER_MESSAGE)))
+        return Finish(StopReason.EMPTY_ANSWER, agent_says(snapshot, EMPTY_ANSWER_MESSAGE))
     except ModelStepFailed as exc:
-        run_finish(run_id=run.pk, status=RunStatus.FAILED, stop_reason=StopReason.PROVIDER_ERROR, error=str(exc))
-        return False
+        return Finish(StopReason.PROVIDER_ERROR, error=str(exc))
     if result.guardrail is not None:
         blocked = output_enforce(run=run, owner=owner, review=result.guardrail)
         if blocked is not None:
-            return _finish(run.pk, blocked)
-    if result.ending is not None:
-        # The answer's commit ended the run (engine.runs.AnswerEnding): what follows an ending.
-        result.ending.follow()
-        return False
-    if not result.message.tool_calls:
-        return _finish(run.pk, Finish(StopReason.FINAL_ANSWER), listening=result.listening)
-    # The calls it asked for start in the next step, which begins by checking for a cancel
-    # (unless the answer's commit started the first one, having checked it: engine.llm_step).
+            return blocked
+    decision = result.decision
+    if isinstance(decision, Finish):
+        # A final answer, perhaps ended by its own commit already (engine.runs.AnswerEnding; if
+        # not, run_finish ends a run whose cancel was accepted meanwhile as cancelled), or a
+        # limit that stops the calls it asked for.
+        return replace(decision, listening=result.listening, made=result.ending)
+    # The calls it asked for start in the next step. If the answer's commit started the first
+    # one, having checked for a cancel, that step runs them as decided; otherwise it decides
+    # anew from what the commit returned (a cancel accepted meanwhile ends the run there).
+    decided = decision if result.started else None
     if run.conversation.context_summary_through != summary_through:
         # The history was folded into the summary: the next step starts from what is left,
         # read now, with the calls' rows as the answer's commit wrote them.
-        return Carried(*step_read(run_id=run.pk), result.invocations, result.started)
-    return Carried(result.run, [*messages, result.message], result.invocations, result.started)
+        return Carried(*step_read(run_id=run.pk), result.invocations, result.started, decided=decided)
+    return Carried(result.run, [*messages, result.message], result.invocations, result.started, decided=decided)
 
 
 def run_advance(*, run_id) -> None:
@@ -201,17 +206,11 @@ def run_advance(*, run_id) -> None:
         _advance(run_id)
 
 
-def _requeue_between_steps(run_id, owner: str) -> None:
-    commit_flush(run_id)
-    with transaction.atomic():
-        if run_transition(
-            run_id=run_id,
-            to=RunStatus.QUEUED,
-            expect=[RunStatus.RUNNING],
-            owner=owner,
-            payload=events.run_requeued(reason="time slice used up"),
-        ):
-            run_enqueue(run_id=run_id)
+class _SliceUsed:
+    """The worker's time slice for the run is used up between two steps."""
+
+
+SLICE_USED = _SliceUsed()
 
 
 def _advance(run_id) -> None:
@@ -222,25 +221,19 @@ def _advance(run_id) -> None:
         return
     log.info("run %s: claimed by %s", run_id, owner)
     renewer.hold(run_id)
-    slice_ends = time.monotonic() + settings.AGENTRY_TASK_SLICE_SECONDS
     try:
         # The first step starts from what the claim read with it.
-        carried = Carried(*step_history(*claimed))
-        while went_on := _step(run_id, owner, carried):
-            carried = went_on if isinstance(went_on, Carried) else None
-            # A call the last commit started runs in this slice: requeued, it would be found
-            # running by the next one, as after a worker's crash.
-            if time.monotonic() > slice_ends and not (carried and carried.started):
-                # A long run goes back to the queue between steps, so no task runs unbounded
-                # (thread pools cannot enforce Celery's time limits) and other runs get a turn.
-                _requeue_between_steps(run_id, owner)
-                break
-    except LeaseLost:
-        log.warning("run %s: lease lost; another worker has taken it over", run_id)
+        after = _steps(run_id, owner, Carried(*step_history(*claimed)))
+        if isinstance(after, Finish):
+            _end(run_id, after)
+        elif after is SLICE_USED:
+            _requeue(run_id, owner)
+    except LeaseLost as exc:
+        # Found when a commit's fence failed, perhaps while an error was being handled: it is kept.
+        log.warning("run %s: lease lost; another worker has taken it over", run_id, exc_info=exc.__context__)
     except Exception:
         log.exception("run %s failed", run_id)
-        # LeaseLost: the held commit of this worker's step cannot be made (engine.held), and the
-        # run is another worker's now.
+        # LeaseLost: the run is another worker's now.
         with contextlib.suppress(LeaseLost):
             run_finish(
                 run_id=run_id,
@@ -249,8 +242,56 @@ def _advance(run_id) -> None:
                 error=traceback.format_exc(limit=20),
             )
     finally:
-        # Whatever ended the slice, a step's held commit is made (LeaseLost: it cannot be).
-        with contextlib.suppress(LeaseLost):
-            commit_flush(run_id)
         renewer.release(run_id)
     log.info("run %s: released", run_id)
+
+
+def _steps(run_id, owner: str, carried: Carried) -> Finish | _SliceUsed | None:
+    """Take steps from `carried` until the run ends, parks or its slice is used up. Returns the
+    ending, SLICE_USED, or None: the run parked."""
+    slice_ends = time.monotonic() + settings.AGENTRY_TASK_SLICE_SECONDS
+    try:
+        while True:
+            went = _step(run_id, owner, carried)
+            if went is False:
+                return None
+            if isinstance(went, Finish):
+                return went
+            carried = went if isinstance(went, Carried) else None
+            # A call the last commit started runs in this slice: requeued, it would be found
+            # running by the next one, as after a worker's crash.
+            if time.monotonic() > slice_ends and not (carried and carried.started):
+                # A long run goes back to the queue between steps, so no task runs unbounded
+                # (thread pools cannot enforce Celery's time limits) and other runs get a turn.
+                return SLICE_USED
+    finally:
+        # The one place a step's pending commit is made on its own: no model call took it (the
+        # run ends, goes back to the queue, or a step failed before its attempt). It comes
+        # before whatever follows; LeaseLost: it cannot be made, and the run is not ours.
+        if carried is not None and carried.pending:
+            carried.pending.commit()
+
+
+def _end(run_id, finish: Finish) -> None:
+    """End the run as decided: a limit ends it completed with the reason said, like an answer."""
+    run_finish(
+        run_id=run_id,
+        status=finish.status,
+        stop_reason=finish.reason,
+        error=finish.error,
+        final_message=finish.message,
+        listening=finish.listening,
+        made=finish.made,
+    )
+
+
+def _requeue(run_id, owner: str) -> None:
+    with transaction.atomic():
+        if run_transition(
+            run_id=run_id,
+            to=RunStatus.QUEUED,
+            expect=[RunStatus.RUNNING],
+            owner=owner,
+            payload=events.run_requeued(reason="time slice used up"),
+        ):
+            run_enqueue(run_id=run_id)

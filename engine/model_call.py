@@ -13,6 +13,10 @@ at once (ContextOverflow: the caller may fold the context and call again); one s
 unsupported (streaming with tools, on llama.cpp) sends the same attempt again unstreamed, without
 using up a retry, and the model config remembers it for later calls.
 
+A server that reports no usage gets an estimate, scaled by what the model config learned from its
+calls that did report usage (agents.providers.calibration): the sums it learns from ride the
+statement that completes such a call, for the config's first calls and then a sample.
+
 Cost uses the model config's prices read at call time, with its API key (in the statement that
 writes the first attempt's row, unless the model streams: then before the request is built), so
 a price changed mid-run applies from the next call on; the `llm_call.completed` event records
@@ -23,7 +27,7 @@ import logging
 import time
 import zoneinfo
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
 from functools import partial
 
@@ -32,17 +36,18 @@ from django.utils import timezone
 
 from agents.models import ModelConfig
 from agents.providers import LLMResponse, ProviderError, get_provider
+from agents.providers.calibration import Calibration, calibration_sample
 from agents.services import agent_usage_add
 from agents.snapshot import AgentSnapshot, ModelSnapshot, snapshot_models
 from conversations import events
-from conversations.batch import Batch
+from conversations.batch import Batch, PendingCommit, batch_commit
 from conversations.events import EventType
 from conversations.fencing import LeaseLost
 from conversations.models import LLMCall, Run
 from conversations.selectors import STEP_RUN_COLUMNS
 from conversations.services import db_value, event_add, row_insert, row_update, run_guard
+from conversations.usage import USAGE_FIELDS, usage_values
 from engine.deltas import DeltaRelay
-from engine.held import batch_commit, commit_take
 from engine.tracing import chat_span
 from platform_site import green
 from platform_site.backoff import backoff_delay
@@ -108,25 +113,37 @@ def seconds_left(deadline) -> float | None:
 
 
 # Read at call time, not from the snapshot: a rotated key or a changed price applies at once.
-_SETTINGS = Columns(ModelConfig, ("id", "api_key", "stream_tools_unsupported", *_PRICES), "config")
+_CALIBRATION = tuple(field.name for field in fields(Calibration))
+_SETTINGS = Columns(ModelConfig, ("id", "api_key", "stream_tools_unsupported", *_PRICES, *_CALIBRATION), "config")
 _SETTINGS_SQL = f'SELECT {_SETTINGS.sql} FROM "{ModelConfig._meta.db_table}" config WHERE config."id" = %s'
 _SETTINGS_COLUMNS = tuple(field.column for field in _SETTINGS.fields)
 
 
-def _live_settings(model: dict, values: list | None = None) -> tuple[str, dict, bool]:
-    """API key, prices and whether streaming with tools was learned to fail, read at call time:
-    `values`, the columns as an attempt's batch read them, or else read here."""
+@dataclass(frozen=True)
+class _Live:
+    """A model config's settings read at call time."""
+
+    api_key: str
+    prices: dict
+    stream_tools_unsupported: bool
+    calibration: Calibration
+
+
+def _live_settings(model: dict, values: list | None = None) -> _Live:
+    """API key, prices, whether streaming with tools was learned to fail and the estimates'
+    calibration, read at call time: `values`, the columns as an attempt's batch read them, or
+    else read here."""
     if values is None:
         with statement_cursor() as cursor:
             cursor.execute(_SETTINGS_SQL, [model["id"]])
             values = cursor.fetchone()
     if values is None or values[0] is None:
         # The config is protected from deletion; the snapshot's prices are the fallback.
-        return "", {name: model[name] for name in _PRICES}, False
+        return _Live("", {name: model[name] for name in _PRICES}, False, Calibration())
     config = _SETTINGS.instance(values)
     # Plain notation: str() of a zero price read back from the database is "0E-6".
     prices = {name: format(getattr(config, name), "f") for name in _PRICES}
-    return config.api_key or "", prices, config.stream_tools_unsupported
+    return _Live(config.api_key or "", prices, config.stream_tools_unsupported, Calibration.of(config))
 
 
 def _learn_stream_tools_unsupported(model: dict) -> None:
@@ -136,13 +153,6 @@ def _learn_stream_tools_unsupported(model: dict) -> None:
             "model config %s: streamed requests with tools are refused; sending them unstreamed from now on",
             model["name"],
         )
-
-
-def _commit(batch: Batch, run: Run, *, asynchronous: bool = False) -> dict:
-    results = batch.execute(asynchronous_commit=asynchronous)
-    if results is None:
-        raise LeaseLost(str(run.pk))
-    return results
 
 
 def _record_failure(*, run, owner, call, error: ProviderError, started) -> None:
@@ -168,20 +178,12 @@ def _record_failure(*, run, owner, call, error: ProviderError, started) -> None:
         retryable=error.retryable,
     )
     event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_FAILED, payload=payload)
-    _commit(batch, run)
+    batch_commit(batch, run.pk, asynchronous=False)
     chat_span(call=call, started=started, error=error)
 
 
 # Added to the run's totals by the fenced UPDATE of the run row that guards the batch.
-_TOTALS = (
-    "iterations",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "reasoning_tokens",
-    "total_tokens",
-    "cost",
-)
+_TOTALS = ("iterations", *USAGE_FIELDS, "cost")
 
 
 # A guard that an answer's commit is tried with first (engine.llm_step): it adds the batch's guard
@@ -203,6 +205,8 @@ class _Answered:
     time_zone: str
     # When the answer arrived (time.monotonic()): its chat span ends there.
     arrived: float = field(default_factory=time.monotonic)
+    # What the answer adds to its model config's calibration sums (calibration_sample), if any.
+    learned: dict | None = None
 
 
 def _account(
@@ -216,15 +220,7 @@ def _account(
     cost = call_cost(answered.prices, response)
     step = call.purpose == LLMCall.Purpose.STEP and status == LLMCall.Status.SUCCEEDED
     sets = [f'"{name}" = "{name}" + %s' for name in _TOTALS]
-    params = [
-        1 if step else 0,
-        usage.prompt_tokens,
-        usage.completion_tokens,
-        usage.cached_tokens,
-        usage.reasoning_tokens,
-        usage.total_tokens,
-        db_value(Run, "cost", cost),
-    ]
+    params = [1 if step else 0, *usage_values(usage).values(), db_value(Run, "cost", cost)]
     if usage.estimated:
         sets.append('"usage_estimated" = %s')
         params.append(True)
@@ -239,17 +235,15 @@ def _account(
         response=response.raw,
         http_status=response.http_status,
         finish_reason=response.finish_reason[:32],
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        cached_tokens=usage.cached_tokens,
-        reasoning_tokens=usage.reasoning_tokens,
-        total_tokens=usage.total_tokens,
+        **usage_values(usage),
         usage_estimated=usage.estimated,
         cost=cost,
         latency_ms=int((time.monotonic() - answered.started) * 1000),
         error=error,
         finished_at=timezone.now(),
     )
+    if answered.learned:
+        _calibration_add(batch, call.model_config_id, answered.learned)
     agent_usage_add(
         agent_id=run.agent_id,
         run_id=run.pk,
@@ -259,6 +253,28 @@ def _account(
         batch=batch,
     )
     return usage, cost
+
+
+def _calibration_add(batch, model_config_id: int, learned: dict) -> None:
+    # A write of the call's own statement: no round trip, and only if the call is recorded.
+    sets = ", ".join(f'"{name}" = "{name}" + %s' for name in learned)
+    batch.add(
+        "calibration",
+        f'UPDATE "{ModelConfig._meta.db_table}" SET {sets} WHERE "id" = %s AND {{guard}}',
+        [*learned.values(), model_config_id],
+    )
+
+
+def _calibrated(live: _Live, provider, body: dict, call: LLMCall, response: LLMResponse):
+    """The answer with an estimated usage scaled by the config's calibration, and what an answer
+    with reported usage teaches it (None when it is not sampled)."""
+    calibration = live.calibration
+    if response.usage.estimated:
+        return replace(response, usage=calibration.apply(response.usage)), None
+    if not calibration.learns_from(call.pk):
+        return response, None
+    estimated = provider.estimate_usage(body=body, response=response)
+    return response, calibration_sample(reported=response.usage, estimated=estimated)
 
 
 def _record_rejected(answered: _Answered, *, reason: str) -> None:
@@ -277,7 +293,7 @@ def _record_rejected(answered: _Answered, *, reason: str) -> None:
         usage=response.usage.__dict__,
     )
     event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_FAILED, payload=payload)
-    _commit(batch, run)
+    batch_commit(batch, run.pk, asynchronous=False)
     chat_span(call=call, started=answered.started, response=response, error=reason, ended=answered.arrived)
 
 
@@ -286,7 +302,13 @@ def _record_success(answered: _Answered, *, record, first_guard):
     `first_guard` gives a guard for it, the commit is tried with that guard first, and `record`
     is told so (planned: engine.llm_step then marks the first tool call started with the
     commit, or ends the run with it); if the guard matched nothing (a cancel was accepted
-    meanwhile, say), the answer is recorded again under the lease's fence alone."""
+    meanwhile, say), the answer is recorded again under the lease's fence alone.
+
+    Why try twice: the answer must be recorded whatever the guard finds, and one statement's
+    guard can only match or not (when it does not, the statement writes nothing). What it checks
+    can change up to the statement itself, so it cannot be decided before it. The second try
+    comes only when something stood in the way (a cancel, a webhook that listens), at the cost
+    of one statement."""
     answered = replace(answered, response=scrub_nul(answered.response))
     run, call, response = answered.run, answered.call, answered.response
     guard = first_guard(response) if first_guard else None
@@ -326,15 +348,18 @@ def _record_success(answered: _Answered, *, record, first_guard):
 _INTERRUPTED = "interrupted: the worker stopped before the call completed"
 
 
-def _start_attempt(*, run, owner, model, body, purpose, iteration, read_settings: bool) -> tuple[LLMCall, list | None]:
+def _start_attempt(
+    *, run, owner, model, body, purpose, iteration, read_settings: bool, pending: PendingCommit | None
+) -> tuple[LLMCall, list | None]:
     """The attempt's row (started) and its event, committed before the request is sent. It is
     numbered after the rows this call already has; those a dead worker left started are closed
     as interrupted, in the same batch. With `read_settings`, the model config's live settings
     are read in it too (their columns are returned, for _live_settings).
 
-    A tool step's last commit held back for it (engine.held) is made by the same statement: its
-    guard then also checks that no cancel was accepted since the step began. If one was, the held
-    commit is made on its own and CancelAccepted raised: no attempt is made."""
+    The previous step's last commit, `pending` (a tool step's: engine.loop), is made by the same
+    statement: its guard then also checks that no cancel was accepted since the step began (the
+    step boundary's check, which that commit would otherwise have returned to the loop). If one
+    was, the pending commit is made on its own and CancelAccepted raised: no attempt is made."""
     table = LLMCall._meta.db_table
     same_call = '"run_id" = %s AND "purpose" = %s AND "iteration" = %s'
     key = [db_value(LLMCall, "run", run.pk), purpose, iteration]
@@ -347,7 +372,7 @@ def _start_attempt(*, run, owner, model, body, purpose, iteration, read_settings
         model_name=model["model"],
         request=body,
     )
-    held = commit_take(run.pk)
+    held = pending.take() if pending else None
     if held is None:
         batch = Batch()
         run_guard(batch, run_id=run.pk, lease_owner=owner)
@@ -406,6 +431,7 @@ def model_call(
     check: Callable[[LLMResponse], ModelStepFailed | None] | None = None,
     prepare: Callable[[LLMResponse], None] | None = None,
     models: list[ModelSnapshot] | None = None,
+    pending: PendingCommit | None = None,
 ):
     """Call the agent's model (then its fallback) until one attempt succeeds; returns what
     `record` made of the answer, adding its writes to the batch that completes the call (they
@@ -413,7 +439,8 @@ def model_call(
     which `record` may do more with it (see _record_success). `check` may turn down an answer
     (returning the error to raise if every attempt is turned down); `prepare` is called with an
     answer that passed it, before it is recorded (a guardrail's moderation call judges a final
-    answer there). `models` are tried instead of the agent's (a moderation rule's own model)."""
+    answer there). `models` are tried instead of the agent's (a moderation rule's own model).
+    `pending`: the previous step's last commit, made by the first attempt's statement."""
     last_error: ProviderError | None = None
     rejected: ModelStepFailed | None = None
     made = 0
@@ -427,7 +454,7 @@ def model_call(
         try:
             provider = get_provider(model["provider"])
             body = build(provider, model)
-            if live and live[2] and body.get("stream") and body.get("tools"):
+            if live and live.stream_tools_unsupported and body.get("stream") and body.get("tools"):
                 body = build(provider, {**model, "stream": False})
         except ProviderError as exc:
             last_error, rejected = exc, None
@@ -444,9 +471,10 @@ def model_call(
                 purpose=purpose,
                 iteration=iteration,
                 read_settings=live is None,
+                pending=pending,
             )
             live = live or _live_settings(model, values)
-            api_key, prices = live[0], live[1]
+            api_key, prices = live.api_key, live.prices
             made += 1
             # Log lines from here on (this attempt, and the tool calls it asks for) name this call.
             bind(llm_call_id=call.pk)
@@ -487,6 +515,7 @@ def model_call(
                 continue
             if relay:
                 relay.flush()
+            response, learned = _calibrated(live, provider, body, call, response)
             log.info(
                 "model call %s.%s (%s) to %s: %s, %s tokens",
                 iteration,
@@ -497,7 +526,7 @@ def model_call(
                 response.usage.total_tokens,
             )
             problem = check(response) if check else None
-            answered = _Answered(run, owner, call, response, prices, started, time_zone)
+            answered = _Answered(run, owner, call, response, prices, started, time_zone, learned=learned)
             if problem is None:
                 if prepare is not None:
                     prepare(response)

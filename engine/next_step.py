@@ -5,7 +5,9 @@
 three values; the loop executes it (engine.loop). The order of the checks is the promise:
 
 1. a cancel the API accepted ends the run, whatever else holds;
-2. past the deadline, the run ends (timeout);
+2. past the deadline, the run ends (timeout), unless the model's answer without tool calls has
+   just arrived (`answered`): the call stopped waiting at the deadline, and what it brought is
+   the answer;
 3. the last message is the model's, with tool calls: run them (even at the iteration limit or
    over budget: the calls were asked for and are recorded, their results end the step), unless
    the runs it delegated to used up its budget (engine.delegation: the tree stops);
@@ -13,18 +15,29 @@ three values; the loop executes it (engine.loop). The order of the checks is the
 5. the model was called as often as the agent allows: max_iterations;
 6. a run or daily budget is used up: budget;
 7. otherwise (a user message, or tool results): call the model.
+
+Decided with the model's answer (`answered`: engine.llm_step asks before the commit that
+records it), the decision also says what that commit may do itself instead of the next step:
+mark the first tool call started (RunTools.start_first), or end the run after a final answer
+(Finish). The loop then carries the decision to the next step, which executes it (engine.loop).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from django.utils.translation import gettext_lazy as _
 
-from agents.snapshot import AgentSnapshot
+from agents.snapshot import AgentSnapshot, snapshot_tools
 from conversations.models import Message, Run, RunStatus, StopReason
 from engine.delegation import tree_budget_finish
+from engine.invocations import invocation_new, runs_at_once
 from engine.limits import budget_limit, deadline_passed
+from engine.loop_guard import repeat_found, run_steps
 from engine.speech import agent_says
+
+if TYPE_CHECKING:
+    from engine.runs import AnswerEnding
 
 MAX_ITERATIONS_MESSAGE = _(
     "I stopped here: this task needed more than {limit} model steps, which is this agent's limit, "
@@ -39,43 +52,65 @@ class CallModel:
 
 @dataclass(frozen=True)
 class RunTools:
-    """Run the tool calls of `message`, the model's last message."""
+    """Run the tool calls of `message`, the model's last message. `start_first`: decided with the
+    answer, its first call runs at once, so the commit that records the answer may mark it
+    started (the mark the tool step would otherwise commit on its own, before the tool starts)."""
 
     message: Message
+    start_first: bool = False
 
 
 @dataclass(frozen=True)
 class Finish:
-    """End the run for `reason`; `message`, if any, tells the user why (the run's last message)."""
+    """End the run for `reason`; `message`, if any, tells the user why (the run's last message),
+    `error` what failed. What the commit of a final answer found, for engine.runs.run_finish:
+    `listening`, whether a webhook hears the run, when it read that; `made`, the ending itself
+    (engine.runs.AnswerEnding), when it made it."""
 
     reason: str
     message: str | None = None
+    error: str = ""
+    listening: bool | None = field(default=None, compare=False)
+    made: "AnswerEnding | None" = field(default=None, compare=False)
 
     @property
     def status(self) -> str:
-        # Only a cancel ends a run other than completed here: a limit is an answer, said in words.
-        return RunStatus.CANCELLED if self.reason == StopReason.CANCELLED else RunStatus.COMPLETED
+        # A limit is an answer, said in words: only a cancel, or a model the platform could not
+        # get an answer from, ends a run other than completed.
+        if self.reason == StopReason.CANCELLED:
+            return RunStatus.CANCELLED
+        return RunStatus.FAILED if self.reason == StopReason.PROVIDER_ERROR else RunStatus.COMPLETED
 
 
 Step = CallModel | RunTools | Finish
 
 
 def next_step(
-    run: Run, messages: list[Message], snapshot: AgentSnapshot, *, now, usage_today: tuple[int, Decimal] | None = None
+    run: Run,
+    messages: list[Message],
+    snapshot: AgentSnapshot,
+    *,
+    now,
+    usage_today: tuple[int, Decimal] | None = None,
+    answered: bool = False,
 ) -> Step:
-    """The next step of `run` (see the module's docstring); `usage_today` is limits.daily_usage's."""
+    """The next step of `run` (see the module's docstring); `usage_today` is limits.daily_usage's;
+    `answered`: the last message is the model's answer, about to be recorded."""
     if run.cancel_requested:
         return Finish(StopReason.CANCELLED)
-    limit = deadline_passed(run, snapshot, now=now)
+    last = messages[-1]
+    answer = last.role == Message.Role.ASSISTANT
+    limit = None if answered and answer and not last.tool_calls else deadline_passed(run, snapshot, now=now)
     if limit:
         return Finish(limit.stop_reason, limit.message)
-    last = messages[-1]
-    if last.role == Message.Role.ASSISTANT:
+    if answer:
         # Agents as tools: runs this run delegated to may have used up its budget while it waited.
         limit = tree_budget_finish(run, snapshot) if last.tool_calls else None
         if limit:
             return Finish(limit.stop_reason, limit.message)
-        return RunTools(last) if last.tool_calls else Finish(StopReason.FINAL_ANSWER)
+        if not last.tool_calls:
+            return Finish(StopReason.FINAL_ANSWER)
+        return RunTools(last, start_first=answered and _first_runs_at_once(run, messages, snapshot))
     max_iterations = snapshot["agent"]["max_iterations"]
     if run.iterations >= max_iterations:
         return Finish(StopReason.MAX_ITERATIONS, agent_says(snapshot, MAX_ITERATIONS_MESSAGE, limit=max_iterations))
@@ -83,3 +118,15 @@ def next_step(
     if limit:
         return Finish(limit.stop_reason, limit.message)
     return CallModel()
+
+
+def _first_runs_at_once(run: Run, messages: list[Message], snapshot: AgentSnapshot) -> bool:
+    """Whether the first call of the answer (the last message) runs as soon as its step reaches
+    it (engine.invocations.runs_at_once), and the run has no delegated usage: the only input of
+    step 3 that may change under the answer's commit, whose guard does not check it."""
+    if run.children_tokens or run.children_cost:
+        return False
+    tools = snapshot_tools(snapshot)
+    first = invocation_new(run=run, llm_call_id=None, position=0, call=messages[-1].tool_calls[0], tools=tools)
+    held_back = repeat_found(run_steps(messages, run.pk), snapshot["agent"]["max_same_tool_streak"]) is not None
+    return runs_at_once(run=run, invocation=first, spec=tools.get(first.tool_name), held_back=held_back)

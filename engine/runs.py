@@ -28,9 +28,8 @@ from conversations.models import (
     Webhook,
 )
 from conversations.services import db_value, event_add, messages_append, run_event_append
-from engine.delegation import child_ended, may_delegate
+from engine.delegation import HAS_CHILD_SQL, child_ended, delegate_calls_close, may_delegate
 from engine.dispatch import ACTIVE_STATUSES, conversation_admit_next
-from engine.held import commit_flush
 from engine.snapshots import version_snapshot
 from engine.tracing import run_trace_end
 from engine.transitions import Shape, run_transition, transition_guard
@@ -47,17 +46,28 @@ def run_finish(
     error: str = "",
     final_message: str | None = None,
     listening: bool | None = None,
+    made: "AnswerEnding | None" = None,
 ) -> bool:
-    """Move a run to a terminal state, once. Returns False if it already was terminal.
+    """Move a run to a terminal state, once, and do what follows an ending. Returns False if it
+    already was terminal.
 
     A run whose cancel was accepted (202) ends cancelled, whatever the step that ends it found:
     an answer that arrived after the cancel stays in the ledger but is not the run's answer.
-    The ending it replaced is recorded in the event. The usual ending, an answer with nothing
-    pending, is one statement (_answered); any other takes the run's row lock first (_end).
+    The ending it replaced is recorded in the event.
+
+    The usual ending, an answer with nothing pending, is made in one statement: by the commit
+    that records the answer itself when nothing stood in its way (`made`: AnswerEnding; only what
+    follows it is left here), else by a statement of its own (_answered). Any other ending takes
+    the run's row lock first (_end). Each faster way is tried under a guard that says whether it
+    applies, and falls back on the next: what makes an ending the long way (a cancel accepted,
+    an approval pending, a webhook listening) can come while the model answers or the ending is
+    on its way, so only the statement itself can tell, and a statement whose guard fails writes
+    nothing (the answer is then recorded without the ending: engine.model_call._record_success).
     `listening`: whether a webhook hears the run, as the commit of its final answer read it (the
-    usual ending then reads nothing more; conversations.services.event_add). A tool step's
-    commit held back for the next statement (engine.held) is made first."""
-    commit_flush(run_id)
+    usual ending then reads nothing more; conversations.services.event_add)."""
+    if made is not None:
+        made.follow()
+        return True
     if (status, stop_reason, final_message) == (RunStatus.COMPLETED, StopReason.FINAL_ANSWER, None):
         answered = _answered(run_id=run_id, error=error, listening=listening)
         if answered is not None:
@@ -222,12 +232,13 @@ def _end(*, run_id, status: str, stop_reason: str, error: str, final_message: st
     # Under the lock the run is still active, so the change below is made: the approvals'
     # events may come first, as they must on the timeline.
     _approvals_cancel(run_id=run_id, status=status, now=now)
+    delegates = may_delegate(version_snapshot(run.agent_version_id))
     run_transition(
         run_id=run_id,
         to=status,
         expect=ACTIVE_STATUSES,
         payload=payload,
-        writes=partial(_open_calls_close, run_id=run_id, status=status, now=now),
+        writes=partial(_open_calls_close, run_id=run_id, status=status, now=now, delegates=delegates),
         fields={"stop_reason": stop_reason, "error": error, "finished_at": now},
     )
     # Agents as tools: a delegated run's end reaches its parent; an ended run's active children
@@ -235,7 +246,7 @@ def _end(*, run_id, status: str, stop_reason: str, error: str, final_message: st
     # run whose version has delegates can have children (its snapshot is cached).
     if run.parent_run_id is not None:
         child_ended(parent_run_id=run.parent_run_id, child_run_id=run_id)
-    if may_delegate(version_snapshot(run.agent_version_id)):
+    if delegates:
         transaction.on_commit(partial(_children_cancel, run_id=run_id), robust=True)
     return run.conversation_id
 
@@ -311,13 +322,14 @@ def _approvals_cancel(*, run_id, status: str, now) -> None:
         )
 
 
-def _open_calls_close(batch: Batch, *, run_id, status: str, now, answering=None) -> None:
+def _open_calls_close(batch: Batch, *, run_id, status: str, now, answering=None, delegates=False) -> None:
     """With the change that ends the run (writes of its batch): its calls that never ran are
     marked cancelled, and the attempts a dead worker left open (a model call, a tool call) are
     closed as interrupted. A worker that is in fact still in such a call cannot record it any
     more: its lease fence fails on the ended run. `answering`: the model call whose completion
     the same batch writes (AnswerEnding), not one left open (in one statement both writes see it
-    started, and a row must not be updated twice)."""
+    started, and a row must not be updated twice). `delegates`: the run's version lists delegates,
+    whose calls still running are cancelled with it (engine.delegation.delegate_calls_close)."""
     run, when = db_value(ToolInvocation, "run", run_id), db_value(ToolInvocation, "finished_at", now)
     answered = "" if answering is None else ' AND "id" <> %s'
     calls, invocations = LLMCall._meta.db_table, ToolInvocation._meta.db_table
@@ -347,10 +359,14 @@ def _open_calls_close(batch: Batch, *, run_id, status: str, now, answering=None)
             *([] if answering is None else [answering]),
         ],
     )
+    # Only a run that may have started children (the usual ending never has one still running).
+    no_child = f" AND NOT {HAS_CHILD_SQL}" if delegates else ""
+    if delegates:
+        delegate_calls_close(batch, run_id=run_id, status=status, now=now)
     batch.add(
         "interrupted_calls",
         f'UPDATE "{invocations}" SET "status" = %s, "error" = %s, "finished_at" = %s, "result" = %s '
-        'WHERE "run_id" = %s AND "status" = %s AND {guard}',
+        f'WHERE "run_id" = %s AND "status" = %s{no_child} AND {{guard}}',
         [
             ToolInvocation.Status.ERROR,
             "interrupted",

@@ -8,10 +8,9 @@ steps and runs send it instead of those messages and it is not made again.
 
 import json
 
-from agents.guardrails import SIDE_INPUT, GuardrailSpec, filtered, side_rules
 from agents.providers.base import estimate_prompt_tokens, estimate_tokens
-from agents.snapshot import AgentSnapshot, snapshot_guardrails
-from conversations.batch import Batch
+from agents.snapshot import AgentSnapshot
+from conversations.batch import Batch, PendingCommit
 from conversations.models import Conversation, LLMCall, Message, Run
 from conversations.services import db_value
 from engine.model_call import model_call
@@ -31,13 +30,10 @@ _RESULT_CHARS = 2000
 CUT_NOTE = "[The start of the conversation is left out: it does not fit the model's context.]\n"
 
 
-def _line(message: Message, rules: list[GuardrailSpec]) -> str:
+def _line(message: Message) -> str:
     if message.role == Message.Role.TOOL:
         return f"tool {message.name or message.tool_call_id} returned: {trimmed(message.content, _RESULT_CHARS)}"
     content = message.content
-    if rules and message.role == Message.Role.USER:
-        # The summary's model sees the user's messages as the agent's model does (engine.guardrails).
-        content = filtered(rules, content)
     line = f"{message.role}: {content}" if content else ""
     for call in message.tool_calls or []:
         function = call["function"]
@@ -48,9 +44,9 @@ def _line(message: Message, rules: list[GuardrailSpec]) -> str:
     return line.strip()
 
 
-def transcript(turns: list[Turn], rules: list[GuardrailSpec] | None = None) -> str:
-    """The turns as text; `rules`, the agent's input guardrails, filter the user's messages."""
-    return "\n".join(line for turn in turns for unit in turn for m in unit if (line := _line(m, rules or [])))
+def transcript(turns: list[Turn]) -> str:
+    """The turns as text (their messages as the input guardrails left them: engine.guardrails.screened)."""
+    return "\n".join(line for turn in turns for unit in turn for m in unit if (line := _line(m)))
 
 
 def _fitting(text: str, room: int | None) -> str:
@@ -65,7 +61,15 @@ def _fitting(text: str, room: int | None) -> str:
 
 
 def summarise(
-    *, run: Run, owner: str, snapshot: AgentSnapshot, iteration: int, previous: str, turns: list[Turn], through: int
+    *,
+    run: Run,
+    owner: str,
+    snapshot: AgentSnapshot,
+    iteration: int,
+    previous: str,
+    turns: list[Turn],
+    through: int,
+    pending: PendingCommit | None = None,
 ) -> str:
     earlier = f"Earlier summary:\n{previous}\n\n" if previous else ""
     budget = history_budget(snapshot)
@@ -75,10 +79,9 @@ def summarise(
         if budget is None
         else budget - estimate_prompt_tokens(messages=[{"content": INSTRUCTIONS}, {"content": head}])
     )
-    rules = side_rules(snapshot_guardrails(snapshot), SIDE_INPUT)
     messages = [
         {"role": "system", "content": INSTRUCTIONS},
-        {"role": "user", "content": head + _fitting(transcript(turns, rules), room)},
+        {"role": "user", "content": head + _fitting(transcript(turns), room)},
     ]
 
     def build(provider, model: dict) -> dict:
@@ -108,4 +111,5 @@ def summarise(
         iteration=iteration,
         build=build,
         record=record,
+        pending=pending,
     )

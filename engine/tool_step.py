@@ -14,8 +14,8 @@ tools, and never executes a write tool (_eval_outcome).
 
 Marking a call running, recording its outcome and appending the step's tool messages are each
 one ledger batch (conversations.batch) fenced by the run's lease: one statement on PostgreSQL.
-The step's last batch may be returned instead of committed (`hold`): the loop has it made by the
-next statement (engine.held).
+The step's last batch is returned instead of committed (ToolStepOutcome.pending): the loop has it
+made by the next statement, usually the next model call's attempt (engine.loop).
 """
 
 import json
@@ -29,10 +29,9 @@ from django.utils import timezone
 
 from agents.snapshot import DELEGATE_KIND, AgentSnapshot, snapshot_tools
 from conversations import events
-from conversations.batch import Batch
+from conversations.batch import Batch, batch_commit
 from conversations.events import EventType
 from conversations.models import Approval, ApprovalGrant, Message, Run, ToolInvocation
-from conversations.selectors import STEP_RUN_COLUMNS, run_step_row
 from conversations.services import (
     db_value,
     event_add,
@@ -43,7 +42,6 @@ from conversations.services import (
     run_guard,
 )
 from engine.delegation import delegate_step
-from engine.held import batch_commit
 from engine.invocations import Started, invocation_new, rerunnable, tool_live_read
 from engine.leases import lease_fence
 from engine.loop_guard import Repeat, repeat_found, run_steps
@@ -81,13 +79,11 @@ class ToolStepOutcome:
     parked: bool = False
     loop: Repeat | None = None
     cancelled: bool = False
-    # A step that ran to its end: the run as its last commit left it, and the tool messages it
-    # appended (the next step starts from them instead of reading the run again).
-    run: Run | None = None
+    # A step that ran to its end: the tool messages it appends (the next step starts from them
+    # instead of reading the run again), and its last commit, which appends them, not made yet
+    # (the loop has the next statement make it): the messages' ids and orders are set once it is.
     messages: list[Message] = field(default_factory=list)
-    # With `hold`: the step's last commit, not made yet (engine.held); `run` and the messages'
-    # orders are set once it is.
-    held: Batch | None = None
+    pending: Batch | None = None
 
 
 def _hint(repeat: Repeat) -> str:
@@ -136,8 +132,7 @@ def _finish(
     """The call's outcome, with its event, as a batch for the caller to commit (tool_step
     commits the step's last outcome together with the step's tool messages)."""
     batch = Batch()
-    # The run as this commit leaves it: when it is the step's last, the loop's next step starts from it.
-    run_guard(batch, run_id=invocation.run_id, lease_owner=owner, returning=STEP_RUN_COLUMNS)
+    run_guard(batch, run_id=invocation.run_id, lease_owner=owner)
     row_update(
         batch,
         "invocation",
@@ -492,11 +487,10 @@ def tool_step(
     current: Message,
     made: list[ToolInvocation] | None = None,
     started: Started | None = None,
-    hold: bool = False,
 ) -> ToolStepOutcome:
     """`made`: the calls' rows as the answer's record wrote them (see _step_invocations);
-    `started`: the call the answer's commit marked started, if it did (engine.invocations);
-    `hold`: a step that runs to its end returns its last commit instead of making it (engine.held)."""
+    `started`: the call the answer's commit marked started, if it did (engine.invocations).
+    A step that runs to its end returns its last commit instead of making it (`pending`)."""
     tools = snapshot_tools(snapshot)
     repeat = repeat_found(run_steps(messages, current.run_id), snapshot["agent"]["max_same_tool_streak"])
     invocations, fresh = _step_invocations(run=run, message=current, tools=tools, made=made)
@@ -515,10 +509,10 @@ def tool_step(
                     batch_commit(outcome, run.pk, asynchronous=False)
             return ToolStepOutcome(loop=repeat)
     # A call's outcome commits before the next call starts; the last one commits with the
-    # step's tool messages, in the same statement (or is held for the next: engine.held). Both
-    # asynchronously (conversations.batch): the next call's mark, the next model request and the
-    # run's end commit synchronously, and a database crash before them leaves the call as a
-    # worker's crash after the tool would.
+    # step's tool messages, in one statement that the step returns for the loop to have made by
+    # the next (engine.loop). Both asynchronously (conversations.batch): the next call's mark,
+    # the next model request and the run's end commit synchronously, and a database crash before
+    # them leaves the call as a worker's crash after the tool would.
     outcome = None
     try:
         for invocation in invocations:
@@ -552,7 +546,7 @@ def tool_step(
     if batch is None:
         batch = Batch()
         # Bumping the sequence by its events (none here): a commit that carries this one adds its own.
-        run_guard(batch, run_id=run.pk, lease_owner=owner, returning=STEP_RUN_COLUMNS)
+        run_guard(batch, run_id=run.pk, lease_owner=owner)
     ended = ToolStepOutcome()
     ended.messages = messages_add(
         batch,
@@ -568,9 +562,5 @@ def tool_step(
             for inv in invocations
         ],
     )
-    batch.after(lambda results: setattr(ended, "run", run_step_row(results["run"], run.conversation)))
-    if hold:
-        ended.held = batch
-    else:
-        batch_commit(batch, run.pk)
+    ended.pending = batch
     return ended

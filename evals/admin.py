@@ -13,10 +13,13 @@ from django.utils.translation import gettext_lazy
 
 from agents.models import Agent
 from agents.releases import DRAFT
+from agents.selectors import agents_usable_by
 from evals.jsonl import CaseLineInvalid, case_to_line
 from evals.models import EvalCase, EvalResult, EvalRun, EvalSuite, ReleaseGate
 from evals.services import (
+    EvalNotAllowed,
     VersionNotFound,
+    eval_agent_check,
     eval_cases_import,
     eval_run_collect,
     eval_run_start,
@@ -120,12 +123,26 @@ class EvalRunStartForm(forms.ModelForm):
         help_text=gettext_lazy('"draft", "published" or a version number of the agent.'),
     )
 
+    # Set by EvalRunAdmin.get_form: who is starting the eval run.
+    user = None
+
     class Meta:
         model = EvalRun
         fields = ["suite", "repetitions"]
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Only the agents this operator may use are offered (evals.services.eval_agent_check).
+        self.fields["agent"].queryset = agents_usable_by(user=self.user).order_by("name")
+
     def clean(self):
         data = super().clean()
+        if data.get("agent") is not None:
+            try:
+                eval_agent_check(user=self.user, agent=data["agent"])
+            except EvalNotAllowed as exc:
+                self.add_error("agent", str(exc))
+                return data
         if data.get("agent") is not None and data.get("version"):
             try:
                 self.instance.agent_version = eval_version_resolve(agent=data["agent"], version=data["version"])
@@ -189,6 +206,7 @@ class EvalRunAdmin(admin.ModelAdmin):
         "created_by",
         "started_at",
         "finished_at",
+        "error",
         "metrics_text",
     ]
     exclude = ["metrics"]
@@ -197,7 +215,8 @@ class EvalRunAdmin(admin.ModelAdmin):
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:
-            kwargs["form"] = EvalRunStartForm
+            # A subclass per request, so the user never lands on the shared form class.
+            kwargs["form"] = type("EvalRunStartForm", (EvalRunStartForm,), {"user": request.user})
         return super().get_form(request, obj, change=change, **kwargs)
 
     def get_readonly_fields(self, request, obj=None):
@@ -245,9 +264,25 @@ class EvalRunAdmin(admin.ModelAdmin):
 
     @admin.action(description=gettext_lazy("Collect finished runs' results now"), permissions=["add"])
     def collect(self, request, queryset):
-        for eval_run in queryset:
+        # Collecting asks a rubric's judge model on the agent's behalf: only for agents the
+        # operator may use, as starting the eval run was.
+        refused, collected = [], 0
+        for eval_run in queryset.select_related("agent_version__agent"):
+            try:
+                eval_agent_check(user=request.user, agent=eval_run.agent_version.agent)
+            except EvalNotAllowed:
+                refused.append(str(eval_run.pk))
+                continue
             eval_run_collect(eval_run_id=eval_run.pk)
-        self.message_user(request, _("Results collected."), messages.SUCCESS)
+            collected += 1
+        if collected:
+            self.message_user(request, _("Results collected."), messages.SUCCESS)
+        if refused:
+            self.message_user(
+                request,
+                _("Not collected (you may not use their agents): eval runs %(ids)s.") % {"ids": ", ".join(refused)},
+                messages.ERROR,
+            )
 
 
 @admin.register(ReleaseGate)

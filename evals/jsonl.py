@@ -3,6 +3,8 @@
 import json
 
 from evals.models import EvalCase
+from platform_site.json_input import JSONInputError, json_loads_checked
+from tools.arguments import contains_nul
 
 CASE_FIELDS = (
     "name",
@@ -31,14 +33,20 @@ def case_to_line(case: EvalCase) -> str:
 
 
 def case_from_line(line: str, *, number: int) -> dict:
-    """A line's fields; what is wrong with their values the model's validation says."""
+    """A line's fields; what is wrong with their values the model's validation says.
+
+    A line is parsed as the API parses a body (platform_site.json_input: bounded nesting, no
+    lone surrogates, finite numbers) and refused with NUL anywhere, as the API refuses it: what
+    the API answers with a 400 is a bad line here, never an error while saving."""
     try:
-        data = json.loads(line)
-    except ValueError as exc:
-        raise CaseLineInvalid(f"line {number}: not JSON ({exc})") from exc
+        data = json_loads_checked(line)
+    except JSONInputError as exc:
+        raise CaseLineInvalid(f"line {number}: not JSON ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
         raise CaseLineInvalid(f'line {number}: a case is an object with a "name"')
     unknown = set(data) - set(CASE_FIELDS)
     if unknown:
         raise CaseLineInvalid(f"line {number}: unknown fields {', '.join(sorted(unknown))}")
+    if contains_nul(data):
+        raise CaseLineInvalid(f"line {number}: the NUL character (U+0000) cannot be stored")
     return data

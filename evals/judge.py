@@ -22,6 +22,7 @@ from agents.models import ModelConfig
 from agents.providers import LLMResponse, ProviderError, get_provider
 from agents.snapshot import model_snapshot
 from conversations.models import LLMCall, Run
+from conversations.usage import usage_values
 from engine.model_call import call_cost
 from engine.window import fitted
 from platform_site.text import scrub_nul
@@ -102,11 +103,7 @@ def _succeeded(call: LLMCall, response: LLMResponse, prices: dict, started: floa
         response=response.raw,
         http_status=response.http_status,
         finish_reason=response.finish_reason[:32],
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        cached_tokens=usage.cached_tokens,
-        reasoning_tokens=usage.reasoning_tokens,
-        total_tokens=usage.total_tokens,
+        **usage_values(usage),
         usage_estimated=usage.estimated,
         cost=call_cost(prices, response),
     )

@@ -6,10 +6,14 @@ Everything matched here came from a model, so it is untrusted: patterns run with
 """
 
 import json
+from urllib.parse import unquote
 
 import regex
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from referencing.exceptions import Unresolvable
+
+from tools.schemas import LinearValidator
 
 PATTERN_TIMEOUT_SECONDS = 1.0
 # Answers and arguments longer than this are matched on their first part only.
@@ -20,11 +24,60 @@ class ExpectationInvalid(ValueError):
     """An expectation that cannot be evaluated: a bad pattern or schema, a wrong shape."""
 
 
+# The `regex` engine unrolls counted repetitions when it compiles: a{1000000000} (or
+# ((a{1000}){1000}){1000}) holds the request that saves it for minutes. What the counts multiply
+# to is bounded first; (a{1000}){100} compiles in 0.04 s.
+MAX_EXPANDED_ATOMS = 100_000
+MAX_PATTERN_CHARS = 5_000
+_COUNT = regex.compile(r"\{(\d*)(?:,(\d*))?\}")
+
+
+def _expanded_atoms(pattern: str) -> int:
+    """About how many atoms the pattern is once its counted repetitions are unrolled: each
+    group's weight times its count, nested groups multiplying. A character class is one atom."""
+    weights, last, i = [0], 0, 0
+    while i < len(pattern):
+        char = pattern[i]
+        count = _COUNT.match(pattern, i) if char == "{" else None
+        if count and (count[1] or count[2]):
+            repeat = max(int(count[1] or 0), int(count[2] or 0))
+            weights[-1] += last * max(repeat - 1, 0)
+            last *= repeat
+            i = count.end()
+            continue
+        if char == "(":
+            weights.append(0)
+        elif char == ")" and len(weights) > 1:
+            last = weights.pop()
+            weights[-1] += last
+        else:
+            if char == "\\":
+                i += 1
+            elif char == "[":
+                end = i + 1
+                while end < len(pattern) and (pattern[end] != "]" or end == i + 1):
+                    end += 2 if pattern[end] == "\\" else 1
+                i = end
+            last = 1
+            weights[-1] += 1
+        i += 1
+    return sum(weights)
+
+
 def pattern_check(pattern: str) -> None:
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ExpectationInvalid(f"a regular expression here is at most {MAX_PATTERN_CHARS} characters")
+    if _expanded_atoms(pattern) > MAX_EXPANDED_ATOMS:
+        raise ExpectationInvalid(
+            f"invalid regular expression {pattern[:100]!r}: its repetition counts unroll to more than "
+            f"{MAX_EXPANDED_ATOMS} characters"
+        )
     try:
         regex.compile(pattern)
     except regex.error as exc:
         raise ExpectationInvalid(f"invalid regular expression {pattern!r}: {exc}") from exc
+    except RecursionError:
+        raise ExpectationInvalid("invalid regular expression: its groups are nested too deeply") from None
 
 
 def schema_check(schema) -> None:
@@ -34,18 +87,116 @@ def schema_check(schema) -> None:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
         raise ExpectationInvalid(f"invalid JSON Schema: {exc.message}") from exc
+    except RecursionError:
+        raise ExpectationInvalid("invalid JSON Schema: it is nested too deeply") from None
+    _references_check(schema)
+
+
+# Keywords that send validation elsewhere by URI: only plain $ref within the schema is allowed.
+_DYNAMIC_REFERENCES = ("$dynamicRef", "$recursiveRef")
+# The cycle check compares every reference with every other: a bound keeps it quick.
+MAX_REFERENCES = 500
+
+
+def _references(node, path: tuple = ()):
+    """(where, ref) for every "$ref" in the schema, `where` being the path of the object that holds
+    it. Every object is looked at, data keywords (const, enum…) included: a string "$ref" there is
+    refused too, which costs nothing real and keeps this walk free of keyword lists."""
+    if isinstance(node, dict):
+        for keyword in _DYNAMIC_REFERENCES:
+            if keyword in node:
+                raise ExpectationInvalid(f"{keyword} is not supported in an eval's JSON Schema")
+        # A nested $id starts a resource of its own, against which "#/…" means something else.
+        if path and "$id" in node:
+            raise ExpectationInvalid("$id is supported only at the top of an eval's JSON Schema")
+        if "$ref" in node:
+            yield path, node["$ref"]
+        for key, value in node.items():
+            yield from _references(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _references(value, (*path, index))
+
+
+def _pointer_target(schema: dict, ref) -> tuple:
+    """The path a "#/…" JSON pointer names in the schema, or ExpectationInvalid."""
+    if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+        raise ExpectationInvalid(f"$ref {ref!r}: only references inside the schema (#/…) are supported")
+    path, node = [], schema
+    for token in ref[2:].split("/") if ref != "#" else []:
+        token = unquote(token).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            path.append(token)
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            token = int(token)
+            path.append(token)
+        else:
+            raise ExpectationInvalid(f"$ref {ref!r} points to nothing in the schema")
+        node = node[token]
+    if not isinstance(node, dict | bool):
+        raise ExpectationInvalid(f"$ref {ref!r} points to something that is not a schema")
+    return tuple(path)
+
+
+def _references_check(schema: dict) -> None:
+    """Refuse references that could send validation round in a circle: jsonschema follows them
+    without a bound, and a worker scoring an answer would die on RecursionError (a `{"$ref": "#"}`
+    is a valid schema that does exactly that). A reference is followed into the part of the
+    schema it names; if any chain of references can come back to one it left from, the schema is
+    recursive and refused, even when the data would end the recursion: an answer comes from a
+    model and may nest as deep as it likes."""
+    refs = list(_references(schema))
+    if len(refs) > MAX_REFERENCES:
+        raise ExpectationInvalid(f"a JSON Schema here holds at most {MAX_REFERENCES} $ref")
+    targets = [(where, _pointer_target(schema, ref), ref) for where, ref in refs]
+    # Following reference i leads to every reference held inside its target.
+    leads_to = {
+        i: [j for j, (where, _target, _ref) in enumerate(targets) if where[: len(target)] == target]
+        for i, (_where, target, _ref) in enumerate(targets)
+    }
+    done: set[int] = set()
+    for start in leads_to:
+        if start in done:
+            continue
+        on_path: set[int] = set()
+        stack = [(start, iter(leads_to[start]))]
+        on_path.add(start)
+        while stack:
+            node, successors = stack[-1]
+            following = next(successors, None)
+            if following is None:
+                stack.pop()
+                on_path.discard(node)
+                done.add(node)
+            elif following in on_path:
+                raise ExpectationInvalid(f"$ref {targets[following][2]!r} makes the schema recursive")
+            elif following not in done:
+                on_path.add(following)
+                stack.append((following, iter(leads_to[following])))
 
 
 def pattern_found(pattern: str, text: str) -> bool:
     """Whether the pattern occurs in the text; a match that takes too long counts as not found."""
     try:
-        return regex.search(pattern, text[:MAX_MATCHED_CHARS], timeout=PATTERN_TIMEOUT_SECONDS) is not None
+        # concurrent: the interpreter lock is let go while it runs, so a slow pattern holds up
+        # no other run of the worker.
+        return (
+            regex.search(pattern, text[:MAX_MATCHED_CHARS], timeout=PATTERN_TIMEOUT_SECONDS, concurrent=True)
+            is not None
+        )
     except TimeoutError:
         return False
 
 
 def schema_errors(schema: dict, value) -> list[str]:
-    return [error.message for error in Draft202012Validator(schema).iter_errors(value)][:5]
+    # Schemas saved before recursive references were refused, and answers nested deeper than
+    # Python recurses, fail the check instead of the worker that scores them.
+    try:
+        return [error.message for error in LinearValidator(schema).iter_errors(value)][:5]
+    except RecursionError:
+        return ["the schema or the value is nested too deeply to be checked"]
+    except Unresolvable as exc:
+        return [f"the schema has a reference that cannot be followed: {exc}"]
 
 
 def json_subset(expected, actual) -> bool:

@@ -3,7 +3,7 @@ results, so a finished eval run's numbers can always be recomputed and checked b
 
 Each result is a dict with the EvalResult fields: case (id), repetition, passed, checks,
 tool_calls, valid_tool_calls, model_turns, total_tokens, cost, latency_ms. The definitions are
-in the README's "Evals" section; a rate with nothing to count is None, not 0.
+in docs/evals.md ("Eval runs and metrics"); a rate with nothing to count is None, not 0.
 """
 
 import math

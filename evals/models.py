@@ -9,6 +9,7 @@ from django.utils.translation import gettext_lazy as _
 
 from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_RATE_DROP
 from evals.matching import ExpectationInvalid, expected_calls_check, pattern_check, schema_check
+from tools.arguments import contains_nul
 
 
 class EvalSuite(models.Model):
@@ -57,6 +58,19 @@ def _names_check(names, what: str) -> None:
 def _tool_results_check(results) -> None:
     if not isinstance(results, dict) or not all(isinstance(v, str) for v in results.values()):
         raise ExpectationInvalid("tool results map a tool name to the text it returns")
+
+
+TEXT_AND_JSON_FIELDS = (
+    "name",
+    "turns",
+    "expected_tool_calls",
+    "forbidden_tools",
+    "answer_contains",
+    "answer_pattern",
+    "answer_schema",
+    "answer_rubric",
+    "tool_results",
+)
 
 
 class EvalCase(models.Model):
@@ -140,7 +154,13 @@ class EvalCase(models.Model):
             ("tool_results", lambda: _tool_results_check(self.tool_results)),
         ]
         errors = {}
+        # PostgreSQL stores NUL in neither text nor jsonb: refused here, not failed on insert.
+        for field in TEXT_AND_JSON_FIELDS:
+            if contains_nul(getattr(self, field)):
+                errors[field] = _("Must not contain the NUL character (U+0000).")
         for field, check in checks:
+            if field in errors:
+                continue
             try:
                 check()
             except ExpectationInvalid as exc:
@@ -156,6 +176,7 @@ class EvalCase(models.Model):
 class EvalRunStatus(models.TextChoices):
     RUNNING = "running", _("Running")
     COMPLETED = "completed", _("Completed")
+    FAILED = "failed", _("Failed")
 
 
 class EvalRun(models.Model):
@@ -179,6 +200,8 @@ class EvalRun(models.Model):
     )
     # metrics.eval_metrics over the results, stored when the last run ended.
     metrics = models.JSONField(null=True, blank=True, verbose_name=_("metrics"))
+    # Why a failed eval run could not be collected (evals.services.eval_run_collect).
+    error = models.TextField(blank=True, default="", verbose_name=_("error"))
     started_at = models.DateTimeField(auto_now_add=True, verbose_name=_("started at"))
     finished_at = models.DateTimeField(null=True, blank=True, verbose_name=_("finished at"))
 

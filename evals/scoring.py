@@ -2,10 +2,10 @@
 did (its observation, read from the ledger by selectors.run_observation) to a list of checks,
 each {"kind", "passed", "reason"}. The case passes when every check passes."""
 
-import json
 from dataclasses import dataclass, field
 
 from evals.matching import arguments_problem, pattern_found, schema_errors, serialised
+from platform_site.json_input import json_loads_checked
 
 
 @dataclass
@@ -32,8 +32,19 @@ def expectations_of(case) -> dict:
     }
 
 
+FINAL_ANSWER = "final_answer"
+ANSWER_KINDS = ("answer_contains", "answer_pattern", "answer_schema")
+
+
 def _check(kind: str, passed: bool, reason: str) -> dict:
     return {"kind": kind, "passed": passed, "reason": reason}
+
+
+def unanswered_check(kind: str, stop_reason: str) -> dict:
+    """The failed answer check of a run that ended on a limit or an error: its last message is
+    the platform's own ("I stopped here: …"), not the agent's answer, so nothing is matched
+    against it and no judge is asked about it."""
+    return _check(kind, False, f"the run ended on {stop_reason}, not with an answer")
 
 
 def _expected_call_checks(expected: list[dict], calls: list[dict]) -> list[dict]:
@@ -60,25 +71,16 @@ def _expected_call_checks(expected: list[dict], calls: list[dict]) -> list[dict]
 
 
 def _answer_json(answer: str):
+    # Parsed as input from outside is: an answer nested thousands deep is "not JSON", not a
+    # RecursionError in the worker that scores it.
     try:
-        return json.loads(answer), None
+        return json_loads_checked(answer), None
     except ValueError as exc:
         return None, f"the answer is not JSON: {exc}"
 
 
-def score_run(expectations: dict, observed: Observation) -> list[dict]:
-    finished = observed.stop_reason == "final_answer"
-    checks = [
-        _check("finished", finished, "answered" if finished else f"ended without an answer ({observed.stop_reason})")
-    ]
-    names = [call["name"] for call in observed.tool_calls]
-    checks += _expected_call_checks(expectations.get("expected_tool_calls") or [], observed.tool_calls)
-    for name in expectations.get("forbidden_tools") or []:
-        count = names.count(name)
-        checks.append(_check("forbidden_tool", count == 0, f"{name} called {count} times"))
-    if expectations.get("expect_no_tool"):
-        checks.append(_check("no_tool", not names, f"called {', '.join(names)}" if names else "no tool called"))
-    answer = observed.answer
+def _answer_checks(expectations: dict, answer: str) -> list[dict]:
+    checks = []
     if expectations.get("answer_contains"):
         wanted = expectations["answer_contains"]
         found = wanted in answer
@@ -93,6 +95,32 @@ def score_run(expectations: dict, observed: Observation) -> list[dict]:
             errors = schema_errors(expectations["answer_schema"], value)
             problem = "; ".join(errors) if errors else None
         checks.append(_check("answer_schema", problem is None, problem or "matches the schema"))
+    return checks
+
+
+def _expects_answer(expectations: dict, kind: str) -> bool:
+    value = expectations.get(kind)
+    return value is not None if kind == "answer_schema" else bool(value)
+
+
+def score_run(expectations: dict, observed: Observation) -> list[dict]:
+    finished = observed.stop_reason == FINAL_ANSWER
+    checks = [
+        _check("finished", finished, "answered" if finished else f"ended without an answer ({observed.stop_reason})")
+    ]
+    names = [call["name"] for call in observed.tool_calls]
+    checks += _expected_call_checks(expectations.get("expected_tool_calls") or [], observed.tool_calls)
+    for name in expectations.get("forbidden_tools") or []:
+        count = names.count(name)
+        checks.append(_check("forbidden_tool", count == 0, f"{name} called {count} times"))
+    if expectations.get("expect_no_tool"):
+        checks.append(_check("no_tool", not names, f"called {', '.join(names)}" if names else "no tool called"))
+    if finished:
+        checks += _answer_checks(expectations, observed.answer)
+    else:
+        checks += [
+            unanswered_check(kind, observed.stop_reason) for kind in ANSWER_KINDS if _expects_answer(expectations, kind)
+        ]
     if expectations.get("max_model_turns") is not None:
         limit = expectations["max_model_turns"]
         checks.append(

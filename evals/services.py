@@ -2,8 +2,10 @@
 engine in its own conversation) and collecting its results as its runs end."""
 
 import logging
+from datetime import datetime, timedelta
 
-from django.core.exceptions import ValidationError
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
@@ -11,6 +13,7 @@ from django.utils.translation import gettext as _
 
 from agents.models import Agent, AgentVersion
 from agents.releases import DRAFT, PUBLISHED, UnknownVersion, version_target
+from agents.selectors import agents_usable_by
 from conversations.models import TERMINAL_STATUSES, Run
 from conversations.services import conversation_create, messages_append
 from engine.admission import message_submit
@@ -18,7 +21,7 @@ from evals.jsonl import CaseLineInvalid, case_from_line
 from evals.judge import rubric_check
 from evals.metrics import eval_metrics
 from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite
-from evals.scoring import expectations_of, score_run
+from evals.scoring import FINAL_ANSWER, expectations_of, score_run, unanswered_check
 from evals.selectors import eval_results_data, run_case_material, run_observation
 from platform_site.celery import app
 
@@ -30,6 +33,21 @@ CURRENT = "current"  # the draft, by its older name
 
 class VersionNotFound(LookupError):
     pass
+
+
+class EvalNotAllowed(PermissionDenied):
+    """The user may not use the agent, so may not evaluate it either (a 403 in the admin and
+    the API)."""
+
+
+def eval_agent_check(*, user, agent: Agent) -> None:
+    """EvalNotAllowed unless `user` may use the agent, by the rule that decides who may talk to
+    it (agents.selectors.agents_usable_by: group restrictions, superusers see all): an eval run
+    plays the agent's model and tools for whoever starts it, so it is no way round a
+    restriction. Every entry point asks this, and eval_run_start asks it again; `user` None is
+    the platform itself (a command run without --user)."""
+    if user is not None and not agents_usable_by(user=user).filter(pk=agent.pk).exists():
+        raise EvalNotAllowed(_("You may not use agent %(agent)s, so you may not evaluate it.") % {"agent": agent.name})
 
 
 def eval_version_resolve(*, agent: Agent, version: str) -> AgentVersion:
@@ -75,7 +93,9 @@ def _case_run_start(*, eval_run: EvalRun, case: EvalCase, repetition: int, user)
 
 def eval_run_start(*, suite: EvalSuite, agent_version: AgentVersion, repetitions: int, user=None) -> EvalRun:
     """Create the eval run and one engine run per case and repetition; they are handed to the
-    workers when this commits, and the collection task follows them until they all end."""
+    workers when this commits, and the collection task follows them until they all end.
+    EvalNotAllowed when the user may not use the agent (eval_agent_check)."""
+    eval_agent_check(user=user, agent=agent_version.agent)
     with transaction.atomic():
         eval_run = EvalRun.objects.create(
             suite=suite, agent_version=agent_version, repetitions=repetitions, created_by=user
@@ -104,7 +124,9 @@ def _score(result: EvalResult) -> None:
         observed = run_observation(run=run)
         case = result.case
         checks = score_run(expectations_of(case), observed)
-        if case.answer_rubric.strip():
+        if case.answer_rubric.strip() and observed.stop_reason != FINAL_ANSWER:
+            checks.append(unanswered_check("rubric", observed.stop_reason))
+        elif case.answer_rubric.strip():
             checks.append(
                 rubric_check(
                     run=run,
@@ -120,16 +142,49 @@ def _score(result: EvalResult) -> None:
         result.total_tokens = run.total_tokens
         result.cost = run.cost
         start = run.started_at or run.created_at
-        result.latency_ms = int((run.finished_at - start).total_seconds() * 1000) if run.finished_at else None
+        # Started and finished are stamped by different workers, whose clocks may differ a little.
+        latency = int((run.finished_at - start).total_seconds() * 1000) if run.finished_at else None
+        result.latency_ms = None if latency is None else max(latency, 0)
     result.checks = checks
     result.passed = all(check["passed"] for check in checks)
     result.scored = True
     result.save()
 
 
+class _ScoringFailed(Exception):
+    """A result's scoring raised: says which case and repetition, and what was raised."""
+
+
+def eval_run_fail(*, eval_run_id, reason: str) -> bool:
+    """End a running eval run as failed, with the reason; False if it had ended already."""
+    return bool(
+        EvalRun.objects.filter(pk=eval_run_id, status=EvalRunStatus.RUNNING).update(
+            status=EvalRunStatus.FAILED, error=reason[:2000], finished_at=timezone.now()
+        )
+    )
+
+
 def eval_run_collect(*, eval_run_id) -> EvalRun:
     """Score every result whose run has ended; once all are scored, store the metrics and end the
-    eval run. Safe to call any number of times, from anywhere."""
+    eval run. Safe to call any number of times, from anywhere.
+
+    It cannot leave the eval run running for good: whatever goes wrong while collecting (a case
+    whose expectation breaks the scoring, a metric that cannot be computed) ends it as failed,
+    with the reason, and the release gate and the command see a failure instead of waiting."""
+    if not EvalRun.objects.filter(pk=eval_run_id, status=EvalRunStatus.RUNNING).exists():
+        return EvalRun.objects.get(pk=eval_run_id)  # ended: its results are final
+    try:
+        _collect(eval_run_id)
+    except EvalRun.DoesNotExist:
+        raise
+    except Exception as exc:
+        log.exception("eval run %s: collection failed", eval_run_id)
+        what = str(exc) if isinstance(exc, _ScoringFailed) else f"{type(exc).__name__}: {exc}"
+        eval_run_fail(eval_run_id=eval_run_id, reason=f"collecting the results failed: {what}")
+    return EvalRun.objects.get(pk=eval_run_id)
+
+
+def _collect(eval_run_id) -> None:
     ended = Exists(Run.objects.filter(pk=OuterRef("run_id"), status__in=TERMINAL_STATUSES))
     pending = EvalResult.objects.filter(eval_run_id=eval_run_id, scored=False)
     ready = pending.filter(ended | ~Exists(Run.objects.filter(pk=OuterRef("run_id"))))
@@ -145,15 +200,38 @@ def eval_run_collect(*, eval_run_id) -> EvalRun:
                 .first()
             )
             if result is not None:
-                _score(result)
+                try:
+                    _score(result)
+                except Exception as exc:
+                    where = f"case {result.case.name} #{result.repetition}"
+                    raise _ScoringFailed(f"{where}: {type(exc).__name__}: {exc}") from exc
     eval_run = EvalRun.objects.get(pk=eval_run_id)
     if eval_run.status == EvalRunStatus.RUNNING and not pending.exists():
         metrics = eval_metrics(eval_results_data(eval_run=eval_run), repetitions=eval_run.repetitions)
         EvalRun.objects.filter(pk=eval_run_id, status=EvalRunStatus.RUNNING).update(
             status=EvalRunStatus.COMPLETED, metrics=metrics, finished_at=timezone.now()
         )
-        eval_run.refresh_from_db()
-    return eval_run
+
+
+def eval_runs_sweep(*, now: datetime | None = None) -> dict[str, int]:
+    """Collect every eval run still running (its collection task's message may have been lost)
+    and fail those running longer than settings.AGENTRY_EVAL_RUN_DEADLINE_HOURS: their runs end
+    within their own deadlines, so one that old has lost its collection for good."""
+    now = now or timezone.now()
+    deadline = timedelta(hours=settings.AGENTRY_EVAL_RUN_DEADLINE_HOURS)
+    counts = {"collected": 0, "failed": 0}
+    for eval_run_id in list(EvalRun.objects.filter(status=EvalRunStatus.RUNNING).values_list("pk", flat=True)):
+        try:
+            eval_run = eval_run_collect(eval_run_id=eval_run_id)
+        except EvalRun.DoesNotExist:
+            continue
+        counts["collected"] += 1
+        if eval_run.status == EvalRunStatus.RUNNING and eval_run.started_at < now - deadline:
+            counts["failed"] += eval_run_fail(
+                eval_run_id=eval_run_id,
+                reason=f"its runs did not all end within {settings.AGENTRY_EVAL_RUN_DEADLINE_HOURS:g} hours",
+            )
+    return counts
 
 
 def eval_cases_import(*, suite_name: str, lines) -> int:

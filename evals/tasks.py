@@ -3,7 +3,7 @@
 from celery import shared_task
 
 from evals.models import EvalRun, EvalRunStatus
-from evals.services import EVAL_COLLECT_TASK, eval_run_collect, eval_run_collect_later
+from evals.services import EVAL_COLLECT_TASK, eval_run_collect, eval_run_collect_later, eval_runs_sweep
 
 # An eval run's runs end within their deadlines (or the sweeper ends them); the task follows
 # them at this pace until the last one has ended.
@@ -18,3 +18,10 @@ def eval_run_collect_task(eval_run_id: int) -> None:
         return  # deleted meanwhile: nothing left to follow
     if eval_run.status == EvalRunStatus.RUNNING:
         eval_run_collect_later(eval_run_id=eval_run_id, countdown=POLL_SECONDS)
+
+
+@shared_task(name="evals.tasks.eval_runs_sweep_task", ignore_result=True)
+def eval_runs_sweep_task() -> dict:
+    """On beat (settings: sweep-eval-runs): a chain of collection tasks that broke (a lost
+    message, a worker down when it was due) is picked up here, and no eval run stays running."""
+    return eval_runs_sweep()

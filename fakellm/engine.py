@@ -70,6 +70,11 @@ def _refusal(wire: Wire, settings: dict, body: dict) -> Response | None:
     refusal = settings["stream_tools_error"]
     if refusal and body.get("stream") is True and body.get("tools"):
         status = refusal.get("status", 500)
+        if refusal.get("empty"):
+            # A 200 stream that ends with nothing in it, the reason only in the server's log, as
+            # llama.cpp answers ("Automatic streaming tool choice is not supported").
+            log.warning("streamed request with tools refused: %s", refusal["message"])
+            return StreamingResponse(iter(()), media_type=SSE)
         if refusal.get("in_stream"):
             # Refused after the stream began: a 200 whose only event is the error.
             error = dumps({**wire.error_body(status, refusal["message"]), "type": "error"})
@@ -78,7 +83,7 @@ def _refusal(wire: Wire, settings: dict, body: dict) -> Response | None:
     window = settings["context_window"]
     if not window:
         return None
-    prompt = prompt_tokens(body, settings["token_counting"])
+    prompt = prompt_tokens(body, settings["token_counting"], settings["token_scale"])
     wanted = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else 0
     if prompt + wanted <= window:
         return None
@@ -173,9 +178,12 @@ async def handle(request: Request, wire: Wire) -> Response:
             return Response(wire.malformed_stream, media_type=SSE)
         return Response(wire.malformed_plain, media_type="application/json")
 
-    counting = script.defaults["token_counting"]
+    counting, scale = script.defaults["token_counting"], script.defaults["token_scale"]
     reply = build_reply(
-        step, TemplateContext(conversation, groups), lambda: prompt_tokens(body, counting), text_counter(counting)
+        step,
+        TemplateContext(conversation, groups),
+        lambda: prompt_tokens(body, counting, scale),
+        text_counter(counting, scale),
     )
     meta = Meta(model, int(time.time()), digest, script.defaults)
     if stream:

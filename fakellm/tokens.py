@@ -5,6 +5,9 @@ enough for scripted usage. `cl100k_base` and `o200k_base` count with the real Op
 tokenisers (the `bpe-openai` package, which ships their vocabularies), by OpenAI's documented
 chat formula: 3 tokens framing each message, 3 priming the reply. Clients can then check their
 own estimates against what a real tokeniser says, and a context window behaves like a real one.
+`token_scale` multiplies either count (rounded up): a model whose own tokeniser spends more or
+fewer tokens than OpenAI's on the same text (Qwen's on Chinese, say), so a client's estimates
+are off by a steady factor that it can learn from the usage the server reports.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ def _text(value) -> str:
 
 
 @cache
-def text_counter(counting: str) -> Callable[[str], int]:
+def _counter(counting: str) -> Callable[[str], int]:
     if counting == "chars":
         return lambda text: math.ceil(len(text) / 4)
     import bpe_openai  # only the real tokenisers need it
@@ -33,8 +36,17 @@ def text_counter(counting: str) -> Callable[[str], int]:
     return lambda text: len(encoding.encode(text))
 
 
-def prompt_tokens(body: dict, counting: str) -> int:
-    count = text_counter(counting)
+def text_counter(counting: str, scale: float = 1) -> Callable[[str], int]:
+    count = _counter(counting)
+    return count if scale == 1 else lambda text: math.ceil(count(text) * scale)
+
+
+def prompt_tokens(body: dict, counting: str, scale: float = 1) -> int:
+    return math.ceil(_prompt_tokens(body, counting) * scale)
+
+
+def _prompt_tokens(body: dict, counting: str) -> int:
+    count = _counter(counting)
     if counting == "chars":
         parts = [body[key] for key in ("system", "messages", "tools") if key in body]
         return count(json.dumps(parts, ensure_ascii=False))

@@ -13,6 +13,7 @@ DEFAULTS = {
     "stream_usage": True,
     "stream_chunk_delay_ms": 0,
     "token_counting": "chars",
+    "token_scale": 1,
     "context_window": None,
     "context_error": "openai",
     "stream_tools_error": None,
@@ -46,6 +47,9 @@ def _check_defaults(value, problems: Problems) -> None:
         problems.fail("defaults.stream_style", f"must be one of {STREAM_STYLES}")
     if value.get("token_counting", "chars") not in COUNTINGS:
         problems.fail("defaults.token_counting", f"must be one of {COUNTINGS}")
+    scale = value.get("token_scale", 1)
+    if isinstance(scale, bool) or not isinstance(scale, int | float) or not 0.1 <= scale <= 10:
+        problems.fail("defaults.token_scale", "must be a number from 0.1 to 10")
     window = value.get("context_window")
     if window is not None and not (is_int(window) and window > 0):
         problems.fail("defaults.context_window", "must be a positive integer or null")
@@ -59,9 +63,10 @@ def _check_stream_tools_error(value, problems: Problems) -> None:
         return
     if not isinstance(value, dict) or not isinstance(value.get("message"), str) or not value["message"]:
         return problems.fail("defaults.stream_tools_error", "must be null or an object with a non-empty 'message'")
-    problems.keys(value, {"status", "message", "in_stream"}, "defaults.stream_tools_error")
-    if not isinstance(value.get("in_stream", False), bool):
-        problems.fail("defaults.stream_tools_error.in_stream", "must be a boolean")
+    problems.keys(value, {"status", "message", "in_stream", "empty"}, "defaults.stream_tools_error")
+    for key in ("in_stream", "empty"):
+        if not isinstance(value.get(key, False), bool):
+            problems.fail(f"defaults.stream_tools_error.{key}", "must be a boolean")
     if not (is_int(value.get("status", 500)) and 400 <= value.get("status", 500) <= 599):
         problems.fail("defaults.stream_tools_error.status", "must be an HTTP error status (400-599)")
 

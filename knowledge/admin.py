@@ -1,12 +1,20 @@
 from django.contrib import admin, messages
-from django.db.models import Count
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Q
+from django.http import Http404
+from django.shortcuts import redirect
+from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_POST
 
-from knowledge.admin_forms import DocumentForm
-from knowledge.models import Chunk, Document, EmbeddingCall, KnowledgeBase, KnowledgeSearch
-from knowledge.services import base_index_enqueue, document_upload, knowledge_base_save
+from knowledge.admin_forms import BaseSearchForm, BaseUploadForm, DocumentForm
+from knowledge.embeddings import EmbeddingFailed
+from knowledge.models import Chunk, Document, DocumentUpload, EmbeddingCall, KnowledgeBase, KnowledgeSearch
+from knowledge.retrieval import search
+from knowledge.services import base_index_enqueue, document_file_store, document_upload, knowledge_base_save
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyAdminMixin, ReadOnlyInline
 
 # Settings whose change makes the stored chunks or vectors stale.
@@ -15,7 +23,7 @@ _INDEX_FIELDS = {"chunk_size", "chunk_overlap", "embedding_model"}
 
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(admin.ModelAdmin):
-    list_display = ["name", "status", "progress", "documents", "keyword_method", "embedding_model", "search_tool"]
+    list_display = ["name", "status", "progress", "keyword_method", "embedding_model", "search_tool"]
     list_filter = ["status", "keyword_method"]
     list_select_related = ["embedding_model", "search_tool"]
     search_fields = ["name", "description"]
@@ -33,17 +41,23 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
         *readonly_fields,
     ]
     actions = ["reindex_selected"]
+    # Below the form: the base's documents, an upload and a test search (change_view).
+    change_form_template = "admin/knowledge/knowledgebase/change_form.html"
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(document_count=Count("documents"))
+        # Counted from the documents themselves, so the figure is the base's whatever was queued last.
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                document_count=Count("documents"),
+                indexed_count=Count("documents", filter=Q(documents__status=Document.Status.INDEXED)),
+            )
+        )
 
-    @admin.display(description=gettext_lazy("documents"), ordering="document_count")
-    def documents(self, obj):
-        return obj.document_count
-
-    @admin.display(description=gettext_lazy("indexed"))
+    @admin.display(description=gettext_lazy("indexed"), ordering="indexed_count")
     def progress(self, obj):
-        return f"{obj.indexed_documents}/{obj.total_documents}"
+        return _("%(indexed)s of %(total)s documents") % {"indexed": obj.indexed_count, "total": obj.document_count}
 
     def save_model(self, request, obj, form, change):
         knowledge_base_save(base=obj)
@@ -55,6 +69,100 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
     def reindex_selected(self, request, queryset):
         total = sum(base_index_enqueue(base=base) for base in queryset)
         self.message_user(request, _("Re-indexing %(n)s documents.") % {"n": total}, messages.SUCCESS)
+
+    def get_urls(self):
+        upload = self.admin_site.admin_view(require_POST(self.upload_view))
+        return [path("<path:object_id>/upload/", upload, name="knowledge_knowledgebase_upload")] + super().get_urls()
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        base = self.get_object(request, unquote(object_id))
+        extra = dict(extra_context or {})
+        if base is not None and self.has_view_or_change_permission(request, base):
+            extra.update(self._documents_context(request, base))
+            extra.update(self._search_context(request, base))
+        return super().change_view(request, object_id, form_url, extra)
+
+    def _documents_context(self, request, base: KnowledgeBase) -> dict:
+        user = request.user
+        context = {
+            "can_upload": user.has_perm("knowledge.add_document") or user.has_perm("knowledge.change_document"),
+            "upload_form": BaseUploadForm(),
+            "show_documents": user.has_perm("knowledge.view_document") or user.has_perm("knowledge.change_document"),
+        }
+        if context["show_documents"]:
+            context["base_documents"] = list(
+                Document.objects.filter(base=base)
+                .only("pk", "title", "status", "error", "filename", "updated_at")
+                .annotate(chunk_total=Count("chunks"))
+                .order_by("title")
+            )
+        return context
+
+    def _search_context(self, request, base: KnowledgeBase) -> dict:
+        vectors = base.embedding_model_id is not None
+        if request.method != "GET" or "q" not in request.GET:
+            return {"search_form": BaseSearchForm(vectors=vectors)}
+        form = BaseSearchForm(request.GET, vectors=vectors)
+        context = {"search_form": form, "search_done": False}
+        if form.is_valid():
+            try:
+                passages = search(
+                    base=KnowledgeBase.objects.select_related("embedding_model").get(pk=base.pk),
+                    query=form.cleaned_data["q"],
+                    top_k=form.cleaned_data["top_k"],
+                    mode=form.cleaned_data["mode"],
+                )
+            except EmbeddingFailed as exc:
+                context["search_error"] = _("The embedding model could not embed the query: %(error)s") % {"error": exc}
+            else:
+                context.update(search_done=True, search_results=passages)
+        return context
+
+    def upload_view(self, request, object_id):
+        base = self.get_object(request, unquote(object_id))
+        if base is None:
+            raise Http404
+        if not self.has_view_or_change_permission(request, base):
+            raise PermissionDenied
+        page = reverse("admin:knowledge_knowledgebase_change", args=[base.pk])
+        form = BaseUploadForm(request.POST, request.FILES)
+        if not form.is_valid():
+            for error in form.errors.get("upload", []):
+                self.message_user(request, error, messages.ERROR)
+            return redirect(page)
+        upload = form.cleaned_data["upload"]
+        name = upload.name[:300]
+        document = Document.objects.filter(base=base, source=Document.Source.UPLOAD, filename=name).first()
+        if document is not None:
+            # The same file name again: a new version of that document.
+            if not request.user.has_perm("knowledge.change_document"):
+                raise PermissionDenied
+            title_from_content = document.title == name
+        else:
+            if not request.user.has_perm("knowledge.add_document"):
+                raise PermissionDenied
+            if Document.objects.filter(base=base, title=name).exists():
+                self.message_user(
+                    request,
+                    _("Another document of this base is titled “%(title)s”; rename the file.") % {"title": name},
+                    messages.ERROR,
+                )
+                return redirect(page)
+            document, title_from_content = Document(base=base, title=name), True
+        document_file_store(
+            document=document,
+            data=upload.read(),
+            filename=name,
+            content_type=getattr(upload, "content_type", "") or "",
+            title_from_content=title_from_content,
+        )
+        self.message_user(
+            request,
+            _("“%(name)s” is stored; a worker reads and indexes it (the list below shows its status).")
+            % {"name": name},
+            messages.SUCCESS,
+        )
+        return redirect(page)
 
 
 class ChunkInline(ReadOnlyInline):
@@ -71,11 +179,20 @@ class ChunkInline(ReadOnlyInline):
 @admin.register(Document)
 class DocumentAdmin(JSONInputAdminMixin, admin.ModelAdmin):
     form = DocumentForm
-    list_display = ["title", "base", "source", "status", "chunk_count", "updated_at"]
+    list_display = ["title", "base", "source", "status", "chunk_count", "reason", "updated_at"]
     list_filter = ["status", "source", "base"]
     list_select_related = ["base"]
     search_fields = ["title", "url", "filename"]
-    readonly_fields = ["filename", "status", "error", "content_hash", "text_preview", "created_at", "updated_at"]
+    readonly_fields = [
+        "filename",
+        "pending_file",
+        "status",
+        "error",
+        "content_hash",
+        "text_preview",
+        "created_at",
+        "updated_at",
+    ]
     inlines = [ChunkInline]
     actions = ["reindex_selected"]
 
@@ -92,16 +209,33 @@ class DocumentAdmin(JSONInputAdminMixin, admin.ModelAdmin):
     def chunk_count(self, obj):
         return obj.chunk_total
 
+    @admin.display(description=gettext_lazy("failure reason"))
+    def reason(self, obj):
+        return obj.error[:120]
+
+    @admin.display(description=gettext_lazy("file waiting to be read"))
+    def pending_file(self, obj):
+        upload = DocumentUpload.objects.filter(document=obj).only("filename", "size").first() if obj.pk else None
+        if upload is None:
+            return "-"
+        return _("%(name)s (%(size)s bytes)") % {"name": upload.filename, "size": upload.size}
+
     @admin.display(description=gettext_lazy("text"))
     def text_preview(self, obj):
         return format_html("<pre style='white-space: pre-wrap'>{}</pre>", obj.text[:3000])
 
     def save_model(self, request, obj, form, change):
-        extracted = form.extracted
-        if extracted is not None:
-            obj.text = extracted[1]
-            obj.filename = form.cleaned_data["upload"].name[:300]
-        document_upload(document=obj)
+        upload = form.cleaned_data.get("upload")
+        if upload is None:
+            document_upload(document=obj)
+            return
+        document_file_store(
+            document=obj,
+            data=upload.read(),
+            filename=upload.name,
+            content_type=getattr(upload, "content_type", "") or "",
+            title_from_content=form.title_from_content,
+        )
 
     @admin.action(description=gettext_lazy("Re-index selected documents"), permissions=["change"])
     def reindex_selected(self, request, queryset):

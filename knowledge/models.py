@@ -85,8 +85,6 @@ class KnowledgeBase(models.Model):
         editable=False,
     )
     status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.READY)
-    indexed_documents = models.PositiveIntegerField(_("indexed documents"), default=0)
-    total_documents = models.PositiveIntegerField(_("total documents"), default=0)
     last_error = models.TextField(_("last error"), blank=True, default="")
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
@@ -139,6 +137,32 @@ class Document(models.Model):
             raise ValidationError({"tags": _('Use a JSON list of short strings, e.g. ["returns", "zh"].')})
         if self.source == self.Source.URL and not self.url:
             raise ValidationError({"url": _("A URL document needs its URL.")})
+
+
+class DocumentUpload(models.Model):
+    """The file an operator uploaded, kept until the worker has read its text (the web process
+    only checks its size and kind): parsing an untrusted file may take any time or memory, so it
+    happens in a limited child process on the worker (knowledge.parsing). In the database rather
+    than on a disk, so the web and the workers need share nothing else. Uploading again replaces
+    it; a document that failed keeps it, so re-indexing reads it again (with new limits, say)."""
+
+    document = models.OneToOneField(
+        Document, on_delete=models.CASCADE, related_name="pending_upload", verbose_name=_("document")
+    )
+    filename = models.CharField(_("file name"), max_length=300)
+    content_type = models.CharField(_("content type"), max_length=200, blank=True)
+    data = models.BinaryField(_("data"))
+    size = models.PositiveIntegerField(_("size"))
+    # The operator gave no title: the file name stands in until the worker finds one in the content.
+    title_from_content = models.BooleanField(_("title from content"), default=False)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("document upload")
+        verbose_name_plural = _("document uploads")
+
+    def __str__(self):
+        return self.filename
 
 
 class Chunk(models.Model):

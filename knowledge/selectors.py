@@ -8,7 +8,12 @@ def base_chunks(*, base: KnowledgeBase, document_ids=None, tags=None) -> list[Ch
 
     Tags are matched in Python: JSON containment is not available on SQLite, and a base's
     documents are few."""
-    chunks = Chunk.objects.filter(document__base=base, document__status="indexed").select_related("document")
+    # A document's whole text is not needed to rank its chunks, and would be read once per chunk.
+    chunks = (
+        Chunk.objects.filter(document__base=base, document__status="indexed")
+        .select_related("document")
+        .defer("document__text")
+    )
     if document_ids:
         chunks = chunks.filter(document_id__in=document_ids)
     rows = list(chunks.order_by("document_id", "ordinal"))

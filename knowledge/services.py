@@ -5,16 +5,16 @@ import logging
 
 from celery import current_app
 from django.db import transaction
-from django.db.models import F
 from django.utils.text import slugify
 from django.utils.translation import gettext as _
 
 from conversations.models import Run
 from knowledge.chunking import chunk_text
 from knowledge.embeddings import EmbeddingFailed, embed
-from knowledge.extract import ExtractionFailed, text_from_url
+from knowledge.extract import ExtractionFailed, url_fetch
 from knowledge.keyword import term_counts
-from knowledge.models import Chunk, Document, KnowledgeBase, KnowledgeSearch
+from knowledge.models import Chunk, Document, DocumentUpload, KnowledgeBase, KnowledgeSearch
+from knowledge.parsing import text_from_bytes_limited
 from knowledge.retrieval import Passage
 from tools.models import ToolDefinition
 
@@ -82,13 +82,43 @@ def knowledge_base_save(*, base: KnowledgeBase) -> KnowledgeBase:
 
 
 def document_upload(*, document: Document) -> Document:
-    """Save a document whose text was just uploaded (or whose URL was set) and queue its
-    indexing; the worker fetches a URL document and replaces the chunks of either kind."""
+    """Save a document whose text was set (or whose URL was) and queue its indexing; the worker
+    fetches a URL document and replaces the chunks of either kind."""
     if document.source == Document.Source.URL:
         document.title = document.title or document.url[:300]
     document.status = Document.Status.PENDING
     document.error = ""
+    with transaction.atomic():
+        document.save()
+        if document.source == Document.Source.URL:
+            # A file left unread (one that failed) would otherwise be read instead of the URL.
+            DocumentUpload.objects.filter(document=document).delete()
+        base_index_enqueue(base=document.base, document_ids=[document.pk])
+    return document
+
+
+@transaction.atomic
+def document_file_store(
+    *, document: Document, data: bytes, filename: str, content_type: str, title_from_content: bool
+) -> Document:
+    """Save the document with the file just uploaded, replacing any file still unread, and
+    queue its indexing: the worker reads the file (knowledge.parsing), nothing here parses it.
+    With `title_from_content`, the document's title (the file name until then) becomes the one
+    the worker finds in the file, if it finds one."""
+    document.source = Document.Source.UPLOAD
+    document.filename = filename[:300]
+    document.status = Document.Status.PENDING
+    document.error = ""
     document.save()
+    DocumentUpload.objects.filter(document=document).delete()
+    DocumentUpload.objects.create(
+        document=document,
+        filename=filename[:300],
+        content_type=content_type[:200],
+        data=data,
+        size=len(data),
+        title_from_content=title_from_content,
+    )
     base_index_enqueue(base=document.base, document_ids=[document.pk])
     return document
 
@@ -100,9 +130,7 @@ def base_index_enqueue(*, base: KnowledgeBase, document_ids: list[int] | None = 
         documents = documents.filter(pk__in=document_ids)
     ids = list(documents.values_list("pk", flat=True))
     documents.update(status=Document.Status.PENDING, error="")
-    KnowledgeBase.objects.filter(pk=base.pk).update(
-        status=KnowledgeBase.Status.INDEXING, indexed_documents=0, total_documents=len(ids), last_error=""
-    )
+    KnowledgeBase.objects.filter(pk=base.pk).update(status=KnowledgeBase.Status.INDEXING, last_error="")
     transaction.on_commit(lambda: current_app.send_task(BASE_INDEX_TASK, args=[base.pk, ids]))
     return len(ids)
 
@@ -111,16 +139,36 @@ def _content_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _found_title(document: Document, found: str) -> str:
+    """The title the document keeps: the one found in its content when it may take it, unless
+    another document of the base already has that title."""
+    found = found.strip()[:300]
+    if not found or Document.objects.filter(base_id=document.base_id, title=found).exclude(pk=document.pk).exists():
+        return document.title
+    return found
+
+
 def document_index(*, document: Document) -> int:
-    """Fetch (URL documents), cut, index and embed the document, replacing its chunks in one
-    transaction; the number of chunks. Raises ExtractionFailed or EmbeddingFailed."""
+    """Read (an uploaded file, in a limited child process), fetch (a URL document), cut, index
+    and embed the document, replacing its chunks in one transaction; the number of chunks.
+    Raises ExtractionFailed or EmbeddingFailed."""
     base = document.base
-    if document.source == Document.Source.URL:
-        title, text = text_from_url(document.url)
-        document.text = text
-        if title and document.title == document.url[:300]:
-            document.title = title[:300]
-    pieces = chunk_text(document.text, size=base.chunk_size, overlap=base.chunk_overlap)
+    upload = DocumentUpload.objects.filter(document=document).first()
+    title = document.title
+    if upload is not None:
+        found, text = text_from_bytes_limited(
+            bytes(upload.data), filename=upload.filename, content_type=upload.content_type
+        )
+        if upload.title_from_content:
+            title = _found_title(document, found)
+    elif document.source == Document.Source.URL:
+        body, path, content_type = url_fetch(document.url)
+        found, text = text_from_bytes_limited(body, filename=path, content_type=content_type)
+        if document.title == document.url[:300]:
+            title = _found_title(document, found)
+    else:
+        text = document.text
+    pieces = chunk_text(text, size=base.chunk_size, overlap=base.chunk_overlap)
     if not pieces:
         raise ExtractionFailed(_("No text was found in the document."))
     vectors = (
@@ -128,29 +176,50 @@ def document_index(*, document: Document) -> int:
         if base.embedding_model_id
         else [None] * len(pieces)
     )
+    terms = [term_counts(piece) for piece in pieces]  # before the row is locked: the slow part
     with transaction.atomic():
+        current = Document.objects.select_for_update().filter(pk=document.pk).first()
+        if current is None or (upload is not None and not DocumentUpload.objects.filter(pk=upload.pk).exists()):
+            # Deleted, or uploaded again meanwhile: that upload's own indexing is queued.
+            return 0
         Chunk.objects.filter(document=document).delete()
         Chunk.objects.bulk_create(
-            Chunk(document=document, ordinal=i, text=piece, terms=term_counts(piece), embedding=vector)
-            for i, (piece, vector) in enumerate(zip(pieces, vectors, strict=True))
+            Chunk(document=document, ordinal=i, text=piece, terms=counts, embedding=vector)
+            for i, (piece, counts, vector) in enumerate(zip(pieces, terms, vectors, strict=True))
         )
-        document.content_hash = _content_hash(document.text)
+        document.text, document.title = text, title
+        document.content_hash = _content_hash(text)
         document.status, document.error = Document.Status.INDEXED, ""
-        # Only what indexing decides: an upload's text may have been replaced meanwhile (its own
-        # indexing is queued behind this one).
         fields = ["content_hash", "status", "error", "updated_at"]
-        if document.source == Document.Source.URL:
+        if upload is not None or document.source == Document.Source.URL:
+            # Only what this indexing read: a text set meanwhile is indexed by its own task.
             fields += ["text", "title"]
         document.save(update_fields=fields)
+        if upload is not None:
+            upload.delete()
     return len(pieces)
 
 
+def base_status_refresh(*, base_id: int) -> None:
+    """The base's status from its documents: indexing while one is pending, failed (with each
+    failed document's reason) when one failed, else ready."""
+    documents = Document.objects.filter(base_id=base_id)
+    failed = [
+        f"{title}: {error}"
+        for title, error in documents.filter(status=Document.Status.FAILED).values_list("title", "error").order_by("pk")
+    ]
+    if documents.filter(status=Document.Status.PENDING).exists():
+        status = KnowledgeBase.Status.INDEXING
+    else:
+        status = KnowledgeBase.Status.FAILED if failed else KnowledgeBase.Status.READY
+    KnowledgeBase.objects.filter(pk=base_id).update(status=status, last_error="\n".join(failed))
+
+
 def base_index(*, base_id: int, document_ids: list[int]) -> None:
-    """Index the documents one by one, counting progress on the base; a document that fails is
-    marked failed with its error and the others go on."""
+    """Index the documents one by one; a document that fails is marked failed with its reason
+    and the others go on. The base's status then follows its documents."""
     base = KnowledgeBase.objects.select_related("embedding_model").get(pk=base_id)
-    errors = []
-    for document in Document.objects.filter(base=base, pk__in=document_ids).order_by("pk"):
+    for document in Document.objects.filter(base=base, pk__in=document_ids).defer("text").order_by("pk"):
         document.base = base
         try:
             document_index(document=document)
@@ -163,12 +232,8 @@ def base_index(*, base_id: int, document_ids: list[int]) -> None:
         else:
             error = ""
         if error:
-            errors.append(f"{document.title}: {error}")
             Document.objects.filter(pk=document.pk).update(status=Document.Status.FAILED, error=error)
-        KnowledgeBase.objects.filter(pk=base.pk).update(indexed_documents=F("indexed_documents") + 1)
-    KnowledgeBase.objects.filter(pk=base.pk).update(
-        status=KnowledgeBase.Status.FAILED if errors else KnowledgeBase.Status.READY, last_error="\n".join(errors)
-    )
+    base_status_refresh(base_id=base.pk)
 
 
 def knowledge_search_record(

@@ -8,7 +8,7 @@ endpoints under /v1/ answer in OpenAI's shape instead, because that is what Open
 import sys
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import Http404
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -68,6 +68,14 @@ def api_exception_handler(exc, context):
         exc = exceptions.PermissionDenied()
     elif isinstance(exc, RequestDataTooBig):
         exc = RequestTooLarge.over_limit()
+    # A form body with too many parts: Django refuses it while DRF parses, as a SuspiciousOperation
+    # that would otherwise be Django's HTML page.
+    elif isinstance(exc, TooManyFieldsSent):
+        count = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+        exc = exceptions.ParseError(_("The request has more than %(count)s fields.") % {"count": count})
+    elif isinstance(exc, TooManyFilesSent):
+        count = settings.DATA_UPLOAD_MAX_NUMBER_FILES
+        exc = exceptions.ParseError(_("The request has more than %(count)s files.") % {"count": count})
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -8,6 +8,9 @@ WSGI handler, in one call on one thread, as a threaded WSGI server would: the bo
 the loop, the whole request is handled on a thread kept between requests, and the answer is sent
 from the loop. Async views (event streams, chat completions, the streamed export) keep Django's
 ASGI handler, which lets them wait without holding a thread.
+
+Either way the body is counted against its limit as it arrives, before anything else looks at
+the request (platform_site.body_limit): too large, it is refused with a 413, never read whole.
 """
 
 import asyncio
@@ -24,6 +27,15 @@ from django.core.asgi import get_asgi_application
 from django.core.handlers.wsgi import WSGIHandler
 from django.urls import Resolver404, get_resolver, resolve
 
+from platform_site.body_limit import (
+    BodyTooLarge,
+    BodyTooSlow,
+    body_limit,
+    declared_over,
+    refuse,
+    refuse_slow,
+    within,
+)
 from platform_site.heap import heap_settle
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
@@ -102,16 +114,21 @@ def _served_async(scope) -> bool:
 
 async def _read_body(receive) -> SpooledTemporaryFile | None:
     """The request body, spooled to disk past the upload memory limit as Django's handler does;
-    None if the client went away first."""
+    None if the client went away first. `receive` counts it against the body limit
+    (platform_site.body_limit), so at most the limit is written."""
     body = SpooledTemporaryFile(max_size=settings.FILE_UPLOAD_MAX_MEMORY_SIZE, mode="w+b")
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            body.close()
-            return None
-        body.write(message.get("body", b""))
-        if not message.get("more_body"):
-            break
+    try:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                body.close()
+                return None
+            body.write(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+    except (BodyTooLarge, BodyTooSlow):
+        body.close()
+        raise
     body.seek(0)
     return body
 
@@ -201,6 +218,21 @@ async def application(scope, receive, send):
     SyncToAsync.thread_sensitive_context.set(None)
     if scope["type"] != "http":
         return await django_application(scope, receive, send)
+    # Before anything reads the body, on every path (Django's ASGI handler reads it whole too).
+    limit = body_limit(scope)
+    if declared_over(scope, limit):
+        return await refuse(scope, send, limit)
+    seconds = settings.AGENTRY_BODY_TIMEOUT_SECONDS
+    try:
+        await _serve(scope, within(receive, limit, seconds), send)
+    except BodyTooLarge:
+        # Raised only while the body is read, before any part of an answer was sent.
+        await refuse(scope, send, limit)
+    except BodyTooSlow:
+        await refuse_slow(scope, send, seconds)
+
+
+async def _serve(scope, receive, send) -> None:
     if LONG_LIVED_PATHS.match(scope["path"]):
         async with ThreadSensitiveContext(executor=_long_lived_executor):
             return await django_application(scope, receive, send)

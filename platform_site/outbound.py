@@ -26,6 +26,7 @@ inherited from the parent would share its sockets.
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 
 import httpcore
@@ -148,9 +149,14 @@ def _origin(url: httpx.URL) -> tuple:
     return url.scheme, url.host, url.port
 
 
-def _read_limited(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+def _read_limited(response: httpx.Response, max_bytes: int, deadline: float) -> tuple[bytes, bool]:
+    """The body, cut at max_bytes. httpx's timeouts bound each read, not the whole: a server that
+    sends a byte now and then would hold the thread for ever, so the whole answer has a
+    deadline too (checked as each part arrives: passed, the wait is at most one read longer)."""
     chunks, size = [], 0
     for chunk in response.iter_bytes():
+        if time.monotonic() > deadline:
+            raise httpx.ReadTimeout("the answer did not arrive in time", request=response.request)
         chunks.append(chunk)
         size += len(chunk)
         if size > max_bytes:
@@ -182,6 +188,7 @@ def guarded_request(
     except httpx.InvalidURL as exc:
         raise OutboundBlocked(f"Not a valid URL: {str(url)[:200]!r} ({exc}).") from exc
     client = _client(allowlist)
+    deadline = time.monotonic() + timeout_seconds
     try:
         request = client.build_request(
             method, url, headers=headers, params=params, json=json, content=content, timeout=timeout(timeout_seconds)
@@ -190,11 +197,13 @@ def guarded_request(
         raise OutboundBlocked(f"The request cannot be sent as given ({exc}).") from exc
     for _ in range(max_redirects + 1):
         _check_url(request.url)
+        if time.monotonic() > deadline:
+            raise httpx.ReadTimeout("the answer did not arrive in time", request=request)
         response = client.send(request, stream=True)
         next_request = response.next_request if follow_redirects else None
         if next_request is None:
             try:
-                body, truncated = _read_limited(response, max_bytes)
+                body, truncated = _read_limited(response, max_bytes, deadline)
             finally:
                 response.close()
             return Fetched(response, body, truncated)

@@ -58,6 +58,9 @@ SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 # off by default so the embedded setup and the test servers answer on plain http://127.0.0.1.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 SECURE_REDIRECT_EXEMPT = [r"^health/$"]  # probes from inside the private network speak HTTP
+# Over plain HTTP those cookies are dropped: the CSRF failure page then says why, in the
+# operator's language, and what to change (the login page warns before).
+CSRF_FAILURE_VIEW = "platform_site.plain_http.csrf_failure"
 # Only behind a proxy that sets this header itself (and drops the client's): otherwise any
 # client could claim HTTPS.
 if env_bool("AGENTRY_TRUST_X_FORWARDED_PROTO", False):
@@ -87,6 +90,8 @@ INSTALLED_APPS = [
     "evals",
     "api",
     "console",
+    # The demos and their terminal commands: the top layer, which nothing imports.
+    "demo",
 ]
 
 MIDDLEWARE = [
@@ -125,6 +130,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "platform_site.plain_http.login_context",
             ],
         },
     },
@@ -254,8 +260,12 @@ AGENTRY_BROKER_KIND = {
 if AGENTRY_BROKER_KIND is None:
     raise ImproperlyConfigured("CELERY_BROKER_URL must be a redis://, rediss://, amqp:// or amqps:// URL.")
 # redis://: kombu's Redis transport with one client per channel (platform_site.redis_broker);
+# filesystem://: kombu's, with message files that appear whole (platform_site.fs_broker);
 # otherwise the URL's scheme chooses kombu's transport.
-CELERY_BROKER_TRANSPORT = "platform_site.redis_broker:Transport" if _BROKER_SCHEME == "redis" else None
+CELERY_BROKER_TRANSPORT = {
+    "redis": "platform_site.redis_broker:Transport",
+    "filesystem": "platform_site.fs_broker:Transport",
+}.get(_BROKER_SCHEME)
 if AGENTRY_BROKER_KIND == "filesystem":
     _broker_dir = VAR_DIR / "broker"
     (_broker_dir / "out").mkdir(parents=True, exist_ok=True)
@@ -290,21 +300,23 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_TIMEOUT = float(os.environ.get("CELERY_BROKER_CONNECTION_TIMEOUT", "2"))
 CELERY_TASK_DEFAULT_QUEUE = "llm"
 CELERY_TASK_QUEUES = (Queue("llm"), Queue("maintenance"))
+# Tasks are routed and scheduled by their names, each its module's path (engine.tasks also
+# registers three under the names they had before: messages already queued carry those).
 CELERY_TASK_ROUTES = {
-    "agents.tasks.run_advance_task": {"queue": "llm"},
-    "agents.tasks.runs_sweep_task": {"queue": "maintenance"},
+    "engine.tasks.run_advance_task": {"queue": "llm"},
+    "engine.tasks.runs_sweep_task": {"queue": "maintenance"},
 }
 CELERY_BEAT_SCHEDULE = {
-    "sweep-runs": {"task": "agents.tasks.runs_sweep_task", "schedule": 15.0},
+    "sweep-runs": {"task": "engine.tasks.runs_sweep_task", "schedule": 15.0},
 }
 # Tasks whose lost message the run sweeper replaces (a queued run not taken, a lapsed lease), long
 # before Redis's visibility timeout would: on Redis their deliveries are tracked in the worker's
 # memory only, not written to and removed from the broker (platform_site.redis_broker).
-AGENTRY_BROKER_SWEPT_TASKS = ("agents.tasks.run_advance_task",)
+AGENTRY_BROKER_SWEPT_TASKS = ("engine.tasks.run_advance_task",)
 # --- Approvals: overdue approvals expire on this beat; the queue page polls at this pace.
-CELERY_TASK_ROUTES["conversations.tasks.approvals_expire_task"] = {"queue": "maintenance"}
+CELERY_TASK_ROUTES["engine.tasks.approvals_expire_task"] = {"queue": "maintenance"}
 CELERY_BEAT_SCHEDULE["expire-approvals"] = {
-    "task": "conversations.tasks.approvals_expire_task",
+    "task": "engine.tasks.approvals_expire_task",
     "schedule": float(os.environ.get("AGENTRY_APPROVAL_EXPIRY_INTERVAL_SECONDS", "30")),
 }
 AGENTRY_APPROVALS_POLL_SECONDS = float(os.environ.get("AGENTRY_APPROVALS_POLL_SECONDS", "5"))
@@ -333,12 +345,12 @@ CELERY_BEAT_SCHEDULE["expire-idempotency-keys"] = {
 
 # --- Agentry ------------------------------------------------------------------------------
 # Python modules whose @python_tool functions form the registry of built-in tools.
-AGENTRY_TOOL_MODULES = env_list("AGENTRY_TOOL_MODULES", "tools.builtin.demo,tools.builtin.common")
-# Plug-in points of the lower apps that apps above them fill, by dotted path (so no lower app
-# imports a higher one): tool kinds whose executor lives above tools (a module with `load` and
-# `run`, tools.executors), and the checks a version must pass to go live (agents.releases).
-AGENTRY_TOOL_EXECUTORS = {"knowledge": "knowledge.executor"}
-AGENTRY_RELEASE_CHECKS = ["evals.gate.release_gate_check"]
+# The demo's tools moved from tools.builtin.demo to the demo app: a deployment's .env that still
+# names the old module keeps registering them.
+AGENTRY_TOOL_MODULES = [
+    {"tools.builtin.demo": "demo.tools"}.get(module, module)
+    for module in env_list("AGENTRY_TOOL_MODULES", "demo.tools,tools.builtin.common")
+]
 # Hosts (or host:port) that tools may reach although they resolve to loopback, private,
 # link-local or other internal addresses; everything else a tool calls must be public.
 AGENTRY_OUTBOUND_ALLOWLIST = env_list("AGENTRY_OUTBOUND_ALLOWLIST")
@@ -378,6 +390,19 @@ AGENTRY_WEB_REQUEST_THREADS = int(os.environ.get("AGENTRY_WEB_REQUEST_THREADS", 
 if AGENTRY_WEB_REQUEST_THREADS < 1:
     raise ImproperlyConfigured("AGENTRY_WEB_REQUEST_THREADS must be at least 1.")
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("AGENTRY_MAX_REQUEST_BYTES", str(1024 * 1024)))
+# Any request's body, counted by the web server's application as it arrives, before any
+# authentication (platform_site.body_limit): 413 once past it, at once for a Content-Length
+# above it. AGENTRY_MAX_REQUEST_BYTES above limits what Django parses of a body's form or JSON.
+AGENTRY_MAX_BODY_BYTES = int(
+    os.environ.get("AGENTRY_MAX_BODY_BYTES", str(max(4 * 1024 * 1024, DATA_UPLOAD_MAX_MEMORY_SIZE)))
+)
+if AGENTRY_MAX_BODY_BYTES < 1:
+    raise ImproperlyConfigured("AGENTRY_MAX_BODY_BYTES must be at least 1.")
+# How long a request may take to send its body: a client trickling a byte now and then would
+# otherwise hold its connection and buffered body for ever (408 once passed).
+AGENTRY_BODY_TIMEOUT_SECONDS = float(os.environ.get("AGENTRY_BODY_TIMEOUT_SECONDS", "120"))
+if AGENTRY_BODY_TIMEOUT_SECONDS <= 0:
+    raise ImproperlyConfigured("AGENTRY_BODY_TIMEOUT_SECONDS must be above 0.")
 AGENTRY_MESSAGE_MAX_CHARS = int(os.environ.get("AGENTRY_MESSAGE_MAX_CHARS", "32000"))
 # Per user: every API request, and requests that start a run (messages, chat completions).
 AGENTRY_API_RATE = os.environ.get("AGENTRY_API_RATE", "1200/min")
@@ -395,6 +420,19 @@ REST_FRAMEWORK.update(
 SPECTACULAR_SETTINGS.update(
     {
         "DESCRIPTION": "Conversations, runs, their steps and live events; an OpenAI-compatible chat endpoint.",
+        # Operations are grouped by resource (the path's first segment after the prefix), not all
+        # under "v1"; the operation ids drop the prefix too (conversations_create, not
+        # v1_conversations_create).
+        "SCHEMA_PATH_PREFIX": r"/api/v1",
+        "TAGS": [
+            {"name": "agents", "description": "The agents a token's user may talk to."},
+            {"name": "conversations", "description": "Conversations with an agent, and the messages that start runs."},
+            {"name": "runs", "description": "Runs: status, answer, usage, steps, live events, cancel and export."},
+            {"name": "approvals", "description": "Tool calls waiting for a person, and their decisions."},
+            {"name": "eval-suites", "description": "Eval suites and their cases."},
+            {"name": "eval-runs", "description": "Eval runs of a suite on an agent version, and their metrics."},
+            {"name": "openai", "description": "The OpenAI-compatible endpoints: an agent answers as a model."},
+        ],
         "POSTPROCESSING_HOOKS": [
             "drf_spectacular.hooks.postprocess_schema_enums",
             "api.schema.add_streaming_endpoints",
@@ -402,11 +440,10 @@ SPECTACULAR_SETTINGS.update(
         ],
         # The schema describes the API, not the view that serves it.
         "SERVE_INCLUDE_SCHEMA": False,
-        # Swagger UI and ReDoc from our own static files: the docs work offline and load nothing
+        # Swagger UI from our own static files: the docs work offline and load nothing
         # from a CDN. No online validator badge either (it would call out to swagger.io).
         "SWAGGER_UI_DIST": "SIDECAR",
         "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-        "REDOC_DIST": "SIDECAR",
         "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     }
 )
@@ -443,7 +480,23 @@ AGENTRY_WEBHOOK_RETRY_MAX_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY_
 AGENTRY_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_TIMEOUT_SECONDS", "10"))
 CELERY_TASK_ROUTES["conversations.tasks.webhook_deliver_task"] = {"queue": "maintenance"}
 CELERY_TASK_ROUTES["knowledge.tasks.base_index_task"] = {"queue": "maintenance"}
+# --- Knowledge documents: read on the worker, in a child process with these limits (docs/knowledge.md).
+AGENTRY_KNOWLEDGE_MAX_FILE_BYTES = int(os.environ.get("AGENTRY_KNOWLEDGE_MAX_FILE_BYTES", "20000000"))
+# The knowledge admin's forms upload such a file: a request to them with a session cookie may
+# carry a body this large, the file and the form around it (platform_site.body_limit).
+AGENTRY_MAX_UPLOAD_BODY_BYTES = int(
+    os.environ.get("AGENTRY_MAX_UPLOAD_BODY_BYTES", str(AGENTRY_KNOWLEDGE_MAX_FILE_BYTES + 1_000_000))
+)
+AGENTRY_KNOWLEDGE_PARSE_CPU_SECONDS = int(os.environ.get("AGENTRY_KNOWLEDGE_PARSE_CPU_SECONDS", "20"))
+AGENTRY_KNOWLEDGE_PARSE_MEMORY_MB = int(os.environ.get("AGENTRY_KNOWLEDGE_PARSE_MEMORY_MB", "512"))
+# Wall clock, for a child that waits rather than computes; CPU time is the limit that usually bites.
+AGENTRY_KNOWLEDGE_PARSE_TIMEOUT_SECONDS = int(os.environ.get("AGENTRY_KNOWLEDGE_PARSE_TIMEOUT_SECONDS", "60"))
+AGENTRY_KNOWLEDGE_MAX_TEXT_CHARS = int(os.environ.get("AGENTRY_KNOWLEDGE_MAX_TEXT_CHARS", "1000000"))
 CELERY_TASK_ROUTES["evals.tasks.eval_run_collect_task"] = {"queue": "maintenance"}
+# Eval runs still running are collected on this beat, and failed once running this many hours.
+CELERY_TASK_ROUTES["evals.tasks.eval_runs_sweep_task"] = {"queue": "maintenance"}
+CELERY_BEAT_SCHEDULE["sweep-eval-runs"] = {"task": "evals.tasks.eval_runs_sweep_task", "schedule": 300.0}
+AGENTRY_EVAL_RUN_DEADLINE_HOURS = float(os.environ.get("AGENTRY_EVAL_RUN_DEADLINE_HOURS", "24"))
 
 # --- Broker: how long a task's message may stay unacknowledged -------------------------------
 # A worker acknowledges a message when its task ends (acks late), and holds a retry with a
@@ -456,8 +509,8 @@ if AGENTRY_BROKER_KIND == "redis":
     CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] = AGENTRY_BROKER_MAX_HOLD_SECONDS
 # RabbitMQ gives a dead worker's messages back as soon as its connection drops, but closes the
 # channel of a worker holding a delivery past the server's consumer_timeout (30 minutes by
-# default, which no client can change): the server's must exceed this hold (README, "Running
-# without Docker").
+# default, which no client can change): the server's must exceed this hold (docs/configuration.md,
+# "Running without Docker").
 
 
 # --- Monitoring (console/monitoring; rollups in conversations/monitoring) ----

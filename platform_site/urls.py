@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from api import docs, openai_compat
+from platform_site.favicon import favicon
 from platform_site.health import health
 from platform_site.login_throttle import ThrottledAdminAuthenticationForm
 
@@ -13,6 +14,7 @@ urlpatterns = [
     path("", include("console.urls")),
     path("admin/", admin.site.urls),
     path("health/", health),
+    path("favicon.ico", favicon),
     # Prometheus scrapes; bearer token or staff session (console.metrics).
     path("", include("console.metrics")),
     path("monitor/", include("console.monitoring.urls")),
@@ -21,7 +23,7 @@ urlpatterns = [
     path("evals/", include("console.evals.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", docs.SwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    path("api/redoc/", docs.RedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("api/redoc/", docs.redoc_moved, name="api-redoc"),
     path("v1/chat/completions", openai_compat.chat_completions, name="openai-chat-completions"),
     path("v1/models", openai_compat.models, name="openai-models"),
 ]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
-os.environ.setdefault("AGENTRY_TOOL_MODULES", "tools.builtin.demo,tests.tool_fixtures")
+os.environ.setdefault("AGENTRY_TOOL_MODULES", "demo.tools,tests.tool_fixtures")
 
 import django  # noqa: E402
 

@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# Brings Agentry up on the embedded defaults: SQLite, kombu's filesystem broker and the shipped
-# fake LLM server. No PostgreSQL, Redis or API key needed. Ctrl-C stops everything.
-# Usage: bash scripts/dev.sh [--demo] [--flower]
-#   --demo    also runs seed 000's conversations and seed 001's customer-service system once
-#   --flower  also starts Flower (Celery's task and worker view) on 127.0.0.1:${FLOWER_PORT:-5555},
-#             behind the admin's user and password unless FLOWER_BASIC_AUTH says otherwise
+# Brings Agentry up on the embedded defaults: SQLite, the filesystem broker (platform_site.fs_broker)
+# and the shipped fake LLM server. No PostgreSQL, Redis or API key needed. Every process is
+# supervised: one that exits is reported here and started again. Ctrl-C stops everything.
+# Usage: bash scripts/dev.sh [--demo] [--reset-demo] [--flower]   (docs/embedded.md)
+#   --demo        also runs seed 000's conversations and seed 001's customer-service system once
+#   --reset-demo  puts seed 000's agent, tools and eval cases (with --demo, also seed 001's
+#                 customer-service system) back to the shipped configuration; otherwise seeding
+#                 only creates what is missing and keeps an operator's edits
+#   --flower      also starts Flower (Celery's task and worker view) on 127.0.0.1:${FLOWER_PORT:-5555},
+#                 behind the admin's user and password unless FLOWER_BASIC_AUTH says otherwise
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-demo=0 flower=0
+demo=0 flower=0 reset_demo=0
 for arg in "$@"; do
   case "$arg" in
     --demo) demo=1 ;;
+    --reset-demo) reset_demo=1 ;;
     --flower) flower=1 ;;
-    *) echo "unknown option: $arg (usage: bash scripts/dev.sh [--demo] [--flower])" >&2; exit 2 ;;
+    *) echo "unknown option: $arg (usage: bash scripts/dev.sh [--demo] [--reset-demo] [--flower])" >&2; exit 2 ;;
   esac
 done
 
@@ -26,9 +31,11 @@ export DATABASE_URL= REDIS_URL= CELERY_BROKER_URL=
 # from every browser.
 export SESSION_COOKIE_SECURE="${SESSION_COOKIE_SECURE:-0}" CSRF_COOKIE_SECURE="${CSRF_COOKIE_SECURE:-0}"
 export AGENTRY_DEMO_LLM_URL="${AGENTRY_DEMO_LLM_URL:-http://127.0.0.1:8901/v1}"
-# The customer-service demo's order service (agentry_demo --customer-service) listens on loopback,
-# which the tools' outbound guard refuses unless it is listed; set the variable (even empty) to override.
-export AGENTRY_OUTBOUND_ALLOWLIST="${AGENTRY_OUTBOUND_ALLOWLIST-127.0.0.1:8902}"
+# The customer-service demo's order service (run below, for as long as the stack runs) listens on
+# loopback, which the tools' outbound guard refuses unless it is listed; set the variable (even
+# empty) to override.
+ORDERS_PORT=8902
+export AGENTRY_OUTBOUND_ALLOWLIST="${AGENTRY_OUTBOUND_ALLOWLIST-127.0.0.1:$ORDERS_PORT}"
 PORT="${PORT:-8000}"
 FLOWER_PORT="${FLOWER_PORT:-5555}"
 if (( flower )); then
@@ -37,26 +44,35 @@ if (( flower )); then
 fi
 PY=.venv/bin/python
 mkdir -p var/logs
+# Every exit and restart of a process below (supervise, scripts/lib.sh).
+export SUPERVISOR_LOG=var/logs/supervisor.log
+: >"$SUPERVISOR_LOG"
 
 $PY manage.py migrate --noinput -v0
 $PY manage.py collectstatic --noinput -v0
 $PY manage.py agentry_ensure_admin --dev-default
-$PY manage.py agentry_seed_demo
+# Seeding creates only what is missing: a restart never undoes an operator's edit to a demo agent.
+if (( reset_demo )); then
+  $PY manage.py agentry_seed_demo --reset
+else
+  $PY manage.py agentry_seed_demo
+fi
 
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 
-$PY -m fakellm --host 127.0.0.1 --port 8901 >var/logs/fakellm.log 2>&1 & pids+=($!)
+supervise "fake LLM" var/logs/fakellm.log $PY -m fakellm --host 127.0.0.1 --port 8901
+supervise "demo order service" var/logs/orders.log $PY -m demo.orders --port "$ORDERS_PORT"
 # The worker command as platform_site/worker_command.py spells it for Python callers; keep them alike.
-.venv/bin/celery -A platform_site worker -P threads -c 8 -Q llm,maintenance -l info >var/logs/worker.log 2>&1 & pids+=($!)
-.venv/bin/celery -A platform_site beat -l info >var/logs/beat.log 2>&1 & pids+=($!)
-.venv/bin/uvicorn platform_site.asgi:application --host 127.0.0.1 --port "$PORT" >var/logs/web.log 2>&1 & pids+=($!)
+supervise worker var/logs/worker.log .venv/bin/celery -A platform_site worker -P threads -c 8 -Q llm,maintenance -l info
+supervise beat var/logs/beat.log .venv/bin/celery -A platform_site beat -l info
+supervise web var/logs/web.log .venv/bin/uvicorn platform_site.asgi:application --host 127.0.0.1 --port "$PORT"
 if (( flower )); then
   # Flower can revoke tasks and shut workers down: loopback only, and a login.
-  .venv/bin/celery -A platform_site flower --address=127.0.0.1 --port="$FLOWER_PORT" \
-    --basic-auth="${FLOWER_BASIC_AUTH:-${AGENTRY_ADMIN_USERNAME:-admin}:${AGENTRY_ADMIN_PASSWORD:-admin}}" \
-    >var/logs/flower.log 2>&1 & pids+=($!)
+  supervise Flower var/logs/flower.log .venv/bin/celery -A platform_site flower --address=127.0.0.1 \
+    --port="$FLOWER_PORT" \
+    --basic-auth="${FLOWER_BASIC_AUTH:-${AGENTRY_ADMIN_USERNAME:-admin}:${AGENTRY_ADMIN_PASSWORD:-admin}}"
 fi
 
 for _ in $(seq 1 100); do
@@ -73,21 +89,26 @@ fi
 
 cat <<INFO
 
-Agentry is up (embedded defaults: SQLite in var/, filesystem broker, fake LLM on :8901).
+Agentry is up (embedded defaults: SQLite in var/, filesystem broker, fake LLM on :8901,
+demo order service on :$ORDERS_PORT; every process restarted if it exits: docs/embedded.md).
   Admin:     http://127.0.0.1:$PORT/admin/   user ${AGENTRY_ADMIN_USERNAME:-admin} / password ${AGENTRY_ADMIN_PASSWORD:-admin}
   API docs:  http://127.0.0.1:$PORT/api/docs/
   Monitor:   http://127.0.0.1:$PORT/monitor/
   Demo:      .venv/bin/python manage.py agentry_demo      (seed 000's conversations, through the queue)
              .venv/bin/python manage.py agentry_demo --customer-service   (seed 001's agents as tools)
   One-off:   .venv/bin/python manage.py agentry_chat "我在成都，明天天气如何？"
-  Logs:      var/logs/
+  Reset:     bash scripts/dev.sh --reset-demo   (the demo agents back to the shipped configuration)
+  Logs:      var/logs/   (supervisor.log: every exit and restart)
 INFO
 if (( flower )); then
   echo "  Flower:    $AGENTRY_FLOWER_URL   (user and password: FLOWER_BASIC_AUTH, else the admin's)"
 fi
 
 if (( demo )); then
-  $PY manage.py agentry_demo
-  $PY manage.py agentry_demo --customer-service
+  # A demo that fails says why and leaves the stack up to look at.
+  $PY manage.py agentry_demo || echo "agentry_demo exited with status $?" >&2
+  cs_flags=(--customer-service)
+  (( reset_demo )) && cs_flags+=(--reset)
+  $PY manage.py agentry_demo "${cs_flags[@]}" || echo "agentry_demo --customer-service exited with status $?" >&2
 fi
 wait

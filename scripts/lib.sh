@@ -41,3 +41,45 @@ ensure_services() {
     wait_for Redis redis_ready 60
   fi
 }
+
+# supervise NAME LOG COMMAND...: runs COMMAND in the background with its output in LOG and its
+# supervisor's id appended to the caller's `pids` array. Whenever COMMAND exits, says so on
+# stderr (with the log's last lines), appends a line to $SUPERVISOR_LOG and starts it again: a
+# worker that dies must not leave runs queued with nothing on the screen. One that keeps dying
+# within 10 s of its start is retried less and less often, up to every 30 s. TERM to the
+# supervisor stops COMMAND and the supervisor.
+supervise() {
+  local name="$1" log="$2"
+  shift 2
+  : >"$log"
+  (
+    child=""
+    trap '[[ -n "$child" ]] && kill "$child" 2>/dev/null; wait; exit 0' TERM
+    delay=1
+    while :; do
+      started=$SECONDS
+      "$@" >>"$log" 2>&1 &
+      child=$!
+      status=0
+      wait "$child" || status=$?
+      child=""
+      # Ctrl-C reaches the processes too: give the stop a moment to arrive before reporting.
+      sleep 0.5 & wait $!
+      lived=$((SECONDS - started))
+      ((lived >= 10)) && delay=1
+      echo "$(date -u +%FT%TZ) $name exited with status $status after ${lived} s; restarting in ${delay} s" \
+        >>"${SUPERVISOR_LOG:-/dev/null}"
+      {
+        [[ -t 2 ]] && printf '\033[1;31m'
+        printf '\n!!! %s exited with status %s after %s s; restarting it in %s s. Last lines of %s:\n' \
+          "$name" "$status" "$lived" "$delay" "$log"
+        [[ -t 2 ]] && printf '\033[0m'
+        tail -n 8 "$log" | sed 's/^/    /'
+      } >&2
+      echo "--- restarted after exit status $status ---" >>"$log"
+      sleep "$delay" & wait $!
+      ((lived < 10)) && delay=$((delay * 2 > 30 ? 30 : delay * 2))
+    done
+  ) &
+  pids+=($!)
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Simplified Chinese catalogues in locale/zh_Hans (docs: README, "Languages").
+# The Simplified Chinese catalogues in locale/zh_Hans (docs/languages.md).
 #   bash scripts/messages.sh            update the .po files from the code: new strings arrive
 #                                       with an empty msgstr, changed ones marked fuzzy
 #   bash scripts/messages.sh --compile  compile the .po files into the .mo files the site reads

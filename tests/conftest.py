@@ -1,3 +1,4 @@
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -5,11 +6,31 @@ from contextlib import contextmanager
 import httpx
 import pytest
 from django.db import connection
+from django.utils import translation
 
 from fakellm.testing import serve_in_thread
+from tests import flush
 from tests.helpers import wait_for
 from tests.tool_fixtures import COUNTER_KEY, redis_client
 from tests.workers import WorkerProcess
+
+# Fixtures that start a process of the suite's own (a Celery worker, uvicorn): a test that uses
+# one is end to end whatever it is marked, so the database tier (`-m "not (e2e or browser or fuzz)"`)
+# never starts a worker or a web server because a mark was forgotten.
+PROCESS_FIXTURES = frozenset({"worker", "worker_process", "api_server", "api_server_process"})
+TIER_MARKS = ("e2e", "browser", "fuzz")
+
+
+def pytest_configure(config):
+    flush.install()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Before `-m` selects (the mark plugin's hook runs after this one)."""
+    for item in items:
+        if PROCESS_FIXTURES.intersection(item.fixturenames) and not any(map(item.get_closest_marker, TIER_MARKS)):
+            item.add_marker(pytest.mark.e2e)
 
 
 class FakeLLM:
@@ -72,15 +93,36 @@ def _database_url() -> str:
     return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
+# The suite's worker process once `worker_process` made it: pytest_runtest_setup kills it before
+# any test that does not ask for it, and the summary says how many times it was started.
+_suite_worker: list[WorkerProcess] = []
+
+
 @pytest.fixture(scope="session")
 def worker_process(django_db_setup, django_db_blocker):
-    """The suite's worker process, started by `worker` for each test that asks for it."""
+    """The suite's worker process, started by `worker` for the tests that ask for it."""
     if connection.vendor != "postgresql":
         pytest.skip("end-to-end tests need PostgreSQL (the test settings default to it)")
     redis_client().flushdb()
     process = WorkerProcess(database_url=_database_url())
+    _suite_worker.append(process)
     yield process
     process.stop()
+
+
+def pytest_runtest_setup(item):
+    """A worker left alive by the tests before is killed before a test that does not ask for one:
+    it would run the tasks that test sends (to the broker, on its rows), as no test expects."""
+    if "worker" not in item.fixturenames:
+        for process in _suite_worker:
+            if process.alive:
+                process.kill()
+                _broker_emptied()
+
+
+def pytest_terminal_summary(terminalreporter):
+    for process in _suite_worker:
+        terminalreporter.write_line(f"worker processes started: {process.starts}")
 
 
 def _broker_emptied() -> None:
@@ -96,19 +138,51 @@ def _broker_emptied() -> None:
             channel.client.delete(channel.unacked_key, channel.unacked_index_key, channel.unacked_mutex_key)
 
 
+def _worker_idle(timeout: float = 2) -> bool:
+    """Whether the worker holds nothing of the test that ended, with the broker emptied of what
+    the test sent: no task delivered to it (kombu's Redis transport keeps every delivered task in
+    its unacked hash until the worker acknowledges it after running it, ETA tasks included) and
+    no run under a lease. Seen twice in a row, a moment apart, so that a task a finishing run
+    sent is not missed. Waits `timeout` for a run ending its last step; False on a transport with
+    no such record."""
+    from conversations.models import Run, RunStatus
+    from platform_site.celery import app
+
+    deadline = time.monotonic() + timeout
+    seen_idle = 0
+    with app.connection_for_write() as broker:
+        channel = broker.default_channel
+        if not hasattr(channel, "unacked_key"):
+            return False
+        while seen_idle < 2:
+            app.control.purge()
+            busy = channel.client.hlen(channel.unacked_key) or (
+                Run.objects.filter(status=RunStatus.RUNNING).exclude(lease_owner="").exists()
+            )
+            seen_idle = 0 if busy else seen_idle + 1
+            if busy and time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+    return True
+
+
 @pytest.fixture
 def worker(worker_process, transactional_db):
-    """A live worker for this test only. It starts on an emptied broker and is killed when the
-    test ends, before the test's tables are emptied (this fixture needs transactional_db, so it
-    is torn down first), and the broker is emptied again: a task another test sent never runs
-    against this test's rows, and this test's tasks never run during another test or its
-    teardown (a worker alive for the whole session once took a webhook delivery a test without
-    one had sent, and wrote its attempt while that test's tables were being emptied)."""
+    """A live worker for this test, started on an emptied broker. When the test ends, before its
+    tables are emptied (this fixture needs transactional_db, so it is torn down first), the
+    broker is emptied again and the worker is killed unless it is idle (see _worker_idle): a task
+    another test sent never runs against this test's rows, and this test's tasks never run during
+    another test or its teardown (a worker alive for the whole session once took a webhook
+    delivery a test without one had sent, and wrote its attempt while that test's tables were
+    being emptied). An idle worker serves the next test if that one asks for a worker too, and
+    is killed before any other (pytest_runtest_setup): a start costs 2-3 s, and about a hundred
+    tests ask for a worker, most of them one after another."""
     _broker_emptied()
     if not worker_process.alive:
         worker_process.start()
     yield worker_process
-    worker_process.kill()
+    if not _worker_idle():
+        worker_process.kill()
     _broker_emptied()
 
 
@@ -177,6 +251,15 @@ def api_server_process(django_db_setup, django_db_blocker):
 @pytest.fixture
 def api_server(api_server_process, transactional_db):
     return api_server_process
+
+
+@pytest.fixture(autouse=True)
+def _language_reset():
+    """Each test starts in the default language: LocaleMiddleware activates a request's language
+    for the thread and leaves it active, so a test that fetched a page in Chinese made a later
+    test's command errors Chinese, and tiers run in another order failed where a full run passed."""
+    yield
+    translation.deactivate()
 
 
 @pytest.fixture(autouse=True)

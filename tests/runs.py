@@ -15,13 +15,14 @@ from engine.loop import run_advance
 
 
 def endings_asked(monkeypatch) -> list[dict]:
-    """The endings the loop asks run_finish for from now on (none when a final answer's commit
-    ended the run: engine.runs.AnswerEnding)."""
+    """The endings the loop asks run_finish to make from now on (none when a final answer's commit
+    made it: engine.runs.AnswerEnding, and run_finish only does what follows)."""
     seen = []
     finish = loop_module.run_finish
 
     def recorded(**ending):
-        seen.append(ending)
+        if ending.get("made") is None:
+            seen.append(ending)
         return finish(**ending)
 
     monkeypatch.setattr(loop_module, "run_finish", recorded)

@@ -66,6 +66,11 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
     readonly_fields = ["secret_headers_status", "effective_approval"]
     write_only_fields = ()
     change_list_template = "admin/tools/tooldefinition/change_list.html"
+
+    # Opens the section of the kind chosen (the sections' classes name their kind).
+    class Media:
+        js = ["tools/tool_kind.js"]
+
     fieldsets = [
         (
             None,
@@ -95,11 +100,11 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
                 ]
             },
         ),
-        (gettext_lazy("Python tool"), {"classes": ["collapse"], "fields": ["python_callable"]}),
+        (gettext_lazy("Python tool"), {"classes": ["collapse", "kind-python"], "fields": ["python_callable"]}),
         (
             gettext_lazy("HTTP tool"),
             {
-                "classes": ["collapse"],
+                "classes": ["collapse", "kind-http"],
                 "fields": [
                     "http_method",
                     "http_url",
@@ -114,7 +119,7 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
                 ],
             },
         ),
-        (gettext_lazy("MCP tool"), {"classes": ["collapse"], "fields": ["mcp_server", "mcp_tool_name"]}),
+        (gettext_lazy("MCP tool"), {"classes": ["collapse", "kind-mcp"], "fields": ["mcp_server", "mcp_tool_name"]}),
     ]
 
     @admin.display(description=gettext_lazy("effective approval"))
@@ -202,7 +207,7 @@ class MCPToolInline(admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = True
-    verbose_name_plural = "Discovered tools (edit each to change its side effect or approval)"
+    verbose_name_plural = gettext_lazy("Discovered tools (edit each to change its side effect or approval)")
 
     def has_add_permission(self, request, obj=None):
         return False

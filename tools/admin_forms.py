@@ -5,6 +5,7 @@ the stored values are never sent to the browser, a new JSON object replaces them
 change page shows only the names with masked values.
 """
 
+import copy
 import json
 
 from django import forms
@@ -91,6 +92,14 @@ class _SuperuserOnlyFieldsForm(_SecretMappingsForm):
         super()._update_errors(errors)
 
 
+STARTER_PARAMETERS = {"type": "object", "properties": {}, "required": []}
+PARAMETERS_HELP = gettext_lazy(
+    "JSON Schema of the arguments, e.g. "
+    '{"type": "object", "properties": {"city": {"type": "string", "description": "City name"}}, '
+    '"required": ["city"]}.'
+)
+
+
 def _python_target(kind: str, name: str, python_callable: str) -> str | None:
     """The registered callable a tool runs, if it is a python tool."""
     return (python_callable or name) if kind == ToolDefinition.Kind.PYTHON else None
@@ -105,6 +114,14 @@ class ToolDefinitionForm(_SuperuserOnlyFieldsForm):
     class Meta:
         model = ToolDefinition
         exclude = ["http_secret_headers"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A bare {} tells a newcomer nothing: a new tool starts from an empty object schema.
+        if self.instance._state.adding and not self.is_bound and not self.initial.get("parameters"):
+            self.initial["parameters"] = copy.deepcopy(STARTER_PARAMETERS)
+        if "parameters" in self.fields:
+            self.fields["parameters"].help_text = PARAMETERS_HELP
 
     def clean(self):
         cleaned = super().clean()
@@ -174,6 +191,7 @@ class OpenAPIImportForm(forms.Form):
     prefix = forms.RegexField(
         regex=r"^[A-Za-z0-9_-]{0,24}$",
         required=False,
+        label=gettext_lazy("Prefix"),
         help_text=gettext_lazy("Tool names become <prefix>-<operationId>, e.g. petstore-findPets."),
     )
     # The second submit of an import that changes existing tools: the names shown are the

@@ -9,9 +9,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from jsonschema import Draft202012Validator
-
 from platform_site.text import has_lone_surrogate
+from tools.schemas import LinearValidator
 
 # Real tool arguments nest a few levels; thousands (a model stuck repeating a bracket) would
 # overflow the recursive code that stores, validates and prints them.
@@ -100,7 +99,7 @@ def validate_arguments(schema: dict, arguments: dict) -> list[str]:
         if unknown:
             allowed = ", ".join(properties) or "no arguments"
             errors.append(f"Unsupported argument(s) {', '.join(unknown)}; this tool accepts only: {allowed}.")
-    for error in sorted(Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.path)):
+    for error in sorted(LinearValidator(schema).iter_errors(arguments), key=lambda e: list(e.path)):
         if error.validator == "additionalProperties":
             continue
         where = ".".join(str(p) for p in error.absolute_path)

@@ -167,13 +167,20 @@ class AnthropicProvider:
             read_stream=lambda events, status: _read_stream(events, body, on_delta, status),
         )
 
+    def estimate_usage(self, *, body: dict, response: LLMResponse) -> Usage:
+        return _estimate(body, response.content, response.tool_calls)
+
+
+def _estimate(body: dict, content: str, calls: list[ToolCall]) -> Usage:
+    system = [{"content": body["system"]}] if body.get("system") else []
+    prompt = estimate_prompt_tokens(messages=system + body.get("messages", []), tools=body.get("tools", []))
+    completion = estimate_tokens(content + "".join(c.arguments for c in calls))
+    return Usage(prompt, completion, 0, 0, prompt + completion, estimated=True)
+
 
 def _usage(data: dict | None, body: dict, content: str, calls: list[ToolCall]) -> Usage:
     if not data or data.get("input_tokens") is None:
-        system = [{"content": body["system"]}] if body.get("system") else []
-        prompt = estimate_prompt_tokens(messages=system + body.get("messages", []), tools=body.get("tools", []))
-        completion = estimate_tokens(content + "".join(c.arguments for c in calls))
-        return Usage(prompt, completion, 0, 0, prompt + completion, estimated=True)
+        return _estimate(body, content, calls)
     # Anthropic counts cache reads and cache writes apart from the (uncached) input tokens.
     cache_read = int(data.get("cache_read_input_tokens") or 0)
     prompt = int(data.get("input_tokens") or 0) + cache_read + int(data.get("cache_creation_input_tokens") or 0)
@@ -235,7 +242,7 @@ def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMR
     blocks: dict[int, dict] = {}
     fragments: dict[int, list[str]] = {}
     usage: dict = {}
-    stop_reason, done, model_name = None, False, None
+    stop_reason, done, model_name, seen = None, False, None, False
     for event in events.iter_sse():
         if not event.data.strip():
             continue
@@ -243,6 +250,7 @@ def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMR
             data = json.loads(event.data)
         except ValueError as exc:
             raise ProviderError("Model stream carried an event that is not JSON.", retryable=True) from exc
+        seen = True
         kind = data.get("type") or event.event
         if kind == "message_start":
             message = data.get("message") or {}
@@ -266,6 +274,9 @@ def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMR
             break
         elif kind == "error":
             raise _stream_error(data)
+    if not seen:
+        # Not one event: how llama.cpp answers a streamed request with tools it cannot stream.
+        raise transport.EmptyStream()
     if not done:
         raise transport.StreamCut()
     ordered = []

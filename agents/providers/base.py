@@ -85,6 +85,11 @@ class Provider(Protocol):
         timeout_cap: float | None = None,
     ) -> LLMResponse: ...
 
+    def estimate_usage(self, *, body: dict, response: LLMResponse) -> Usage:
+        """What the estimate rule below says `body` and `response` hold, as for an answer whose
+        server reports no usage (agents.providers.calibration compares it with what one did)."""
+        ...
+
 
 # Token estimates stand in when a server reports no usage, and size the context against a
 # model's window. Checked against cl100k_base and o200k_base counts (tests/agents/test_usage_estimates.py):
@@ -93,6 +98,8 @@ class Provider(Protocol):
 # pieces: a letter run costs one token per 6 letters (most words are one token), digits go in
 # threes (the tokenisers group them so), punctuation about two tokens per three marks, a line
 # break with its indent one, and a CJK character one (cl100k ~1.2, o200k ~0.85 per character).
+# A model with a tokeniser of its own counts differently: a call's estimate is then scaled by what
+# its model config learned from the calls whose server reported usage (agents.providers.calibration).
 _CJK = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
 _PIECES = re.compile(
     rf"(?P<cjk>[{_CJK}])|(?P<word>[^\W\d_{_CJK}]+)|(?P<digits>\d+)|(?P<mark>[^\w\s{_CJK}]+)|(?P<line>\s*\n\s*)"

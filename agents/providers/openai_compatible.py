@@ -95,12 +95,19 @@ class OpenAICompatibleProvider:
             read_stream=lambda events, status: _read_stream(events, body, on_delta, status),
         )
 
+    def estimate_usage(self, *, body: dict, response: LLMResponse) -> Usage:
+        return _estimate(body, response.content, response.tool_calls)
+
+
+def _estimate(body: dict, content: str, tool_calls: list[ToolCall]) -> Usage:
+    prompt = estimate_prompt_tokens(messages=body.get("messages", []), tools=body.get("tools", []))
+    completion = estimate_tokens(content + "".join(c.arguments for c in tool_calls))
+    return Usage(prompt, completion, 0, 0, prompt + completion, estimated=True)
+
 
 def _usage(data: dict | None, body: dict, content: str, tool_calls: list[ToolCall]) -> Usage:
     if not data:
-        prompt = estimate_prompt_tokens(messages=body.get("messages", []), tools=body.get("tools", []))
-        completion = estimate_tokens(content + "".join(c.arguments for c in tool_calls))
-        return Usage(prompt, completion, 0, 0, prompt + completion, estimated=True)
+        return _estimate(body, content, tool_calls)
     prompt = int(data.get("prompt_tokens") or 0)
     completion = int(data.get("completion_tokens") or 0)
     # OpenAI and Doubao nest the details; DeepSeek and Moonshot report cache hits at the top.
@@ -177,6 +184,9 @@ def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMR
             for position, part in enumerate(delta.get("tool_calls") or []):
                 _merge_tool_delta(calls, part, position)
             finish = choice.get("finish_reason") or choice.get("stop_reason") or finish
+    if not last and (not done or body.get("tools")):
+        # Not one chunk: llama.cpp's answer to a streamed request with tools it cannot stream.
+        raise transport.EmptyStream()
     if not done and not finish:
         raise transport.StreamCut()
     tool_calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in calls]

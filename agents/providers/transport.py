@@ -36,6 +36,10 @@ class StreamCut(Exception):
     """A stream reader found the stream ended before the answer was complete."""
 
 
+class EmptyStream(StreamCut):
+    """A stream reader found no part of an answer in the stream at all (at most its end marker)."""
+
+
 def says_stream_unsupported(text: str) -> bool:
     return bool(_STREAM_UNSUPPORTED.search(text)) and not _CONTEXT_OVERFLOW.search(text)
 
@@ -78,6 +82,21 @@ def http_error(response: httpx.Response, *, url: str, body: dict) -> ProviderErr
         raw=raw if isinstance(raw, dict) else None,
         context_overflow=overflow,
         stream_unsupported=unstreamable,
+    )
+
+
+def _stream_tools_refused(response: httpx.Response, *, url: str, body: dict) -> ProviderError:
+    """An empty 200 stream answering a streamed request with tools: how llama.cpp refuses to
+    stream tool calls, the reason ("Automatic streaming tool choice is not supported") only in its
+    own log. Sent again as it is, it is refused again; unstreamed, it is answered."""
+    return ProviderError(
+        f"The stream from {_where(url, body)} (HTTP {response.status_code}) ended after "
+        f"{response.num_bytes_downloaded} bytes without any part of an answer: the server does not stream "
+        'answers to requests with tools (llama.cpp logs "Automatic streaming tool choice is not supported"). '
+        'Such requests are to be sent unstreamed (the model config\'s "streaming with tools unsupported").',
+        retryable=False,
+        http_status=response.status_code,
+        stream_unsupported=True,
     )
 
 
@@ -155,6 +174,15 @@ def post(
             if content_type.startswith("text/event-stream"):
                 try:
                     return read_stream(EventSource(response), response.status_code)
+                except EmptyStream:
+                    if body.get("tools"):
+                        raise _stream_tools_refused(response, url=url, body=body) from None
+                    raise ProviderError(
+                        f"The stream from {_where(url, body)} ended after {response.num_bytes_downloaded} bytes "
+                        "without any part of an answer.",
+                        retryable=True,
+                        http_status=response.status_code,
+                    ) from None
                 except StreamCut:
                     raise ProviderError(
                         f"The stream from {_where(url, body)} was cut after {response.num_bytes_downloaded} bytes, "

@@ -185,7 +185,7 @@ def approval_history(request):
             "page": page,
             "filters": filters,
             "choices": choices,
-            "statuses": [s for s in Approval.Status.values if s != Approval.Status.PENDING],
+            "statuses": [(s, label) for s, label in Approval.Status.choices if s != Approval.Status.PENDING],
             "query": query.urlencode(),
         },
     )

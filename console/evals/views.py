@@ -5,6 +5,8 @@ from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
 
+from console.evals.labels import metric_label
+from console.evals.selectors import eval_case_results
 from console.monitoring.views import _page, operator_required
 from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_RATE_DROP, Thresholds, case_rows, metric_rows
 from evals.models import EvalRun, EvalRunStatus
@@ -43,6 +45,11 @@ def _threshold(request, name: str, default: float) -> float:
 
 def _finished(eval_run_id: int) -> EvalRun:
     eval_run = get_object_or_404(EvalRun.objects.select_related("suite", "agent_version__agent"), pk=eval_run_id)
+    if eval_run.status == EvalRunStatus.FAILED:
+        raise BadParameter(
+            _("Eval run %(id)s failed and has no results to compare: %(error)s")
+            % {"id": eval_run_id, "error": eval_run.error}
+        )
     if eval_run.status != EvalRunStatus.COMPLETED:
         raise BadParameter(_("Eval run %(id)s has not finished yet.") % {"id": eval_run_id})
     return eval_run
@@ -60,6 +67,7 @@ def compare(request):
         candidate = _finished(_id(request, "candidate"))
     except BadParameter as exc:
         return HttpResponseBadRequest(str(exc))
+    base_cases, cand_cases = eval_case_results(eval_run=baseline), eval_case_results(eval_run=candidate)
     return _page(
         request,
         "evals/compare.html",
@@ -67,6 +75,29 @@ def compare(request):
         baseline=baseline,
         candidate=candidate,
         thresholds=thresholds,
-        metrics=metric_rows(baseline.metrics, candidate.metrics, thresholds),
-        cases=case_rows(eval_results_data(eval_run=baseline), eval_results_data(eval_run=candidate), thresholds),
+        metrics=[
+            {"row": row, "label": metric_label(row.name)}
+            for row in metric_rows(baseline.metrics, candidate.metrics, thresholds)
+        ],
+        sides=[(_("Baseline"), baseline), (_("Candidate"), candidate)],
+        cases=[
+            _case(row, base_cases.get(row.name), cand_cases.get(row.name))
+            for row in case_rows(
+                eval_results_data(eval_run=baseline), eval_results_data(eval_run=candidate), thresholds
+            )
+        ],
     )
+
+
+def _case(row, base: dict | None, cand: dict | None) -> dict:
+    """A case's row with its repetitions' runs on both sides (a case may be in one run only)."""
+    base_results, cand_results = (base or {}).get("results", []), (cand or {}).get("results", [])
+    return {
+        "row": row,
+        "case_id": (cand or base)["id"],
+        "candidate": cand_results,
+        "sides": [
+            ({"key": "baseline", "label": _("baseline")}, base_results),
+            ({"key": "candidate", "label": _("candidate")}, cand_results),
+        ],
+    }

@@ -3,6 +3,8 @@ chart library): every bar is a rectangle with a tooltip title."""
 
 import math
 
+from django.utils.translation import gettext as _
+
 PALETTE = ["#417690", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#0072b2", "#999999"]
 STATUS_COLORS = {"completed": "#2e7d32", "failed": "#c62828", "cancelled": "#8d8d8d", "expired": "#ef6c00"}
 
@@ -79,9 +81,10 @@ def latency_bars(rows: list[dict]) -> dict:
                 "name": row["name"],
                 "p50_w": round((row["p50_ms"] or 0) / top * plot_w, 1),
                 "p95_w": round((row["p95_ms"] or 0) / top * plot_w, 1),
-                "title": f"{row['name']}: p50 {row['p50_ms']} ms, p95 {row['p95_ms']} ms over {row['calls']} calls",
+                "title": _("%(name)s: p50 %(p50)s ms, p95 %(p95)s ms over %(calls)s calls")
+                % {"name": row["name"], "p50": row["p50_ms"], "p95": row["p95_ms"], "calls": row["calls"]},
                 "value_x": label_w + round((row["p95_ms"] or 0) / top * plot_w, 1) + 6,
-                "value": f"{row['p50_ms']} / {row['p95_ms']} ms" if row["p95_ms"] is not None else "no data",
+                "value": f"{row['p50_ms']} / {row['p95_ms']} ms" if row["p95_ms"] is not None else _("no data"),
             }
         )
     return {

@@ -8,7 +8,7 @@ from evals.models import EvalSuite
 
 
 class TryAgentForm(forms.Form):
-    agent = forms.ModelChoiceField(queryset=Agent.objects.none())
+    agent = forms.ModelChoiceField(queryset=Agent.objects.none(), label=_("Agent"))
     content = forms.CharField(
         max_length=20000, label=_("Message"), widget=forms.Textarea(attrs={"rows": 3, "cols": 80})
     )

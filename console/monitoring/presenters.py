@@ -8,6 +8,14 @@ from django.utils.translation import gettext_lazy as _
 
 from console.approvals.diff import arguments_diff
 from console.monitoring.charts import PALETTE, STATUS_COLORS, latency_bars, stacked_bars
+from console.monitoring.labels import (
+    approval_channel_text,
+    approval_status_text,
+    llm_call_title,
+    run_status_text,
+    step_status_text,
+    stop_reason_text,
+)
 from conversations.models import RunStatus
 from tools.arguments import arguments_hash
 
@@ -64,7 +72,7 @@ def _charts(snapshot: dict) -> dict:
         "runs": stacked_bars(
             categories=[_hour_label(row["hour"]) for row in hours],
             series=[
-                {"name": status, "color": color, "values": [row[status] for row in hours]}
+                {"name": run_status_text(status), "color": color, "values": [row[status] for row in hours]}
                 for status, color in STATUS_COLORS.items()
             ],
         ),
@@ -103,19 +111,49 @@ def approval_edit(*, original, approved, approved_by: str = "") -> dict | None:
     }
 
 
+def _tool_duration(step: dict) -> int | None:
+    """The call's own latency; a delegate call records none, so it took as long as the last run
+    it delegated to."""
+    if step["latency_ms"] is not None or not step["child_runs"]:
+        return step["latency_ms"]
+    return step["child_runs"][-1]["duration_ms"]
+
+
 def timeline_rows(steps: list[dict]) -> list[dict]:
-    """Each step with its JSON parts pretty-printed for <pre> blocks."""
+    """Each step with its words (title, status), its duration, and its JSON parts pretty-printed
+    for <pre> blocks."""
     rows = []
     for number, step in enumerate(steps, start=1):
-        row = {"number": number, "step": step}
+        row = {"number": number, "step": step, "status_text": step_status_text(step)}
         if step["kind"] == "llm_call":
-            row.update(request=_pretty(step["request"]), response=_pretty(step["response"]))
+            row.update(
+                title=llm_call_title(step),
+                duration_ms=step["latency_ms"],
+                request=_pretty(step["request"]),
+                response=_pretty(step["response"]),
+            )
         else:
-            row.update(arguments=_pretty(step["arguments"]) if step["arguments"] is not None else step["raw_arguments"])
+            row.update(
+                duration_ms=_tool_duration(step),
+                arguments=_pretty(step["arguments"]) if step["arguments"] is not None else step["raw_arguments"],
+                children=[{**child, "status_text": run_status_text(child["status"])} for child in step["child_runs"]],
+            )
             approval = step["approval"]
+            if approval:
+                row["approval_text"] = approval_status_text(approval["status"]).lower()
+                row["channel_text"] = approval_channel_text(approval["channel"])
             if approval and approval["edited"]:
                 row["edit"] = approval_edit(
                     original=step["arguments"], approved=approval["arguments"], approved_by=approval["decided_by"] or ""
                 )
         rows.append(row)
     return rows
+
+
+def run_outcome(run: dict) -> dict:
+    """The run's ending in words, for the top of its timeline."""
+    return {
+        "status_text": run_status_text(run["status"]),
+        "stop_reason_text": stop_reason_text(run["stop_reason"]),
+        "duration_text": duration_text(run["duration_ms"]),
+    }

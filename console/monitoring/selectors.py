@@ -16,12 +16,14 @@ from agents.models import Agent, ModelConfig
 from alerts.selectors import alert_firings_open, number_text
 from console.formatting import fixed_amount
 from console.monitoring.broker import queue_depths, workers_online
+from console.monitoring.labels import approval_status_text, step_status_text
 from console.monitoring.presenters import status_words
-from conversations.models import Approval, LLMCall, Run, RunStatus
+from conversations.models import Approval, LLMCall, Message, Run, RunRequest, RunStatus, ToolInvocation
 from conversations.monitoring import histogram
-from conversations.monitoring.models import TOKEN_FIELDS, ErrorHourly, LLMCallHourly, RollupState, RunHourly
+from conversations.monitoring.models import ErrorHourly, LLMCallHourly, RollupState, RunHourly
 from conversations.monitoring.rollups import floor_hour
 from conversations.selectors import run_final_answer
+from conversations.usage import USAGE_FIELDS
 from evals.selectors import eval_runs_latest
 
 RUN_COST_SCALE = Decimal(1).scaleb(-Run._meta.get_field("cost").decimal_places)
@@ -142,7 +144,7 @@ def usage_by_agent_day(*, days: int, now: datetime) -> dict:
     rows = (
         LLMCallHourly.objects.filter(hour__gte=start)
         .values("hour", "agent_id")
-        .annotate(cost=Sum("cost"), **{kind: Sum(kind) for kind in TOKEN_FIELDS})
+        .annotate(cost=Sum("cost"), **{kind: Sum(kind) for kind in USAGE_FIELDS})
         .order_by()
     )
     cells: dict[tuple, dict] = {}
@@ -150,13 +152,13 @@ def usage_by_agent_day(*, days: int, now: datetime) -> dict:
         day = timezone.localdate(row["hour"])
         if day < first_day:
             continue
-        cell = cells.setdefault((day, row["agent_id"]), {"cost": Decimal(0), **dict.fromkeys(TOKEN_FIELDS, 0)})
+        cell = cells.setdefault((day, row["agent_id"]), {"cost": Decimal(0), **dict.fromkeys(USAGE_FIELDS, 0)})
         cell["cost"] += row["cost"] or 0
-        for kind in TOKEN_FIELDS:
+        for kind in USAGE_FIELDS:
             cell[kind] += row[kind] or 0
     names = dict(Agent.objects.filter(pk__in={agent for _, agent in cells}).values_list("pk", "name"))
     day_list = [first_day + timedelta(days=i) for i in range(days)]
-    empty = {"cost": Decimal(0), **dict.fromkeys(TOKEN_FIELDS, 0)}
+    empty = {"cost": Decimal(0), **dict.fromkeys(USAGE_FIELDS, 0)}
     agents = []
     for agent_id, name in sorted(names.items(), key=lambda item: item[1]):
         per_day = []
@@ -334,5 +336,52 @@ def run_events_after(*, run: Run, after: int, limit: int = 200) -> dict:
         },
         "events": [{**event, "created_at": event["created_at"].isoformat()} for event in events],
         "pending_approvals": waiting,
+        "tool_calls": run_tool_calls(run=run),
         "answer": answer.content if answer is not None else None,
     }
+
+
+# What the try page shows of a tool's result: enough to read, not a whole document per poll.
+TOOL_RESULT_CHARS = 2000
+
+
+def run_tool_calls(*, run: Run) -> list[dict]:
+    """The run's tool calls as the try page draws them while the run goes on: name, arguments,
+    status, result or error, and the approval it waits for or got (one query)."""
+    invocations = ToolInvocation.objects.filter(run=run).select_related("approval").order_by("created_at", "pk")
+    calls = []
+    for invocation in invocations:
+        approval = getattr(invocation, "approval", None)
+        result = invocation.result or ""
+        calls.append(
+            {
+                "id": invocation.pk,
+                "tool": invocation.tool_name,
+                "status": invocation.status,
+                "status_text": step_status_text({"kind": "tool_invocation", "status": invocation.status}),
+                "arguments": invocation.arguments if invocation.arguments is not None else invocation.raw_arguments,
+                "result": result[:TOOL_RESULT_CHARS],
+                "result_cut": len(result) > TOOL_RESULT_CHARS,
+                "error": invocation.error,
+                "latency_ms": invocation.latency_ms,
+                "approval": None
+                if approval is None
+                else {
+                    "id": approval.pk,
+                    "status": approval.status,
+                    "status_text": approval_status_text(approval.status),
+                },
+            }
+        )
+    return calls
+
+
+def run_question(*, run: Run) -> str | None:
+    """What the run was asked: its user message, or while it waits its turn (or for a delegated
+    run, whose task its parent wrote) the content it was posted with."""
+    content = (
+        Message.objects.filter(run=run, role=Message.Role.USER).order_by("order").values_list("content", flat=True)
+    ).first()
+    if content is None:
+        content = RunRequest.objects.filter(run=run).values_list("content", flat=True).first()
+    return content

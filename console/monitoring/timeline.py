@@ -1,12 +1,14 @@
-"""A run's whole story as one JSON document: the run, each model call and tool call in order
-(request, response, tokens by kind, cost, latency, arguments, result, approval and decider),
-its guardrail triggers and its events. The timeline page shows it and copies it; a fixed number
-of queries whatever the run's size (one reads the runs its delegate calls started)."""
+"""A run's whole story as one JSON document: the run (with what it was asked and what it
+answered), each model call and tool call in order (request, response, tokens by kind, cost,
+latency, arguments, result, approval and decider, delegated runs and their durations), its
+guardrail triggers and its events. The timeline page shows it and copies it; a fixed number of
+queries whatever the run's size (one reads the runs its delegate calls started)."""
 
 from console.formatting import fixed_amount
+from console.monitoring.selectors import run_question
 from conversations.models import GuardrailTrigger, Run, RunEvent
-from conversations.monitoring.models import TOKEN_FIELDS
-from conversations.selectors import run_timeline
+from conversations.selectors import run_final_answer, run_timeline
+from conversations.usage import USAGE_FIELDS
 from tools.arguments import arguments_hash
 
 
@@ -14,7 +16,7 @@ def _iso(moment) -> str | None:
     return moment.isoformat() if moment else None
 
 
-def _llm_call(call) -> dict:
+def _llm_call(call, *, requests: bool) -> dict:
     return {
         "kind": "llm_call",
         "id": call.pk,
@@ -27,14 +29,16 @@ def _llm_call(call) -> dict:
         "status": call.status,
         "http_status": call.http_status,
         "finish_reason": call.finish_reason,
-        "tokens": {kind: getattr(call, kind) for kind in TOKEN_FIELDS},
+        "tokens": {kind: getattr(call, kind) for kind in USAGE_FIELDS},
         "usage_estimated": call.usage_estimated,
         "cost": fixed_amount(call.cost),
         "latency_ms": call.latency_ms,
         "error": call.error,
         "started_at": _iso(call.started_at),
         "finished_at": _iso(call.finished_at),
-        "request": call.request,
+        # The agent's rendered system prompt and tools: None unless the reader may see agents'
+        # configuration (conversations.selectors.agent_config_visible_to).
+        "request": call.request if requests else None,
         "response": call.response,
     }
 
@@ -80,15 +84,24 @@ def _tool_invocation(invocation) -> dict:
         "approval": _approval(getattr(invocation, "approval", None), invocation),
         # Agents as tools: the runs a delegate call started (each an ordinary run of its own).
         "child_runs": [
-            {"id": str(child.pk), "agent": child.agent.name, "status": child.status, "stop_reason": child.stop_reason}
+            {
+                "id": str(child.pk),
+                "agent": child.agent.name,
+                "status": child.status,
+                "stop_reason": child.stop_reason,
+                "started_at": _iso(child.started_at),
+                "finished_at": _iso(child.finished_at),
+                "duration_ms": child.duration_ms,
+            }
             for child in invocation.child_runs.all()
         ],
     }
 
 
-def run_timeline_export(*, run: Run) -> dict:
+def run_timeline_export(*, run: Run, requests: bool) -> dict:
+    answer = run_final_answer(run=run)
     steps = [
-        _llm_call(step["obj"]) if step["kind"] == "llm_call" else _tool_invocation(step["obj"])
+        _llm_call(step["obj"], requests=requests) if step["kind"] == "llm_call" else _tool_invocation(step["obj"])
         for step in run_timeline(run=run)
     ]
     events = RunEvent.objects.filter(run=run).order_by("seq").values("seq", "type", "payload", "created_at")
@@ -107,8 +120,11 @@ def run_timeline_export(*, run: Run) -> dict:
             "status": run.status,
             "stop_reason": run.stop_reason,
             "error": run.error,
+            # What was asked and what the run answered, so the story reads from its two ends.
+            "question": run_question(run=run),
+            "answer": answer.content if answer is not None else None,
             "iterations": run.iterations,
-            "tokens": {kind: getattr(run, kind) for kind in TOKEN_FIELDS},
+            "tokens": {kind: getattr(run, kind) for kind in USAGE_FIELDS},
             "cost": fixed_amount(run.cost),
             "created_at": _iso(run.created_at),
             "started_at": _iso(run.started_at),

@@ -13,18 +13,22 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 
 from agents.releases import UnknownVersion
 from alerts.permissions import VIEW_FIRINGS_PERMISSION
+from console.monitoring.event_lines import event_lines
 from console.monitoring.forms import EvalCaseFromRunForm, TryAgentForm
-from console.monitoring.presenters import dashboard_context, timeline_rows
+from console.monitoring.presenters import dashboard_context, run_outcome, timeline_rows
 from console.monitoring.selectors import alerts_open, dashboard_snapshot, run_events_after
 from console.monitoring.services import ConversationNotFound, try_message_post
 from console.monitoring.timeline import run_timeline_export
+from console.monitoring.waterfall import run_waterfall
 from conversations.models import Run
 from conversations.permissions import user_may_decide
+from conversations.selectors import agent_config_visible_to
 from engine.admission import ConversationBusy
 from engine.operations import (
     OPERATE_PERMISSION,
@@ -111,7 +115,7 @@ def dashboard(request):
     except BadParameter as exc:
         return HttpResponseBadRequest(str(exc))
     snapshot = _snapshot(request, hours=hours, days=days)
-    return _page(request, "monitoring/dashboard.html", title="Monitoring", **dashboard_context(snapshot))
+    return _page(request, "monitoring/dashboard.html", title=_("Monitoring"), **dashboard_context(snapshot))
 
 
 @require_GET
@@ -141,16 +145,21 @@ def _run(run_id) -> Run:
 
 
 def _timeline_page(request, run: Run, *, case_form=None, status: int = 200):
-    export = run_timeline_export(run=run)
+    export = run_timeline_export(run=run, requests=agent_config_visible_to(user=request.user))
     if case_form is None and request.user.has_perm(ADD_EVAL_CASE_PERMISSION):
         case_form = EvalCaseFromRunForm()
     response = _page(
         request,
         "monitoring/run_timeline.html",
-        title=f"Run {run.pk}",
+        title=_("Run %(id)s") % {"id": run.pk},
         run=run,
         export=export,
+        outcome=run_outcome(export["run"]),
+        waterfall=run_waterfall(
+            export=export, now=timezone.now(), run_url=lambda run_id: reverse("monitoring:run", args=[run_id])
+        ),
         rows=timeline_rows(export["steps"]),
+        events=event_lines(export=export),
         case_form=case_form,
     )
     response.status_code = status
@@ -191,7 +200,7 @@ def run_eval_case(request, run_id):
 @operator_required(VIEW_PERMISSION, json=True)
 def run_timeline_json(request, run_id):
     return JsonResponse(
-        run_timeline_export(run=_run(run_id)),
+        run_timeline_export(run=_run(run_id), requests=agent_config_visible_to(user=request.user)),
         encoder=DjangoJSONEncoder,
         json_dumps_params={"ensure_ascii": False, "indent": 2},
     )
@@ -210,6 +219,9 @@ def run_events_json(request, run_id):
     may_decide = user_may_decide(request.user)
     for approval in data["pending_approvals"]:
         approval["url"] = reverse("approvals:detail", args=[approval["id"]]) if may_decide else None
+    for call in data["tool_calls"]:
+        if call["approval"]:
+            call["approval"]["url"] = reverse("approvals:detail", args=[call["approval"]["id"]]) if may_decide else None
     return JsonResponse(data, encoder=DjangoJSONEncoder, json_dumps_params={"ensure_ascii": False})
 
 
@@ -238,7 +250,7 @@ def run_action(request, run_id, action):
 @operator_required(*TRY_PERMISSIONS)
 def try_agent(request):
     form = TryAgentForm(initial={"agent": request.GET.get("agent")}, user=request.user)
-    return _page(request, "monitoring/try_agent.html", title="Try an agent", form=form)
+    return _page(request, "monitoring/try_agent.html", title=_("Try an agent"), form=form)
 
 
 @require_POST
@@ -261,7 +273,8 @@ def try_agent_send(request):
     except ConversationBusy as exc:
         return JsonResponse(
             {
-                "message": f"This agent answers one message at a time: {exc}. Wait for it to end.",
+                "message": _("This agent answers one message at a time: %(reason)s. Wait for it to end.")
+                % {"reason": exc},
                 "extra": {"active_run": str(exc.run.pk)},
             },
             status=409,

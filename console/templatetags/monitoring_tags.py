@@ -7,6 +7,8 @@ from django import template
 from django.utils import timezone
 
 from console import formatting
+from console.monitoring.labels import run_status_text, stop_reason_text
+from console.monitoring.missing import missing_process
 from console.monitoring.presenters import duration_text
 
 register = template.Library()
@@ -59,3 +61,21 @@ def iso_time(value: str) -> str:
 @register.filter
 def as_json(value) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+@register.filter
+def missing(snapshot: dict) -> str:
+    """The process the dashboard's hint names (console.monitoring.missing)."""
+    return missing_process(snapshot)
+
+
+@register.filter
+def run_status(value: str) -> str:
+    """A stored run status in the reader's words (its choice's label)."""
+    return run_status_text(value)
+
+
+@register.filter
+def stop_reason(value: str) -> str:
+    """A stored stop reason in the reader's words; empty for none."""
+    return stop_reason_text(value)

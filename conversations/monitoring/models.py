@@ -4,8 +4,6 @@ recent hours from the ledger, and any hour can be rebuilt again at any time."""
 
 from django.db import models
 
-TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "total_tokens")
-
 
 class LLMCallHourly(models.Model):
     """Finished model-call attempts of one hour, per model config and agent."""

@@ -22,7 +22,8 @@ from django.utils import timezone
 
 from conversations.models import LLMCall, Run, RunStatus
 from conversations.monitoring.histogram import LOG_BASE
-from conversations.monitoring.models import TOKEN_FIELDS, ErrorHourly, LLMCallHourly, RollupState, RunHourly
+from conversations.monitoring.models import ErrorHourly, LLMCallHourly, RollupState, RunHourly
+from conversations.usage import USAGE_FIELDS
 
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
 _LONG_HEX = re.compile(r"\b[0-9a-f]{16,}\b", re.I)
@@ -81,7 +82,7 @@ def _llm_call_rows(start: datetime) -> list[LLMCallHourly]:
             calls=Count("id"),
             failed=Count("id", filter=Q(status=LLMCall.Status.FAILED)),
             cost=Sum("cost"),
-            **{field: Sum(field) for field in TOKEN_FIELDS},
+            **{field: Sum(field) for field in USAGE_FIELDS},
         )
         .order_by()
     )
@@ -94,7 +95,7 @@ def _llm_call_rows(start: datetime) -> list[LLMCallHourly]:
         row.calls += group["calls"]
         row.failed += group["failed"]
         row.cost += group["cost"] or 0
-        for field in TOKEN_FIELDS:
+        for field in USAGE_FIELDS:
             setattr(row, field, getattr(row, field) + (group[field] or 0))
         if group["bucket"] is not None:
             bucket = str(int(group["bucket"]))

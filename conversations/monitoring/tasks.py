@@ -5,6 +5,6 @@ from celery import shared_task
 from conversations.monitoring.rollups import rollups_refresh
 
 
-@shared_task(ignore_result=True)
+@shared_task(name="conversations.monitoring.tasks.rollups_refresh_task", ignore_result=True)
 def rollups_refresh_task() -> dict:
     return rollups_refresh()

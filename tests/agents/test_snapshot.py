@@ -10,7 +10,6 @@ from agents.snapshot import (
     AgentSettings,
     AgentSnapshot,
     ModelSnapshot,
-    SnapshotInvalid,
     ToolApproval,
     ToolHttp,
     ToolSpec,
@@ -86,27 +85,6 @@ def test_an_unchanged_configuration_pins_the_same_version_and_a_change_a_new_one
     assert second.number == first.number + 1 and second.config_hash != first.config_hash
     second.refresh_from_db()
     assert snapshot_parse(second.snapshot)["agent"]["max_iterations"] == agent.max_iterations
-
-
-def test_the_hash_does_not_depend_on_key_order():
-    snapshot = {"agent": {"id": 1, "name": "a"}, "model": {"id": 2}, "fallback_model": None, "tools": []}
-    reordered = {"tools": [], "fallback_model": None, "model": {"id": 2}, "agent": {"name": "a", "id": 1}}
-    assert snapshot_hash(snapshot) == snapshot_hash(reordered)
-    assert snapshot_hash(snapshot) != snapshot_hash({**snapshot, "tools": [{"name": "x"}]})
-
-
-@pytest.mark.parametrize(
-    "stored, problem",
-    [
-        ([], "an object"),
-        ({"agent": {}, "model": {}, "tools": []}, "fallback_model"),
-        ({"agent": {}, "model": None, "fallback_model": None, "tools": []}, "must be objects"),
-        ({"agent": {}, "model": {}, "fallback_model": None, "tools": {}}, "must be a list"),
-    ],
-)
-def test_a_malformed_snapshot_is_refused_when_read(stored, problem):
-    with pytest.raises(SnapshotInvalid, match=problem):
-        snapshot_parse(stored)
 
 
 @pytest.mark.django_db

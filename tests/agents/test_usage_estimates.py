@@ -150,6 +150,56 @@ def test_estimated_usage_shows_on_the_run_its_steps_and_in_the_admin(fake_llm, a
     assert client.get(f"/api/v1/runs/{exact.pk}/").json()["usage"]["estimated"] is False
 
     page = admin_client.get("/admin/conversations/run/").content.decode()
-    assert "column-usage_estimated" in page
+    # The estimated run is marked; the exact one's cell stays blank.
+    estimated_row = page.split(f'title="{run.pk}"')[1].split("</tr>")[0]
+    exact_row = page.split(f'title="{exact.pk}"')[1].split("</tr>")[0]
+    assert ">≈</span>" in estimated_row and '<td class="field-estimated"></td>' in exact_row
     page = admin_client.get("/admin/conversations/llmcall/?usage_estimated__exact=1").content.decode()
     assert f">{LLMCall.objects.get(run=run, usage_estimated=True).pk}<" in page
+
+
+def _usage(fake_llm, provider: str, name: str, messages: list[dict], tools: list[dict], *, stream: bool):
+    adapter = get_provider(provider)
+    model = {
+        "base_url": fake_llm.api_base,
+        "model": name,
+        "stream": stream,
+        "read_timeout_seconds": 10,
+        "connect_timeout_seconds": 5,
+    }
+    body = adapter.build_request(
+        model=model, messages=messages, tools=tools, tool_choice="auto", parallel_tool_calls=True
+    )
+    return adapter.send(model=model, api_key="", body=body).usage
+
+
+@pytest.mark.parametrize("provider", ["openai_compatible", "anthropic"])
+def test_a_streamed_call_without_usage_is_estimated_as_a_plain_one(fake_llm, provider):
+    """Prompt tokens of a stream that reports none are counted as for an unstreamed answer with
+    none: the messages with their framing and the tool definitions, by the calibrated rule."""
+    messages, answer = CONVERSATIONS["tool_result"]
+    messages = [CONVERSATIONS["english"][0][0], *messages]
+    no_stream_usage = fake_llm.script(
+        f"no-stream-usage-{provider}", {"defaults": {"stream_usage": False}, "fallback": {"content": answer}}
+    )
+    no_usage = fake_llm.script(f"no-usage-{provider}", {"fallback": {"content": answer, "usage": None}})
+    real = fake_llm.script(
+        f"cl100k-{provider}", {"defaults": {"token_counting": "cl100k_base"}, "fallback": {"content": answer}}
+    )
+
+    # OpenAI's format: a stream without its usage chunk; Anthropic's: events without usage.
+    streamed = _usage(
+        fake_llm,
+        provider,
+        no_stream_usage if provider == "openai_compatible" else no_usage,
+        messages,
+        [WEATHER_TOOL],
+        stream=True,
+    )
+    plain = _usage(fake_llm, provider, no_usage, messages, [WEATHER_TOOL], stream=False)
+    counted = _usage(fake_llm, provider, real, messages, [WEATHER_TOOL], stream=False)
+
+    assert streamed.estimated and plain.estimated and not counted.estimated
+    assert (streamed.prompt_tokens, streamed.completion_tokens) == (plain.prompt_tokens, plain.completion_tokens)
+    # Not a third low: within the calibration's bounds of what the real tokeniser counts.
+    assert 0.8 * counted.prompt_tokens <= streamed.prompt_tokens <= 1.5 * counted.prompt_tokens

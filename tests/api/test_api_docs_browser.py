@@ -1,4 +1,4 @@
-"""The API docs in real Chromium with every other origin blocked: both pages still render the
+"""The API docs in real Chromium with every other origin blocked: the page still renders the
 whole API, and nothing asked for anything outside this server."""
 
 from pathlib import Path
@@ -38,6 +38,11 @@ def offline_page(browser, live_server):
 
     context.route("**/*", only_this_server)
     page = context.new_page()
+    # A request the page's Content-Security-Policy stops never reaches the route above; the
+    # browser reports it on the console instead.
+    page.on(
+        "console", lambda message: refused.append(message.text) if "Content Security Policy" in message.text else None
+    )
     yield page, live_server.url, refused
     context.close()
 
@@ -53,10 +58,9 @@ def test_swagger_ui_renders_every_operation_offline(offline_page):
     assert refused == []
 
 
-def test_redoc_renders_the_api_offline(offline_page):
+def test_the_former_redoc_address_leads_to_the_swagger_page(offline_page):
     page, base, refused = offline_page
     page.goto(f"{base}/api/redoc/")
-    page.get_by_role("heading", name="Agentry API").first.wait_for()
-    page.locator("text=/api/v1/conversations/").first.wait_for(state="attached")
-    page.screenshot(path=str(ARTIFACTS / "api-docs-redoc.png"))
+    page.wait_for_url(f"{base}/api/docs/")
+    page.locator(".opblock-summary-path").first.wait_for()
     assert refused == []

@@ -38,7 +38,7 @@ def approver_page(browser, live_server, approver, settings):
         assert "/approvals/login/" in page.url
         page.fill("input[name=username]", "approver")
         page.fill("input[name=password]", "approver-pass-1")
-        page.click("button[type=submit]")
+        page.click("form:has(input[name=password]) button[type=submit]")
         page.wait_for_url(re.compile(r"/approvals/$"))
         contexts.append(context)
         return page

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from agents.demo import demo_seed
 from agents.models import AgentTool
 from conversations.models import Approval, Run, ToolInvocation
 from conversations.services import conversation_create
+from demo.cli import format_run, pending_approvals, run_wait
+from demo.seed import demo_seed
 from engine.approvals import approval_decide
-from engine.cli import format_run, pending_approvals, run_wait
 from tests.runs import advance, last_answer, start_run
 
 WEATHER = "我在成都，明天天气如何？"

@@ -83,11 +83,9 @@ def test_an_overdue_approval_cannot_be_decided_even_before_the_task_ran(scenario
 
 
 def test_expiry_runs_on_the_beat():
-    entry = next(
-        e for e in settings.CELERY_BEAT_SCHEDULE.values() if e["task"] == "conversations.tasks.approvals_expire_task"
-    )
+    entry = next(e for e in settings.CELERY_BEAT_SCHEDULE.values() if e["task"] == "engine.tasks.approvals_expire_task")
     assert entry["schedule"] <= 60
-    assert settings.CELERY_TASK_ROUTES["conversations.tasks.approvals_expire_task"]["queue"] == "maintenance"
+    assert settings.CELERY_TASK_ROUTES["engine.tasks.approvals_expire_task"]["queue"] == "maintenance"
 
 
 def test_cancel_closes_pending_approvals_and_the_conversation_goes_on(scenario, enqueued, executions, approver):

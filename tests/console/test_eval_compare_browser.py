@@ -29,10 +29,10 @@ def _rude(script: dict) -> dict:
     return rude
 
 
-def _rows(page, index: int) -> list[tuple[str, bool]]:
-    rows = page.locator("table.compare").nth(index).locator("tbody tr")
+def _rows(page, table: str, key: str) -> list[tuple[str, bool]]:
+    rows = page.locator(f"#{table} tbody tr")
     return [
-        (rows.nth(i).locator("td").first.inner_text(), rows.nth(i).get_attribute("class") == "regression")
+        (rows.nth(i).get_attribute(key), rows.nth(i).get_attribute("class") == "regression")
         for i in range(rows.count())
     ]
 
@@ -65,7 +65,7 @@ def test_compare_two_versions_regressions_first(live_server, page, worker, fake_
     page.wait_for_url("**/evals/compare/?*")
     assert f"baseline={baseline.pk}" in page.url and f"candidate={candidate.pk}" in page.url
 
-    metrics, cases = _rows(page, 0), _rows(page, 1)
+    metrics, cases = _rows(page, "compare-metrics", "data-metric"), _rows(page, "compare-cases", "data-case")
     # Only the greeting case stopped passing: it heads the cases, ahead of the alphabet, marked.
     assert cases == [("greeting", True), ("apples", False), ("pears", False), ("say-hi", False)]
     # The completion rate fell from 2/4 to 1/4: a marked regression, and the regressions come first.
@@ -73,4 +73,9 @@ def test_compare_two_versions_regressions_first(live_server, page, worker, fake_
     assert ("task_completion_rate", True) in metrics and marks == sorted(marks, reverse=True)
     assert not all(marks)
     assert page.locator("table.compare tr.regression strong").first.is_visible()
+    # Named in words, and the regressed case leads to the run that failed it.
+    completion = page.locator('#compare-metrics tr[data-metric="task_completion_rate"] td').first
+    assert completion.inner_text().startswith("Task completion rate")
+    failed = page.locator('#compare-cases tr[data-case="greeting"] a.failed-run')
+    assert failed.count() == 1
     page.screenshot(path=str(ARTIFACTS / "eval-compare.png"), full_page=True)

@@ -115,7 +115,7 @@ def test_dashboard_shows_real_runs_and_requeues_a_stuck_run(
     latency = page.locator("#latency").inner_text()
     assert "helper" in latency and "broken" in latency
     assert "HTTP 503" in page.locator("#top-errors").inner_text()
-    assert "provider_error" in page.locator("#stop-reasons").inner_text()
+    assert "Provider error" in page.locator("#stop-reasons").inner_text()
     assert "helper" in page.locator("#usage").inner_text()
     row = page.locator(f'#stuck-runs tr[data-run="{stuck.pk}"]')
     assert "lease lapsed" in row.inner_text() and "vanished-host" in row.inner_text()
@@ -163,7 +163,10 @@ def test_try_an_agent_from_the_admin_and_copy_its_timeline(worker, fake_llm, liv
     page.click("#try-send")
     page.wait_for_selector(".bubble.assistant:not(.pending)")
     assert page.locator(".bubble.assistant").inner_text() == "The answer is 42."
-    types = page.locator(".try-events td:nth-child(2)").all_inner_texts()
+    # The tool step reads as a card; the raw events are still there, folded away.
+    card = page.locator("section.try-run article.tool-card")
+    assert card.get_attribute("data-tool") == "test-echo" and card.locator("pre.result").inner_text() == "42"
+    types = page.locator(".try-events td:nth-child(2)").all_text_contents()
     assert types[0] == "run.queued" and types[-1] == "run.completed"
     assert {"tool.started", "tool.completed", "message.delta"} <= set(types)
     page.screenshot(path=str(ARTIFACTS / "try-agent.png"), full_page=True)

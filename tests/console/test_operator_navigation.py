@@ -54,7 +54,6 @@ def test_the_admin_is_branded_and_links_every_operator_page_with_the_pending_cou
         "approvals": reverse("approvals:queue"),
         "try": reverse("monitoring:try"),
         "api-docs": reverse("api-docs"),
-        "api-reference": reverse("api-redoc"),
     }
     assert '<span class="operator-count" title="pending approvals">2</span>' in page
     index = page.split('id="operator-pages"')[1]
@@ -70,24 +69,23 @@ def test_links_follow_permissions(client):
     client.force_login(user)
     assert _links(client.get(reverse("admin:index")).content.decode()) == {
         "api-docs": reverse("api-docs"),
-        "api-reference": reverse("api-redoc"),
     }
 
     user.groups.add(Group.objects.get(name="Operators"))
     links = _links(client.get(reverse("admin:index")).content.decode())
-    assert set(links) == {"monitoring", "guardrails", "try", "api-docs", "api-reference"}
+    assert set(links) == {"monitoring", "guardrails", "try", "api-docs"}
     for url in links.values():
         assert client.get(url).status_code == 200
 
     user.groups.add(Group.objects.get(name="Approvers"))
     links = _links(client.get(reverse("admin:index")).content.decode())
-    assert set(links) == {"monitoring", "guardrails", "approvals", "try", "api-docs", "api-reference"}
+    assert set(links) == {"monitoring", "guardrails", "approvals", "try", "api-docs"}
     assert client.get(links["approvals"]).status_code == 200
 
 
 def test_the_front_door_leads_to_the_admin_the_queue_and_the_docs(client):
     page = client.get("/").content.decode()
-    for url in (reverse("admin:index"), reverse("approvals:queue"), reverse("api-docs"), reverse("api-redoc")):
+    for url in (reverse("admin:index"), reverse("approvals:queue"), reverse("api-docs")):
         assert f'href="{url}"' in page
 
     approver = get_user_model().objects.create_user("approver", password="pw")
@@ -173,4 +171,4 @@ def test_view_only_staff_see_the_runs_list_without_operator_links(client):
     client.force_login(user)
     ledger_run(make_agent(), finished_at=timezone.now())
     page = client.get(reverse("admin:conversations_run_changelist")).content.decode()
-    assert set(_links(page)) == {"monitoring", "guardrails", "api-docs", "api-reference"}
+    assert set(_links(page)) == {"monitoring", "guardrails", "api-docs"}

@@ -92,10 +92,9 @@ def test_every_operator_page_is_reached_by_clicking_from_the_admin(page, operato
     page.locator(".swagger-ui .title").wait_for()
     assert "Agentry API" in page.locator(".swagger-ui .title").inner_text()
 
-    page.go_back()
-    _nav(page, "api-reference").click()
-    page.wait_for_url(re.compile(r"/api/redoc/$"))
-    page.locator("redoc, .api-content").first.wait_for()
+    # The former ReDoc address leads to the same docs.
+    page.goto(page.url.replace("/api/docs/", "/api/redoc/"))
+    page.wait_for_url(re.compile(r"/api/docs/$"))
 
 
 @pytest.mark.e2e
@@ -191,6 +190,11 @@ def test_the_try_page_keeps_runs_apart_links_the_approval_and_says_statuses_in_w
     assert link.get_attribute("href") == f"/approvals/{approval.pk}/"
     assert first.locator(".run-status").inner_text() == "waiting for approval"
     assert page.locator("#try-state").inner_text() == "waiting for approval"
+    # The call waiting for it reads as a card, linked to the approval's page.
+    card = first.locator("article.tool-card")
+    card.locator(".approval a").wait_for()
+    assert card.get_attribute("data-status") == "awaiting_approval"
+    assert card.locator(".approval a").get_attribute("href") == f"/approvals/{approval.pk}/"
     page.screenshot(path=str(ARTIFACTS / "try-waiting-for-approval.png"), full_page=True)
 
     approval_decide(approval_id=approval.pk, user=operator, decision="approve", channel="page")
@@ -203,10 +207,10 @@ def test_the_try_page_keeps_runs_apart_links_the_approval_and_says_statuses_in_w
     page.wait_for_function("document.querySelectorAll('section.try-run[data-status=\"completed\"]').length === 2")
     newest, oldest = page.locator("section.try-run").all()
     for section in (newest, oldest):
-        types = section.locator(".try-events td:nth-child(2)").all_inner_texts()
+        types = section.locator(".try-events td:nth-child(2)").all_text_contents()
         assert types[0] == "run.queued" and types[-1] == "run.completed"
-    assert "approval.requested" not in newest.locator(".try-events").inner_text()
-    assert "approval.requested" in oldest.locator(".try-events").inner_text()
+    assert "approval.requested" not in newest.locator(".try-events").text_content()
+    assert "approval.requested" in oldest.locator(".try-events").text_content()
     assert newest.get_attribute("data-run") != oldest.get_attribute("data-run")
     # The long answer's event wraps inside the page instead of widening it.
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")

@@ -12,7 +12,7 @@ from conversations import webhooks
 from conversations.models import Message, Run, RunEvent, RunStatus
 from conversations.selectors import run_final_answer, run_final_answer_annotation, run_with_final_answer
 from conversations.services import conversation_create
-from engine.cli import format_run
+from demo.cli import format_run
 from tests.api_helpers import client_for, make_user
 from tests.runs import advance, start_run
 

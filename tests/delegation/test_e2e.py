@@ -182,6 +182,9 @@ def test_cancelling_the_parent_cancels_its_children_and_theirs(worker, fake_llm)
 
     assert _status(run, "cancelled") and _status(child, "cancelled") and _status(leaf, "cancelled")
     assert Approval.objects.get(run=leaf).status == "cancelled"
+    # Each delegate call ends cancelled with its run, not "interrupted, outcome unknown".
+    calls = ToolInvocation.objects.filter(run__in=[run, child]).values_list("tool_name", "status", "error")
+    assert sorted(calls) == [("ask_deep", "cancelled", "run cancelled"), ("ask_middle", "cancelled", "run cancelled")]
 
 
 def test_a_tree_over_the_parents_token_budget_stops_the_parent(worker, fake_llm):

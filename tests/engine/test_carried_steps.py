@@ -1,7 +1,7 @@
 """A step starts from what the previous step's commit left instead of reading the run again:
 what it carries must be exactly what a read would give, and a cancel accepted before that commit
 must still end the run at the step boundary. A tool step's last commit is held for the next
-statement (engine.held): until then the messages it writes are carried without the ids and
+statement (Carried.pending): until then the messages it writes are carried without the ids and
 orders that commit gives them, and the run as the step found it."""
 
 import pytest
@@ -11,7 +11,6 @@ from conversations.models import LLMCall, Message, ToolInvocation
 from conversations.selectors import STEP_RUN_COLUMNS
 from engine import loop
 from engine.context import step_read
-from engine.held import commit_held
 from tests.runs import advance, start_run
 
 MESSAGE_FIELDS = ("id", "order", "run_id", "llm_call_id", "role", "content", "tool_calls", "tool_call_id", "name")
@@ -43,7 +42,7 @@ def compared(monkeypatch):
             assert _run_fields(carried.run) == _run_fields(run)
             written, unwritten = carried.messages[: len(messages)], carried.messages[len(messages) :]
             assert [_message_fields(m) for m in written] == [_message_fields(m) for m in messages]
-            assert bool(unwritten) == commit_held(run_id)
+            assert bool(unwritten) == bool(carried.pending)
             assert all(m.pk is None and m.order is None and m.role == "tool" for m in unwritten)
             seen.append(run_id)
         return take(run_id, owner, carried)

@@ -1,6 +1,7 @@
 """Seed 001's customer-service system (`agentry_demo --customer-service`), end to end: the real
 queue and worker, the fake model's customer_service script, the shipped order service."""
 
+import hashlib
 import io
 import json
 
@@ -12,7 +13,8 @@ from django.core.management import call_command
 from agents.models import Agent, AgentDelegate, AgentTool
 from conversations.models import Approval, Run, RunStatus, ToolInvocation
 from conversations.selectors import run_final_answer
-from engine.customer_service_demo import (
+from demo.customer_service import (
+    _AGENTS,
     AFTER_SALES,
     CUSTOMER_SERVICE_QUESTIONS,
     FALLBACK_ANSWER,
@@ -21,8 +23,8 @@ from engine.customer_service_demo import (
     ROUTER,
     customer_service_seed,
 )
+from demo.orders import order_service_start, order_service_start_or_reuse
 from knowledge.models import Chunk, Document, KnowledgeSearch
-from tools.demo_orders import order_service_start
 
 
 def _root(question: str) -> Run:
@@ -108,6 +110,44 @@ def test_seeding_twice_changes_nothing():
     assert counts[0] == 4 and counts[2] == 3 and counts[3] == Document.objects.filter(status="indexed").count()
     router_tools = AgentTool.objects.filter(agent=first).values_list("tool__name", flat=True)
     assert list(router_tools) == ["search_faq"]
+
+
+@pytest.mark.django_db
+def test_seeding_again_keeps_an_operators_edits_and_reset_undoes_them():
+    urls = {"llm_base_url": "http://127.0.0.1:9/v1", "order_service_url": "http://127.0.0.1:9"}
+    router = customer_service_seed(**urls)
+    Agent.objects.filter(slug=ORDERS).update(system_prompt="只查询订单，不改地址。")
+    AgentDelegate.objects.filter(parent=router, tool_name="ask_quality_check").update(enabled=False)
+    faq = Document.objects.get(filename="zh-refund.md")
+    # As the admin saves an edited document: its text and the hash of it.
+    Document.objects.filter(pk=faq.pk).update(
+        text="退款三天内到账。", content_hash=hashlib.sha256("退款三天内到账。".encode()).hexdigest()
+    )
+
+    customer_service_seed(**urls)
+    assert Agent.objects.get(slug=ORDERS).system_prompt == "只查询订单，不改地址。"
+    assert not AgentDelegate.objects.get(parent=router, tool_name="ask_quality_check").enabled
+    assert Document.objects.get(pk=faq.pk).text == "退款三天内到账。"
+
+    customer_service_seed(**urls, reset=True)
+    assert Agent.objects.get(slug=ORDERS).system_prompt.startswith("# 角色\n你负责查询订单状态")
+    assert AgentDelegate.objects.get(parent=router, tool_name="ask_quality_check").enabled
+    assert Document.objects.get(pk=faq.pk).text != "退款三天内到账。"
+
+
+def test_the_order_agent_says_it_needs_the_order_service():
+    assert "scripts/dev.sh runs it on 127.0.0.1:8902" in _AGENTS[ORDERS][2]
+
+
+def test_the_demo_reuses_an_order_service_already_listening():
+    url, server = order_service_start()
+    try:
+        port = int(url.rsplit(":", 1)[1])
+        reused_url, reused = order_service_start_or_reuse(port=port)
+        assert (reused_url, reused) == (url, None)
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture

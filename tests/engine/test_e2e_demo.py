@@ -2,10 +2,10 @@
 
 import pytest
 
-from agents.demo import demo_seed
 from agents.models import ModelConfig
 from conversations.models import LLMCall, Message, Run, ToolInvocation
 from conversations.services import conversation_create
+from demo.seed import demo_seed
 from engine.admission import message_post
 from tests.helpers import wait_for
 

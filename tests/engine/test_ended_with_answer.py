@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from agents.models import GuardrailRule
 from conversations.batch import ASYNCHRONOUS_COMMIT
 from conversations.models import LLMCall, Run, RunEvent, Webhook, WebhookDelivery
+from engine import loop as loop_module
 from engine import runs as runs_module
 from engine.loop import run_advance
 from tests.runs import advance, endings_asked, start_run
@@ -129,3 +130,22 @@ def test_an_answer_an_output_rule_blocks_ends_the_run_after_the_review(scripted_
     assert (run.status, run.stop_reason) == ("completed", "guardrail_blocked")
     assert [ending["stop_reason"] for ending in finishes] == ["guardrail_blocked"]
     assert _events(run)[-3:] == ["llm_call.completed", "guardrail.triggered", "run.completed"]
+
+
+def test_every_ending_goes_through_run_finish_once_even_one_the_answer_s_commit_made(scripted_agent, monkeypatch):
+    """One door for a run's end (engine.runs.run_finish): the answer's commit made the change,
+    and what follows an ending is left to run_finish, as for every other ending."""
+    run = start_run(scripted_agent(ANSWER))
+    calls = []
+    finish = loop_module.run_finish
+
+    def counted(**ending):
+        calls.append(ending)
+        return finish(**ending)
+
+    monkeypatch.setattr(loop_module, "run_finish", counted)
+    advance(run)
+
+    assert Run.objects.get(pk=run.pk).status == "completed"
+    assert [(ending["stop_reason"], ending["made"] is not None) for ending in calls] == [("final_answer", True)]
+    assert _events(run)[-2:] == ["llm_call.completed", "run.completed"]

@@ -80,12 +80,23 @@ def test_a_blocked_message_never_reaches_the_model(scripted_agent, fake_llm, lan
     assert (run.status, run.stop_reason) == ("completed", "guardrail_blocked")
     assert last_answer(run).startswith(expected)
     assert sent_to_model(fake_llm, agent) == [] and not LLMCall.objects.filter(run=run).exists()
-    assert triggers(run) == [
-        ("input", "blocked_terms", "block", "PROJECT X"),
-        ("input", "blocked_terms", "block", "机密"),
+    # One row for the rule, however many of its terms matched.
+    assert triggers(run) == [("input", "blocked_terms", "block", "PROJECT X")]
+    assert list(GuardrailTrigger.objects.filter(run=run).values_list("count", "samples")) == [
+        (2, ["PROJECT X", "机密"])
     ]
     [event] = guardrail_events(run)
-    assert event["side"] == "input" and event["outcome"] == "blocked" and len(event["triggers"]) == 2
+    assert event["side"] == "input" and event["outcome"] == "blocked"
+    assert event["triggers"] == [
+        {
+            "rule_id": event["triggers"][0]["rule_id"],
+            "kind": "blocked_terms",
+            "action": "block",
+            "matched": "PROJECT X",
+            "count": 2,
+            "samples": ["PROJECT X", "机密"],
+        }
+    ]
     assert event_types(run) == ["run.queued", "run.running", "guardrail.triggered", "run.completed"]
     # The user's message is kept as sent; the next run's model sees a placeholder instead of it.
     assert Message.objects.get(run=run, role="user").content == "请把PROJECT X的机密文件发给我"
@@ -182,10 +193,11 @@ def test_a_redacted_answer_is_stored_redacted_and_not_streamed(scripted_agent):
 
     assert (run.status, run.stop_reason) == ("completed", "final_answer")
     assert last_answer(run) == "请拨打[redacted:phone]或写信给kefu@example.com，卡号[redacted:bank_card]。"
+    # One row per rule, in the agent's order of its rules.
     assert triggers(run) == [
         ("output", "pii_phone", "redact", "***5678"),
-        ("output", "pii_email", "flag", "k***@example.com"),
         ("output", "pii_bank_card", "redact", "***1111"),
+        ("output", "pii_email", "flag", "k***@example.com"),
     ]
     assert "message.delta" not in event_types(run)
 

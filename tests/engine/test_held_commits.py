@@ -1,5 +1,6 @@
-"""A tool step's last commit is held for the model call that follows it (engine.held): made by
-that call's attempt statement, or on its own by whatever else the run does next. These tests hold
+"""A tool step's last commit is left pending for the model call that follows it (engine.loop's
+Carried.pending): made by that call's attempt statement, or on its own, by the loop, before
+whatever else the run does next. These tests hold
 what must not change with it: a cancel accepted during the step still keeps the next model call
 from being made, every other way out of the step records its outcome first, and losing the held
 commit in a crash is a crash during the step, which recovery already handles."""
@@ -9,7 +10,6 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from conversations.models import LLMCall, Message, Run, RunEvent, ToolInvocation
-from engine import held
 from engine import llm_step as llm_step_module
 from engine.leases import process_owner, run_claim
 from engine.loop import Carried, _step
@@ -38,7 +38,7 @@ def test_the_outcome_rides_the_next_attempt_s_statement(scripted_agent):
     with CaptureQueriesContext(connection) as queries:
         run = advance(run)
 
-    assert run.status == "completed" and not held.commit_held(run.pk)
+    assert run.status == "completed"
     statements = [query["sql"] for query in queries]
     if connection.vendor == "postgresql":  # SQLite takes the same statements one by one
         first, second = [sql for sql in statements if 'INSERT INTO "conversations_llmcall"' in sql]
@@ -95,7 +95,6 @@ def test_a_failure_before_the_next_request_records_the_outcome_then_the_failure(
     assert (run.status, run.stop_reason) == ("failed", "internal_error")
     assert ToolInvocation.objects.get(run=run).status == "succeeded"
     assert Message.objects.filter(run=run, role="tool").count() == 1
-    assert not held.commit_held(run.pk)
 
 
 def test_a_held_commit_lost_in_a_crash_is_a_crash_during_the_step(scripted_agent, executions):
@@ -112,9 +111,10 @@ def test_a_held_commit_lost_in_a_crash_is_a_crash_during_the_step(scripted_agent
         assert run_claim(run_id=run.pk, owner=owner)
         went = _step(run.pk, owner)  # the answer, which marks the call started
         assert isinstance(went, Carried) and went.started
-        assert isinstance(_step(run.pk, owner, went), Carried)  # the tool step, its commit held
-    assert executions("held") == 1 and held.commit_held(run.pk)
-    held.commit_take(run.pk)  # the worker dies with it
+        went = _step(run.pk, owner, went)  # the tool step, its commit left pending
+        assert isinstance(went, Carried) and went.pending
+    assert executions("held") == 1
+    went.pending.take()  # the worker dies with it
     Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now())
 
     run = advance(run)

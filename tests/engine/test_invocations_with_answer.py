@@ -4,10 +4,10 @@ the tool step that follows starts with them, and a step taken again finds them."
 import pytest
 
 from conversations.models import LLMCall, Message, ToolInvocation
-from engine.held import commit_flush, commit_held
 from engine.invocations import Started
 from engine.leases import process_owner, run_claim
 from engine.loop import Carried, _step
+from engine.next_step import Finish
 from platform_site.logs import log_context
 from tests.llm_helpers import echo_script
 from tests.runs import advance, start_run
@@ -70,13 +70,15 @@ def test_a_tool_step_taken_again_without_them_finds_the_rows_and_runs_each_call_
     owner, _ = _answered(run)
     # As after a crash between the answer's commit and the tool step: the step reads the run again.
     went = _step(run.pk, owner)
-    # Its last commit waits for the next statement (engine.held); made on its own here.
-    assert went and commit_held(run.pk)
-    commit_flush(run.pk)
+    # Its last commit is left for the next statement (Carried.pending); made on its own here.
+    assert isinstance(went, Carried) and went.pending
+    went.pending.commit()
     [row] = ToolInvocation.objects.filter(run=run)
     assert (row.status, row.result) == ("succeeded", "one")
-    while went:  # the rest of the run, on the same lease
+    while isinstance(went, Carried) or went is True:  # the rest of the run, on the same lease
         went = _step(run.pk, owner, went if isinstance(went, Carried) else None)
+    # The final answer's commit ended the run: only what follows an ending is left (run_finish).
+    assert isinstance(went, Finish) and went.made is not None
     run.refresh_from_db()
     assert run.status == "completed"
     assert ToolInvocation.objects.filter(run=run).count() == 1

@@ -8,7 +8,6 @@ import httpx
 import pytest
 
 from conversations.models import LLMCall, Message, ToolInvocation
-from engine.loop_guard import repeat_found
 from tests.factories import ModelConfigFactory, make_agent
 from tests.runs import advance, last_answer, start_run
 from tools.arguments import MAX_DEPTH
@@ -74,49 +73,6 @@ def test_a_model_that_changes_course_after_the_hint_goes_on(scripted_agent):
 
     assert (run.status, run.stop_reason, last_answer(run)) == ("completed", "final_answer", "ok")
     assert statuses(run) == ["error", "error", "blocked"]
-
-
-def steps(*signatures):
-    """Unsaved assistant messages, one per step, each a list of (name, arguments text)."""
-    return [
-        Message(
-            role="assistant",
-            tool_calls=[
-                {"id": f"c{i}{j}", "type": "function", "function": {"name": name, "arguments": arguments}}
-                for j, (name, arguments) in enumerate(step)
-            ],
-        )
-        for i, step in enumerate(signatures)
-    ]
-
-
-A, B, C = [("a", '{"x": 1}')], [("b", "{}")], [("c", "not json")]
-
-
-@pytest.mark.parametrize(
-    "history,found",
-    [
-        ([A, B, A, B], True),
-        ([B, A, B, A, B], True),
-        ([A, B, C, A, B, C], True),
-        ([A, B, A], False),
-        ([A, B, C, A, B], False),
-        ([[("a", '{"x": 1}'), ("b", "{}")]] * 4, True),  # the same parallel calls, step after step
-        ([[("a", '{"x": 1}')], [("a", '{"x": 2}')], [("a", '{"x": 3}')], [("a", '{"x": 4}')]], True),  # one tool
-        (
-            [
-                [("a", '{"x": 1}'), ("b", "{}")],
-                [("a", '{"x": 2}'), ("b", "{}")],
-                [("a", '{"x": 3}'), ("b", "{}")],
-                [("a", '{"x": 4}'), ("b", "{}")],
-            ],
-            False,
-        ),  # new arguments each time, two tools: progress
-        ([[("a", '{"x": 1, "y": 2}')], [("b", "{}")], [("a", '{"y": 2, "x": 1}')], [("b", " {} ")]], True),
-    ],
-)
-def test_repeated_call_patterns(history, found):
-    assert (repeat_found(steps(*history), limit=3) is not None) == found
 
 
 def agent_replying(fake_llm, *steps, tools=("test-echo",)):

@@ -105,6 +105,29 @@ def test_a_refusal_inside_the_stream_also_switches_to_unstreamed(fake_llm, provi
     assert ModelConfig.objects.get(pk=agent.model_config_id).stream_tools_unsupported
 
 
+@pytest.mark.parametrize("provider", ["openai_compatible", "anthropic"])
+def test_an_empty_200_stream_to_a_request_with_tools_switches_to_unstreamed(fake_llm, provider):
+    # llama.cpp: HTTP 200, not one event, "Automatic streaming tool choice is not supported" in its log.
+    refusal = {"empty": True, "message": "Automatic streaming tool choice is not supported"}
+    agent = agent_on(fake_llm, {**ECHO, "defaults": {"stream_tools_error": refusal}}, stream=True, provider=provider)
+    run = ask(agent, "echo quietly")
+
+    assert (run.status, run.stop_reason) == ("completed", "final_answer")
+    assert Message.objects.filter(run=run, role="assistant").last().content == "You said quietly."
+    # One attempt refused, not three retries of a "cut" stream; the next step goes unstreamed at once.
+    calls = calls_of(run)
+    assert [(c.iteration, c.attempt, c.status, c.http_status) for c in calls] == [
+        (1, 1, "failed", 200),
+        (1, 2, "succeeded", 200),
+        (2, 1, "succeeded", 200),
+    ]
+    assert [bool(c.request.get("stream")) for c in calls] == [True, False, False]
+    # The error names the cause and what was done about it.
+    assert "does not stream answers to requests with tools" in calls[0].error
+    assert "Automatic streaming tool choice is not supported" in calls[0].error
+    assert ModelConfig.objects.get(pk=agent.model_config_id).stream_tools_unsupported
+
+
 def test_streaming_without_tools_still_streams_on_such_a_server(fake_llm):
     script = {
         "defaults": {"stream_tools_error": {"status": 500, "message": "Cannot use tools with stream"}},

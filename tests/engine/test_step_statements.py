@@ -97,7 +97,7 @@ def test_a_run_of_three_model_calls_takes_few_statements_and_one_transaction(scr
     assert "run.completed" in _events(run)[-1:]
     # The claim (with its read), the version's snapshot, two per model call (the last answer's
     # ends the run), none of a tool step's own: the answer asking for the call marked it started,
-    # and the step's outcome is made by the next call's attempt statement (engine.held).
+    # and the step's outcome is made by the next call's attempt statement (engine.loop's Carried.pending).
     assert len(statements) == 1 + 1 + 2 * 3
     # Each call's mark is made by the statement of the answer that asks for it, whose guard checks
     # that no cancel came and that the call is new; the tool step makes none of its own.

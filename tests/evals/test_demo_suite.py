@@ -8,7 +8,7 @@ from django.core.management import call_command
 
 from agents.models import Agent, AgentTool, AgentVersion
 from agents.services import agent_version_current
-from evals.demo import DEMO_CASES, DEMO_SUITE
+from demo.suite import DEMO_CASES, DEMO_SUITE
 from evals.models import EvalResult, EvalRun, EvalSuite
 from tools.models import ToolDefinition
 
@@ -57,6 +57,27 @@ def test_seeding_loads_the_suite_once_and_leaves_the_draft_alone(fake_llm):
     assert agent.published_version_id is None
 
 
+def test_seeding_again_keeps_an_operators_edits_and_reset_undoes_them(fake_llm):
+    agent = _seed(fake_llm)
+    agent.system_prompt = "你是一名只回答天气问题的客服。"
+    agent.save(update_fields=["system_prompt"])
+    case = EvalSuite.objects.get(name=DEMO_SUITE).cases.get(name="who-are-you")
+    case.answer_contains = "天气客服"
+    case.save(update_fields=["answer_contains"])
+    EvalSuite.objects.get(name=DEMO_SUITE).cases.filter(name="small-talk-calls-no-tool").delete()
+
+    agent = _seed(fake_llm)
+    assert agent.system_prompt == "你是一名只回答天气问题的客服。"
+    suite = EvalSuite.objects.get(name=DEMO_SUITE)
+    assert suite.cases.get(name="who-are-you").answer_contains == "天气客服"
+    # What was missing is seeded again.
+    assert suite.cases.filter(name="small-talk-calls-no-tool").exists()
+
+    agent = _seed(fake_llm, "--reset")
+    assert agent.system_prompt.endswith("你是一名强子开发的智能客服。\n\n")
+    assert suite.cases.get(name="who-are-you").answer_contains == "强子开发的智能客服"
+
+
 def test_baseline_passes_and_the_degraded_draft_is_caught(worker, fake_llm, capsys):
     agent = _seed(fake_llm, "--degraded-version")
     published = agent.published_version
@@ -96,7 +117,10 @@ def test_baseline_passes_and_the_degraded_draft_is_caught(worker, fake_llm, caps
     }
     assert candidate.metrics["tool_hit_rate"] == 0.0
 
-    # Seeding again restores the good description: the draft is the published configuration again.
+    # Seeding again (every start of scripts/dev.sh) keeps the degraded draft; --reset restores
+    # the good description: the draft is the published configuration again.
     agent = _seed(fake_llm)
+    assert agent_version_current(agent=agent) == draft
+    agent = _seed(fake_llm, "--reset")
     assert agent_version_current(agent=agent).config_hash == published.config_hash
     assert not AgentTool.objects.filter(agent=agent).exclude(description_override="").exists()

@@ -123,4 +123,7 @@ def test_score_run_no_tool_and_a_non_json_answer():
     )
     checks = score_run({"expect_no_tool": True, "answer_schema": {"type": "object"}}, observed)
     assert _kinds(checks) == [("finished", False), ("no_tool", False), ("answer_schema", False)]
-    assert checks[1]["reason"] == "called x" and "not JSON" in checks[2]["reason"]
+    assert checks[1]["reason"] == "called x"
+    assert checks[2]["reason"] == "the run ended on max_iterations, not with an answer"
+    answered = score_run({"answer_schema": {"type": "object"}}, Observation(stop_reason="final_answer", answer="x"))
+    assert "not JSON" in answered[1]["reason"]

@@ -166,5 +166,7 @@ def test_a_run_without_an_answer_fails_the_rubric_without_asking_the_judge(fake_
     eval_run_collect(eval_run_id=eval_run.pk)
     result.refresh_from_db()
     assert result.scored and not result.passed
-    assert {"kind": "rubric", "passed": False, "reason": "no answer to judge"} in result.checks
+    assert {"kind": "rubric", "passed": False, "reason": "the run ended on provider_error, not with an answer"} in (
+        result.checks
+    )
     assert not LLMCall.objects.filter(run=run, purpose=LLMCall.Purpose.JUDGE).exists()

@@ -58,12 +58,12 @@ def test_a_given_result_is_simulated_and_the_write_tool_never_runs(scripted_agen
     }
     assert not Approval.objects.filter(run=run).exists()
     # The run's timeline says which result was simulated.
-    steps = [s for s in run_timeline_export(run=run)["steps"] if s["kind"] == "tool_invocation"]
+    steps = [s for s in run_timeline_export(run=run, requests=True)["steps"] if s["kind"] == "tool_invocation"]
     assert [(s["tool"], s["simulated"]) for s in steps] == [("test-counter", True), ("test-echo", False)]
     # So do the API's steps and the audit export's columns.
     counter = ToolInvocation.objects.get(run=run, tool_name="test-counter")
     assert ToolInvocationStepSerializer(counter).data["simulated"] is True
-    exported = next(ledger_export_records(runs=Run.objects.filter(pk=run.pk)))
+    exported = next(ledger_export_records(runs=Run.objects.filter(pk=run.pk), requests=True))
     assert [(t["tool_name"], t["simulated"]) for t in exported["tool_invocations"]] == [
         ("test-counter", True),
         ("test-echo", False),

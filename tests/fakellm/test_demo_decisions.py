@@ -107,6 +107,7 @@ def test_trip_with_an_edited_weather_city_and_route(url):
         "destination": "北京动物园",
         "distance_m": 9000,
         "duration_s": 3103,
+        "duration_text": "52 分钟",
         "steps": ["从北京南站出发，骑行 2250 米"],
     }
     weather_args = {"city": "北京市", "start_time": "2026年03月01日", "end_time": "2026年03月01日"}
@@ -114,7 +115,7 @@ def test_trip_with_an_edited_weather_city_and_route(url):
     answer = answer_after(url, TRIP, [edited(weather_args, BEIJING), edited(route_args, route)])
     assert answer == (
         "根据明天（2026年03月01日）北京市的天气情况（晴，气温 -3℃到 8℃），适合骑行，以下是为您规划的骑行路线："
-        "从北京南站到北京动物园，全程约 9000 米，预计用时约 3103 秒。途经：从北京南站出发，骑行 2250 米。祝您骑行愉快！"
+        "从北京南站到北京动物园，全程约 9000 米，预计用时约 52 分钟。途经：从北京南站出发，骑行 2250 米。祝您骑行愉快！"
     )
 
 

@@ -6,10 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from fakellm.conversation import Conversation, OfferedTool
-from fakellm.script import Script
 from fakellm.testing import serve_in_thread
-from fakellm.validation import ScriptError
 
 HTTP = httpx.Client(timeout=10)
 SYSTEM = {"role": "system", "content": "今天是 2026年02月28日 15时05分30秒 星期六 。"}
@@ -63,36 +60,3 @@ def test_a_tool_not_offered_is_not_checked(url):
     # Without the tool in the request the scenario plays as scripted (the engine reports the call).
     message = ask(url, "我在成都，明天天气如何？", [offered("other", "Returns data.")])
     assert message["tool_calls"][0]["function"]["name"] == "mojitianqi-DayWeather"
-
-
-def test_words_are_matched_case_insensitively():
-    script = Script(
-        {
-            "scenarios": [
-                {
-                    "match": "q",
-                    "needs_description": {"t": ["Weather"]},
-                    "not_understood": {"content": "no"},
-                    "steps": [{"content": "", "tool_calls": [{"name": "t"}]}],
-                }
-            ]
-        }
-    )
-    understood = Conversation(last_user_text="q", tools=[OfferedTool("t", "the WEATHER of a city", {})])
-    vague = Conversation(last_user_text="q", tools=[OfferedTool("t", "data", {})])
-    assert script.pick(understood)[0]["tool_calls"] == [{"name": "t"}]
-    assert script.pick(vague)[0] == {"content": "no"}
-
-
-@pytest.mark.parametrize(
-    "scenario, problem",
-    [
-        ({"needs_description": {"t": ["w"]}}, "needs a 'not_understood' step"),
-        ({"needs_description": {"t": []}, "not_understood": {"content": "x"}}, "non-empty lists of words"),
-        ({"needs_description": {"t": [""]}, "not_understood": {"content": "x"}}, "non-empty lists of words"),
-        ({"needs_description": {"t": ["w"]}, "not_understood": {"bogus": 1}}, "not_understood"),
-    ],
-)
-def test_malformed_needs_are_refused(scenario, problem):
-    with pytest.raises(ScriptError, match=problem):
-        Script({"scenarios": [{"match": "q", "steps": [{"content": "a"}], **scenario}]})

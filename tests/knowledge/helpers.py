@@ -1,5 +1,6 @@
 """Bases and documents for the knowledge tests."""
 
+import zlib
 from pathlib import Path
 
 from knowledge.models import Document, KnowledgeBase
@@ -30,15 +31,19 @@ def add_documents(base: KnowledgeBase, *names: str, tags=()) -> list[Document]:
     return documents
 
 
-def minimal_pdf(text: str) -> bytes:
-    """A one-page PDF whose text layer is `text` (ASCII), built by hand: no PDF writer needed."""
-    stream = f"BT /F1 12 Tf 72 712 Td ({text}) Tj ET".encode()
+def pdf_with_stream(stream: bytes, *, deflate: bool = False) -> bytes:
+    """A one-page PDF whose page content is `stream` (FlateDecode-compressed when `deflate`),
+    built by hand: no PDF writer needed, and any content, however hostile, can be written."""
+    if deflate:
+        stream = zlib.compress(stream, 9)
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
         b"/Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Length %d%s >>\nstream\n" % (len(stream), b" /Filter /FlateDecode" if deflate else b"")
+        + stream
+        + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
     out, offsets = bytearray(b"%PDF-1.4\n"), []
@@ -50,6 +55,22 @@ def minimal_pdf(text: str) -> bytes:
     out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
     return bytes(out)
+
+
+def minimal_pdf(text: str) -> bytes:
+    """A one-page PDF whose text layer is `text` (ASCII)."""
+    return pdf_with_stream(f"BT /F1 12 Tf 72 712 Td ({text}) Tj ET".encode())
+
+
+def slow_pdf() -> bytes:
+    """10.8 KB that cost half a minute of CPU to read: one content stream of a million text
+    operators (`(a) Tj`), compressed."""
+    return pdf_with_stream(b"BT /F1 12 Tf " + b"(a) Tj " * 1_000_000 + b"ET", deflate=True)
+
+
+def bomb_pdf(inflated_bytes: int = 80_000_000) -> bytes:
+    """A decompression bomb: 78 KB whose one stream inflates to `inflated_bytes` (80 MB)."""
+    return pdf_with_stream(b" " * inflated_bytes, deflate=True)
 
 
 def search_script(tool: str, query: str, **arguments) -> dict:

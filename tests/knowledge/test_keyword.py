@@ -49,6 +49,6 @@ def test_rrf_rewards_agreement_between_rankings():
 
 def test_jieba_can_cut_across_words_where_trigrams_still_match():
     # 多少钱包邮 is cut 多少 / 钱包 / 邮 ("wallet"), so jieba misses the passage on 包邮;
-    # one reason trigrams retrieve better on the FAQ (README).
+    # one reason trigrams retrieve better on the FAQ (docs/knowledge.md).
     assert _search("多少钱包邮", KeywordMethod.JIEBA) == []
     assert _search("多少钱包邮", KeywordMethod.TRIGRAM)[0] == 2

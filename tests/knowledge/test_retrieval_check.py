@@ -29,7 +29,7 @@ def test_the_check_scores_every_method_on_the_fake_embeddings_and_leaves_nothing
         "combined (RRF): jieba + vector",
         "combined (RRF): trigram + vector",
     }
-    # The README's figures: trigrams retrieve best on the shipped FAQ.
+    # The figures of docs/knowledge.md: trigrams retrieve best on the shipped FAQ.
     assert scores["keyword: trigram + BM25"] == (0.73, 0.87, 0.813)
     assert all(hit1 <= hit3 and 0 < mrr <= 1 for hit1, hit3, mrr in scores.values())
     assert not KnowledgeBase.objects.exists() and not LLMCall.objects.exists()

@@ -1,6 +1,6 @@
 """The Simplified Chinese catalogues ship complete: every entry translated and none fuzzy, the
 compiled .mo files say what the .po files say, and the .po files hold every string the code and
-templates mark for translation today. How to update them: README, "Languages"."""
+templates mark for translation today. How to update them: docs/languages.md."""
 
 import os
 import tempfile
@@ -19,7 +19,7 @@ DOMAINS = ["django", "djangojs"]
 NOT_SCANNED = {"locale", "tests", "bench", "var", "test-artifacts", "node_modules"}
 HOW_TO_FIX = (
     "run `bash scripts/messages.sh`, translate every empty or fuzzy entry in locale/zh_Hans, "
-    "then `bash scripts/messages.sh --compile` (README, Languages)"
+    "then `bash scripts/messages.sh --compile` (docs/languages.md)"
 )
 
 

@@ -1,6 +1,7 @@
 """Configuration by environment: every variable the code reads is listed in .env.example and in
-the README's tables and reaches the compose containers; the settings fill in unset variables
-from a .env file, the environment winning; the broker settings fit Redis and RabbitMQ."""
+the tables of docs/configuration.md and reaches the compose containers; the settings fill in
+unset variables from a .env file, the environment winning; the broker settings fit Redis and
+RabbitMQ."""
 
 import ast
 import json
@@ -26,6 +27,7 @@ PACKAGES = (
     "evals",
     "api",
     "console",
+    "demo",
     "fakellm",
 )
 SUITE_ONLY = {ROOT / "platform_site" / "settings_test.py"}
@@ -107,10 +109,11 @@ def _env_example() -> set[str]:
 
 
 def _readme_tables() -> set[str]:
-    """Variables named in the first column of the README's `| variable | default | meaning |`
-    tables."""
+    """Variables named in the first column of the `| variable | default | meaning |` tables of
+    the README and the guides in docs/ (docs/configuration.md holds the full list)."""
     names, in_table = set(), False
-    for line in (ROOT / "README.md").read_text().splitlines():
+    text = "\n".join(path.read_text() for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
+    for line in text.splitlines():
         if re.match(r"\|\s*variable\s*\|", line):
             in_table = True
         elif in_table and line.startswith("|"):
@@ -158,7 +161,7 @@ def test_env_example_lists_every_variable_the_code_reads(code_reads):
 
 def test_readme_tables_list_every_variable_the_code_reads(code_reads):
     missing = code_reads[0] - _readme_tables()
-    assert not missing, f"add these to a `| variable | default | meaning |` table in README.md: {sorted(missing)}"
+    assert not missing, f"add these to the variables table of docs/configuration.md: {sorted(missing)}"
 
 
 def test_env_example_lists_nothing_that_neither_the_code_nor_compose_reads(code_reads):

@@ -18,7 +18,8 @@ ROUTES = {
     "metrics": {"GET"},  # Prometheus scrapes: bearer token or a staff session
     "api/schema/": {"GET"},
     "api/docs/": {"GET"},
-    "api/redoc/": {"GET"},
+    "api/redoc/": {"GET"},  # moved to api/docs/: a permanent redirect
+    "favicon.ico": {"GET"},
     "v1/chat/completions": {"POST"},
     "v1/models": {"GET"},
     "evals/compare/": {"GET"},

@@ -97,6 +97,7 @@ def _unavailable(response: httpx.Response, dependency: str) -> dict:
     return response.json()
 
 
+@pytest.mark.e2e
 def test_unreachable_database_is_a_json_503_for_the_api_and_health(servers):
     server = servers(
         database_url=f"postgres://postgres@127.0.0.1:{_closed_port()}/agentry",
@@ -127,6 +128,7 @@ def test_unreachable_database_is_a_json_503_for_the_api_and_health(servers):
     assert health.json()["checks"]["broker"]["ok"] is True
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("policy", ["open", "closed"])
 def test_redis_outage_follows_the_failure_policy(servers, throwaway_redis, transactional_db, policy):
     user = make_user()
@@ -164,6 +166,7 @@ def test_redis_outage_follows_the_failure_policy(servers, throwaway_redis, trans
         assert health.status_code == 503 and health.json()["status"] == "unavailable"
 
 
+@pytest.mark.e2e
 def test_event_streams_still_deliver_while_redis_is_down(servers, throwaway_redis, transactional_db, no_enqueue):
     """Wake-ups come from Redis pub/sub; without it a stream polls the database instead."""
     user = make_user()
@@ -183,6 +186,7 @@ def test_event_streams_still_deliver_while_redis_is_down(servers, throwaway_redi
     assert events == ["run.queued", "run.cancelled"]
 
 
+@pytest.mark.e2e
 def test_broker_outage_keeps_the_202_and_the_retry_returns_the_same_run(servers, transactional_db):
     user = make_user()
     headers = {"Authorization": f"Bearer {token_for(user)}", "Idempotency-Key": f"k-{uuid.uuid4().hex}"}

@@ -3,24 +3,9 @@
 import pytest
 
 from tests.servers import petstore  # noqa: F401 (fixture)
-from tools.executors import execute_tool
+from tests.unit.tools.test_builtin_tools import call
 from tools.models import ToolDefinition
-from tools.registry import ToolContext, registry
 from tools.services import tool_definitions_sync_from_registry
-
-CTX = ToolContext(run_id="run", tool_call_id="call_1", idempotency_key="run:call_1")
-
-
-def call(name: str, **arguments):
-    tool = registry.get(name)
-    spec = {
-        "name": name,
-        "kind": "python",
-        "python_callable": name,
-        "timeout_seconds": tool.timeout_seconds,
-        "max_result_chars": tool.max_result_chars,
-    }
-    return execute_tool(spec=spec, arguments=arguments, ctx=CTX)
 
 
 @pytest.mark.parametrize(
@@ -77,14 +62,6 @@ def test_calculator_refuses_huge_powers_quickly(expression):
 def test_calculator_explains_what_it_cannot_do(expression, message):
     outcome = call("calculator", expression=expression)
     assert outcome.status == "error" and message in outcome.content
-
-
-def test_current_time_in_a_time_zone():
-    outcome = call("current_time", time_zone="Asia/Shanghai")
-    assert outcome.status == "succeeded"
-    assert '"utc_offset":"+08:00"' in outcome.content and '"time_zone":"Asia/Shanghai"' in outcome.content
-    unknown = call("current_time", time_zone="Mars/Olympus")
-    assert unknown.status == "error" and "IANA name" in unknown.content
 
 
 def test_fetch_url_returns_page_text_without_markup(petstore):

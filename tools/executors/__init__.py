@@ -6,18 +6,21 @@ snapshots hold no secrets) on the caller's thread; its `run(...)` does the call 
 thread, which opens no database connection, and returns the tool's value or raises ToolError
 (a knowledge base's search, registered by the knowledge app, is the exception: it reads chunks
 and writes its ledger row there, and closes that thread's connection when done).
+A kind whose code lives in an app above tools is plugged in by that app's `AppConfig.ready()`
+through `executor_register`, so the import contract sees the dependency and a process that
+loads the app always has the kind.
 The engine never sees an exception from a tool: failures become a short, friendly text the model
 can correct from (seed 003 §2.4), while a traceback, where there is one, stays on the ledger row.
 """
 
-import importlib
 import logging
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from typing import Any, Protocol
 
-from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from platform_site import green
 from tools.executors import http, mcp, python
@@ -27,16 +30,34 @@ from tools.results import render, trim_text
 
 log = logging.getLogger(__name__)
 
-_EXECUTORS = {"python": python, "http": http, "mcp": mcp}
+
+class Executor(Protocol):
+    """What runs the tools of one kind (a module with these two functions serves)."""
+
+    def load(self, spec: dict, live: dict | None = None) -> Any: ...
+
+    def run(self, *, spec: dict, arguments: dict, ctx: ToolContext, loaded: Any) -> Any: ...
 
 
-def _executor(kind: str):
-    """The executor of `kind`: built in, or provided by an app above tools and named in
-    settings.AGENTRY_TOOL_EXECUTORS (imported once, on first use)."""
-    executor = _EXECUTORS.get(kind)
-    if executor is None and kind in settings.AGENTRY_TOOL_EXECUTORS:
-        executor = _EXECUTORS[kind] = importlib.import_module(settings.AGENTRY_TOOL_EXECUTORS[kind])
-    return executor
+_EXECUTORS: dict[str, Executor] = {"python": python, "http": http, "mcp": mcp}
+
+
+def executor_register(*, kind: str, executor: Executor) -> None:
+    """Run the tools of `kind` with `executor`; called from the providing app's ready().
+
+    Registering the same executor again is a no-op (ready() may run more than once in a process,
+    as in tests). A second executor for a kind that has one is a configuration error raised at
+    start-up: which of the two would run the kind's tools is not this module's to guess."""
+    if not callable(getattr(executor, "load", None)) or not callable(getattr(executor, "run", None)):
+        raise ImproperlyConfigured(f"The executor of tool kind {kind!r} needs load() and run().")
+    registered = _EXECUTORS.setdefault(kind, executor)
+    if registered is not executor:
+        raise ImproperlyConfigured(f"Tool kind {kind!r} has an executor already: {registered!r}.")
+
+
+def executor_of(kind: str) -> Executor | None:
+    """The executor of `kind`, built in or registered; None for a kind nothing runs."""
+    return _EXECUTORS.get(kind)
 
 
 # Timeouts need the call off the caller's thread. A timed-out call cannot be killed, so its
@@ -62,7 +83,7 @@ def execute_tool(*, spec: dict, arguments: dict, ctx: ToolContext, live: dict | 
     """`live`: the tool row's `is_active`, when the caller read it just before (the engine reads
     it with the statement that marks the call running); a python tool then needs no read here."""
     name, limit = spec["name"], int(spec.get("max_result_chars", 8000))
-    executor = _executor(spec.get("kind", "python"))
+    executor = executor_of(spec.get("kind", "python"))
     if executor is None:
         return ToolOutcome(
             "error", f"Tool {name} cannot run: unsupported kind {spec.get('kind')!r}.", error=f"kind {spec.get('kind')}"

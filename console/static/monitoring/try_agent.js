@@ -1,6 +1,6 @@
 // Try an agent: post the message, then poll the run's events until it ends. Each run gets its
-// own section (status in words, a link to its timeline and to any approval it waits for, and
-// its events), so the events of one message never mix with the next one's.
+// own section (status in words, a link to its timeline and to any approval it waits for, a card
+// per tool call, and its raw events folded away), so one message's steps never mix with the next's.
 (function () {
   const form = document.getElementById("try-form");
   if (!form) return;
@@ -36,12 +36,58 @@
     link.href = run.timeline_url;
     heading.append(gettext("Run") + " ", id, " · ", status, " · ", link);
     const waiting = element("p", "waiting");
+    const cards = element("div", "tool-cards");
+    const raw = element("details", "raw-events");
+    raw.append(element("summary", "", gettext("raw events")));
     const table = element("table", "monitor-table try-events");
     table.createTHead().insertRow().append(element("th", "", gettext("seq")), element("th", "", gettext("type")), element("th", "", gettext("payload")));
     table.createTBody();
-    section.append(heading, waiting, table);
+    raw.append(table);
+    section.append(heading, waiting, cards, raw);
     runs.prepend(section);
-    return { section, status, waiting, body: table.tBodies[0] };
+    return { section, status, waiting, cards, body: table.tBodies[0], cardsById: new Map() };
+  }
+
+  function pretty(value) {
+    return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+  }
+
+  // A tool call as a card: what was called with what, then its approval and its result or error.
+  function showToolCall(view, call) {
+    let card = view.cardsById.get(call.id);
+    if (!card) {
+      card = element("article", "tool-card");
+      card.dataset.tool = call.tool;
+      view.cardsById.set(call.id, card);
+      view.cards.append(card);
+    }
+    card.dataset.status = call.status;
+    const title = element("h4");
+    const state = element("span", "state", call.status_text);
+    if (call.latency_ms !== null) state.textContent += ` · ${call.latency_ms} ms`;
+    title.append(element("span", "", interpolate(gettext("Tool %(tool)s"), call, true)), state);
+    const parts = [title, element("small", "", gettext("arguments")), element("pre", "arguments", pretty(call.arguments))];
+    if (call.approval) {
+      const line = element("p", "approval");
+      const label = interpolate(gettext("Approval #%(id)s: %(status)s"), { id: call.approval.id, status: call.approval.status_text }, true);
+      if (call.approval.status === "pending" && call.approval.url) {
+        const link = element("a", "", label);
+        link.href = call.approval.url;
+        link.target = "_blank";
+        link.rel = "noopener";
+        line.append(link);
+      } else {
+        line.textContent = label;
+      }
+      parts.push(line);
+    }
+    if (call.error) {
+      parts.push(element("small", "", gettext("error")), element("pre", "error", call.error));
+    } else if (call.result) {
+      const result = call.result_cut ? `${call.result}…` : call.result;
+      parts.push(element("small", "", gettext("result")), element("pre", "result", result));
+    }
+    card.replaceChildren(...parts);
   }
 
   function addEventRow(body, event) {
@@ -110,6 +156,7 @@
       view.section.dataset.status = data.run.status;
       state.textContent = words;
       showWaiting(view, data.pending_approvals);
+      data.tool_calls.forEach((call) => showToolCall(view, call));
       if (data.run.terminal) {
         answer.classList.remove("pending");
         answer.textContent = data.answer || data.run.error || interpolate(gettext("(run %(status)s)"), { status: data.run.status_text }, true);

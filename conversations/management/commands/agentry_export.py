@@ -24,7 +24,8 @@ class Command(BaseCommand):
         except ExportFilterError as exc:
             raise CommandError(f"--{exc.param}: {exc.message}") from None
         runs = runs_for_export(agent=filters.agent, since=filters.since, until=filters.until)
-        lines = ledger_export_lines(runs=runs, format=filters.format)
+        # Run by the operator at the machine, who reads the agents' configuration anyway.
+        lines = ledger_export_lines(runs=runs, format=filters.format, requests=True)
         if not output:
             for chunk in lines:
                 self.stdout.write(chunk, ending="")

@@ -1,0 +1,13 @@
+"""The token counts of a model call, by kind (seed 000's usage, with cached and reasoning tokens).
+
+They are columns of LLMCall (one call's), of Run (its totals) and of the hourly rollups, fields of
+the provider's Usage, and the keys of a run's usage wherever it is shown whole (webhooks,
+exports): one list, in one order, for all of them.
+"""
+
+USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "total_tokens")
+
+
+def usage_values(source) -> dict[str, int]:
+    """The counts of `source` (a provider's Usage, a call, a run) by field, in USAGE_FIELDS' order."""
+    return {field: getattr(source, field) for field in USAGE_FIELDS}

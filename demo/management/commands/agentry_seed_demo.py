@@ -1,0 +1,55 @@
+import os
+
+from django.core.management.base import BaseCommand
+
+from demo.seed import DEGRADED_DESCRIPTION, DEMO_WEATHER_TOOL, demo_degrade_draft, demo_seed
+from demo.suite import DEMO_SUITE, demo_suite_seed
+from evals.models import EvalCase
+
+
+class Command(BaseCommand):
+    help = (
+        "Create the seed 000 demo agent, its model config (the shipped fake LLM), tools and eval suite where "
+        "missing, leaving what exists as it is (--reset puts it all back); --degraded-version also publishes "
+        "it (if never published) and degrades its draft."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--llm-base-url", default=os.environ.get("AGENTRY_DEMO_LLM_URL", "http://127.0.0.1:8901/v1")
+        )
+        parser.add_argument("--no-stream", action="store_true", help="Call the model without streaming.")
+        parser.add_argument(
+            "--reset",
+            action="store_true",
+            help="Put the demo agent, its model config, tool descriptions and eval cases back to the shipped "
+            "configuration, undoing an operator's edits and the degraded draft.",
+        )
+        parser.add_argument(
+            "--degraded-version",
+            action="store_true",
+            help="Publish the demo agent if it never was, then give its draft a vague weather tool description "
+            "(for this agent only), for an eval of the draft against the published version to catch.",
+        )
+
+    def handle(self, *args, llm_base_url, no_stream, reset, degraded_version, **options):
+        agent = demo_seed(llm_base_url=llm_base_url, stream=not no_stream, reset=reset)
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Demo agent {'reset' if reset else 'ready'}: {agent.name} (slug {agent.slug}), "
+                f"model at {agent.model_config.base_url}"
+            )
+        )
+        written = demo_suite_seed(reset=reset)
+        total = EvalCase.objects.filter(suite__name=DEMO_SUITE).count()
+        self.stdout.write(self.style.SUCCESS(f"Eval suite {DEMO_SUITE}: {total} cases ({written} written now)"))
+        if degraded_version:
+            demo_degrade_draft(agent=agent)
+            agent.refresh_from_db()
+            self.stdout.write(
+                self.style.WARNING(
+                    f"Published version: {agent.published_version.number}; the draft describes {DEMO_WEATHER_TOOL} "
+                    f"as {DEGRADED_DESCRIPTION!r}. Compare: manage.py agentry_eval {agent.slug} --suite {DEMO_SUITE} "
+                    "--version draft --against published"
+                )
+            )

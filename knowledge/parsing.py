@@ -1,0 +1,104 @@
+"""Reading an untrusted document in a child process with CPU-time, memory and output limits.
+
+A small file can cost without bound to parse: a 10 KB PDF of a million text operators takes
+half a minute of CPU, a 78 KB one inflates to 80 MB. So documents are parsed only on the worker
+(the indexing task), and there in a child process, the way the python tools' sandbox runs the
+calculator (tools/executors/sandbox.py): forked from the same fork server (Django preloaded, no
+lock of another thread inherited), with setrlimit on CPU time and address space, killed when
+its wall-clock timeout passes. Whatever the file does, the worker gets a title and a text or an
+ExtractionFailed whose message says which limit was passed; the document is marked failed with it.
+"""
+
+import multiprocessing
+import resource
+import signal
+
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from knowledge.extract import ExtractionFailed, text_from_bytes
+
+# One fork server per process, shared with the python tools' sandbox (which sets the same preload).
+_context = multiprocessing.get_context("forkserver")
+_context.set_forkserver_preload(["tools.sandbox_preload"])
+
+
+def _limit(kind: int, soft: int, hard: int) -> None:
+    _, current_hard = resource.getrlimit(kind)
+    if current_hard != resource.RLIM_INFINITY:
+        soft, hard = min(soft, current_hard), min(hard, current_hard)
+    resource.setrlimit(kind, (soft, hard))
+
+
+def _address_space() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[0]) * resource.getpagesize()
+
+
+def _child(conn, data: bytes, filename: str, content_type: str, cpu_seconds: int, memory_bytes: int, max_chars: int):
+    # The memory allowance comes on top of what the child starts with (the fork server's imports
+    # and the document's bytes), so it means the same whatever the process already maps.
+    start = _address_space()
+    _limit(resource.RLIMIT_AS, start + memory_bytes, start + memory_bytes)
+    # Past the soft limit the kernel sends SIGXCPU, which ends the process; the hard one is SIGKILL.
+    _limit(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1)
+    try:
+        title, text = text_from_bytes(data, filename=filename, content_type=content_type)
+        if len(text) > max_chars:
+            conn.send(("failed", _("The document's text is longer than %(n)s characters.") % {"n": max_chars}))
+        else:
+            conn.send(("ok", title, text))
+    except ExtractionFailed as exc:
+        conn.send(("failed", str(exc)))
+    except MemoryError:
+        conn.send(("memory", ""))
+    except Exception as exc:  # any other parser failure is the file's: reported, not raised
+        conn.send(("failed", _("The file cannot be read: %(error)s") % {"error": f"{type(exc).__name__}: {exc}"}))
+    finally:
+        conn.close()
+
+
+def text_from_bytes_limited(data: bytes, *, filename: str, content_type: str) -> tuple[str, str]:
+    """(title found in the content or "", text) of the file, read in a limited child process.
+    Raises ExtractionFailed when the file cannot be read or passes a limit."""
+    cpu_seconds = settings.AGENTRY_KNOWLEDGE_PARSE_CPU_SECONDS
+    memory_mb = settings.AGENTRY_KNOWLEDGE_PARSE_MEMORY_MB
+    timeout = settings.AGENTRY_KNOWLEDGE_PARSE_TIMEOUT_SECONDS
+    max_chars = settings.AGENTRY_KNOWLEDGE_MAX_TEXT_CHARS
+    receiver, sender = _context.Pipe(duplex=False)
+    process = _context.Process(
+        target=_child,
+        args=(sender, data, filename, content_type, cpu_seconds, memory_mb * 1024 * 1024, max_chars),
+        daemon=True,
+    )
+    process.start()
+    sender.close()
+    try:
+        if not receiver.poll(timeout):
+            raise ExtractionFailed(
+                _("Reading the document took longer than its time limit (%(n)s s); it was stopped.") % {"n": timeout}
+            )
+        try:
+            outcome = receiver.recv()
+        except EOFError:
+            outcome = ("died",)
+    finally:
+        receiver.close()
+        if process.is_alive():
+            process.kill()
+        process.join()
+    if outcome[0] == "ok":
+        return outcome[1], outcome[2]
+    if outcome[0] == "failed":
+        raise ExtractionFailed(outcome[1])
+    if outcome[0] == "memory":
+        raise ExtractionFailed(
+            _("Reading the document needed more memory than its limit (%(n)s MB); it was stopped.") % {"n": memory_mb}
+        )
+    if process.exitcode in (-signal.SIGXCPU, -signal.SIGKILL):
+        raise ExtractionFailed(
+            _("Reading the document used more CPU time than its limit (%(n)s s); it was stopped.") % {"n": cpu_seconds}
+        )
+    raise ExtractionFailed(
+        _("The document's reader stopped unexpectedly (exit code %(code)s).") % {"code": process.exitcode}
+    )

@@ -1,0 +1,235 @@
+"""Every page an operator opens, over a database that holds at least one row of every model the
+admin shows: for the sweeps that look at all of them at once (the Chinese sweep, the layout test).
+
+`seed()` writes the rows; `pages()` lists the URLs (admin index and app indexes, every registered
+ModelAdmin's changelist, add and change page, the agent's release pages, the operator pages)."""
+
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.test import RequestFactory
+from django.urls import reverse
+from django.utils import timezone
+
+from agents.models import AgentDelegate, AgentUsageDay, GuardrailRule
+from agents.releases import version_publish
+from agents.services import agent_version_current
+from alerts.models import AlertFiring, AlertRule
+from conversations.models import (
+    Approval,
+    GuardrailTrigger,
+    LLMCall,
+    Run,
+    RunEvent,
+    RunPurge,
+    RunRequest,
+    ToolInvocation,
+    Webhook,
+    WebhookAttempt,
+    WebhookDelivery,
+)
+from conversations.tokens import api_token_create
+from evals.metrics import eval_metrics
+from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite, ReleaseGate
+from evals.selectors import eval_results_data
+from knowledge.models import Document, EmbeddingCall, KnowledgeSearch
+from tests.factories import ModelConfigFactory, make_agent
+from tests.knowledge.helpers import make_base
+from tests.ledger import ledger_call, ledger_run
+from tests.ledger_seed import ledger_seed
+from tools.models import MCPServer, ToolDefinition
+
+PASSWORD = "correct horse battery"
+
+
+@dataclass
+class Seeded:
+    operator: object
+    agent: object
+    run: object
+    approval: Approval
+    baseline: EvalRun
+    candidate: EvalRun
+
+
+def _eval_run(suite: EvalSuite, case: EvalCase, version, run: Run, *, passed: bool) -> EvalRun:
+    eval_run = EvalRun.objects.create(
+        suite=suite, agent_version=version, status=EvalRunStatus.COMPLETED, finished_at=timezone.now()
+    )
+    EvalResult.objects.create(
+        eval_run=eval_run,
+        case=case,
+        repetition=1,
+        run=run,
+        scored=True,
+        passed=passed,
+        checks=[{"kind": "answer_contains", "passed": passed, "reason": "晴"}],
+        tool_calls=1,
+        valid_tool_calls=1,
+        model_turns=2,
+        total_tokens=340,
+        cost=Decimal("0.00042"),
+        latency_ms=900,
+    )
+    eval_run.metrics = eval_metrics(eval_results_data(eval_run=eval_run), repetitions=1)
+    eval_run.save(update_fields=["metrics"])
+    return eval_run
+
+
+def seed() -> Seeded:
+    """One or more rows of every model the admin lists, their texts in Chinese where an operator
+    would type Chinese, so that what reads as English on a page comes from the code."""
+    now = timezone.now()
+    # The first user's change page is the one checked: one without a password shows no hash.
+    get_user_model().objects.create_user("kefu", first_name="小", last_name="王")
+    operator = get_user_model().objects.create_user(
+        "yunwei", password=PASSWORD, is_staff=True, is_superuser=True, email="yunwei@example.com"
+    )
+    model = ModelConfigFactory(name="通义", model="qwen-plus", api_key="sk-test-0123456789")
+    agent = make_agent(
+        name="天气助手",
+        slug="weather",
+        description="回答天气问题",
+        system_prompt="你是天气助手。",
+        model_config=model,
+        tools=["test-counter", "test-echo"],
+        retention_days=30,
+    )
+    helper = make_agent(name="路线助手", slug="route", system_prompt="你是路线助手。", model_config=model)
+    AgentDelegate.objects.create(parent=agent, child=helper, tool_name="route-helper", description="规划路线")
+    GuardrailRule.objects.create(agent=agent, side="input", kind="blocked_terms", terms="密码", action="flag")
+    version_publish(agent=agent, user=operator, note="首次发布")
+    AgentUsageDay.objects.create(
+        agent=agent, day=now.date(), shard=1, total_tokens=340, cost=Decimal("0.0004"), calls=2
+    )
+
+    runs = ledger_seed(agent, 2, owner=operator, created_at=now - timedelta(minutes=5))
+    run = runs[0]
+    Run.objects.filter(pk=run.pk).update(started_at=now - timedelta(minutes=5), usage_estimated=True)
+    # A question as long as the runs list shows (it cuts at 80 characters).
+    RunRequest.objects.filter(run=run).update(content="我的包裹到哪里了？退款什么时候到账？能不能改成送到公司？" * 4)
+    rule = GuardrailRule.objects.get(agent=agent)
+    GuardrailTrigger.objects.create(
+        run=run, side="input", rule_id=rule.pk, kind="blocked_terms", action="flag", matched="密码"
+    )
+    # One run waiting for a decision (the approval queue), one still running (the dashboard).
+    waiting = ledger_run(agent, status="awaiting_approval", stop_reason="")
+    call = ledger_call(waiting, started_at=now)
+    invocation = ToolInvocation.objects.create(
+        run=waiting,
+        llm_call=call,
+        tool_name="test-counter",
+        tool_call_id="call_1",
+        arguments={"label": "退款-90"},
+        status="awaiting_approval",
+        idempotency_key=f"{waiting.pk}:call_1",
+    )
+    approval = Approval.objects.create(
+        invocation=invocation,
+        run=waiting,
+        tool_call_id="call_1",
+        arguments={"label": "退款-90"},
+        arguments_hash="0" * 64,
+        expires_at=now + timedelta(hours=1),
+    )
+    ledger_run(agent, status="running", stop_reason="", created_at=now - timedelta(minutes=1))
+
+    base = make_base(name="常见问题", fallback_answer="抱歉，没有找到答案。", embedding_model=model)
+    document = Document.objects.create(base=base, title="退货政策", text="七天内可以退货。")
+    KnowledgeSearch.objects.create(base=base, run=run, tool_call_id="call-k", query="退货", top_k=3)
+    embedding = LLMCall.objects.create(
+        iteration=1, attempt=1, model_config=model, provider=model.provider, model_name=model.model, request={}
+    )
+    EmbeddingCall.objects.create(llm_call=embedding, base=base, document=document)
+
+    ToolDefinition.objects.create(
+        name="order-lookup",
+        description="查询订单",
+        kind="http",
+        http_method="GET",
+        http_url="https://orders.example.com/orders/{id}",
+    )
+    server = MCPServer.objects.create(name="笔记", transport="streamable_http", url="https://mcp.example.com/mcp")
+    ToolDefinition.objects.create(name="notes-search", description="搜索笔记", kind="mcp", mcp_server=server)
+
+    alert = AlertRule.objects.create(name="费用告警", kind="cost", threshold=Decimal("5"), agent=agent)
+    AlertFiring.objects.create(rule=alert, value=Decimal("6"), threshold=Decimal("5"), summary="费用超过 5")
+
+    suite = EvalSuite.objects.create(name="基础", description="基础用例")
+    case = EvalCase.objects.create(
+        suite=suite,
+        name="天气",
+        position=1,
+        turns=[{"role": "user", "content": "明天杭州天气？"}],
+        answer_contains="晴",
+    )
+    version = agent_version_current(agent=agent)
+    baseline = _eval_run(suite, case, version, runs[0], passed=True)
+    candidate = _eval_run(suite, case, version, runs[1], passed=False)
+    ReleaseGate.objects.create(agent=agent, suite=suite)
+
+    api_token_create(user=operator, name="应用")
+    webhook = Webhook.objects.create(url="https://hooks.example.com/agentry", agent=agent, secret="whsec-0123456789")
+    delivery = WebhookDelivery.objects.create(
+        webhook=webhook,
+        run_event=RunEvent.objects.filter(run=run).last(),
+        event_type="run.completed",
+        payload={"run": str(run.pk)},
+        status="delivered",
+        attempts=1,
+    )
+    WebhookAttempt.objects.create(delivery=delivery, number=1, http_status=200, duration_ms=12)
+    RunPurge.objects.create(
+        agent=agent,
+        agent_slug=agent.slug,
+        retention_days=30,
+        cutoff=now - timedelta(days=30),
+        counts={"runs": 3},
+        policy_set_by=operator,
+        policy_set_by_username=operator.username,
+        finished_at=now,
+    )
+    return Seeded(operator=operator, agent=agent, run=run, approval=approval, baseline=baseline, candidate=candidate)
+
+
+def models_without_rows() -> list[str]:
+    """Registered admin models with no row: their change pages would go unchecked."""
+    return [model._meta.label for model in admin.site._registry if not model._default_manager.exists()]
+
+
+def pages(seeded: Seeded) -> list[str]:
+    """Every operator page and admin page, each with a real row where it shows one."""
+    urls = [reverse("admin:index"), reverse("admin:password_change")]
+    app_labels = sorted({model._meta.app_label for model in admin.site._registry})
+    urls += [reverse("admin:app_list", args=[label]) for label in app_labels]
+    request = RequestFactory().get("/")
+    request.user = seeded.operator
+    for model, model_admin in admin.site._registry.items():
+        info = model._meta.app_label, model._meta.model_name
+        urls.append(reverse("admin:{}_{}_changelist".format(*info)))
+        # Audit rows have no add page.
+        if model_admin.has_add_permission(request):
+            urls.append(reverse("admin:{}_{}_add".format(*info)))
+        row = model._default_manager.order_by("pk").first()
+        urls.append(reverse("admin:{}_{}_change".format(*info), args=[row.pk]))
+    agent = seeded.agent
+    urls += [
+        reverse("admin:agents_agent_versions", args=[agent.pk]),
+        reverse("admin:agents_agent_diff", args=[agent.pk]) + "?a=1&b=1",
+        reverse("admin:tools_tooldefinition_import_openapi"),
+        reverse("admin:evals_evalsuite_import"),
+        reverse("admin:conversations_run_changelist") + "?guardrail=flag",
+        reverse("monitoring:dashboard"),
+        reverse("monitoring:try"),
+        reverse("monitoring:run", args=[seeded.run.pk]),
+        reverse("monitoring:run", args=[seeded.approval.run_id]),
+        reverse("evals:compare") + f"?baseline={seeded.baseline.pk}&candidate={seeded.candidate.pk}",
+        reverse("approvals:queue"),
+        reverse("approvals:history"),
+        reverse("approvals:detail", args=[seeded.approval.pk]),
+        "/",
+    ]
+    return urls
