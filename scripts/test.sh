@@ -2,9 +2,10 @@
 # Runs the whole test suite against the real PostgreSQL and Redis on this machine. The suite's
 # configuration is platform_site/settings_test.py (pytest.ini); TEST_DATABASE_URL and
 # TEST_REDIS_URL point it at other servers.
-# Usage: bash scripts/test.sh [pytest args]          the whole suite in one pytest run
-#        bash scripts/test.sh --tiers [pytest args]  the same tests as three runs (unit, database,
+# Usage: bash scripts/test.sh                        the whole suite as three runs (unit, database,
 #                                                    e2e), each tier's count and time printed
+#        bash scripts/test.sh --tiers [pytest args]  the same, each tier with these pytest args too
+#        bash scripts/test.sh PYTEST_ARGS...         one pytest run (a file, a folder, -k ...)
 # The tiers are described in docs/testing.md; `bash scripts/test.sh tests/unit` is the one to run
 # while editing.
 set -euo pipefail
@@ -13,10 +14,12 @@ source scripts/lib.sh
 
 ensure_venv requirements-dev.txt
 ensure_services
-if [[ "${1:-}" != "--tiers" ]]; then
+if (($#)) && [[ "$1" != "--tiers" ]]; then
   exec .venv/bin/python -m pytest "$@"
 fi
-shift
+if (($#)); then
+  shift
+fi
 
 E2E="e2e or browser or fuzz"
 # name, then its pytest arguments. The database tier creates the test database afresh and keeps

@@ -17,7 +17,7 @@ from tests.api_servers import ApiServer
 from tests.conftest import _database_url
 
 # The server runs on the test database, which only a test marked for it sets up.
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.e2e]  # a live uvicorn per test
 
 LIMIT = 64 * 1024
 UPLOAD_LIMIT = 400_000
