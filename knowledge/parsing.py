@@ -10,38 +10,23 @@ ExtractionFailed whose message says which limit was passed; the document is mark
 """
 
 import multiprocessing
-import resource
 import signal
 
 from django.conf import settings
 from django.utils.translation import gettext as _
 
 from knowledge.extract import ExtractionFailed, text_from_bytes
+from tools.executors.sandbox import child_limits_apply
 
 # One fork server per process, shared with the python tools' sandbox (which sets the same preload).
 _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(["tools.sandbox_preload"])
 
 
-def _limit(kind: int, soft: int, hard: int) -> None:
-    _, current_hard = resource.getrlimit(kind)
-    if current_hard != resource.RLIM_INFINITY:
-        soft, hard = min(soft, current_hard), min(hard, current_hard)
-    resource.setrlimit(kind, (soft, hard))
-
-
-def _address_space() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[0]) * resource.getpagesize()
-
-
 def _child(conn, data: bytes, filename: str, content_type: str, cpu_seconds: int, memory_bytes: int, max_chars: int):
-    # The memory allowance comes on top of what the child starts with (the fork server's imports
-    # and the document's bytes), so it means the same whatever the process already maps.
-    start = _address_space()
-    _limit(resource.RLIMIT_AS, start + memory_bytes, start + memory_bytes)
-    # Past the soft limit the kernel sends SIGXCPU, which ends the process; the hard one is SIGKILL.
-    _limit(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1)
+    # The same limits as the python tools' sandbox; the memory allowance comes on top of the
+    # document's bytes the child was handed.
+    child_limits_apply(cpu_seconds=cpu_seconds, memory_bytes=memory_bytes)
     try:
         title, text = text_from_bytes(data, filename=filename, content_type=content_type)
         if len(text) > max_chars:

@@ -69,12 +69,19 @@ def _address_space() -> int:
         return int(statm.read().split()[0]) * resource.getpagesize()
 
 
-def _child(conn, module: str, name: str, arguments: dict, ctx: ToolContext, cpu_seconds: int, memory_bytes: int):
-    # The memory limit is on top of what the child starts with (the fork server's imports), so
-    # the allowance means the same whatever the process already maps.
-    _limit(resource.RLIMIT_AS, _address_space() + memory_bytes, _address_space() + memory_bytes)
-    # Past the soft limit the kernel sends SIGXCPU, which ends the process; the hard limit is a SIGKILL.
+def child_limits_apply(*, cpu_seconds: int, memory_bytes: int) -> None:
+    """Limit this (child) process: `memory_bytes` of address space on top of what it maps now
+    (the fork server's imports, what it was handed), so the allowance means the same whatever the
+    process already maps; `cpu_seconds` of CPU, past which the kernel sends SIGXCPU, which ends
+    the process (the hard limit, a second later, is a SIGKILL). Knowledge documents are read
+    under the same limits (knowledge.parsing)."""
+    start = _address_space()
+    _limit(resource.RLIMIT_AS, start + memory_bytes, start + memory_bytes)
     _limit(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1)
+
+
+def _child(conn, module: str, name: str, arguments: dict, ctx: ToolContext, cpu_seconds: int, memory_bytes: int):
+    child_limits_apply(cpu_seconds=cpu_seconds, memory_bytes=memory_bytes)
     try:
         importlib.import_module(module)
         value = registry.get(name).func(ctx=ctx, **arguments)
