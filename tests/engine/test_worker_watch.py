@@ -1,8 +1,6 @@
 """A command waiting on runs says that no worker is taking them, soon, instead of waiting out
 its timeout (engine.worker_watch), and still waits when a worker is there."""
 
-import time
-
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -67,11 +65,10 @@ def test_the_wait_restarts_when_no_run_is_queued():
 def test_agentry_chat_with_no_worker_says_so_instead_of_timing_out(fake_llm, monkeypatch):
     monkeypatch.setattr(worker_watch, "NO_WORKER_AFTER_SECONDS", 0.5)
     demo_seed(llm_base_url=fake_llm.api_base, stream=False)
-    started = time.monotonic()
+    # Without the watch the command would wait out its timeout and fail saying so, not this.
     with pytest.raises(CommandError, match="No worker is taking the runs: 1 still queued") as error:
         call_command("agentry_chat", "你是谁？", timeout=120)
     assert "scripts/dev.sh" in str(error.value)
-    assert time.monotonic() - started < 30
 
 
 @pytest.mark.django_db

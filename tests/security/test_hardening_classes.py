@@ -8,7 +8,6 @@ import json
 import random
 import socket
 import threading
-import time
 from urllib.parse import urlsplit
 
 import httpx
@@ -139,39 +138,36 @@ def short_body_timeout_server(django_db_setup, django_db_blocker):
     server.stop()
 
 
-def _trickle(server, path: str, *, chunked: bool) -> tuple[int, dict, float]:
-    """Send a request's headers and the first byte of its body, then nothing: the status, the
-    answer's JSON and how long it came after the first byte."""
+def _trickle(server, path: str, *, chunked: bool) -> tuple[int, dict]:
+    """Send a request's headers and the first byte of its body, then nothing: the status and the
+    answer's JSON (before the fix no answer came: the socket's 30 s timeout raised)."""
     url = urlsplit(server.base_url)
     framing = "Transfer-Encoding: chunked" if chunked else "Content-Length: 1000"
     head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{framing}\r\n\r\n"
     with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
         sock.sendall(head.encode() + (b"1\r\n{\r\n" if chunked else b"{"))
-        started = time.monotonic()
         answer = b""
         while chunk := sock.recv(65536):
             answer += chunk
-    waited = time.monotonic() - started
     head, _, body = answer.partition(b"\r\n\r\n")
-    return int(head.split()[1]), json.loads(body), waited
+    return int(head.split()[1]), json.loads(body)
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
 def test_a_body_that_never_ends_is_answered_408(short_body_timeout_server, chunked):
-    status, body, waited = _trickle(short_body_timeout_server, "/api/v1/conversations/", chunked=chunked)
+    status, body = _trickle(short_body_timeout_server, "/api/v1/conversations/", chunked=chunked)
 
     assert status == 408
     assert body == {
         "message": "The request body was not sent within 1.5 seconds.",
         "extra": {"seconds": BODY_SECONDS},
     }
-    assert waited < 20  # before the fix: never answered (the socket's 30 s timeout)
 
 
 @pytest.mark.django_db
 def test_a_trickled_chat_completion_is_answered_in_openais_shape(short_body_timeout_server):
-    status, body, _ = _trickle(short_body_timeout_server, "/v1/chat/completions", chunked=True)
+    status, body = _trickle(short_body_timeout_server, "/v1/chat/completions", chunked=True)
 
     assert status == 408
     assert body["error"] == {
@@ -278,12 +274,10 @@ def test_a_trickled_answer_is_cut_off_at_the_timeout(trickling_server):
     """httpx's timeouts bound each read: a server (a page a model asked a tool to fetch, a URL
     document, a webhook receiver) sending a byte now and then held the worker's thread for ever
     (500 s for this body). The suite's allowlist lets the guard reach loopback."""
-    started = time.monotonic()
-
+    # Each byte arrives well within httpx's per-read timeout: only a deadline on the whole
+    # answer raises here (without one the read goes on until the 100 kB have trickled in).
     with pytest.raises(httpx.ReadTimeout):
         outbound.guarded_request("GET", trickling_server, timeout_seconds=1)
-
-    assert time.monotonic() - started < 5
 
 
 # --- Eval patterns that the regex engine takes minutes to compile, or cannot -----------------
