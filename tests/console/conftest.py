@@ -1,4 +1,6 @@
 import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 
 from tests.browser import chromium_browser
 
@@ -25,3 +27,14 @@ def page(chromium, live_server, browser_context_options):
     page.set_default_timeout(20_000)
     yield page
     context.close()
+
+
+@pytest.fixture
+def staff(client):
+    """A staff member who may read and requeue runs (the monitoring pages' on-call), signed in."""
+    user = get_user_model().objects.create_user("oncall", password="pw", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label="conversations", codename__in=["view_run", "add_run"])
+    )
+    client.force_login(user)
+    return user

@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -19,16 +18,6 @@ from tests.factories import make_agent
 from tests.ledger import ledger_call, ledger_run
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff(client):
-    user = get_user_model().objects.create_user("oncall", password="pw", is_staff=True)
-    user.user_permissions.add(
-        *Permission.objects.filter(content_type__app_label="conversations", codename__in=["view_run", "add_run"])
-    )
-    client.force_login(user)
-    return user
 
 
 @pytest.fixture
