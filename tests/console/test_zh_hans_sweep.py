@@ -93,6 +93,10 @@ def _data_words() -> set[str]:
                     continue
                 text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
                 words.update(word.lower() for word in WORD.findall(text))
+                if not isinstance(value, str):
+                    # A read-only JSON field in the admin shows the value as Python writes it
+                    # (None, True): still the row's data.
+                    words.update(word.lower() for word in WORD.findall(str(value)))
     return words
 
 
