@@ -231,7 +231,7 @@ _STEP_RUN = Columns(
     "r",
 )
 _STEP_CONVERSATION = Columns(Conversation, ("id", "context_summary", "context_summary_through"), "c")
-# The run's columns a step reads, for a guard to return them (conversations.services.run_guard).
+# The run's columns a step reads, for a guard to return them (conversations.batch.run_guard).
 STEP_RUN_COLUMNS = tuple(field.column for field in _STEP_RUN.fields)
 _STEP_MESSAGE = Columns(
     Message,
@@ -267,10 +267,6 @@ def _step_from(source: str) -> str:
 
 
 _STEP_COLUMNS = f"{_STEP_RUN.sql}, {_STEP_CONVERSATION.sql}, {_STEP_MESSAGE.sql}"
-# A step's read after a batch whose guard, named "run", returned STEP_RUN_COLUMNS (the claim:
-# engine.leases.run_claim_read): the run as the guard left it, with its conversation and messages.
-STEP_READ_AFTER_GUARD = (_STEP_COLUMNS, _step_from('"run"') + 'ORDER BY m."order"')
-# The same read of a run by its id.
 _STEP_READ = f"SELECT {_STEP_COLUMNS} " + _step_from(f'"{Run._meta.db_table}"') + 'WHERE r."id" = %s ORDER BY m."order"'
 
 
@@ -283,11 +279,6 @@ def run_step_read(*, run_id) -> tuple[Run, list[Message]]:
         rows = cursor.fetchall()
     if not rows:
         raise Run.DoesNotExist(f"Run {run_id} does not exist")
-    return run_step_parse(rows)
-
-
-def run_step_parse(rows: list[tuple]) -> tuple[Run, list[Message]]:
-    """The run and its messages from the rows of a step's read (STEP_READ_AFTER_GUARD's columns)."""
     runs, conversations = len(_STEP_RUN.fields), len(_STEP_CONVERSATION.fields)
     run = _STEP_RUN.instance(rows[0][:runs])
     run.conversation = _STEP_CONVERSATION.instance(rows[0][runs : runs + conversations])

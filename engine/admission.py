@@ -14,11 +14,11 @@ from agents.releases import release_choice, version_by_id, version_target
 from agents.services import agent_version_current
 from agents.snapshot import snapshot_parse
 from conversations import events
-from conversations.batch import Batch
+from conversations.batch import Batch, event_add, row_insert
 from conversations.events import EventType
 from conversations.models import Conversation, Run, RunRequest
 from conversations.selectors import conversation_lock_for_post
-from conversations.services import conversation_create, event_add, messages_append, row_insert
+from conversations.services import conversation_create, messages_append
 from engine.dispatch import ACTIVE_STATUSES, run_admit
 from engine.runs import run_cancel
 from engine.tracing import run_trace_fields

@@ -14,10 +14,10 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.snapshot import ToolSpec, snapshot_parse, snapshot_tool
 from conversations import events
+from conversations.batch import run_event_append
 from conversations.events import EventType
 from conversations.models import Approval, ApprovalGrant, Run, RunStatus, StopReason
 from conversations.permissions import user_may_decide
-from conversations.services import run_event_append
 from engine.dispatch import run_enqueue
 from engine.runs import run_finish
 from engine.speech import agent_says

@@ -3,23 +3,41 @@
 the request's own field), then the last N turns; tool results sent again in later steps are
 cut to a budget; when the context would still exceed the agent's token budget or what the
 model's context window leaves after the answer's room (window.py), the oldest turns are
-folded into the conversation's summary by a model call (see summary.py).
+folded into the conversation's summary by a model call (summarise).
 
 Turns are kept or dropped whole, and an assistant message with tool calls always travels with
 its results. Earlier runs that ended half-way (cancelled while a tool call waited for
 approval, say) can leave an assistant tool-call message without all its results; providers
 reject such a history, so those fragments are left out rather than blocking the conversation.
+
+Turns. History cut into the pieces the context policy may keep, trim or fold, but never split.
+
+A *unit* is one message, or an assistant message with tool calls together with the results
+answering them (placed right after it, as providers require). A *turn* is a user message and
+the units that follow it up to the next user message.
+
+Summaries. Folding earlier turns into the conversation's summary with a model call.
+
+The call is an LLMCall with purpose `summary` (its own attempts, retries and fallback, its
+tokens and cost in the run's totals). The summary is stored on the Conversation with the
+order of the last message it covers, in the transaction that completes the call, so later
+steps and runs send it instead of those messages and it is not made again.
 """
 
+import json
+
 from agents.prompting import render_system_prompt
-from agents.providers.base import estimate_prompt_tokens, estimate_tokens
+from agents.providers.base import estimate_message_tokens, estimate_prompt_tokens, estimate_tokens
 from agents.snapshot import AgentSnapshot
-from conversations.batch import PendingCommit
-from conversations.models import Message, Run
+from conversations.batch import Update
+from conversations.models import Conversation, LLMCall, Message, Run
 from conversations.selectors import conversation_messages_all, run_step_read
-from engine.summary import summarise
-from engine.turns import Turn, group_turns, group_units, trimmed, wire_tokens
+from engine.model_call import ModelRequest, answer_record, answer_writes, model_call
 from engine.window import history_budget, tool_definitions
+
+# One message, or an assistant message with its tool results; a user message and the units after it.
+Unit = list[Message]
+Turn = list[Unit]
 
 SUMMARY_HEADING = "Summary of the earlier conversation (its messages are no longer shown):\n"
 
@@ -70,11 +88,7 @@ def step_read(*, run_id) -> tuple[Run, list[Message]]:
     message not folded into the summary, plus the run's own messages. The summary applies only
     if it covers nothing of the run itself; in the common case the rows after it show that, and
     one query per step, which reads the run too, is enough."""
-    return step_history(*run_step_read(run_id=run_id))
-
-
-def step_history(run: Run, rows: list[Message]) -> tuple[Run, list[Message]]:
-    """step_read from rows already read (the run's claim reads them: engine.leases)."""
+    run, rows = run_step_read(run_id=run_id)
     through = run.conversation.context_summary_through
     first = _opening_order(rows, run)
     if first is None and through:
@@ -115,11 +129,9 @@ def build_context(
     messages: list[Message],
     iteration: int,
     shrink: bool = False,
-    pending: PendingCommit | None = None,
 ) -> list[dict]:
     """The messages to send. `shrink` folds at least half of the history's estimated size into
-    the summary: the server said the request did not fit, so the estimate ran short. `pending`:
-    the previous step's last commit, which a summary call's attempt makes (engine.model_call)."""
+    the summary: the server said the request did not fit, so the estimate ran short."""
     agent = snapshot["agent"]
     system = render_system_prompt(
         template=agent["system_prompt"], now=run.created_at, time_zone=agent["time_zone"], agent_name=agent["name"]
@@ -152,9 +164,7 @@ def build_context(
     while fold < len(turns) - 1 and total > target:
         total -= sizes[fold]
         fold += 1
-    # A step's newest messages have no order yet while their commit is pending (engine.loop): they
-    # are never the oldest of what is kept.
-    through = min(m.order for turn in turns[fold:] for unit in turn for m in unit if m.order is not None) - 1
+    through = min(m.order for turn in turns[fold:] for unit in turn for m in unit) - 1
     summary = summarise(
         run=run,
         owner=owner,
@@ -163,6 +173,139 @@ def build_context(
         previous=summary,
         turns=turns[:fold],
         through=through,
-        pending=pending,
     )
     return _assemble(system, summary, wire_turns[fold:])
+
+
+# --- Turns
+
+
+def group_units(messages: list[Message]) -> list[Unit]:
+    """Tool results join the assistant message that asked for them; a result whose call is not
+    in the history (it was folded into a summary) is left out."""
+    used: set[int] = set()
+    units = []
+    for i, message in enumerate(messages):
+        if message.role == Message.Role.TOOL:
+            continue
+        unit = [message]
+        if message.role == Message.Role.ASSISTANT and message.tool_calls:
+            wanted = {call["id"] for call in message.tool_calls}
+            for j in range(i + 1, len(messages)):
+                result = messages[j]
+                if result.role == Message.Role.TOOL and j not in used and result.tool_call_id in wanted:
+                    unit.append(result)
+                    used.add(j)
+                    wanted.discard(result.tool_call_id)
+                    if not wanted:
+                        break
+        units.append(unit)
+    return units
+
+
+def group_turns(units: list[Unit]) -> list[Turn]:
+    turns: list[Turn] = []
+    for unit in units:
+        if not turns or unit[0].role == Message.Role.USER:
+            turns.append([])
+        turns[-1].append(unit)
+    return turns
+
+
+def trimmed(content: str, limit: int | None) -> str:
+    if limit is None or len(content) <= limit:
+        return content
+    return f"{content[:limit]}\n… [trimmed: {len(content) - limit} more characters not shown]"
+
+
+def wire_tokens(wire: dict) -> int:
+    return estimate_message_tokens(wire)
+
+
+# --- Summaries
+
+INSTRUCTIONS = (
+    "You keep the memory of a conversation between a user and an assistant that uses tools. "
+    "Write a concise summary of the conversation below, merged with the earlier summary if one is given: "
+    "the user's goals, facts and preferences they stated, what the assistant found out (tool results that "
+    "still matter) and answered, and anything left open. Keep names, numbers and dates exact. Write in the "
+    "language of the conversation. Answer with the summary only."
+)
+TRANSCRIPT_HEADING = "Conversation to summarise:"
+# A tool result rarely needs more than this in a summary's source; it keeps the call small.
+_RESULT_CHARS = 2000
+CUT_NOTE = "[The start of the conversation is left out: it does not fit the model's context.]\n"
+
+
+def _line(message: Message) -> str:
+    if message.role == Message.Role.TOOL:
+        return f"tool {message.name or message.tool_call_id} returned: {trimmed(message.content, _RESULT_CHARS)}"
+    content = message.content
+    line = f"{message.role}: {content}" if content else ""
+    for call in message.tool_calls or []:
+        function = call["function"]
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        line += f"\n{message.role} called tool {function['name']} with {arguments}"
+    return line.strip()
+
+
+def transcript(turns: list[Turn]) -> str:
+    """The turns as text (their messages as the input guardrails left them: engine.guardrails.screened)."""
+    return "\n".join(line for turn in turns for unit in turn for m in unit if (line := _line(m)))
+
+
+def _fitting(text: str, room: int | None) -> str:
+    """The transcript, or as much of its end as fits the room the model's window leaves: a
+    summary of the later part beats a request the server refuses."""
+    if room is None or estimate_tokens(text) <= room:
+        return text
+    while text and estimate_tokens(CUT_NOTE + text) > room:
+        keep = int(len(text) * max(room, 0) / estimate_tokens(CUT_NOTE + text) * 0.9)
+        text = text[len(text) - keep :] if keep > 0 else ""
+    return CUT_NOTE + text
+
+
+def summarise(
+    *,
+    run: Run,
+    owner: str,
+    snapshot: AgentSnapshot,
+    iteration: int,
+    previous: str,
+    turns: list[Turn],
+    through: int,
+) -> str:
+    earlier = f"Earlier summary:\n{previous}\n\n" if previous else ""
+    budget = history_budget(snapshot)
+    head = f"{earlier}{TRANSCRIPT_HEADING}\n"
+    room = (
+        None
+        if budget is None
+        else budget - estimate_prompt_tokens(messages=[{"content": INSTRUCTIONS}, {"content": head}])
+    )
+    messages = [
+        {"role": "system", "content": INSTRUCTIONS},
+        {"role": "user", "content": head + _fitting(transcript(turns), room)},
+    ]
+
+    # A summary is prose whatever the agent's answers must look like.
+    answer = model_call(
+        run=run,
+        owner=owner,
+        snapshot=snapshot,
+        purpose=LLMCall.Purpose.SUMMARY,
+        iteration=iteration,
+        request=ModelRequest(messages=messages, plain_text=True),
+    )
+    text = answer.response.content.strip() or previous
+    batch = answer_writes(answer)
+    # Guarded, so a summary that covers less than the stored one never replaces it.
+    summary = Update(Conversation).set(
+        context_summary=text, context_summary_through=through, context_summary_call_id=answer.call.pk
+    )
+    batch.add("summary", summary.where(id=run.conversation_id, context_summary_through__lt=through))
+    answer_record(answer, batch)
+    run.conversation.context_summary, run.conversation.context_summary_through = text, through
+    return text

@@ -41,7 +41,7 @@ from agents.selectors import agents_usable
 from agents.services import agent_version_current
 from agents.snapshot import DELEGATE_KIND, AgentSnapshot, ToolSpec, snapshot_parse
 from conversations import events
-from conversations.batch import Batch
+from conversations.batch import Batch, Row, Update, exists, run_event_append
 from conversations.events import EventType
 from conversations.models import (
     TERMINAL_STATUSES,
@@ -54,7 +54,6 @@ from conversations.models import (
     StopReason,
     ToolInvocation,
 )
-from conversations.services import db_value, run_event_append
 from engine.dispatch import ACTIVE_STATUSES, run_admit, run_enqueue
 from engine.leases import lease_fence
 from engine.limits import budget_limit
@@ -226,12 +225,9 @@ def delegate_step(*, run: Run, owner: str, invocation: ToolInvocation, spec: Too
     return None
 
 
-# On a tool invocation's row (its table unaliased): the call is a delegate call that started a
-# child run. Answered by run_parent_tool_call_idx, a partial index the equality lets it use.
-_INVOCATIONS = f'"{ToolInvocation._meta.db_table}"'
-HAS_CHILD_SQL = (
-    f'EXISTS (SELECT 1 FROM "{Run._meta.db_table}" c WHERE c."parent_tool_invocation_id" = {_INVOCATIONS}."id")'
-)
+# On a tool invocation's row: the call is a delegate call that started a child run. Answered by
+# run_parent_tool_call_idx, a partial index the equality lets it use.
+HAS_CHILD = exists(Run, parent_tool_invocation_id=Row("id"))
 
 
 def delegate_calls_close(batch: Batch, *, run_id, status: str, now) -> None:
@@ -239,21 +235,15 @@ def delegate_calls_close(batch: Batch, *, run_id, status: str, now) -> None:
     running are cancelled. Their outcome is known, unlike an ordinary call a worker left open: the
     run's end cancels the children still active (engine.runs._children_cancel), and an answer a
     child gave meanwhile is never read. The other running calls' update leaves these out
-    (HAS_CHILD_SQL): in one statement a row must not be updated twice."""
-    batch.add(
-        "cancelled_delegate_calls",
-        f'UPDATE {_INVOCATIONS} SET "status" = %s, "error" = %s, "finished_at" = %s, "result" = %s '
-        f'WHERE "run_id" = %s AND "status" = %s AND {HAS_CHILD_SQL} AND {{guard}}',
-        [
-            Status.CANCELLED,
-            f"run {status}",
-            db_value(ToolInvocation, "finished_at", now),
-            f"The run was {status} before it read this call's answer; its delegated run, if still working, "
-            "was cancelled with it.",
-            db_value(ToolInvocation, "run", run_id),
-            Status.RUNNING,
-        ],
+    (HAS_CHILD): in one statement a row must not be updated twice."""
+    cancelled = Update(ToolInvocation).set(
+        status=Status.CANCELLED,
+        error=f"run {status}",
+        finished_at=now,
+        result=f"The run was {status} before it read this call's answer; its delegated run, if still working, "
+        "was cancelled with it.",
     )
+    batch.add("cancelled_delegate_calls", cancelled.where(run_id=run_id, status=Status.RUNNING).where(HAS_CHILD))
 
 
 def run_park_for_children(*, run_id, owner: str) -> bool:

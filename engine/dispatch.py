@@ -7,9 +7,9 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from conversations.batch import Batch
+from conversations.batch import Batch, messages_add
 from conversations.models import Conversation, Message, Run, RunStatus
-from conversations.services import messages_add, messages_append
+from conversations.services import messages_append
 from platform_site.celery import app
 
 log = logging.getLogger(__name__)

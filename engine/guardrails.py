@@ -45,18 +45,15 @@ from django.utils.translation import gettext_lazy as _
 
 from agents import guardrails
 from agents.guardrails import Hit
-from agents.providers import LLMResponse
 from agents.snapshot import AgentSnapshot, snapshot_guardrails
 from conversations import events
-from conversations.batch import Batch
+from conversations.batch import Batch, Update, event_add, row_insert, row_update, run_event_append, run_guard
 from conversations.events import EventType
 from conversations.fencing import LeaseLost
 from conversations.models import GuardrailTrigger, LLMCall, Message, Run, RunRequest, StopReason
-from conversations.services import db_value, event_add, row_insert, row_update, run_event_append, run_guard
-from engine.model_call import model_call
+from engine.model_call import ModelRequest, answer_record, model_call
 from engine.next_step import Finish
 from engine.speech import agent_says
-from engine.window import fitted
 from platform_site import green
 
 INPUT_BLOCKED_MESSAGE = _(
@@ -123,26 +120,18 @@ def _moderation_hits(
             continue
         messages = guardrails.moderation_messages(rubric=rule.get("rubric", ""), side=side, text=text)
 
-        def build(provider, model: dict, messages=messages) -> dict:
-            # A verdict is plain text whatever the model config asks of an agent's answers.
-            plain = fitted({**model, "response_format": "text", "response_schema": None}, messages=messages, tools=[])
-            return provider.build_request(
-                model=plain, messages=messages, tools=[], tool_choice="auto", parallel_tool_calls=True
-            )
-
-        def record(call: LLMCall, response: LLMResponse, batch: Batch, planned: bool) -> tuple[str, str]:
-            return guardrails.verdict_parse(response.content)
-
-        verdict, reason = model_call(
+        # A verdict is plain text whatever the model config asks of an agent's answers.
+        request = ModelRequest(messages=messages, plain_text=True, models=[rule["model"]])
+        answer = model_call(
             run=run,
             owner=owner,
             snapshot=snapshot,
             purpose=LLMCall.Purpose.MODERATION,
             iteration=iteration,
-            build=build,
-            record=record,
-            models=[rule["model"]],
+            request=request,
         )
+        answer_record(answer)
+        verdict, reason = guardrails.verdict_parse(answer.response.content)
         if verdict != guardrails.VERDICT_ALLOW:
             masked = reason if verdict == guardrails.VERDICT_BLOCK else UNREADABLE_VERDICT
             hits.append(guardrails.whole_text_hit(rule, text, masked))
@@ -243,12 +232,8 @@ def input_check(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
             continue
         if message.run_id == run.pk:
             # The posted request keeps the user's text too (RunRequest.content): redacted with it.
-            batch.add(
-                f"request_redacted_{index}",
-                f'UPDATE "{RunRequest._meta.db_table}" SET "content" = %s '
-                'WHERE "run_id" = %s AND "content" = %s AND {guard}',
-                [shown, db_value(RunRequest, "run", run.pk), message.content],
-            )
+            request = Update(RunRequest).set(content=shown).where(run_id=run.pk, content=message.content)
+            batch.add(f"request_redacted_{index}", request)
         row_update(batch, f"redacted_{index}", message, content=shown, screened_content=None)
     if hits:
         triggers = _triggers_add(batch, run_id=run.pk, side=GuardrailTrigger.Side.INPUT, hits=hits)
@@ -281,13 +266,6 @@ def streams_answer(snapshot: AgentSnapshot) -> bool:
     return not guardrails.rewrites_output(snapshot_guardrails(snapshot))
 
 
-def output_hits(snapshot: AgentSnapshot, *, content: str, moderated: list[Hit]) -> list[Hit]:
-    """What the output rules find in a final answer (`moderated`: the moderation verdicts
-    output_moderation found): none when the agent has no output rule."""
-    rules = guardrails.side_rules(snapshot_guardrails(snapshot), guardrails.SIDE_OUTPUT)
-    return _scanned(rules, [content])[0] + moderated if rules else []
-
-
 @dataclass
 class OutputReview:
     """What the output rules made of a final answer: the text to store and deliver, the matches
@@ -298,23 +276,22 @@ class OutputReview:
     triggers: list[dict] = field(default_factory=list)
 
 
-def output_moderation(*, run: Run, owner: str, snapshot: AgentSnapshot, iteration: int, content: str) -> list[Hit]:
-    """The output moderation rules' verdicts on a final answer, before it is recorded."""
+def output_hits(*, run: Run, owner: str, snapshot: AgentSnapshot, iteration: int, content: str) -> list[Hit]:
+    """What the output rules find in a final answer, before it is recorded: the matches of the
+    scanning rules, then the moderation rules' verdicts (asked only when no match blocks it, on
+    the text as the redacting rules left it). None when the agent has no output rule."""
     rules = guardrails.side_rules(snapshot_guardrails(snapshot), guardrails.SIDE_OUTPUT)
-    if not any(rule["kind"] == guardrails.KIND_MODERATION for rule in rules):
+    if not rules:
         return []
     hits = _scanned(rules, [content])[0]
-    if guardrails.blocked(hits):  # a blocked answer needs no verdict
-        return []
-    return _moderation_hits(
-        run=run,
-        owner=owner,
-        snapshot=snapshot,
-        rules=rules,
-        side=guardrails.SIDE_OUTPUT,
-        text=guardrails.redacted(content, hits),
-        iteration=iteration,
+    if guardrails.blocked(hits) or not any(rule["kind"] == guardrails.KIND_MODERATION for rule in rules):
+        return hits
+    text = guardrails.redacted(content, hits)
+    side = guardrails.SIDE_OUTPUT
+    moderated = _moderation_hits(
+        run=run, owner=owner, snapshot=snapshot, rules=rules, side=side, text=text, iteration=iteration
     )
+    return hits + moderated
 
 
 def output_review(

@@ -18,10 +18,9 @@ from django.utils import timezone
 
 from agents.snapshot import DELEGATE_KIND
 from conversations import events
-from conversations.batch import Batch
+from conversations.batch import Batch, Select, event_add, row_insert
 from conversations.events import EventType
 from conversations.models import Run, ToolInvocation
-from conversations.services import event_add, row_insert
 from platform_site.text import scrub_nul
 from tools.approval_policy import approval_need
 from tools.arguments import parse_arguments, validate_arguments
@@ -88,12 +87,7 @@ def tool_live_read(batch: Batch, spec: dict) -> None:
     """The tool's live state (switched off since the snapshot?), read as `tool` in the statement
     that marks its call started."""
     if spec.get("id") is not None:
-        batch.read(
-            "tool",
-            f'SELECT "is_active" FROM "{ToolDefinition._meta.db_table}" WHERE "id" = %s',
-            [spec["id"]],
-            ("is_active",),
-        )
+        batch.read("tool", Select(ToolDefinition, ("is_active",)).where(id=spec["id"]))
 
 
 def invocations_add(

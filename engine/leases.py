@@ -21,8 +21,7 @@ from django.utils import timezone
 from conversations import events
 from conversations.fencing import LeaseLost, lease_deadline
 from conversations.models import Message, Run, RunStatus
-from conversations.selectors import STEP_READ_AFTER_GUARD, STEP_RUN_COLUMNS, run_step_parse
-from engine.transitions import Shape, run_transition, run_transition_reading
+from engine.transitions import Shape, run_transition
 
 log = logging.getLogger(__name__)
 
@@ -62,25 +61,11 @@ def _claim(owner: str) -> dict:
 
 
 def run_claim(*, run_id, owner: str) -> bool:
-    """Take the run (queued, or running on a lapsed lease), with its run.running event."""
-    return run_transition(run_id=run_id, **_claim(owner))
+    """Take the run (queued, or running on a lapsed lease), with its run.running event.
 
-
-def run_claim_read(*, run_id, owner: str) -> tuple[Run, list[Message]] | None:
-    """run_claim, and what the run's first step reads (conversations.selectors.run_step_read: the
-    run as claimed, its conversation's summary and messages), in the same statement on
-    PostgreSQL: a worker taking a run reads it with no round trip of its own. None if the run
-    was not claimed."""
-    # Asynchronously (conversations.batch): the first step's attempt commits synchronously
-    # before its request, and a claim a database crash undoes leaves the run as it was.
-    rows = run_transition_reading(
-        run_id=run_id,
-        read=STEP_READ_AFTER_GUARD,
-        returning=STEP_RUN_COLUMNS,
-        asynchronous_commit=True,
-        **_claim(owner),
-    )
-    return None if rows is None else run_step_parse(rows)
+    Asynchronously (conversations.batch): the first step's attempt commits synchronously before
+    its request, and a claim a database crash undoes leaves the run as it was."""
+    return run_transition(run_id=run_id, asynchronous_commit=True, **_claim(owner))
 
 
 def lease_fence(*, run_id, owner: str) -> None:

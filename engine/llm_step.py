@@ -9,38 +9,45 @@ What follows the answer is decided with it, before the commit that records it
 (engine.next_step, `answered`), and that commit may act on the decision itself instead of the
 next step: mark the first tool call started (RunTools.start_first), or end the run after a final
 answer (engine.runs.AnswerEnding). Its guard then checks what could have changed meanwhile; if it
-does not match, the answer is recorded again without it (engine.model_call._record_success).
-The decision is handed to the loop (StepResult.decision), which executes it.
+does not match, the answer is recorded again without it: one statement's guard can only match
+or not, what it checks can change up to the statement itself, and the answer must be recorded
+whatever it finds (the second try comes only when something stood in the way: a cancel, a
+webhook that listens). The decision is handed to the loop (StepResult.decision), which executes it.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 
 from django.utils import timezone
-from django.utils.translation import gettext_lazy as _
 
 from agents.guardrails import Hit
 from agents.providers import LLMResponse
 from agents.snapshot import AgentSnapshot, snapshot_tool, snapshot_tools
-from conversations.batch import Batch, PendingCommit
+from conversations.batch import Is, Row, db_value, exists, messages_add, run_guard
 from conversations.models import LLMCall, Message, Run, StopReason, ToolInvocation
 from conversations.selectors import run_step_row
-from conversations.services import db_value, messages_add, run_guard
 from conversations.webhooks import WEBHOOKS_LISTENING_SQL
 from engine.context import build_context
 from engine.guardrails import (
     OutputReview,
     output_hits,
-    output_moderation,
     output_review,
     screened,
     streams_answer,
 )
 from engine.invocations import Started, invocations_add
-from engine.model_call import ContextOverflow, EmptyAnswer, Guard, ModelStepFailed, model_call
+from engine.model_call import (
+    Answer,
+    ContextOverflow,
+    Guard,
+    ModelRequest,
+    ModelStepFailed,
+    answer_record,
+    answer_writes,
+    model_call,
+)
 from engine.next_step import Finish, RunTools, Step, next_step
 from engine.runs import AnswerEnding
-from engine.window import fitted
 
 FORCED_CHOICES = ("required", "tool")
 
@@ -65,19 +72,6 @@ class StepResult:
     ending: AnswerEnding | None = None
     # What follows the answer, decided with it (engine.next_step): what the loop executes next.
     decision: Step | None = None
-
-
-@dataclass
-class _Answer:
-    """The last answer given, its tool calls with their ids, and the ending its commit may make:
-    a step's first_guard plans them, its record writes them."""
-
-    response: LLMResponse | None = None
-    calls: list[dict] = field(default_factory=list)
-    decision: Step | None = None
-    ending: AnswerEnding | None = None
-    # What the output rules found in a final answer, once asked (first_guard asks, record reuses).
-    hits: list[Hit] | None = None
 
 
 MAX_CALL_ID = 128  # ToolInvocation.tool_call_id and Approval.tool_call_id
@@ -116,15 +110,8 @@ def _first_call_guard(*, run: Run, owner: str, calls: list[dict]) -> Guard:
     """The guard of an answer's commit that marks its first call started: it checks what could
     change before the commit, that no cancel was accepted since the run was read and that the
     call's id is new in the run (a call recorded before is the tool step's to read)."""
-    invocations = ToolInvocation._meta.db_table
-    return partial(
-        run_guard,
-        run_id=run.pk,
-        lease_owner=owner,
-        where=f'NOT "cancel_requested" AND NOT EXISTS (SELECT 1 FROM "{invocations}" '
-        'WHERE "run_id" = %s AND "tool_call_id" = %s)',
-        where_params=[db_value(ToolInvocation, "run", run.pk), calls[0]["id"]],
-    )
+    recorded = exists(ToolInvocation, run_id=Row("id"), tool_call_id=calls[0]["id"])
+    return partial(run_guard, run_id=run.pk, lease_owner=owner, where=(Is("cancel_requested", False), ~recorded))
 
 
 def effective_tool_choice(*, run: Run, snapshot: AgentSnapshot, messages: list[Message]) -> tuple[str, str]:
@@ -141,32 +128,12 @@ def effective_tool_choice(*, run: Run, snapshot: AgentSnapshot, messages: list[M
     return choice, name
 
 
-EMPTY_ANSWER_MESSAGE = _(
-    "I could not produce an answer: the model replied with no text and no tool calls, also when asked "
-    "again. Please try again, or rephrase the question."
-)
-
-
-def empty_answer(response: LLMResponse) -> EmptyAnswer | None:
-    if response.content.strip() or response.tool_calls:
-        return None
-    # The ledger records the rejected attempt with this text; the user reads it in the agent's
-    # language (engine.loop, via engine.speech).
-    return EmptyAnswer(EMPTY_ANSWER_MESSAGE)
-
-
-def llm_step(
-    *, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], pending: PendingCommit | None = None
-) -> StepResult:
-    """`pending`: the previous step's last commit, made by this step's first attempt (its own, or
-    a summary call's when the history is folded first: engine.model_call)."""
+def llm_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> StepResult:
     iteration = run.iterations + 1
     tool_choice, tool_name = effective_tool_choice(run=run, snapshot=snapshot, messages=messages)
     # Models see the requester's messages as the input guardrails left them (engine.guardrails).
     shown = screened(messages)
-    wire_messages = build_context(
-        run=run, owner=owner, snapshot=snapshot, messages=shown, iteration=iteration, pending=pending
-    )
+    wire_messages = build_context(run=run, owner=owner, snapshot=snapshot, messages=shown, iteration=iteration)
     try:
         return _call(
             run=run,
@@ -177,7 +144,6 @@ def llm_step(
             wire_messages=wire_messages,
             tool_choice=tool_choice,
             tool_name=tool_name,
-            pending=pending,
         )
     except ContextOverflow:
         folded = build_context(
@@ -207,68 +173,83 @@ def _call(
     wire_messages: list[dict],
     tool_choice: str,
     tool_name: str,
-    pending: PendingCommit | None = None,
 ) -> StepResult:
-    parallel = snapshot["agent"]["parallel_tool_calls"]
+    request = ModelRequest(
+        messages=wire_messages,
+        tools=snapshot["tools"],
+        tool_choice=tool_choice,
+        tool_name=tool_name,
+        parallel_tool_calls=snapshot["agent"]["parallel_tool_calls"],
+        reject_empty=True,
+        relay_deltas=streams_answer(snapshot),
+    )
+    answer = model_call(
+        run=run,
+        owner=owner,
+        snapshot=snapshot,
+        purpose=LLMCall.Purpose.STEP,
+        iteration=iteration,
+        request=request,
+    )
+    response = answer.response
+    calls = _normalised_tool_calls(response, run, iteration)
+    hits = None
+    if not calls:
+        # A final answer is judged by the output rules (moderation calls included) before it is recorded.
+        hits = output_hits(run=run, owner=owner, snapshot=snapshot, iteration=iteration, content=response.content)
+    recorded = _Recorded(run=run, snapshot=snapshot, calls=calls, hits=hits)
+    recorded.decision = _answer_decision(run=run, snapshot=snapshot, messages=messages, calls=calls)
+    # The answer's commit acts on the decision made with it, if it may (see the module); if its
+    # guard matches nothing, the answer is recorded again under the lease's fence alone.
+    plan = _plan(run=run, owner=owner, decision=recorded.decision, calls=calls, hits=hits)
+    if plan is not None:
+        result = recorded.commit(answer, plan)
+        if result is not None:
+            return result
+    return recorded.commit(answer, None)
 
-    def build(provider, model: dict) -> dict:
-        model = fitted(model, messages=wire_messages, tools=snapshot["tools"])
-        return provider.build_request(
-            model=model,
-            messages=wire_messages,
-            tools=snapshot["tools"],
-            tool_choice=tool_choice,
-            parallel_tool_calls=parallel,
-            tool_name=tool_name,
-        )
 
-    moderated: list[Hit] = []
+@dataclass
+class _Plan:
+    """What the answer's commit does beyond recording it, under its own guard: start the first
+    tool call (`ending` None), or end the run (AnswerEnding)."""
 
-    def prepare(response: LLMResponse) -> None:
-        # A final answer is judged by the output moderation rules before it is recorded.
-        if not response.tool_calls:
-            moderated[:] = output_moderation(
-                run=run, owner=owner, snapshot=snapshot, iteration=iteration, content=response.content
-            )
+    guard: Guard
+    ending: AnswerEnding | None = None
 
-    answer = _Answer()
 
-    def answer_for(response: LLMResponse) -> _Answer:
-        nonlocal answer
-        if answer.response is not response:
-            answer = _Answer(response, _normalised_tool_calls(response, run, iteration))
-        return answer
+def _plan(*, run: Run, owner: str, decision: Step, calls: list[dict], hits: list[Hit] | None) -> _Plan | None:
+    if isinstance(decision, RunTools):
+        return _Plan(_first_call_guard(run=run, owner=owner, calls=calls)) if decision.start_first else None
+    if not isinstance(decision, Finish) or decision.reason != StopReason.FINAL_ANSWER or hits:
+        # Not the usual ending: a limit that stops the calls asked for, or an output rule that
+        # matched the answer; engine.loop ends the run, enforcing what the rule does, after
+        # the commit (engine.runs.AnswerEnding).
+        return None
+    ending = AnswerEnding(run.pk, owner)
+    return _Plan(ending.guard, ending)
 
-    def hits_of(held: _Answer) -> list[Hit]:
-        if held.hits is None:
-            held.hits = output_hits(snapshot, content=held.response.content, moderated=moderated)
-        return held.hits
 
-    def first_guard(response: LLMResponse) -> Guard | None:
-        # The answer's commit acts on the decision made with it, if it may (see the module).
-        held = answer_for(response)
-        held.decision = _answer_decision(run=run, snapshot=snapshot, messages=messages, calls=held.calls)
-        if isinstance(held.decision, RunTools):
-            return _first_call_guard(run=run, owner=owner, calls=held.calls) if held.decision.start_first else None
-        if not isinstance(held.decision, Finish) or held.decision.reason != StopReason.FINAL_ANSWER or hits_of(held):
-            # Not the usual ending: a limit that stops the calls asked for, or an output rule that
-            # matched the answer; engine.loop ends the run, enforcing what the rule does, after
-            # the commit (engine.runs.AnswerEnding).
-            return None
-        held.ending = AnswerEnding(run.pk, owner)
-        return held.ending.guard
+@dataclass
+class _Recorded:
+    """The answer's commit: the assistant message, its tool calls' rows, the output rules'
+    review and, as planned, the first call started or the run's end."""
 
-    def record(call: LLMCall, response: LLMResponse, batch: Batch, planned: bool) -> StepResult:
-        held = answer_for(response)
-        tool_calls = held.calls
-        content = response.content
+    run: Run
+    snapshot: AgentSnapshot
+    calls: list[dict]
+    hits: list[Hit] | None
+    decision: Step | None = None
+
+    def commit(self, answer: Answer, plan: _Plan | None) -> StepResult | None:
+        """The StepResult, or None if the plan's guard matched nothing (nothing was written)."""
+        run, response, calls = self.run, answer.response, self.calls
+        batch = answer_writes(answer, guard=plan.guard if plan else None)
         review = (
             None
-            if tool_calls
-            else output_review(batch, run_id=run.pk, snapshot=snapshot, content=content, hits=hits_of(held))
+            if calls
+            else output_review(batch, run_id=run.pk, snapshot=self.snapshot, content=response.content, hits=self.hits)
         )
-        if review is not None:
-            content = review.content
         [message] = messages_add(
             batch,
             conversation_id=run.conversation_id,
@@ -276,48 +257,43 @@ def _call(
             messages=[
                 {
                     "role": Message.Role.ASSISTANT,
-                    "content": content,
-                    "tool_calls": tool_calls or None,
-                    "llm_call_id": call.pk,
+                    "content": review.content if review is not None else response.content,
+                    "tool_calls": calls or None,
+                    "llm_call_id": answer.call.pk,
                     "reasoning": response.reasoning,
                 }
             ],
         )
-        result = StepResult(message, response, review, decision=held.decision)
-        if tool_calls:
+        rows = None
+        if calls:
             # The calls' rows are written with the answer: the tool step starts with them.
-            tools = snapshot_tools(snapshot)
+            tools = snapshot_tools(self.snapshot)
             rows = invocations_add(
-                batch, run=run, llm_call_id=call.pk, calls=tool_calls, tools=tools, start_first=planned
+                batch, run=run, llm_call_id=answer.call.pk, calls=calls, tools=tools, start_first=plan is not None
             )
-            result.invocations = rows
-            if planned:
-                # After the rows' own callbacks: the first one has its id by then.
-                batch.after(lambda results: setattr(result, "started", Started(rows[0].pk, results.get("tool") or {})))
-        elif planned:
+        elif plan is not None:
             # The run ends with this commit; its guard made sure no webhook must hear it.
-            result.ending = held.ending
-            result.ending.writes(batch, call_id=call.pk)
+            plan.ending.writes(batch, call_id=answer.call.pk)
         else:
             # The run ends next, usually in one statement: whether a webhook must hear that is
             # read here, in this commit's statement, instead of by a read of its own. A webhook
             # saved between the two misses the ending, as one saved while the ending is written did.
             batch.read("listening", WEBHOOKS_LISTENING_SQL, [db_value(Run, "id", run.pk)], ("listening",))
-            batch.after(lambda results: setattr(result, "listening", bool(results["listening"]["listening"])))
-        batch.after(lambda results: setattr(result, "run", run_step_row(results["run"], run.conversation)))
+        results = answer_record(answer, batch, tentative=plan is not None)
+        if results is None:
+            return None
+        result = StepResult(
+            message,
+            response,
+            review,
+            run=run_step_row(results["run"], run.conversation),
+            invocations=rows,
+            decision=self.decision,
+        )
+        if calls and plan is not None:
+            result.started = Started(rows[0].pk, results.get("tool") or {})
+        elif plan is not None:
+            result.ending = plan.ending
+        elif not calls:
+            result.listening = bool(results["listening"]["listening"])
         return result
-
-    return model_call(
-        run=run,
-        owner=owner,
-        snapshot=snapshot,
-        purpose=LLMCall.Purpose.STEP,
-        iteration=iteration,
-        build=build,
-        record=record,
-        first_guard=first_guard,
-        relay_deltas=streams_answer(snapshot),
-        check=empty_answer,
-        prepare=prepare,
-        pending=pending,
-    )

@@ -1,7 +1,7 @@
 """The agent loop: the life of a run on a worker, from its claim to its end or its parking.
 
-1. Claim (run_advance → _advance): one statement claims the run with a lease (engine.leases)
-   and reads what the first step starts from, the run and its messages.
+1. Claim (run_advance → _advance): a conditional UPDATE claims the run with a lease
+   (engine.leases), then the first step's read: the run and its messages.
 2. Steps (_steps → _step): each step begins with its decision, made once by engine.next_step
    (a pure function of the run, its messages and its snapshot): call the model, run the tools
    the model asked for, or finish. The step executes it:
@@ -16,11 +16,7 @@
    call, a guardrail, a cancel seen at a step boundary), is made once by engine.runs.run_finish
    (_end). A run that used up its time slice goes back to the queue between two steps.
 
-Every step ends with a commit, so any step can be re-run by another worker after a crash. A
-tool step's last commit is not made at once but carried as Carried.pending: the next model
-call's first attempt makes it in its own statement (its guard also checking that no cancel came
-meanwhile); whatever else follows (an ending, a requeue, a failure), the loop makes it on its
-own first, in one place (_steps' finally).
+Every step ends with a commit, so any step can be re-run by another worker after a crash.
 
 A step starts from the run and its messages as the database holds them: read when the worker
 claims the run (and after a step that parked, waited on others or folded the history into the
@@ -44,17 +40,16 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.snapshot import AgentSnapshot
 from conversations import events
-from conversations.batch import PendingCommit
 from conversations.models import Message, Run, RunStatus, StopReason, ToolInvocation
-from engine.context import step_history, step_read
+from engine.context import step_read
 from engine.delegation import run_park_for_children
 from engine.dispatch import run_enqueue
 from engine.guardrails import input_check, output_enforce
 from engine.invocations import Started
-from engine.leases import LeaseLost, process_owner, renewer, run_claim_read
+from engine.leases import LeaseLost, process_owner, renewer, run_claim
 from engine.limits import daily_usage, timeout_limit
-from engine.llm_step import EMPTY_ANSWER_MESSAGE, llm_step
-from engine.model_call import CancelAccepted, DeadlineReached, EmptyAnswer, ModelStepFailed
+from engine.llm_step import llm_step
+from engine.model_call import EMPTY_ANSWER_MESSAGE, DeadlineReached, EmptyAnswer, ModelStepFailed
 from engine.next_step import Finish, RunTools, Step, next_step
 from engine.runs import run_finish, run_park_for_approval
 from engine.snapshots import version_snapshot
@@ -90,9 +85,6 @@ class Carried:
     # What the next step is, when it was decided with the answer and that commit acted on it
     # (started the first call): the next step executes it rather than deciding again.
     decided: Step | None = None
-    # The previous step's last commit, not made yet (a tool step's): the next model call's first
-    # attempt makes it with its own row; if anything else follows, the loop makes it first (_steps).
-    pending: PendingCommit | None = None
 
 
 def _step(run_id, owner: str, carried: Carried | None = None) -> Carried | Finish | bool:
@@ -113,8 +105,7 @@ def _step(run_id, owner: str, carried: Carried | None = None) -> Carried | Finis
         return step
     if isinstance(step, RunTools):
         return _tools(run=run, owner=owner, snapshot=snapshot, messages=messages, carried=carried)
-    pending = carried.pending if carried else None
-    return _call_model(run=run, owner=owner, snapshot=snapshot, messages=messages, pending=pending)
+    return _call_model(run=run, owner=owner, snapshot=snapshot, messages=messages)
 
 
 def _decide(run: Run, messages: list[Message], snapshot: AgentSnapshot) -> Step:
@@ -151,15 +142,12 @@ def _tools(
         # step ran: take the step again.
         parked = run_park_for_approval(run_id=run.pk, owner=owner) or run_park_for_children(run_id=run.pk, owner=owner)
         return not parked
-    # The step's last commit is left for the next statement to make: the next step starts from
-    # the run as this step found it, the step having changed none of what it reads (a cancel
-    # accepted meanwhile is checked by that statement: engine.model_call).
-    return Carried(run, [*messages, *outcome.messages], pending=PendingCommit(outcome.pending, run.pk))
+    # The next step starts from the run as the step's last commit left it: a cancel accepted
+    # while the tools ran is seen at that step's boundary.
+    return Carried(outcome.run, [*messages, *outcome.messages])
 
 
-def _call_model(
-    *, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], pending: PendingCommit | None
-) -> Carried | Finish | bool:
+def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> Carried | Finish | bool:
     summary_through = run.conversation.context_summary_through
     try:
         if run.iterations == 0:
@@ -168,9 +156,7 @@ def _call_model(
             blocked = input_check(run=run, owner=owner, snapshot=snapshot, messages=messages)
             if blocked is not None:
                 return blocked
-        result = llm_step(run=run, owner=owner, snapshot=snapshot, messages=messages, pending=pending)
-    except CancelAccepted:
-        return Finish(StopReason.CANCELLED)
+        result = llm_step(run=run, owner=owner, snapshot=snapshot, messages=messages)
     except DeadlineReached:
         limit = timeout_limit(snapshot)
         return Finish(limit.stop_reason, limit.message)
@@ -215,15 +201,13 @@ SLICE_USED = _SliceUsed()
 
 def _advance(run_id) -> None:
     owner = process_owner()
-    claimed = run_claim_read(run_id=run_id, owner=owner)
-    if claimed is None:
+    if not run_claim(run_id=run_id, owner=owner):
         log.info("run %s: not claimable (taken, parked or finished)", run_id)
         return
     log.info("run %s: claimed by %s", run_id, owner)
     renewer.hold(run_id)
     try:
-        # The first step starts from what the claim read with it.
-        after = _steps(run_id, owner, Carried(*step_history(*claimed)))
+        after = _steps(run_id, owner, Carried(*step_read(run_id=run_id)))
         if isinstance(after, Finish):
             _end(run_id, after)
         elif after is SLICE_USED:
@@ -250,26 +234,19 @@ def _steps(run_id, owner: str, carried: Carried) -> Finish | _SliceUsed | None:
     """Take steps from `carried` until the run ends, parks or its slice is used up. Returns the
     ending, SLICE_USED, or None: the run parked."""
     slice_ends = time.monotonic() + settings.AGENTRY_TASK_SLICE_SECONDS
-    try:
-        while True:
-            went = _step(run_id, owner, carried)
-            if went is False:
-                return None
-            if isinstance(went, Finish):
-                return went
-            carried = went if isinstance(went, Carried) else None
-            # A call the last commit started runs in this slice: requeued, it would be found
-            # running by the next one, as after a worker's crash.
-            if time.monotonic() > slice_ends and not (carried and carried.started):
-                # A long run goes back to the queue between steps, so no task runs unbounded
-                # (thread pools cannot enforce Celery's time limits) and other runs get a turn.
-                return SLICE_USED
-    finally:
-        # The one place a step's pending commit is made on its own: no model call took it (the
-        # run ends, goes back to the queue, or a step failed before its attempt). It comes
-        # before whatever follows; LeaseLost: it cannot be made, and the run is not ours.
-        if carried is not None and carried.pending:
-            carried.pending.commit()
+    while True:
+        went = _step(run_id, owner, carried)
+        if went is False:
+            return None
+        if isinstance(went, Finish):
+            return went
+        carried = went if isinstance(went, Carried) else None
+        # A call the last commit started runs in this slice: requeued, it would be found
+        # running by the next one, as after a worker's crash.
+        if time.monotonic() > slice_ends and not (carried and carried.started):
+            # A long run goes back to the queue between steps, so no task runs unbounded
+            # (thread pools cannot enforce Celery's time limits) and other runs get a turn.
+            return SLICE_USED
 
 
 def _end(run_id, finish: Finish) -> None:

@@ -7,8 +7,11 @@ together, so a completed call is never made again; a row left `started` by a dea
 closed as interrupted when the call is attempted anew. Each of these records is one ledger
 batch (conversations.batch) fenced by the run's lease: one statement on PostgreSQL.
 
-An answer the caller cannot use (`check`: an empty one, say) is an attempt like a failed one:
-recorded with its tokens, then retried. An error saying the request was too long ends the call
+The caller says what to ask as a value (ModelRequest) and gets the answer back as a value
+(Answer), not yet recorded: it decides what the answer leads to, then records it with its own
+writes in the same commit (answer_writes, then answer_record). An answer the request turns down
+(`reject_empty`: one with neither text nor tool calls) is an attempt like a failed one: recorded
+with its tokens, then retried. An error saying the request was too long ends the call
 at once (ContextOverflow: the caller may fold the context and call again); one saying a mode is
 unsupported (streaming with tools, on llama.cpp) sends the same attempt again unstreamed, without
 using up a retry, and the model config remembers it for later calls.
@@ -26,13 +29,14 @@ the prices used.
 import logging
 import time
 import zoneinfo
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
 from functools import partial
+from typing import Protocol
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from agents.models import ModelConfig
 from agents.providers import LLMResponse, ProviderError, get_provider
@@ -40,15 +44,25 @@ from agents.providers.calibration import Calibration, calibration_sample
 from agents.services import agent_usage_add
 from agents.snapshot import AgentSnapshot, ModelSnapshot, snapshot_models
 from conversations import events
-from conversations.batch import Batch, PendingCommit, batch_commit
+from conversations.batch import (
+    Batch,
+    Plus,
+    Update,
+    batch_commit,
+    count,
+    event_add,
+    row_insert,
+    row_update,
+    run_event_append,
+    run_guard,
+)
 from conversations.events import EventType
 from conversations.fencing import LeaseLost
 from conversations.models import LLMCall, Run
 from conversations.selectors import STEP_RUN_COLUMNS
-from conversations.services import db_value, event_add, row_insert, row_update, run_guard
 from conversations.usage import USAGE_FIELDS, usage_values
-from engine.deltas import DeltaRelay
 from engine.tracing import chat_span
+from engine.window import fitted
 from platform_site import green
 from platform_site.backoff import backoff_delay
 from platform_site.cursors import statement_cursor
@@ -75,12 +89,39 @@ class ContextOverflow(ModelStepFailed):
     """The server said the request does not fit the model's context."""
 
 
-class CancelAccepted(Exception):
-    """A cancel was accepted during the tool step before the model call: no attempt was made."""
-
-
 class DeadlineReached(Exception):
     """The run's wall-clock deadline passed while it was waiting on the model."""
+
+
+# Streamed text is relayed to the run's events while the model is still answering, coalesced
+# for a short window: a chatty stream (a few characters a chunk) costs a handful of event rows a
+# second instead of one a chunk.
+FLUSH_INTERVAL_SECONDS = 0.02
+
+
+class DeltaRelay:
+    def __init__(self, *, run_id, llm_call_id: int):
+        self.run_id = run_id
+        self.llm_call_id = llm_call_id
+        self._buffer: list[str] = []
+        self._last_flush = time.monotonic()
+
+    def push(self, text: str) -> None:
+        self._buffer.append(text)
+        if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._buffer:
+            text, self._buffer = "".join(self._buffer), []
+            run_event_append(
+                run_id=self.run_id,
+                type=EventType.MESSAGE_DELTA,
+                payload=events.message_delta(llm_call_id=self.llm_call_id, text=text),
+            )
+            # Back to waiting on the stream: do not hold a pooled connection meanwhile.
+            release_connection()
+        self._last_flush = time.monotonic()
 
 
 def call_cost(prices: dict, response: LLMResponse) -> Decimal:
@@ -186,15 +227,67 @@ def _record_failure(*, run, owner, call, error: ProviderError, started) -> None:
 _TOTALS = ("iterations", *USAGE_FIELDS, "cost")
 
 
-# A guard that an answer's commit is tried with first (engine.llm_step): it adds the batch's guard
-# on the run's row, given the answer's own assignments there (its totals: `sets`, `params`) and the
-# columns to return; see _record_success.
-Guard = Callable[..., None]
+class Guard(Protocol):
+    """A guard an answer's commit may be tried with instead of the lease's fence (engine.llm_step):
+    it adds the batch's guard on the run's row, given the answer's own assignments there (its
+    totals: `sets`, field: Plus or value) and the columns to return (conversations.batch.run_guard)."""
+
+    def __call__(self, batch: Batch, *, sets: dict[str, object], returning: tuple[str, ...]) -> None: ...
 
 
 @dataclass(frozen=True)
-class _Answered:
-    """An attempt that came back with an answer, and what accounting for it needs."""
+class ModelRequest:
+    """What a model call asks, as values: each attempt's body is built from it for the model
+    config tried (fitted to that model's window)."""
+
+    messages: list[dict]
+    tools: list[dict] = field(default_factory=list)
+    tool_choice: str = "auto"
+    tool_name: str = ""
+    parallel_tool_calls: bool = True
+    # Summaries and moderation verdicts are prose, whatever the agent's answers must look like.
+    plain_text: bool = False
+    # An answer with neither text nor tool calls is turned down: retried, EmptyAnswer at the end.
+    reject_empty: bool = False
+    # The answer's text deltas are relayed to the run's streams as they arrive.
+    relay_deltas: bool = False
+    # Tried instead of the agent's models (a moderation rule's own model).
+    models: list[ModelSnapshot] | None = None
+
+
+def request_body(provider, model: dict, request: ModelRequest) -> dict:
+    """The request's body for one model config."""
+    if request.plain_text:
+        model = {**model, "response_format": "text", "response_schema": None}
+    return provider.build_request(
+        model=fitted(model, messages=request.messages, tools=request.tools),
+        messages=request.messages,
+        tools=request.tools,
+        tool_choice=request.tool_choice,
+        parallel_tool_calls=request.parallel_tool_calls,
+        tool_name=request.tool_name,
+    )
+
+
+EMPTY_ANSWER_MESSAGE = _(
+    "I could not produce an answer: the model replied with no text and no tool calls, also when asked "
+    "again. Please try again, or rephrase the question."
+)
+
+
+def _turned_down(request: ModelRequest, response: LLMResponse) -> ModelStepFailed | None:
+    """Why the request turns the answer down, if it does (small models answer with nothing)."""
+    if request.reject_empty and not response.content.strip() and not response.tool_calls:
+        # The ledger records the rejected attempt with this text; the user reads it in the agent's
+        # language (engine.loop, via engine.speech).
+        return EmptyAnswer(EMPTY_ANSWER_MESSAGE)
+    return None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An attempt that came back with an answer the request accepts, not recorded yet, and what
+    accounting for it needs (answer_writes)."""
 
     run: Run
     owner: str
@@ -210,7 +303,7 @@ class _Answered:
 
 
 def _account(
-    batch, answered: _Answered, *, status: str, error: str = "", returning=(), guard: Guard | None = None
+    batch, answered: Answer, *, status: str, error: str = "", returning=(), guard: Guard | None = None
 ) -> tuple:
     """Adds to `batch` the completion of the call row with its answer, and its tokens and cost
     on the run (in the batch's guard: `guard`, else the lease's fence, which returns the run's
@@ -219,14 +312,13 @@ def _account(
     usage = response.usage
     cost = call_cost(answered.prices, response)
     step = call.purpose == LLMCall.Purpose.STEP and status == LLMCall.Status.SUCCEEDED
-    sets = [f'"{name}" = "{name}" + %s' for name in _TOTALS]
-    params = [1 if step else 0, *usage_values(usage).values(), db_value(Run, "cost", cost)]
+    amounts = (1 if step else 0, *usage_values(usage).values(), cost)
+    sets: dict[str, object] = {name: Plus(amount) for name, amount in zip(_TOTALS, amounts, strict=True)}
     if usage.estimated:
-        sets.append('"usage_estimated" = %s')
-        params.append(True)
+        sets["usage_estimated"] = True
     if guard is None:
         guard = partial(run_guard, run_id=run.pk, lease_owner=answered.owner)
-    guard(batch, sets=", ".join(sets), params=params, returning=returning)
+    guard(batch, sets=sets, returning=returning)
     row_update(
         batch,
         "call",
@@ -257,12 +349,7 @@ def _account(
 
 def _calibration_add(batch, model_config_id: int, learned: dict) -> None:
     # A write of the call's own statement: no round trip, and only if the call is recorded.
-    sets = ", ".join(f'"{name}" = "{name}" + %s' for name in learned)
-    batch.add(
-        "calibration",
-        f'UPDATE "{ModelConfig._meta.db_table}" SET {sets} WHERE "id" = %s AND {{guard}}',
-        [*learned.values(), model_config_id],
-    )
+    batch.add("calibration", Update(ModelConfig).add(**learned).where(id=model_config_id))
 
 
 def _calibrated(live: _Live, provider, body: dict, call: LLMCall, response: LLMResponse):
@@ -277,7 +364,7 @@ def _calibrated(live: _Live, provider, body: dict, call: LLMCall, response: LLMR
     return response, calibration_sample(reported=response.usage, estimated=estimated)
 
 
-def _record_rejected(answered: _Answered, *, reason: str) -> None:
+def _record_rejected(answered: Answer, *, reason: str) -> None:
     """An answer that came back but cannot be used: a failed attempt that still cost tokens."""
     answered = replace(answered, response=scrub_nul(answered.response))
     run, call, response = answered.run, answered.call, answered.response
@@ -297,72 +384,57 @@ def _record_rejected(answered: _Answered, *, reason: str) -> None:
     chat_span(call=call, started=answered.started, response=response, error=reason, ended=answered.arrived)
 
 
-def _record_success(answered: _Answered, *, record, first_guard):
-    """The answer's commit: the call completed, with what `record` makes of the answer. When
-    `first_guard` gives a guard for it, the commit is tried with that guard first, and `record`
-    is told so (planned: engine.llm_step then marks the first tool call started with the
-    commit, or ends the run with it); if the guard matched nothing (a cancel was accepted
-    meanwhile, say), the answer is recorded again under the lease's fence alone.
+def answer_writes(answer: Answer, *, guard: Guard | None = None) -> Batch:
+    """The batch that records `answer`: the call completed, its tokens and cost on the run (in
+    the batch's guard: `guard`, else the lease's fence) and on the agent's day, and its event,
+    the first of the batch's (whatever the answer starts comes after it). The caller adds what
+    it makes of the answer, then commits it (answer_record). The guard returns the run as the
+    commit leaves it (conversations.selectors.STEP_RUN_COLUMNS): the next step starts from it."""
+    call, response = answer.call, answer.response
+    batch = Batch()
+    usage, cost = _account(batch, answer, status=LLMCall.Status.SUCCEEDED, returning=STEP_RUN_COLUMNS, guard=guard)
+    payload = events.llm_call_completed(
+        llm_call_id=call.pk,
+        purpose=call.purpose,
+        iteration=call.iteration,
+        attempt=call.attempt,
+        finish_reason=response.finish_reason,
+        tool_calls=[c.name for c in response.tool_calls],
+        usage=usage.__dict__,
+        cost=format(cost, "f"),
+        prices=answer.prices,
+    )
+    event_add(batch, run_id=answer.run.pk, type=EventType.LLM_CALL_COMPLETED, payload=payload)
+    return batch
 
-    Why try twice: the answer must be recorded whatever the guard finds, and one statement's
-    guard can only match or not (when it does not, the statement writes nothing). What it checks
-    can change up to the statement itself, so it cannot be decided before it. The second try
-    comes only when something stood in the way (a cancel, a webhook that listens), at the cost
-    of one statement."""
-    answered = replace(answered, response=scrub_nul(answered.response))
-    run, call, response = answered.run, answered.call, answered.response
-    guard = first_guard(response) if first_guard else None
-    for planned in (True, False) if guard else (False,):
-        batch = Batch()
-        usage, cost = _account(
-            batch,
-            answered,
-            status=LLMCall.Status.SUCCEEDED,
-            # The run as this commit leaves it: the loop's next step starts from it (engine.loop).
-            returning=STEP_RUN_COLUMNS,
-            guard=guard if planned else None,
-        )
-        payload = events.llm_call_completed(
-            llm_call_id=call.pk,
-            purpose=call.purpose,
-            iteration=call.iteration,
-            attempt=call.attempt,
-            finish_reason=response.finish_reason,
-            tool_calls=[c.name for c in response.tool_calls],
-            usage=usage.__dict__,
-            cost=format(cost, "f"),
-            prices=answered.prices,
-        )
-        # First among the batch's events: whatever the answer starts comes after it.
-        event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_COMPLETED, payload=payload)
-        result = record(call, response, batch, planned)
-        # Asynchronously (conversations.batch): whatever the answer leads to outside the database
-        # (a tool, the next request, the run's end) commits synchronously first, unless it is
-        # made by this commit, which is then synchronous itself (Batch.durable).
-        if batch.execute(asynchronous_commit=True) is not None:
-            chat_span(call=call, started=answered.started, response=response, ended=answered.arrived)
-            return result
-    raise LeaseLost(str(run.pk))
+
+def answer_record(answer: Answer, batch: Batch | None = None, *, tentative: bool = False) -> dict | None:
+    """Commit `batch` (answer_writes' batch with the caller's writes; just the answer if None):
+    what its writes returned. A `tentative` batch, tried under a guard of its own, may match
+    nothing (a cancel was accepted meanwhile, say): then None, and nothing was written; otherwise
+    that is a lost lease (LeaseLost).
+
+    Asynchronously (conversations.batch): whatever the answer leads to outside the database (a
+    tool, the next request, the run's end) commits synchronously first, unless it is made by this
+    commit, which is then synchronous itself (Batch.durable)."""
+    results = (batch or answer_writes(answer)).execute(asynchronous_commit=True)
+    if results is None:
+        if tentative:
+            return None
+        raise LeaseLost(str(answer.run.pk))
+    chat_span(call=answer.call, started=answer.started, response=answer.response, ended=answer.arrived)
+    return results
 
 
 _INTERRUPTED = "interrupted: the worker stopped before the call completed"
 
 
-def _start_attempt(
-    *, run, owner, model, body, purpose, iteration, read_settings: bool, pending: PendingCommit | None
-) -> tuple[LLMCall, list | None]:
+def _start_attempt(*, run, owner, model, body, purpose, iteration, read_settings: bool) -> tuple[LLMCall, list | None]:
     """The attempt's row (started) and its event, committed before the request is sent. It is
     numbered after the rows this call already has; those a dead worker left started are closed
     as interrupted, in the same batch. With `read_settings`, the model config's live settings
-    are read in it too (their columns are returned, for _live_settings).
-
-    The previous step's last commit, `pending` (a tool step's: engine.loop), is made by the same
-    statement: its guard then also checks that no cancel was accepted since the step began (the
-    step boundary's check, which that commit would otherwise have returned to the loop). If one
-    was, the pending commit is made on its own and CancelAccepted raised: no attempt is made."""
-    table = LLMCall._meta.db_table
-    same_call = '"run_id" = %s AND "purpose" = %s AND "iteration" = %s'
-    key = [db_value(LLMCall, "run", run.pk), purpose, iteration]
+    are read in it too (their columns are returned, for _live_settings)."""
+    same_call = {"run_id": run.pk, "purpose": purpose, "iteration": iteration}
     call = LLMCall(
         run_id=run.pk,
         iteration=iteration,
@@ -372,26 +444,11 @@ def _start_attempt(
         model_name=model["model"],
         request=body,
     )
-    held = pending.take() if pending else None
-    if held is None:
-        batch = Batch()
-        run_guard(batch, run_id=run.pk, lease_owner=owner)
-    else:
-        batch = held.copy()
-        batch.narrow('NOT "cancel_requested"')
-    batch.add(
-        "interrupted",
-        f'UPDATE "{table}" SET "status" = %s, "error" = %s, "finished_at" = %s '
-        f'WHERE {same_call} AND "status" = %s AND {{guard}}',
-        [
-            LLMCall.Status.FAILED,
-            _INTERRUPTED,
-            db_value(LLMCall, "finished_at", timezone.now()),
-            *key,
-            LLMCall.Status.STARTED,
-        ],
-    )
-    attempt = (f'(SELECT COUNT(*) + 1 FROM "{table}" WHERE {same_call})', key)
+    batch = Batch()
+    run_guard(batch, run_id=run.pk, lease_owner=owner)
+    interrupted = Update(LLMCall).set(status=LLMCall.Status.FAILED, error=_INTERRUPTED, finished_at=timezone.now())
+    batch.add("interrupted", interrupted.where(**same_call, status=LLMCall.Status.STARTED))
+    attempt = count(LLMCall, plus=1, **same_call)
     row_insert(batch, "call", call, exprs={"attempt": attempt}, returning=("id", "attempt"))
     payload = events.llm_call_started(
         llm_call_id=None, purpose=purpose, iteration=iteration, attempt=None, model=model["name"]
@@ -400,12 +457,7 @@ def _start_attempt(
     event_add(batch, run_id=run.pk, type=EventType.LLM_CALL_STARTED, payload=payload, fill=fill)
     if read_settings:
         batch.read("settings", _SETTINGS_SQL, [model["id"]], _SETTINGS_COLUMNS)
-    results = batch.execute()
-    if results is None:
-        if held is None:
-            raise LeaseLost(str(run.pk))
-        batch_commit(held, run.pk)  # LeaseLost if that was what failed
-        raise CancelAccepted(str(run.pk))
+    results = batch_commit(batch, run.pk, asynchronous=False)
     call.attempt = results["call"]["attempt"]
     return call, list(results["settings"].values()) if read_settings else None
 
@@ -424,38 +476,25 @@ def model_call(
     snapshot: AgentSnapshot,
     purpose: str,
     iteration: int,
-    build: Callable[[object, dict], dict],
-    record: Callable[[LLMCall, LLMResponse, Batch, bool], object],
-    first_guard: Callable[[LLMResponse], Guard | None] | None = None,
-    relay_deltas: bool = False,
-    check: Callable[[LLMResponse], ModelStepFailed | None] | None = None,
-    prepare: Callable[[LLMResponse], None] | None = None,
-    models: list[ModelSnapshot] | None = None,
-    pending: PendingCommit | None = None,
-):
-    """Call the agent's model (then its fallback) until one attempt succeeds; returns what
-    `record` made of the answer, adding its writes to the batch that completes the call (they
-    commit together). `first_guard` may give a guard that commit is tried with first, under
-    which `record` may do more with it (see _record_success). `check` may turn down an answer
-    (returning the error to raise if every attempt is turned down); `prepare` is called with an
-    answer that passed it, before it is recorded (a guardrail's moderation call judges a final
-    answer there). `models` are tried instead of the agent's (a moderation rule's own model).
-    `pending`: the previous step's last commit, made by the first attempt's statement."""
+    request: ModelRequest,
+) -> Answer:
+    """Ask `request` of the agent's model (then its fallback) until one attempt gives an answer
+    the request accepts; returns it, not recorded yet (answer_writes, answer_record)."""
     last_error: ProviderError | None = None
     rejected: ModelStepFailed | None = None
     made = 0
     # Each model config's last error: a run that tried the fallback too says what failed where.
     errors: dict[str, ProviderError] = {}
     time_zone = snapshot["agent"]["time_zone"]
-    for model in models or snapshot_models(snapshot):
+    for model in request.models or snapshot_models(snapshot):
         # A streamed request's body depends on what was learned about the server, so the live
         # settings are read first; otherwise they come with the first attempt's row.
         live = _live_settings(model) if model.get("stream") else None
         try:
             provider = get_provider(model["provider"])
-            body = build(provider, model)
+            body = request_body(provider, model, request)
             if live and live.stream_tools_unsupported and body.get("stream") and body.get("tools"):
-                body = build(provider, {**model, "stream": False})
+                body = request_body(provider, {**model, "stream": False}, request)
         except ProviderError as exc:
             last_error, rejected = exc, None
             errors[model["name"]] = exc
@@ -471,7 +510,6 @@ def model_call(
                 purpose=purpose,
                 iteration=iteration,
                 read_settings=live is None,
-                pending=pending,
             )
             live = live or _live_settings(model, values)
             api_key, prices = live.api_key, live.prices
@@ -479,7 +517,7 @@ def model_call(
             # Log lines from here on (this attempt, and the tool calls it asks for) name this call.
             bind(llm_call_id=call.pk)
             started = time.monotonic()
-            relay = DeltaRelay(run_id=run.pk, llm_call_id=call.pk) if relay_deltas else None
+            relay = DeltaRelay(run_id=run.pk, llm_call_id=call.pk) if request.relay_deltas else None
             try:
                 release_connection()
                 response = provider.send(
@@ -505,7 +543,7 @@ def model_call(
                     # The same attempt again in the mode that works: no retry is used up.
                     if body.get("tools"):
                         _learn_stream_tools_unsupported(model)
-                    body = build(provider, {**model, "stream": False})
+                    body = request_body(provider, {**model, "stream": False}, request)
                     continue
                 if not exc.retryable:
                     break
@@ -525,13 +563,13 @@ def model_call(
                 response.finish_reason,
                 response.usage.total_tokens,
             )
-            problem = check(response) if check else None
-            answered = _Answered(run, owner, call, response, prices, started, time_zone, learned=learned)
+            problem = _turned_down(request, response)
             if problem is None:
-                if prepare is not None:
-                    prepare(response)
-                return _record_success(answered, record=record, first_guard=first_guard)
-            _record_rejected(answered, reason=str(problem))
+                # Stored text may hold no NUL (PostgreSQL refuses it), whoever records it.
+                return Answer(run, owner, call, scrub_nul(response), prices, started, time_zone, learned=learned)
+            _record_rejected(
+                Answer(run, owner, call, response, prices, started, time_zone, learned=learned), reason=str(problem)
+            )
             log.warning(
                 "model call %s.%s (%s) to %s: answer turned down: %s",
                 iteration,

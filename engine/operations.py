@@ -17,9 +17,9 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from conversations import events
+from conversations.batch import run_event_append
 from conversations.events import EventType
 from conversations.models import Message, Run, RunStatus
-from conversations.services import run_event_append
 from engine.dispatch import run_enqueue
 from engine.runs import run_cancel
 from engine.transitions import run_transition

@@ -14,7 +14,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from conversations import events
-from conversations.batch import Batch
+from conversations.batch import Batch, Is, Row, Update, db_value, either, event_add, exists, run_event_append
 from conversations.events import EventType
 from conversations.models import (
     TERMINAL_STATUSES,
@@ -27,8 +27,8 @@ from conversations.models import (
     ToolInvocation,
     Webhook,
 )
-from conversations.services import db_value, event_add, messages_append, run_event_append
-from engine.delegation import HAS_CHILD_SQL, child_ended, delegate_calls_close, may_delegate
+from conversations.services import messages_append
+from engine.delegation import HAS_CHILD, child_ended, delegate_calls_close, may_delegate
 from engine.dispatch import ACTIVE_STATUSES, conversation_admit_next
 from engine.snapshots import version_snapshot
 from engine.tracing import run_trace_end
@@ -64,7 +64,7 @@ def run_finish(
     on its way, so only the statement itself can tell, and a statement whose guard fails writes
     nothing (the answer is then recorded without the ending: engine.model_call._record_success).
     `listening`: whether a webhook hears the run, as the commit of its final answer read it (the
-    usual ending then reads nothing more; conversations.services.event_add)."""
+    usual ending then reads nothing more; conversations.batch.event_add)."""
     if made is not None:
         made.follow()
         return True
@@ -151,16 +151,19 @@ _ANSWERED = Shape(
 )
 
 
-# The usual ending's condition as SQL on the run's row, for the guard of a final answer's commit
+# The usual ending's conditions on the run's row, for the guard of a final answer's commit
 # (AnswerEnding): as _ANSWERED, and no webhook hears the run (its deliveries are written in the
 # ending's transaction, which a one-statement commit does not have: a run with one ends the
 # usual way, in a statement after the answer's).
-_RUN = f'"{Run._meta.db_table}"'
-_ANSWER_ENDS_WHERE = (
-    f'NOT {_RUN}."cancel_requested" AND NOT EXISTS (SELECT 1 FROM "{Approval._meta.db_table}" a '
-    f'WHERE a."run_id" = {_RUN}."id" AND a."status" = %s) '
-    f'AND NOT EXISTS (SELECT 1 FROM "{Webhook._meta.db_table}" w WHERE w."agent_id" = {_RUN}."agent_id" '
-    f'AND (w."conversation_id" IS NULL OR w."conversation_id" = {_RUN}."conversation_id") AND w."is_active")'
+_ANSWER_ENDS = (
+    Is("cancel_requested", False),
+    ~exists(Approval, run_id=Row("id"), status=Approval.Status.PENDING),
+    ~exists(
+        Webhook,
+        Is("agent_id", Row("agent_id")),
+        either(Is("conversation_id", None), Is("conversation_id", Row("conversation_id"))),
+        is_active=True,
+    ),
 )
 
 
@@ -179,7 +182,7 @@ class AnswerEnding:
     _event: EventType | None = None
     _ended: list = field(default_factory=list)
 
-    def guard(self, batch: Batch, *, sets: str, params, returning: tuple[str, ...]) -> None:
+    def guard(self, batch: Batch, *, sets: dict[str, object], returning: tuple[str, ...]) -> None:
         self._event = transition_guard(
             batch,
             run_id=self.run_id,
@@ -187,9 +190,7 @@ class AnswerEnding:
             owner=self.owner,
             fields={"stop_reason": StopReason.FINAL_ANSWER, "error": "", "finished_at": self.now},
             sets=sets,
-            params=params,
-            where=_ANSWER_ENDS_WHERE,
-            where_params=[Approval.Status.PENDING],
+            where=_ANSWER_ENDS,
             returning=returning,
         )
 
@@ -330,52 +331,32 @@ def _open_calls_close(batch: Batch, *, run_id, status: str, now, answering=None,
     the same batch writes (AnswerEnding), not one left open (in one statement both writes see it
     started, and a row must not be updated twice). `delegates`: the run's version lists delegates,
     whose calls still running are cancelled with it (engine.delegation.delegate_calls_close)."""
-    run, when = db_value(ToolInvocation, "run", run_id), db_value(ToolInvocation, "finished_at", now)
-    answered = "" if answering is None else ' AND "id" <> %s'
-    calls, invocations = LLMCall._meta.db_table, ToolInvocation._meta.db_table
-    batch.add(
-        "cancelled_calls",
-        f'UPDATE "{invocations}" SET "status" = %s, "error" = %s, "finished_at" = %s '
-        'WHERE "run_id" = %s AND "status" IN (%s, %s) AND {guard}',
-        [
-            ToolInvocation.Status.CANCELLED,
-            f"run {status}",
-            when,
-            run,
-            ToolInvocation.Status.PENDING,
-            ToolInvocation.Status.AWAITING_APPROVAL,
-        ],
+    never_ran = Update(ToolInvocation).set(
+        status=ToolInvocation.Status.CANCELLED, error=f"run {status}", finished_at=now
     )
-    batch.add(
-        "interrupted_attempts",
-        f'UPDATE "{calls}" SET "status" = %s, "error" = %s, "finished_at" = %s '
-        f'WHERE "run_id" = %s AND "status" = %s{answered} AND {{guard}}',
-        [
-            LLMCall.Status.FAILED,
-            f"interrupted: the run was {status} before the call completed",
-            when,
-            run,
-            LLMCall.Status.STARTED,
-            *([] if answering is None else [answering]),
-        ],
+    waiting = (ToolInvocation.Status.PENDING, ToolInvocation.Status.AWAITING_APPROVAL)
+    batch.add("cancelled_calls", never_ran.where(run_id=run_id, status__in=waiting))
+    attempts = Update(LLMCall).set(
+        status=LLMCall.Status.FAILED,
+        error=f"interrupted: the run was {status} before the call completed",
+        finished_at=now,
     )
+    attempts = attempts.where(run_id=run_id, status=LLMCall.Status.STARTED)
+    if answering is not None:
+        attempts = attempts.where(id__ne=answering)
+    batch.add("interrupted_attempts", attempts)
+    running = Update(ToolInvocation).set(
+        status=ToolInvocation.Status.ERROR,
+        error="interrupted",
+        finished_at=now,
+        result=f"The run was {status} while this call was running; its outcome is unknown.",
+    )
+    running = running.where(run_id=run_id, status=ToolInvocation.Status.RUNNING)
     # Only a run that may have started children (the usual ending never has one still running).
-    no_child = f" AND NOT {HAS_CHILD_SQL}" if delegates else ""
     if delegates:
         delegate_calls_close(batch, run_id=run_id, status=status, now=now)
-    batch.add(
-        "interrupted_calls",
-        f'UPDATE "{invocations}" SET "status" = %s, "error" = %s, "finished_at" = %s, "result" = %s '
-        f'WHERE "run_id" = %s AND "status" = %s{no_child} AND {{guard}}',
-        [
-            ToolInvocation.Status.ERROR,
-            "interrupted",
-            when,
-            f"The run was {status} while this call was running; its outcome is unknown.",
-            run,
-            ToolInvocation.Status.RUNNING,
-        ],
-    )
+        running = running.where(~HAS_CHILD)
+    batch.add("interrupted_calls", running)
 
 
 def run_park_for_approval(*, run_id, owner: str) -> bool:

@@ -14,8 +14,8 @@ tools, and never executes a write tool (_eval_outcome).
 
 Marking a call running, recording its outcome and appending the step's tool messages are each
 one ledger batch (conversations.batch) fenced by the run's lease: one statement on PostgreSQL.
-The step's last batch is returned instead of committed (ToolStepOutcome.pending): the loop has it
-made by the next statement, usually the next model call's attempt (engine.loop).
+The step's last batch returns the run as it leaves it (ToolStepOutcome.run): the next step starts
+from it, seeing a cancel accepted while the tools ran (engine.loop).
 """
 
 import json
@@ -29,22 +29,26 @@ from django.utils import timezone
 
 from agents.snapshot import DELEGATE_KIND, AgentSnapshot, snapshot_tools
 from conversations import events
-from conversations.batch import Batch, batch_commit
-from conversations.events import EventType
-from conversations.models import Approval, ApprovalGrant, Message, Run, ToolInvocation
-from conversations.services import (
-    db_value,
+from conversations.batch import (
+    Batch,
+    Is,
+    Update,
+    batch_commit,
     event_add,
+    exists,
     messages_add,
     row_update,
-    rows_insert_new,
     run_event_append,
     run_guard,
 )
+from conversations.events import EventType
+from conversations.models import Approval, ApprovalGrant, Message, Run, ToolInvocation
+from conversations.selectors import STEP_RUN_COLUMNS, run_step_row
+from conversations.services import rows_insert_new
 from engine.delegation import delegate_step
 from engine.invocations import Started, invocation_new, rerunnable, tool_live_read
 from engine.leases import lease_fence
-from engine.loop_guard import Repeat, repeat_found, run_steps
+from engine.next_step import Repeat, repeat_found, run_steps
 from engine.tracing import tool_span
 from platform_site.dbpool import release_connection
 from platform_site.logs import log_context
@@ -79,11 +83,10 @@ class ToolStepOutcome:
     parked: bool = False
     loop: Repeat | None = None
     cancelled: bool = False
-    # A step that ran to its end: the tool messages it appends (the next step starts from them
-    # instead of reading the run again), and its last commit, which appends them, not made yet
-    # (the loop has the next statement make it): the messages' ids and orders are set once it is.
+    # A step that ran to its end: the tool messages its last commit appended and the run as that
+    # commit left it (the next step starts from them instead of reading the run again).
     messages: list[Message] = field(default_factory=list)
-    pending: Batch | None = None
+    run: Run | None = None
 
 
 def _hint(repeat: Repeat) -> str:
@@ -132,7 +135,8 @@ def _finish(
     """The call's outcome, with its event, as a batch for the caller to commit (tool_step
     commits the step's last outcome together with the step's tool messages)."""
     batch = Batch()
-    run_guard(batch, run_id=invocation.run_id, lease_owner=owner)
+    # The run as the commit leaves it: the step's last one hands it to the next step (engine.loop).
+    run_guard(batch, run_id=invocation.run_id, lease_owner=owner, returning=STEP_RUN_COLUMNS)
     row_update(
         batch,
         "invocation",
@@ -235,20 +239,11 @@ def _mark_running(*, run: Run, owner: str, invocation: ToolInvocation, spec: dic
     it in the guard costs nothing on the usual path), or the call is not pending."""
     if invocation.status not in (Status.PENDING, Status.AWAITING_APPROVAL):
         return None
-    table = ToolInvocation._meta.db_table
     batch = Batch()
-    run_guard(
-        batch,
-        run_id=run.pk,
-        lease_owner=owner,
-        where=f'NOT "cancel_requested" AND EXISTS (SELECT 1 FROM "{table}" WHERE "id" = %s AND "status" IN (%s, %s))',
-        where_params=[invocation.pk, Status.PENDING, Status.AWAITING_APPROVAL],
-    )
-    batch.add(
-        "invocation",
-        f'UPDATE "{table}" SET "status" = %s, "started_at" = %s WHERE "id" = %s AND {{guard}}',
-        [Status.RUNNING, db_value(ToolInvocation, "started_at", timezone.now()), invocation.pk],
-    )
+    waiting = exists(ToolInvocation, id=invocation.pk, status__in=(Status.PENDING, Status.AWAITING_APPROVAL))
+    run_guard(batch, run_id=run.pk, lease_owner=owner, where=(Is("cancel_requested", False), waiting))
+    started = Update(ToolInvocation).set(status=Status.RUNNING, started_at=timezone.now())
+    batch.add("invocation", started.where(id=invocation.pk))
     tool_live_read(batch, spec)
     payload = events.tool_started(tool_invocation_id=invocation.pk, tool=invocation.tool_name, arguments=arguments)
     event_add(batch, run_id=run.pk, type=EventType.TOOL_STARTED, payload=payload)
@@ -489,8 +484,7 @@ def tool_step(
     started: Started | None = None,
 ) -> ToolStepOutcome:
     """`made`: the calls' rows as the answer's record wrote them (see _step_invocations);
-    `started`: the call the answer's commit marked started, if it did (engine.invocations).
-    A step that runs to its end returns its last commit instead of making it (`pending`)."""
+    `started`: the call the answer's commit marked started, if it did (engine.invocations)."""
     tools = snapshot_tools(snapshot)
     repeat = repeat_found(run_steps(messages, current.run_id), snapshot["agent"]["max_same_tool_streak"])
     invocations, fresh = _step_invocations(run=run, message=current, tools=tools, made=made)
@@ -509,8 +503,7 @@ def tool_step(
                     batch_commit(outcome, run.pk, asynchronous=False)
             return ToolStepOutcome(loop=repeat)
     # A call's outcome commits before the next call starts; the last one commits with the
-    # step's tool messages, in one statement that the step returns for the loop to have made by
-    # the next (engine.loop). Both asynchronously (conversations.batch): the next call's mark,
+    # step's tool messages, in one statement. Both asynchronously (conversations.batch): the next call's mark,
     # the next model request and the run's end commit synchronously, and a database crash before
     # them leaves the call as a worker's crash after the tool would.
     outcome = None
@@ -545,10 +538,8 @@ def tool_step(
     batch = outcome
     if batch is None:
         batch = Batch()
-        # Bumping the sequence by its events (none here): a commit that carries this one adds its own.
-        run_guard(batch, run_id=run.pk, lease_owner=owner)
-    ended = ToolStepOutcome()
-    ended.messages = messages_add(
+        run_guard(batch, run_id=run.pk, lease_owner=owner, returning=STEP_RUN_COLUMNS)
+    messages = messages_add(
         batch,
         conversation_id=run.conversation_id,
         run_id=run.pk,
@@ -562,5 +553,5 @@ def tool_step(
             for inv in invocations
         ],
     )
-    ended.pending = batch
-    return ended
+    results = batch_commit(batch, run.pk)
+    return ToolStepOutcome(messages=messages, run=run_step_row(results["run"], run.conversation))

@@ -36,17 +36,16 @@ the ORM once per process and shape, then only given their values (`Shape`): buil
 claim's UPDATE cost half a millisecond of a worker's CPU each time, a tenth of a whole run's.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from django.db.models import F, Q, QuerySet
 from django.db.models.sql import UpdateQuery
 
-from conversations.batch import Batch
+from conversations.batch import Batch, Condition, event_add, run_guard
 from conversations.events import EventType
 from conversations.fencing import lease_deadline
 from conversations.models import TERMINAL_STATUSES, Run, RunStatus
-from conversations.services import db_value, event_add, run_guard
 from engine.dispatch import ACTIVE_STATUSES
 from platform_site.statements import bound
 
@@ -80,7 +79,7 @@ def transition_event(*, source: str, to: str, by=None) -> EventType:
     return event
 
 
-def run_transition(**change) -> bool:
+def run_transition(*, asynchronous_commit: bool = False, **change) -> bool:
     """Move the run to `to` if its status is one of `expect`; True if it moved.
 
     `owner`: entering running, the worker that takes the lease; leaving running, the worker that
@@ -91,9 +90,10 @@ def run_transition(**change) -> bool:
     named "run", returns the run's id, event_seq, conversation_id and parent_run_id. `by`, the person, is what
     allows the operator-only change. `shape` instead of `where` and `fields`: they are built from
     `values` by the shape, and the UPDATE is built once per shape and change (Shape). `listening`:
-    whether a webhook hears the run, if the caller read it already (conversations.services.event_add).
+    whether a webhook hears the run, if the caller read it already (conversations.batch.event_add).
+    `asynchronous_commit`: conversations.batch says when it may be asked.
     """
-    return _transition_batch(**change).execute() is not None
+    return _transition_batch(**change).execute(asynchronous_commit=asynchronous_commit) is not None
 
 
 def transition_guard(
@@ -103,47 +103,27 @@ def transition_guard(
     to: str,
     owner: str,
     fields: dict,
-    sets: str = "",
-    params=(),
-    where: str = "",
-    where_params=(),
+    sets: Mapping[str, object] | None = None,
+    where: tuple[Condition, ...] = (),
     returning: tuple[str, ...] = (),
 ) -> EventType:
     """The holder's change running → `to` as the guard of `batch`, a batch it builds with more
-    writes (conversations.services.run_guard: `owner` must hold the lease; `sets`, `params`,
-    `where`, `where_params` and `returning` as there): one UPDATE that also writes the status,
-    clears the lease and writes `fields` (column: value). Returns the change's event, which the
-    caller adds after the batch's other events (its guard bumps the sequence by all of them)."""
+    writes (conversations.batch.run_guard: `owner` must hold the lease; `sets`, `where` and
+    `returning` as there): one UPDATE that also writes the status, clears the lease and writes
+    `fields` (field: value). Returns the change's event, which the caller adds after the batch's
+    other events (its guard bumps the sequence by all of them)."""
     event = transition_event(source=RunStatus.RUNNING, to=to)
-    assignments = [*([sets] if sets else []), '"status" = %s', '"lease_owner" = %s', '"lease_expires_at" = NULL']
-    values = [*params, to, ""]
-    for column, value in fields.items():
-        assignments.append(f'"{Run._meta.get_field(column).column}" = %s')
-        values.append(db_value(Run, column, value))
+    assignments = {**(sets or {}), "status": to, "lease_owner": "", "lease_expires_at": None, **fields}
     run_guard(
         batch,
         run_id=run_id,
         lease_owner=owner,
         extends_lease=False,
-        sets=", ".join(assignments),
-        params=values,
+        sets=assignments,
         where=where,
-        where_params=where_params,
         returning=tuple(dict.fromkeys(("conversation_id", "parent_run_id", *returning))),
     )
     return event
-
-
-def run_transition_reading(
-    *, read: tuple[str, str], returning: tuple[str, ...], asynchronous_commit: bool = False, **change
-) -> list[tuple] | None:
-    """run_transition, and a read made with it (Batch.execute_rows: the SELECT's columns and its
-    FROM …, naming the moved run as "run" with its `returning` columns): the read's rows, or None
-    if the run did not move. On PostgreSQL the change and the read are one statement.
-    `asynchronous_commit`: conversations.batch says when it may be asked."""
-    batch = _transition_batch(returning=returning, **change)
-    results, rows = batch.execute_rows(*read, asynchronous_commit=asynchronous_commit)
-    return None if results is None else rows
 
 
 def _transition_batch(

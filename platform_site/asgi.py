@@ -36,7 +36,6 @@ from platform_site.body_limit import (
     refuse_slow,
     within,
 )
-from platform_site.heap import heap_settle
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
 django_application = get_asgi_application()
@@ -45,7 +44,6 @@ django_wsgi = WSGIHandler()
 # the process starts, rather than by its first request, which would wait for it on the event
 # loop, every other request with it (about 0.4 s here).
 get_resolver().url_patterns  # noqa: B018
-heap_settle()
 
 # Django gives each request its own thread for the request's synchronous parts (signals,
 # middleware hooks, session lookups), kept until the response is finished: for an event stream

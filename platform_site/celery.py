@@ -1,9 +1,7 @@
 import os
 
 from celery import Celery
-from celery.signals import setup_logging, worker_process_init, worker_ready
-
-from platform_site.heap import heap_settle
+from celery.signals import setup_logging
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
 
@@ -22,10 +20,3 @@ def _use_django_logging(**kwargs):
     from django.conf import settings
 
     dictConfig(settings.LOGGING)
-
-
-@worker_ready.connect
-@worker_process_init.connect
-def _settle_heap(**kwargs):
-    """Once the worker (or a prefork child) has started: platform_site.heap."""
-    heap_settle()

@@ -259,13 +259,9 @@ AGENTRY_BROKER_KIND = {
 }.get(_BROKER_SCHEME)
 if AGENTRY_BROKER_KIND is None:
     raise ImproperlyConfigured("CELERY_BROKER_URL must be a redis://, rediss://, amqp:// or amqps:// URL.")
-# redis://: kombu's Redis transport with one client per channel (platform_site.redis_broker);
-# filesystem://: kombu's, with message files that appear whole (platform_site.fs_broker);
+# filesystem://: kombu's transport, with message files that appear whole (platform_site.fs_broker);
 # otherwise the URL's scheme chooses kombu's transport.
-CELERY_BROKER_TRANSPORT = {
-    "redis": "platform_site.redis_broker:Transport",
-    "filesystem": "platform_site.fs_broker:Transport",
-}.get(_BROKER_SCHEME)
+CELERY_BROKER_TRANSPORT = {"filesystem": "platform_site.fs_broker:Transport"}.get(_BROKER_SCHEME)
 if AGENTRY_BROKER_KIND == "filesystem":
     _broker_dir = VAR_DIR / "broker"
     (_broker_dir / "out").mkdir(parents=True, exist_ok=True)
@@ -309,10 +305,6 @@ CELERY_TASK_ROUTES = {
 CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "engine.tasks.runs_sweep_task", "schedule": 15.0},
 }
-# Tasks whose lost message the run sweeper replaces (a queued run not taken, a lapsed lease), long
-# before Redis's visibility timeout would: on Redis their deliveries are tracked in the worker's
-# memory only, not written to and removed from the broker (platform_site.redis_broker).
-AGENTRY_BROKER_SWEPT_TASKS = ("engine.tasks.run_advance_task",)
 # --- Approvals: overdue approvals expire on this beat; the queue page polls at this pace.
 CELERY_TASK_ROUTES["engine.tasks.approvals_expire_task"] = {"queue": "maintenance"}
 CELERY_BEAT_SCHEDULE["expire-approvals"] = {

@@ -9,7 +9,7 @@ from django.db import connection
 from django.utils import translation
 
 from fakellm.testing import serve_in_thread
-from tests import flush
+from tests import flush, passwords
 from tests.helpers import wait_for
 from tests.tool_fixtures import COUNTER_KEY, redis_client
 from tests.workers import WorkerProcess
@@ -23,14 +23,49 @@ TIER_MARKS = ("e2e", "browser", "fuzz")
 
 def pytest_configure(config):
     flush.install()
+    passwords.install()
+    config.pluginmanager.register(WorkerModulesFirst(), "worker-modules-first")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Before `-m` selects (the mark plugin's hook runs after this one)."""
+    """Before `-m` selects (the mark plugin's hook runs after this one), and before pytest-django
+    orders the rolled-back tests before the committing ones."""
     for item in items:
         if PROCESS_FIXTURES.intersection(item.fixturenames) and not any(map(item.get_closest_marker, TIER_MARKS)):
             item.add_marker(pytest.mark.e2e)
+        if "scripted_agent" in item.fixturenames and item.get_closest_marker("django_db") is None:
+            item.add_marker(pytest.mark.django_db(transaction=True))
+
+
+class WorkerModulesFirst:
+    """After pytest-django's ordering and `-m`'s selection: see _worker_modules_first."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items):
+        _worker_modules_first(items)
+
+
+def _commits(item) -> bool:
+    """Whether pytest-django runs the test as a TransactionTestCase (its ordering's rule)."""
+    marker = item.get_closest_marker("django_db")
+    if marker is not None and (marker.kwargs.get("transaction") or marker.kwargs.get("reset_sequences")):
+        return True
+    return bool({"transactional_db", "live_server"}.intersection(item.fixturenames))
+
+
+def _worker_modules_first(items) -> None:
+    """The committing tests of modules that use the worker go first among the committing tests,
+    in the same order otherwise: the worker is killed before every test that does not ask for
+    it (pytest_runtest_setup), and in alphabetical order the e2e tier went in and out of such
+    modules, starting the worker 16 times where grouped modules start it about half as often.
+    pytest-django has put the committing tests together (after the rolled-back ones)."""
+    committing = [index for index, item in enumerate(items) if _commits(item)]
+    if not committing:
+        return
+    first, last = committing[0], committing[-1] + 1
+    with_worker = {item.path for item in items[first:last] if "worker" in item.fixturenames}
+    items[first:last] = sorted(items[first:last], key=lambda item: item.path not in with_worker)
 
 
 class FakeLLM:
@@ -223,8 +258,12 @@ def no_enqueue(monkeypatch, sent_deliveries):
 
 
 @pytest.fixture
-def scripted_agent(fake_llm, transactional_db, no_enqueue):
-    """make(script_dict, tools=[...], **agent_fields) → an agent whose model follows the script."""
+def scripted_agent(fake_llm, db, no_enqueue):
+    """make(script_dict, tools=[...], **agent_fields) → an agent whose model follows the script.
+
+    A test without a django_db mark of its own commits (pytest_collection_modifyitems marks it
+    `transaction=True`): runs driven in-process are what production runs only in autocommit.
+    One marked plain `django_db` rolls back (docs/testing.md says which may)."""
     from tests.factories import ModelConfigFactory, make_agent
 
     def make(script: dict, *, tools=(), model_fields=None, **fields):

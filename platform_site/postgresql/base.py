@@ -19,6 +19,7 @@ CPU each (measured on this statement; a cached lookup is 0.1 µs). The limits ar
 cache still keeps at most 128 statements, the least recently used going first.
 """
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.postgresql import base
 from django.db.models.enums import Choices
 from django.utils.asyncio import async_unsafe
@@ -30,6 +31,11 @@ from platform_site.postgresql.jsonb import jsonb_dumpers_register
 
 STATEMENT_CACHE_PARAMS = 256
 STATEMENT_CACHE_LENGTH = 16384
+# A private surface of psycopg, written for 3.3.9 (requirements.txt pins it): if an upgrade renames
+# the limits, setting them would change nothing, silently. Refuse to start instead
+# (tests/platform/test_statement_cache.py checks that the cache is used).
+if not all(hasattr(psycopg_queries, name) for name in ("MAX_CACHED_STATEMENT_PARAMS", "MAX_CACHED_STATEMENT_LENGTH")):
+    raise ImproperlyConfigured("psycopg's statement cache limits moved: review platform_site.postgresql.base")
 psycopg_queries.MAX_CACHED_STATEMENT_PARAMS = max(psycopg_queries.MAX_CACHED_STATEMENT_PARAMS, STATEMENT_CACHE_PARAMS)
 psycopg_queries.MAX_CACHED_STATEMENT_LENGTH = max(psycopg_queries.MAX_CACHED_STATEMENT_LENGTH, STATEMENT_CACHE_LENGTH)
 

@@ -8,7 +8,7 @@ from tests.factories import ModelConfigFactory, make_agent
 from tests.llm_helpers import fake_model
 from tests.runs import ask
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def test_a_run_that_fails_on_its_model_names_the_url_and_model(no_enqueue):

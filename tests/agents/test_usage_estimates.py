@@ -16,7 +16,7 @@ from tests.api_helpers import client_for, make_user
 from tests.llm_helpers import agent_on, assert_totals_match_calls
 from tests.runs import ask
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 WEATHER_TOOL = {
     "name": "get_weather",

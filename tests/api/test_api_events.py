@@ -12,8 +12,9 @@ from django.db import connection
 from django.test import Client
 
 from agents.services import agent_version_current
+from conversations.batch import run_event_append
 from conversations.models import Run, RunEvent
-from conversations.services import conversation_create, run_event_append
+from conversations.services import conversation_create
 from engine.runs import run_finish
 from tests.api_helpers import make_user, token_for
 from tests.api_servers import ApiServer

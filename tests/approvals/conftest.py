@@ -86,7 +86,7 @@ def counter_steps(*labels: str, reply: str = "Done: {last_tool_result}") -> list
 
 
 @pytest.fixture
-def scenario(fake_llm, transactional_db):
+def scenario(fake_llm, db):
     def build(**kwargs) -> Scenario:
         return Scenario(fake_llm, **kwargs)
 

@@ -57,6 +57,8 @@ def test_others_see_only_their_own_conversations_and_cannot_decide(parked, owner
     assert Approval.objects.get(pk=parked["mine"].pk).status == "pending"
 
 
+# Commits: a decision hands the run back to the broker in an on_commit callback, which the test follows.
+@pytest.mark.django_db(transaction=True)
 def test_decision_then_a_second_decision_is_409(parked, approver, enqueued):
     client = _client(approver)
     approval = parked["mine"]

@@ -21,7 +21,7 @@ EMPTY_VALUES = ("为，", "气温 ℃", "到 ℃", "湿度 %", "约  米", "（�
 
 
 @pytest.fixture
-def demo_agent(fake_llm, transactional_db, enqueued):
+def demo_agent(fake_llm, db, enqueued):
     agent = demo_seed(llm_base_url=fake_llm.api_base, stream=False)
     AgentTool.objects.filter(agent=agent).update(approval=AgentTool.Approval.ALWAYS)
     return agent

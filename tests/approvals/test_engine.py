@@ -32,6 +32,8 @@ def _resume(run, enqueued) -> Run:
     return run
 
 
+# Commits: a decision hands the run back to the broker in an on_commit callback, which the test follows.
+@pytest.mark.django_db(transaction=True)
 def test_write_call_parks_while_read_call_runs(scenario, enqueued, executions, approver):
     s = scenario(
         steps=[
@@ -76,6 +78,8 @@ def test_write_call_parks_while_read_call_runs(scenario, enqueued, executions, a
     assert decided.payload["tool_call_id"] == counter.tool_call_id
 
 
+# Commits: a decision hands the run back to the broker in an on_commit callback, which the test follows.
+@pytest.mark.django_db(transaction=True)
 def test_run_resumes_only_when_every_pending_call_of_the_step_is_decided(scenario, enqueued, executions, approver):
     s = scenario(steps=counter_steps("one", "two"))
     run = _parked(s.post())
@@ -94,6 +98,8 @@ def test_run_resumes_only_when_every_pending_call_of_the_step_is_decided(scenari
     assert "not today" in results[second.tool_call_id]
 
 
+# Commits: a decision hands the run back to the broker in an on_commit callback, which the test follows.
+@pytest.mark.django_db(transaction=True)
 def test_edited_arguments_are_validated_kept_apart_and_used(scenario, enqueued, executions, approver):
     s = scenario(steps=counter_steps("as-asked"))
     run = _parked(s.post())
@@ -130,6 +136,8 @@ def test_edited_arguments_are_validated_kept_apart_and_used(scenario, enqueued, 
     assert "changed the arguments" in tool_message["content"]
 
 
+# Commits: a decision hands the run back to the broker in an on_commit callback, which the test follows.
+@pytest.mark.django_db(transaction=True)
 def test_rejection_reason_reaches_the_model(scenario, enqueued, executions, approver):
     s = scenario(steps=counter_steps("refund-9000", reply="Answer: {last_tool_result}"))
     run = _parked(s.post())
@@ -152,6 +160,8 @@ def test_rejection_reason_reaches_the_model(scenario, enqueued, executions, appr
     assert "Refunds above 5000 need a manager." in Message.objects.filter(run=run, role="assistant").last().content
 
 
+# Commits: a decision hands the run back to the broker in an on_commit callback, which the test follows.
+@pytest.mark.django_db(transaction=True)
 def test_approving_for_the_rest_of_the_run_covers_later_calls(scenario, enqueued, executions, approver):
     s = scenario(
         steps=[
@@ -185,6 +195,8 @@ def test_approving_for_the_rest_of_the_run_covers_later_calls(scenario, enqueued
     assert Approval.objects.filter(run=next_run, status="pending").count() == 2
 
 
+# Commits: a decision hands the run back to the broker in an on_commit callback, which the test follows.
+@pytest.mark.django_db(transaction=True)
 def test_no_execution_when_the_approved_arguments_do_not_match_their_hash(scenario, enqueued, executions, approver):
     s = scenario(steps=counter_steps("bound"))
     run = _parked(s.post())
@@ -215,6 +227,8 @@ def test_second_decision_is_a_conflict(scenario, enqueued, approver):
     assert RunEvent.objects.filter(run=run, type="approval.decided").count() == 1
 
 
+# Commits: the approvers decide on threads of their own, each with its own connection.
+@pytest.mark.django_db(transaction=True)
 def test_concurrent_decisions_have_one_winner(scenario, enqueued, approver):
     s = scenario(steps=counter_steps("race"))
     run = _parked(s.post())

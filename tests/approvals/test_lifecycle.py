@@ -31,6 +31,8 @@ def _overdue(*approvals) -> None:
     Approval.objects.filter(pk__in=[a.pk for a in approvals]).update(expires_at=timezone.now() - timedelta(seconds=1))
 
 
+# Commits: a decision hands the run back to the broker in an on_commit callback, which the test follows.
+@pytest.mark.django_db(transaction=True)
 def test_expired_approval_tells_the_model_and_the_run_continues(scenario, enqueued, executions):
     s = scenario(steps=counter_steps("late", reply="Answer: {last_tool_result}"))
     run = _parked(s.post())
@@ -153,6 +155,8 @@ def test_redelivered_task_does_not_run_an_executed_approved_call_again(
     assert "not run again" in s.requests()[-1]["messages"][-1]["content"]
 
 
+# Commits: the two deliveries run on threads of their own, each with its own connection.
+@pytest.mark.django_db(transaction=True)
 def test_task_delivered_twice_at_once_runs_the_approved_call_once(scenario, enqueued, executions, approver):
     s = scenario(steps=counter_steps("duplicate"))
     run = _parked(s.post())

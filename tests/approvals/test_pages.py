@@ -85,6 +85,8 @@ def test_decisions_need_the_csrf_token(pending, approver):
     assert client.post(f"/approvals/{pending.pk}/preview/", "{}", content_type="application/json").status_code == 403
 
 
+# Commits: a decision hands the run back to the broker in an on_commit callback, which the test follows.
+@pytest.mark.django_db(transaction=True)
 def test_edit_then_approve_from_the_page(pending, approver, enqueued):
     client = _signed_in(approver, csrf=True)
     token = _csrf(client)

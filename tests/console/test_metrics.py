@@ -72,9 +72,7 @@ def test_a_bearer_token_is_refused_when_none_is_configured(client, settings, db)
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer anything").status_code == 401
 
 
-def test_metrics_count_runs_calls_tokens_cost_tools_and_approvals(
-    client, token, fake_llm, no_enqueue, transactional_db
-):
+def test_metrics_count_runs_calls_tokens_cost_tools_and_approvals(client, token, fake_llm, no_enqueue, db):
     agent = agent_on(fake_llm, ECHO_THEN_ANSWER, tools=["test-echo"])
     done = [ask(agent, f"question {n}") for n in range(2)]
     assert {run.status for run in done} == {"completed"}
@@ -125,9 +123,7 @@ def test_metrics_count_runs_calls_tokens_cost_tools_and_approvals(
     assert value("agentry_tool_call_latency_seconds_bucket", le="+Inf") == ran == 2
 
 
-def test_a_window_leaves_older_model_calls_out_of_the_histograms(
-    client, token, settings, fake_llm, no_enqueue, transactional_db
-):
+def test_a_window_leaves_older_model_calls_out_of_the_histograms(client, token, settings, fake_llm, no_enqueue, db):
     ask(agent_on(fake_llm, ECHO_THEN_ANSWER, tools=["test-echo"]), "question")
     settings.AGENTRY_METRICS_WINDOW_SECONDS = 0
     samples = _samples(client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content.decode())

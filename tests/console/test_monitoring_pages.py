@@ -11,9 +11,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from conversations.batch import run_event_append
 from conversations.models import Approval, Conversation, Run, ToolInvocation
 from conversations.monitoring.rollups import rollups_refresh
-from conversations.services import run_event_append
 from tests.factories import make_agent
 from tests.ledger import ledger_call, ledger_run
 

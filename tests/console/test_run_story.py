@@ -12,9 +12,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console.monitoring.waterfall import run_waterfall
+from conversations.batch import run_event_append
 from conversations.models import Approval, Message, Run, ToolInvocation
 from conversations.monitoring.rollups import rollups_refresh
-from conversations.services import run_event_append
 from tests.factories import make_agent
 from tests.ledger import ledger_call, ledger_run
 

@@ -12,18 +12,18 @@ from tests.approvals.conftest import counter_steps
 from tests.llm_helpers import agent_on
 from tests.runs import advance, start_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def approver(transactional_db):
+def approver(db):
     user = get_user_model().objects.create_user("approver", password="pw")
     user.groups.add(Group.objects.get(name="Approvers"))
     return user
 
 
 @pytest.fixture
-def operator(client, transactional_db):
+def operator(client, db):
     user = get_user_model().objects.create_user("oncall", password="pw", is_staff=True)
     user.groups.add(Group.objects.get(name="Operators"))
     client.force_login(user)

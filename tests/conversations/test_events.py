@@ -3,11 +3,15 @@ writes are all of them spelled by it."""
 
 import json
 
+import pytest
+
 from conversations.events import (
     EventType,
 )
 from conversations.models import RunEvent
 from tests.runs import advance, start_run
+
+pytestmark = pytest.mark.django_db
 
 
 def test_a_run_writes_only_enumerated_types_with_json_payloads(scripted_agent):

@@ -16,6 +16,8 @@ from demo.cli import format_run
 from tests.api_helpers import client_for, make_user
 from tests.runs import advance, start_run
 
+pytestmark = pytest.mark.django_db
+
 
 def _script(*steps):
     return {"scenarios": [{"match": ".", "steps": list(steps)}]}

@@ -22,7 +22,7 @@ from tests.helpers import agent_admin_inlines
 from tests.llm_helpers import agent_on
 from tests.runs import advance, start_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 SECRET_PROMPT = "You are the payroll agent. Rule 7: salaries are confidential."
 PRICES = {"price_input_per_million": 1000, "price_output_per_million": 2000}
@@ -69,6 +69,8 @@ def _export(user) -> list[dict]:
     return [json.loads(line) for line in body.splitlines()]
 
 
+# Commits: the API token is read on a thread of the async view, with a connection of its own.
+@pytest.mark.django_db(transaction=True)
 def test_a_user_who_may_not_use_the_delegated_agent_gets_no_run_of_it(restricted):
     parent, child, _ = restricted
     outsider = make_user()
@@ -90,6 +92,8 @@ def test_a_user_who_may_not_use_the_delegated_agent_gets_no_run_of_it(restricted
     assert SECRET_PROMPT not in json.dumps(exported)
 
 
+# Commits: the API token is read on a thread of the async view, with a connection of its own.
+@pytest.mark.django_db(transaction=True)
 def test_a_member_of_the_group_delegates_and_reads_the_child_but_not_its_system_prompt(restricted):
     parent, child, group = restricted
     member = make_user(groups=[group])

@@ -21,7 +21,7 @@ from tests.llm_helpers import agent_on
 from tests.platform.test_tracing import receiver  # noqa: F401 (a fixture)
 from tests.runs import advance, start_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def _script(*steps: dict) -> dict:
@@ -215,6 +215,8 @@ def test_a_child_deadline_is_bounded_by_the_parents(fake_llm, agents):
     assert child.deadline is not None and child.deadline <= run.deadline
 
 
+# Commits: a parent's end cancels its children in an on_commit callback.
+@pytest.mark.django_db(transaction=True)
 def test_a_child_that_uses_up_the_parents_budget_stops_the_tree_at_once(fake_llm, agents):
     (slow,) = agents(1)
     chatty = agent_on(
@@ -245,6 +247,8 @@ def test_a_child_that_uses_up_the_parents_budget_stops_the_tree_at_once(fake_llm
     assert second.status == "cancelled"
 
 
+# Commits: a parent's end cancels its children in an on_commit callback.
+@pytest.mark.django_db(transaction=True)
 def test_cancelling_a_parked_parent_cancels_its_queued_child(fake_llm, agents):
     (child_agent,) = agents(1)
     parent_agent = _calling(fake_llm, "ask")

@@ -7,6 +7,8 @@ from django.utils import translation
 from agents.models import Agent
 from tests.runs import advance, last_answer, start_run
 
+pytestmark = pytest.mark.django_db
+
 
 def call(name, arguments):
     return {"tool_calls": [{"name": name, "arguments": arguments}]}

@@ -14,7 +14,7 @@ from engine.sweeper import runs_sweep
 from tests.llm_helpers import agent_on, assert_totals_match_calls, calls_of
 from tests.runs import advance, ask, start_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": 40}
 # Calls a tool at every step: only a limit ends it.
 ENDLESS = {"fallback": {"tool_calls": [{"name": "test-echo", "arguments": {"text": "again"}}], "usage": USAGE}}

@@ -5,12 +5,11 @@ import pytest
 
 from conversations.models import Conversation, LLMCall, Message, ToolInvocation
 from conversations.services import conversation_create
-from engine.context import SUMMARY_HEADING
-from engine.summary import TRANSCRIPT_HEADING
+from engine.context import SUMMARY_HEADING, TRANSCRIPT_HEADING
 from tests.llm_helpers import agent_on, assert_totals_match_calls
 from tests.runs import advance, ask
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 PROVIDERS = ["openai_compatible", "anthropic"]
 PADDING = "weather details " * 14  # about 56 tokens of answer per turn
 SUMMARY = "Summary: the user went through numbered turns and the assistant echoed each number."

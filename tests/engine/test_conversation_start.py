@@ -15,7 +15,7 @@ from tests.api_helpers import make_user
 from tests.factories import make_agent
 from tests.security.privileges import user_with
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
@@ -39,6 +39,8 @@ def _written(run: Run) -> dict:
     }
 
 
+# Commits: the run goes to the broker in an on_commit callback, which the test counts.
+@pytest.mark.django_db(transaction=True)
 def test_a_start_writes_what_a_post_into_a_new_conversation_writes(sent):
     agent = make_agent(run_timeout_seconds=120)
     user = make_user()
@@ -106,6 +108,8 @@ def test_a_canary_splits_new_conversations_as_release_choice_does_and_they_keep_
         assert later.agent_version_id == run.agent_version_id
 
 
+# Commits: counts the BEGIN and COMMIT a start makes, which a test's transaction turns into a savepoint.
+@pytest.mark.django_db(transaction=True)
 def test_a_start_is_the_insert_and_the_run_s_statement_in_one_transaction(sent):
     if connection.vendor != "postgresql":
         pytest.skip("the run's writes are one statement on PostgreSQL")

@@ -16,6 +16,8 @@ from tests.helpers import wait_for
 from tests.runs import advance, last_answer, start_run
 from tools import executors
 
+pytestmark = pytest.mark.django_db
+
 
 class WorkerDied(BaseException):
     """Stands for SIGKILL inside a step: not an Exception, so nothing in the loop handles it."""

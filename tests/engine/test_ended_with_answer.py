@@ -47,8 +47,9 @@ def test_the_final_answer_s_synchronous_statement_ends_the_run(scripted_agent, m
     if connection.vendor != "postgresql":
         return  # SQLite takes the same statements one by one
     statements = [query["sql"] for query in queries]
-    # The claim, the snapshot, the attempt, the answer with the ending: flushed, as the ending was.
-    assert len(statements) == 4 and '"conversations_message"' in statements[-1]
+    # The claim, its read, the snapshot, the attempt, the answer with the ending: flushed, as the
+    # ending was.
+    assert len(statements) == 5 and '"conversations_message"' in statements[-1]
     assert ASYNCHRONOUS_COMMIT not in statements[-1]
 
 

@@ -1,9 +1,13 @@
 """The loop's decisions, driven in-process against the fake model over real HTTP."""
 
+import pytest
+
 from agents.models import AgentTool
 from conversations.models import Approval, LLMCall, Message, ToolInvocation
 from engine.runs import run_cancel
 from tests.runs import advance, last_answer, start_run
+
+pytestmark = pytest.mark.django_db
 
 
 def call(name, arguments):
@@ -199,6 +203,8 @@ def test_request_carries_the_model_parameters_and_tools(scripted_agent, fake_llm
     assert sent == LLMCall.objects.get(run=run).request
 
 
+# Commits: the run goes back to the broker in an on_commit callback, which the test counts.
+@pytest.mark.django_db(transaction=True)
 def test_long_run_goes_back_to_the_queue_between_steps(scripted_agent, settings, no_enqueue):
     settings.AGENTRY_TASK_SLICE_SECONDS = 0
     agent = scripted_agent(script(call("test-echo", {"text": "a"}), {"content": "done"}), tools=["test-echo"])

@@ -41,7 +41,4 @@ def test_a_worker_carries_its_runs_on_its_engine_loop(worker, fake_llm):
         ran = json.loads(invocation.result)
         assert invocation.status == "succeeded" and ran["on"] == "tool", ran
         assert "engine-loop" in ran["threads"], ran
-        # The worker froze what it held after start-up (platform_site.heap): Django and the apps alone are
-        # far more than this many objects.
-        assert ran["frozen"] > 100_000, ran
         assert_totals_match_calls(run)

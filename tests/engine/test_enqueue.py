@@ -44,8 +44,8 @@ def test_failed_transaction_enqueues_nothing(django_capture_on_commit_callbacks,
 def test_a_new_run_s_first_event_wakes_no_stream_and_its_next_one_does(django_capture_on_commit_callbacks):
     # Nothing can watch a run before its id leaves the transaction that creates it: a wake-up
     # would be a Redis round trip on every post for no one. Its later events wake as usual.
+    from conversations.batch import run_event_append
     from conversations.events import EventType
-    from conversations.services import run_event_append
     from conversations.wakeups import publish_run_event
 
     def wake_ups(callbacks) -> list:

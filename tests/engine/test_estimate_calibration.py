@@ -60,7 +60,7 @@ def _set_stream(config: ModelConfig, stream: bool) -> None:
     ModelConfig.objects.filter(pk=config.pk).update(stream=stream)
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_streamed_estimates_learn_the_model_s_tokeniser_from_its_plain_calls(fake_llm, admin_client):
     config = fake_model(fake_llm, QWEN_LIKE, stream=True)
     agent = make_agent(tools=["test-echo"], model_config=config)

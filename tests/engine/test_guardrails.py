@@ -16,11 +16,13 @@ from agents.models import GuardrailRule
 from agents.services import agent_version_current
 from conversations.models import GuardrailTrigger, LLMCall, Message, Run, RunEvent, RunRequest
 from conversations.retention import runs_purge
+from engine.context import TRANSCRIPT_HEADING
 from engine.guardrails import UNREADABLE_VERDICT
 from engine.loop import run_advance
-from engine.summary import TRANSCRIPT_HEADING
 from tests.factories import ModelConfigFactory
 from tests.runs import advance, ask, last_answer, start_run
+
+pytestmark = pytest.mark.django_db
 
 ID_CARD = "11010519491231002X"
 
@@ -274,6 +276,8 @@ def _statements(agent, text: str) -> list[str]:
     return [query["sql"] for query in queries]
 
 
+# Commits: counts the statements of a run as a worker makes them, in autocommit (conversations.batch).
+@pytest.mark.django_db(transaction=True)
 def test_rules_that_match_nothing_cost_no_statement(scripted_agent):
     plain = scripted_agent(answering("天气晴"))
     ruled = guarded(

@@ -12,6 +12,8 @@ from api.completions import completion_outcome, completion_request_parse, comple
 from conversations.models import GuardrailTrigger, Message, Run, RunEvent
 from tests.runs import advance, ask, last_answer
 
+pytestmark = pytest.mark.django_db
+
 BLOCK_TERMS = {"side": "input", "kind": "blocked_terms", "action": "block", "terms": "机密"}
 REDACT_PHONES = {"side": "input", "kind": "pii_phone", "action": "redact"}
 

@@ -12,6 +12,8 @@ from tests.factories import ModelConfigFactory, make_agent
 from tests.runs import advance, last_answer, start_run
 from tools.arguments import MAX_DEPTH
 
+pytestmark = pytest.mark.django_db
+
 
 def call(name, arguments):
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
@@ -99,7 +101,7 @@ BAD_CALLS = {
 
 
 @pytest.mark.parametrize("bad_call,told", BAD_CALLS.values(), ids=BAD_CALLS.keys())
-def test_bad_shapes_from_the_model_become_tool_errors(fake_llm, no_enqueue, transactional_db, bad_call, told):
+def test_bad_shapes_from_the_model_become_tool_errors(fake_llm, no_enqueue, bad_call, told):
     agent = agent_replying(fake_llm, bad_call, {"content": "sorry: {last_tool_result}"})
     run = advance(start_run(agent))
 
@@ -146,7 +148,7 @@ def test_a_tool_name_that_is_no_string_becomes_a_tool_error(scripted_agent, name
 @pytest.mark.parametrize(
     "call_id", ["x" * 500, "call-\ud83d", "call-\u0000"], ids=["500 characters", "surrogate", "NUL"]
 )
-def test_a_tool_call_id_that_cannot_be_stored_is_replaced(fake_llm, no_enqueue, transactional_db, call_id):
+def test_a_tool_call_id_that_cannot_be_stored_is_replaced(fake_llm, no_enqueue, call_id):
     """The id is the model's too: one that no column can hold gets our own id, which the stored
     assistant message and the tool result share, and the run goes on."""
     bad = {"tool_calls": [{"name": "test-echo", "arguments": {"text": "a"}, "id": call_id}]}

@@ -9,7 +9,7 @@ from conversations.models import LLMCall, Message, RunEvent, ToolInvocation
 from tests.llm_helpers import agent_on, assert_totals_match_calls, calls_of, fake_model
 from tests.runs import ask
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 PROVIDERS = ["openai_compatible", "anthropic"]
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": 40}
 

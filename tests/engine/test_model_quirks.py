@@ -14,7 +14,7 @@ from conversations.services import conversation_create, messages_append
 from tests.llm_helpers import agent_on, assert_totals_match_calls, calls_of
 from tests.runs import advance, ask, start_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 ECHO = {
     "scenarios": [

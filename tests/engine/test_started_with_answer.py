@@ -12,12 +12,13 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from conversations.batch import ASYNCHRONOUS_COMMIT, Batch
+from conversations.batch import ASYNCHRONOUS_COMMIT, Batch, event_add, run_guard
 from conversations.events import EventType
 from conversations.models import LLMCall, Run, RunEvent, ToolInvocation
-from conversations.services import event_add, run_guard
 from engine.loop import run_advance
 from tests.runs import advance, start_run
+
+pytestmark = pytest.mark.django_db
 
 
 def script(*steps):
@@ -37,6 +38,8 @@ def _events(run: Run) -> list[str]:
     return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
 
 
+# Commits: inside a test's transaction no batch commits asynchronously, so the check would be empty.
+@pytest.mark.django_db(transaction=True)
 def test_a_side_effecting_call_is_marked_by_its_answer_s_synchronous_commit(scripted_agent, executions):
     if connection.vendor != "postgresql":
         pytest.skip("a commit is one statement on PostgreSQL")

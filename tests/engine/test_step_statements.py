@@ -4,9 +4,8 @@ Each commit of a step is one ledger batch (conversations.batch): on PostgreSQL o
 fenced by the run's lease. A model step is its read, the attempt's row and the attempt's
 completion (with the rows of the tool calls the answer asks for, the first marked running when it
 runs at once); a tool step each further call marked running and each outcome (the last one with
-the step's tool messages); no step reads: the
-claim's statement reads what the first step starts from, and every other step starts from what
-the previous commit returned. These tests count the
+the step's tool messages); one read, after the claim, gives what the first step starts from, and
+every other step starts from what the previous commit returned. These tests count the
 statements, and check from another connection that what must be committed before the network is, and that a worker that
 lost the lease writes nothing.
 """
@@ -22,14 +21,12 @@ from django.utils import timezone
 
 from agents.models import AgentUsageDay
 from agents.providers.openai_compatible import OpenAICompatibleProvider
-from conversations.batch import ASYNCHRONOUS_COMMIT, Batch
+from conversations.batch import ASYNCHRONOUS_COMMIT, Batch, messages_add, run_guard
 from conversations.batch import _statement as batch_statement
 from conversations.models import LLMCall, Message, Run, RunEvent, ToolInvocation, Webhook, WebhookDelivery
-from conversations.selectors import STEP_RUN_COLUMNS
-from conversations.services import messages_add, run_guard
 from engine import loop as loop_module
 from engine.context import step_read
-from engine.leases import run_claim_read
+from engine.leases import run_claim
 from engine.loop import run_advance
 from tests.llm_helpers import echo_script
 from tests.runs import advance, endings_asked, start_run
@@ -76,11 +73,11 @@ def test_a_run_of_three_model_calls_takes_few_statements_and_one_transaction(scr
     # listening, even the ending is one statement, with the check for a waiting run folded in.
     assert len(statements) <= 5 * steps, statements
     assert "BEGIN" not in statements and "COMMIT" not in statements
-    # The run and its messages are read once, by the claim's own statement: every later step
-    # starts from what the previous step's commit returned and appended.
+    # The run and its messages are read once, after the claim: every later step starts from what
+    # the previous step's commit returned and appended.
+    assert 'UPDATE "conversations_run"' in statements[0]
     reads = [sql for sql in statements if 'JOIN "conversations_message" m' in sql]
-    assert len(reads) == 1 and reads[0] == statements[0] and reads[0].startswith("WITH")
-    assert 'UPDATE "conversations_run"' in reads[0] and 'FROM "run" r' in reads[0]
+    assert reads == [statements[1]] and reads[0].startswith("SELECT")
     assert not [
         sql for sql in statements if "conversations_toolinvocation" not in sql and "tools_tooldefinition" in sql
     ]
@@ -95,26 +92,28 @@ def test_a_run_of_three_model_calls_takes_few_statements_and_one_transaction(scr
     ending = hooks[0].split(" WHERE ")[0]
     assert '"status" = ' in ending and '"lease_expires_at" = NULL' in ending, ending
     assert "run.completed" in _events(run)[-1:]
-    # The claim (with its read), the version's snapshot, two per model call (the last answer's
-    # ends the run), none of a tool step's own: the answer asking for the call marked it started,
-    # and the step's outcome is made by the next call's attempt statement (engine.loop's Carried.pending).
-    assert len(statements) == 1 + 1 + 2 * 3
+    # The claim, its read, the version's snapshot, two per model call (the last answer's ends the
+    # run) and one per tool step, its outcome with its tool message: the answer asking for the
+    # call marked it started.
+    assert len(statements) == 2 + 1 + 2 * 3 + 2, statements
     # Each call's mark is made by the statement of the answer that asks for it, whose guard checks
     # that no cancel came and that the call is new; the tool step makes none of its own.
     marks = [sql for sql in statements if 'INSERT INTO "conversations_toolinvocation"' in sql]
     assert len(marks) == 2 and all('NOT "cancel_requested"' in sql for sql in marks)
     assert all("tools_tooldefinition" in sql for sql in marks)
-    # Each tool step's outcome rides the next attempt's statement, whose guard checks for a cancel.
+    # Each tool step's outcome is one statement, with the step's tool message, before the next
+    # call's attempt.
     attempts = [sql for sql in statements if 'INSERT INTO "conversations_llmcall"' in sql]
     assert len(attempts) == 3
-    outcomes = [sql for sql in attempts if 'UPDATE "conversations_toolinvocation"' in sql]
-    assert outcomes == attempts[1:] and all('NOT "cancel_requested"' in sql for sql in outcomes)
-    # What nothing outside the database waits on commits asynchronously: the claim and each answer
-    # (a read tool's mark too: the call may run again). Each attempt (before its request, with the
-    # tool step's outcome before it) and the final answer, which ends the run, wait for their
-    # flush, and with it for every commit before.
+    outcomes = [sql for sql in statements if 'UPDATE "conversations_toolinvocation"' in sql and "llmcall" not in sql]
+    assert len(outcomes) == 2 and all('INSERT INTO "conversations_message"' in sql for sql in outcomes)
+    assert [statements.index(sql) + 1 for sql in outcomes] == [statements.index(sql) for sql in attempts[1:]]
+    # What nothing outside the database waits on commits asynchronously: the claim, each answer
+    # (a read tool's mark too: the call may run again) and each tool step's outcome. Each attempt
+    # (before its request) and the final answer, which ends the run, wait for their flush, and
+    # with it for every commit before.
     asynchronous = [index for index, sql in enumerate(statements) if ASYNCHRONOUS_COMMIT in sql]
-    assert asynchronous == [0, 3, 5], statements
+    assert asynchronous == [0, 4, 5, 7, 8], statements
     assert not [sql for sql in [*attempts, statements[-1]] if ASYNCHRONOUS_COMMIT in sql]
 
 
@@ -440,51 +439,20 @@ def test_a_steps_statements_reach_their_rows_by_key_whatever_the_statistics_say(
     assert message_scans and all("conversation_id" in cond for _index, cond in message_scans), message_scans
 
 
-def test_a_claim_reads_the_run_as_claimed_and_its_messages_in_its_own_statement(scripted_agent):
-    agent = scripted_agent(ONE_TOOL_STEP, tools=["test-echo"])
-    earlier = advance(start_run(agent, "first question"))
-    run = start_run(agent, "second question", conversation=earlier.conversation)
+def test_a_claim_is_one_statement_and_a_second_worker_claims_nothing(scripted_agent):
+    run = start_run(scripted_agent(ONE_TOOL_STEP, tools=["test-echo"]))
     events = RunEvent.objects.filter(run=run).count()
 
     with CaptureQueriesContext(connection) as queries:
-        claimed = run_claim_read(run_id=run.pk, owner="w1")
+        assert run_claim(run_id=run.pk, owner="w1")
 
-    assert claimed is not None
     if connection.vendor == "postgresql":
         assert len(queries) == 1, [query["sql"] for query in queries]
-    claimed_run, messages = claimed
-    read_run, read_messages = step_read(run_id=run.pk)
-    # The run as the claim left it (not as it was when the statement began), and what a read gives.
-    assert (claimed_run.status, claimed_run.lease_owner) == ("running", "w1")
-    assert {column: getattr(claimed_run, column) for column in STEP_RUN_COLUMNS} == {
-        column: getattr(read_run, column) for column in STEP_RUN_COLUMNS
-    }
-    assert claimed_run.conversation.context_summary_through == read_run.conversation.context_summary_through
-    assert [(m.pk, m.order, m.role, m.content, m.tool_calls) for m in messages] == [
-        (m.pk, m.order, m.role, m.content, m.tool_calls) for m in read_messages
-    ]
-    assert [m.content for m in messages][0] == "first question" and messages[-1].content == "second question"
+    claimed = Run.objects.get(pk=run.pk)
+    assert (claimed.status, claimed.lease_owner, claimed.claims) == ("running", "w1", 1)
     assert RunEvent.objects.filter(run=run).count() == events + 1
 
-    # Held by another worker: nothing is claimed, written or read.
-    assert run_claim_read(run_id=run.pk, owner="w2") is None
+    # Held by another worker: nothing is claimed or written.
+    assert not run_claim(run_id=run.pk, owner="w2")
     assert Run.objects.get(pk=run.pk).lease_owner == "w1"
     assert RunEvent.objects.filter(run=run).count() == events + 1
-
-
-def test_the_claims_read_reaches_the_conversations_messages_by_key(scripted_agent):
-    if connection.vendor != "postgresql":
-        pytest.skip("query plans are PostgreSQL's")
-    run = start_run(scripted_agent(ONE_TOOL_STEP, tools=["test-echo"]))
-    with CaptureQueriesContext(connection) as queries:
-        assert run_claim_read(run_id=run.pk, owner="w1") is not None
-    with connection.cursor() as cursor:
-        cursor.execute("SET enable_seqscan = off")
-    try:
-        scans = _explained(queries[0]["sql"])
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("RESET enable_seqscan")
-    assert any(index == "conversations_run_pkey" for index, _ in scans), scans
-    message_scans = [(index, cond) for index, cond in scans if index.startswith("message_order")]
-    assert message_scans and all("conversation_id" in cond for _index, cond in message_scans), message_scans

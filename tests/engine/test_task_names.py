@@ -54,13 +54,6 @@ def test_every_routed_and_scheduled_task_is_registered_in_a_worker():
     assert settings.CELERY_TASK_ROUTES[engine_tasks.runs_sweep_task.name]["queue"] == "maintenance"
 
 
-def test_only_the_run_hand_over_is_left_to_the_sweeper_on_redis():
-    # Its deliveries skip Redis's acknowledgement bookkeeping (platform_site.redis_broker) because
-    # the sweeper hands a run whose message was lost to the queue again; no other task has that.
-    assert settings.AGENTRY_BROKER_SWEPT_TASKS == (engine_tasks.run_advance_task.name,)
-    assert set(settings.AGENTRY_BROKER_SWEPT_TASKS) <= set(_registered())
-
-
 @pytest.mark.e2e
 def test_a_run_queued_under_the_former_name_is_carried_by_a_worker(worker, scripted_agent):
     agent = scripted_agent({"scenarios": [], "fallback": {"content": "carried under the old name"}})

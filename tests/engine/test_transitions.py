@@ -11,9 +11,9 @@ from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from conversations.batch import db_value
 from conversations.events import EventType
 from conversations.models import TERMINAL_STATUSES, Conversation, Run, RunEvent, RunStatus, StopReason
-from conversations.services import db_value
 from engine import leases, runs, transitions
 from engine.transitions import OPERATOR_ONLY, TRANSITIONS, TransitionRefused, run_transition
 from platform_site import statements

@@ -12,7 +12,7 @@ from demo.suite import DEMO_CASES, DEMO_SUITE
 from evals.models import EvalResult, EvalRun, EvalSuite
 from tools.models import ToolDefinition
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 WEATHER = "mojitianqi-DayWeather"
 ROUTE_TOOLS = {"gaodedetu-plan_driving", "gaodedetu-plan_bicycle"}
 

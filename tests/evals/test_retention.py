@@ -15,7 +15,7 @@ from tests.evals.helpers import four_case_suite
 from tests.factories import make_agent
 from tests.ledger import ledger_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def test_purged_runs_leave_the_scores(no_enqueue):

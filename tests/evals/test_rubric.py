@@ -154,7 +154,7 @@ def test_a_rubric_needs_a_judge_model(fake_llm):
     assert json.loads(case_to_line(suite.cases.get()))["answer_rubric"] == "Greets."
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_run_without_an_answer_fails_the_rubric_without_asking_the_judge(fake_llm):
     agent = agent_on(fake_llm, {"scenarios": [], "fallback": {"content": "x", "fault": {"status": 400}}})
     run = ask(agent, "What is the capital of France?")

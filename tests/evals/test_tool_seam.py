@@ -13,7 +13,7 @@ from engine.admission import message_submit
 from tests.runs import advance
 from tools.models import ToolDefinition
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 CALLS = {
     "scenarios": [

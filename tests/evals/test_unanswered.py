@@ -34,7 +34,7 @@ def test_answer_checks_of_a_run_stopped_by_a_limit_fail_with_the_reason():
     assert [check["passed"] for check in answered] == [True, True, False, True]
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_the_judge_is_not_asked_about_a_stop_message(fake_llm):
     suite = EvalSuite.objects.create(name="judged", judge_model_config=fake_model(fake_llm, LENIENT_JUDGE))
     case = EvalCase.objects.create(

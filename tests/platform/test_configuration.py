@@ -68,7 +68,7 @@ def test_system_prompt_renders_seed_000_date_in_the_agents_time_zone():
     assert text == "今天是 2026年02月28日 15时05分30秒 星期六 。# 角色\n你是一名强子开发的智能客服。\n\n"
 
 
-def test_editing_an_agent_makes_a_new_version_and_old_runs_keep_theirs(transactional_db, no_enqueue):
+def test_editing_an_agent_makes_a_new_version_and_old_runs_keep_theirs(no_enqueue):
     agent = make_agent(tools=["test-echo"])
     first = start_run(agent)
     assert agent_version_current(agent=agent) == first.agent_version

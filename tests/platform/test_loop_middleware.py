@@ -18,7 +18,7 @@ from platform_site import middleware
 from platform_site.asgi import application
 from tests.api_helpers import make_user, token_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def _on_loop() -> bool:
@@ -58,6 +58,8 @@ def _get(path: str, headers: dict) -> httpx.Response:
     return async_to_sync(get)()
 
 
+# Commits: the API token is read on a thread of the async view, with a connection of its own.
+@pytest.mark.django_db(transaction=True)
 def test_an_async_views_middleware_hooks_run_on_the_loop_and_still_set_their_headers(hook_threads):
     headers = {"Authorization": f"Bearer {token_for(make_user())}", "Accept-Language": "zh-hans"}
     response = _get("/v1/models", headers)
@@ -70,6 +72,8 @@ def test_an_async_views_middleware_hooks_run_on_the_loop_and_still_set_their_hea
     assert all(calls == [True] for calls in hook_threads.values()), hook_threads
 
 
+# Commits: the API token is read on a thread of the async view, with a connection of its own.
+@pytest.mark.django_db(transaction=True)
 def test_a_synchronous_view_runs_the_same_hooks_on_its_request_thread(hook_threads):
     headers = {"Authorization": f"Bearer {token_for(make_user())}"}
     response = _get("/api/v1/agents/", headers)

@@ -37,6 +37,7 @@ def records():
     root.setLevel(previous)
 
 
+@pytest.mark.django_db
 def test_engine_binds_run_model_call_and_tool_invocation_ids(scripted_agent, records):
     agent = scripted_agent(
         {

@@ -111,7 +111,7 @@ def receiver():
     receiver.stop()
 
 
-def test_tracing_is_off_without_an_otlp_endpoint(fake_llm, no_enqueue, transactional_db):
+def test_tracing_is_off_without_an_otlp_endpoint(fake_llm, no_enqueue, db):
     """No OTEL_* variable in the suite's environment: no tracer, and runs carry no trace."""
     assert tracer() is None
     run = ask(agent_on(fake_llm, {"scenarios": [{"match": ".", "steps": [{"content": "hi"}]}]}), "hello")

@@ -30,7 +30,7 @@ from tests.security.bad_input import (
 )
 from tools.models import ToolDefinition
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
@@ -236,6 +236,8 @@ def test_approval_page_decision_and_preview_refuse_bad_json(site, admin_user):
     assert Approval.objects.get().status == Approval.Status.PENDING
 
 
+# Commits: the API token is read on a thread of the async view, with a connection of its own.
+@pytest.mark.django_db(transaction=True)
 def test_chat_completions_refuses_bad_json_in_openai_shape(site, admin_user):
     api = client_for(admin_user)
     bodies = {

@@ -206,7 +206,7 @@ def test_a_stream_outlives_the_body_deadline(short_body_timeout_server, worker, 
 SECRET_PROMPT = "You are the payroll agent. Rule 7: salaries are confidential."
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_the_run_timeline_shows_model_requests_only_to_those_who_may_read_agents(client, fake_llm, no_enqueue):
     """The export keeps a model call's request (the agent's system prompt and tools) from staff
     who may see runs but not agents; the timeline pages (console page, its JSON, the admin's

@@ -103,6 +103,9 @@ def test_unreachable_database_is_a_json_503_for_the_api_and_health(servers):
         database_url=f"postgres://postgres@127.0.0.1:{_closed_port()}/agentry",
         name="web-database-down",
         ready_statuses=(503,),
+        # Each request waits this long for a pool connection that never comes (5 s by default):
+        # the answers are the same after 1 s.
+        env={"AGENTRY_DB_POOL_TIMEOUT": "1"},
     )
     headers = {"Authorization": "Bearer some-token"}
 

@@ -3,8 +3,9 @@ operator listed it in AGENTRY_WEBHOOK_ALLOWLIST, a list kept apart from the tool
 
 import pytest
 
+from conversations.batch import run_event_append
 from conversations.models import Webhook, WebhookDelivery
-from conversations.services import conversation_create, run_event_append
+from conversations.services import conversation_create
 from conversations.webhooks import webhook_attempt
 from engine.admission import message_post
 from tests.api_servers import WebhookReceiver

@@ -115,7 +115,7 @@ def test_a_switched_off_python_tool_stops_too():
     assert outcome.status == "error" and "switched off by an operator" in outcome.content
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_an_approved_call_does_not_run_after_its_tool_was_switched_off(scenario, enqueued, executions, approver):
     s = scenario(
         steps=[

@@ -28,7 +28,7 @@ SCRIPT = {
 }
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_run_reports_bad_calls_to_the_model_and_runs_only_valid_ones(fake_llm, no_enqueue):
     fake_llm.script("arguments-test", SCRIPT)
     agent = make_agent(

@@ -1,10 +1,10 @@
-"""Repeated tool-call patterns a model falls into are found from its steps (engine.loop_guard);
+"""Repeated tool-call patterns a model falls into are found from its steps (engine.next_step's loop guard);
 what a run does with them is in tests/engine/test_loop_quirks.py."""
 
 import pytest
 
 from conversations.models import Message
-from engine.loop_guard import repeat_found
+from engine.next_step import repeat_found
 
 
 def steps(*signatures):

@@ -1,20 +1,14 @@
-"""A tool step's last commit is left pending for the model call that follows it (engine.loop's
-Carried.pending): made by that call's attempt statement, or on its own, by the loop, before
-whatever else the run does next. These tests hold
-what must not change with it: a cancel accepted during the step still keeps the next model call
-from being made, every other way out of the step records its outcome first, and losing the held
-commit in a crash is a crash during the step, which recovery already handles."""
+"""A tool step's last commit (its last call's outcome with the step's tool messages) is made
+before whatever the run does next, and returns the run as it leaves it: a cancel accepted during
+the step keeps the next model call from being made, and every way out of the step finds the
+outcome recorded."""
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from conversations.models import LLMCall, Message, Run, RunEvent, ToolInvocation
 from engine import llm_step as llm_step_module
-from engine.leases import process_owner, run_claim
-from engine.loop import Carried, _step
-from engine.summary import TRANSCRIPT_HEADING
-from platform_site.logs import log_context
+from engine.context import TRANSCRIPT_HEADING
 from tests.runs import advance, start_run
 
 
@@ -30,7 +24,7 @@ def _events(run: Run) -> list[str]:
     return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
 
 
-def test_the_outcome_rides_the_next_attempt_s_statement(scripted_agent):
+def test_the_outcome_commits_with_the_tool_message_before_the_next_attempt(scripted_agent):
     run = start_run(
         scripted_agent(script(call("test-echo", {"text": "one"}), {"content": "done"}), tools=["test-echo"])
     )
@@ -41,9 +35,11 @@ def test_the_outcome_rides_the_next_attempt_s_statement(scripted_agent):
     assert run.status == "completed"
     statements = [query["sql"] for query in queries]
     if connection.vendor == "postgresql":  # SQLite takes the same statements one by one
-        first, second = [sql for sql in statements if 'INSERT INTO "conversations_llmcall"' in sql]
-        assert 'UPDATE "conversations_toolinvocation"' in second and 'NOT "cancel_requested"' in second
-        assert 'UPDATE "conversations_toolinvocation"' not in first
+        updates = [sql for sql in statements if 'UPDATE "conversations_toolinvocation"' in sql]
+        [outcome] = [sql for sql in updates if "llmcall" not in sql]
+        assert 'INSERT INTO "conversations_message"' in outcome
+        second = [sql for sql in statements if 'INSERT INTO "conversations_llmcall"' in sql][1]
+        assert statements.index(outcome) < statements.index(second)
     tool = Message.objects.get(run=run, role="tool")
     assert (tool.content, ToolInvocation.objects.get(run=run).status) == ("one", "succeeded")
     assert _events(run)[-4:] == ["tool.completed", "llm_call.started", "llm_call.completed", "run.completed"]
@@ -97,37 +93,9 @@ def test_a_failure_before_the_next_request_records_the_outcome_then_the_failure(
     assert Message.objects.filter(run=run, role="tool").count() == 1
 
 
-def test_a_held_commit_lost_in_a_crash_is_a_crash_during_the_step(scripted_agent, executions):
-    """A side-effecting call was marked started before it ran: with its outcome lost, the next
-    worker reports it interrupted and never runs it again."""
-    agent = scripted_agent(
-        script(call("test-counter", {"label": "held"}), {"content": "done"}),
-        tools=["test-counter"],
-        approval={"test-counter": "never"},
-    )
-    run = start_run(agent)
-    owner = process_owner()
-    with log_context(run_id=run.pk):
-        assert run_claim(run_id=run.pk, owner=owner)
-        went = _step(run.pk, owner)  # the answer, which marks the call started
-        assert isinstance(went, Carried) and went.started
-        went = _step(run.pk, owner, went)  # the tool step, its commit left pending
-        assert isinstance(went, Carried) and went.pending
-    assert executions("held") == 1
-    went.pending.take()  # the worker dies with it
-    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now())
-
-    run = advance(run)
-
-    assert run.status == "completed" and executions("held") == 1
-    invocation = ToolInvocation.objects.get(run=run)
-    assert (invocation.status, invocation.error) == ("error", "interrupted")
-
-
-def test_a_history_folded_right_after_a_step_keeps_the_step_s_unwritten_messages(scripted_agent):
+def test_a_history_folded_right_after_a_step_keeps_the_step_s_messages(scripted_agent):
     """The step's tool result pushes the context over the agent's budget: the next call folds the
-    earlier turn into the summary while the step's messages have no order yet (their commit is
-    made by the summary call's attempt), and they are kept, never folded."""
+    earlier turn into the summary, and the run's own messages are kept, never folded."""
     long = "x" * 4000
     agent = scripted_agent(
         {
