@@ -20,12 +20,15 @@ from agents.snapshot import DELEGATE_KIND
 from conversations import events
 from conversations.batch import Batch, Select, event_add, row_insert
 from conversations.events import EventType
-from conversations.models import Run, ToolInvocation
+from conversations.models import Approval, Run, ToolInvocation
 from platform_site.text import scrub_nul
 from tools.approval_policy import approval_need
-from tools.arguments import parse_arguments, validate_arguments
+from tools.arguments import arguments_hash, parse_arguments, validate_arguments
 from tools.calls import call_arguments, call_name
 from tools.models import ToolDefinition
+from tools.results import trim_text
+
+Status = ToolInvocation.Status
 
 
 def invocation_new(*, run: Run, llm_call_id: int, position: int, call: dict, tools: dict) -> ToolInvocation:
@@ -66,16 +69,147 @@ class Started:
     live: dict
 
 
-def runs_at_once(*, run: Run, invocation: ToolInvocation, spec: dict | None, held_back: bool) -> bool:
-    """Whether a call whose row is new runs as soon as its step reaches it, as engine.tool_step
-    decides: no loop hint holds it back (`held_back`), its arguments are valid, the run is not an
-    evaluation's (whose calls take the results its case gives), the tool is not an agent (a
-    delegated child run) and no person must approve the call."""
-    if held_back or invocation.validation_errors or spec is None or run.eval_tools is not None:
-        return False
+# What happens to one call: call_decision's answers, which engine.tool_step carries out.
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The call ends without running (or without running again): this is its outcome."""
+
+    status: str
+    result: str
+    error: str = ""
+    truncated: bool = False
+    simulated: bool = False
+
+
+@dataclass(frozen=True)
+class Execute:
+    """Run the tool with these arguments (the call's own, or the ones a person approved)."""
+
+    arguments: dict
+
+
+@dataclass(frozen=True)
+class Delegate:
+    """The tool is an agent: the call is a child run (engine.delegation)."""
+
+
+@dataclass(frozen=True)
+class AskApproval:
+    """A person must approve the call first: request it (a run-wide grant may approve it at once)."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The call's approval (or hand-off) is pending: the run parks until a person decides."""
+
+
+CallDecision = Settled | Execute | Delegate | AskApproval | Wait
+
+
+def call_decision(
+    *, invocation: ToolInvocation, spec: dict | None, approval: Approval | None, blocked: str | None, eval_tools
+) -> CallDecision:
+    """What happens to one tool call, from what is known of it: its row, its tool's spec, its
+    approval (None: none exists), the loop hint that blocks the step's calls (`blocked`) and the
+    run's evaluation results (`eval_tools`, None outside an evaluation). The order is the promise:
+
+    1. a loop hint blocks the call (a model repeating malformed calls is looping too);
+    2. invalid arguments or an unknown tool: the model reads what is wrong;
+    3. an evaluation's call takes the result its case gives (before delegation: an evaluation's
+       delegate call would run its child's tools for real), see _eval_decision;
+    4. an agent as a tool: a child run;
+    5. no approval yet: run it, or ask a person if its policy says so;
+    6. an approval: wait while it is pending; a hand-off's answer is the result; a rejected,
+       expired or mismatched approval refuses the call; an approved one runs it with the
+       arguments approved (possibly edited)."""
+    if blocked:
+        return Settled(Status.BLOCKED, blocked, error="same-tool streak")
+    if invocation.validation_errors or spec is None:
+        return Settled(Status.ERROR, " ".join(invocation.validation_errors), error="invalid arguments")
+    if eval_tools is not None:
+        return _eval_decision(invocation, spec, eval_tools)
     if spec["kind"] == DELEGATE_KIND:
+        return Delegate()
+    if approval is None:
+        need = approval_need(spec=spec, arguments=invocation.arguments)
+        return AskApproval(need.why) if need.required else Execute(invocation.arguments)
+    if approval.status == Approval.Status.PENDING:
+        return Wait()
+    if approval.kind == Approval.Kind.HANDOFF:
+        return Settled(Status.SUCCEEDED, _handoff_result(invocation, approval))
+    refusal = _approval_refusal(invocation, approval, spec)
+    if refusal is not None:
+        return Settled(Status.REJECTED, refusal, error=approval.status)
+    return Execute(approval.arguments)
+
+
+def _eval_decision(invocation: ToolInvocation, spec: dict, eval_tools: dict) -> CallDecision:
+    """A call of an evaluation run (evals): the result its case gives, recorded as simulated
+    without calling the tool. Such a call needs no approval, since nothing happens. Without a
+    given result, only a read tool that needs no approval runs live, and only if the case allows
+    live reads; anything else fails the call, so an evaluation never changes the outside world
+    nor waits for a person."""
+    given = eval_tools.get("results", {}).get(invocation.tool_name)
+    if given is not None:
+        # Cut like the tool's own result would be, so the model sees what it would see live.
+        shown = trim_text(scrub_nul(str(given)), spec["max_result_chars"])
+        return Settled(Status.SUCCEEDED, shown.text, truncated=shown.truncated, simulated=True)
+    live = (
+        eval_tools.get("live_reads", False)
+        and spec["side_effect"] == "read"
+        and not approval_need(spec=spec, arguments=invocation.arguments).required
+    )
+    if live:
+        return Execute(invocation.arguments)
+    return Settled(
+        Status.ERROR,
+        f"Tool {spec['name']} was not run: this is an evaluation run and its case gives no result for this tool.",
+        error="not run in an evaluation",
+    )
+
+
+def _approval_refusal(invocation: ToolInvocation, approval: Approval, spec: dict) -> str | None:
+    """None when the approval lets exactly this call run; otherwise what to tell the model."""
+    name = spec["name"]
+    if approval.status == Approval.Status.APPROVED:
+        if (
+            approval.tool_call_id != invocation.tool_call_id
+            or arguments_hash(approval.arguments) != approval.arguments_hash
+        ):
+            return f"This call of {name} was not run: its approval does not match the call's arguments."
+        return None
+    if approval.status == Approval.Status.REJECTED:
+        return f"A reviewer rejected this call of {name}; it was not run. Reason: {approval.reason or 'none given'}."
+    if approval.status == Approval.Status.EXPIRED:
+        return (
+            f"Nobody approved this call of {name} in time, so it was not run. Do not assume it "
+            "happened; tell the user it is waiting for an approval that did not come."
+        )
+    return f"This call of {name} was not run: its approval was {approval.status}."
+
+
+def _handoff_result(invocation: ToolInvocation, approval: Approval) -> str:
+    """What the model reads once a hand-off is settled: the person's answer (their decision's
+    reason) to relay, or, rejected or expired, the result kept for nobody answering."""
+    if approval.status == Approval.Status.APPROVED:
+        return (
+            "A person answered this question for the user. Reply with their answer, in your own words if needed, "
+            f"and add nothing that it does not say:\n{approval.reason}"
+        )
+    return invocation.result
+
+
+def runs_at_once(*, run: Run, invocation: ToolInvocation, spec: dict | None, held_back: bool) -> bool:
+    """Whether a call whose row is new (so no approval exists for it) runs as soon as its step
+    reaches it: what call_decision says of it, unless a loop hint holds the step back."""
+    if held_back:
         return False
-    return not approval_need(spec=spec, arguments=invocation.arguments).required
+    decision = call_decision(invocation=invocation, spec=spec, approval=None, blocked=None, eval_tools=run.eval_tools)
+    return isinstance(decision, Execute)
 
 
 def rerunnable(spec: dict) -> bool:

@@ -10,7 +10,7 @@ marked `running` in a commit before it starts (its own, or for the first call of
 runs at once, the answer's: engine.invocations), so after a crash a side-effecting call whose
 outcome is unknown is reported, never silently repeated (at most once); idempotent ones are re-run.
 An evaluation's run (Run.eval_tools set) takes the results its case gives instead of calling
-tools, and never executes a write tool (_eval_outcome).
+tools, and never executes a write tool (engine.invocations.call_decision).
 
 Marking a call running, recording its outcome and appending the step's tool messages are each
 one ledger batch (conversations.batch) fenced by the run's lease: one statement on PostgreSQL.
@@ -23,11 +23,12 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 
 from django.db import transaction
 from django.utils import timezone
 
-from agents.snapshot import DELEGATE_KIND, AgentSnapshot, snapshot_tools
+from agents.snapshot import AgentSnapshot, snapshot_tools
 from conversations import events
 from conversations.batch import (
     Batch,
@@ -46,18 +47,28 @@ from conversations.models import Approval, ApprovalGrant, Message, Run, ToolInvo
 from conversations.selectors import STEP_RUN_COLUMNS, run_step_row
 from conversations.services import rows_insert_new
 from engine.delegation import delegate_step
-from engine.invocations import Started, invocation_new, rerunnable, tool_live_read
+from engine.invocations import (
+    AskApproval,
+    CallDecision,
+    Delegate,
+    Execute,
+    Settled,
+    Started,
+    call_decision,
+    invocation_new,
+    rerunnable,
+    tool_live_read,
+)
 from engine.leases import lease_fence
 from engine.next_step import Repeat, repeat_found, run_steps
 from engine.tracing import tool_span
 from platform_site.dbpool import release_connection
 from platform_site.logs import log_context
 from platform_site.text import scrub_nul
-from tools.approval_policy import ApprovalPolicy, approval_need
+from tools.approval_policy import ApprovalPolicy
 from tools.arguments import arguments_hash
 from tools.executors import execute_tool
 from tools.registry import ToolContext
-from tools.results import trim_text
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +145,13 @@ def _finish(
 ) -> Batch:
     """The call's outcome, with its event, as a batch for the caller to commit (tool_step
     commits the step's last outcome together with the step's tool messages)."""
+    payload = events.tool_completed(
+        tool_invocation_id=invocation.pk,
+        tool=invocation.tool_name,
+        status=status,
+        truncated=truncated,
+        latency_ms=latency_ms,
+    )
     batch = Batch()
     # The run as the commit leaves it: the step's last one hands it to the next step (engine.loop).
     run_guard(batch, run_id=invocation.run_id, lease_owner=owner, returning=STEP_RUN_COLUMNS)
@@ -149,87 +167,81 @@ def _finish(
         simulated=simulated,
         finished_at=timezone.now(),
     )
-    payload = events.tool_completed(
-        tool_invocation_id=invocation.pk,
-        tool=invocation.tool_name,
-        status=status,
-        truncated=truncated,
-        latency_ms=latency_ms,
-    )
     event_add(batch, run_id=invocation.run_id, type=EventType.TOOL_COMPLETED, payload=payload)
     return batch
 
 
-def _request_approval(*, invocation: ToolInvocation, spec: dict, why: str) -> Approval:
-    """A pending Approval for this call, or an approved one if a person already approved this
-    tool for the rest of the run (the call still gets its own row, bound to its arguments)."""
+def _approval_open(
+    *, run: Run, owner: str, invocation: ToolInvocation, spec: dict, why: str, handoff_result: str | None = None
+) -> Approval:
+    """The call's Approval, written under the run's lease: pending until a person decides and
+    expiring as the tool's approvals do, or approved at once if a person already approved this
+    tool for the rest of the run (the call still gets its own row, bound to its arguments).
+
+    `handoff_result`: the tool ran and asks a person for its result (a knowledge base that found
+    nothing): a hand-off, never covered by a grant, and until someone answers the call's result
+    holds what the model reads if nobody does."""
     now = timezone.now()
-    grant = ApprovalGrant.objects.filter(run_id=invocation.run_id, tool_name=invocation.tool_name).first()
+    timeout = spec["approval"]["timeout_seconds"]
+    handoff = handoff_result is not None
     fields = {
         "run_id": invocation.run_id,
         "tool_call_id": invocation.tool_call_id,
+        "kind": Approval.Kind.HANDOFF if handoff else Approval.Kind.TOOL_CALL,
         "arguments": invocation.arguments,
         "arguments_hash": arguments_hash(invocation.arguments),
         "request_reason": why[:500],
+        "expires_at": now + timedelta(seconds=timeout) if timeout else None,
     }
-    if grant is not None:
-        fields.update(
-            status=Approval.Status.APPROVED,
-            decided_by_id=grant.granted_by_id,
-            decided_at=now,
-            channel=Approval.Channel.RUN_GRANT,
-            reason=f"approved for the rest of the run with approval #{grant.approval_id}",
-        )
-    elif spec["approval"]["timeout_seconds"]:
-        fields["expires_at"] = now + timedelta(seconds=spec["approval"]["timeout_seconds"])
-    approval, created = Approval.objects.get_or_create(invocation=invocation, defaults=fields)
-    if approval.status == Approval.Status.PENDING:
-        ToolInvocation.objects.filter(pk=invocation.pk, status=Status.PENDING).update(status=Status.AWAITING_APPROVAL)
-        invocation.status = Status.AWAITING_APPROVAL
-    if created:
-        named = {
-            "approval_id": approval.pk,
-            "tool_invocation_id": invocation.pk,
-            "tool_call_id": invocation.tool_call_id,
-            "tool": invocation.tool_name,
-            "arguments": invocation.arguments,
-            "arguments_hash": approval.arguments_hash,
-        }
-        if grant is None:
-            expires_at = approval.expires_at.isoformat() if approval.expires_at else None
-            payload = events.approval_requested(**named, why=approval.request_reason, expires_at=expires_at)
-            run_event_append(run_id=invocation.run_id, type=EventType.APPROVAL_REQUESTED, payload=payload)
-        else:
-            payload = events.approval_decided(
-                **named,
-                status=approval.status,
-                channel=approval.channel,
-                decided_by=grant.granted_by.get_username(),
-                reason=approval.reason,
-                edited=False,
+    with transaction.atomic():
+        lease_fence(run_id=run.pk, owner=owner)
+        grant = None
+        if not handoff:
+            grant = ApprovalGrant.objects.filter(run_id=run.pk, tool_name=invocation.tool_name).first()
+        if grant is not None:
+            fields.update(
+                status=Approval.Status.APPROVED,
+                decided_by_id=grant.granted_by_id,
+                decided_at=now,
+                channel=Approval.Channel.RUN_GRANT,
+                reason=f"approved for the rest of the run with approval #{grant.approval_id}",
+                expires_at=None,
             )
-            run_event_append(run_id=invocation.run_id, type=EventType.APPROVAL_DECIDED, payload=payload)
+        approval, created = Approval.objects.get_or_create(invocation=invocation, defaults=fields)
+        if approval.status == Approval.Status.PENDING:
+            parked = {"status": Status.AWAITING_APPROVAL} | ({"result": handoff_result} if handoff else {})
+            waiting = Status.RUNNING if handoff else Status.PENDING
+            ToolInvocation.objects.filter(pk=invocation.pk, status=waiting).update(**parked)
+            for name, value in parked.items():
+                setattr(invocation, name, value)
+        if created:
+            _approval_event(invocation, approval, grant)
     return approval
 
 
-def _approval_refusal(invocation: ToolInvocation, approval: Approval, spec: dict) -> str | None:
-    """None when the approval lets exactly this call run; otherwise what to tell the model."""
-    name = spec["name"]
-    if approval.status == Approval.Status.APPROVED:
-        if (
-            approval.tool_call_id != invocation.tool_call_id
-            or arguments_hash(approval.arguments) != approval.arguments_hash
-        ):
-            return f"This call of {name} was not run: its approval does not match the call's arguments."
-        return None
-    if approval.status == Approval.Status.REJECTED:
-        return f"A reviewer rejected this call of {name}; it was not run. Reason: {approval.reason or 'none given'}."
-    if approval.status == Approval.Status.EXPIRED:
-        return (
-            f"Nobody approved this call of {name} in time, so it was not run. Do not assume it "
-            "happened; tell the user it is waiting for an approval that did not come."
+def _approval_event(invocation: ToolInvocation, approval: Approval, grant: ApprovalGrant | None) -> None:
+    named = {
+        "approval_id": approval.pk,
+        "tool_invocation_id": invocation.pk,
+        "tool_call_id": invocation.tool_call_id,
+        "tool": invocation.tool_name,
+        "arguments": invocation.arguments,
+        "arguments_hash": approval.arguments_hash,
+    }
+    if grant is None:
+        expires_at = approval.expires_at.isoformat() if approval.expires_at else None
+        payload = events.approval_requested(**named, why=approval.request_reason, expires_at=expires_at)
+        run_event_append(run_id=invocation.run_id, type=EventType.APPROVAL_REQUESTED, payload=payload)
+    else:
+        payload = events.approval_decided(
+            **named,
+            status=approval.status,
+            channel=approval.channel,
+            decided_by=grant.granted_by.get_username(),
+            reason=approval.reason,
+            edited=False,
         )
-    return f"This call of {name} was not run: its approval was {approval.status}."
+        run_event_append(run_id=invocation.run_id, type=EventType.APPROVAL_DECIDED, payload=payload)
 
 
 def _mark_running(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, arguments: dict) -> dict | None:
@@ -285,8 +297,8 @@ def _execute(
     outcome = scrub_nul(execute_tool(spec=spec, arguments=arguments, ctx=ctx, live=live))
     tool_span(invocation=invocation, started=started, status=outcome.status, error=outcome.error)
     if outcome.status == "handoff":
-        _hand_off(
-            run=run, owner=owner, invocation=invocation, spec=spec, question=outcome.question, result=outcome.content
+        _approval_open(
+            run=run, owner=owner, invocation=invocation, spec=spec, why=outcome.question, handoff_result=outcome.content
         )
         return None
     return _finish(
@@ -300,52 +312,14 @@ def _execute(
     )
 
 
-def _hand_off(*, run: Run, owner: str, invocation: ToolInvocation, spec: dict, question: str, result: str) -> None:
-    """The tool ran and asks a person for its result (a knowledge base that found nothing):
-    park the call behind a hand-off approval, expiring as the tool's approvals do. Until
-    someone answers, the call's result holds what the model reads if nobody does."""
-    timeout = spec["approval"]["timeout_seconds"]
-    with transaction.atomic():
-        lease_fence(run_id=run.pk, owner=owner)
-        approval, created = Approval.objects.get_or_create(
-            invocation=invocation,
-            defaults={
-                "run_id": run.pk,
-                "tool_call_id": invocation.tool_call_id,
-                "kind": Approval.Kind.HANDOFF,
-                "arguments": invocation.arguments,
-                "arguments_hash": arguments_hash(invocation.arguments),
-                "request_reason": question[:500],
-                "expires_at": timezone.now() + timedelta(seconds=timeout) if timeout else None,
-            },
-        )
-        ToolInvocation.objects.filter(pk=invocation.pk, status=Status.RUNNING).update(
-            status=Status.AWAITING_APPROVAL, result=result
-        )
-        invocation.status, invocation.result = Status.AWAITING_APPROVAL, result
-        if created:
-            payload = events.approval_requested(
-                approval_id=approval.pk,
-                tool_invocation_id=invocation.pk,
-                tool_call_id=invocation.tool_call_id,
-                tool=invocation.tool_name,
-                arguments=invocation.arguments,
-                arguments_hash=approval.arguments_hash,
-                why=approval.request_reason,
-                expires_at=approval.expires_at.isoformat() if approval.expires_at else None,
-            )
-            run_event_append(run_id=run.pk, type=EventType.APPROVAL_REQUESTED, payload=payload)
-
-
-def _handoff_result(invocation: ToolInvocation, approval: Approval) -> str:
-    """What the model reads once a hand-off is settled: the person's answer (their decision's
-    reason) to relay, or, rejected or expired, the result kept for nobody answering."""
-    if approval.status == Approval.Status.APPROVED:
-        return (
-            "A person answered this question for the user. Reply with their answer, in your own words if needed, "
-            f"and add nothing that it does not say:\n{approval.reason}"
-        )
-    return invocation.result
+def _approval_found(invocation: ToolInvocation, spec: dict | None, fresh: bool) -> Approval | None:
+    """The call's approval, read only where one can exist: not under "never" (the run's policy is
+    pinned) nor for a call whose row this step created, unless the call is parked for a person
+    (a hand-off has its approval whatever the tool's policy)."""
+    asks = (spec is not None and spec["approval"]["policy"] != ApprovalPolicy.NEVER and not fresh) or (
+        invocation.status == Status.AWAITING_APPROVAL
+    )
+    return Approval.objects.filter(invocation=invocation).first() if asks else None
 
 
 def _process_call(
@@ -358,99 +332,48 @@ def _process_call(
     fresh: bool,
     started: Started | None = None,
 ) -> Batch | None:
-    """Decide on the call and run it if it may; its outcome (None while it waits for an
-    approval) is returned as a batch to commit. A call the answer's commit `started` was decided
-    then (engine.invocations.runs_at_once): it runs."""
+    """Decide on the call (engine.invocations.call_decision) and carry it out; its outcome (None
+    while it waits for a person) is returned as a batch to commit. A call the answer's commit
+    `started` was decided then (engine.invocations.runs_at_once): it runs."""
     with log_context(tool_invocation_id=invocation.pk):
         if started is not None:
-            arguments, live = invocation.arguments, started.live
-            outcome = _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=arguments, live=live)
+            decision = Execute(invocation.arguments)
         else:
-            outcome = _decide_and_run(
-                run=run, owner=owner, invocation=invocation, spec=spec, blocked_hint=blocked_hint, fresh=fresh
+            decide = partial(
+                call_decision, invocation=invocation, spec=spec, blocked=blocked_hint, eval_tools=run.eval_tools
             )
+            decision = decide(approval=_approval_found(invocation, spec, fresh))
+            if isinstance(decision, AskApproval):
+                decision = decide(
+                    approval=_approval_open(run=run, owner=owner, invocation=invocation, spec=spec, why=decision.why)
+                )
+        outcome = _carry_out(
+            decision, run=run, owner=owner, invocation=invocation, spec=spec, fresh=fresh, started=started
+        )
         log.info("tool %s: %s", invocation.tool_name, invocation.status)
     return outcome
 
 
-def _decide_and_run(
-    *, run, owner, invocation: ToolInvocation, spec: dict | None, blocked_hint: str | None, fresh: bool
+def _carry_out(
+    decision: CallDecision, *, run, owner, invocation: ToolInvocation, spec, fresh: bool, started: Started | None
 ) -> Batch | None:
-    # The loop hint comes first: a model repeating malformed calls is looping too.
-    if blocked_hint:
-        return _finish(invocation, owner=owner, status=Status.BLOCKED, result=blocked_hint, error="same-tool streak")
-    if invocation.validation_errors:
+    if isinstance(decision, Settled):
         return _finish(
             invocation,
             owner=owner,
-            status=Status.ERROR,
-            result=" ".join(invocation.validation_errors),
-            error="invalid arguments",
+            status=decision.status,
+            result=decision.result,
+            error=decision.error,
+            truncated=decision.truncated,
+            simulated=decision.simulated,
         )
-    if run.eval_tools is not None:
-        # Before delegation: an evaluation's delegate call (a write: its child's tools would run
-        # for real) gets the result its case gives, or a tool error.
-        return _eval_outcome(run=run, owner=owner, invocation=invocation, spec=spec)
-    if spec["kind"] == DELEGATE_KIND:  # agents as tools: the call is a child run (engine.delegation)
+    if isinstance(decision, Execute):
+        live = started.live if started is not None else None
+        return _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=decision.arguments, live=live)
+    if isinstance(decision, Delegate):
         delegated = delegate_step(run=run, owner=owner, invocation=invocation, spec=spec, fresh=fresh)
         return None if delegated is None else _finish(invocation, owner=owner, **delegated)
-    # Under "never" no approval can exist for this run (its policy is pinned), nor for a call
-    # whose row this step created: skip the lookup.
-    # A call parked for a person (a hand-off) has its approval whatever the tool's policy.
-    asks = (spec["approval"]["policy"] != ApprovalPolicy.NEVER and not fresh) or (
-        invocation.status == Status.AWAITING_APPROVAL
-    )
-    approval = Approval.objects.filter(invocation=invocation).first() if asks else None
-    if approval is None:
-        need = approval_need(spec=spec, arguments=invocation.arguments)
-        if not need.required:
-            return _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=invocation.arguments)
-        with transaction.atomic():
-            lease_fence(run_id=run.pk, owner=owner)
-            approval = _request_approval(invocation=invocation, spec=spec, why=need.why)
-    if approval.status == Approval.Status.PENDING:
-        return None
-    if approval.kind == Approval.Kind.HANDOFF:
-        return _finish(invocation, owner=owner, status=Status.SUCCEEDED, result=_handoff_result(invocation, approval))
-    refusal = _approval_refusal(invocation, approval, spec)
-    if refusal is not None:
-        return _finish(invocation, owner=owner, status=Status.REJECTED, result=refusal, error=approval.status)
-    return _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=approval.arguments)
-
-
-def _eval_outcome(*, run, owner, invocation: ToolInvocation, spec: dict) -> Batch:
-    """A call of an evaluation run (evals): the result its case gives, recorded as simulated
-    without calling the tool. Such a call needs no approval, since nothing happens. Without a
-    given result, only a read tool that needs no approval runs live, and only if the case allows
-    live reads; anything else fails the call, so an evaluation never changes the outside world
-    nor waits for a person."""
-    given = run.eval_tools.get("results", {}).get(invocation.tool_name)
-    if given is not None:
-        # Cut like the tool's own result would be, so the model sees what it would see live.
-        shown = trim_text(scrub_nul(str(given)), spec["max_result_chars"])
-        return _finish(
-            invocation,
-            owner=owner,
-            status=Status.SUCCEEDED,
-            result=shown.text,
-            truncated=shown.truncated,
-            simulated=True,
-        )
-    live = (
-        run.eval_tools.get("live_reads", False)
-        and spec["side_effect"] == "read"
-        and not approval_need(spec=spec, arguments=invocation.arguments).required
-    )
-    if live:
-        return _execute(run=run, owner=owner, invocation=invocation, spec=spec, arguments=invocation.arguments)
-    return _finish(
-        invocation,
-        owner=owner,
-        status=Status.ERROR,
-        error="not run in an evaluation",
-        result=f"Tool {spec['name']} was not run: this is an evaluation run and its case gives no result "
-        "for this tool.",
-    )
+    return None  # Wait: the run parks until a person decides
 
 
 def _tool_message(invocation: ToolInvocation, approval: Approval | None) -> str:
