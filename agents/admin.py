@@ -204,6 +204,18 @@ class ModelConfigAdmin(JSONInputAdminMixin, admin.ModelAdmin):
 
 
 class AgentForm(forms.ModelForm):
+    # Left empty (or absent from a form posted by a script), the default, as for a new agent.
+    memory_shown = Agent._meta.get_field("memory_shown").formfield(required=False)
+
+    def clean_memory_shown(self):
+        shown = self.cleaned_data["memory_shown"]
+        return Agent._meta.get_field("memory_shown").default if shown is None else shown
+
+    def clean_memory_kinds(self):
+        # An empty box is no kind named (every kind kept), not JSON null; Agent.clean checks the rest.
+        kinds = self.cleaned_data["memory_kinds"]
+        return [] if kinds is None else kinds
+
     class Meta:
         model = Agent
         fields = "__all__"
@@ -379,6 +391,16 @@ class AgentAdmin(AgentReleaseAdminMixin, admin.ModelAdmin):
             },
         ),
         (
+            _("End users"),
+            {
+                "description": _(
+                    "Limits for each end user of an application (the id it gives a conversation): over either, a "
+                    "new message is refused with 429 and Retry-After. Empty: no limit."
+                ),
+                "fields": ["end_user_messages_per_minute", "end_user_tokens_per_day"],
+            },
+        ),
+        (
             _("Retention"),
             {
                 "description": _(
@@ -396,6 +418,23 @@ class AgentAdmin(AgentReleaseAdminMixin, admin.ModelAdmin):
                     "redact replaces matches with a placeholder, flag lists the run for review."
                 ),
                 "fields": ["guardrail_redact_stored"],
+            },
+        ),
+        (
+            _("Memory"),
+            {
+                "description": _(
+                    "Long-term memory of each end user across conversations: what is kept, how much a run is "
+                    "shown, and for how long. The memories are listed under Long-term memory → Memories."
+                ),
+                "fields": [
+                    "memory_enabled",
+                    "memory_space",
+                    "memory_kinds",
+                    "memory_shown",
+                    "memory_ttl_days",
+                    "memory_embedding_model",
+                ],
             },
         ),
     ]

@@ -196,6 +196,26 @@ class ConcurrentMessages(models.TextChoices):
     INTERRUPT = "interrupt", _("interrupt (cancel the active run, then start)")
 
 
+# The kinds of long-term memory an agent may keep: memory.models.MemoryKind's values, named here
+# because the memory app sits above this one (tests/unit/test_memory_kinds.py checks they agree).
+MEMORY_KINDS = {"fact": _("Fact"), "preference": _("Preference"), "event": _("Event"), "instruction": _("Instruction")}
+
+
+def memory_kinds_problem(kinds) -> str | None:
+    """What is wrong with an agent's memory kinds (a list of known kinds, each once), or None."""
+    if not isinstance(kinds, list) or not all(isinstance(kind, str) for kind in kinds):
+        return _('A list of kinds, e.g. ["fact", "preference"].')
+    unknown = [kind for kind in kinds if kind not in MEMORY_KINDS]
+    if unknown:
+        return _("Unknown kinds: %(kinds)s. Known: %(known)s.") % {
+            "kinds": ", ".join(unknown),
+            "known": ", ".join(MEMORY_KINDS),
+        }
+    if len(set(kinds)) != len(kinds):
+        return _("Name each kind once.")
+    return None
+
+
 def validate_time_zone(value: str) -> None:
     if value not in zoneinfo.available_timezones():
         raise ValidationError(f"Unknown time zone {value!r}; use an IANA name such as Asia/Shanghai.")
@@ -336,6 +356,74 @@ class Agent(models.Model):
         default=ConcurrentMessages.REJECT,
         help_text=_("What a new message does while the conversation still has an active run."),
     )
+    # Limits per end user (the application's own id for the person, Conversation.end_user): a
+    # policy of the API like the one above, not of a version, so changing one takes effect at once.
+    end_user_messages_per_minute = models.PositiveIntegerField(
+        _("messages per minute per end user"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text=_(
+            "Messages one end user may send this agent per minute; more are refused with 429. Empty: no limit."
+        ),
+    )
+    end_user_tokens_per_day = models.PositiveBigIntegerField(
+        _("tokens per day per end user"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text=_(
+            "Tokens one end user's runs of this agent may use per day (in the agent's time zone); once reached, "
+            "new messages are refused with 429 until the day ends. Empty: no limit."
+        ),
+    )
+    # Long-term memory (the memory app): part of the version, like the context policy.
+    memory_enabled = models.BooleanField(
+        _("long-term memory"),
+        default=False,
+        help_text=_(
+            "Remember what each end user says across conversations: after a run completes, a model call "
+            "extracts facts and preferences, and the next runs are shown the most relevant ones."
+        ),
+    )
+    memory_space = models.SlugField(
+        _("memory space"),
+        max_length=100,
+        blank=True,
+        default="",
+        help_text=_("Agents naming the same space share their end users' memories. Empty: this agent's own."),
+    )
+    memory_kinds = models.JSONField(
+        _("memory kinds"),
+        default=list,
+        blank=True,
+        help_text=_("The kinds of memory to keep (fact, preference, event, instruction). Empty: all."),
+    )
+    memory_shown = models.PositiveSmallIntegerField(
+        _("memories shown"),
+        default=5,
+        validators=[MaxValueValidator(50)],
+        help_text=_("How many of the most relevant memories a run is shown at its first step."),
+    )
+    memory_ttl_days = models.PositiveIntegerField(
+        _("memory lifetime (days)"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text=_("A memory not used or confirmed for this many days is forgotten. Empty: kept until removed."),
+    )
+    memory_embedding_model = models.ForeignKey(
+        ModelConfig,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("memory embedding model"),
+        help_text=_(
+            "An OpenAI-compatible /embeddings endpoint: memories are also found by meaning (vector search). "
+            "Empty: keyword search only."
+        ),
+    )
     # Retention: terminal runs older than this are purged (with all their audit rows) by the
     # daily sweep, which leaves a tombstone naming who set the policy; empty keeps them forever.
     retention_days = models.PositiveIntegerField(
@@ -419,6 +507,9 @@ class Agent(models.Model):
             raise ValidationError(
                 {"tool_choice_name": "Only used when tool choice is 'the named tool'; leave it empty."}
             )
+        kinds_problem = memory_kinds_problem(self.memory_kinds)
+        if kinds_problem:
+            raise ValidationError({"memory_kinds": kinds_problem})
         problems = agent_problems(
             tool_choice=self.tool_choice,
             models=[

@@ -91,6 +91,7 @@ def _config_columns() -> str:
         ("g", GuardrailRule),
         ("gm", ModelConfig),
         ("d", AgentDelegate),
+        ("e", ModelConfig),
     )
     return ", ".join(
         Columns(model, config_fields if model is ModelConfig else None, alias).sql for alias, model in aliases
@@ -120,8 +121,17 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
             f'LEFT JOIN "{links}" l ON l."agent_id" = %s LEFT JOIN "{tools}" t ON t."id" = l."tool_id" '
             f'LEFT JOIN "{rules}" g ON g."agent_id" = %s LEFT JOIN "{configs}" gm ON gm."id" = g."model_config_id" '
             f'LEFT JOIN "{delegates}" d ON d."parent_id" = %s LEFT JOIN "{agents}" c ON c."id" = d."child_id" '
+            f'LEFT JOIN "{configs}" e ON e."id" = %s '
             'WHERE m."id" = %s ORDER BY l."id", g."id", d."id"',
-            [agent.pk, agent.fallback_model_config_id, agent.pk, agent.pk, agent.pk, agent.model_config_id],
+            [
+                agent.pk,
+                agent.fallback_model_config_id,
+                agent.pk,
+                agent.pk,
+                agent.pk,
+                agent.memory_embedding_model_id,
+                agent.model_config_id,
+            ],
         )
         rows = cursor.fetchall()
     own = tuple(getattr(agent, field.attname) for field in Agent._meta.concrete_fields)

@@ -24,7 +24,7 @@ from agents.guardrails import (
     GuardrailsSnapshot,
     terms_parse,
 )
-from agents.models import Agent, AgentDelegate, AgentTool, GuardrailRule, ModelConfig
+from agents.models import MEMORY_KINDS, Agent, AgentDelegate, AgentTool, GuardrailRule, ModelConfig
 from tools.approval_policy import ApprovalExpiry, ApprovalPolicy, effective_policy
 from tools.models import ToolDefinition
 
@@ -137,6 +137,18 @@ class ToolSpec(TypedDict):
     delegate: NotRequired[ToolDelegate]  # kind DELEGATE_KIND only
 
 
+class MemorySnapshot(TypedDict):
+    """Long-term memory (the memory app): where it is kept and what a run does with it."""
+
+    space: str  # a shared space's name; empty: the agent's own (memory.services.memory_scope)
+    kinds: list[str]  # the kinds kept, never empty (an agent that names none keeps every kind)
+    shown: int  # how many memories a run is shown at its first step
+    ttl_days: int | None  # days a memory lives unless used or confirmed; None: until removed
+    # The model whose vectors find memories by meaning (memory.services); only agents that name
+    # one have the key, so their memory settings pin the same snapshot as before it existed.
+    embedding_model: NotRequired[ModelSnapshot]
+
+
 class AgentSnapshot(TypedDict):
     agent: AgentSettings
     model: ModelSnapshot
@@ -145,6 +157,8 @@ class AgentSnapshot(TypedDict):
     # Only agents with enabled guardrail rules have the key, so an agent without any pins the
     # same snapshot (and hash) as before guardrails existed, and the engine skips them by a lookup.
     guardrails: NotRequired[GuardrailsSnapshot]
+    # Only agents with memory on have the key, for the same reason as "guardrails".
+    memory: NotRequired[MemorySnapshot]
 
 
 class SnapshotInvalid(ValueError):
@@ -283,6 +297,27 @@ def snapshot_guardrails(snapshot: AgentSnapshot) -> GuardrailsSnapshot | None:
     return snapshot.get("guardrails")
 
 
+def snapshot_memory(snapshot: AgentSnapshot) -> MemorySnapshot | None:
+    return snapshot.get("memory")
+
+
+def _memory_snapshot(agent: Agent) -> MemorySnapshot:
+    kept = set(agent.memory_kinds or MEMORY_KINDS)
+    memory: MemorySnapshot = {
+        "space": agent.memory_space,
+        # In a fixed order, so the same choice pins the same version however it was typed.
+        "kinds": [kind for kind in MEMORY_KINDS if kind in kept],
+        "shown": agent.memory_shown,
+        "ttl_days": agent.memory_ttl_days,
+    }
+    if agent.memory_embedding_model_id:
+        # Read from the database, not a config the instance may hold from before an edit: what
+        # agents.selectors.agent_config_state reads too, so a version found by it is this one.
+        config = ModelConfig.objects.get(pk=agent.memory_embedding_model_id)
+        memory["embedding_model"] = _model_snapshot(config)
+    return memory
+
+
 def _guardrail_snapshot(rule: GuardrailRule) -> GuardrailSpec:
     spec: GuardrailSpec = {"id": rule.pk, "side": rule.side, "kind": rule.kind, "action": rule.action}
     if rule.kind == KIND_TERMS:
@@ -376,4 +411,6 @@ def snapshot_build(*, agent: Agent) -> AgentSnapshot:
     rules = [_guardrail_snapshot(rule) for rule in enabled]
     if rules:
         snapshot["guardrails"] = {"redact_stored": agent.guardrail_redact_stored, "rules": rules}
+    if agent.memory_enabled:
+        snapshot["memory"] = _memory_snapshot(agent)
     return snapshot

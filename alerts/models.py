@@ -29,13 +29,14 @@ class AlertRule(models.Model):
         FAILURE_RATE = "failure_rate", _("Failure rate over a window (%)")
         STUCK_RUNS = "stuck_runs", _("Runs not finished after N minutes")
         APPROVAL_AGE = "approval_age", _("Oldest pending approval older than N minutes")
+        NEGATIVE_FEEDBACK = "negative_feedback", _("Negative feedback rate over a window (%)")
 
     class Window(models.TextChoices):
         HOUR = "hour", _("Last hour")
         DAY = "day", _("Last 24 hours")
 
     # Kinds measured over a sliding window; the other two look at what is open now.
-    WINDOWED = (Kind.TOKENS, Kind.COST, Kind.FAILURE_RATE)
+    WINDOWED = (Kind.TOKENS, Kind.COST, Kind.FAILURE_RATE, Kind.NEGATIVE_FEEDBACK)
     # Runs and approvals belong to agents, not to model configs.
     AGENT_ONLY = (Kind.STUCK_RUNS, Kind.APPROVAL_AGE)
 
@@ -67,14 +68,14 @@ class AlertRule(models.Model):
         max_digits=20,
         decimal_places=8,
         help_text=_(
-            "Tokens: a whole number. Cost: an amount in the prices' currency. Failure rate: a percentage "
-            "above 0, at most 100. Stuck runs and approval age: whole minutes."
+            "Tokens: a whole number. Cost: an amount in the prices' currency. Failure rate and negative "
+            "feedback rate: a percentage above 0, at most 100. Stuck runs and approval age: whole minutes."
         ),
         verbose_name=_("threshold"),
     )
     min_runs = models.PositiveIntegerField(
         default=10,
-        help_text=_("Failure rate only: fewer runs (or model calls) than this in the window never fire."),
+        help_text=_("Rates only: fewer runs (or model calls, or feedback posts) than this in the window never fire."),
         verbose_name=_("minimum runs"),
     )
     enabled = models.BooleanField(default=True, verbose_name=_("enabled"))
@@ -122,6 +123,8 @@ class AlertRule(models.Model):
             errors["model_config"] = _("Choose an agent or a model config, not both.")
         elif self.kind in self.AGENT_ONLY and self.model_config_id:
             errors["model_config"] = _("Runs and approvals are watched per agent or for everything.")
+        elif self.kind == self.Kind.NEGATIVE_FEEDBACK and self.model_config_id:
+            errors["model_config"] = _("Feedback is on runs: watch it per agent or for everything.")
         threshold = self.threshold
         if threshold is not None:
             whole = threshold == threshold.to_integral_value()
@@ -131,12 +134,16 @@ class AlertRule(models.Model):
                 errors["threshold"] = _("A cost threshold is above 0.")
             elif self.kind == self.Kind.FAILURE_RATE and not 0 < threshold <= 100:
                 errors["threshold"] = _("A failure rate is a percentage above 0 and at most 100.")
+            elif self.kind == self.Kind.NEGATIVE_FEEDBACK and not 0 < threshold <= 100:
+                errors["threshold"] = _("A negative feedback rate is a percentage above 0 and at most 100.")
             elif self.kind in self.AGENT_ONLY and not (whole and 1 <= threshold <= MAX_AGE_MINUTES):
                 errors["threshold"] = _("An age is a whole number of minutes from 1 to %(max)d.") % {
                     "max": MAX_AGE_MINUTES
                 }
         if self.kind == self.Kind.FAILURE_RATE and self.min_runs < 1:
             errors["min_runs"] = _("At least one run is needed to measure a failure rate.")
+        elif self.kind == self.Kind.NEGATIVE_FEEDBACK and self.min_runs < 1:
+            errors["min_runs"] = _("At least one feedback post is needed to measure a negative feedback rate.")
         for address in self.recipients:
             try:
                 validate_email(address)

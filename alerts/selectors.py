@@ -17,7 +17,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from alerts.models import AlertFiring, AlertRule
-from conversations.models import TERMINAL_STATUSES, Approval, LLMCall, Run, RunStatus
+from conversations.models import TERMINAL_STATUSES, Approval, LLMCall, Run, RunFeedback, RunStatus
 from conversations.monitoring.models import LLMCallHourly, RollupState, RunHourly
 from conversations.monitoring.rollups import floor_hour
 
@@ -120,6 +120,34 @@ def window_runs(*, rule: AlertRule, now: datetime) -> dict:
     return totals
 
 
+def window_feedback(*, rule: AlertRule, now: datetime) -> dict:
+    """Feedback posted in the rule's window on runs (of its agent, or all), and how much of it was
+    negative. Counted by when it was first posted: rating IN (…) with created_at is answered by
+    the feedback's (rating, created_at) index, whatever the number of older rows."""
+    feedback = RunFeedback.objects.filter(
+        rating__in=(1, -1), created_at__gte=now - WINDOWS[rule.window], created_at__lte=now
+    )
+    if rule.agent_id:
+        feedback = feedback.filter(run__agent_id=rule.agent_id)
+    return feedback.aggregate(total=Count("pk"), negative=Count("pk", filter=Q(rating=-1)))
+
+
+def _negative_feedback_rate(rule: AlertRule, now: datetime) -> Measurement:
+    counts = window_feedback(rule=rule, now=now)
+    total, negative = counts["total"], counts["negative"]
+    rate = (Decimal(negative) * 100 / total).quantize(Decimal("0.01")) if total else Decimal(0)
+    summary = _(
+        "%(negative)d of %(total)d feedback posts negative in %(hours)d h (%(rate)s%%, threshold %(threshold)s%%)"
+    ) % {
+        "negative": negative,
+        "total": total,
+        "hours": _window_hours(rule),
+        "rate": rate,
+        "threshold": number_text(rule.threshold),
+    }
+    return Measurement(rate, total >= rule.min_runs and rate >= rule.threshold, summary)
+
+
 def _oldest(rows, field: str, now: datetime) -> tuple[int, Decimal]:
     row = rows.aggregate(n=Count("pk"), oldest=Min(field))
     age = (now - row["oldest"]).total_seconds() / 60 if row["oldest"] else 0
@@ -162,6 +190,8 @@ def alert_rule_measure(*, rule: AlertRule, now: datetime) -> Measurement:
         text = _("cost %(value)s in %(hours)d h (threshold %(threshold)s)")
     elif rule.kind == AlertRule.Kind.FAILURE_RATE:
         return _failure_rate(rule, now)
+    elif rule.kind == AlertRule.Kind.NEGATIVE_FEEDBACK:
+        return _negative_feedback_rate(rule, now)
     elif rule.kind == AlertRule.Kind.STUCK_RUNS:
         runs = Run.objects.filter(status__in=OPEN_STATUSES, created_at__lt=now - timedelta(minutes=int(threshold)))
         if rule.agent_id:

@@ -9,6 +9,9 @@ reads it right after the agent's system prompt (which keeps the operator's rules
 The agent's input guardrails check every turn of the request, not only the last user message:
 its system and developer text and the assistant turns the client made up reach the model only as
 the rules let them (engine.guardrails). A block answers finish_reason "content_filter".
+
+OpenAI's `user` field (the application's id for its end user) becomes the conversation's end
+user: the agent's limits per end user and its long-term memory go by it.
 """
 
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from django.utils.translation import gettext as _
 
 from agents.models import Agent
 from agents.selectors import agent_usable_by
+from conversations.end_users import EndUserInvalid, end_user_clean
 from conversations.models import Approval, Message, Run, RunStatus, StopReason
 from conversations.selectors import run_with_final_answer
 from engine.admission import conversation_start
@@ -48,6 +52,7 @@ class CompletionRequest:
     content: str
     stream: bool
     include_usage: bool
+    end_user: str = ""
 
 
 def _text(content, param: str) -> str:
@@ -85,6 +90,13 @@ def completion_request_parse(body) -> CompletionRequest:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise CompletionRequestError(_("Must be true or false."), param="stream")
+    end_user = body.get("user", "")
+    if not isinstance(end_user, str):
+        raise CompletionRequestError(_("Must be a string: your id for the end user."), param="user")
+    try:
+        end_user = end_user_clean(end_user)
+    except EndUserInvalid as exc:
+        raise CompletionRequestError(str(exc), param="user") from None
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise CompletionRequestError(_("Must be an object."), param="stream_options")
@@ -134,6 +146,7 @@ def completion_request_parse(body) -> CompletionRequest:
         content=turns[-1]["content"],
         stream=stream,
         include_usage=bool(options.get("include_usage")),
+        end_user=end_user,
     )
 
 
@@ -160,6 +173,7 @@ def completion_start(*, user, agent: Agent, request: CompletionRequest) -> Run:
         title=request.content[:80],
         metadata={"source": "chat.completions"},
         history=opening + request.history,
+        end_user=request.end_user,
     )
 
 

@@ -7,19 +7,28 @@ from django.db.models import Prefetch
 from django.http import Http404
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, Throttled
 from rest_framework.response import Response
 
+from agents.models import Agent
 from agents.releases import DRAFT, PUBLISHED, TEST_VERSION_PERMISSION, UnknownVersion
 from api.common import ErrorSerializer, FieldsBuiltOnce, IdempotencyKeyMismatch, JSONInputField, agent_named, reject_nul
 from api.runs import RunSerializer
-from api.throttles import ApiUserThrottle, RunStartThrottle
+from api.throttles import (
+    END_USER_LIMIT_FIELDS,
+    ApiUserThrottle,
+    EndUserLimited,
+    RunStartThrottle,
+    end_user_limits_check,
+)
+from conversations.end_users import END_USER_MAX_CHARS, EndUserInvalid, end_user_clean
 from conversations.models import Conversation, Message, Run
 from conversations.selectors import conversation_for_post, conversations_visible_to, runs_visible_to
-from conversations.services import conversation_create
+from conversations.services import conversation_create, conversation_update
 from engine.admission import ConversationBusy, IdempotencyKeyReused, message_submit
 from platform_site.api_errors import ApiConflict
 
@@ -44,7 +53,7 @@ class ConversationSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Conversation
-        fields = ["id", "agent", "title", "metadata", "created_at"]
+        fields = ["id", "agent", "end_user", "title", "metadata", "created_at"]
 
 
 class ConversationDetailSerializer(ConversationSerializer):
@@ -55,23 +64,63 @@ class ConversationDetailSerializer(ConversationSerializer):
         fields = ConversationSerializer.Meta.fields + ["messages", "runs"]
 
 
+def _metadata_checked(metadata):
+    if not isinstance(metadata, dict):
+        raise serializers.ValidationError(_("Must be a JSON object."))
+    reject_nul(metadata)
+    if len(json.dumps(metadata, ensure_ascii=False).encode()) > METADATA_MAX_BYTES:
+        raise serializers.ValidationError(_("Must be at most %(count)s bytes as JSON.") % {"count": METADATA_MAX_BYTES})
+    return metadata
+
+
 class ConversationCreateSerializer(serializers.Serializer):
     agent = serializers.CharField(max_length=100, help_text="Slug of an agent from GET /api/v1/agents/.")
     title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     metadata = JSONInputField(required=False, default=dict, help_text="Any JSON object, up to 16 KiB.")
+    end_user = serializers.CharField(
+        max_length=END_USER_MAX_CHARS,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Your own id for the person this conversation serves, up to %d printable characters "
+        "(surrounding spaces are dropped). The agent's limits per end user, its long-term memory and the "
+        "end-users endpoints go by it. It cannot change later." % END_USER_MAX_CHARS,
+    )
 
     def validate_agent(self, slug: str):
         return agent_named(user=self.context["request"].user, slug=slug)
 
     def validate_metadata(self, metadata):
-        if not isinstance(metadata, dict):
-            raise serializers.ValidationError(_("Must be a JSON object."))
-        reject_nul(metadata)
-        if len(json.dumps(metadata, ensure_ascii=False).encode()) > METADATA_MAX_BYTES:
-            raise serializers.ValidationError(
-                _("Must be at most %(count)s bytes as JSON.") % {"count": METADATA_MAX_BYTES}
-            )
-        return metadata
+        return _metadata_checked(metadata)
+
+    def validate_end_user(self, end_user: str) -> str:
+        try:
+            return end_user_clean(end_user)
+        except EndUserInvalid as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class ConversationUpdateSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    metadata = JSONInputField(required=False, help_text="Any JSON object, up to 16 KiB; replaces the old one.")
+
+    # A conversation's agent and end user are fixed at its creation: memory, limits and the
+    # record of who was served go by them, so a change is refused rather than ignored.
+    FIXED = {
+        "agent": gettext_lazy("A conversation's agent cannot change; start a new conversation with the other agent."),
+        "end_user": gettext_lazy(
+            "A conversation's end user cannot change; start a new conversation for the other end user."
+        ),
+    }
+
+    def validate(self, attrs):
+        fixed = {name: [str(message)] for name, message in self.FIXED.items() if name in self.initial_data}
+        if fixed:
+            raise serializers.ValidationError(fixed)
+        return attrs
+
+    def validate_metadata(self, metadata):
+        return _metadata_checked(metadata)
 
 
 class MessageCreateSerializer(FieldsBuiltOnce, serializers.Serializer):
@@ -123,6 +172,8 @@ def _idempotency_key(request) -> str:
 class ConversationViewSet(
     mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
 ):
+    http_method_names = ["get", "post", "patch", "head", "options"]
+
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model
             return Conversation.objects.none()
@@ -150,6 +201,7 @@ class ConversationViewSet(
             "create": ConversationCreateSerializer,
             "retrieve": ConversationDetailSerializer,
             "messages": MessageCreateSerializer,
+            "partial_update": ConversationUpdateSerializer,
         }.get(self.action, ConversationSerializer)
 
     @extend_schema(
@@ -176,6 +228,26 @@ class ConversationViewSet(
         )
 
     @extend_schema(
+        summary="Retitle a conversation",
+        description="Changes a conversation's title or metadata. Its agent and its end user are fixed when it is "
+        "created: a request naming either is a 400.",
+        request=ConversationUpdateSerializer,
+        responses={
+            200: ConversationSerializer,
+            400: ErrorSerializer,
+            403: OpenApiResponse(ErrorSerializer, description="The conversation is another user's."),
+        },
+    )
+    def partial_update(self, request, *args, **kwargs):
+        conversation = self.get_object()
+        if conversation.owner_id != request.user.pk:
+            raise PermissionDenied(_("This conversation belongs to another user; you may read it but not change it."))
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        conversation = conversation_update(conversation=conversation, **serializer.validated_data)
+        return Response(ConversationSerializer(conversation, context=self.get_serializer_context()).data)
+
+    @extend_schema(
         request=MessageCreateSerializer,
         parameters=[
             OpenApiParameter(
@@ -194,6 +266,11 @@ class ConversationViewSet(
             ),
             409: OpenApiResponse(ErrorSerializer, description="The agent rejects messages while a run is active."),
             422: OpenApiResponse(ErrorSerializer, description="The Idempotency-Key was used with other content."),
+            429: OpenApiResponse(
+                ErrorSerializer,
+                description="Too many requests, or the conversation's end user reached one of the agent's limits per "
+                "end user (messages per minute, tokens per day); Retry-After says when to try again.",
+            ),
         },
         summary="Send a message and start a run",
         description="Posts a user message and starts the run that answers it (202 with the run, status "
@@ -218,6 +295,13 @@ class ConversationViewSet(
                 f"The agent {conversation.agent.slug!r} is not available any more: "
                 "it was disabled or your access to it was removed."
             )
+        if conversation.end_user:
+            # Read only for a conversation with an end user: other posts read nothing more.
+            agent = Agent.objects.only(*END_USER_LIMIT_FIELDS).get(pk=conversation.agent_id)
+            try:
+                end_user_limits_check(request, agent=agent, owner_id=request.user.pk, end_user=conversation.end_user)
+            except EndUserLimited as exc:
+                raise Throttled(wait=exc.retry_after, detail=exc.message) from None
         try:
             submission = message_submit(
                 conversation=conversation,

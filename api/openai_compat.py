@@ -25,7 +25,7 @@ from api.completions import (
     completion_start,
     completion_usage,
 )
-from api.throttles import ApiUserThrottle, RunStartThrottle
+from api.throttles import ApiUserThrottle, EndUserLimited, RunStartThrottle, end_user_limits_check
 from conversations.events import TERMINAL_EVENT_TYPES, EventType
 from conversations.live import run_event_batches
 from conversations.models import Run
@@ -184,6 +184,11 @@ def _admit(request) -> tuple[CompletionRequest, Run]:
     throttle_check(request, user, [ApiUserThrottle, RunStartThrottle])
     parsed = completion_request_parse(_body(request))
     agent = completion_agent(user=user, slug=parsed.model)
+    try:
+        end_user_limits_check(request, agent=agent, owner_id=user.pk, end_user=parsed.end_user)
+    except EndUserLimited as exc:
+        retry = {"Retry-After": str(exc.retry_after)}
+        raise AsyncApiError(429, exc.message, code="rate_limit_exceeded", headers=retry) from None
     return parsed, completion_start(user=user, agent=agent, request=parsed)
 
 

@@ -83,6 +83,11 @@ CHAT_REQUEST = {
         "messages": {"type": "array", "items": CHAT_MESSAGE, "minItems": 1},
         "stream": {"type": "boolean", "default": False},
         "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
+        "user": {
+            "type": "string",
+            "maxLength": 200,
+            "description": "Your id for the end user: the conversation's end user (limits per end user, memory).",
+        },
     },
     "required": ["model", "messages"],
 }

@@ -1,16 +1,23 @@
-"""Per-user request rates. Counters live in the default cache's Redis when it has one, so every
-web process counts against the same budget; otherwise (the embedded setup, a single web
-process) in the cache, as DRF keeps them. While Redis is unreachable the counters follow
-AGENTRY_REDIS_FAILURE: uncounted requests (open) or a 503 (closed)."""
+"""Per-user request rates, and an agent's limits per end user. Counters live in the default
+cache's Redis when it has one, so every web process counts against the same budget; otherwise
+(the embedded setup, a single web process) in the cache, as DRF keeps them. While Redis is
+unreachable the counters follow AGENTRY_REDIS_FAILURE: uncounted requests (open) or a 503 (closed)."""
 
+import hashlib
+import hmac
+import math
 import os
 import secrets
 
 import redis
 from django.conf import settings
+from django.utils import timezone
+from django.utils.translation import gettext as _
 from redis.commands.core import Script
 from rest_framework.throttling import UserRateThrottle
 
+from agents.models import Agent
+from conversations.end_users import day_bounds, end_user_tokens_since
 from platform_site.redis_failure import counters_fail_open
 
 # DRF's sliding window (the times of the requests let through in the last `duration` seconds)
@@ -125,3 +132,68 @@ class RunStartThrottle(_CacheOutageThrottle):
 
     def get_rate(self):
         return settings.AGENTRY_API_RUN_RATE or None
+
+
+class EndUserMessageThrottle(_CacheOutageThrottle):
+    """An agent's messages per minute from one end user of one application
+    (Agent.end_user_messages_per_minute), in a sliding window like the rates above. The window's
+    key holds a keyed digest of the end user, never their id: it outlives a forgotten end user
+    by up to a minute and must not name them."""
+
+    scope = "end_user_messages"
+
+    def __init__(self, *, agent_id: int, owner_id: int | None, end_user: str, per_minute: int):
+        self.per_minute = per_minute
+        subject = f"{agent_id}:{owner_id}:{end_user}".encode()
+        self.subject = hmac.new(settings.SECRET_KEY.encode(), subject, hashlib.sha256).hexdigest()[:32]
+        super().__init__()
+
+    def get_rate(self):
+        return f"{self.per_minute}/min"
+
+    def get_cache_key(self, request, view):
+        return self.cache_format % {"scope": self.scope, "ident": self.subject}
+
+
+class EndUserLimited(Exception):
+    """A message refused by one of the agent's limits per end user; `retry_after` in seconds."""
+
+    def __init__(self, message: str, *, retry_after: int):
+        super().__init__(message)
+        self.message, self.retry_after = message, retry_after
+
+
+# What a message to an agent with limits per end user reads of it.
+END_USER_LIMIT_FIELDS = ("id", "end_user_messages_per_minute", "end_user_tokens_per_day", "time_zone")
+
+
+def end_user_limits_check(request, *, agent: Agent, owner_id: int | None, end_user: str, now=None) -> None:
+    """Raises EndUserLimited when a message of `end_user` to `agent` is over one of the agent's
+    limits per end user. Tokens today first, read from the ledger (end_user_tokens_since: exact,
+    and a message it refuses is not counted in the minute's window), then messages this minute,
+    counted in Redis like the other rates. No limit set, or no end user: nothing is read."""
+    if not end_user:
+        return
+    daily = agent.end_user_tokens_per_day
+    if daily is not None:
+        now = now or timezone.now()
+        start, end = day_bounds(now, agent.time_zone)
+        used = end_user_tokens_since(agent_id=agent.pk, owner_id=owner_id, end_user=end_user, since=start)
+        if used >= daily:
+            raise EndUserLimited(
+                _(
+                    "This end user has used %(used)s tokens of this agent today, which reaches its limit of "
+                    "%(limit)s per end user a day; the limit resets at midnight (%(time_zone)s)."
+                )
+                % {"used": used, "limit": daily, "time_zone": agent.time_zone},
+                retry_after=max(1, math.ceil((end - now).total_seconds())),
+            )
+    per_minute = agent.end_user_messages_per_minute
+    if per_minute is not None:
+        window = EndUserMessageThrottle(agent_id=agent.pk, owner_id=owner_id, end_user=end_user, per_minute=per_minute)
+        if not window.allow_request(request, None):
+            raise EndUserLimited(
+                _("This end user has sent this agent %(limit)s messages in the last minute, its limit per end user.")
+                % {"limit": per_minute},
+                retry_after=max(1, math.ceil(window.wait() or 1)),
+            )

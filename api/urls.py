@@ -3,8 +3,10 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from api import agents, conversations, evals, events, exports, runs
+from api import agents, conversations, end_users, evals, events, exports, memories, runs
 from api.approvals import ApprovalViewSet
+from api.erasure import EndUserErasureView
+from api.feedback import RunFeedbackView
 
 router = DefaultRouter(trailing_slash=True)
 router.register("agents", agents.AgentViewSet, basename="agent")
@@ -19,5 +21,20 @@ urlpatterns = [
     path("runs/<uuid:run_id>/events/", events.run_events, name="run-events"),
     # Before the router, whose runs/<pk>/ would take "export" for a run's id.
     path("runs/export/", exports.runs_export, name="runs-export"),
+    path("runs/<uuid:run_id>/feedback/", RunFeedbackView.as_view(), name="run-feedback"),
+    # <path:…>: an end user's id is the application's own and may hold a "/".
+    path(
+        "end-users/<path:end_user>/conversations/",
+        end_users.EndUserConversationList.as_view(),
+        name="end-user-conversations",
+    ),
+    path("end-users/<path:end_user>/runs/", end_users.EndUserRunList.as_view(), name="end-user-runs"),
+    path("end-users/<path:end_user>/memories/", memories.EndUserMemoryList.as_view(), name="end-user-memories"),
+    path(
+        "end-users/<path:end_user>/memories/<uuid:pk>/",
+        memories.EndUserMemoryDetail.as_view(),
+        name="end-user-memory",
+    ),
+    path("end-users/<path:end_user>/", EndUserErasureView.as_view(), name="end-user"),
     *router.urls,
 ]

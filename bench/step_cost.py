@@ -10,8 +10,14 @@ and executed, the model's HTTP, the tools. bench.bench's end-to-end figures move
 change of one or two statements a run from one repetition to the next; these move by less.
 
 Printed per run: this thread's CPU (posting excluded), the CPU of every PostgreSQL process on the
-machine (posting included; run it on a quiet machine) and the wall time of run_advance. Run the
-two versions in alternation, several times each, on the same database.
+machine (posting included; run it on a quiet machine), the wall time of run_advance and the
+statements it sent. Run the two versions in alternation, several times each, on the same database.
+
+`--memory`: the same runs with long-term memory on (docs/memory.md), in conversations of one end
+user who already has `--memories` memories: each run is shown the most relevant ones at its first
+step, and its memory extraction (one more model call, which the fake model answers by its rules)
+runs after it in this thread and is counted in the figures. Compare it with a run without, in the
+same window, for what memory adds.
 """
 
 import argparse
@@ -24,7 +30,7 @@ from bench.scripts import three_step_script
 from bench.stack import free_port, stack_prepare
 
 
-def _agent(llm_base: str):
+def _agent(llm_base: str, *, memory: bool):
     import httpx
 
     from agents.models import Agent, AgentTool, ModelConfig
@@ -33,13 +39,21 @@ def _agent(llm_base: str):
 
     # A new fake model port each time: the demo rows follow it (the database outlives a run).
     demo_seed(llm_base_url=f"{llm_base}/v1", stream=False, reset=True)
-    httpx.put(f"{llm_base}/_scripts/step-cost", json=three_step_script(0), timeout=10).raise_for_status()
+    script = three_step_script(0)
+    if memory:
+        script["memory_extraction"] = {"extract_memory": True}  # the fake model's extraction rules
+    httpx.put(f"{llm_base}/_scripts/step-cost", json=script, timeout=10).raise_for_status()
     config, _ = ModelConfig.objects.update_or_create(
         name="step-cost", defaults={"base_url": f"{llm_base}/v1", "model": "step-cost", "stream": False}
     )
     agent, _ = Agent.objects.update_or_create(
         slug="step-cost",
-        defaults={"name": "step cost", "model_config": config, "system_prompt": "你是一名智能客服。"},
+        defaults={
+            "name": "step cost",
+            "model_config": config,
+            "system_prompt": "你是一名智能客服。",
+            "memory_enabled": memory,
+        },
     )
     for tool in ToolDefinition.objects.filter(name__in=DEMO_TOOLS):
         AgentTool.objects.update_or_create(agent=agent, tool=tool, defaults={"approval": "inherit"})
@@ -50,28 +64,47 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=200, help="runs measured")
     parser.add_argument("--warm-up", type=int, default=30, help="runs advanced first, not measured")
+    parser.add_argument("--memory", action="store_true", help="long-term memory on, extraction included")
+    parser.add_argument("--memories", type=int, default=20, help="memories the end user holds, with --memory")
     options = parser.parse_args()
     stack_prepare(script="bench.step_cost", env={"AGENTRY_TOOL_MODULES": "demo.tools", "LOG_LEVEL": "WARNING"})
+    from django.db import connection
+
     from conversations.models import Run
     from conversations.services import conversation_create
     from engine import tasks
     from engine.admission import message_post
     from engine.loop import run_advance
+    from engine.memory import memory_extract
 
     port = free_port()
     fake = harness.start_fakellm(port)
     try:
-        agent = _agent(f"http://127.0.0.1:{port}")
-        # The runs are advanced here: none goes to the queue.
+        agent = _agent(f"http://127.0.0.1:{port}", memory=options.memory)
+        end_user = _memories_seed(agent, options.memories) if options.memory else ""
+        # The runs (and their memory extractions) are advanced here: none goes to the queue.
         tasks.run_advance_task.delay = lambda run_id: None
+        tasks.memory_extract_task.delay = lambda run_id: None
+        statements = []
 
         def one() -> tuple[float, float]:
-            run = message_post(conversation=conversation_create(agent=agent), content="数一数")
+            conversation = conversation_create(agent=agent, end_user=end_user)
+            run = message_post(conversation=conversation, content="数一数")
+            sent = [0]
+
+            def count(execute, sql, params, many, context):
+                sent[0] += 1
+                return execute(sql, params, many, context)
+
             cpu, wall = time.thread_time(), time.perf_counter()
-            run_advance(run_id=run.pk)
+            with connection.execute_wrapper(count):
+                run_advance(run_id=run.pk)
+                if options.memory:
+                    memory_extract(run_id=run.pk)
             cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
             if Run.objects.get(pk=run.pk).status != "completed":
                 raise SystemExit(f"run {run.pk} did not complete")
+            statements.append(sent[0])
             return cpu, wall
 
         for _ in range(options.warm_up):
@@ -82,12 +115,40 @@ def main() -> None:
     finally:
         harness.stop(fake)
     per_run = 1000 / options.runs
+    memory = f", memory on ({options.memories} held, extraction included)" if options.memory else ""
     print(
-        f"{options.runs} runs of 3 steps, advanced in this process (git {_revision()}): "
+        f"{options.runs} runs of 3 steps{memory}, advanced in this process (git {_revision()}): "
         f"this thread's CPU {sum(cpu for cpu, _ in measured) * per_run:.2f} ms, "
         f"PostgreSQL's CPU {postgres * per_run:.2f} ms (posting included), "
-        f"wall {sum(wall for _, wall in measured) * per_run:.2f} ms per run"
+        f"wall {sum(wall for _, wall in measured) * per_run:.2f} ms, "
+        f"{sum(statements[-options.runs :]) / options.runs:.1f} statements per run"
     )
+
+
+def _memories_seed(agent, count: int) -> str:
+    """A fresh end user of `agent` holding `count` memories (seeded through memory_apply, as an
+    extraction would write them); the end user's id."""
+    import uuid
+
+    from agents.services import agent_version_current
+    from memory.services import MemoryProposal, memory_apply, memory_scope
+
+    snapshot = agent_version_current(agent=agent).snapshot
+    end_user = f"bench-{uuid.uuid4().hex[:8]}"
+    proposals = [
+        MemoryProposal(action="add", kind="fact", statement=f"第{i}件事：喜欢编号{i}的座位") for i in range(count)
+    ]
+    for start in range(0, count, 20):  # memory_apply takes at most 20 proposals at once
+        memory_apply(
+            scope=memory_scope(snapshot),
+            owner_id=None,
+            end_user=end_user,
+            proposals=proposals[start : start + 20],
+            source="api",
+            kinds=["fact"],
+            ttl_days=None,
+        )
+    return end_user
 
 
 def _revision() -> str:

@@ -13,7 +13,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from console.approvals.diff import arguments_diff
+from console.end_user_filters import EndUserFilter, HasEndUserFilter, RunEndUserFilter, end_user_link
 from console.export_actions import export_runs_csv, export_runs_jsonl, user_may_export
+from console.feedback_admin import ForgetEndUserMixin
 from console.formatting import plain_amount, short_id_html
 from console.monitoring.admin_actions import cancel_runs, requeue_runs, retry_runs
 from console.monitoring.presenters import approval_edit, duration_text
@@ -71,16 +73,20 @@ class MessageInline(ReadOnlyInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["short_id", "agent", "owner", "title", "message_count", "created_at"]
-    list_filter = ["agent"]
+class ConversationAdmin(ForgetEndUserMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["short_id", "agent", "owner", "end_user_column", "title", "message_count", "created_at"]
+    list_filter = ["agent", HasEndUserFilter, EndUserFilter]
     list_select_related = ["agent", "owner"]
-    search_fields = ["id", "title"]
+    search_fields = ["id", "title", "end_user__exact"]
     inlines = [MessageInline]
 
     @admin.display(description=gettext_lazy("conversation"), ordering="id")
     def short_id(self, obj):
         return short_id_html(obj.pk)
+
+    @admin.display(description=gettext_lazy("end user"), ordering="end_user")
+    def end_user_column(self, obj):
+        return end_user_link(obj.end_user)
 
 
 class HasErrorFilter(admin.SimpleListFilter):
@@ -153,6 +159,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "short_id",
         "question",
         "agent",
+        "end_user_column",
         "version",
         "status_text",
         "tokens",
@@ -161,7 +168,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "created",
         "duration",
     ]
-    list_filter = ["status", "stop_reason", "agent", HasErrorFilter, GuardrailFilter]
+    list_filter = ["status", "stop_reason", "agent", HasErrorFilter, GuardrailFilter, RunEndUserFilter]
     list_select_related = ["agent"]
     search_fields = ["id", "conversation__id"]
     raw_id_fields = ["conversation", "agent_version", "parent_run", "parent_tool_invocation"]
@@ -236,8 +243,13 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             .annotate(
                 question_start=Substr("request__content", 1, QUESTION_CHARS + 1),
                 version_number=F("agent_version__number"),
+                end_user=F("conversation__end_user"),
             )
         )
+
+    @admin.display(description=gettext_lazy("end user"), ordering="conversation__end_user")
+    def end_user_column(self, obj):
+        return end_user_link(getattr(obj, "end_user", ""))
 
     @admin.display(description=gettext_lazy("run"), ordering="id")
     def short_id(self, obj):

@@ -3,6 +3,7 @@
 import uuid
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
@@ -52,12 +53,22 @@ class Conversation(models.Model):
         related_name="+",
         verbose_name=_("agent version"),
     )
+    # The application's own id for the person it serves (opaque to Agentry): limits, memory,
+    # listing and forgetting are per end user. Empty: the API token's owner speaks for nobody else.
+    end_user = models.CharField(max_length=200, blank=True, default="", verbose_name=_("end user"))
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
         verbose_name = _("conversation")
         verbose_name_plural = _("conversations")
         ordering = ["-created_at"]
+        indexes = [
+            models.Index(
+                fields=["end_user", "agent", "-created_at"],
+                name="conversation_end_user_idx",
+                condition=~models.Q(end_user=""),
+            )
+        ]
 
     def __str__(self):
         return self.title or str(self.id)
@@ -298,6 +309,9 @@ class LLMCall(models.Model):
         MODERATION = "moderation", _("Moderation")
         # An eval case's rubric judging the run's final answer (evals.judge), once, after the run ended.
         JUDGE = "judge", _("Judge")
+        # Long-term memory: what a completed run's conversation tells about its end user
+        # (engine.memory), iteration = the run's last step.
+        MEMORY = "memory", _("Memory")
 
     # Empty only for calls made outside a run: embeddings of documents being indexed (the
     # knowledge app links those to their base).
@@ -771,6 +785,75 @@ class RunPurge(models.Model):
             "agent": self.agent_slug,
             "cutoff": f"{self.cutoff:%Y-%m-%d}",
         }
+
+
+class RunFeedback(models.Model):
+    """An end user's rating of a run's answer, posted by the application that serves them (the
+    conversation's owner): one per run, a later post replaces it."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="feedback", verbose_name=_("run"))
+    rating = models.SmallIntegerField(
+        choices=[(1, _("Helpful")), (-1, _("Not helpful"))],
+        validators=[MinValueValidator(-1), MaxValueValidator(1)],
+        verbose_name=_("rating"),
+    )
+    comment = models.TextField(blank=True, default="", max_length=2000, verbose_name=_("comment"))
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("posted by"),
+    )
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
+
+    class Meta:
+        verbose_name = _("feedback")
+        verbose_name_plural = _("feedback")
+        ordering = ["-created_at"]
+        constraints = [models.CheckConstraint(condition=models.Q(rating__in=[1, -1]), name="run_feedback_rating")]
+        indexes = [models.Index(fields=["rating", "-created_at"], name="run_feedback_rating_idx")]
+
+    def __str__(self):
+        return f"{self.get_rating_display()} #{self.run_id}"
+
+
+class EndUserErasure(models.Model):
+    """The audit row of forgetting an end user: who asked, through what, and how many rows of
+    each kind were removed or anonymised. It keeps a keyed hash of the id, never the id itself,
+    so the row proves the erasure without holding what was erased."""
+
+    class Channel(models.TextChoices):
+        API = "api", _("API")
+        ADMIN = "admin", _("Admin")
+
+    end_user_digest = models.CharField(max_length=64, db_index=True, verbose_name=_("end user digest"))
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("requested by"),
+    )
+    requested_by_username = models.CharField(
+        max_length=150, blank=True, default="", verbose_name=_("requested by username")
+    )
+    channel = models.CharField(max_length=8, choices=Channel.choices, verbose_name=_("channel"))
+    # {"conversations": 2, "messages": 14, "memories": 3, "feedback": 1, "llm_calls_anonymised": 9, ...}
+    counts = models.JSONField(default=dict, verbose_name=_("counts"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+
+    class Meta:
+        verbose_name = _("end user erasure")
+        verbose_name_plural = _("end user erasures")
+        ordering = ["-created_at"]
+        permissions = [("forget_end_user", _("Can forget an end user (delete their conversations and memories)"))]
+
+    def __str__(self):
+        return _("erasure %(digest)s") % {"digest": self.end_user_digest[:12]}
 
 
 # Hourly rollups for the monitoring dashboard (derived from the ledger above).

@@ -112,7 +112,7 @@ def conversation_for_post(*, user, conversation_id) -> Conversation | None:
 
 # In the model's field order, as Model.from_db takes them.
 _FOR_POST_FIELDS = tuple(
-    field.name for field in Conversation._meta.concrete_fields if field.name in ("id", "agent", "owner")
+    field.name for field in Conversation._meta.concrete_fields if field.name in ("id", "agent", "owner", "end_user")
 )
 _FOR_POST_COLUMNS = tuple(Conversation._meta.get_field(name).attname for name in _FOR_POST_FIELDS)
 

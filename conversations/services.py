@@ -81,10 +81,18 @@ def messages_append(*, conversation_id, run_id, messages: list[dict]) -> list[Me
 
 
 def conversation_create(
-    *, agent: Agent, owner=None, title: str = "", metadata: dict | None = None, pk=None, agent_version_id=None
+    *,
+    agent: Agent,
+    owner=None,
+    title: str = "",
+    metadata: dict | None = None,
+    pk=None,
+    agent_version_id=None,
+    end_user: str = "",
 ) -> Conversation:
     """A new conversation; `pk` when the caller chose its id already, `agent_version_id` the
-    released version it keeps (agents.releases.release_choice)."""
+    released version it keeps (agents.releases.release_choice), `end_user` the person it serves
+    (conversations.end_users; set here only, it never changes)."""
     chosen = {"pk": pk} if pk is not None else {}
     return Conversation.objects.create(
         agent=agent,
@@ -92,5 +100,18 @@ def conversation_create(
         title=title[:200],
         metadata=metadata or {},
         agent_version_id=agent_version_id,
+        end_user=end_user,
         **chosen,
     )
+
+
+def conversation_update(*, conversation: Conversation, **changes) -> Conversation:
+    """Change a conversation's title or metadata (its agent and end user never change)."""
+    unknown = set(changes) - {"title", "metadata"}
+    if unknown:
+        raise ValueError(f"a conversation's {', '.join(sorted(unknown))} cannot change")
+    for name, value in changes.items():
+        setattr(conversation, name, value)
+    if changes:
+        conversation.save(update_fields=list(changes))
+    return conversation

@@ -4,10 +4,11 @@ import json
 import time
 from collections.abc import Callable
 
-from conversations.models import Approval, Run, RunStatus, ToolInvocation
+from conversations.models import Approval, LLMCall, Run, RunStatus, ToolInvocation
 from conversations.selectors import run_final_answer, run_timeline
 from engine.worker_watch import NoWorker, NoWorkerWatch
 from knowledge.models import KnowledgeSearch
+from memory.models import MemoryChange, MemoryUse
 from tools.arguments import arguments_hash
 
 
@@ -130,7 +131,7 @@ def format_run(run: Run) -> str:
         o = step["obj"]
         if step["kind"] == "llm_call":
             lines.append(
-                f"  LLM call {o.iteration}.{o.attempt} {o.status} {o.finish_reason} "
+                f"  LLM call {o.iteration}.{o.attempt}{_purpose(o)} {o.status} {o.finish_reason} "
                 f"tokens {o.prompt_tokens}/{o.completion_tokens} {o.latency_ms} ms {o.error}".rstrip()
             )
         else:
@@ -139,6 +140,47 @@ def format_run(run: Run) -> str:
         lines.append(f"  error: {run.error.strip().splitlines()[-1]}")
     lines.append(_answer_line(run))
     return "\n".join(lines)
+
+
+def _purpose(call: LLMCall) -> str:
+    # A run's steps are most of its calls; the others (a summary, a memory extraction) say so.
+    return "" if call.purpose == LLMCall.Purpose.STEP else f" ({call.purpose})"
+
+
+def _change_line(change: MemoryChange) -> str:
+    if change.action == MemoryChange.Action.ADD:
+        kind = f" {change.memory.kind}" if change.memory else ""
+        return f"  memory added:{kind} “{change.after}”"
+    if change.action == MemoryChange.Action.UPDATE:
+        return f"  memory updated: “{change.before}” → “{change.after}”"
+    reason = f" ({change.reason})" if change.reason else ""
+    return f"  memory {change.get_action_display().lower()}: “{change.before}”{reason}"
+
+
+def _statement_then(use: MemoryUse) -> str:
+    """The memory's statement when the call was shown it: a later update changed the row itself,
+    and its change row keeps what it said before."""
+    later = MemoryChange.objects.filter(memory=use.memory, created_at__gt=use.llm_call.started_at)
+    first = later.order_by("created_at", "pk").first()
+    return first.before if first is not None and first.before else use.memory.statement
+
+
+def memories_shown_line(*, run: Run) -> str | None:
+    """The memories the run was shown (those of its first call, which every later call is
+    shown too), most relevant first, as they read then; None when it was shown none."""
+    first = MemoryUse.objects.filter(run=run).order_by("llm_call_id").first()
+    if first is None:
+        return None
+    uses = MemoryUse.objects.filter(run=run, llm_call_id=first.llm_call_id).select_related("memory", "llm_call")
+    return f"  memories shown: {'; '.join(_statement_then(use) for use in uses.order_by('rank'))}"
+
+
+def memory_change_lines(*, run: Run, extraction: LLMCall) -> list[str]:
+    """What the memory extraction after the run (`extraction`, once it has ended) changed."""
+    if extraction.status == LLMCall.Status.FAILED:
+        return [f"  memory extraction failed: {extraction.error}"]
+    changes = MemoryChange.objects.filter(run=run).select_related("memory").order_by("created_at", "pk")
+    return [_change_line(c) for c in changes] or ["  memory: nothing to change"]
 
 
 def _search_lines(search: KnowledgeSearch) -> list[str]:

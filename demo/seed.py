@@ -1,4 +1,5 @@
-"""The seed 000 demo: the customer-service agent with its three tools, on the shipped fake model."""
+"""The seed 000 demo: the customer-service agent with its three tools, on the shipped fake model,
+and the same agent with long-term memory on (the memory scene, demo/memory.py)."""
 
 from django.db import transaction
 
@@ -13,6 +14,9 @@ DEMO_WEATHER_TOOL = "mojitianqi-DayWeather"
 # A description that no longer says the tool gives the weather: the demo model (fakellm's
 # needs_description) then does not call it, as a real model might not.
 DEGRADED_DESCRIPTION = "Returns data."
+# Seed 000's agent again with long-term memory on: a separate agent, so turning memory on changes
+# neither seed 000's versions nor what its eval suite compares.
+DEMO_MEMORY_AGENT = "customer-service-memory"
 
 
 def demo_seed(*, llm_base_url: str, stream: bool = True, reset: bool = False) -> Agent:
@@ -21,6 +25,43 @@ def demo_seed(*, llm_base_url: str, stream: bool = True, reset: bool = False) ->
     `reset`, bring every row back to the demo's configuration, the tools' own descriptions
     included (undoes demo_degrade_draft)."""
     tool_definitions_sync_from_registry()
+    seed = _reset_or_create if reset else _get_or_create
+    agent_defaults = {
+        "name": "智能客服",
+        "model_config": _demo_model(llm_base_url=llm_base_url, stream=stream, seed=seed),
+        "system_prompt": DEMO_SYSTEM_PROMPT,
+        "time_zone": "Asia/Shanghai",
+        "description": "Seed 000's weather and route assistant.",
+    }
+    agent = seed(Agent, {"slug": "customer-service"}, agent_defaults)
+    _demo_tools_link(agent=agent, reset=reset)
+    return agent
+
+
+def demo_memory_seed(*, llm_base_url: str, stream: bool = True, reset: bool = False) -> Agent:
+    """Seed 000's agent with long-term memory on (every kind, five memories shown, kept 90 days
+    unless used), on the same model config and tools; created where missing like demo_seed, and
+    with `reset` brought back to this configuration."""
+    tool_definitions_sync_from_registry()
+    seed = _reset_or_create if reset else _get_or_create
+    agent_defaults = {
+        "name": "智能客服（长期记忆）",
+        "model_config": _demo_model(llm_base_url=llm_base_url, stream=stream, seed=seed),
+        "system_prompt": DEMO_SYSTEM_PROMPT,
+        "time_zone": "Asia/Shanghai",
+        "description": "Seed 000's assistant with long-term memory: it remembers where each end user lives.",
+        "memory_enabled": True,
+        "memory_space": "",
+        "memory_kinds": [],
+        "memory_shown": 5,
+        "memory_ttl_days": 90,
+    }
+    agent = seed(Agent, {"slug": DEMO_MEMORY_AGENT}, agent_defaults)
+    _demo_tools_link(agent=agent, reset=reset)
+    return agent
+
+
+def _demo_model(*, llm_base_url: str, stream: bool, seed) -> ModelConfig:
     model_defaults = {
         "base_url": llm_base_url,
         "model": "demo",
@@ -34,22 +75,15 @@ def demo_seed(*, llm_base_url: str, stream: bool = True, reset: bool = False) ->
         "price_output_per_million": "1.50",
         "price_cached_input_per_million": "0.03",
     }
-    seed = _reset_or_create if reset else _get_or_create
-    model = seed(ModelConfig, {"name": "demo"}, model_defaults)
-    agent_defaults = {
-        "name": "智能客服",
-        "model_config": model,
-        "system_prompt": DEMO_SYSTEM_PROMPT,
-        "time_zone": "Asia/Shanghai",
-        "description": "Seed 000's weather and route assistant.",
-    }
-    agent = seed(Agent, {"slug": "customer-service"}, agent_defaults)
+    return seed(ModelConfig, {"name": "demo"}, model_defaults)
+
+
+def _demo_tools_link(*, agent: Agent, reset: bool) -> None:
     for tool in ToolDefinition.objects.filter(name__in=DEMO_TOOLS):
         link, created = AgentTool.objects.get_or_create(agent=agent, tool=tool)
         if reset and not created and link.description_override:
             link.description_override = ""
             link.save(update_fields=["description_override"])
-    return agent
 
 
 def _get_or_create(model, lookup: dict, defaults: dict):

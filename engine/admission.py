@@ -180,7 +180,14 @@ def _run_submit(
 
 
 def conversation_start(
-    *, agent: Agent, user, content: str, title: str = "", metadata: dict | None = None, history: list[dict] = ()
+    *,
+    agent: Agent,
+    user,
+    content: str,
+    title: str = "",
+    metadata: dict | None = None,
+    history: list[dict] = (),
+    end_user: str = "",
 ) -> Run:
     """A new conversation of `agent` whose first run answers `content`, after `history` (earlier
     messages that belong to no run), as message_submit would start it. What message_submit
@@ -194,7 +201,13 @@ def conversation_start(
     pinned, kept = _released(agent, conversation_id=conversation_id, current_id=None)
     with transaction.atomic():
         conversation = conversation_create(
-            agent=agent, owner=user, title=title, metadata=metadata, pk=conversation_id, agent_version_id=kept
+            agent=agent,
+            owner=user,
+            title=title,
+            metadata=metadata,
+            pk=conversation_id,
+            agent_version_id=kept,
+            end_user=end_user,
         )
         if history:
             messages_append(conversation_id=conversation.pk, run_id=None, messages=list(history))

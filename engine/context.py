@@ -108,14 +108,16 @@ def _wire_turns(turns: list[Turn], trim_to: int | None) -> list[list[dict]]:
     ]
 
 
-def _assemble(system: str, summary: str, wire_turns: list[list[dict]]) -> list[dict]:
+def _assemble(system: str, summary: str, wire_turns: list[list[dict]], memory: dict | None) -> list[dict]:
     if summary:
         system = f"{system}\n\n{SUMMARY_HEADING}{summary}" if system else f"{SUMMARY_HEADING}{summary}"
     head = [{"role": "system", "content": system}] if system else []
+    if memory is not None:
+        head.append(memory)
     return head + [wire for turn in wire_turns for wire in turn]
 
 
-def _budget(snapshot: AgentSnapshot) -> int | None:
+def context_budget(snapshot: AgentSnapshot) -> int | None:
     """The agent's own budget or what the models' windows allow, whichever is smaller."""
     budgets = [b for b in (snapshot["agent"].get("context_token_budget"), history_budget(snapshot)) if b]
     return min(budgets) if budgets else None
@@ -129,9 +131,12 @@ def build_context(
     messages: list[Message],
     iteration: int,
     shrink: bool = False,
+    memory: dict | None = None,
 ) -> list[dict]:
     """The messages to send. `shrink` folds at least half of the history's estimated size into
-    the summary: the server said the request did not fit, so the estimate ran short."""
+    the summary: the server said the request did not fit, so the estimate ran short. `memory`:
+    the message showing the end user's long-term memories (engine.memory), placed right after
+    the system prompt and counted in the budget like it."""
     agent = snapshot["agent"]
     system = render_system_prompt(
         template=agent["system_prompt"], now=run.created_at, time_zone=agent["time_zone"], agent_name=agent["name"]
@@ -145,17 +150,18 @@ def build_context(
         opening = turns[:1] if turns[0][0][0].role == Message.Role.SYSTEM else []
         turns = opening + turns[len(opening) :][-agent["context_max_turns"] :]
     wire_turns = _wire_turns(turns, agent.get("context_tool_result_max_chars"))
-    budget = _budget(snapshot)
+    budget = context_budget(snapshot)
     if not (budget or shrink) or len(turns) < 2:
-        return _assemble(system, summary, wire_turns)
+        return _assemble(system, summary, wire_turns, memory)
     sizes = [sum(wire_tokens(w) for w in turn) for turn in wire_turns]
     total = (
         estimate_prompt_tokens(messages=[{"content": system}], tools=tool_definitions(snapshot["tools"]))
         + estimate_tokens(summary)
+        + (wire_tokens(memory) if memory is not None else 0)
         + sum(sizes)
     )
     if not shrink and total <= budget:
-        return _assemble(system, summary, wire_turns)
+        return _assemble(system, summary, wire_turns, memory)
     # Fold down to half the budget, so a summary is made now and then rather than every step.
     target = budget // 2 if budget else total // 2
     if shrink:
@@ -174,7 +180,7 @@ def build_context(
         turns=turns[:fold],
         through=through,
     )
-    return _assemble(system, summary, wire_turns[fold:])
+    return _assemble(system, summary, wire_turns[fold:], memory)
 
 
 # --- Turns

@@ -36,6 +36,7 @@ from engine.guardrails import (
     streams_answer,
 )
 from engine.invocations import Started, invocations_add
+from engine.memory import Recall, memories_recall
 from engine.model_call import (
     Answer,
     ContextOverflow,
@@ -133,7 +134,11 @@ def llm_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Me
     tool_choice, tool_name = effective_tool_choice(run=run, snapshot=snapshot, messages=messages)
     # Models see the requester's messages as the input guardrails left them (engine.guardrails).
     shown = screened(messages)
-    wire_messages = build_context(run=run, owner=owner, snapshot=snapshot, messages=shown, iteration=iteration)
+    # The end user's long-term memories, if the version keeps them (engine.memory).
+    recall = memories_recall(run=run, snapshot=snapshot, messages=shown, iteration=iteration)
+    wire_messages = build_context(
+        run=run, owner=owner, snapshot=snapshot, messages=shown, iteration=iteration, memory=recall.message
+    )
     try:
         return _call(
             run=run,
@@ -144,10 +149,17 @@ def llm_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Me
             wire_messages=wire_messages,
             tool_choice=tool_choice,
             tool_name=tool_name,
+            recall=recall,
         )
     except ContextOverflow:
         folded = build_context(
-            run=run, owner=owner, snapshot=snapshot, messages=shown, iteration=iteration, shrink=True
+            run=run,
+            owner=owner,
+            snapshot=snapshot,
+            messages=shown,
+            iteration=iteration,
+            shrink=True,
+            memory=recall.message,
         )
         if len(folded) >= len(wire_messages):
             raise  # nothing older to fold: the same request would fail the same way
@@ -160,6 +172,7 @@ def llm_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Me
         wire_messages=folded,
         tool_choice=tool_choice,
         tool_name=tool_name,
+        recall=recall,
     )
 
 
@@ -173,6 +186,7 @@ def _call(
     wire_messages: list[dict],
     tool_choice: str,
     tool_name: str,
+    recall: Recall,
 ) -> StepResult:
     request = ModelRequest(
         messages=wire_messages,
@@ -197,7 +211,7 @@ def _call(
     if not calls:
         # A final answer is judged by the output rules (moderation calls included) before it is recorded.
         hits = output_hits(run=run, owner=owner, snapshot=snapshot, iteration=iteration, content=response.content)
-    recorded = _Recorded(run=run, snapshot=snapshot, calls=calls, hits=hits)
+    recorded = _Recorded(run=run, snapshot=snapshot, calls=calls, hits=hits, recall=recall)
     recorded.decision = _answer_decision(run=run, snapshot=snapshot, messages=messages, calls=calls)
     # The answer's commit acts on the decision made with it, if it may (see the module); if its
     # guard matches nothing, the answer is recorded again under the lease's fence alone.
@@ -239,12 +253,15 @@ class _Recorded:
     snapshot: AgentSnapshot
     calls: list[dict]
     hits: list[Hit] | None
+    # The memories the call was shown: their MemoryUse rows are written with it.
+    recall: Recall
     decision: Step | None = None
 
     def commit(self, answer: Answer, plan: _Plan | None) -> StepResult | None:
         """The StepResult, or None if the plan's guard matched nothing (nothing was written)."""
         run, response, calls = self.run, answer.response, self.calls
         batch = answer_writes(answer, guard=plan.guard if plan else None)
+        self.recall.record(batch, run_id=run.pk, call_id=answer.call.pk)
         review = (
             None
             if calls

@@ -6,6 +6,7 @@ from django.conf import settings
 
 from agents.models import Agent
 from conversations.retention import idempotency_keys_expire, runs_purge, webhook_deliveries_expire
+from memory.services import memories_expire
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,9 @@ def retention_sweep(*, dry_run: bool = False) -> dict:
     if not dry_run:
         summary["idempotency_keys_cleared"] = idempotency_keys_sweep()
         summary.update(webhook_deliveries_expire(days=settings.AGENTRY_WEBHOOK_DELIVERY_DAYS))
-    if purges or summary.get("idempotency_keys_cleared") or summary.get("webhook_deliveries"):
+        # Long-term memories past their agent's lifetime (each leaves an expire change row).
+        summary["memories_expired"] = memories_expire()
+    removed = ("idempotency_keys_cleared", "webhook_deliveries", "memories_expired")
+    if purges or any(summary.get(key) for key in removed):
         log.info("retention sweep%s: %s", " (dry run)" if dry_run else "", summary)
     return summary

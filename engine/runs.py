@@ -30,6 +30,7 @@ from conversations.models import (
 from conversations.services import messages_append
 from engine.delegation import HAS_CHILD, child_ended, delegate_calls_close, may_delegate
 from engine.dispatch import ACTIVE_STATUSES, conversation_admit_next
+from engine.memory import memory_extract_later
 from engine.snapshots import version_snapshot
 from engine.tracing import run_trace_end
 from engine.transitions import Shape, run_transition, transition_guard
@@ -93,10 +94,12 @@ _WAITING_SQL = (
 )
 
 
-def _answered_follow(run_id, answered: tuple[object, bool, object]) -> None:
+def _answered_follow(run_id, answered: tuple[object, bool, object, int, dict | None]) -> None:
     """What follows the usual ending once it committed, given the run's conversation id, whether
-    a run of the conversation waits for its turn, and the run's parent's id."""
-    conversation_id, waiting, parent_run_id = answered
+    a run of the conversation waits for its turn, the run's parent's id, its version's id and its
+    evaluation's tool results (the last two for its memory extraction)."""
+    conversation_id, waiting, parent_run_id, version_id, eval_tools = answered
+    memory_extract_later(run_id=run_id, version_id=version_id, eval_tools=eval_tools)
     if waiting:
         transaction.on_commit(partial(conversation_admit_next, conversation_id=conversation_id), robust=True)
     if parent_run_id is not None:  # a delegated run: its answer is its parent's tool result
@@ -107,11 +110,22 @@ def _answered_follow(run_id, answered: tuple[object, bool, object]) -> None:
 def _answered_found(ended: list):
     """The callback that keeps what _answered_follow needs from the ending batch's results."""
     return lambda results: ended.append(
-        (results["run"]["conversation_id"], bool(results["waiting"]["waiting"]), results["run"]["parent_run_id"])
+        (
+            results["run"]["conversation_id"],
+            bool(results["waiting"]["waiting"]),
+            results["run"]["parent_run_id"],
+            results["run"]["agent_version_id"],
+            results["run"]["eval_tools"],
+        )
     )
 
 
-def _answered(*, run_id, error: str, listening: bool | None) -> tuple[object, bool, object] | None:
+# What the usual ending returns besides, for the memory extraction that follows it (the commit
+# of a final answer returns them with conversations.selectors.STEP_RUN_COLUMNS).
+_EXTRACTION_COLUMNS = ("agent_version_id", "eval_tools")
+
+
+def _answered(*, run_id, error: str, listening: bool | None) -> tuple[object, bool, object, int, dict | None] | None:
     """The usual ending in one statement: a run that answered ends completed, unless a cancel was
     accepted or an approval is pending (both need the long way: a different ending, events for
     the approvals). A final answer leaves no call unrecorded; what a dead worker left open is
@@ -136,6 +150,7 @@ def _answered(*, run_id, error: str, listening: bool | None) -> tuple[object, bo
         payload=events.run_ended(stop_reason=StopReason.FINAL_ANSWER, error=error),
         writes=writes,
         listening=listening,
+        returning=_EXTRACTION_COLUMNS,
     )
     return ended[0] if ended else None
 
@@ -212,7 +227,7 @@ def _end(*, run_id, status: str, stop_reason: str, error: str, final_message: st
     Returns the run's conversation id, or None if the run had already ended."""
     run = (
         Run.objects.select_for_update()
-        .only("status", "cancel_requested", "conversation", "agent_version", "parent_run")
+        .only("status", "cancel_requested", "conversation", "agent_version", "parent_run", "eval_tools")
         .get(pk=run_id)
     )
     if run.status in TERMINAL_STATUSES:
@@ -249,6 +264,8 @@ def _end(*, run_id, status: str, stop_reason: str, error: str, final_message: st
         child_ended(parent_run_id=run.parent_run_id, child_run_id=run_id)
     if delegates:
         transaction.on_commit(partial(_children_cancel, run_id=run_id), robust=True)
+    if status == RunStatus.COMPLETED:
+        memory_extract_later(run_id=run_id, version_id=run.agent_version_id, eval_tools=run.eval_tools)
     return run.conversation_id
 
 

@@ -16,6 +16,7 @@ from django.conf import settings
 from engine.approvals import approvals_expire
 from engine.dispatch import RUN_ADVANCE_TASK
 from engine.loop import run_advance
+from engine.memory import MEMORY_EXTRACT_TASK, memory_extract
 from engine.reactor import reactor
 from engine.retention import idempotency_keys_sweep, retention_sweep
 from engine.sweeper import runs_sweep
@@ -69,3 +70,10 @@ def retention_sweep_task() -> dict:
 @shared_task(name="engine.tasks.idempotency_keys_expire_task", ignore_result=True)
 def idempotency_keys_expire_task() -> int:
     return idempotency_keys_sweep()
+
+
+# Not retried: a second delivery finds the run's memory call and does nothing, and the model
+# call makes its own attempts (its retries, the fallback model).
+@shared_task(name=MEMORY_EXTRACT_TASK, ignore_result=True)
+def memory_extract_task(run_id: str) -> None:
+    memory_extract(run_id=run_id)

@@ -21,6 +21,9 @@ CASE_FIELDS = (
     "max_tokens",
     "tool_results",
     "live_reads",
+    "prior_conversations",
+    "remembered",
+    "forgotten",
 )
 
 

@@ -50,6 +50,24 @@ def _turns_check(turns) -> None:
         raise ExpectationInvalid("the last turn must be the user's")
 
 
+MAX_PRIOR_CONVERSATIONS = 5
+
+
+def _prior_conversations_check(conversations) -> None:
+    if not isinstance(conversations, list) or len(conversations) > MAX_PRIOR_CONVERSATIONS:
+        raise ExpectationInvalid(f"earlier conversations are a list of at most {MAX_PRIOR_CONVERSATIONS}")
+    for number, turns in enumerate(conversations, start=1):
+        try:
+            _turns_check(turns)
+        except ExpectationInvalid as exc:
+            raise ExpectationInvalid(f"conversation {number}: {exc}") from None
+
+
+def _texts_check(texts) -> None:
+    if not isinstance(texts, list) or not all(isinstance(text, str) and text.strip() for text in texts):
+        raise ExpectationInvalid("a list of texts, none empty")
+
+
 def _names_check(names, what: str) -> None:
     if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
         raise ExpectationInvalid(f"{what} must be a list of tool names")
@@ -70,6 +88,9 @@ TEXT_AND_JSON_FIELDS = (
     "answer_schema",
     "answer_rubric",
     "tool_results",
+    "prior_conversations",
+    "remembered",
+    "forgotten",
 )
 
 
@@ -127,6 +148,33 @@ class EvalCase(models.Model):
         help_text=_("Read tools without a given result run for real (otherwise their calls fail)."),
         verbose_name=_("live reads"),
     )
+    # Long-term memory (engine.memory): the same end user's earlier conversations, each run and its
+    # memories extracted before the next, within the eval run's own memory scope.
+    prior_conversations = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=_(
+            "[[turns], …]: conversations the same end user had before this one, each in the form of the turns "
+            "above. Each is run in turn and its memories extracted before the next; then the case's own "
+            "conversation is run and scored."
+        ),
+        verbose_name=_("earlier conversations"),
+    )
+    remembered = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=_('["…", …]: texts that must be in a memory the run is shown (what it should recall).'),
+        verbose_name=_("remembered"),
+    )
+    forgotten = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=_(
+            '["…", …]: texts that must be in no memory the run is shown, nor in its answer (a fact corrected '
+            "or forgotten in an earlier conversation)."
+        ),
+        verbose_name=_("forgotten"),
+    )
 
     class Meta:
         verbose_name = _("eval case")
@@ -136,6 +184,11 @@ class EvalCase(models.Model):
 
     def __str__(self):
         return self.name
+
+    @property
+    def uses_memory(self) -> bool:
+        """Whether the case plays an end user with long-term memory (evals.services)."""
+        return bool(self.prior_conversations or self.remembered or self.forgotten)
 
     def _suite(self) -> EvalSuite | None:
         # A new suite's inline cases hold it unsaved (no suite_id yet), as edited in the same form.
@@ -152,6 +205,9 @@ class EvalCase(models.Model):
             ("answer_pattern", lambda: self.answer_pattern and pattern_check(self.answer_pattern)),
             ("answer_schema", lambda: self.answer_schema is not None and schema_check(self.answer_schema)),
             ("tool_results", lambda: _tool_results_check(self.tool_results)),
+            ("prior_conversations", lambda: _prior_conversations_check(self.prior_conversations)),
+            ("remembered", lambda: _texts_check(self.remembered)),
+            ("forgotten", lambda: _texts_check(self.forgotten)),
         ]
         errors = {}
         # PostgreSQL stores NUL in neither text nor jsonb: refused here, not failed on insert.
@@ -234,6 +290,11 @@ class EvalResult(models.Model):
         related_name="eval_result",
         verbose_name=_("run"),
     )
+    # Which of the case's conversations `run` is: its earlier ones first (EvalCase.prior_conversations),
+    # then its own (the scored one), whose number is the count of earlier ones.
+    session = models.PositiveSmallIntegerField(default=0, verbose_name=_("conversation"))
+    # The runs of the earlier conversations, in order (their ids): the evidence of what was told.
+    earlier_runs = models.JSONField(default=list, blank=True, verbose_name=_("earlier runs"))
     scored = models.BooleanField(default=False, verbose_name=_("scored"))
     passed = models.BooleanField(null=True, blank=True, verbose_name=_("passed"))
     # [{"kind": …, "passed": bool, "reason": …}, …] (scoring.score_run).

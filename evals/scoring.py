@@ -16,6 +16,8 @@ class Observation:
     tool_calls: list[dict] = field(default_factory=list)
     model_turns: int = 0
     total_tokens: int = 0
+    # The statements of the long-term memories the run was shown, most relevant first.
+    memories_shown: list[str] = field(default_factory=list)
 
 
 def expectations_of(case) -> dict:
@@ -29,6 +31,8 @@ def expectations_of(case) -> dict:
         "answer_schema": case.answer_schema,
         "max_model_turns": case.max_model_turns,
         "max_tokens": case.max_tokens,
+        "remembered": case.remembered,
+        "forgotten": case.forgotten,
     }
 
 
@@ -103,6 +107,22 @@ def _expects_answer(expectations: dict, kind: str) -> bool:
     return value is not None if kind == "answer_schema" else bool(value)
 
 
+def _memory_checks(expectations: dict, observed: Observation) -> list[dict]:
+    """What the run recalled of the end user's earlier conversations: a remembered text is in a
+    memory it was shown; a forgotten one is in none, and not in its answer either."""
+    checks = []
+    for text in expectations.get("remembered") or []:
+        found = any(text in statement for statement in observed.memories_shown)
+        checks.append(_check("remembered", found, f"{text!r} {'was' if found else 'was not'} in a memory shown"))
+    for text in expectations.get("forgotten") or []:
+        shown = any(text in statement for statement in observed.memories_shown)
+        said = text in observed.answer
+        where = " and ".join(w for w, found in (("in a memory shown", shown), ("in the answer", said)) if found)
+        reason = f"{text!r} was {where}" if where else f"{text!r} did not come back"
+        checks.append(_check("forgotten", not where, reason))
+    return checks
+
+
 def score_run(expectations: dict, observed: Observation) -> list[dict]:
     finished = observed.stop_reason == FINAL_ANSWER
     checks = [
@@ -121,6 +141,7 @@ def score_run(expectations: dict, observed: Observation) -> list[dict]:
         checks += [
             unanswered_check(kind, observed.stop_reason) for kind in ANSWER_KINDS if _expects_answer(expectations, kind)
         ]
+    checks += _memory_checks(expectations, observed)
     if expectations.get("max_model_turns") is not None:
         limit = expectations["max_model_turns"]
         checks.append(

@@ -1,6 +1,7 @@
 """Reads for evaluations."""
 
 from conversations.models import Message, Run, ToolInvocation
+from engine.memory import memories_shown
 from evals.models import EvalResult, EvalRun, EvalRunStatus
 from evals.scoring import Observation
 
@@ -23,6 +24,7 @@ def run_observation(*, run: Run) -> Observation:
         tool_calls=calls,
         model_turns=run.iterations,
         total_tokens=run.total_tokens,
+        memories_shown=[memory.statement for memory in memories_shown(run_id=run.pk)],
     )
 
 

@@ -1,5 +1,13 @@
 """Writes for evaluations: starting an eval run (every case N times, each an ordinary run of the
-engine in its own conversation) and collecting its results as its runs end."""
+engine in its own conversation) and collecting its results as its runs end.
+
+A case with long-term memory (EvalCase.uses_memory) plays one end user of its own (per case and
+repetition) over several conversations: its earlier conversations first, one at a time, then its
+own, which is scored. The collection moves it on: once a conversation's run has ended, its memory
+extraction is made there and then (engine.memory.memory_extract), and the next conversation
+starts. Its memories are kept in the eval run's own scope (`eval:<id>`, written into each run's
+Run.eval_tools), never in the agent's: an evaluation never reads or writes a real end user's
+memories."""
 
 import logging
 from datetime import datetime, timedelta
@@ -17,6 +25,7 @@ from agents.selectors import agents_usable_by
 from conversations.models import TERMINAL_STATUSES, Run
 from conversations.services import conversation_create, messages_append
 from engine.admission import message_submit
+from engine.memory import memory_extract
 from evals.jsonl import CaseLineInvalid, case_from_line
 from evals.judge import rubric_check
 from evals.metrics import eval_metrics
@@ -67,18 +76,38 @@ def eval_version_resolve(*, agent: Agent, version: str) -> AgentVersion:
         raise VersionNotFound(f"agent {agent.slug} has no version {version!r}") from None
 
 
-def _eval_tools(case: EvalCase) -> dict:
-    return {"results": case.tool_results, "live_reads": case.live_reads}
+def eval_memory_scope(*, eval_run_id) -> str:
+    """Where an eval run's cases keep their memories (engine.memory.memory_target)."""
+    return f"eval:{eval_run_id}"
 
 
-def _case_run_start(*, eval_run: EvalRun, case: EvalCase, repetition: int, user) -> Run:
+def eval_end_user(*, case: EvalCase, repetition: int) -> str:
+    """The end user a memory case plays: its own per case and repetition, so none recalls another's."""
+    return f"eval-case-{case.pk}-{repetition}"
+
+
+def _eval_tools(case: EvalCase, eval_run: EvalRun) -> dict:
+    tools = {"results": case.tool_results, "live_reads": case.live_reads}
+    if case.uses_memory:
+        tools["memory_scope"] = eval_memory_scope(eval_run_id=eval_run.pk)
+    return tools
+
+
+def _case_run_start(*, eval_run: EvalRun, case: EvalCase, repetition: int, user, session: int = 0) -> Run:
+    """The run of the case's conversation number `session`: its earlier conversations first, then its own."""
     version = eval_run.agent_version
+    earlier = len(case.prior_conversations)
+    turns = case.prior_conversations[session] if session < earlier else case.turns
+    metadata = {"eval_run": eval_run.pk, "eval_case": case.pk, "repetition": repetition}
+    if earlier:
+        metadata["conversation"] = session + 1
     conversation = conversation_create(
         agent=version.agent,
-        title=f"eval {eval_run.pk}: {case.name} #{repetition}",
-        metadata={"eval_run": eval_run.pk, "eval_case": case.pk, "repetition": repetition},
+        title=f"eval {eval_run.pk}: {case.name} #{repetition}" + (f" ({session + 1}/{earlier + 1})" if earlier else ""),
+        metadata=metadata,
+        end_user=eval_end_user(case=case, repetition=repetition) if case.uses_memory else "",
     )
-    *prior, last = case.turns
+    *prior, last = turns
     if prior:
         messages_append(
             conversation_id=conversation.pk,
@@ -86,7 +115,11 @@ def _case_run_start(*, eval_run: EvalRun, case: EvalCase, repetition: int, user)
             messages=[{"role": turn["role"], "content": turn["content"]} for turn in prior],
         )
     submission = message_submit(
-        conversation=conversation, content=last["content"], user=user, version=version, eval_tools=_eval_tools(case)
+        conversation=conversation,
+        content=last["content"],
+        user=user,
+        version=version,
+        eval_tools=_eval_tools(case, eval_run),
     )
     return submission.run
 
@@ -141,6 +174,8 @@ def _score(result: EvalResult) -> None:
         result.model_turns = run.iterations
         result.total_tokens = run.total_tokens
         result.cost = run.cost
+        if result.earlier_runs:
+            checks.append(_earlier_check(result))
         start = run.started_at or run.created_at
         # Started and finished are stamped by different workers, whose clocks may differ a little.
         latency = int((run.finished_at - start).total_seconds() * 1000) if run.finished_at else None
@@ -149,6 +184,62 @@ def _score(result: EvalResult) -> None:
     result.passed = all(check["passed"] for check in checks)
     result.scored = True
     result.save()
+
+
+def _earlier_check(result: EvalResult) -> dict:
+    """Whether every earlier conversation of the case was answered; their tokens and cost are the
+    case's too (added to the result's), what playing it took."""
+    earlier = {str(row["id"]): row for row in Run.objects.filter(pk__in=result.earlier_runs).values()}
+    problems = []
+    for number, run_id in enumerate(result.earlier_runs, start=1):
+        row = earlier.get(run_id)
+        if row is None:
+            problems.append(f"conversation {number}: its run was purged")
+            continue
+        result.total_tokens += row["total_tokens"]
+        result.cost += row["cost"]
+        if row["stop_reason"] != FINAL_ANSWER:
+            problems.append(f"conversation {number} ended on {row['stop_reason'] or row['status']}")
+    count = len(result.earlier_runs)
+    return {
+        "kind": "earlier_conversations",
+        "passed": not problems,
+        "reason": "; ".join(problems) or f"{count} earlier conversation{'s' if count != 1 else ''} answered",
+    }
+
+
+def _conversation_next(result_id, pending) -> bool:
+    """Move a memory case on from the conversation whose run ended: its memory extraction now,
+    then the next conversation's run. False if that run was the case's own (it is scored)."""
+    result = pending.select_related("case", "eval_run__created_by").filter(pk=result_id).first()
+    if result is None:
+        return True  # scored meanwhile, by another collector
+    if result.session >= len(result.case.prior_conversations):
+        return False
+    if result.run_id is not None:
+        # Made here, in order: the next conversation must find what this one told.
+        memory_extract(run_id=result.run_id)
+    with transaction.atomic():
+        # Only if no other collector moved it on meanwhile (the session it read is still the one).
+        locked = (
+            pending.select_for_update(skip_locked=True, of=("self",))
+            .filter(pk=result_id, session=result.session)
+            .first()
+        )
+        if locked is not None:
+            eval_run = result.eval_run
+            locked.run = _case_run_start(
+                eval_run=eval_run,
+                case=result.case,
+                repetition=result.repetition,
+                user=eval_run.created_by,
+                session=result.session + 1,
+            )
+            if result.run_id is not None:
+                locked.earlier_runs = [*locked.earlier_runs, str(result.run_id)]
+            locked.session = result.session + 1
+            locked.save(update_fields=["run", "earlier_runs", "session"])
+    return True
 
 
 class _ScoringFailed(Exception):
@@ -189,6 +280,8 @@ def _collect(eval_run_id) -> None:
     pending = EvalResult.objects.filter(eval_run_id=eval_run_id, scored=False)
     ready = pending.filter(ended | ~Exists(Run.objects.filter(pk=OuterRef("run_id"))))
     for result_id in list(ready.values_list("pk", flat=True)):
+        if _conversation_next(result_id, pending):
+            continue
         # Each result is scored under its row's lock, and only if still unscored: two collectors
         # at once (the task, the admin's refresh) never score one twice, so a rubric's judge
         # model is asked once per result.

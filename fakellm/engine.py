@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from fakellm import anthropic_wire, openai_wire
 from fakellm.conversation import from_anthropic, from_openai
 from fakellm.generic import generic_step
+from fakellm.memory import extraction_step
 from fakellm.reply import build_reply
 from fakellm.state import ServerState
 from fakellm.templates import TemplateContext
@@ -152,6 +153,8 @@ async def handle(request: Request, wire: Wire) -> Response:
     step, groups = script.pick(conversation)
     if "generic" in step:
         step = generic_step(step, conversation)
+    elif "extract_memory" in step:
+        step = extraction_step(step, conversation)
     digest = _digest(body["messages"])
     fault = script.draw_chaos()
     if fault is None and "fault" in step:

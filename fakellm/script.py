@@ -6,6 +6,7 @@ import random
 import re
 
 from fakellm.conversation import Conversation
+from fakellm.memory import is_extraction, recalled
 from fakellm.validation import DEFAULTS, FAULT_DEFAULTS, validate_script
 
 DEFAULT_FALLBACK = {"content": "I have no scripted reply for that."}
@@ -62,23 +63,42 @@ class Script:
         self.defaults = {**DEFAULTS, **document.get("defaults", {})}
         self.faults = {**FAULT_DEFAULTS, **document.get("faults", {})}
         self.scenarios = [
-            (re.compile(s["match"]), s["steps"], s.get("needs_description", {}), s.get("not_understood"))
+            (
+                re.compile(s["match"]),
+                s["steps"],
+                s.get("needs_description", {}),
+                s.get("not_understood"),
+                re.compile(s["recall"]) if "recall" in s else None,
+            )
             for s in document.get("scenarios", [])
         ]
         self.fallback = document.get("fallback", DEFAULT_FALLBACK)
+        self.memory_extraction = document.get("memory_extraction")
         self._chaos = random.Random(self.faults["seed"])
         self._rates = [(k, p) for k, p in self.faults["rate"].items() if p > 0]
 
     def pick(self, conversation: Conversation) -> tuple[dict, dict]:
-        """Return the reply step and the named groups of the matching scenario."""
-        for pattern, steps, needs, not_understood in self.scenarios:
+        """Return the reply step and the named groups of the matching scenario. A memory
+        extraction is answered by `memory_extraction` before any scenario: its user message quotes
+        the whole conversation, which the scenarios would otherwise match. A scenario with a
+        `recall` regex matches only when a memory the request was shown matches it too."""
+        if self.memory_extraction is not None and is_extraction(conversation):
+            return resolve(self.memory_extraction, conversation)
+        for pattern, steps, needs, not_understood, recall in self.scenarios:
             found = pattern.search(conversation.last_user_text)
-            if found:
-                if needs and misunderstood(needs, conversation):
-                    step, chosen_by = resolve(not_understood, conversation)
-                    return step, {**found.groupdict(), **chosen_by}
-                step, chosen_by = resolve(steps[min(conversation.step_index, len(steps) - 1)], conversation)
-                return step, {**found.groupdict(), **chosen_by}
+            if not found:
+                continue
+            groups = found.groupdict()
+            if recall is not None:
+                remembered = recalled(recall, conversation)
+                if remembered is None:
+                    continue
+                groups = {**remembered, **{k: v for k, v in groups.items() if v is not None}}
+            if needs and misunderstood(needs, conversation):
+                step, chosen_by = resolve(not_understood, conversation)
+                return step, {**groups, **chosen_by}
+            step, chosen_by = resolve(steps[min(conversation.step_index, len(steps) - 1)], conversation)
+            return step, {**groups, **chosen_by}
         return resolve(self.fallback, conversation)
 
     def draw_chaos(self) -> dict | None:

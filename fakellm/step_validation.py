@@ -12,6 +12,8 @@ FAULT_KEYS = {"status", "kind", "retry_after", "times", "timeout_ms"}
 # A generic step draws its content and tool calls per request; the rest is as in a reply step.
 GENERIC_KEYS = {"generic", "usage", "latency_ms", "hold", "fault"}
 GENERIC_OPTIONS = {"call": ("each", "one"), "optional": ("some", "all", "none")}
+# A memory extraction step answers with the changes fakellm.memory's rules give.
+EXTRACT_MEMORY_KEYS = {"extract_memory", "usage", "latency_ms", "hold", "fault"}
 
 
 def is_int(value) -> bool:
@@ -69,6 +71,8 @@ def check_step(value, path: str, problems: Problems) -> None:
         return check_branch(value, path, problems)
     if "generic" in value:
         return check_generic(value, path, problems)
+    if "extract_memory" in value:
+        return check_extract_memory(value, path, problems)
     problems.keys(value, REPLY_KEYS, path)
     problems.amounts(value, ["latency_ms"], path)
     problems.hold(value, path)
@@ -104,6 +108,18 @@ def check_generic(value: dict, path: str, problems: Problems) -> None:
             problems.fail(f"{path}.generic.{key}", f"must be one of {allowed}")
     if "seed" in options and not is_int(options["seed"]):
         problems.fail(f"{path}.generic.seed", "must be an integer")
+
+
+def check_extract_memory(value: dict, path: str, problems: Problems) -> None:
+    problems.keys(value, EXTRACT_MEMORY_KEYS, path)
+    problems.amounts(value, ["latency_ms"], path)
+    problems.hold(value, path)
+    if value["extract_memory"] is not True:
+        problems.fail(f"{path}.extract_memory", "must be true")
+    if value.get("usage") is not None:
+        check_usage(value["usage"], f"{path}.usage", problems)
+    if "fault" in value:
+        check_fault(value["fault"], f"{path}.fault", problems)
 
 
 def check_tool_call(value, path: str, problems: Problems) -> None:

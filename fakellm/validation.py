@@ -109,8 +109,10 @@ def _check_needs_description(scenario: dict, path: str, problems: Problems) -> N
 def _check_scenario(scenario, path: str, problems: Problems) -> None:
     if not problems.is_object(scenario, path):
         return
-    problems.keys(scenario, {"match", "steps", "needs_description", "not_understood"}, path)
+    problems.keys(scenario, {"match", "steps", "needs_description", "not_understood", "recall"}, path)
     problems.regex(scenario.get("match"), f"{path}.match")
+    if "recall" in scenario:
+        problems.regex(scenario["recall"], f"{path}.recall")
     if "needs_description" in scenario or "not_understood" in scenario:
         _check_needs_description(scenario, path, problems)
     steps = scenario.get("steps")
@@ -125,7 +127,7 @@ def validate_script(script) -> None:
     if not isinstance(script, dict):
         raise ScriptError("script must be a JSON object")
     problems = Problems()
-    problems.keys(script, {"defaults", "faults", "scenarios", "fallback"}, "script")
+    problems.keys(script, {"defaults", "faults", "scenarios", "fallback", "memory_extraction"}, "script")
     _check_defaults(script.get("defaults", {}), problems)
     _check_faults(script.get("faults", {}), problems)
     scenarios = script.get("scenarios", [])
@@ -136,5 +138,7 @@ def validate_script(script) -> None:
         problems.fail("scenarios", "must be a list")
     if "fallback" in script:
         check_step(script["fallback"], "fallback", problems)
+    if "memory_extraction" in script:
+        check_step(script["memory_extraction"], "memory_extraction", problems)
     if problems.errors:
         raise ScriptError("; ".join(problems.errors))

@@ -3,7 +3,8 @@
 The row (purpose "embedding") is written before the request and completed after it, with the
 tokens the server reports and their cost at the model config's input price. Calls made while
 indexing belong to no run (LLMCall.run is empty) and are linked to their base and document by
-an EmbeddingCall row; calls made by a search belong to the run that searched.
+an EmbeddingCall row; calls made by a search belong to the run that searched, and so do those
+of long-term memory (memory.services), which have no base.
 """
 
 import math
@@ -96,11 +97,14 @@ def embed(
     texts: list[str],
     *,
     config: ModelConfig,
-    base: KnowledgeBase,
+    base: KnowledgeBase | None = None,
     run: Run | None = None,
     document: Document | None = None,
 ) -> list[list[float]]:
-    """Normalised vectors of `texts`, one request (and one LLMCall row) per batch of 64."""
+    """Normalised vectors of `texts`, one request (and one LLMCall row) per batch of 64. The
+    rows belong to `run`, else to `base` (indexing): every call is someone's on the ledger."""
+    if run is None and base is None:
+        raise ValueError("an embedding call belongs to a run or to a knowledge base")
     vectors: list[list[float]] = []
     for start in range(0, len(texts), BATCH):
         body = {"model": config.model, "input": texts[start : start + BATCH]}

@@ -85,6 +85,7 @@ INSTALLED_APPS = [
     "tools",
     "conversations",
     "knowledge",
+    "memory",
     "engine",
     "alerts",
     "evals",
@@ -329,6 +330,8 @@ AGENTRY_IDEMPOTENCY_KEY_HOURS = float(os.environ.get("AGENTRY_IDEMPOTENCY_KEY_HO
 AGENTRY_WEBHOOK_DELIVERY_DAYS = float(os.environ.get("AGENTRY_WEBHOOK_DELIVERY_DAYS", "30"))
 CELERY_TASK_ROUTES["engine.tasks.retention_sweep_task"] = {"queue": "maintenance"}
 CELERY_TASK_ROUTES["engine.tasks.idempotency_keys_expire_task"] = {"queue": "maintenance"}
+# A completed run's long-term memory extraction (engine/memory.py): a model call after the run.
+CELERY_TASK_ROUTES["engine.tasks.memory_extract_task"] = {"queue": "maintenance"}
 CELERY_BEAT_SCHEDULE["retention-sweep"] = {"task": "engine.tasks.retention_sweep_task", "schedule": 24 * 3600.0}
 CELERY_BEAT_SCHEDULE["expire-idempotency-keys"] = {
     "task": "engine.tasks.idempotency_keys_expire_task",
@@ -420,6 +423,7 @@ SPECTACULAR_SETTINGS.update(
             {"name": "agents", "description": "The agents a token's user may talk to."},
             {"name": "conversations", "description": "Conversations with an agent, and the messages that start runs."},
             {"name": "runs", "description": "Runs: status, answer, usage, steps, live events, cancel and export."},
+            {"name": "end-users", "description": "Your end users: their conversations, runs, memories; forget one."},
             {"name": "approvals", "description": "Tool calls waiting for a person, and their decisions."},
             {"name": "eval-suites", "description": "Eval suites and their cases."},
             {"name": "eval-runs", "description": "Eval runs of a suite on an agent version, and their metrics."},

@@ -3,10 +3,12 @@
 # and the shipped fake LLM server. No PostgreSQL, Redis or API key needed. Every process is
 # supervised: one that exits is reported here and started again. Ctrl-C stops everything.
 # Usage: bash scripts/dev.sh [--demo] [--reset-demo] [--flower]   (docs/embedded.md)
-#   --demo        also runs seed 000's conversations and seed 001's customer-service system once
+#   --demo        also runs seed 000's conversations, seed 001's customer-service system and the
+#                 memory scene (one end user remembered across conversations) once
 #   --reset-demo  puts seed 000's agent, tools and eval cases (with --demo, also seed 001's
-#                 customer-service system) back to the shipped configuration; otherwise seeding
-#                 only creates what is missing and keeps an operator's edits
+#                 customer-service system and the memory demo agent) back to the shipped
+#                 configuration; otherwise seeding only creates what is missing and keeps an
+#                 operator's edits
 #   --flower      also starts Flower (Celery's task and worker view) on 127.0.0.1:${FLOWER_PORT:-5555},
 #                 behind the admin's user and password unless FLOWER_BASIC_AUTH says otherwise
 set -euo pipefail
@@ -96,6 +98,7 @@ demo order service on :$ORDERS_PORT; every process restarted if it exits: docs/e
   Monitor:   http://127.0.0.1:$PORT/monitor/
   Demo:      .venv/bin/python manage.py agentry_demo      (seed 000's conversations, through the queue)
              .venv/bin/python manage.py agentry_demo --customer-service   (seed 001's agents as tools)
+             .venv/bin/python manage.py agentry_demo --memory   (one end user remembered across conversations)
   One-off:   .venv/bin/python manage.py agentry_chat "我在成都，明天天气如何？"
   Reset:     bash scripts/dev.sh --reset-demo   (the demo agents back to the shipped configuration)
   Logs:      var/logs/   (supervisor.log: every exit and restart)
@@ -110,5 +113,8 @@ if (( demo )); then
   cs_flags=(--customer-service)
   (( reset_demo )) && cs_flags+=(--reset)
   $PY manage.py agentry_demo "${cs_flags[@]}" || echo "agentry_demo --customer-service exited with status $?" >&2
+  memory_flags=(--memory)
+  (( reset_demo )) && memory_flags+=(--reset)
+  $PY manage.py agentry_demo "${memory_flags[@]}" || echo "agentry_demo --memory exited with status $?" >&2
 fi
 wait

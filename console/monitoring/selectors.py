@@ -18,7 +18,7 @@ from console.formatting import fixed_amount
 from console.monitoring.broker import queue_depths, workers_online
 from console.monitoring.labels import approval_status_text, step_status_text
 from console.monitoring.presenters import status_words
-from conversations.models import Approval, LLMCall, Message, Run, RunRequest, RunStatus, ToolInvocation
+from conversations.models import Approval, LLMCall, Message, Run, RunFeedback, RunRequest, RunStatus, ToolInvocation
 from conversations.monitoring import histogram
 from conversations.monitoring.models import ErrorHourly, LLMCallHourly, RollupState, RunHourly
 from conversations.monitoring.rollups import floor_hour
@@ -237,6 +237,14 @@ def live_versions(*, start: datetime) -> list[dict]:
         .order_by("-n")
     ):
         reasons.setdefault(version_id, []).append({"stop_reason": reason, "count": count})
+    # End users' ratings of those runs' answers (api/feedback.py): how many, and how many negative.
+    feedback = {
+        version_id: (count, negative)
+        for version_id, count, negative in RunFeedback.objects.filter(run__in=runs)
+        .values_list("run__agent_version_id")
+        .annotate(n=Count("pk"), negative=Count("pk", filter=Q(rating=-1)))
+        .order_by()
+    }
     latency = dict(
         LLMCall.objects.filter(run__in=runs, latency_ms__isnull=False)
         .values_list("run__agent_version_id")
@@ -251,6 +259,7 @@ def live_versions(*, start: datetime) -> list[dict]:
                 continue
             total = totals.get(version.pk, {})
             ended, failed = total.get("ended", 0), total.get("failed", 0)
+            rated, negative = feedback.get(version.pk, (0, 0))
             columns.append(
                 {
                     "role": role,
@@ -264,6 +273,9 @@ def live_versions(*, start: datetime) -> list[dict]:
                     # At the column's scale: SQLite sums decimals as floats.
                     "cost": fixed_amount(Decimal(str(total.get("cost") or 0)).quantize(RUN_COST_SCALE)),
                     "latency_ms": round(latency[version.pk]) if latency.get(version.pk) is not None else None,
+                    "feedback": rated,
+                    "negative_feedback": negative,
+                    "negative_feedback_rate": negative / rated if rated else None,
                     "eval": _eval_score(evaluated.get(version.pk)),
                 }
             )

@@ -13,16 +13,27 @@ class ConversationNotFound(Exception):
     pass
 
 
-def try_message_post(*, agent: Agent, user, content: str, conversation_id=None, version=None) -> Run:
+def try_message_post(
+    *, agent: Agent, user, content: str, conversation_id=None, version=None, end_user: str = ""
+) -> Run:
     """Post a staff member's message to an agent, continuing their try-out conversation when
-    one is given (it must be theirs and with this agent), on the version asked for if any."""
+    one is given (it must be theirs, with this agent and this end user), on the version asked
+    for if any. With `end_user` the staff member speaks as that end user of theirs (the
+    conversation's owner), as an application would: the agent's memory of them applies. The
+    limits per end user are the API's policy and do not apply to this page."""
     with transaction.atomic():
         if conversation_id:
-            conversation = Conversation.objects.filter(pk=conversation_id, agent=agent, owner=user).first()
+            conversation = Conversation.objects.filter(
+                pk=conversation_id, agent=agent, owner=user, end_user=end_user
+            ).first()
             if conversation is None:
-                raise ConversationNotFound(_("That conversation is not yours or is with another agent."))
+                raise ConversationNotFound(_("That conversation is not yours, or is with another agent or end user."))
         else:
             conversation = conversation_create(
-                agent=agent, owner=user, title=f"Try-out: {content[:80]}", metadata={"source": "monitor-try"}
+                agent=agent,
+                owner=user,
+                title=f"Try-out: {content[:80]}",
+                metadata={"source": "monitor-try"},
+                end_user=end_user,
             )
         return message_post(conversation=conversation, content=content, version=version)

@@ -1,14 +1,16 @@
 """A run's whole story as one JSON document: the run (with what it was asked and what it
 answered), each model call and tool call in order (request, response, tokens by kind, cost,
 latency, arguments, result, approval and decider, delegated runs and their durations), its
-guardrail triggers and its events. The timeline page shows it and copies it; a fixed number of
-queries whatever the run's size (one reads the runs its delegate calls started)."""
+guardrail triggers, the long-term memories it was shown and wrote, and its events. The timeline
+page shows it and copies it; a fixed number of queries whatever the run's size (one reads the
+runs its delegate calls started)."""
 
 from console.formatting import fixed_amount
 from console.monitoring.selectors import run_question
 from conversations.models import GuardrailTrigger, Run, RunEvent
 from conversations.selectors import run_final_answer, run_timeline
 from conversations.usage import USAGE_FIELDS
+from memory.models import MemoryChange, MemoryUse
 from tools.arguments import arguments_hash
 
 
@@ -98,6 +100,44 @@ def _tool_invocation(invocation) -> dict:
     }
 
 
+def _memories(run: Run) -> dict:
+    """Long-term memory in this run: the memories its model calls were shown (each once, with
+    the calls that saw it) and the changes it made (extraction after it, its remember tool)."""
+    shown: dict = {}
+    for use in MemoryUse.objects.filter(run=run).select_related("memory").order_by("llm_call_id", "rank"):
+        seen = shown.setdefault(
+            use.memory_id,
+            {
+                "memory_id": str(use.memory_id),
+                "kind": use.memory.kind,
+                "statement": use.memory.statement,
+                "rank": use.rank,
+                "llm_call_ids": [],
+            },
+        )
+        seen["llm_call_ids"].append(use.llm_call_id)
+    written = MemoryChange.objects.filter(run=run).order_by("created_at", "id")
+    return {
+        "shown": list(shown.values()),
+        "written": [
+            {
+                "id": change.pk,
+                "action": change.action,
+                "action_label": str(change.get_action_display()),
+                "source": change.source,
+                "source_label": str(change.get_source_display()),
+                "memory_id": str(change.memory_id) if change.memory_id else None,
+                "before": change.before,
+                "after": change.after,
+                "llm_call_id": change.llm_call_id,
+                "reason": change.reason,
+                "created_at": _iso(change.created_at),
+            }
+            for change in written
+        ],
+    }
+
+
 def run_timeline_export(*, run: Run, requests: bool) -> dict:
     answer = run_final_answer(run=run)
     steps = [
@@ -145,5 +185,6 @@ def run_timeline_export(*, run: Run, requests: bool) -> dict:
         "steps": steps,
         # What matched is masked for personal data (agents.guardrails): never the number itself.
         "guardrails": [{**trigger, "created_at": _iso(trigger["created_at"])} for trigger in triggers],
+        "memories": _memories(run),
         "events": [{**event, "created_at": _iso(event["created_at"])} for event in events],
     }

@@ -267,6 +267,7 @@ def try_agent_send(request):
             content=form.cleaned_data["content"],
             conversation_id=form.cleaned_data["conversation"],
             version=form.cleaned_data["version"],
+            end_user=form.cleaned_data["end_user"],
         )
     except (ConversationNotFound, UnknownVersion) as exc:
         return _json_error(str(exc))

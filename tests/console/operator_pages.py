@@ -20,10 +20,12 @@ from agents.services import agent_version_current
 from alerts.models import AlertFiring, AlertRule
 from conversations.models import (
     Approval,
+    EndUserErasure,
     GuardrailTrigger,
     LLMCall,
     Run,
     RunEvent,
+    RunFeedback,
     RunPurge,
     RunRequest,
     ToolInvocation,
@@ -36,6 +38,7 @@ from evals.metrics import eval_metrics
 from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite, ReleaseGate
 from evals.selectors import eval_results_data
 from knowledge.models import Document, EmbeddingCall, KnowledgeSearch
+from memory.models import Memory, MemoryChange
 from tests.factories import ModelConfigFactory, make_agent
 from tests.knowledge.helpers import make_base
 from tests.ledger import ledger_call, ledger_run
@@ -114,6 +117,21 @@ def seed() -> Seeded:
     rule = GuardrailRule.objects.get(agent=agent)
     GuardrailTrigger.objects.create(
         run=run, side="input", rule_id=rule.pk, kind="blocked_terms", action="flag", matched="密码"
+    )
+    RunFeedback.objects.create(run=run, rating=-1, comment="城市不对", created_by=operator)
+    EndUserErasure.objects.create(end_user_digest="0" * 64, requested_by=operator, channel="admin", counts={})
+    memory = Memory.objects.create(
+        scope=f"agent:{agent.pk}", owner=operator, end_user="用户-1", kind="fact", statement="住在成都", source_run=run
+    )
+    MemoryChange.objects.create(
+        memory=memory,
+        scope=memory.scope,
+        owner=operator,
+        end_user=memory.end_user,
+        action="add",
+        source="extraction",
+        after=memory.statement,
+        run=run,
     )
     # One run waiting for a decision (the approval queue), one still running (the dashboard).
     waiting = ledger_run(agent, status="awaiting_approval", stop_reason="")

@@ -74,6 +74,9 @@ def test_live_versions_compares_the_published_version_and_the_canary():
         "tokens": 400,
         "cost": "0.40000000",
         "latency_ms": 200,
+        "feedback": 0,
+        "negative_feedback": 0,
+        "negative_feedback_rate": None,
         "eval": None,
     }
     assert canary["role"] == "canary" and canary["share"] == 20 and canary["runs"] == 2

@@ -38,7 +38,7 @@ ROUTES = {
     "api/v1/agents/": {"GET"},
     "api/v1/agents/{agent}/": {"GET"},
     "api/v1/conversations/": {"GET", "POST"},
-    "api/v1/conversations/{conversation}/": {"GET"},
+    "api/v1/conversations/{conversation}/": {"GET", "PATCH"},
     "api/v1/conversations/{conversation}/messages/": {"POST"},
     "api/v1/runs/": {"GET"},
     "api/v1/runs/export/": {"GET"},
@@ -53,6 +53,12 @@ ROUTES = {
     "api/v1/eval-suites/{suite}/cases/": {"GET", "POST"},
     "api/v1/eval-runs/": {"GET", "POST"},
     "api/v1/eval-runs/{eval_run}/": {"GET"},
+    "api/v1/end-users/{end_user}/conversations/": {"GET"},
+    "api/v1/end-users/{end_user}/runs/": {"GET"},
+    "api/v1/end-users/{end_user}/memories/": {"GET"},
+    "api/v1/end-users/{end_user}/memories/{memory}/": {"DELETE"},
+    "api/v1/end-users/{end_user}/": {"DELETE"},  # forget the end user
+    "api/v1/runs/{run}/feedback/": {"GET", "POST"},
     "approvals/": {"GET"},
     "approvals/poll/": {"GET"},
     "approvals/history/": {"GET"},
@@ -69,11 +75,19 @@ NO_BODY = {
     "health/",
     "monitor/runs/{run}/{action}/",
     "api/v1/runs/{run}/cancel/",
+    "api/v1/end-users/{end_user}/memories/{memory}/",
+    "api/v1/end-users/{end_user}/",
     "approvals/login/",
     "approvals/logout/",
 }
 
-_CONVERTERS = {"<int:pk>": "{approval}", "<uuid:run_id>": "{run}", "<slug:action>": "{action}"}
+_CONVERTERS = {
+    "<int:pk>": "{approval}",
+    "<uuid:run_id>": "{run}",
+    "<slug:action>": "{action}",
+    "<path:end_user>": "{end_user}",
+    "<uuid:pk>": "{memory}",
+}
 _REGEX_GROUPS = re.compile(r"\(\?P<(\w+)>[^)]*\)")
 
 

@@ -60,6 +60,8 @@ def site(fake_llm, enqueued, admin_user):
         "conversation": run.conversation_id,
         "agent": scenario.agent.slug,
         "action": "cancel",
+        "end_user": "u1",
+        "memory": "00000000-0000-0000-0000-000000000000",
         **eval_ids(agent_version=run.agent_version),
     }
 

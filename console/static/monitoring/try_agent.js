@@ -167,11 +167,13 @@
     }
   }
 
-  // A conversation is with one agent: choosing another starts a new one.
-  form.elements.agent.addEventListener("change", () => {
+  // A conversation is with one agent and one end user: choosing another starts a new one.
+  function restart() {
     form.elements.conversation.value = "";
     transcript.replaceChildren();
-  });
+  }
+  form.elements.agent.addEventListener("change", restart);
+  form.elements.end_user.addEventListener("change", restart);
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();

@@ -5,11 +5,23 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import Agent
-from conversations.models import Approval
+from conversations.end_users import EndUserInvalid, end_user_clean
+from conversations.models import Approval, RunStatus
 from conversations.services import conversation_create
-from demo.cli import RunWaitTimeout, format_run, format_run_tree, pending_approvals, run_tree_wait, run_wait
+from demo.cli import (
+    RunWaitTimeout,
+    format_run,
+    format_run_tree,
+    memories_shown_line,
+    memory_change_lines,
+    pending_approvals,
+    run_tree_wait,
+    run_wait,
+)
 from demo.customer_service import CUSTOMER_SERVICE_QUESTIONS, customer_service_seed
+from demo.memory import MEMORY_END_USER, MEMORY_QUESTIONS, extraction_wait, memory_demo_fresh_start
 from demo.orders import order_service_start_or_reuse
+from demo.seed import demo_memory_seed
 from engine.admission import message_post
 from engine.approvals import APPROVE, approval_decide
 from tools.models import ToolDefinition
@@ -32,7 +44,8 @@ QUESTIONS = [
 class Command(BaseCommand):
     help = (
         "Run seed 000's demo conversations through the real queue and print each run's timeline; "
-        "with --customer-service, seed and run seed 001's customer-service system and print each run tree."
+        "with --customer-service, seed and run seed 001's customer-service system and print each run tree; "
+        "with --memory, seed the agent with long-term memory and show one end user remembered across conversations."
     )
 
     def add_arguments(self, parser):
@@ -44,6 +57,15 @@ class Command(BaseCommand):
             "--customer-service",
             action="store_true",
             help="Seed 001's system: intent router, order, after-sales and quality-check agents, FAQ base.",
+        )
+        parser.add_argument(
+            "--memory",
+            action="store_true",
+            help="Seed 000's agent with long-term memory: one end user says where they live, then asks the weather "
+            "in new conversations; each run's timeline with the memories it was shown and the changes it made.",
+        )
+        parser.add_argument(
+            "--end-user", default=MEMORY_END_USER, help="the end user of the memory scene's conversations"
         )
         parser.add_argument(
             "--llm-base-url", default=os.environ.get("AGENTRY_DEMO_LLM_URL", "http://127.0.0.1:8901/v1")
@@ -58,16 +80,19 @@ class Command(BaseCommand):
         parser.add_argument(
             "--reset",
             action="store_true",
-            help="Put the customer-service demo's agents, tools and FAQ back to the shipped configuration, "
-            "undoing an operator's edits (otherwise only what is missing is created).",
+            help="Put the customer-service demo's agents, tools and FAQ (with --memory: the memory demo agent) back "
+            "to the shipped configuration, undoing an operator's edits (otherwise only what is missing is created).",
         )
         parser.add_argument(
             "--approver", default="", help="user who approves the address change (default: the first superuser)"
         )
 
-    def handle(self, *args, agent, timeout, customer_service, **options):
+    def handle(self, *args, agent, timeout, customer_service, memory, **options):
         if customer_service:
             self._customer_service(timeout=timeout, **options)
+            return
+        if memory:
+            self._memory(timeout=timeout, **options)
             return
         found = Agent.objects.filter(slug=agent).first()
         if found is None:
@@ -83,6 +108,36 @@ class Command(BaseCommand):
             except RunWaitTimeout as exc:
                 raise CommandError(str(exc)) from exc
             self.stdout.write(format_run(run))
+
+    def _memory(self, *, timeout, llm_base_url, end_user, reset, **options):
+        try:
+            end_user = end_user_clean(end_user)
+        except EndUserInvalid as exc:
+            raise CommandError(f"--end-user: {exc}") from None
+        if not end_user:
+            raise CommandError("--end-user must name someone: memory is kept per end user.")
+        agent = demo_memory_seed(llm_base_url=llm_base_url, reset=reset)
+        self.stdout.write(self.style.SUCCESS(f"Memory demo ready: {agent.name} ({agent.slug}), end user {end_user}"))
+        forgotten = memory_demo_fresh_start(agent=agent, end_user=end_user)
+        if forgotten:
+            noun = "memory" if forgotten == 1 else "memories"
+            self.stdout.write(f"Deleted {forgotten} {noun} of {end_user} left by an earlier showing.")
+        for question in MEMORY_QUESTIONS:
+            conversation = conversation_create(agent=agent, title=question[:80], end_user=end_user)
+            run = message_post(conversation=conversation, content=question)
+            self.stdout.write(self.style.MIGRATE_HEADING(f"\n用户 {end_user}（新对话）: {question}"))
+            try:
+                run = run_wait(run_id=run.pk, timeout=timeout, on_park=self._report_park)
+                # The next conversation must find what this one taught the memory.
+                extraction = extraction_wait(run=run, timeout=timeout) if run.status == RunStatus.COMPLETED else None
+            except RunWaitTimeout as exc:
+                raise CommandError(str(exc)) from exc
+            shown = memories_shown_line(run=run)
+            if shown:
+                self.stdout.write(shown)
+            self.stdout.write(format_run(run))
+            if extraction is not None:
+                self.stdout.write("\n".join(memory_change_lines(run=run, extraction=extraction)))
 
     def _report_park(self, run):
         # Approving, editing or rejecting happens elsewhere; the command waits and prints the outcome.

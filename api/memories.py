@@ -1,0 +1,96 @@
+"""An end user's long-term memories: GET /api/v1/end-users/{end_user}/memories/ lists them and
+DELETE /api/v1/end-users/{end_user}/memories/{id}/ deletes one (its change row says the API did,
+and who). Only the caller's own end user's: another token owner's end user of the same id is
+another person (docs/memory.md)."""
+
+from django.http import Http404
+from django.utils.translation import gettext as _
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.selectors import agent_usable_by
+from api.common import ErrorSerializer
+from api.end_users import END_USER_PARAMETER, end_user_from_path
+from memory.models import Memory, MemoryChange
+from memory.selectors import agent_memory_scope, end_user_memories
+from memory.services import memory_delete
+
+
+class MemorySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Memory
+        fields = [
+            "id",
+            "scope",
+            "kind",
+            "statement",
+            "source_run",
+            "created_at",
+            "updated_at",
+            "last_used_at",
+            "expires_at",
+        ]
+
+
+class MemoryFilterSerializer(serializers.Serializer):
+    agent = serializers.SlugField(
+        max_length=100, required=False, help_text="Only the memories this agent reads and writes (its slug)."
+    )
+
+
+class EndUserMemoryList(generics.ListAPIView):
+    serializer_class = MemorySerializer
+
+    @extend_schema(
+        operation_id="end_users_memories_list",
+        parameters=[END_USER_PARAMETER, MemoryFilterSerializer],
+        responses={200: MemorySerializer(many=True), 400: ErrorSerializer},
+        summary="List an end user's memories",
+        description="What your agents remember of this end user across conversations, newest first: each "
+        "memory's statement, kind, the run it came from, and when it was written, last used and expires. With "
+        "?agent=<slug>, only the memories that agent reads and writes (its memory space). An id you never used "
+        "lists nothing.",
+    )
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model
+            return Memory.objects.none()
+        end_user = end_user_from_path(self.kwargs["end_user"])
+        filters = MemoryFilterSerializer(data=self.request.query_params)
+        filters.is_valid(raise_exception=True)
+        scope = None
+        slug = filters.validated_data.get("agent")
+        if slug:
+            agent = agent_usable_by(user=self.request.user, slug=slug)
+            if agent is None:
+                raise serializers.ValidationError(
+                    {"agent": [_("There is no agent %(slug)r that you may use.") % {"slug": slug}]}
+                )
+            scope = agent_memory_scope(agent=agent)
+        return end_user_memories(owner=self.request.user, end_user=end_user, scope=scope)
+
+
+class EndUserMemoryDetail(APIView):
+    @extend_schema(
+        operation_id="end_users_memories_destroy",
+        parameters=[END_USER_PARAMETER],
+        request=None,
+        responses={204: None, 400: ErrorSerializer, 404: ErrorSerializer},
+        summary="Delete one of an end user's memories",
+        description="Forgets one memory (no agent is shown it again); a change row records that the API deleted "
+        "it and what it said. 404 when your end user has no memory of this id.",
+    )
+    def delete(self, request, end_user, pk):
+        end_user = end_user_from_path(end_user)
+        memory = Memory.objects.filter(pk=pk, owner=request.user, end_user=end_user).first()
+        if memory is None:
+            raise Http404
+        try:
+            memory_delete(memory=memory, changed_by=request.user, source=MemoryChange.Source.API)
+        except Memory.DoesNotExist:  # deleted meanwhile
+            raise Http404 from None
+        return Response(status=status.HTTP_204_NO_CONTENT)
