@@ -54,8 +54,9 @@ def _score(name: str, ranks: list[int | None]) -> Score:
     )
 
 
-def _rank(base, chunks, question: dict, *, mode: str, method: str) -> int | None:
-    passages = search(base=base, query=question["question"], top_k=len(chunks), mode=mode, method=method, chunks=chunks)
+def _rank(base, size: int, question: dict, *, mode: str, method: str) -> int | None:
+    # The search an agent runs (on PostgreSQL, over the arrays of knowledge.arrays), ranking all.
+    passages = search(base=base, query=question["question"], top_k=size, mode=mode, method=method)
     documents = list(dict.fromkeys(p.chunk.document.title for p in passages))[:RANKED]
     return documents.index(question["document"]) + 1 if question["document"] in documents else None
 
@@ -80,7 +81,7 @@ def retrieval_check(
                 )
             )
             faq_load(base=base)
-            chunks = base_chunks(base=base)
+            size = len(base_chunks(base=base))
             runs = [("keyword: jieba + BM25", Mode.KEYWORD, KeywordMethod.JIEBA)]
             runs.append(("keyword: trigram + BM25", Mode.KEYWORD, KeywordMethod.TRIGRAM))
             if embedding_model is not None:
@@ -88,7 +89,7 @@ def retrieval_check(
                 runs.append(("combined (RRF): jieba + vector", Mode.COMBINED, KeywordMethod.JIEBA))
                 runs.append(("combined (RRF): trigram + vector", Mode.COMBINED, KeywordMethod.TRIGRAM))
             for name, mode, method in runs:
-                ranks = [_rank(base, chunks, q, mode=mode, method=method) for q in questions]
+                ranks = [_rank(base, size, q, mode=mode, method=method) for q in questions]
                 scores.append(_score(name, ranks))
             raise _Rollback
     except _Rollback:

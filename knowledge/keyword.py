@@ -5,8 +5,9 @@
 - trigram: overlapping character trigrams of each run of CJK characters (bigrams and single
   characters too, so two-character questions still match), English words lower-cased.
 
-BM25 is computed in Python over the base's chunks, whose term counts are stored at indexing:
-fine for bases of a few thousand chunks, and the same on SQLite and PostgreSQL.
+BM25 is computed here in Python over the chunks given, from the term counts stored at indexing:
+the search path on SQLite and for long-term memories, fine for a few thousand chunks. On
+PostgreSQL a base is searched with the same BM25 over numpy arrays (knowledge.arrays).
 """
 
 import logging

@@ -7,10 +7,13 @@ scale: cosine similarity when the base has an embedding model, else the BM25 sco
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from conversations.models import Run
+from knowledge import arrays
 from knowledge.embeddings import cosine, embed
-from knowledge.keyword import bm25
-from knowledge.models import Chunk, KnowledgeBase
+from knowledge.keyword import TERMS, bm25
+from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.selectors import base_chunks
 
 RRF_K = 60
@@ -51,23 +54,56 @@ def search(
     tags=None,
     run: Run | None = None,
     chunks: list[Chunk] | None = None,
+    query_vector: list[float] | None = None,
 ) -> list[Passage]:
     """The best `top_k` passages above the threshold. `mode` defaults to combined when the base
-    has an embedding model, else keyword; `method` to the base's keyword method."""
+    has an embedding model, else keyword; `method` to the base's keyword method. On PostgreSQL
+    the base's arrays held by this process are scored (knowledge.arrays); on SQLite, or over the
+    `chunks` given, each chunk is scored in Python. `query_vector`: the query's embedding when
+    the caller has it (the scale benchmark), else the base's embedding model is asked for it."""
+    if not query.strip():
+        return []
+    mode = mode or (Mode.COMBINED if base.embedding_model_id is not None else Mode.KEYWORD)
+    method = method or base.keyword_method
+
+    def query_embedding() -> list[float]:
+        # Asked only once a search has chunks to score with it: an empty base costs no call.
+        return query_vector or embed([query], config=base.embedding_model, base=base, run=run)[0]
+
+    if chunks is None and arrays.supported():
+        return _search_arrays(
+            base=base,
+            query=query,
+            top_k=top_k,
+            mode=mode,
+            method=method,
+            allowed=_allowed(base, document_ids, tags),
+            embedding=query_embedding,
+        )
     if chunks is None:
         chunks = base_chunks(base=base, document_ids=document_ids, tags=tags)
-    if not chunks or not query.strip():
+    return _search_chunks(
+        base=base,
+        query=query,
+        top_k=top_k,
+        mode=mode,
+        method=method,
+        chunks=chunks,
+        embedding=query_embedding,
+    )
+
+
+def _search_chunks(*, base, query, top_k, mode, method, chunks, embedding) -> list[Passage]:
+    if not chunks:
         return []
     vectors_on = base.embedding_model_id is not None
-    mode = mode or (Mode.COMBINED if vectors_on else Mode.KEYWORD)
     by_id = {chunk.pk: chunk for chunk in chunks}
     keyword: dict[int, float] = {}
     if mode in (Mode.KEYWORD, Mode.COMBINED):
-        method = method or base.keyword_method
         keyword = dict(bm25(query, [(c.pk, c.terms.get(method, {})) for c in chunks], method=method))
     vector: dict[int, float] = {}
     if mode in (Mode.VECTOR, Mode.COMBINED) and vectors_on:
-        [query_vector] = embed([query], config=base.embedding_model, base=base, run=run)
+        query_vector = embedding()
         vector = {c.pk: cosine(query_vector, c.embedding) for c in chunks if c.embedding}
     keyword_rank = list(keyword)  # bm25 returns best first
     vector_rank = [key for key, _ in sorted(vector.items(), key=lambda item: (-item[1], item[0]))]
@@ -87,3 +123,83 @@ def search(
         if len(passages) == top_k:
             break
     return passages
+
+
+def _allowed(base: KnowledgeBase, document_ids, tags) -> list[int] | None:
+    """The documents a filter leaves (None: no filter), chosen as base_chunks chooses them."""
+    if not document_ids and not tags:
+        return None
+    documents = Document.objects.filter(base=base)
+    if document_ids:
+        documents = documents.filter(pk__in=document_ids)
+    wanted = set(tags or [])
+    return [pk for pk, doc_tags in documents.values_list("pk", "tags") if not wanted or wanted & set(doc_tags or [])]
+
+
+def _ranking(scores: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """Rows present, best score first, ties by chunk id (rows are in chunk id order)."""
+    rows = np.flatnonzero(present)
+    return rows[np.lexsort((rows, -scores[rows]))]
+
+
+def _search_arrays(*, base, query, top_k, mode, method, allowed, embedding) -> list[Passage]:
+    """The Python path's ranking, computed over the process's arrays of the base."""
+    base_rows = arrays.base_arrays(base)
+    rows_allowed = np.ones(len(base_rows.chunk_ids), dtype=bool)
+    if allowed is not None:
+        rows_allowed = np.isin(base_rows.document_ids, allowed)
+    if not rows_allowed.any():
+        return []
+    vectors_on = base.embedding_model_id is not None
+    size = len(base_rows.chunk_ids)
+    keyword, has_keyword = np.zeros(size), np.zeros(size, dtype=bool)
+    if mode in (Mode.KEYWORD, Mode.COMBINED):
+        postings = arrays.postings_of(base, base_rows, method)
+        keyword = arrays.bm25_scores(postings, set(TERMS[method](query)), rows_allowed)
+        has_keyword = keyword > 0
+    vector, has_vector = np.zeros(size), np.zeros(size, dtype=bool)
+    if mode in (Mode.VECTOR, Mode.COMBINED) and vectors_on:
+        arrays.vectors_of(base, base_rows)
+        query_vector = np.asarray(embedding(), dtype=np.float32)
+        # Vectors of another length (the base re-indexing with a new model) have no score yet.
+        if base_rows.vectors is not None and base_rows.vectors.shape[1] == len(query_vector):
+            has_vector = base_rows.has_vector & rows_allowed
+            vector = (base_rows.vectors @ query_vector).astype(np.float64)
+    keyword_rank, vector_rank = _ranking(keyword, has_keyword), _ranking(vector, has_vector)
+    if mode == Mode.COMBINED:
+        ranked, score = rrf_rows(keyword_rank, vector_rank, size)
+    elif mode == Mode.VECTOR:
+        ranked, score = vector_rank, vector
+    else:
+        ranked, score = keyword_rank, keyword
+    on_scale = vector if vectors_on and mode != Mode.KEYWORD else keyword
+    ranked = ranked[on_scale[ranked] > base.score_threshold][:top_k]
+    return _passages(base_rows.chunk_ids, ranked, score, (keyword, has_keyword), (vector, has_vector))
+
+
+def rrf_rows(keyword_rank: np.ndarray, vector_rank: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """rrf() over rankings of rows (arrays): fused scores and the rows ranked, ties by first appearance."""
+    fused, appearance = np.zeros(size), np.full(size, np.inf)
+    for offset, ranking in ((0, keyword_rank), (len(keyword_rank), vector_rank)):
+        positions = np.arange(len(ranking))
+        fused[ranking] += 1.0 / (RRF_K + positions + 1)
+        appearance[ranking] = np.minimum(appearance[ranking], offset + positions)
+    rows = np.flatnonzero(np.isfinite(appearance))
+    return rows[np.lexsort((appearance[rows], -fused[rows]))], fused
+
+
+def _passages(chunk_ids, ranked, score, keyword, vector) -> list[Passage]:
+    ids = [int(chunk_ids[row]) for row in ranked]
+    # Only the passages' rows are read: their terms and vectors are not needed.
+    chunks = Chunk.objects.select_related("document").defer("document__text", "terms", "embedding").in_bulk(ids)
+    (keyword_scores, has_keyword), (vector_scores, has_vector) = keyword, vector
+    return [
+        Passage(
+            chunks[chunk_id],
+            float(score[row]),
+            float(keyword_scores[row]) if has_keyword[row] else None,
+            float(vector_scores[row]) if has_vector[row] else None,
+        )
+        for row, chunk_id in zip(ranked, ids, strict=True)
+        if chunk_id in chunks  # deleted since the arrays were read
+    ]
