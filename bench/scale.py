@@ -11,7 +11,8 @@ docs/benchmark.md between its scale markers. The axes:
 - runs in flight (bench.scale_runs): the full stack against the bare loop at 200, 1,000, 2,000;
 - conversation length (bench.scale_turns): one step's CPU and statements at 1, 50, 200 prior turns;
 - knowledge base size (bench.scale_knowledge, when present): search and indexing at 1,000 to 100,000 chunks;
-- ledger size: not measured yet.
+- ledger size (bench.scale_ledger): the dashboard, runs list, a timeline, export and retention at 1 to
+  10 million model calls.
 """
 
 import argparse
@@ -31,6 +32,7 @@ SIZES = {
     "runs": ([200, 1000, 2000], [20, 50]),
     "turns": ([1, 50, 200], [1, 5, 20]),
     "knowledge": ([1000, 10000, 100000], [200, 1000]),
+    "ledger": ([1_000_000, 5_000_000, 10_000_000], [20_000]),
 }
 # Each axis's table: (key, heading, format). A missing value prints as "–".
 COLUMNS = {
@@ -54,6 +56,18 @@ COLUMNS = {
         ("next_cpu_ms_per_step", "next run: CPU per step (ms)", "{:.2f}"),
         ("next_statements_per_step", "statements per step", "{:.1f}"),
         ("next_prompt_tokens_per_call", "prompt tokens per model call", "{:,.0f}"),
+    ],
+    "ledger": [
+        ("llm_calls", "model calls", "{:,}"),
+        ("generate_s", "added in (s)", "{:.0f}"),
+        ("dashboard_ms", "dashboard (ms)", "{:.1f}"),
+        ("runs_list_p95_ms", "runs list p95 (ms)", "{:.1f}"),
+        ("runs_filtered_p95_ms", "runs list by status p95 (ms)", "{:.1f}"),
+        ("timeline_ms", "timeline (ms)", "{:.1f}"),
+        ("export_runs_per_s", "export runs/s", "{:,.0f}"),
+        ("retention_rows", "retention: rows of the oldest 3 days", "{:,}"),
+        ("retention_rows_per_s", "retention rows/s", "{:,.0f}"),
+        ("live_slowdown", "live run wall, retention ÷ none", "{:.2f}"),
     ],
 }
 GENERIC = "{:,.4g}"
@@ -162,7 +176,21 @@ def knowledge_targets(rows: list[dict]) -> list[Target]:
     return targets
 
 
-TARGETS = {"runs": runs_targets, "turns": turns_targets, "knowledge": knowledge_targets}
+def ledger_targets(rows: list[dict]) -> list[Target]:
+    """Issue 43 §2, at 10 million model calls (the first point holding as many: a point counts
+    the calls present): dashboard ≤ 300 ms, runs list p95 ≤ 100 ms, a timeline ≤ 100 ms, and
+    live runs slowed by retention by at most 10 %."""
+    row = next((r for r in rows if r["llm_calls"] >= 10_000_000), {})
+    return [
+        _bounded("dashboard at 10M calls (ms)", row.get("dashboard_ms"), 300, at_most=True),
+        _bounded("runs list p95 at 10M calls (ms)", row.get("runs_list_p95_ms"), 100, at_most=True),
+        _bounded("runs list by status p95 at 10M calls (ms)", row.get("runs_filtered_p95_ms"), 100, at_most=True),
+        _bounded("timeline at 10M calls (ms)", row.get("timeline_ms"), 100, at_most=True),
+        _bounded("live run wall during retention ÷ without, at 10M calls", row.get("live_slowdown"), 1.1, at_most=True),
+    ]
+
+
+TARGETS = {"runs": runs_targets, "turns": turns_targets, "knowledge": knowledge_targets, "ledger": ledger_targets}
 
 
 def targets_text(targets: list[Target]) -> str:
@@ -199,6 +227,15 @@ PLOTTED = {  # axis: x key, [(y key, label)] on the left, [(y key, label)] on th
         "prior_turns",
         [("cpu_ms_per_step", "CPU per step, first run (ms)"), ("next_cpu_ms_per_step", "next run (ms)")],
         [("prompt_tokens_per_call", "prompt tokens per call")],
+    ),
+    "ledger": (
+        "llm_calls",
+        [
+            ("dashboard_ms", "dashboard (ms)"),
+            ("runs_list_p95_ms", "runs list p95 (ms)"),
+            ("timeline_ms", "timeline (ms)"),
+        ],
+        [("live_slowdown", "live run wall, retention ÷ none")],
     ),
 }
 
@@ -270,8 +307,6 @@ def _knowledge(sizes: list[int]) -> tuple[list[dict] | None, str]:
 
 def measure(axis: str, quick: bool) -> tuple[list[dict] | None, str]:
     """The axis's curve, or None and why there is none."""
-    if axis == "ledger":
-        return None, "not measured yet"
     sizes = SIZES[axis][1 if quick else 0]
     if axis == "runs":
         from bench.scale_runs import runs_curve
@@ -283,6 +318,11 @@ def measure(axis: str, quick: bool) -> tuple[list[dict] | None, str]:
         runs = 3 if quick else 10
         note = f"median of {runs} runs per point; context token budget {CONTEXT_TOKEN_BUDGET:,}"
         return turns_curve(sizes, runs=runs), note
+    if axis == "ledger":
+        from bench.scale_ledger import ledger_curve
+
+        note = "4 model calls, 3 tool invocations and 3 events a run, over a year; bench.scale_ledger"
+        return ledger_curve(sizes), note
     return _knowledge(sizes)
 
 
