@@ -150,38 +150,45 @@ def _bench_agents() -> tuple[list[int], list[int]]:
 
 def ledger_grow(size: int) -> dict:
     """Bring the ledger up to `size` model calls; what it took (seconds, 0 if nothing was added)."""
+    added, started = runs_to_add(_calls_present(), size), time.monotonic()
+    if added:
+        ledger_add(added, days=SPAN_DAYS)
+    return {"generate_s": time.monotonic() - started if added else 0.0}
+
+
+def ledger_add(runs: int, *, days: int) -> None:
+    """Add `runs` runs (CALLS_PER_RUN model calls each, with their conversations, tool calls and
+    events) spread over the past `days`, then refresh the planner's statistics and rebuild the
+    dashboard's rollups over them (scripts/seed_ledger.py uses it too)."""
     from django.db import connection, transaction
 
     agents, versions = _bench_agents()
-    added, started = runs_to_add(_calls_present(), size), time.monotonic()
-    for runs in chunks(added, CHUNK_RUNS):
+    for chunk in chunks(runs, CHUNK_RUNS):
         params = {
             "agents": agents,
             "versions": versions,
             "n_agents": len(agents),
-            "days": SPAN_DAYS,
-            "runs": runs,
+            "days": days,
+            "runs": chunk,
             "salt": str(time.time_ns()),
             "calls_per_run": CALLS_PER_RUN,
         }
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(GROW_SQL, params)
-    if added:
-        with connection.cursor() as cursor:
-            for table in ("conversation", "run", "llmcall", "toolinvocation", "runevent"):
-                cursor.execute(f"ANALYZE conversations_{table}")
-        _rollups_rebuild()
-    return {"generate_s": time.monotonic() - started if added else 0.0}
+    with connection.cursor() as cursor:
+        for table in ("conversation", "run", "llmcall", "toolinvocation", "runevent"):
+            cursor.execute(f"ANALYZE conversations_{table}")
+    _rollups_rebuild(days)
 
 
-def _rollups_rebuild() -> None:
+def _rollups_rebuild(days: int) -> None:
     """The dashboard reads hourly rollups that beat keeps; rows written behind its back need a
-    rebuild over what the dashboard can show (31 days)."""
+    rebuild over what the dashboard can show (31 days) or the rows span, the shorter."""
     from django.utils import timezone
 
     from conversations.monitoring.rollups import rollups_refresh
 
-    rollups_refresh(since=timezone.now() - timedelta(days=32))
+    rollups_refresh(since=timezone.now() - timedelta(days=min(days, 31) + 1))
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -354,7 +361,7 @@ def ledger_curve(sizes: list[int]) -> list[dict]:
     """One point per size in `sizes` (model calls), growing the ledger from the smallest up."""
     from bench import harness
     from bench.stack import free_port
-    from bench.step_cost import _agent
+    from bench.step_cost import step_cost_agent
     from engine import tasks
 
     port = free_port()
@@ -362,7 +369,7 @@ def ledger_curve(sizes: list[int]) -> list[dict]:
     # The live runs are advanced in this process: none goes to the queue.
     delay, tasks.run_advance_task.delay = tasks.run_advance_task.delay, lambda run_id: None
     try:
-        live_agent = _agent(f"http://127.0.0.1:{port}", memory=False)
+        live_agent = step_cost_agent(f"http://127.0.0.1:{port}", memory=False)
         console, api = _clients()
         LiveRuns(live_agent).thread(limit=3).join()  # warm up: imports, connections, caches
         return [_point(size, console, api, live_agent) for size in sorted(sizes)]

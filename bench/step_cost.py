@@ -30,7 +30,8 @@ from bench.scripts import three_step_script
 from bench.stack import free_port, stack_prepare
 
 
-def _agent(llm_base: str, *, memory: bool):
+def step_cost_agent(llm_base: str, *, memory: bool):
+    """The 3-step agent the runs are posted to (bench.scale_ledger advances its live runs with it)."""
     import httpx
 
     from agents.models import Agent, AgentTool, ModelConfig
@@ -80,7 +81,7 @@ def main() -> None:
     port = free_port()
     fake = harness.start_fakellm(port)
     try:
-        agent = _agent(f"http://127.0.0.1:{port}", memory=options.memory)
+        agent = step_cost_agent(f"http://127.0.0.1:{port}", memory=options.memory)
         end_user = _memories_seed(agent, options.memories) if options.memory else ""
         # The runs (and their memory extractions) are advanced here: none goes to the queue.
         tasks.run_advance_task.delay = lambda run_id: None

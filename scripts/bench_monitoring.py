@@ -26,6 +26,7 @@ import django  # noqa: E402
 django.setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
+from django.contrib.auth.models import Permission  # noqa: E402
 from django.core.cache import cache  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
@@ -76,7 +77,10 @@ def main() -> None:
         runs = cursor.fetchone()[0]
     print(f"ledger: {calls:,} model calls, {runs:,} runs ({connection.vendor})")
 
+    # The dashboard is for staff who may view runs (console.monitoring): an operator with that
+    # permission, not a superuser, so the timing includes the permission checks a real one passes.
     user, _ = get_user_model().objects.get_or_create(username="bench-operator", defaults={"is_staff": True})
+    user.user_permissions.add(Permission.objects.get(content_type__app_label="conversations", codename="view_run"))
     client = Client(HTTP_HOST="localhost")
     client.force_login(user)
 
