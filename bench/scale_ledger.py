@@ -233,12 +233,17 @@ def _getter(client, url: str):
 
 
 def _sample_runs(count: int) -> list:
-    """Run ids picked at random across the ledger (TABLESAMPLE: no scan of the whole table)."""
+    """Run ids picked at random across the ledger (TABLESAMPLE: no scan of the whole table). A
+    small ledger has few pages, and a 1 % sample of them may hold no row: then any `count` runs."""
     from django.db import connection
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT id FROM conversations_run TABLESAMPLE SYSTEM (1) LIMIT %s", [count])
-        return [row[0] for row in cursor.fetchall()]
+        picked = [row[0] for row in cursor.fetchall()]
+        if len(picked) < count:
+            cursor.execute("SELECT id FROM conversations_run LIMIT %s", [count])
+            picked = [row[0] for row in cursor.fetchall()]
+        return picked
 
 
 def _reads(console, api) -> dict:
