@@ -2,8 +2,9 @@
 
 import copy
 
+from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext_lazy as _
-from rest_framework import exceptions, serializers, status
+from rest_framework import exceptions, pagination, serializers, status
 
 from agents.models import Agent
 from agents.selectors import agent_usable_by
@@ -88,3 +89,30 @@ class FieldsBuiltOnce:
             built = [(name, field, _holds_fields(field)) for name, field in super().get_fields().items()]
             type(self)._fields_built = built
         return {name: copy.deepcopy(field) if nested else _shallow(field) for name, field, nested in built}
+
+
+def _moment(text: str):
+    try:
+        return parse_datetime(text)
+    except ValueError:  # well formed, but no such date
+        return None
+
+
+class NewestFirstCursorPagination(pagination.CursorPagination):
+    """Newest first, a page at a time by an opaque cursor (`next` and `previous` links), for
+    lists of a ledger that only grows. A page is an index range: it costs the same at the
+    ten-millionth row as at the first, where a page number's OFFSET and the count of every row
+    grow with the table; and rows created while a client pages do not shift the pages it has
+    not read yet. A cursor that is not one of ours is a 400, not a 404."""
+
+    ordering = ("-created_at", "-id")
+
+    def decode_cursor(self, request):
+        try:
+            cursor = super().decode_cursor(request)
+        except exceptions.NotFound:
+            cursor = False
+        # The position is only base64 to the client: one it made up would reach the query.
+        if cursor is False or (cursor and cursor.position is not None and not _moment(cursor.position)):
+            raise exceptions.ParseError(_("cursor: not a cursor this list gave; follow the next and previous links."))
+        return cursor

@@ -7,7 +7,7 @@ from django.db.models import Prefetch
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
 
-from api.common import ErrorSerializer
+from api.common import ErrorSerializer, NewestFirstCursorPagination
 from api.conversations import ConversationSerializer
 from api.runs import RunSerializer
 from conversations.end_users import EndUserInvalid, end_user_clean, end_user_conversations, end_user_runs
@@ -71,14 +71,15 @@ class EndUserConversationList(_EndUserList):
 
 class EndUserRunList(_EndUserList):
     serializer_class = RunSerializer
+    pagination_class = NewestFirstCursorPagination  # as GET /runs/ pages
 
     @extend_schema(
         operation_id="end_users_runs_list",
         parameters=[END_USER_PARAMETER, EndUserFilterSerializer],
         responses={200: RunSerializer(many=True), 400: ErrorSerializer},
         summary="List an end user's runs",
-        description="The runs of your conversations with this end user, newest first, as GET /runs/ shows them: "
-        "status, question and answer, tokens and cost. With ?agent=<slug>, only that agent's.",
+        description="The runs of your conversations with this end user, newest first, as GET /runs/ shows and "
+        "pages them (by cursor): status, question and answer, tokens and cost. With ?agent=<slug>, only that agent's.",
     )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)

@@ -10,12 +10,12 @@ from drf_spectacular.utils import (
     extend_schema_field,
     extend_schema_view,
 )
-from rest_framework import serializers, status, viewsets
+from rest_framework import pagination, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
-from api.common import ErrorSerializer, FieldsBuiltOnce
+from api.common import ErrorSerializer, FieldsBuiltOnce, NewestFirstCursorPagination
 from conversations.models import Run, RunStatus, StopReason
 from conversations.selectors import (
     run_children_rows,
@@ -263,7 +263,8 @@ class RunFilterSerializer(serializers.Serializer):
         parameters=[RunFilterSerializer],
         summary="List runs",
         description="Runs of the conversations you may see, newest first, with status, stop reason, tokens, "
-        "cost and duration. Filter by conversation or status.",
+        "cost and duration. Filter by conversation or status. Paged by cursor: follow `next` (older runs) and "
+        "`previous`; there is no page number or total count, so a page costs the same however large the ledger.",
     ),
     retrieve=extend_schema(
         summary="Read a run",
@@ -273,14 +274,13 @@ class RunFilterSerializer(serializers.Serializer):
 )
 class RunViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = RunSerializer
+    pagination_class = NewestFirstCursorPagination
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model
             return Run.objects.none()
-        runs = (
-            runs_visible_to(user=self.request.user)
-            .prefetch_related(searches_prefetch(), Prefetch("children", queryset=run_children_rows()))
-            .order_by("-created_at")
+        runs = runs_visible_to(user=self.request.user).prefetch_related(
+            searches_prefetch(), Prefetch("children", queryset=run_children_rows())
         )
         if self.action == "list":
             filters = RunFilterSerializer(data=self.request.query_params)
@@ -299,9 +299,11 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
     def steps(self, request, pk=None):
         run = self.get_object()
         steps = run_timeline(run=run)
-        page = self.paginate_queryset(steps)
+        # One run's steps are a short list, paged by number (the runs list is paged by cursor).
+        paginator = pagination.PageNumberPagination()
+        page = paginator.paginate_queryset(steps, request, view=self)
         context = {"messages": run_step_messages(run=run)}
-        return self.get_paginated_response(
+        return paginator.get_paginated_response(
             [STEP_SERIALIZERS[step["kind"]](step["obj"], context=context).data for step in page]
         )
 

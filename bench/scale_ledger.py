@@ -13,10 +13,12 @@ Per size, through the Django stack in this process:
 - the runs list API (GET /api/v1/runs/, first page and filtered by status, with a token), p95;
 - one run's timeline (GET /monitor/runs/<id>/timeline.json), median over runs picked at random;
 - export runs per second (the JSONL export of one day's runs, read to the end);
-- retention: the oldest 3 days purged by conversations.retention.runs_purge inside a transaction
-  that is rolled back (the ledger is kept), rows deleted per second, while another thread
+- retention: the oldest week (--retention-days) purged by conversations.retention.runs_purge as the daily sweep
+  does (committed, a batch per transaction), rows deleted per second, while another thread
   advances 3-step runs as bench.step_cost does; their median wall time against the same runs
-  advanced just before without retention is the slowdown ratio.
+  advanced just before without retention is the slowdown ratio. Twice: without the rest between
+  batches (pause 0), then with the default (AGENTRY_RETENTION_PAUSE); after each, the purged days
+  are written again (as many runs, spread over the same days), so the ledger keeps its size.
 """
 
 import argparse
@@ -30,10 +32,10 @@ from datetime import timedelta
 
 CALLS_PER_RUN = 4
 SPAN_DAYS = 365
-# Retention purges the oldest days of the ledger. A month took over 5 minutes at 5 million
-# calls (each batch's select rescans the rows the earlier batches deleted, which stay in the
-# table until vacuum), so the measurement purges three days and reports the rate.
-RETENTION_PURGED_DAYS = 3
+# Retention purges the oldest week of the ledger, twice a point. The slowdown of live runs is a
+# ratio of the purge's duty cycle, not of its length, and a month at 10 million calls takes 6
+# minutes without rest and 20 with it (`--retention-days 30` measures it).
+RETENTION_PURGED_DAYS = 7
 # Runs written per statement: one transaction of ~1 million call rows and their neighbours.
 CHUNK_RUNS = 250_000
 AGENTS = 4
@@ -45,7 +47,7 @@ WITH spec AS (
     SELECT i,
            (%(agents)s::bigint[])[1 + i %% %(n_agents)s] AS agent_id,
            (%(versions)s::bigint[])[1 + i %% %(n_agents)s] AS version_id,
-           now() - random() * make_interval(days => %(days)s) AS ts,
+           now() - make_interval(days => %(before_days)s) - random() * make_interval(days => %(days)s) AS ts,
            random() AS fate
     FROM generate_series(1, %(runs)s) AS i
 ), conversations AS (
@@ -156,10 +158,10 @@ def ledger_grow(size: int) -> dict:
     return {"generate_s": time.monotonic() - started if added else 0.0}
 
 
-def ledger_add(runs: int, *, days: int) -> None:
+def ledger_add(runs: int, *, days: int, before_days: int = 0) -> None:
     """Add `runs` runs (CALLS_PER_RUN model calls each, with their conversations, tool calls and
-    events) spread over the past `days`, then refresh the planner's statistics and rebuild the
-    dashboard's rollups over them (scripts/seed_ledger.py uses it too)."""
+    events) spread over `days` ending `before_days` ago, then refresh the planner's statistics
+    and rebuild the dashboard's rollups over them (scripts/seed_ledger.py uses it too)."""
     from django.db import connection, transaction
 
     agents, versions = _bench_agents()
@@ -169,6 +171,7 @@ def ledger_add(runs: int, *, days: int) -> None:
             "versions": versions,
             "n_agents": len(agents),
             "days": days,
+            "before_days": before_days,
             "runs": chunk,
             "salt": str(time.time_ns()),
             "calls_per_run": CALLS_PER_RUN,
@@ -313,57 +316,69 @@ class LiveRuns:
         return thread
 
 
-def _purge_oldest_days() -> dict:
-    """Retention over the oldest days of every bench agent, then rolled back: the rows deleted
-    and the seconds it took."""
-    from django.db import transaction
-
+def _purge_oldest(days: int, pause: float) -> dict:
+    """Retention over the oldest `days` of every bench agent, committed as the sweep commits it;
+    the rows and runs deleted and the seconds it took."""
     from agents.models import Agent
     from conversations.retention import runs_purge
 
     agents = list(Agent.objects.filter(slug__startswith="scale-ledger-"))
-    deleted, started = 0, time.perf_counter()
-    with transaction.atomic():
-        for agent in agents:
-            agent.retention_days = retention_days(SPAN_DAYS, RETENTION_PURGED_DAYS)
-            deleted += sum(runs_purge(agent=agent).counts.values())
-        seconds = time.perf_counter() - started
-        transaction.set_rollback(True)
-    return {"deleted": deleted, "seconds": seconds}
+    deleted, runs, started = 0, 0, time.perf_counter()
+    for agent in agents:
+        agent.retention_days = retention_days(SPAN_DAYS, days)
+        counts = runs_purge(agent=agent, pause=pause).counts
+        deleted, runs = deleted + sum(counts.values()), runs + counts["runs"]
+    return {"deleted": deleted, "runs": runs, "seconds": time.perf_counter() - started}
 
 
-def _retention(live_agent) -> dict:
+def _retention(live_agent, days: int, pause: float) -> dict:
+    """The oldest `days` purged beside live runs, then written again (as many runs over the same
+    days): the next measurement finds the ledger as it was."""
     baseline = LiveRuns(live_agent)
     baseline.thread(limit=LIVE_RUNS).join()
     during = LiveRuns(live_agent)
     thread = during.thread()
     try:
-        purge = _purge_oldest_days()
+        purge = _purge_oldest(days, pause)
     finally:
         during.stop.set()
         thread.join()
+    ledger_add(purge["runs"], days=days, before_days=SPAN_DAYS - days)
     return {
-        "retention_rows": purge["deleted"],
-        "retention_rows_per_s": purge["deleted"] / purge["seconds"],
-        "live_runs_during": len(during.walls),
-        "live_slowdown": statistics.median(during.walls) / statistics.median(baseline.walls) if during.walls else None,
+        "rows": purge["deleted"],
+        "seconds": purge["seconds"],
+        "rows_per_s": purge["deleted"] / purge["seconds"],
+        "live_runs": len(during.walls),
+        "slowdown": statistics.median(during.walls) / statistics.median(baseline.walls) if during.walls else None,
     }
 
 
-def _point(size: int, console, api, live_agent) -> dict:
+def _retentions(live_agent, days: int) -> dict:
+    """Without the rest between batches, then with the configured one: what the rest buys."""
+    from django.conf import settings
+
+    row = {}
+    for key, pause in (("retention_nopause", 0.0), ("retention", settings.AGENTRY_RETENTION_PAUSE)):
+        measured = _retention(live_agent, days, pause)
+        row.update({f"{key}_{name}": value for name, value in measured.items()})
+    return row
+
+
+def _point(size: int, console, api, live_agent, retention_days: int) -> dict:
     grown = ledger_grow(size)
     # What is there, not what was asked: a ledger is never shrunk, and live runs add a few calls.
     row = {"llm_calls": _calls_present(), **grown}
     row.update(_reads(console, api))
     row.update(_export_rate())
-    row.update(_retention(live_agent))
+    row.update(_retentions(live_agent, retention_days))
     # Each point as it is measured: the large ones take minutes, and a stopped run keeps them.
     print(f"ledger point: {row}", file=sys.stderr, flush=True)
     return row
 
 
-def ledger_curve(sizes: list[int]) -> list[dict]:
-    """One point per size in `sizes` (model calls), growing the ledger from the smallest up."""
+def ledger_curve(sizes: list[int], *, retention_days: int = RETENTION_PURGED_DAYS) -> list[dict]:
+    """One point per size in `sizes` (model calls), growing the ledger from the smallest up;
+    retention purges the oldest `retention_days` at each."""
     from bench import harness
     from bench.stack import free_port
     from bench.step_cost import step_cost_agent
@@ -377,7 +392,7 @@ def ledger_curve(sizes: list[int]) -> list[dict]:
         live_agent = step_cost_agent(f"http://127.0.0.1:{port}", memory=False)
         console, api = _clients()
         LiveRuns(live_agent).thread(limit=3).join()  # warm up: imports, connections, caches
-        return [_point(size, console, api, live_agent) for size in sorted(sizes)]
+        return [_point(size, console, api, live_agent, retention_days) for size in sorted(sizes)]
     finally:
         tasks.run_advance_task.delay = delay
         harness.stop(fake)
@@ -389,10 +404,13 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1000000", help="comma-separated ledger sizes in model calls")
+    parser.add_argument(
+        "--retention-days", type=int, default=RETENTION_PURGED_DAYS, help="the oldest days retention purges"
+    )
     options = parser.parse_args()
     os.environ.setdefault("CELERY_BROKER_URL", os.environ.get("REDIS_URL", ""))
     stack_prepare(script="bench.scale_ledger", env={"AGENTRY_TOOL_MODULES": "demo.tools", "LOG_LEVEL": "WARNING"})
-    rows = ledger_curve([int(size) for size in options.sizes.split(",")])
+    rows = ledger_curve([int(size) for size in options.sizes.split(",")], retention_days=options.retention_days)
     print(markdown_table(rows, COLUMNS.get("ledger")))
 
 

@@ -153,23 +153,14 @@ def build_context(
     budget = context_budget(snapshot)
     if not (budget or shrink) or len(turns) < 2:
         return _assemble(system, summary, wire_turns, memory)
-    sizes = [sum(wire_tokens(w) for w in turn) for turn in wire_turns]
-    total = (
+    fixed = (
         estimate_prompt_tokens(messages=[{"content": system}], tools=tool_definitions(snapshot["tools"]))
         + estimate_tokens(summary)
         + (wire_tokens(memory) if memory is not None else 0)
-        + sum(sizes)
     )
-    if not shrink and total <= budget:
+    fold = fold_count(wire_turns, fixed=fixed, budget=budget, shrink=shrink)
+    if not fold:
         return _assemble(system, summary, wire_turns, memory)
-    # Fold down to half the budget, so a summary is made now and then rather than every step.
-    target = budget // 2 if budget else total // 2
-    if shrink:
-        target = min(target, total // 2)
-    fold = 0
-    while fold < len(turns) - 1 and total > target:
-        total -= sizes[fold]
-        fold += 1
     through = min(m.order for turn in turns[fold:] for unit in turn for m in unit) - 1
     summary = summarise(
         run=run,
@@ -181,6 +172,38 @@ def build_context(
         through=through,
     )
     return _assemble(system, summary, wire_turns[fold:], memory)
+
+
+def fold_count(wire_turns: list[list[dict]], *, fixed: int, budget: int | None, shrink: bool) -> int:
+    """How many of the oldest turns to fold into the summary. None while the context (`fixed`
+    tokens of system prompt, tools, summary and memory, then the turns) fits the budget; else as
+    many as bring it down to half the budget, so a summary is made now and then rather than every
+    step, always keeping the newest turn. `shrink` (the server said the request did not fit, so
+    the estimate ran short) folds at least half of the estimated size, within the budget or not.
+
+    Turns are sized from the newest back, and only until the answer is known: the oldest turns
+    of a long history are folded whatever their size, so they are never estimated."""
+
+    def size(turn: list[dict]) -> int:
+        return sum(wire_tokens(wire) for wire in turn)
+
+    if shrink:
+        sizes = [size(turn) for turn in wire_turns]
+        total = fixed + sum(sizes)
+        target, limit = min(budget // 2, total // 2) if budget else total // 2, None
+    else:
+        sizes, target, limit = None, budget // 2, budget
+    kept, fold = fixed, 0
+    for index in reversed(range(len(wire_turns))):
+        kept += sizes[index] if sizes else size(wire_turns[index])
+        if not fold and kept > target:
+            fold = index + 1  # the turns from `index` on no longer fit in the target
+        if limit is not None and kept > limit:
+            break
+    else:
+        if limit is not None:
+            return 0  # it all fits
+    return min(fold, len(wire_turns) - 1)
 
 
 # --- Turns

@@ -328,6 +328,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # expiry of finished webhook deliveries; idempotency keys expire on an hourly beat of their own.
 AGENTRY_IDEMPOTENCY_KEY_HOURS = float(os.environ.get("AGENTRY_IDEMPOTENCY_KEY_HOURS", "24"))
 AGENTRY_WEBHOOK_DELIVERY_DAYS = float(os.environ.get("AGENTRY_WEBHOOK_DELIVERY_DAYS", "30"))
+# After each batch of 200 runs, the purge rests this many times as long as the batch took, so
+# its deletes take at most half of a database core from live runs (0: no rest).
+AGENTRY_RETENTION_PAUSE = float(os.environ.get("AGENTRY_RETENTION_PAUSE", "1.0"))
 CELERY_TASK_ROUTES["engine.tasks.retention_sweep_task"] = {"queue": "maintenance"}
 CELERY_TASK_ROUTES["engine.tasks.idempotency_keys_expire_task"] = {"queue": "maintenance"}
 # A completed run's long-term memory extraction (engine/memory.py): a model call after the run.

@@ -136,6 +136,26 @@ def test_a_purge_in_small_batches_keeps_one_tombstone_with_the_sum(agent):
     assert tombstone.finished_at is not None
 
 
+def test_a_purge_goes_oldest_first_and_rests_between_batches(agent, monkeypatch):
+    runs = [run for days in (40, 38, 36, 34, 32) for run in ledger_seed(agent, 1, created_at=_ago(days))]
+    left_at_each_rest, rests = [], []
+
+    def rest(seconds):
+        rests.append(seconds)
+        left_at_each_rest.append(set(Run.objects.values_list("pk", flat=True)))
+
+    monkeypatch.setattr("conversations.retention.time.sleep", rest)
+    runs_purge(agent=agent, batch_size=2, pause=1.0)
+    assert not Run.objects.exists()
+    # After each full batch (not after the last, short one): the oldest went first.
+    assert left_at_each_rest == [{r.pk for r in runs[2:]}, {runs[4].pk}]
+    assert all(seconds > 0 for seconds in rests)
+    rests.clear()
+    ledger_seed(agent, 5, created_at=_ago(31))
+    runs_purge(agent=agent, batch_size=2, pause=0)
+    assert rests == [] and not Run.objects.exists()
+
+
 def test_a_dry_run_counts_and_deletes_nothing(agent):
     ledger_seed(agent, 3, created_at=_ago(31))
     ledger_seed(agent, 2, created_at=_ago(1))

@@ -36,7 +36,7 @@ def test_the_targets_are_read_at_ten_million_calls_only():
             "runs_list_p95_ms": 400.0,
             "runs_filtered_p95_ms": 80.0,
             "timeline_ms": 12.0,
-            "live_slowdown": 1.3,
+            "retention_slowdown": 1.3,
         },
     ]
     verdicts = {t.label: t.verdict for t in ledger_targets(rows)}
