@@ -180,10 +180,11 @@ def knowledge_targets(rows: list[dict]) -> list[Target]:
 
 
 def ledger_targets(rows: list[dict]) -> list[Target]:
-    """Issue 43 §2, at 10 million model calls (the first point holding as many: a point counts
-    the calls present): dashboard ≤ 300 ms, runs list p95 ≤ 100 ms, a timeline ≤ 100 ms, and
-    live runs slowed by retention by at most 10 %."""
-    row = next((r for r in rows if r["llm_calls"] >= 10_000_000), {})
+    """Issue 43 §2, at 10 million model calls (the first point holding as many, within 0.1 %: a
+    point counts the calls present, and a ledger grown by a version that rounded down held a
+    few calls fewer than asked): dashboard ≤ 300 ms, runs list p95 ≤ 100 ms, a timeline ≤ 100
+    ms, and live runs slowed by retention by at most 10 %."""
+    row = next((r for r in rows if r["llm_calls"] >= 9_990_000), {})
     return [
         _bounded("dashboard at 10M calls (ms)", row.get("dashboard_ms"), 300, at_most=True),
         _bounded("runs list p95 at 10M calls (ms)", row.get("runs_list_p95_ms"), 100, at_most=True),

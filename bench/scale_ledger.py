@@ -101,9 +101,9 @@ FROM runs r CROSS JOIN generate_series(1, 3) AS seq
 
 
 def runs_to_add(present_calls: int, size: int) -> int:
-    """Whole runs that bring a ledger of `present_calls` model calls up to `size` (none if it
-    holds as many already: a ledger is grown, never shrunk)."""
-    return max(0, size - present_calls) // CALLS_PER_RUN
+    """Whole runs that bring a ledger of `present_calls` model calls up to at least `size` (none
+    if it holds as many already: a ledger is grown, never shrunk)."""
+    return -(-max(0, size - present_calls) // CALLS_PER_RUN)
 
 
 def chunks(total: int, chunk: int) -> list[int]:

@@ -8,6 +8,7 @@ def test_a_ledger_grows_by_the_whole_runs_it_is_missing_and_never_shrinks():
     assert runs_to_add(0, 1_000_000) == 1_000_000 // CALLS_PER_RUN
     assert runs_to_add(1_000_000, 5_000_000) == 4_000_000 // CALLS_PER_RUN
     assert runs_to_add(1_000_300, 1_000_000) == 0  # live runs added a few calls: nothing to do
+    assert 9 + CALLS_PER_RUN * runs_to_add(9, 1_000_000) == 1_000_001  # never short of the size
 
 
 def test_rows_are_written_in_chunks_that_add_up_to_the_whole():
