@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import CASCADE, Exists, OuterRef, QuerySet
+from django.db.models import CASCADE, SET_NULL, Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from agents.models import Agent
@@ -112,6 +112,12 @@ def _runs_delete(run_ids: list) -> dict[str, int]:
         f"{_column(Run, 'parent_tool_invocation')} = NULL WHERE {_column(Run, 'parent_run')} IN ({marks})",
         keys,
     )
+    # Rows of other apps that point at the calls and messages about to go (embedding calls,
+    # memories and their changes) first: their foreign keys are checked at commit.
+    messages = f'SELECT "id" FROM {_table(Message)} WHERE {{column}} IN ({{ids}})'
+    _dependants_release(LLMCall, calls, keys)
+    _dependants_release(Message, messages.format(column=_column(Message, "run"), ids=marks), keys)
+    _dependants_release(Message, messages.format(column=_column(Message, "llm_call"), ids=calls), keys)
     # Two statements, each by its own index: as one (run IN … OR llm_call IN …) PostgreSQL read
     # the whole message table for every batch (measured: over a second a batch at 600,000
     # messages, and growing with the table).
@@ -128,14 +134,28 @@ def _runs_delete(run_ids: list) -> dict[str, int]:
         ("run_requests", RunRequest),
     ):
         counts[kind] = _execute(f"DELETE FROM {_table(model)} WHERE {_column(model, 'run')} IN ({marks})", keys)
-    # Rows of apps above this one that point at a run (knowledge searches) go with it; this
-    # module cannot name them, so they are found through the model graph and not counted.
-    for relation in Run._meta.related_objects:
-        if relation.on_delete is CASCADE:
-            model = relation.related_model
-            _execute(f"DELETE FROM {_table(model)} WHERE {_column(model, relation.field.name)} IN ({marks})", keys)
+    _dependants_release(Run, marks, keys)
     counts["runs"] = _execute(f'DELETE FROM {_table(Run)} WHERE "id" IN ({marks})', keys)
     return counts
+
+
+def _dependants_release(model, ids: str, keys: list) -> None:
+    """Rows of apps above this one that point at the `model` rows about to go (`ids`: a list of
+    placeholders or a SELECT of ids, over `keys`): knowledge searches and embedding calls,
+    memories, a schedule's fires, a hook's deliveries. Deleted with them where their foreign key
+    cascades, unlinked where it is SET_NULL. This module cannot name them, so they are found
+    through the model graph, and not counted."""
+    # include_hidden: a foreign key named "+" has no reverse accessor, but it has its constraint.
+    relations = [f for f in model._meta.get_fields(include_hidden=True) if f.auto_created and not f.concrete]
+    for relation in relations:
+        mine = relation.related_model._meta.app_label == "conversations"  # deleted by name, in order
+        if mine or relation.many_to_many or relation.on_delete not in (CASCADE, SET_NULL):
+            continue
+        other, column = relation.related_model, _column(relation.related_model, relation.field.name)
+        if relation.on_delete is CASCADE:
+            _execute(f"DELETE FROM {_table(other)} WHERE {column} IN ({ids})", keys)
+        else:
+            _execute(f"UPDATE {_table(other)} SET {column} = NULL WHERE {column} IN ({ids})", keys)
 
 
 def _conversations_delete(conversation_ids: set, cutoff: datetime) -> dict[str, int]:
@@ -152,6 +172,10 @@ def _conversations_delete(conversation_ids: set, cutoff: datetime) -> dict[str, 
         return {"messages": 0, "conversations": 0}
     keys = [Conversation._meta.pk.get_db_prep_value(pk, connection) for pk in empty]
     marks = ", ".join(["%s"] * len(keys))
+    _dependants_release(Conversation, marks, keys)
+    _dependants_release(
+        Message, f'SELECT "id" FROM {_table(Message)} WHERE {_column(Message, "conversation")} IN ({marks})', keys
+    )
     return {
         "messages": _execute(
             f"DELETE FROM {_table(Message)} WHERE {_column(Message, 'conversation')} IN ({marks})", keys

@@ -31,6 +31,7 @@ from conversations.retention import idempotency_keys_expire, runs_purge, webhook
 from engine import tasks as engine_tasks
 from engine.admission import message_submit
 from engine.retention import retention_sweep
+from memory.models import Memory, MemoryChange, MemoryUse
 from tests.factories import make_agent
 from tests.helpers import agent_admin_inlines
 from tests.ledger_seed import ROWS_PER_RUN, ledger_seed
@@ -154,6 +155,34 @@ def test_a_purge_goes_oldest_first_and_rests_between_batches(agent, monkeypatch)
     ledger_seed(agent, 5, created_at=_ago(31))
     runs_purge(agent=agent, batch_size=2, pause=0)
     assert rests == [] and not Run.objects.exists()
+
+
+def test_rows_of_other_apps_that_point_at_purged_runs_go_or_stay_unlinked(agent):
+    """Memories outlive the run they came from; a memory's use of a purged call goes with it.
+    Their foreign keys are checked at commit, so a purge that forgot one failed whole
+    (related_name "+" hides them from the model's reverse relations)."""
+    (run,) = ledger_seed(agent, 1, created_at=_ago(31))
+    call = run.llm_calls.first()
+    message = Message.objects.create(conversation=run.conversation, run=run, llm_call=call, order=99, role="assistant")
+    memory = Memory.objects.create(
+        scope=f"agent:{agent.pk}",
+        end_user="u1",
+        kind="fact",
+        statement="住在成都",
+        source_run=run,
+        source_message=message,
+    )
+    change = MemoryChange.objects.create(
+        memory=memory, scope=memory.scope, end_user="u1", action="add", source="extraction", run=run, llm_call=call
+    )
+    MemoryUse.objects.create(llm_call=call, run=run, memory=memory, rank=1)
+
+    assert runs_purge(agent=agent).counts["runs"] == 1
+    memory.refresh_from_db()
+    assert (memory.source_run, memory.source_message) == (None, None)
+    change.refresh_from_db()
+    assert (change.run, change.llm_call) == (None, None)
+    assert not MemoryUse.objects.exists()
 
 
 def test_a_dry_run_counts_and_deletes_nothing(agent):
