@@ -17,6 +17,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 _WEEKDAYS_CN = ["星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"]
+# Autoescaping is a property of the Context, not only of the Engine: render() passes one that
+# says so, or "A & B" would reach the model as "A &amp; B".
 _engine = Engine(autoescape=False)
 # A short template can render a huge prompt ({% for %} over a padded string): past this the
 # prompt is refused when saved, before every run pays for it in tokens.
@@ -47,7 +49,7 @@ def render_system_prompt(*, template: str, now: datetime, time_zone: str, agent_
     if not template:
         return ""
     variables = prompt_variables(now=now, time_zone=time_zone, agent_name=agent_name)
-    return _compile(template).render(Context(variables))
+    return _compile(template).render(Context(variables, autoescape=False))
 
 
 def system_prompt_check(*, template: str, time_zone: str, agent_name: str) -> None:

@@ -134,6 +134,18 @@ class RunStartThrottle(_CacheOutageThrottle):
         return settings.AGENTRY_API_RUN_RATE or None
 
 
+class HookThrottle(_CacheOutageThrottle):
+    """Requests per hook, whoever sends them: each starts a run, which costs model calls."""
+
+    scope = "hook"
+
+    def get_rate(self):
+        return settings.AGENTRY_HOOK_RATE or None
+
+    def get_cache_key(self, request, view):
+        return self.cache_format % {"scope": self.scope, "ident": view.kwargs["hook_id"]}
+
+
 class EndUserMessageThrottle(_CacheOutageThrottle):
     """An agent's messages per minute from one end user of one application
     (Agent.end_user_messages_per_minute), in a sliding window like the rates above. The window's

@@ -7,6 +7,7 @@ from api import agents, conversations, end_users, evals, events, exports, memori
 from api.approvals import ApprovalViewSet
 from api.erasure import EndUserErasureView
 from api.feedback import RunFeedbackView
+from api.hooks import HookView
 
 router = DefaultRouter(trailing_slash=True)
 router.register("agents", agents.AgentViewSet, basename="agent")
@@ -36,5 +37,7 @@ urlpatterns = [
         name="end-user-memory",
     ),
     path("end-users/<path:end_user>/", EndUserErasureView.as_view(), name="end-user"),
+    # Signed by the hook's secret, not an API token (api.hooks).
+    path("hooks/<uuid:hook_id>/", HookView.as_view(), name="hook"),
     *router.urls,
 ]

@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "engine",
     "alerts",
     "evals",
+    "triggers",
     "api",
     "console",
     # The demos and their terminal commands: the top layer, which nothing imports.
@@ -340,6 +341,18 @@ CELERY_BEAT_SCHEDULE["expire-idempotency-keys"] = {
     "task": "engine.tasks.idempotency_keys_expire_task",
     "schedule": 3600.0,
 }
+# --- Triggers (triggers/): beat's tick fires the agents' schedules that are due (the tick is the
+# finest a schedule can be; a cron expression's minute is fired within one tick of it).
+AGENTRY_SCHEDULE_TICK_SECONDS = float(os.environ.get("AGENTRY_SCHEDULE_TICK_SECONDS", "15"))
+CELERY_TASK_ROUTES["triggers.tasks.schedules_tick_task"] = {"queue": "maintenance"}
+CELERY_BEAT_SCHEDULE["schedules-tick"] = {
+    "task": "triggers.tasks.schedules_tick_task",
+    "schedule": AGENTRY_SCHEDULE_TICK_SECONDS,
+}
+# An inbound hook refuses a request signed longer ago than this (a replayed capture).
+AGENTRY_HOOK_TOLERANCE_SECONDS = int(os.environ.get("AGENTRY_HOOK_TOLERANCE_SECONDS", "300"))
+# Requests per hook and minute, whoever sends them (each starts a run); empty: no limit.
+AGENTRY_HOOK_RATE = os.environ.get("AGENTRY_HOOK_RATE", "120/min")
 
 # --- Agentry ------------------------------------------------------------------------------
 # Python modules whose @python_tool functions form the registry of built-in tools.
@@ -431,6 +444,7 @@ SPECTACULAR_SETTINGS.update(
             {"name": "eval-suites", "description": "Eval suites and their cases."},
             {"name": "eval-runs", "description": "Eval runs of a suite on an agent version, and their metrics."},
             {"name": "openai", "description": "The OpenAI-compatible endpoints: an agent answers as a model."},
+            {"name": "hooks", "description": "Signed requests from other systems that start runs."},
         ],
         "POSTPROCESSING_HOOKS": [
             "drf_spectacular.hooks.postprocess_schema_enums",

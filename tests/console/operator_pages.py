@@ -44,6 +44,7 @@ from tests.knowledge.helpers import make_base
 from tests.ledger import ledger_call, ledger_run
 from tests.ledger_seed import ledger_seed
 from tools.models import MCPServer, ToolDefinition
+from triggers.models import Hook, HookDelivery, Schedule, ScheduleFire
 
 PASSWORD = "correct horse battery"
 
@@ -210,6 +211,23 @@ def seed() -> Seeded:
         policy_set_by_username=operator.username,
         finished_at=now,
     )
+    schedule = Schedule.objects.create(
+        agent=agent,
+        name="每日早报",
+        cron="0 9 * * *",
+        message="请汇总{{ date }}的{{ vars.city }}天气。",
+        variables={"city": "成都"},
+        end_user="u-1001",
+        owner=operator,
+        next_fire_at=now + timedelta(hours=1),
+        last_fired_at=now - timedelta(hours=23),
+    )
+    ScheduleFire.objects.create(schedule=schedule, fire_at=now - timedelta(hours=23), outcome="started", run=run)
+    ScheduleFire.objects.create(schedule=schedule, fire_at=now - timedelta(hours=47), outcome="skipped_running")
+    hook = Hook.objects.create(
+        agent=agent, name="工单系统", secret="whsec_test", message="新工单：{{ payload.title }}", owner=operator
+    )
+    HookDelivery.objects.create(hook=hook, delivery_id="工单-42", signature="0" * 64, run=run)
     return Seeded(operator=operator, agent=agent, run=run, approval=approval, baseline=baseline, candidate=candidate)
 
 

@@ -68,6 +68,16 @@ def test_system_prompt_renders_seed_000_date_in_the_agents_time_zone():
     assert text == "今天是 2026年02月28日 15时05分30秒 星期六 。# 角色\n你是一名强子开发的智能客服。\n\n"
 
 
+def test_system_prompt_is_prompt_text_not_html():
+    text = render_system_prompt(
+        template="Answer A & B in <b>bold</b>, as {{ agent_name }} says: \"quoted\" and 'single'.",
+        now=datetime(2026, 2, 28, 7, 5, 30, tzinfo=UTC),
+        time_zone="Asia/Shanghai",
+        agent_name="R&D <bot>",
+    )
+    assert text == "Answer A & B in <b>bold</b>, as R&D <bot> says: \"quoted\" and 'single'."
+
+
 def test_editing_an_agent_makes_a_new_version_and_old_runs_keep_theirs(no_enqueue):
     agent = make_agent(tools=["test-echo"])
     first = start_run(agent)

@@ -59,6 +59,7 @@ ROUTES = {
     "api/v1/end-users/{end_user}/memories/{memory}/": {"DELETE"},
     "api/v1/end-users/{end_user}/": {"DELETE"},  # forget the end user
     "api/v1/runs/{run}/feedback/": {"GET", "POST"},
+    "api/v1/hooks/{hook}/": {"POST"},  # signed by the hook's secret, not a token
     "approvals/": {"GET"},
     "approvals/poll/": {"GET"},
     "approvals/history/": {"GET"},
@@ -87,6 +88,7 @@ _CONVERTERS = {
     "<slug:action>": "{action}",
     "<path:end_user>": "{end_user}",
     "<uuid:pk>": "{memory}",
+    "<uuid:hook_id>": "{hook}",
 }
 _REGEX_GROUPS = re.compile(r"\(\?P<(\w+)>[^)]*\)")
 

@@ -62,6 +62,7 @@ def site(fake_llm, enqueued, admin_user):
         "action": "cancel",
         "end_user": "u1",
         "memory": "00000000-0000-0000-0000-000000000000",
+        "hook": "00000000-0000-0000-0000-000000000000",
         **eval_ids(agent_version=run.agent_version),
     }
 
