@@ -1,4 +1,5 @@
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
@@ -19,6 +20,7 @@ from console.feedback_admin import ForgetEndUserMixin
 from console.formatting import plain_amount, short_id_html
 from console.monitoring.admin_actions import cancel_runs, requeue_runs, retry_runs
 from console.monitoring.presenters import approval_edit, duration_text
+from conversations import chat_formats
 from conversations.models import (
     ApiToken,
     Approval,
@@ -540,11 +542,60 @@ class WebhookForm(forms.ModelForm):
             "Leave empty to keep the current secret (a new webhook gets a generated one, shown once)."
         ),
     )
-    url = forms.URLField(max_length=500, assume_scheme="https")
+    # The same for a chat bot's signing secret, which the chat app shows when signing is on.
+    new_bot_secret = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        label=gettext_lazy("Bot signing secret"),
+        help_text=gettext_lazy(
+            "Feishu/Lark and DingTalk: the secret shown where the bot's signature check is switched on. "
+            "Leave empty to keep the current one."
+        ),
+    )
+    clear_bot_secret = forms.BooleanField(
+        required=False,
+        label=gettext_lazy("Remove the bot signing secret"),
+        help_text=gettext_lazy("Messages are then sent unsigned."),
+    )
+    url = forms.URLField(
+        max_length=500,
+        assume_scheme="https",
+        help_text=gettext_lazy(
+            "A chat app's URL must be on its host: <code>open.feishu.cn</code> or <code>open.larksuite.com</code>, "
+            "<code>oapi.dingtalk.com</code>, <code>qyapi.weixin.qq.com</code>, <code>hooks.slack.com</code> "
+            "(another host only if it is in AGENTRY_WEBHOOK_ALLOWLIST)."
+        ),
+    )
 
     class Meta:
         model = Webhook
-        exclude = ["secret"]
+        exclude = ["secret", "bot_secret"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A form posted without a format (as before formats existed) keeps Agentry's.
+        self.fields["format"].required = False
+
+    def clean_format(self):
+        return self.cleaned_data.get("format") or Webhook.Format.AGENTRY
+
+    def clean(self):
+        cleaned = super().clean()
+        fmt, url = cleaned.get("format"), cleaned.get("url")
+        if fmt and fmt != Webhook.Format.AGENTRY and url:
+            if not chat_formats.host_allowed(fmt=fmt, url=url, allowlist=settings.AGENTRY_WEBHOOK_ALLOWLIST):
+                hosts = ", ".join(chat_formats.SERVICE_HOSTS[fmt])
+                self.add_error(
+                    "url",
+                    _(
+                        "A %(format)s webhook must post over https to %(hosts)s, "
+                        "or to a host in AGENTRY_WEBHOOK_ALLOWLIST."
+                    )
+                    % {"format": Webhook.Format(fmt).label, "hosts": hosts},
+                )
+        if cleaned.get("new_bot_secret") and fmt not in (Webhook.Format.FEISHU, Webhook.Format.DINGTALK):
+            self.add_error("new_bot_secret", _("Only Feishu/Lark and DingTalk bots sign their messages."))
+        return cleaned
 
 
 class WebhookAttemptInline(ReadOnlyInline):
@@ -557,8 +608,17 @@ class WebhookAttemptInline(ReadOnlyInline):
 @admin.register(Webhook)
 class WebhookAdmin(admin.ModelAdmin):
     form = WebhookForm
-    list_display = ["url", "agent", "conversation", "is_active", "receives_alerts", "secret_status", "created_at"]
-    list_filter = ["is_active", "receives_alerts", "agent"]
+    list_display = [
+        "url",
+        "format",
+        "agent",
+        "conversation",
+        "is_active",
+        "receives_alerts",
+        "secret_status",
+        "created_at",
+    ]
+    list_filter = ["format", "is_active", "receives_alerts", "agent"]
     list_select_related = ["agent"]
     raw_id_fields = ["conversation"]
     readonly_fields = ["secret_status"]
@@ -568,6 +628,10 @@ class WebhookAdmin(admin.ModelAdmin):
         return mask(obj.secret) if obj.pk else "-"
 
     def save_model(self, request, obj, form, change):
+        if form.cleaned_data.get("clear_bot_secret"):
+            obj.bot_secret = ""
+        elif form.cleaned_data.get("new_bot_secret"):
+            obj.bot_secret = form.cleaned_data["new_bot_secret"]
         typed = form.cleaned_data.get("new_secret")
         if typed:
             obj.secret = typed

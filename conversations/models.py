@@ -664,8 +664,34 @@ class Webhook(models.Model):
         help_text=_("Only this conversation's runs. Empty: every run of the agent."),
         verbose_name=_("conversation"),
     )
+
+    class Format(models.TextChoices):
+        AGENTRY = "agentry", _("Agentry (signed JSON)")
+        FEISHU = "feishu", _("Feishu / Lark custom bot")
+        DINGTALK = "dingtalk", _("DingTalk custom robot")
+        WECOM = "wecom", _("WeCom group robot")
+        SLACK = "slack", _("Slack incoming webhook")
+
     url = models.URLField(max_length=500, verbose_name=_("URL"))
+    format = models.CharField(
+        max_length=16,
+        choices=Format.choices,
+        default=Format.AGENTRY,
+        help_text=_(
+            "Agentry: the signed JSON described in the docs. A chat app: the message that app's bot "
+            "documents, posted to its own host."
+        ),
+        verbose_name=_("format"),
+    )
+    # Agentry's own signature key (generated). A chat bot's signing key is the one the chat app
+    # shows, and many bots have none: kept apart so that neither is mistaken for the other.
     secret = EncryptedTextField(verbose_name=_("secret"))
+    bot_secret = EncryptedTextField(
+        blank=True,
+        default="",
+        help_text=_("Feishu/Lark and DingTalk only: the bot's signing secret. Empty: messages are not signed."),
+        verbose_name=_("bot signing secret"),
+    )
     is_active = models.BooleanField(default=True, verbose_name=_("is active"))
     # Alerts are operators' events, not the agent's: a receiver opts in to them.
     receives_alerts = models.BooleanField(

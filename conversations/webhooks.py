@@ -4,6 +4,10 @@ A delivery row is written in the same transaction as the event it reports, and t
 sends it is enqueued after commit, so an event that happened is never left unreported.
 Receivers verify `X-Agentry-Signature: sha256=<hex>`, an HMAC-SHA256 with the webhook's secret
 over `<X-Agentry-Timestamp>.<raw body>`, and may drop a repeated `X-Agentry-Delivery` id.
+
+A webhook in a chat app's format (conversations.chat_formats) gets that app's bot message
+instead, signed the app's way, and also hears approval decisions (as follow-ups to the request
+message: a bot cannot edit what it sent); a webhook in Agentry's format hears what it always did.
 """
 
 import hashlib
@@ -16,8 +20,11 @@ import httpx
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
+from conversations import chat_formats
 from conversations.models import ALERT_EVENT_TYPES, Run, RunEvent, Webhook, WebhookAttempt, WebhookDelivery
 from conversations.selectors import run_final_answer
 from conversations.usage import usage_values
@@ -96,9 +103,18 @@ def webhook_deliveries_create(*, event: RunEvent) -> list[WebhookDelivery]:
     deliveries = [
         WebhookDelivery.objects.create(webhook=hook, run_event=event, event_type=event.type, payload=payload)
         for hook in hooks
+        if _hears(hook, event.type, payload)
     ]
     _deliveries_send_after_commit(deliveries)
     return deliveries
+
+
+def _hears(hook: Webhook, event_type: str, payload: dict) -> bool:
+    """Agentry's format keeps its events (decisions are not among them); a chat format hears
+    every event it has a message for."""
+    if hook.format == Webhook.Format.AGENTRY:
+        return event_type not in chat_formats.APPROVAL_SETTLED
+    return chat_formats.chat_message(event_type=event_type, payload=payload) is not None
 
 
 def _deliveries_send_after_commit(deliveries: list[WebhookDelivery]) -> None:
@@ -131,8 +147,21 @@ def _retry_delay(attempt: int, retry_after: float | None) -> float:
     )
 
 
-def _send(delivery: WebhookDelivery, body: bytes) -> tuple[int | None, str, str, bool, float | None]:
-    """(http status, response excerpt, error, retryable, retry-after) of one POST."""
+def _approval_link(payload: dict) -> str:
+    """The approval's page, absolute; empty without AGENTRY_PUBLIC_URL (the chat message then has
+    no link). The page asks for a login and decides nothing by being opened."""
+    base = settings.AGENTRY_PUBLIC_URL
+    approval_id = payload.get("event", {}).get("payload", {}).get("approval_id")
+    if not base or approval_id is None:
+        return ""
+    return base.rstrip("/") + reverse("approvals:detail", args=[approval_id])
+
+
+Outcome = tuple[int | None, str, str, bool, float | None]  # status, excerpt, error, retryable, retry-after
+
+
+def _send(delivery: WebhookDelivery, body: bytes) -> Outcome:
+    """One POST in Agentry's format: the body, signed with the webhook's secret."""
     try:
         secret = delivery.webhook.secret
     except SecretDecryptionError as exc:
@@ -146,13 +175,46 @@ def _send(delivery: WebhookDelivery, body: bytes) -> tuple[int | None, str, str,
         "X-Agentry-Timestamp": timestamp,
         "X-Agentry-Signature": webhook_signature(secret=secret, timestamp=timestamp, body=body),
     }
+    outcome, _text = _post(delivery.webhook.url, body, headers)
+    return outcome
+
+
+def _chat_send(delivery: WebhookDelivery) -> Outcome:
+    """One POST in a chat app's format: that app's message, signed the app's way when the bot
+    has a signing secret. A refusal the app reports in a 2xx body is a failed attempt."""
+    hook = delivery.webhook
+    if not chat_formats.host_allowed(fmt=hook.format, url=hook.url, allowlist=settings.AGENTRY_WEBHOOK_ALLOWLIST):
+        # The admin refuses such a URL; a row changed elsewhere is refused here too, for good.
+        return None, "", _("The URL is not on this chat app's host."), False, None
+    try:
+        secret = hook.bot_secret
+    except SecretDecryptionError as exc:
+        return None, "", str(exc), False, None
+    message = chat_formats.chat_message(
+        event_type=delivery.event_type, payload=delivery.payload, link=_approval_link(delivery.payload)
+    )
+    url, body = chat_formats.chat_request(
+        fmt=hook.format, url=hook.url, message=message, secret=secret, now=time.time()
+    )
+    headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": "Agentry-Webhooks/1"}
+    outcome, text = _post(url, body, headers)
+    status, excerpt, error = outcome[0], outcome[1], outcome[2]
+    if status is not None and not error:
+        refused = chat_formats.chat_response_error(fmt=hook.format, text=text)
+        if refused:
+            return status, excerpt, refused[0], refused[1], None
+    return outcome
+
+
+def _post(url: str, body: bytes, headers: dict) -> tuple[Outcome, str]:
+    """(outcome, the answer's text as far as it was read) of one POST."""
     try:
         # Through the outbound guard like a tool's request, with its own allowlist: a receiver on
         # an internal address must be listed in AGENTRY_WEBHOOK_ALLOWLIST. A redirect is not
         # followed (the receiver's URL is the one configured) and reads as a failed attempt.
         fetched = outbound.guarded_request(
             "POST",
-            delivery.webhook.url,
+            url,
             content=body,
             headers=headers,
             timeout_seconds=settings.AGENTRY_WEBHOOK_TIMEOUT_SECONDS,
@@ -162,16 +224,17 @@ def _send(delivery: WebhookDelivery, body: bytes) -> tuple[int | None, str, str,
         )
     except outbound.OutboundBlocked as exc:
         # The target is refused by configuration: trying again will not help.
-        return None, "", exc.detail, False, None
+        return (None, "", exc.detail, False, None), ""
     except httpx.HTTPError as exc:
-        return None, "", f"{type(exc).__name__}: {exc}", True, None
+        return (None, "", f"{type(exc).__name__}: {exc}", True, None), ""
     response = fetched.response
     status = response.status_code
-    excerpt = fetched.text()[:RESPONSE_EXCERPT_CHARS]
+    text = fetched.text()
+    excerpt = text[:RESPONSE_EXCERPT_CHARS]
     if 200 <= status < 300:
-        return status, excerpt, "", False, None
+        return (status, excerpt, "", False, None), text
     retry_after = parse_retry_after(response.headers.get("Retry-After"))
-    return status, excerpt, f"HTTP {status}", is_retryable_status(status), retry_after
+    return (status, excerpt, f"HTTP {status}", is_retryable_status(status), retry_after), text
 
 
 def webhook_attempt(*, delivery_id) -> float | None:
@@ -186,9 +249,12 @@ def webhook_attempt(*, delivery_id) -> float | None:
         pk=delivery.pk, status=WebhookDelivery.Status.PENDING, attempts=delivery.attempts
     ).update(attempts=number):
         return None
-    body = json.dumps({"id": str(delivery.pk), **delivery.payload}, ensure_ascii=False, separators=(",", ":")).encode()
     started = time.monotonic()
-    status, excerpt, error, retryable, retry_after = _send(delivery, body)
+    if delivery.webhook.format == Webhook.Format.AGENTRY:
+        body = json.dumps({"id": str(delivery.pk), **delivery.payload}, ensure_ascii=False, separators=(",", ":"))
+        status, excerpt, error, retryable, retry_after = _send(delivery, body.encode())
+    else:
+        status, excerpt, error, retryable, retry_after = _chat_send(delivery)
     will_retry = bool(error) and retryable and number < settings.AGENTRY_WEBHOOK_MAX_ATTEMPTS
     with transaction.atomic():
         WebhookAttempt.objects.create(

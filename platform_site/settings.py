@@ -353,6 +353,9 @@ CELERY_BEAT_SCHEDULE["schedules-tick"] = {
 AGENTRY_HOOK_TOLERANCE_SECONDS = int(os.environ.get("AGENTRY_HOOK_TOLERANCE_SECONDS", "300"))
 # Requests per hook and minute, whoever sends them (each starts a run); empty: no limit.
 AGENTRY_HOOK_RATE = os.environ.get("AGENTRY_HOOK_RATE", "120/min")
+# The address people open Agentry at (https://agentry.example.com): links in chat-app messages
+# (an approval's page) are made absolute with it; empty, those messages carry no link.
+AGENTRY_PUBLIC_URL = os.environ.get("AGENTRY_PUBLIC_URL", "").rstrip("/")
 
 # --- Agentry ------------------------------------------------------------------------------
 # Python modules whose @python_tool functions form the registry of built-in tools.
