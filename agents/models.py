@@ -2,7 +2,7 @@ import zoneinfo
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, validate_email
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -221,6 +221,23 @@ def validate_time_zone(value: str) -> None:
         raise ValidationError(f"Unknown time zone {value!r}; use an IANA name such as Asia/Shanghai.")
 
 
+# An approval that waited a week has long since expired or been forgotten; as alerts' ages.
+ESCALATION_MAX_MINUTES = 7 * 24 * 60
+
+
+def email_list(text: str) -> list[str]:
+    """Addresses written one per line or separated by commas (as AlertRule.email_to is)."""
+    return [address for address in text.replace(",", "\n").split() if address]
+
+
+def validate_email_list(value: str) -> None:
+    for address in email_list(value):
+        try:
+            validate_email(address)
+        except ValidationError:
+            raise ValidationError(_("%(address)s is not an email address.") % {"address": address[:100]}) from None
+
+
 class Agent(models.Model):
     name = models.CharField(_("name"), max_length=200)
     slug = models.SlugField(_("slug"), max_length=100, unique=True)
@@ -339,6 +356,25 @@ class Agent(models.Model):
         null=True,
         blank=True,
         help_text=_("Cost this agent may incur per day."),
+    )
+    # Escalation (engine.approvals.approvals_escalate): a policy of the agent, not of a version,
+    # so that changing who is told takes effect for the approvals already waiting.
+    approval_escalate_after_minutes = models.PositiveIntegerField(
+        _("escalate approvals after (minutes)"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(ESCALATION_MAX_MINUTES)],
+        help_text=_(
+            "An approval still pending this many minutes after it was requested is escalated once: the "
+            "escalation webhooks and the addresses below are told. Empty: no escalation."
+        ),
+    )
+    approval_escalate_emails = models.TextField(
+        _("escalation emails"),
+        blank=True,
+        default="",
+        validators=[validate_email_list],
+        help_text=_("Addresses to email when an approval is escalated, one per line or separated by commas."),
     )
     is_active = models.BooleanField(_("is active"), default=True)
     # API access and conversation policy.
@@ -499,6 +535,10 @@ class Agent(models.Model):
 
     def __str__(self):
         return self.name
+
+    @property
+    def escalation_recipients(self) -> list[str]:
+        return email_list(self.approval_escalate_emails)
 
     def clean(self):
         if self.tool_choice == ToolChoice.TOOL and not self.tool_choice_name:

@@ -26,7 +26,7 @@ RECONNECT_MS = 2000
 LAST_EVENT_ID = re.compile(r"[0-9]{1,18}")
 
 
-def _last_event_id(request) -> int:
+def last_event_id(request) -> int:
     raw = request.headers.get("Last-Event-ID") or request.GET.get("last_event_id") or "0"
     if not LAST_EVENT_ID.fullmatch(raw):
         raise AsyncApiError(
@@ -58,12 +58,18 @@ async def run_events(request, run_id):
     try:
         user = await authenticate(request, allow_session=True)
         await throttle(request, user, [ApiUserThrottle])
-        after = _last_event_id(request)
+        after = last_event_id(request)
     except AsyncApiError as exc:
         return exc.response()
     run = await db(_visible_run, user, run_id)
     if run is None:
         return AsyncApiError(404, _("Not found.")).response()
+    return run_events_response(run, after=after)
+
+
+def run_events_response(run: dict, *, after: int) -> HttpResponse:
+    """The stream of a run the caller may see (`run`: its pk, status and event_seq), after the
+    event `after`; the API's and the chat widget's (api.widget) event routes both answer with it."""
     if run["status"] in TERMINAL_STATUSES and after >= run["event_seq"]:
         return HttpResponse(status=204)
     response = StreamingHttpResponse(_stream(run["pk"], after), content_type="text/event-stream; charset=utf-8")

@@ -146,6 +146,19 @@ class HookThrottle(_CacheOutageThrottle):
         return self.cache_format % {"scope": self.scope, "ident": view.kwargs["hook_id"]}
 
 
+class WidgetThrottle(_CacheOutageThrottle):
+    """Requests per chat widget, from all its end users together (each may start a run): a leaked
+    page cannot spend more than this of the agent's model calls, whatever tokens it holds."""
+
+    scope = "widget"
+
+    def get_rate(self):
+        return settings.AGENTRY_WIDGET_RATE or None
+
+    def get_cache_key(self, request, view):
+        return self.cache_format % {"scope": self.scope, "ident": view.kwargs["widget_id"]}
+
+
 class EndUserMessageThrottle(_CacheOutageThrottle):
     """An agent's messages per minute from one end user of one application
     (Agent.end_user_messages_per_minute), in a sliding window like the rates above. The window's

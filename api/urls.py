@@ -3,7 +3,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from api import agents, conversations, end_users, evals, events, exports, memories, runs
+from api import agents, conversations, end_users, evals, events, exports, memories, runs, widget
 from api.approvals import ApprovalViewSet
 from api.erasure import EndUserErasureView
 from api.feedback import RunFeedbackView
@@ -39,5 +39,22 @@ urlpatterns = [
     path("end-users/<path:end_user>/", EndUserErasureView.as_view(), name="end-user"),
     # Signed by the hook's secret, not an API token (api.hooks).
     path("hooks/<uuid:hook_id>/", HookView.as_view(), name="hook"),
+    # Authenticated by an end-user token the widget's secret signed, not an API token (api.widget).
+    path(
+        "widget/<uuid:widget_id>/conversations/",
+        widget.WidgetConversationsView.as_view(),
+        name="widget-conversations",
+    ),
+    path(
+        "widget/<uuid:widget_id>/conversations/<uuid:conversation_id>/",
+        widget.WidgetConversationView.as_view(),
+        name="widget-conversation",
+    ),
+    path(
+        "widget/<uuid:widget_id>/conversations/<uuid:conversation_id>/messages/",
+        widget.WidgetMessagesView.as_view(),
+        name="widget-messages",
+    ),
+    path("widget/<uuid:widget_id>/runs/<uuid:run_id>/events/", widget.widget_run_events, name="widget-run-events"),
     *router.urls,
 ]

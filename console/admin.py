@@ -615,10 +615,11 @@ class WebhookAdmin(admin.ModelAdmin):
         "conversation",
         "is_active",
         "receives_alerts",
+        "escalation",
         "secret_status",
         "created_at",
     ]
-    list_filter = ["format", "is_active", "receives_alerts", "agent"]
+    list_filter = ["format", "is_active", "receives_alerts", "escalation", "agent"]
     list_select_related = ["agent"]
     raw_id_fields = ["conversation"]
     readonly_fields = ["secret_status"]

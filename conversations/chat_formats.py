@@ -43,6 +43,8 @@ ARGUMENTS_MAX_CHARS = 1500
 # The approval events a chat message follows; a decision made by an earlier run-wide grant had
 # no request message, so it gets no follow-up.
 APPROVAL_REQUESTED = EventType.APPROVAL_REQUESTED
+# A request still pending after the agent's escalation time, sent to the escalation channels.
+APPROVAL_ESCALATED = EventType.APPROVAL_ESCALATED
 APPROVAL_SETTLED = (EventType.APPROVAL_DECIDED, EventType.APPROVAL_EXPIRED)
 GRANT_CHANNEL = "run_grant"
 
@@ -113,7 +115,8 @@ def _cut(text: str) -> str:
     )
 
 
-def _arguments_text(arguments) -> str:
+def arguments_text(arguments) -> str:
+    """The arguments as indented JSON, cut (also the escalation email's text)."""
     return _cut(json.dumps(arguments, ensure_ascii=False, indent=2, sort_keys=True))
 
 
@@ -125,19 +128,26 @@ def chat_message(*, event_type: str, payload: dict, link: str = "") -> ChatMessa
     event = payload["event"]["payload"]
     run = payload["run"]
     run_facts = [(_("Agent"), run["agent"]), (_("Run"), run["id"])]
-    if event_type == APPROVAL_REQUESTED:
+    if event_type in (APPROVAL_REQUESTED, APPROVAL_ESCALATED):
         facts = [(_("Tool"), event["tool"]), *run_facts]
         if event.get("why"):
             facts.append((_("Why"), event["why"]))
         if event.get("expires_at"):
             facts.append((_("Expires"), event["expires_at"]))
+        if event_type == APPROVAL_ESCALATED:
+            title = _("Approval waiting %(minutes)s minutes: %(tool)s") % {
+                "minutes": event["waited_minutes"],
+                "tool": event["tool"],
+            }
+        else:
+            title = _("Approval needed: %(tool)s") % {"tool": event["tool"]}
         return ChatMessage(
-            title=_("Approval needed: %(tool)s") % {"tool": event["tool"]},
+            title=title,
             facts=facts,
-            code=_arguments_text(event.get("arguments") or {}),
+            code=arguments_text(event.get("arguments") or {}),
             link=link,
             link_label=_("Open the approval"),
-            color="orange",
+            color="red" if event_type == APPROVAL_ESCALATED else "orange",
         )
     if event_type in APPROVAL_SETTLED:
         if event.get("channel") == GRANT_CHANNEL:

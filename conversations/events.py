@@ -36,6 +36,7 @@ class EventType(models.TextChoices):
     APPROVAL_DECIDED = "approval.decided"
     APPROVAL_EXPIRED = "approval.expired"
     APPROVAL_CANCELLED = "approval.cancelled"
+    APPROVAL_ESCALATED = "approval.escalated"
     GUARDRAIL_TRIGGERED = "guardrail.triggered"
 
     @classmethod
@@ -57,10 +58,12 @@ _ENDED = {
 TERMINAL_EVENT_TYPES = frozenset(_ENDED.values())
 # What is POSTed to webhooks: a run's outcome, and a call waiting for a person; a chat app's bot
 # also hears the decision or the expiry, as a follow-up to the card it showed (chat_formats).
+# An escalation goes only to the webhooks marked as escalation channels (webhooks._hears).
 WEBHOOK_EVENT_TYPES = TERMINAL_EVENT_TYPES | {
     EventType.APPROVAL_REQUESTED,
     EventType.APPROVAL_DECIDED,
     EventType.APPROVAL_EXPIRED,
+    EventType.APPROVAL_ESCALATED,
 }
 # The events after which a request waiting for the outcome reads the run: it ended, or it waits
 # for a person (conversations.wakeups.SETTLED).
@@ -267,6 +270,35 @@ def approval_decided(
     return payload
 
 
+def approval_escalated(
+    *,
+    approval_id: int,
+    tool_invocation_id: int,
+    tool_call_id: str,
+    tool: str,
+    arguments: dict | None,
+    arguments_hash: str,
+    why: str,
+    expires_at: str | None,
+    waited_minutes: int,
+) -> dict:
+    """A request still pending after the agent's escalation time: the request's facts again, for
+    channels that never saw it, and how long it has waited."""
+    return {
+        **approval_requested(
+            approval_id=approval_id,
+            tool_invocation_id=tool_invocation_id,
+            tool_call_id=tool_call_id,
+            tool=tool,
+            arguments=arguments,
+            arguments_hash=arguments_hash,
+            why=why,
+            expires_at=expires_at,
+        ),
+        "waited_minutes": waited_minutes,
+    }
+
+
 def approval_cancelled(*, approval_id: int, tool_invocation_id: int, tool_call_id: str, tool: str, reason: str) -> dict:
     return {**_approval(approval_id, tool_invocation_id, tool_call_id, tool), "reason": reason}
 
@@ -303,5 +335,6 @@ PAYLOAD_BUILDERS: dict[EventType, Callable[..., dict]] = {
     EventType.APPROVAL_DECIDED: approval_decided,
     EventType.APPROVAL_EXPIRED: approval_decided,
     EventType.APPROVAL_CANCELLED: approval_cancelled,
+    EventType.APPROVAL_ESCALATED: approval_escalated,
     EventType.GUARDRAIL_TRIGGERED: guardrail_triggered,
 }

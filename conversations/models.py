@@ -480,6 +480,9 @@ class Approval(models.Model):
     )
     reason = models.TextField(blank=True, default="", verbose_name=_("reason"))
     expires_at = models.DateTimeField(null=True, blank=True, verbose_name=_("expires at"))
+    # Set once by the escalation pass (engine.approvals.approvals_escalate): its guard against
+    # telling the escalation channels twice.
+    escalated_at = models.DateTimeField(null=True, blank=True, verbose_name=_("escalated at"))
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
@@ -701,6 +704,16 @@ class Webhook(models.Model):
             "model configs or on everything."
         ),
         verbose_name=_("receives alerts"),
+    )
+    # "The next channel": another group or chat than the one asked first, told only when nobody
+    # decided in time (Agent.approval_escalate_after_minutes).
+    escalation = models.BooleanField(
+        default=False,
+        help_text=_(
+            "Escalation channel: hears only approvals that waited past the agent's escalation time "
+            "(and their decisions), not the ordinary requests."
+        ),
+        verbose_name=_("escalation channel"),
     )
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 

@@ -8,6 +8,8 @@ over `<X-Agentry-Timestamp>.<raw body>`, and may drop a repeated `X-Agentry-Deli
 A webhook in a chat app's format (conversations.chat_formats) gets that app's bot message
 instead, signed the app's way, and also hears approval decisions (as follow-ups to the request
 message: a bot cannot edit what it sent); a webhook in Agentry's format hears what it always did.
+A webhook marked as an escalation channel hears only approvals that waited past the agent's
+escalation time (engine.approvals.approvals_escalate), and their decisions if it is a chat app's.
 """
 
 import hashlib
@@ -25,7 +27,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from conversations import chat_formats
-from conversations.models import ALERT_EVENT_TYPES, Run, RunEvent, Webhook, WebhookAttempt, WebhookDelivery
+from conversations.events import EventType
+from conversations.models import ALERT_EVENT_TYPES, Approval, Run, RunEvent, Webhook, WebhookAttempt, WebhookDelivery
 from conversations.selectors import run_final_answer
 from conversations.usage import usage_values
 from platform_site import outbound
@@ -110,11 +113,28 @@ def webhook_deliveries_create(*, event: RunEvent) -> list[WebhookDelivery]:
 
 
 def _hears(hook: Webhook, event_type: str, payload: dict) -> bool:
-    """Agentry's format keeps its events (decisions are not among them); a chat format hears
-    every event it has a message for."""
+    """An escalation channel hears escalations only (a chat one also the decisions that follow
+    them), and no other webhook hears them. Otherwise Agentry's format keeps its events
+    (decisions are not among them); a chat format hears every event it has a message for."""
+    if hook.escalation:
+        return _escalation_hears(hook, event_type, payload)
+    if event_type == EventType.APPROVAL_ESCALATED:
+        return False
     if hook.format == Webhook.Format.AGENTRY:
         return event_type not in chat_formats.APPROVAL_SETTLED
     return chat_formats.chat_message(event_type=event_type, payload=payload) is not None
+
+
+def _escalation_hears(hook: Webhook, event_type: str, payload: dict) -> bool:
+    if event_type == EventType.APPROVAL_ESCALATED:
+        return True
+    if hook.format == Webhook.Format.AGENTRY or event_type not in chat_formats.APPROVAL_SETTLED:
+        return False
+    if chat_formats.chat_message(event_type=event_type, payload=payload) is None:
+        return False
+    # The follow-up of a card this channel showed: only for an approval that was escalated.
+    approval_id = payload["event"]["payload"]["approval_id"]
+    return Approval.objects.filter(pk=approval_id, escalated_at__isnull=False).exists()
 
 
 def _deliveries_send_after_commit(deliveries: list[WebhookDelivery]) -> None:
@@ -148,11 +168,15 @@ def _retry_delay(attempt: int, retry_after: float | None) -> float:
 
 
 def _approval_link(payload: dict) -> str:
-    """The approval's page, absolute; empty without AGENTRY_PUBLIC_URL (the chat message then has
-    no link). The page asks for a login and decides nothing by being opened."""
-    base = settings.AGENTRY_PUBLIC_URL
     approval_id = payload.get("event", {}).get("payload", {}).get("approval_id")
-    if not base or approval_id is None:
+    return "" if approval_id is None else approval_url(approval_id=approval_id)
+
+
+def approval_url(*, approval_id) -> str:
+    """The approval's page, absolute; empty without AGENTRY_PUBLIC_URL (a chat message or an
+    email then has no link). The page asks for a login and decides nothing by being opened."""
+    base = settings.AGENTRY_PUBLIC_URL
+    if not base:
         return ""
     return base.rstrip("/") + reverse("approvals:detail", args=[approval_id])
 

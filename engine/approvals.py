@@ -4,20 +4,31 @@ Every decision locks the run's row first and the approval's row second, as run_f
 run_park_for_approval do, so a decision, an expiry, a cancellation and the parking of the same
 run queue up behind each other instead of deadlocking or interleaving. The approval's status is
 checked under that lock and guarded again in the UPDATE: of two deciders, exactly one wins.
+
+An escalation takes the same two locks in the same order, but skips rows another transaction
+holds (the next beat finds the approval again if it is still pending), and is guarded by
+Approval.escalated_at: of two passes at once, exactly one tells the escalation channels.
 """
 
 import logging
+from datetime import datetime, timedelta
 
+from django.conf import settings
+from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from agents.models import Agent
 from agents.snapshot import ToolSpec, snapshot_parse, snapshot_tool
 from conversations import events
 from conversations.batch import run_event_append
+from conversations.chat_formats import arguments_text
 from conversations.events import EventType
 from conversations.models import Approval, ApprovalGrant, Run, RunStatus, StopReason
 from conversations.permissions import user_may_decide
+from conversations.webhooks import approval_url
 from engine.dispatch import run_enqueue
 from engine.runs import run_finish
 from engine.speech import agent_says
@@ -280,3 +291,96 @@ def approvals_expire(*, now=None) -> int:
     if expired:
         log.info("expired %s approval(s)", expired)
     return expired
+
+
+def approvals_escalate(*, now: datetime | None = None) -> int:
+    """Escalate, once each, the pending approvals that waited past their agent's escalation time:
+    an approval.escalated event (whose webhook deliveries are written with it, for the escalation
+    channels) and, after commit, an email to the agent's escalation addresses."""
+    now = now or timezone.now()
+    due = []
+    policies = Agent.objects.filter(approval_escalate_after_minutes__isnull=False).values_list(
+        "pk", "approval_escalate_after_minutes"
+    )
+    for agent_id, minutes in policies:
+        due += Approval.objects.filter(
+            run__agent_id=agent_id,
+            status=Approval.Status.PENDING,
+            escalated_at__isnull=True,
+            created_at__lte=now - timedelta(minutes=minutes),
+        ).values_list("pk", "run_id")
+    escalated = 0
+    for approval_id, run_id in sorted(due):
+        with transaction.atomic():
+            # Run first, approval second, as every decision locks them; a row held elsewhere is
+            # being decided or escalated right now, so it is skipped, not waited for.
+            run = (
+                Run.objects.select_for_update(skip_locked=True, of=("self",))
+                .select_related("agent")
+                .filter(pk=run_id)
+                .first()
+            )
+            approval = (
+                Approval.objects.select_for_update(skip_locked=True, of=("self",))
+                .select_related("invocation")
+                .filter(pk=approval_id, status=Approval.Status.PENDING, escalated_at__isnull=True)
+                .first()
+                if run is not None
+                else None
+            )
+            if approval is None:
+                continue
+            Approval.objects.filter(pk=approval.pk).update(escalated_at=now)
+            _escalation_event(run=run, approval=approval, now=now)
+            escalated += 1
+    if escalated:
+        log.info("escalated %s approval(s)", escalated)
+    return escalated
+
+
+def _escalation_event(*, run: Run, approval: Approval, now: datetime) -> None:
+    invocation = approval.invocation
+    waited = int((now - approval.created_at).total_seconds() // 60)
+    payload = events.approval_escalated(
+        approval_id=approval.pk,
+        tool_invocation_id=invocation.pk,
+        tool_call_id=approval.tool_call_id,
+        tool=invocation.tool_name,
+        arguments=approval.arguments,
+        arguments_hash=approval.arguments_hash,
+        why=approval.request_reason,
+        expires_at=approval.expires_at.isoformat() if approval.expires_at else None,
+        waited_minutes=waited,
+    )
+    run_event_append(run_id=run.pk, type=EventType.APPROVAL_ESCALATED, payload=payload)
+    recipients = run.agent.escalation_recipients
+    if not recipients:
+        return
+    subject = gettext("[Agentry] Approval waiting %(minutes)s minutes: %(tool)s") % {
+        "minutes": waited,
+        "tool": invocation.tool_name,
+    }
+    lines = [
+        gettext("Tool: %(tool)s") % {"tool": invocation.tool_name},
+        gettext("Agent: %(agent)s") % {"agent": run.agent.slug},
+        gettext("Run: %(run)s") % {"run": run.pk},
+    ]
+    if approval.request_reason:
+        lines.append(gettext("Why: %(why)s") % {"why": approval.request_reason})
+    link = approval_url(approval_id=approval.pk)
+    if link:
+        lines.append(gettext("Decide on the approval's page: %(link)s") % {"link": link})
+    lines += ["", gettext("Arguments:"), arguments_text(approval.arguments)]
+    body = "\n".join(lines)
+    transaction.on_commit(lambda: _escalation_email(recipients=recipients, subject=subject, body=body))
+
+
+def _escalation_email(*, recipients: list[str], subject: str, body: str) -> None:
+    """Plain text, sent after commit: the escalation stands (and its webhooks are told) whatever
+    happens to the email; a mail server that is down is logged."""
+    try:
+        send_mail(" ".join(subject.split()), body, settings.DEFAULT_FROM_EMAIL, recipients)
+    except Exception:
+        log.exception("approval escalation email to %s failed", ", ".join(recipients))
+    else:
+        log.info("approval escalation email sent to %s", ", ".join(recipients))

@@ -13,7 +13,7 @@ broker of a deployment still holds a message under it.
 from celery import shared_task
 from django.conf import settings
 
-from engine.approvals import approvals_expire
+from engine.approvals import approvals_escalate, approvals_expire
 from engine.dispatch import RUN_ADVANCE_TASK
 from engine.loop import run_advance
 from engine.memory import MEMORY_EXTRACT_TASK, memory_extract
@@ -59,7 +59,10 @@ def runs_sweep_task() -> dict:
     name="engine.tasks.approvals_expire_task", formerly="conversations.tasks.approvals_expire_task", ignore_result=True
 )
 def approvals_expire_task() -> int:
-    return approvals_expire()
+    # Expiry first: an approval that has just ended is not escalated.
+    expired = approvals_expire()
+    approvals_escalate()
+    return expired
 
 
 @shared_task(name="engine.tasks.retention_sweep_task", ignore_result=True)

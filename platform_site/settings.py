@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "alerts",
     "evals",
     "triggers",
+    "widgets",
     "api",
     "console",
     # The demos and their terminal commands: the top layer, which nothing imports.
@@ -356,6 +357,8 @@ AGENTRY_HOOK_RATE = os.environ.get("AGENTRY_HOOK_RATE", "120/min")
 # The address people open Agentry at (https://agentry.example.com): links in chat-app messages
 # (an approval's page) are made absolute with it; empty, those messages carry no link.
 AGENTRY_PUBLIC_URL = os.environ.get("AGENTRY_PUBLIC_URL", "").rstrip("/")
+# Requests per chat widget and minute, all its end users together (empty: no limit).
+AGENTRY_WIDGET_RATE = os.environ.get("AGENTRY_WIDGET_RATE", "600/min")
 
 # --- Agentry ------------------------------------------------------------------------------
 # Python modules whose @python_tool functions form the registry of built-in tools.
@@ -448,6 +451,11 @@ SPECTACULAR_SETTINGS.update(
             {"name": "eval-runs", "description": "Eval runs of a suite on an agent version, and their metrics."},
             {"name": "openai", "description": "The OpenAI-compatible endpoints: an agent answers as a model."},
             {"name": "hooks", "description": "Signed requests from other systems that start runs."},
+            {
+                "name": "widget",
+                "description": "The chat widget's API, for widget.js: authenticated by an end-user token signed "
+                "with the widget's secret.",
+            },
         ],
         "POSTPROCESSING_HOOKS": [
             "drf_spectacular.hooks.postprocess_schema_enums",

@@ -120,6 +120,12 @@ def _sentence(kind: str, p: dict, calls: dict) -> str:
         if p.get("edited"):
             text += " · " + _("with edited arguments")
         return text + (f": {p['reason']}" if p.get("reason") else "")
+    if kind == EventType.APPROVAL_ESCALATED:
+        return _("Approval #%(id)s escalated after %(minutes)s minutes waiting for %(tool)s") % {
+            "id": p.get("approval_id"),
+            "minutes": p.get("waited_minutes", "?"),
+            "tool": p.get("tool", "?"),
+        }
     if kind == EventType.APPROVAL_CANCELLED:
         return _("Approval #%(id)s cancelled: %(reason)s") % {"id": p.get("approval_id"), "reason": p.get("reason")}
     if kind == EventType.GUARDRAIL_TRIGGERED:

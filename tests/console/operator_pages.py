@@ -45,6 +45,7 @@ from tests.ledger import ledger_call, ledger_run
 from tests.ledger_seed import ledger_seed
 from tools.models import MCPServer, ToolDefinition
 from triggers.models import Hook, HookDelivery, Schedule, ScheduleFire
+from widgets.models import Widget
 
 PASSWORD = "correct horse battery"
 
@@ -228,6 +229,15 @@ def seed() -> Seeded:
         agent=agent, name="工单系统", secret="whsec_test", message="新工单：{{ payload.title }}", owner=operator
     )
     HookDelivery.objects.create(hook=hook, delivery_id="工单-42", signature="0" * 64, run=run)
+    Widget.objects.create(
+        agent=agent,
+        name="官网客服",
+        secret="wsec_test",
+        allowed_origins="https://shop.example.com",
+        owner=operator,
+        title="在线客服",
+        greeting="您好，请问有什么可以帮您？",
+    )
     return Seeded(operator=operator, agent=agent, run=run, approval=approval, baseline=baseline, candidate=candidate)
 
 

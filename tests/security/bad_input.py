@@ -60,6 +60,13 @@ ROUTES = {
     "api/v1/end-users/{end_user}/": {"DELETE"},  # forget the end user
     "api/v1/runs/{run}/feedback/": {"GET", "POST"},
     "api/v1/hooks/{hook}/": {"POST"},  # signed by the hook's secret, not a token
+    # The chat widget's API: an end-user token signed by the widget's secret, not an API token.
+    "api/v1/widget/{widget}/conversations/": {"POST"},
+    "api/v1/widget/{widget}/conversations/{conversation}/": {"GET"},
+    "api/v1/widget/{widget}/conversations/{conversation}/messages/": {"POST"},
+    "api/v1/widget/{widget}/runs/{run}/events/": {"GET"},
+    "widget.js": {"GET"},  # the widget's script, for other sites' pages
+    "chat/{widget}/": {"GET"},  # the widget's hosted page
     "approvals/": {"GET"},
     "approvals/poll/": {"GET"},
     "approvals/history/": {"GET"},
@@ -89,6 +96,8 @@ _CONVERTERS = {
     "<path:end_user>": "{end_user}",
     "<uuid:pk>": "{memory}",
     "<uuid:hook_id>": "{hook}",
+    "<uuid:widget_id>": "{widget}",
+    "<uuid:conversation_id>": "{conversation}",
 }
 _REGEX_GROUPS = re.compile(r"\(\?P<(\w+)>[^)]*\)")
 

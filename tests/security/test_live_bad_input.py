@@ -40,6 +40,7 @@ def live(api_server, fake_llm, monkeypatch):
         "end_user": "u1",
         "memory": "00000000-0000-0000-0000-000000000000",
         "hook": "00000000-0000-0000-0000-000000000000",
+        "widget": "00000000-0000-0000-0000-000000000000",
         **eval_ids(agent_version=run.agent_version),
     }
     api = httpx.Client(base_url=api_server.base_url, headers={"Authorization": f"Bearer {token_for(user)}"}, timeout=30)

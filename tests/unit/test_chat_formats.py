@@ -196,3 +196,18 @@ def test_chat_urls_must_be_on_the_service_host_unless_allowlisted():
     assert host_allowed(fmt="wecom", url="http://127.0.0.1:8080/x", allowlist=["127.0.0.1"])
     assert host_allowed(fmt="wecom", url="http://127.0.0.1:8080/x", allowlist=["127.0.0.1:8080"])
     assert not host_allowed(fmt="wecom", url="http://127.0.0.1:8081/x", allowlist=["127.0.0.1:8080"])
+
+
+def test_an_escalation_is_the_request_again_with_how_long_it_waited():
+    payload = _requested(HOSTILE)
+    payload["type"] = "approval.escalated"
+    payload["event"]["payload"]["waited_minutes"] = 45
+    message = chat_message(event_type="approval.escalated", payload=payload, link=LINK)
+    assert message.title == "Approval waiting 45 minutes: refund"
+    assert message.link == LINK and message.color == "red"
+    assert ("Agent", "support") in message.facts and ("Why", "rule matched") in message.facts
+    requested = chat_message(event_type="approval.requested", payload=_requested(HOSTILE), link=LINK)
+    assert message.facts == requested.facts and message.code == requested.code
+    _url, body = chat_request(fmt="feishu", url="https://open.feishu.cn/x", message=message, secret="", now=NOW)
+    text = body.decode()
+    assert "@all" not in text and "<!channel>" not in text and "](http" not in text

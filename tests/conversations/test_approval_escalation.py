@@ -1,0 +1,239 @@
+"""Escalation of approvals nobody decided in time: on a real parked run, with a controlled `now`,
+the escalation pass tells the escalation channels once (a Feishu card, signed, at a local
+receiver; signed JSON to an Agentry-format one; a plain-text email), ordinary webhooks never hear
+it, escalation webhooks never hear the ordinary request, and a decided approval or an agent
+without an escalation time is never escalated."""
+
+import hashlib
+import hmac
+import json
+import threading
+from datetime import timedelta
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth.models import Group, Permission, User
+from django.core.exceptions import ValidationError
+from django.db import connection
+from django.utils import timezone
+
+from agents.models import Agent
+from conversations.models import Approval, RunEvent, Webhook, WebhookDelivery
+from conversations.webhooks import webhook_attempt
+from engine.approvals import approval_decide, approvals_escalate
+from engine.tasks import approvals_expire_task
+from tests.api_servers import WebhookReceiver
+from tests.conversations.test_chat_webhooks import BOT_SECRET, PUBLIC_URL, ChatReceiver
+from tests.factories import make_agent
+from tests.runs import advance, start_run
+
+ESCALATE_AFTER = 30
+INJECTION = '<a href="https://evil.example">click</a> @all'
+
+
+@pytest.fixture
+def receivers(settings):
+    settings.AGENTRY_WEBHOOK_ALLOWLIST = ["127.0.0.1"]
+    settings.AGENTRY_PUBLIC_URL = PUBLIC_URL
+    ordinary, escalation, agentry = ChatReceiver("feishu"), ChatReceiver("feishu"), WebhookReceiver()
+    yield ordinary, escalation, agentry
+    for receiver in (ordinary, escalation, agentry):
+        receiver.stop()
+
+
+@pytest.fixture
+def parked(scripted_agent, receivers):
+    """A run waiting for approval of test-counter; the agent escalates after 30 minutes to a
+    Feishu group, an Agentry-format receiver and an address; another Feishu group is asked first."""
+    ordinary, escalation, agentry = receivers
+
+    def make(**agent_fields):
+        agent = scripted_agent(
+            {
+                "scenarios": [
+                    {
+                        "match": ".",
+                        "steps": [
+                            {"tool_calls": [{"name": "test-counter", "arguments": {"label": INJECTION}}]},
+                            {"content": "done"},
+                        ],
+                    }
+                ]
+            },
+            tools=["test-counter"],
+            approval={"test-counter": "always"},
+            approval_escalate_after_minutes=ESCALATE_AFTER,
+            approval_escalate_emails="ops@example.com,\nlead@example.com",
+            **agent_fields,
+        )
+        feishu = {"format": "feishu", "secret": "whsec_x", "bot_secret": BOT_SECRET}
+        Webhook.objects.create(agent=agent, url=ordinary.url, **feishu)
+        Webhook.objects.create(agent=agent, url=escalation.url, escalation=True, **feishu)
+        Webhook.objects.create(agent=agent, url=agentry.url, escalation=True, secret="whsec_esc")
+        run = advance(start_run(agent, "record"))
+        assert run.status == "awaiting_approval", run.error
+        return run, Approval.objects.get(run=run)
+
+    return make
+
+
+@pytest.fixture
+def approver(db):
+    user = User.objects.create_user("approver", password="approver-pass-1")
+    user.groups.add(Group.objects.get(name="Approvers"))
+    return user
+
+
+def _after(approval: Approval, minutes: float):
+    return approval.created_at + timedelta(minutes=minutes)
+
+
+def _hooks(run, event_type: str) -> list[tuple[str, bool]]:
+    deliveries = WebhookDelivery.objects.filter(run_event__run=run, event_type=event_type)
+    return sorted(deliveries.values_list("webhook__format", "webhook__escalation"))
+
+
+def _deliver_all(run, event_type: str) -> None:
+    for delivery in WebhookDelivery.objects.filter(run_event__run=run, event_type=event_type):
+        assert webhook_attempt(delivery_id=delivery.pk) is None
+        delivery.refresh_from_db()
+        assert delivery.status == "delivered", list(delivery.attempt_rows.values_list("error", flat=True))
+
+
+def test_an_approval_waiting_past_the_time_is_escalated_once_to_the_escalation_channels(parked, receivers, mailoutbox):
+    ordinary, escalation, agentry = receivers
+    run, approval = parked()
+    # The ordinary request goes to the group asked first only.
+    assert _hooks(run, "approval.requested") == [("feishu", False)]
+
+    assert approvals_escalate(now=_after(approval, ESCALATE_AFTER - 0.5)) == 0
+    assert not RunEvent.objects.filter(run=run, type="approval.escalated").exists()
+    assert mailoutbox == []
+
+    now = _after(approval, ESCALATE_AFTER + 1)
+    assert approvals_escalate(now=now) == 1
+    assert approvals_escalate(now=now + timedelta(minutes=5)) == 0
+    [event] = RunEvent.objects.filter(run=run, type="approval.escalated")
+    assert event.payload["approval_id"] == approval.pk and event.payload["waited_minutes"] == ESCALATE_AFTER + 1
+    approval.refresh_from_db()
+    assert approval.escalated_at == now and approval.status == "pending"
+    # Written with the event, for the escalation channels only.
+    assert _hooks(run, "approval.escalated") == [("agentry", True), ("feishu", True)]
+
+    _deliver_all(run, "approval.escalated")
+    assert ordinary.posts == []
+    [post] = escalation.posts
+    assert post["problems"] == []  # Feishu's card shape and its signature with the bot's secret
+    card = post["body"]["card"]
+    assert card["header"]["title"]["content"] == f"Approval waiting {ESCALATE_AFTER + 1} minutes: test-counter"
+    text = json.dumps(card, ensure_ascii=False)
+    assert run.agent.slug in text and str(run.pk) in text
+    assert f"{PUBLIC_URL}/approvals/{approval.pk}/" in text
+    assert "@all" not in text and "<a " not in text
+
+    [request] = agentry.requests
+    headers, body = request["headers"], request["body"]
+    mac = hmac.new(b"whsec_esc", headers["x-agentry-timestamp"].encode() + b"." + body, hashlib.sha256)
+    assert headers["x-agentry-signature"] == "sha256=" + mac.hexdigest()
+    assert json.loads(body)["type"] == "approval.escalated"
+
+    [email] = mailoutbox
+    assert email.to == ["ops@example.com", "lead@example.com"]
+    assert email.subject == f"[Agentry] Approval waiting {ESCALATE_AFTER + 1} minutes: test-counter"
+    # Plain text only: the model's markup is shown as written, never rendered.
+    assert email.content_subtype == "plain" and email.alternatives == []
+    assert f"{PUBLIC_URL}/approvals/{approval.pk}/" in email.body
+    assert json.dumps(INJECTION)[1:-1] in email.body and run.agent.slug in email.body and str(run.pk) in email.body
+
+
+def test_a_decision_after_an_escalation_follows_up_in_both_chat_groups(parked, approver):
+    run, approval = parked()
+    approvals_escalate(now=_after(approval, ESCALATE_AFTER))
+    approval_decide(approval_id=approval.pk, user=approver, decision="reject", channel="page", reason="no")
+    assert _hooks(run, "approval.decided") == [("feishu", False), ("feishu", True)]
+
+
+def test_a_decided_approval_is_never_escalated(parked, approver, mailoutbox):
+    run, approval = parked()
+    approval_decide(approval_id=approval.pk, user=approver, decision="reject", channel="page", reason="no")
+    # The escalation channels never showed the card, so they get no follow-up either.
+    assert _hooks(run, "approval.decided") == [("feishu", False)]
+    assert approvals_escalate(now=_after(approval, 10 * ESCALATE_AFTER)) == 0
+    assert not RunEvent.objects.filter(run=run, type="approval.escalated").exists()
+    assert mailoutbox == []
+
+
+def test_an_agent_without_an_escalation_time_never_escalates(parked, mailoutbox):
+    run, approval = parked()
+    Agent.objects.filter(pk=run.agent_id).update(approval_escalate_after_minutes=None)
+    assert approvals_escalate(now=_after(approval, 7 * 24 * 60)) == 0
+    approval.refresh_from_db()
+    assert approval.escalated_at is None and mailoutbox == []
+
+
+def test_no_link_without_a_public_url(parked, settings, mailoutbox):
+    run, approval = parked()
+    settings.AGENTRY_PUBLIC_URL = ""
+    approvals_escalate(now=_after(approval, ESCALATE_AFTER))
+    [email] = mailoutbox
+    assert "/approvals/" not in email.body
+
+
+def test_the_expiry_beat_also_escalates(parked, mailoutbox):
+    run, approval = parked()
+    Approval.objects.filter(pk=approval.pk).update(created_at=timezone.now() - timedelta(minutes=ESCALATE_AFTER))
+    approvals_expire_task()
+    approval.refresh_from_db()
+    assert approval.escalated_at is not None and len(mailoutbox) == 1
+
+
+def test_two_passes_at_once_escalate_once(parked, mailoutbox):
+    run, approval = parked()
+    now = _after(approval, ESCALATE_AFTER)
+    counts, start = [], threading.Barrier(2)
+
+    def beat():
+        try:
+            start.wait()
+            counts.append(approvals_escalate(now=now))
+        finally:
+            connection.close()  # each thread's own connection
+
+    threads = [threading.Thread(target=beat) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(counts) == [0, 1]
+    assert RunEvent.objects.filter(run=run, type="approval.escalated").count() == 1
+    assert len(mailoutbox) == 1
+
+
+@pytest.mark.django_db
+def test_escalation_addresses_are_checked_and_set_only_with_the_webhook_power(rf):
+    agent = make_agent(approval_escalate_emails="ops@example.com\nnot-an-address")
+    with pytest.raises(ValidationError) as refused:
+        agent.full_clean()
+    assert "approval_escalate_emails" in refused.value.message_dict
+    agent.approval_escalate_after_minutes = 0
+    with pytest.raises(ValidationError) as refused:
+        agent.full_clean()
+    assert "approval_escalate_after_minutes" in refused.value.message_dict
+
+    editor = User.objects.create_user("editor", is_staff=True)
+    editor.user_permissions.add(Permission.objects.get(codename="change_agent"))
+    request = rf.get("/")
+    request.user = editor
+    agent_admin = admin.site._registry[Agent]
+    assert "approval_escalate_emails" in agent_admin.get_readonly_fields(request, agent)
+    editor.user_permissions.add(Permission.objects.get(codename="change_webhook"))
+    request.user = User.objects.get(pk=editor.pk)  # permissions are cached on the instance
+    assert "approval_escalate_emails" not in agent_admin.get_readonly_fields(request, agent)
+
+
+@pytest.mark.django_db
+def test_the_webhook_admin_marks_an_escalation_channel(admin_client):
+    agent = make_agent()
+    form = {"agent": agent.pk, "url": "https://hooks.example.com/escalations", "is_active": "on", "escalation": "on"}
+    assert admin_client.post("/admin/conversations/webhook/add/", form).status_code == 302
+    assert Webhook.objects.get().escalation is True
