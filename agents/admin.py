@@ -35,9 +35,6 @@ from platform_site.crypto import mask
 from platform_site.http_methods import require_POST
 
 RETENTION_PERMISSION = "conversations.delete_run"
-# Escalation emails carry an approval's arguments out of the platform, as a webhook does: setting
-# their addresses takes the power to set where webhooks post.
-ESCALATION_EMAILS_PERMISSION = "conversations.change_webhook"
 RELEASE_FIELDS = {"id", "published_version", "canary_version", "canary_percent"}
 
 
@@ -398,9 +395,9 @@ class AgentAdmin(AgentReleaseAdminMixin, admin.ModelAdmin):
             {
                 "description": _(
                     "An approval still pending after this time is escalated once: the webhooks marked as "
-                    "escalation channels and these addresses are told, with a link to the approval's page."
+                    "escalation channels (chat groups, email addresses) are told, with a link to the approval's page."
                 ),
-                "fields": ["approval_escalate_after_minutes", "approval_escalate_emails"],
+                "fields": ["approval_escalate_after_minutes"],
             },
         ),
         (
@@ -465,8 +462,6 @@ class AgentAdmin(AgentReleaseAdminMixin, admin.ModelAdmin):
         readonly = [*super().get_readonly_fields(request, obj), "retention_set_by", "retention_set_at"]
         if not request.user.has_perm(RETENTION_PERMISSION):
             readonly.append("retention_days")
-        if not request.user.has_perm(ESCALATION_EMAILS_PERMISSION):
-            readonly.append("approval_escalate_emails")
         return readonly
 
     def save_model(self, request, obj, form, change):

@@ -366,15 +366,8 @@ class Agent(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(ESCALATION_MAX_MINUTES)],
         help_text=_(
             "An approval still pending this many minutes after it was requested is escalated once: the "
-            "escalation webhooks and the addresses below are told. Empty: no escalation."
+            "webhooks marked as escalation channels (chat groups, email addresses) are told. Empty: no escalation."
         ),
-    )
-    approval_escalate_emails = models.TextField(
-        _("escalation emails"),
-        blank=True,
-        default="",
-        validators=[validate_email_list],
-        help_text=_("Addresses to email when an approval is escalated, one per line or separated by commas."),
     )
     is_active = models.BooleanField(_("is active"), default=True)
     # API access and conversation policy.
@@ -535,10 +528,6 @@ class Agent(models.Model):
 
     def __str__(self):
         return self.name
-
-    @property
-    def escalation_recipients(self) -> list[str]:
-        return email_list(self.approval_escalate_emails)
 
     def clean(self):
         if self.tool_choice == ToolChoice.TOOL and not self.tool_choice_name:

@@ -557,8 +557,10 @@ class WebhookForm(forms.ModelForm):
         label=gettext_lazy("Remove the bot signing secret"),
         help_text=gettext_lazy("Messages are then sent unsigned."),
     )
+    # Not required here: the email format has none (Webhook.clean asks every other format for one).
     url = forms.URLField(
         max_length=500,
+        required=False,
         assume_scheme="https",
         help_text=gettext_lazy(
             "A chat app's URL must be on its host: <code>open.feishu.cn</code> or <code>open.larksuite.com</code>, "
@@ -582,7 +584,7 @@ class WebhookForm(forms.ModelForm):
     def clean(self):
         cleaned = super().clean()
         fmt, url = cleaned.get("format"), cleaned.get("url")
-        if fmt and fmt != Webhook.Format.AGENTRY and url:
+        if fmt and fmt not in (Webhook.Format.AGENTRY, Webhook.Format.EMAIL) and url:
             if not chat_formats.host_allowed(fmt=fmt, url=url, allowlist=settings.AGENTRY_WEBHOOK_ALLOWLIST):
                 hosts = ", ".join(chat_formats.SERVICE_HOSTS[fmt])
                 self.add_error(
@@ -609,7 +611,7 @@ class WebhookAttemptInline(ReadOnlyInline):
 class WebhookAdmin(admin.ModelAdmin):
     form = WebhookForm
     list_display = [
-        "url",
+        "target",
         "format",
         "agent",
         "conversation",
@@ -623,6 +625,10 @@ class WebhookAdmin(admin.ModelAdmin):
     list_select_related = ["agent"]
     raw_id_fields = ["conversation"]
     readonly_fields = ["secret_status"]
+
+    @admin.display(description=gettext_lazy("URL or addresses"))
+    def target(self, obj):
+        return obj.target
 
     @admin.display(description=gettext_lazy("secret"))
     def secret_status(self, obj):

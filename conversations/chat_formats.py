@@ -19,6 +19,7 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 from dataclasses import dataclass, field
 from urllib.parse import quote_plus, urlsplit
 
@@ -208,6 +209,28 @@ def _markdown(message: ChatMessage) -> str:
     if message.code:
         lines.append("```\n" + _neutral(message.code) + "\n```")
     return "\n".join(lines)
+
+
+# C0 and C1 controls and the Unicode line separators (as alerts.models reads them), but not the
+# line feed that separates a plain-text body's lines.
+_CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _one_line(text) -> str:
+    return " ".join(_CONTROLS.sub(" ", str(text)).split())
+
+
+def email_text(message: ChatMessage) -> tuple[str, str]:
+    """(subject, body) of the email webhook format: plain text, sent as text/plain with no HTML
+    part, so the model's text is shown as written and nothing in it is rendered as markup. The
+    subject is one line (a header a line break would split); every fact is one line."""
+    subject = "[Agentry] " + _one_line(message.title)
+    lines = [f"{_one_line(label)}: {_one_line(value)}" for label, value in message.facts]
+    if message.code:
+        lines += ["", _CONTROLS.sub(" ", message.code)]
+    if message.link:
+        lines += ["", f"{_one_line(message.link_label)}: {message.link}"]
+    return subject, "\n".join(lines) + "\n"
 
 
 def _feishu(message: ChatMessage, secret: str, now: float) -> tuple[str, dict]:

@@ -3,11 +3,13 @@
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from agents.models import email_list, validate_email_list
 from platform_site.crypto import EncryptedTextField
 
 
@@ -674,8 +676,17 @@ class Webhook(models.Model):
         DINGTALK = "dingtalk", _("DingTalk custom robot")
         WECOM = "wecom", _("WeCom group robot")
         SLACK = "slack", _("Slack incoming webhook")
+        EMAIL = "email", _("Email (plain text)")
 
-    url = models.URLField(max_length=500, verbose_name=_("URL"))
+    # Not used by the email format, which sends to email_to instead.
+    url = models.URLField(max_length=500, blank=True, verbose_name=_("URL"))
+    email_to = models.TextField(
+        blank=True,
+        default="",
+        validators=[validate_email_list],
+        help_text=_("Email format only: the addresses to send to, one per line or separated by commas."),
+        verbose_name=_("email to"),
+    )
     format = models.CharField(
         max_length=16,
         choices=Format.choices,
@@ -722,7 +733,23 @@ class Webhook(models.Model):
         verbose_name_plural = _("webhooks")
 
     def __str__(self):
-        return f"{self.agent} → {self.url}"
+        return f"{self.agent} → {self.target}"
+
+    @property
+    def recipients(self) -> list[str]:
+        return email_list(self.email_to)
+
+    @property
+    def target(self) -> str:
+        """Where deliveries go: the URL, or the addresses of an email webhook."""
+        return ", ".join(self.recipients) if self.format == self.Format.EMAIL else self.url
+
+    def clean(self):
+        if self.format == self.Format.EMAIL:
+            if not self.recipients:
+                raise ValidationError({"email_to": _("An email webhook needs at least one address.")})
+        elif not self.url:
+            raise ValidationError({"url": _("This format posts to a URL: enter one.")})
 
 
 ALERT_EVENT_TYPES = ("alert.firing", "alert.resolved")
@@ -763,7 +790,7 @@ class WebhookDelivery(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.event_type} → {self.webhook.url} ({self.get_status_display().lower()})"
+        return f"{self.event_type} → {self.webhook.target} ({self.get_status_display().lower()})"
 
 
 class WebhookAttempt(models.Model):

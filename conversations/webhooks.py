@@ -10,6 +10,8 @@ instead, signed the app's way, and also hears approval decisions (as follow-ups 
 message: a bot cannot edit what it sent); a webhook in Agentry's format hears what it always did.
 A webhook marked as an escalation channel hears only approvals that waited past the agent's
 escalation time (engine.approvals.approvals_escalate), and their decisions if it is a chat app's.
+A webhook in the email format is a chat format whose "bot" is a list of addresses: the same
+message as plain text, each try an attempt row, retried like a POST.
 """
 
 import hashlib
@@ -20,6 +22,7 @@ import time
 
 import httpx
 from django.conf import settings
+from django.core.mail import send_mail
 from django.db import connection, transaction
 from django.db.models import Q
 from django.urls import reverse
@@ -230,6 +233,20 @@ def _chat_send(delivery: WebhookDelivery) -> Outcome:
     return outcome
 
 
+def _email_send(delivery: WebhookDelivery) -> Outcome:
+    """One email in the email format: the chat message as plain text to the webhook's addresses.
+    Any failure of the mail backend is retryable: an SMTP server that is down may come back."""
+    message = chat_formats.chat_message(
+        event_type=delivery.event_type, payload=delivery.payload, link=_approval_link(delivery.payload)
+    )
+    subject, body = chat_formats.email_text(message)
+    try:
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, delivery.webhook.recipients)
+    except Exception as exc:
+        return None, "", f"{type(exc).__name__}: {exc}"[:RESPONSE_EXCERPT_CHARS], True, None
+    return None, "", "", False, None
+
+
 def _post(url: str, body: bytes, headers: dict) -> tuple[Outcome, str]:
     """(outcome, the answer's text as far as it was read) of one POST."""
     try:
@@ -277,6 +294,8 @@ def webhook_attempt(*, delivery_id) -> float | None:
     if delivery.webhook.format == Webhook.Format.AGENTRY:
         body = json.dumps({"id": str(delivery.pk), **delivery.payload}, ensure_ascii=False, separators=(",", ":"))
         status, excerpt, error, retryable, retry_after = _send(delivery, body.encode())
+    elif delivery.webhook.format == Webhook.Format.EMAIL:
+        status, excerpt, error, retryable, retry_after = _email_send(delivery)
     else:
         status, excerpt, error, retryable, retry_after = _chat_send(delivery)
     will_retry = bool(error) and retryable and number < settings.AGENTRY_WEBHOOK_MAX_ATTEMPTS

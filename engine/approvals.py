@@ -13,22 +13,17 @@ Approval.escalated_at: of two passes at once, exactly one tells the escalation c
 import logging
 from datetime import datetime, timedelta
 
-from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
-from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from agents.models import Agent
 from agents.snapshot import ToolSpec, snapshot_parse, snapshot_tool
 from conversations import events
 from conversations.batch import run_event_append
-from conversations.chat_formats import arguments_text
 from conversations.events import EventType
 from conversations.models import Approval, ApprovalGrant, Run, RunStatus, StopReason
 from conversations.permissions import user_may_decide
-from conversations.webhooks import approval_url
 from engine.dispatch import run_enqueue
 from engine.runs import run_finish
 from engine.speech import agent_says
@@ -353,34 +348,3 @@ def _escalation_event(*, run: Run, approval: Approval, now: datetime) -> None:
         waited_minutes=waited,
     )
     run_event_append(run_id=run.pk, type=EventType.APPROVAL_ESCALATED, payload=payload)
-    recipients = run.agent.escalation_recipients
-    if not recipients:
-        return
-    subject = gettext("[Agentry] Approval waiting %(minutes)s minutes: %(tool)s") % {
-        "minutes": waited,
-        "tool": invocation.tool_name,
-    }
-    lines = [
-        gettext("Tool: %(tool)s") % {"tool": invocation.tool_name},
-        gettext("Agent: %(agent)s") % {"agent": run.agent.slug},
-        gettext("Run: %(run)s") % {"run": run.pk},
-    ]
-    if approval.request_reason:
-        lines.append(gettext("Why: %(why)s") % {"why": approval.request_reason})
-    link = approval_url(approval_id=approval.pk)
-    if link:
-        lines.append(gettext("Decide on the approval's page: %(link)s") % {"link": link})
-    lines += ["", gettext("Arguments:"), arguments_text(approval.arguments)]
-    body = "\n".join(lines)
-    transaction.on_commit(lambda: _escalation_email(recipients=recipients, subject=subject, body=body))
-
-
-def _escalation_email(*, recipients: list[str], subject: str, body: str) -> None:
-    """Plain text, sent after commit: the escalation stands (and its webhooks are told) whatever
-    happens to the email; a mail server that is down is logged."""
-    try:
-        send_mail(" ".join(subject.split()), body, settings.DEFAULT_FROM_EMAIL, recipients)
-    except Exception:
-        log.exception("approval escalation email to %s failed", ", ".join(recipients))
-    else:
-        log.info("approval escalation email sent to %s", ", ".join(recipients))

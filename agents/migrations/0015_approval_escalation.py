@@ -1,8 +1,6 @@
 import django.core.validators
 from django.db import migrations, models
 
-import agents.models
-
 
 class Migration(migrations.Migration):
 
@@ -14,11 +12,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='agent',
             name='approval_escalate_after_minutes',
-            field=models.PositiveIntegerField(blank=True, help_text='An approval still pending this many minutes after it was requested is escalated once: the escalation webhooks and the addresses below are told. Empty: no escalation.', null=True, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(10080)], verbose_name='escalate approvals after (minutes)'),
-        ),
-        migrations.AddField(
-            model_name='agent',
-            name='approval_escalate_emails',
-            field=models.TextField(blank=True, default='', help_text='Addresses to email when an approval is escalated, one per line or separated by commas.', validators=[agents.models.validate_email_list], verbose_name='escalation emails'),
+            field=models.PositiveIntegerField(blank=True, help_text='An approval still pending this many minutes after it was requested is escalated once: the webhooks marked as escalation channels (chat groups, email addresses) are told. Empty: no escalation.', null=True, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(10080)], verbose_name='escalate approvals after (minutes)'),
         ),
     ]

@@ -15,6 +15,7 @@ from conversations.chat_formats import (
     chat_message,
     chat_request,
     chat_response_error,
+    email_text,
     host_allowed,
 )
 
@@ -211,3 +212,21 @@ def test_an_escalation_is_the_request_again_with_how_long_it_waited():
     _url, body = chat_request(fmt="feishu", url="https://open.feishu.cn/x", message=message, secret="", now=NOW)
     text = body.decode()
     assert "@all" not in text and "<!channel>" not in text and "](http" not in text
+
+
+def test_email_text_is_plain_with_a_one_line_subject_and_the_arguments_as_written():
+    arguments = {**HOSTILE, "crlf": "a\r\nBcc: x@evil.example\x00"}
+    payload = _requested(arguments)
+    payload["event"]["payload"]["tool"] = "refund\r\nBcc: x@evil.example"
+    subject, body = email_text(chat_message(event_type="approval.requested", payload=payload, link=LINK))
+    assert subject == "[Agentry] Approval needed: refund Bcc: x@evil.example"
+    assert "Tool: refund Bcc: x@evil.example\n" in body and "Agent: support\n" in body
+    # JSON-escaped arguments: no raw line break or NUL from the model reaches the body.
+    assert json.dumps(HOSTILE["feishu"])[1:-1] in body and "\x00" not in body and "\r" not in body
+    assert body.endswith(f"Open the approval: {LINK}\n")
+
+
+def test_email_text_without_a_link_or_arguments_is_the_facts_only():
+    subject, body = email_text(chat_message(event_type="alert.firing", payload=ALERT))
+    assert subject == "[Agentry] Alert firing: Error rate"
+    assert body.splitlines()[0] == "Summary: 40% of runs failed" and "http" not in body

@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('agents', '0015_approval_escalation'),
+        ('agents', '0014_agent_memory_embedding_model'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
