@@ -168,3 +168,35 @@ def test_the_widget_chats_from_another_origin(api_server, worker, fake_llm, brow
     hosted.locator(".send").click()
     hosted.locator(".msg.assistant").filter(has_text="kiwi").wait_for()
     context.close()
+
+
+def test_the_widget_shows_a_pending_approval_and_goes_on_once_it_is_decided(
+    api_server, worker, fake_llm, browser, site
+):
+    from conversations.models import Approval
+    from engine.approvals import approval_decide
+
+    fake_llm.script("widget-echo", SCRIPT)
+    agent = make_agent(
+        tools=["test-echo"],
+        approval={"test-echo": "always"},
+        model_config=ModelConfigFactory(base_url=fake_llm.api_base, model="widget-echo", stream=True),
+    )
+    origin = f"http://127.0.0.1:{site.server_address[1]}"
+    owner = User.objects.create_user("widget-approver", password="owner-pass-1", is_superuser=True)
+    widget = Widget.objects.create(agent=agent, name="shop", secret=SECRET, owner=owner, allowed_origins=origin)
+    site.pages = {"/": _page_html(api_server.base_url, widget, end_user_token_sign(widget=widget, end_user="dora"))}
+
+    context = browser.new_context(viewport={"width": 1000, "height": 760})
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    page.goto(f"{origin}/")
+    page.locator(".launcher").click()
+    page.locator("textarea").fill("echo heron")
+    page.locator("textarea").press("Enter")
+    page.locator(".note.approval").filter(has_text="Waiting for approval: test-echo").wait_for()
+    approval = Approval.objects.get(run__conversation__agent=agent)
+    approval_decide(approval_id=approval.pk, user=owner, decision="approve", channel="page")
+    page.locator(".note.approval").filter(has_text="Approval decided: test-echo").wait_for()
+    page.locator(".msg.assistant").filter(has_text="You said heron").wait_for()
+    context.close()
