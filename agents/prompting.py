@@ -45,11 +45,16 @@ def prompt_variables(*, now: datetime, time_zone: str, agent_name: str) -> dict:
     }
 
 
+def prompt_text_render(template: str, variables: dict) -> str:
+    """A template that makes text a model reads (a system prompt, a schedule's or a hook's
+    message): compiled once per process, never HTML-escaped."""
+    return _compile(template).render(Context(variables, autoescape=False))
+
+
 def render_system_prompt(*, template: str, now: datetime, time_zone: str, agent_name: str) -> str:
     if not template:
         return ""
-    variables = prompt_variables(now=now, time_zone=time_zone, agent_name=agent_name)
-    return _compile(template).render(Context(variables, autoescape=False))
+    return prompt_text_render(template, prompt_variables(now=now, time_zone=time_zone, agent_name=agent_name))
 
 
 def system_prompt_check(*, template: str, time_zone: str, agent_name: str) -> None:

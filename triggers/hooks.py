@@ -12,15 +12,14 @@ not sign it): the timestamp's tolerance is what bounds a captured request's repl
 import hmac
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
-from django.template import Context, Engine
 from django.utils.translation import gettext as _
 
+from agents.prompting import prompt_text_render
 from conversations.end_users import EndUserInvalid, end_user_clean
 from conversations.models import Run
 from conversations.webhooks import webhook_secret_generate, webhook_signature
@@ -33,9 +32,6 @@ DELIVERY_HEADER = "X-Agentry-Delivery"
 DELIVERY_ID_MAX_CHARS = HookDelivery._meta.get_field("delivery_id").max_length
 # ASCII digits only: str.isdigit() also takes other scripts' digits, which int() reads too.
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
-# Prompt text, not HTML: no autoescaping. The Context says so too: a Context autoescapes
-# whatever its engine's setting, which only Django's template backend passes on.
-_engine = Engine(autoescape=False)
 
 
 @dataclass(frozen=True)
@@ -134,13 +130,8 @@ def hook_delivery_id_clean(value: str | None) -> str:
     return value
 
 
-@lru_cache(maxsize=256)
-def _compile(template: str):
-    return _engine.from_string(template)
-
-
 def _render(template: str, payload: dict) -> str:
-    return _compile(template).render(Context({"payload": payload}, autoescape=False))
+    return prompt_text_render(template, {"payload": payload})
 
 
 def hook_templates_check(*, message: str, end_user: str) -> None:

@@ -18,17 +18,15 @@ import zoneinfo
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 
 from croniter import croniter
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.template import Context, Engine
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from agents.prompting import prompt_variables
+from agents.prompting import prompt_text_render, prompt_variables
 from conversations.models import Run
 from conversations.services import conversation_create
 from engine.admission import conversation_start, message_submit
@@ -45,7 +43,6 @@ MAX_MESSAGE_CHARS = 100_000
 MAX_COUNTED_FIRES = 10_000
 # Schedules fired per tick at most: the rest are due still and fired by the next tick.
 MAX_FIRES_PER_TICK = 500
-_engine = Engine(autoescape=False)
 
 
 def grace() -> timedelta:
@@ -118,11 +115,6 @@ def due_fires(schedule, *, next_fire_at: datetime, now: datetime, coalesce: bool
 # --- What -----------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=256)
-def _compile(template: str):
-    return _engine.from_string(template)
-
-
 def message_render(schedule, *, fire_at: datetime) -> str:
     """The message of the fire at `fire_at`: its template over the fire time in the schedule's
     time zone (fire_time, date, time, weekday...), the schedule's name and its variables (`vars`)."""
@@ -133,7 +125,7 @@ def message_render(schedule, *, fire_at: datetime) -> str:
         "schedule": schedule.name,
         "vars": schedule.variables or {},
     }
-    rendered = _compile(schedule.message).render(Context(context, autoescape=False))  # prompt text, not HTML
+    rendered = prompt_text_render(schedule.message, context)
     if len(rendered) > MAX_MESSAGE_CHARS:
         raise ValueError(
             _("The message renders to %(size)s characters; at most %(limit)s are allowed.")
