@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from agents.models import Agent
 from agents.releases import DRAFT, PUBLISHED, TEST_VERSION_PERMISSION, UnknownVersion
 from api.common import ErrorSerializer, FieldsBuiltOnce, IdempotencyKeyMismatch, JSONInputField, agent_named, reject_nul
-from api.runs import RunSerializer
+from api.runs import RunDetailSerializer
 from api.throttles import (
     END_USER_LIMIT_FIELDS,
     ApiUserThrottle,
@@ -258,7 +258,7 @@ class ConversationViewSet(
             )
         ],
         responses={
-            202: RunSerializer,
+            202: RunDetailSerializer,
             400: ErrorSerializer,
             403: OpenApiResponse(
                 ErrorSerializer,
@@ -329,5 +329,5 @@ class ConversationViewSet(
             # A replayed run may have moved on since: read it as GET /runs/{id}/ would.
             run = runs_visible_to(user=request.user).get(pk=run.pk)
         # A new run is answered from memory: it is queued, with no output, as just written.
-        data = RunSerializer(run, context=self.get_serializer_context()).data
+        data = RunDetailSerializer(run, context=self.get_serializer_context()).data
         return Response(data, status=status.HTTP_202_ACCEPTED, headers=headers)

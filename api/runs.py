@@ -1,4 +1,4 @@
-"""Runs: status and totals, the steps they took, cancellation."""
+"""Runs: status and totals, the steps they took, cancellation; where a fork came from."""
 
 from django.db.models import Prefetch
 from django.urls import reverse
@@ -28,6 +28,9 @@ from engine.operations import user_may_operate
 from engine.runs import run_cancel
 from knowledge.selectors import citations_of, searches_prefetch
 from platform_site.api_errors import ApiConflict
+
+# A run forked many times lists its newest forks; the rest are found by forked_from.
+FORKS_SHOWN = 20
 
 
 class UsageSerializer(serializers.Serializer):
@@ -118,6 +121,10 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     children = serializers.SerializerMethodField(
         help_text="Runs this run delegated to (agents as tools), in the order they started."
     )
+    fork_change = serializers.SerializerMethodField(
+        help_text='For a fork: what it changed, e.g. {"kind": "version", "version": 3, "real_writes": false, '
+        '"by": "alice"}; null for a run that is not a fork.'
+    )
 
     class Meta:
         model = Run
@@ -146,10 +153,17 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "parent_run",
             "parent_tool_invocation",
             "children",
+            "forked_from",
+            "fork_step",
+            "fork_change",
         ]
         extra_kwargs = {
             "parent_run": {"help_text": "The run that delegated to this one (agents as tools), or null."},
             "parent_tool_invocation": {"help_text": "The parent's tool call that started this run, or null."},
+            "forked_from": {"help_text": "For a fork: the run it was forked from (POST /runs/{id}/fork/), or null."},
+            "fork_step": {
+                "help_text": "For a fork: the step of its source it started from; its earlier steps were copied."
+            },
         }
 
     def get_error(self, run: Run) -> str:
@@ -182,6 +196,33 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     def get_events_url(self, run: Run) -> str:
         return self.context["request"].build_absolute_uri(reverse("run-events", kwargs={"run_id": run.pk}))
 
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_fork_change(self, run: Run) -> dict | None:
+        if run.fork_change is None:
+            return None
+        # Who forked is named; their user id is internal.
+        return {key: value for key, value in run.fork_change.items() if key != "by_id"}
+
+
+class RunDetailSerializer(RunSerializer):
+    """One run, as GET /runs/{id}/ shows it: with the forks made of it."""
+
+    forks = serializers.SerializerMethodField(
+        help_text=f"Runs forked from this one that you may see, newest first (at most {FORKS_SHOWN})."
+    )
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "forks"]
+
+    @extend_schema_field(serializers.ListField(child=serializers.UUIDField()))
+    def get_forks(self, run: Run) -> list[str]:
+        # Only a run that has ended is forked (engine.forks): a posted message's answer reads nothing.
+        if not run.is_terminal:
+            return []
+        # Narrowed to the caller: another user's fork lives in their conversation.
+        forks = runs_visible_to(user=self.context["request"].user).filter(forked_from=run)
+        return [str(pk) for pk in forks.order_by("-created_at", "-id").values_list("pk", flat=True)[:FORKS_SHOWN]]
+
 
 class LLMCallStepSerializer(serializers.Serializer):
     kind = serializers.CharField(default="llm_call")
@@ -202,6 +243,10 @@ class LLMCallStepSerializer(serializers.Serializer):
     tool_calls = serializers.SerializerMethodField(help_text="The tool calls it asked for, in the OpenAI format.")
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
+    copied = serializers.BooleanField(
+        help_text="Copied from the run this one was forked from (a step before the fork point): not made again, "
+        "no usage of its own."
+    )
 
     def get_content(self, call) -> str | None:
         message = self.context["messages"].get(call.pk)
@@ -226,7 +271,12 @@ class ToolInvocationStepSerializer(serializers.Serializer):
     approval = serializers.SerializerMethodField(help_text="Status of the approval this call needed, if any.")
     result = serializers.CharField()
     truncated = serializers.BooleanField()
-    simulated = serializers.BooleanField(help_text="The result an evaluation case gave; the tool was not called.")
+    simulated = serializers.BooleanField(
+        help_text="The result an evaluation case or a fork gave; the tool was not called."
+    )
+    copied = serializers.BooleanField(
+        help_text="Copied from the run this one was forked from (a step before the fork point): not run again."
+    )
     error = serializers.CharField()
     latency_ms = serializers.IntegerField(allow_null=True)
     created_at = serializers.DateTimeField()
@@ -267,14 +317,19 @@ class RunFilterSerializer(serializers.Serializer):
         "`previous`; there is no page number or total count, so a page costs the same however large the ledger.",
     ),
     retrieve=extend_schema(
+        responses={200: RunDetailSerializer},
         summary="Read a run",
         description="One run: its status and stop reason, the user's message and the answer, tokens by kind, "
-        "cost, duration, citations and the runs it delegated to. Poll it, or follow its events.",
+        "cost, duration, citations, the runs it delegated to and the forks made of it (and, for a fork, where "
+        "it came from). Poll it, or follow its events.",
     ),
 )
 class RunViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = RunSerializer
     pagination_class = NewestFirstCursorPagination
+
+    def get_serializer_class(self):
+        return RunDetailSerializer if self.action == "retrieve" else RunSerializer
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model

@@ -7,6 +7,7 @@ from api import agents, conversations, end_users, evals, events, exports, memori
 from api.approvals import ApprovalViewSet
 from api.erasure import EndUserErasureView
 from api.feedback import RunFeedbackView
+from api.forks import RunForkView
 from api.hooks import HookView
 
 router = DefaultRouter(trailing_slash=True)
@@ -23,6 +24,7 @@ urlpatterns = [
     # Before the router, whose runs/<pk>/ would take "export" for a run's id.
     path("runs/export/", exports.runs_export, name="runs-export"),
     path("runs/<uuid:run_id>/feedback/", RunFeedbackView.as_view(), name="run-feedback"),
+    path("runs/<uuid:run_id>/fork/", RunForkView.as_view(), name="run-fork"),
     # <path:…>: an end user's id is the application's own and may hold a "/".
     path(
         "end-users/<path:end_user>/conversations/",

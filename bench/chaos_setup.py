@@ -26,7 +26,8 @@ def chaos_script(latency_ms: int) -> dict:
     }
 
 
-def chaos_agent(*, llm_api_base: str, model: str, counting_url: str) -> Agent:
+def count_write_tool(counting_url: str) -> ToolDefinition:
+    """The counting service's write (bench.counting_service): not idempotent, always approved by a person."""
     tool_definitions_sync_from_registry()
     write, _ = ToolDefinition.objects.update_or_create(
         name=WRITE_TOOL,
@@ -43,6 +44,11 @@ def chaos_agent(*, llm_api_base: str, model: str, counting_url: str) -> Agent:
             "timeout_seconds": 10,
         },
     )
+    return write
+
+
+def chaos_agent(*, llm_api_base: str, model: str, counting_url: str) -> Agent:
+    write = count_write_tool(counting_url)
     config, _ = ModelConfig.objects.update_or_create(
         name="chaos", defaults={"base_url": llm_api_base, "model": model, "max_retries": 3}
     )

@@ -73,20 +73,20 @@ WITH spec AS (
     INSERT INTO conversations_llmcall (
         run_id, iteration, attempt, purpose, model_config_id, provider, model_name, request, status, http_status,
         finish_reason, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, total_tokens,
-        usage_estimated, cost, latency_ms, error, started_at, finished_at)
+        usage_estimated, cost, latency_ms, error, copied, started_at, finished_at)
     SELECT r.id, k, 1, 'step', a.model_config_id, 'openai_compatible', 'scale-ledger', '{}'::jsonb, 'succeeded',
            200, CASE WHEN k = %(calls_per_run)s THEN 'stop' ELSE 'tool_calls' END, 1000, 100, 250, 0, 1100, false,
-           0.0003, 300 + (random() * 900)::int, '', r.started_at + (k - 1) * interval '2 seconds',
+           0.0003, 300 + (random() * 900)::int, '', false, r.started_at + (k - 1) * interval '2 seconds',
            r.started_at + (k - 1) * interval '2 seconds' + interval '1 second'
     FROM runs r JOIN agents_agent a ON a.id = r.agent_id CROSS JOIN generate_series(1, %(calls_per_run)s) AS k
     RETURNING id, run_id, iteration, started_at
 ), tools AS (
     INSERT INTO conversations_toolinvocation (
         run_id, llm_call_id, tool_name, tool_call_id, position, raw_arguments, arguments, validation_errors,
-        status, result, truncated, error, idempotency_key, simulated, latency_ms, created_at, started_at,
+        status, result, truncated, error, idempotency_key, simulated, copied, latency_ms, created_at, started_at,
         finished_at)
     SELECT run_id, id, 'get_weather', 'call_' || iteration, 0, '{"city": "成都"}', '{"city": "成都"}', '[]',
-           'succeeded', '晴，25°C', false, '', '', false, 40, started_at + interval '1 second',
+           'succeeded', '晴，25°C', false, '', '', false, false, 40, started_at + interval '1 second',
            started_at + interval '1 second', started_at + interval '1040 milliseconds'
     FROM calls WHERE iteration < %(calls_per_run)s
 )

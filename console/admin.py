@@ -106,6 +106,23 @@ class HasErrorFilter(admin.SimpleListFilter):
         return queryset
 
 
+class ForkFilter(admin.SimpleListFilter):
+    """Forks (engine.forks) are investigations, not traffic: shown apart, or left out."""
+
+    title = gettext_lazy("forks")
+    parameter_name = "fork"
+
+    def lookups(self, request, model_admin):
+        return [("yes", _("forks only")), ("no", _("no forks"))]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(forked_from__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(forked_from__isnull=True)
+        return queryset
+
+
 class GuardrailFilter(admin.SimpleListFilter):
     """Runs a guardrail matched on; "flagged" is the review list (the operator pages link to it)."""
 
@@ -170,10 +187,10 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "created",
         "duration",
     ]
-    list_filter = ["status", "stop_reason", "agent", HasErrorFilter, GuardrailFilter, RunEndUserFilter]
+    list_filter = ["status", "stop_reason", "agent", HasErrorFilter, GuardrailFilter, ForkFilter, RunEndUserFilter]
     list_select_related = ["agent"]
     search_fields = ["id", "conversation__id"]
-    raw_id_fields = ["conversation", "agent_version", "parent_run", "parent_tool_invocation"]
+    raw_id_fields = ["conversation", "agent_version", "parent_run", "parent_tool_invocation", "forked_from"]
     show_full_result_count = False
     date_hierarchy = "created_at"
     readonly_fields = ["timeline", "timeline_without_requests"]
@@ -225,6 +242,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             gettext_lazy("Agents as tools"),
             {"fields": ["parent_run", "parent_tool_invocation", "depth", "children_tokens", "children_cost"]},
         ),
+        (gettext_lazy("Fork"), {"fields": ["forked_from", "fork_step", "fork_change"]}),
         (gettext_lazy("Timeline"), {"fields": ["timeline"]}),
     ]
     inlines = [GuardrailTriggerInline, RunEventInline, KnowledgeSearchInline]
@@ -339,6 +357,7 @@ class LLMCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "iteration",
         "attempt",
         "purpose",
+        "copied",
         "model_name",
         "status",
         "http_status",
@@ -347,7 +366,7 @@ class LLMCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "latency_ms",
         "started_at",
     ]
-    list_filter = ["status", "purpose", "model_config", "usage_estimated"]
+    list_filter = ["status", "purpose", "copied", "model_config", "usage_estimated"]
     raw_id_fields = ["run"]
     search_fields = ["run__id"]
     show_full_result_count = False
@@ -365,8 +384,8 @@ class LLMCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(ToolInvocation)
 class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "run", "tool_name", "status", "simulated", "truncated", "latency_ms", "created_at"]
-    list_filter = ["status", "simulated", "tool_name"]
+    list_display = ["id", "run", "tool_name", "status", "simulated", "copied", "truncated", "latency_ms", "created_at"]
+    list_filter = ["status", "simulated", "copied", "tool_name"]
     raw_id_fields = ["run", "llm_call"]
     search_fields = ["run__id", "tool_call_id", "tool_name"]
     show_full_result_count = False

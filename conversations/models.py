@@ -160,6 +160,16 @@ class StopReason(models.TextChoices):
     INTERNAL_ERROR = "internal_error", _("Internal error")
 
 
+class ForkChange(models.TextChoices):
+    """What a fork of a run changes from its fork point on (engine.forks)."""
+
+    NONE = "none", _("nothing (a replay)")
+    VERSION = "version", _("another agent version")
+    MODEL = "model", _("another model config")
+    TOOL_RESULT = "tool_result", _("an edited tool result")
+    USER_MESSAGE = "user_message", _("an edited user message")
+
+
 class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # Indexed by run_conversation_idx (conversation, created_at), which leads with it.
@@ -210,7 +220,27 @@ class Run(models.Model):
     # Set only on a run an evaluation started (evals): {"results": {tool name: the result the
     # case gives}, "live_reads": whether read tools without a given result run for real}. Its
     # tool step never executes a write tool (engine.tool_step); null marks ordinary traffic.
+    # A fork's run (engine.forks) is sandboxed the same way: {"recorded": the calls its source's
+    # tree made, given back when the same call is made again, "results": what the operator gives
+    # a write tool, "live_reads", "delegate": its delegate calls start sandboxed children,
+    # "real_writes": "approval" lets a person allow a write for real, "model": the model config
+    # it runs instead of its version's}. Evaluations' runs take "recorded" from replayed cases.
     eval_tools = models.JSONField(null=True, blank=True, editable=False, verbose_name=_("evaluation tool results"))
+    # Forks (engine.forks): the run this one was forked from, the step it ran itself from (the
+    # steps before were copied from the source's ledger), and what it changed: {"kind":
+    # ForkChange, the change's own fields, "by"/"by_id": who forked it}.
+    forked_from = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        db_index=False,
+        editable=False,
+        related_name="forks",
+        verbose_name=_("forked from"),
+    )
+    fork_step = models.PositiveIntegerField(null=True, blank=True, editable=False, verbose_name=_("fork step"))
+    fork_change = models.JSONField(null=True, blank=True, editable=False, verbose_name=_("fork change"))
     # Agents as tools (engine.delegation): the run and the tool call that started this run, how
     # many delegations deep it is, and what its delegated runs (their whole trees) used, added
     # as each of them ends so the run's budgets count the tree.
@@ -249,6 +279,8 @@ class Run(models.Model):
             ("operate_run", _("Can cancel, requeue and retry runs")),
             # Export reads everything an auditor may see, in bulk: its own grant, beyond view_run.
             ("export_run", _("Can export runs with their audit rows")),
+            # A fork runs the agent's model and (read) tools again, for whoever forks it.
+            ("fork_run", _("Can fork runs and replay them against a version")),
         ]
         indexes = [
             # The sweeper scans for lapsed leases among running runs only (a few hundred rows per
@@ -279,6 +311,7 @@ class Run(models.Model):
             # The monitoring rollups read the runs that ended in the last hours.
             models.Index(fields=["finished_at"], name="run_finished_idx"),
             models.Index(fields=["parent_run"], condition=Q(parent_run__isnull=False), name="run_parent_idx"),
+            models.Index(fields=["forked_from"], condition=Q(forked_from__isnull=False), name="run_forked_from_idx"),
             models.Index(
                 fields=["parent_tool_invocation"],
                 condition=Q(parent_tool_invocation__isnull=False),
@@ -355,6 +388,9 @@ class LLMCall(models.Model):
     cost = models.DecimalField(max_digits=14, decimal_places=8, default=0, verbose_name=_("cost"))
     latency_ms = models.PositiveIntegerField(null=True, blank=True, verbose_name=_("latency ms"))
     error = models.TextField(blank=True, default="", verbose_name=_("error"))
+    # A fork's copy of its source's call (engine.forks): the answer as recorded, never sent
+    # again; its usage and cost stay the source's (zero here, out of the fork's totals).
+    copied = models.BooleanField(default=False, verbose_name=_("copied"))
     started_at = models.DateTimeField(auto_now_add=True, verbose_name=_("started at"))
     finished_at = models.DateTimeField(null=True, blank=True, verbose_name=_("finished at"))
 
@@ -414,7 +450,11 @@ class ToolInvocation(models.Model):
     idempotency_key = models.CharField(max_length=200, verbose_name=_("idempotency key"))
     latency_ms = models.PositiveIntegerField(null=True, blank=True, verbose_name=_("latency ms"))
     # The result is the one an evaluation case gave; the tool itself was not called.
+    # The result is not the tool's: an evaluation case gave it, or a fork was given it (its
+    # source's recorded result for the same call, or the operator's); the tool was not called.
     simulated = models.BooleanField(default=False, verbose_name=_("simulated"))
+    # A fork's copy of its source's call, before the fork point (engine.forks).
+    copied = models.BooleanField(default=False, verbose_name=_("copied"))
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
     started_at = models.DateTimeField(null=True, blank=True, verbose_name=_("started at"))
     finished_at = models.DateTimeField(null=True, blank=True, verbose_name=_("finished at"))

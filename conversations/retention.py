@@ -134,6 +134,9 @@ def _runs_delete(run_ids: list) -> dict[str, int]:
         ("run_requests", RunRequest),
     ):
         counts[kind] = _execute(f"DELETE FROM {_table(model)} WHERE {_column(model, 'run')} IN ({marks})", keys)
+    # A fork outlives its source: it keeps its copied steps and loses only the link.
+    forked_from = _column(Run, "forked_from")
+    _execute(f"UPDATE {_table(Run)} SET {forked_from} = NULL WHERE {forked_from} IN ({marks})", keys)
     _dependants_release(Run, marks, keys)
     counts["runs"] = _execute(f'DELETE FROM {_table(Run)} WHERE "id" IN ({marks})', keys)
     return counts

@@ -27,7 +27,6 @@ Lock order: the parent's step locks the parent's row, then writes the child; a c
 locks the child's row, then the parent's. Nothing locks a child while holding its parent.
 """
 
-import hashlib
 import json
 from datetime import timedelta
 
@@ -49,12 +48,11 @@ from conversations.models import (
     Conversation,
     Message,
     Run,
-    RunRequest,
     RunStatus,
     StopReason,
     ToolInvocation,
 )
-from engine.dispatch import ACTIVE_STATUSES, run_admit, run_enqueue
+from engine.dispatch import ACTIVE_STATUSES, run_admit, run_enqueue, run_started_record
 from engine.leases import lease_fence
 from engine.limits import budget_limit
 from engine.snapshots import version_snapshot
@@ -151,20 +149,17 @@ def _child_start(*, run: Run, owner: str, invocation: ToolInvocation, spec: Tool
             parent_run=run,
             parent_tool_invocation=invocation,
             depth=run.depth + 1,
+            # A fork's child is sandboxed like the fork (engine.forks), with its own version's model.
+            eval_tools={k: v for k, v in run.eval_tools.items() if k != "model"} if run.eval_tools else None,
             # Taken inside the parent's step: with tracing on, the child's trace continues the parent's.
             **run_trace_fields(),
         )
-        RunRequest.objects.create(
+        run_started_record(
             run=child,
-            conversation=conversation,
             user_id=owner_id,
             content=content,
-            content_hash=hashlib.sha256(content.encode()).hexdigest(),
-        )
-        run_event_append(
-            run_id=child.pk,
-            type=EventType.RUN_QUEUED,
-            payload=events.run_queued(agent_version=version.number, reason=f"delegated by run {run.pk}"),
+            version_number=version.number,
+            reason=f"delegated by run {run.pk}",
         )
         run_admit(child, content, stamped=True)
     invocation.status = Status.RUNNING

@@ -1,5 +1,6 @@
 """Handing runs to workers, and admitting a conversation's waiting runs one at a time."""
 
+import hashlib
 import logging
 from functools import partial
 
@@ -7,8 +8,10 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from conversations.batch import Batch, messages_add
-from conversations.models import Conversation, Message, Run, RunStatus
+from conversations import events
+from conversations.batch import Batch, messages_add, run_event_append
+from conversations.events import EventType
+from conversations.models import Conversation, Message, Run, RunRequest, RunStatus
 from conversations.services import messages_append
 from platform_site.celery import app
 
@@ -17,6 +20,23 @@ log = logging.getLogger(__name__)
 ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_CHILDREN)
 # engine.tasks registers it under its former name too (agents.tasks.run_advance_task).
 RUN_ADVANCE_TASK = "engine.tasks.run_advance_task"
+
+
+def run_started_record(*, run: Run, user_id, content: str, version_number: int, reason: str) -> None:
+    """What a run started outside admission (a delegated run, a fork) records with itself: what
+    it was asked, by whom (its RunRequest), and its first event, run.queued, saying why."""
+    RunRequest.objects.create(
+        run=run,
+        conversation_id=run.conversation_id,
+        user_id=user_id,
+        content=content,
+        content_hash=hashlib.sha256(content.encode()).hexdigest(),
+    )
+    run_event_append(
+        run_id=run.pk,
+        type=EventType.RUN_QUEUED,
+        payload=events.run_queued(agent_version=version_number, reason=reason),
+    )
 
 
 def run_enqueue(*, run_id, stamped: bool = False) -> None:

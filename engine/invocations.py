@@ -115,12 +115,13 @@ def call_decision(
 ) -> CallDecision:
     """What happens to one tool call, from what is known of it: its row, its tool's spec, its
     approval (None: none exists), the loop hint that blocks the step's calls (`blocked`) and the
-    run's evaluation results (`eval_tools`, None outside an evaluation). The order is the promise:
+    run's sandbox (`eval_tools`: an evaluation's or a fork's, None for ordinary traffic). The
+    order is the promise:
 
     1. a loop hint blocks the call (a model repeating malformed calls is looping too);
     2. invalid arguments or an unknown tool: the model reads what is wrong;
-    3. an evaluation's call takes the result its case gives (before delegation: an evaluation's
-       delegate call would run its child's tools for real), see _eval_decision;
+    3. a sandboxed run's call takes the result it is given, see _sandbox_decision (before
+       delegation: an evaluation's delegate call would run its child's tools for real);
     4. an agent as a tool: a child run;
     5. no approval yet: run it, or ask a person if its policy says so;
     6. an approval: wait while it is pending; a hand-off's answer is the result; a rejected,
@@ -131,7 +132,9 @@ def call_decision(
     if invocation.validation_errors or spec is None:
         return Settled(Status.ERROR, " ".join(invocation.validation_errors), error="invalid arguments")
     if eval_tools is not None:
-        return _eval_decision(invocation, spec, eval_tools)
+        sandboxed = _sandbox_decision(invocation, spec, eval_tools, approval)
+        if sandboxed is not None:
+            return sandboxed
     if spec["kind"] == DELEGATE_KIND:
         return Delegate()
     if approval is None:
@@ -147,28 +150,68 @@ def call_decision(
     return Execute(approval.arguments)
 
 
-def _eval_decision(invocation: ToolInvocation, spec: dict, eval_tools: dict) -> CallDecision:
-    """A call of an evaluation run (evals): the result its case gives, recorded as simulated
-    without calling the tool. Such a call needs no approval, since nothing happens. Without a
-    given result, only a read tool that needs no approval runs live, and only if the case allows
-    live reads; anything else fails the call, so an evaluation never changes the outside world
-    nor waits for a person."""
-    given = eval_tools.get("results", {}).get(invocation.tool_name)
+# The error of a sandboxed call refused without running: no result of the tool, so never a
+# recorded one for a fork of this run (engine.forks.recorded_calls leaves these out).
+NOT_RUN_IN_FORK = "not run in a fork"
+NOT_RUN_IN_EVALUATION = "not run in an evaluation"
+NOT_RUN = (NOT_RUN_IN_FORK, NOT_RUN_IN_EVALUATION)
+
+# A fork's write call that a person may let run for real (Run.eval_tools["real_writes"]): the
+# approval's reason says what approving it means.
+REAL_WRITE_REASON = "a fork: approving runs this call for real, with a new idempotency key"
+
+
+def recorded_result(invocation: ToolInvocation, recorded: list) -> dict | None:
+    """The recorded call (a fork's source tree, a replayed case) that is the same call as
+    `invocation`: the same tool with the same arguments, compared by their hash; the first one."""
+    if not recorded or not isinstance(invocation.arguments, dict):
+        return None
+    wanted = arguments_hash(invocation.arguments)
+    for call in recorded:
+        if call.get("name") == invocation.tool_name and arguments_hash(call.get("arguments") or {}) == wanted:
+            return call
+    return None
+
+
+def _sandbox_decision(
+    invocation: ToolInvocation, spec: dict, sandbox: dict, approval: Approval | None
+) -> CallDecision | None:
+    """A call of a sandboxed run (an evaluation's, or a fork's: engine.forks), which never
+    changes the outside world unless a person explicitly allows it. None: the ordinary path
+    decides (a fork's delegate call, or a write a person is asked to allow).
+
+    1. a fork's delegate call starts a child run, sandboxed like the fork (its subtree re-runs);
+    2. the same call as one recorded (the fork's source, the replayed run): its recorded result;
+    3. a result given for the tool (an eval case's, or the operator's for a fork's write);
+    4. a read tool that needs no approval runs live, if the sandbox allows live reads;
+    5. a fork that lets writes run after an approval: a person is asked (and decides);
+    6. otherwise the call fails, readably, without running.
+    Given results are recorded as simulated and need no approval, since nothing happens."""
+    if spec["kind"] == DELEGATE_KIND and sandbox.get("delegate"):
+        return None
+    same = recorded_result(invocation, sandbox.get("recorded"))
+    given = same["result"] if same is not None else sandbox.get("results", {}).get(invocation.tool_name)
     if given is not None:
         # Cut like the tool's own result would be, so the model sees what it would see live.
         shown = trim_text(scrub_nul(str(given)), spec["max_result_chars"])
-        return Settled(Status.SUCCEEDED, shown.text, truncated=shown.truncated, simulated=True)
-    live = (
-        eval_tools.get("live_reads", False)
-        and spec["side_effect"] == "read"
-        and not approval_need(spec=spec, arguments=invocation.arguments).required
-    )
-    if live:
+        status = Status.ERROR if same is not None and same.get("error") else Status.SUCCEEDED
+        return Settled(status, shown.text, truncated=shown.truncated, simulated=True)
+    needs_approval = approval_need(spec=spec, arguments=invocation.arguments).required
+    if sandbox.get("live_reads", False) and spec["side_effect"] == "read" and not needs_approval:
         return Execute(invocation.arguments)
+    if sandbox.get("real_writes") == "approval" and spec["kind"] != DELEGATE_KIND:
+        return AskApproval(REAL_WRITE_REASON) if approval is None else None
+    if "fork" in sandbox:
+        return Settled(
+            Status.ERROR,
+            f"Tool {spec['name']} was not run: this is a fork of a run, its source made no such call and no "
+            "result was given for it.",
+            error=NOT_RUN_IN_FORK,
+        )
     return Settled(
         Status.ERROR,
         f"Tool {spec['name']} was not run: this is an evaluation run and its case gives no result for this tool.",
-        error="not run in an evaluation",
+        error=NOT_RUN_IN_EVALUATION,
     )
 
 

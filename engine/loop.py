@@ -52,7 +52,7 @@ from engine.llm_step import llm_step
 from engine.model_call import EMPTY_ANSWER_MESSAGE, DeadlineReached, EmptyAnswer, ModelStepFailed
 from engine.next_step import Finish, RunTools, Step, next_step
 from engine.runs import run_finish, run_park_for_approval
-from engine.snapshots import version_snapshot
+from engine.snapshots import run_snapshot
 from engine.speech import agent_says
 from engine.tool_step import tool_step
 from engine.tracing import run_slice
@@ -99,7 +99,7 @@ def _step(run_id, owner: str, carried: Carried | None = None) -> Carried | Finis
     run, messages = (carried.run, carried.messages) if carried else step_read(run_id=run_id)
     if run.status != RunStatus.RUNNING or run.lease_owner != owner:
         raise LeaseLost(str(run_id))
-    snapshot = version_snapshot(run.agent_version_id)
+    snapshot = run_snapshot(run)
     step = carried.decided if carried and carried.decided else _decide(run, messages, snapshot)
     if isinstance(step, Finish):
         return step

@@ -15,3 +15,11 @@ from agents.snapshot import AgentSnapshot, snapshot_parse
 @lru_cache(maxsize=256)
 def version_snapshot(version_id: int) -> AgentSnapshot:
     return snapshot_parse(AgentVersion.objects.values_list("snapshot", flat=True).get(pk=version_id))
+
+
+def run_snapshot(run) -> AgentSnapshot:
+    """The snapshot a run's steps use: its version's, with the model a fork runs instead
+    (Run.eval_tools["model"], engine.forks) and no fallback, which the fork did not ask for."""
+    snapshot = version_snapshot(run.agent_version_id)
+    model = (run.eval_tools or {}).get("model")
+    return snapshot if model is None else {**snapshot, "model": model, "fallback_model": None}

@@ -11,11 +11,13 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from agents.models import Agent
+from agents.models import Agent, ModelConfig
 from agents.releases import DRAFT
 from agents.selectors import agents_usable_by
+from conversations.models import StopReason
 from evals.jsonl import CaseLineInvalid, case_to_line
 from evals.models import EvalCase, EvalResult, EvalRun, EvalSuite, ReleaseGate
+from evals.replays import DEFAULT_LIMIT, MAX_LIMIT, ReplayFilter, ReplayInvalid, replay_start
 from evals.services import (
     EvalNotAllowed,
     VersionNotFound,
@@ -154,6 +156,79 @@ class EvalRunStartForm(forms.ModelForm):
         return data
 
 
+REPLAY_PERMISSIONS = ("conversations.fork_run", "evals.add_evalrun")
+
+
+class ReplayForm(forms.Form):
+    """Which production runs are replayed on which version (evals.replays.ReplayFilter)."""
+
+    agent = forms.ModelChoiceField(queryset=Agent.objects.none(), label=gettext_lazy("agent"))
+    version = forms.CharField(
+        initial=DRAFT,
+        max_length=20,
+        label=gettext_lazy("version"),
+        help_text=gettext_lazy('The version the runs are replayed on: "draft", "published" or a version number.'),
+    )
+    from_version = forms.IntegerField(
+        required=False, min_value=1, label=gettext_lazy("runs of version"), help_text=gettext_lazy("Empty: any.")
+    )
+    since = forms.DateTimeField(required=False, label=gettext_lazy("since"))
+    until = forms.DateTimeField(required=False, label=gettext_lazy("until"))
+    stop_reasons = forms.MultipleChoiceField(
+        required=False,
+        choices=StopReason.choices,
+        widget=forms.CheckboxSelectMultiple,
+        label=gettext_lazy("stop reasons"),
+        help_text=gettext_lazy("None chosen: any."),
+    )
+    negative_feedback = forms.BooleanField(required=False, label=gettext_lazy("only runs rated not helpful"))
+    limit = forms.IntegerField(
+        initial=DEFAULT_LIMIT, min_value=1, max_value=MAX_LIMIT, label=gettext_lazy("newest runs at most")
+    )
+    name = forms.CharField(required=False, max_length=100, label=gettext_lazy("suite name"))
+    rubric = forms.CharField(
+        required=False,
+        max_length=5000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        label=gettext_lazy("answer rubric"),
+        help_text=gettext_lazy(
+            "Empty: a replay passes only with exactly the original answer. Otherwise the judge model grades the "
+            "answer by this rubric, with the original answer as the reference."
+        ),
+    )
+    judge = forms.ModelChoiceField(
+        required=False, queryset=ModelConfig.objects.none(), label=gettext_lazy("judge model")
+    )
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.fields["agent"].queryset = agents_usable_by(user=user).order_by("name")
+        self.fields["judge"].queryset = ModelConfig.objects.order_by("name")
+
+    def clean(self):
+        data = super().clean()
+        agent = data.get("agent")
+        if agent is not None and data.get("version"):
+            try:
+                self.candidate = eval_version_resolve(agent=agent, version=data["version"])
+            except VersionNotFound:
+                self.add_error("version", _("The agent has no such version."))
+        return data
+
+    def replay_filter(self) -> ReplayFilter:
+        data = self.cleaned_data
+        return ReplayFilter(
+            agent=data["agent"],
+            version=data["from_version"],
+            since=data["since"],
+            until=data["until"],
+            stop_reasons=tuple(data["stop_reasons"]),
+            negative_feedback_only=data["negative_feedback"],
+            limit=data["limit"],
+        )
+
+
 class EvalResultInline(ReadOnlyInline):
     model = EvalResult
     fields = [
@@ -212,6 +287,43 @@ class EvalRunAdmin(admin.ModelAdmin):
     exclude = ["metrics"]
     inlines = [EvalResultInline]
     actions = ["collect", "compare"]
+    change_list_template = "admin/evals/evalrun/change_list.html"
+
+    def get_urls(self):
+        view = path("replay/", self.admin_site.admin_view(self.replay_view), name="evals_evalrun_replay")
+        return [view, *super().get_urls()]
+
+    def changelist_view(self, request, extra_context=None):
+        extra = {"may_replay": request.user.has_perms(REPLAY_PERMISSIONS), **(extra_context or {})}
+        return super().changelist_view(request, extra_context=extra)
+
+    def replay_view(self, request):
+        """Replay production runs on a version: a new suite of them and its eval run, shown when started."""
+        if not request.user.has_perms(REPLAY_PERMISSIONS):
+            raise PermissionDenied
+        form = ReplayForm(request.POST or None, user=request.user)
+        if request.method == "POST" and form.is_valid():
+            try:
+                eval_run = replay_start(
+                    filter=form.replay_filter(),
+                    candidate=form.candidate,
+                    user=request.user,
+                    name=form.cleaned_data["name"] or None,
+                    rubric=form.cleaned_data["rubric"],
+                    judge=form.cleaned_data["judge"],
+                )
+            except ReplayInvalid as exc:
+                form.add_error(None, str(exc))
+            else:
+                self.message_user(request, _("Replay started."), messages.SUCCESS)
+                return HttpResponseRedirect(reverse("admin:evals_evalrun_change", args=[eval_run.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "form": form,
+            "title": _("Replay production runs"),
+        }
+        return TemplateResponse(request, "admin/evals/evalrun/replay.html", context, status=400 if form.errors else 200)
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:
@@ -289,7 +401,7 @@ class EvalRunAdmin(admin.ModelAdmin):
 class ReleaseGateAdmin(admin.ModelAdmin):
     """Who may loosen the gate is who may change it (evals.change_releasegate), not who publishes."""
 
-    list_display = ["agent", "suite", "repetitions", "max_rate_drop", "max_cost_increase", "enabled"]
+    list_display = ["agent", "suite", "repetitions", "max_rate_drop", "max_cost_increase", "replay_hours", "enabled"]
     list_filter = ["enabled"]
     list_select_related = ["agent", "suite"]
     autocomplete_fields = ["agent"]

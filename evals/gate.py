@@ -3,17 +3,34 @@
 With a gate on the agent, publishing the draft or promoting a canary's candidate needs a finished
 eval run of the gate's suite on that version; once the agent has a published version, that run is
 compared with one of the published version (same suite and repetitions) and any regression beyond
-the gate's thresholds refuses the release, naming what regressed. The eval runs are read, never
-started here: a release is an operator's click, an evaluation takes minutes (`agentry_eval` or the
-admin's *Start an eval run* makes them)."""
+the gate's thresholds refuses the release, naming what regressed. The suite's eval runs are read,
+never started here: a release is an operator's click, an evaluation takes minutes (`agentry_eval` or the
+admin's *Start an eval run* makes them).
 
+With `replay_hours` set, a release against a published version also needs the agent's production
+runs of that many last hours replayed (evals.replays) on the candidate and on the published
+version, compared with the same thresholds. A release refused for want of them sends the task
+that starts them (not on commit: the refusal rolls the release's transaction back, and the task
+reads only rows committed before it) and says so; the next attempt, once they have finished,
+compares them. With no production run in the window there is nothing to replay."""
+
+import logging
+from datetime import timedelta
+
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from agents.models import Agent, AgentVersion
 from agents.releases import ReleaseRefused
 from evals.compare import Thresholds, case_rows, metric_rows
-from evals.models import EvalRun, ReleaseGate
+from evals.models import EvalRun, EvalRunStatus, EvalSuite, ReleaseGate
+from evals.replays import MAX_LIMIT, ReplayFilter, replay_runs_select
 from evals.selectors import eval_results_data, eval_run_reusable
+from platform_site.celery import app
+
+log = logging.getLogger(__name__)
+
+RELEASE_REPLAY_TASK = "evals.tasks.release_replay_task"
 
 
 def _eval_run_of(gate: ReleaseGate, version: AgentVersion, *, role: str) -> EvalRun:
@@ -37,8 +54,14 @@ def release_gate_check(*, agent: Agent, version: AgentVersion, action: str) -> N
     candidate = _eval_run_of(gate, version, role=_("candidate"))
     if agent.published_version_id is None or agent.published_version_id == version.pk:
         return  # a first release: nothing to regress against, the evaluation itself is the bar
-    baseline = _eval_run_of(gate, AgentVersion.objects.get(pk=agent.published_version_id), role=_("published"))
+    published = AgentVersion.objects.get(pk=agent.published_version_id)
     thresholds = Thresholds(max_rate_drop=gate.max_rate_drop, max_cost_increase=gate.max_cost_increase)
+    _regressions_refuse(_eval_run_of(gate, published, role=_("published")), candidate, thresholds)
+    if gate.replay_hours:
+        _replay_check(gate, candidate=version, published=published, thresholds=thresholds)
+
+
+def _regressions_refuse(baseline: EvalRun, candidate: EvalRun, thresholds: Thresholds) -> None:
     rows = metric_rows(baseline.metrics or {}, candidate.metrics or {}, thresholds) + case_rows(
         eval_results_data(eval_run=baseline), eval_results_data(eval_run=candidate), thresholds
     )
@@ -51,3 +74,44 @@ def release_gate_check(*, agent: Agent, version: AgentVersion, action: str) -> N
         raise ReleaseRefused(
             message % {"baseline": baseline.pk, "candidate": candidate.pk, "names": ", ".join(regressed)}
         )
+
+
+def release_replay_filter(*, agent: Agent, hours: int) -> ReplayFilter:
+    """The production traffic a gate replays: the agent's runs of the last `hours` hours."""
+    return ReplayFilter(agent=agent, since=timezone.now() - timedelta(hours=hours), limit=MAX_LIMIT)
+
+
+def _replay_check(
+    gate: ReleaseGate, *, candidate: AgentVersion, published: AgentVersion, thresholds: Thresholds
+) -> None:
+    """ReleaseRefused unless the newest replay of the window, on both versions, has no regression."""
+    if not replay_runs_select(release_replay_filter(agent=gate.agent, hours=gate.replay_hours)).exists():
+        return  # no production traffic in the window: nothing to replay
+    fresh = EvalSuite.objects.filter(
+        replay__agent=gate.agent_id, created_at__gte=timezone.now() - timedelta(hours=gate.replay_hours)
+    ).order_by("-created_at")
+    running = False
+    for suite in fresh:
+        runs = {
+            version.pk: EvalRun.objects.filter(suite=suite, agent_version=version).order_by("-started_at").first()
+            for version in (candidate, published)
+        }
+        if all(run is not None and run.status == EvalRunStatus.COMPLETED for run in runs.values()):
+            _regressions_refuse(runs[published.pk], runs[candidate.pk], thresholds)
+            return
+        running = running or any(run is not None and run.status == EvalRunStatus.RUNNING for run in runs.values())
+    if not running:
+        try:
+            app.tasks[RELEASE_REPLAY_TASK].apply_async(
+                args=[gate.agent_id, candidate.pk, published.pk, gate.replay_hours]
+            )
+        except Exception:
+            # The release is refused either way; the next attempt sends the task again.
+            log.exception("agent %s: the release gate's replay task not sent", gate.agent_id)
+    raise ReleaseRefused(
+        _(
+            "The release gate replays the production runs of the last %(hours)s hours on the candidate and the "
+            "published version first: the replays are under way; try again once they have finished."
+        )
+        % {"hours": gate.replay_hours}
+    )

@@ -24,6 +24,9 @@ class EvalSuite(models.Model):
         verbose_name=_("judge model"),
         help_text=_("The model that judges the answers of the cases with a rubric."),
     )
+    # A replay suite's (evals.replays): the agent and the filter its cases were picked with, and
+    # the runs they replay; None for a suite written by hand. The release gate finds its replays by it.
+    replay = models.JSONField(null=True, blank=True, editable=False, verbose_name=_("replay"))
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
@@ -73,6 +76,28 @@ def _names_check(names, what: str) -> None:
         raise ExpectationInvalid(f"{what} must be a list of tool names")
 
 
+MAX_RECORDED_CALLS = 500
+
+
+def recorded_calls_check(calls) -> None:
+    """[{"name": text, "arguments": object, "result": text, "error": bool (optional)}, …]."""
+    if not isinstance(calls, list) or len(calls) > MAX_RECORDED_CALLS:
+        raise ExpectationInvalid(f"recorded calls are a list of at most {MAX_RECORDED_CALLS}")
+    for number, call in enumerate(calls, start=1):
+        if (
+            not isinstance(call, dict)
+            or not isinstance(call.get("name"), str)
+            or not call["name"]
+            or not isinstance(call.get("arguments"), dict)
+            or not isinstance(call.get("result"), str)
+            or not isinstance(call.get("error", False), bool)
+            or set(call) - {"name", "arguments", "result", "error"}
+        ):
+            raise ExpectationInvalid(
+                f'recorded call {number}: {{"name": text, "arguments": object, "result": text, "error": true|false}}'
+            )
+
+
 def _tool_results_check(results) -> None:
     if not isinstance(results, dict) or not all(isinstance(v, str) for v in results.values()):
         raise ExpectationInvalid("tool results map a tool name to the text it returns")
@@ -87,7 +112,9 @@ TEXT_AND_JSON_FIELDS = (
     "answer_pattern",
     "answer_schema",
     "answer_rubric",
+    "answer_equals",
     "tool_results",
+    "recorded_calls",
     "prior_conversations",
     "remembered",
     "forgotten",
@@ -132,6 +159,13 @@ class EvalCase(models.Model):
         help_text=_("What a good answer does, judged by the suite's judge model (pass or fail)."),
         verbose_name=_("answer rubric"),
     )
+    # A replayed run's answer (evals.replays): the answer must be this text, whitespace at the ends aside.
+    answer_equals = models.TextField(
+        blank=True,
+        default="",
+        help_text=_("The answer must be exactly this text (leading and trailing whitespace aside)."),
+        verbose_name=_("answer equals"),
+    )
     max_model_turns = models.PositiveIntegerField(null=True, blank=True, verbose_name=_("max model turns"))
     max_tokens = models.PositiveIntegerField(null=True, blank=True, verbose_name=_("max tokens"))
     tool_results = models.JSONField(
@@ -142,6 +176,17 @@ class EvalCase(models.Model):
             "A write tool without a given result fails its call."
         ),
         verbose_name=_("tool results"),
+    )
+    # A case replayed from a production run (evals.replays): the calls that run made, each given
+    # back when the candidate makes the same call (same tool, same arguments), before tool_results.
+    recorded_calls = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=_(
+            '[{"name": "tool name", "arguments": {…}, "result": "text"}, …]: what the replayed run\'s calls '
+            "returned; the same call (same tool, same arguments) gets the same result, without being called."
+        ),
+        verbose_name=_("recorded calls"),
     )
     live_reads = models.BooleanField(
         default=True,
@@ -205,6 +250,7 @@ class EvalCase(models.Model):
             ("answer_pattern", lambda: self.answer_pattern and pattern_check(self.answer_pattern)),
             ("answer_schema", lambda: self.answer_schema is not None and schema_check(self.answer_schema)),
             ("tool_results", lambda: _tool_results_check(self.tool_results)),
+            ("recorded_calls", lambda: recorded_calls_check(self.recorded_calls)),
             ("prior_conversations", lambda: _prior_conversations_check(self.prior_conversations)),
             ("remembered", lambda: _texts_check(self.remembered)),
             ("forgotten", lambda: _texts_check(self.forgotten)),
@@ -344,6 +390,15 @@ class ReleaseGate(models.Model):
         validators=[MinValueValidator(0)],
         verbose_name=_("largest cost increase"),
         help_text=_("Turns, tokens, cost or latency rising by more than this fraction blocks."),
+    )
+    replay_hours = models.PositiveIntegerField(
+        default=0,
+        validators=[MaxValueValidator(24 * 30)],
+        verbose_name=_("replay hours"),
+        help_text=_(
+            "0: off. Otherwise a release also needs the agent's production runs of the last this many hours "
+            "replayed on the candidate and on the published version, with no regression beyond the thresholds."
+        ),
     )
     enabled = models.BooleanField(default=True, verbose_name=_("enabled"))
 

@@ -27,6 +27,7 @@ def expectations_of(case) -> dict:
         "forbidden_tools": case.forbidden_tools,
         "expect_no_tool": case.expect_no_tool,
         "answer_contains": case.answer_contains,
+        "answer_equals": case.answer_equals,
         "answer_pattern": case.answer_pattern,
         "answer_schema": case.answer_schema,
         "max_model_turns": case.max_model_turns,
@@ -37,7 +38,7 @@ def expectations_of(case) -> dict:
 
 
 FINAL_ANSWER = "final_answer"
-ANSWER_KINDS = ("answer_contains", "answer_pattern", "answer_schema")
+ANSWER_KINDS = ("answer_equals", "answer_contains", "answer_pattern", "answer_schema")
 
 
 def _check(kind: str, passed: bool, reason: str) -> dict:
@@ -83,8 +84,17 @@ def _answer_json(answer: str):
         return None, f"the answer is not JSON: {exc}"
 
 
+def _preview(text: str, limit: int = 80) -> str:
+    text = text.strip()
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
 def _answer_checks(expectations: dict, answer: str) -> list[dict]:
     checks = []
+    if expectations.get("answer_equals"):
+        same = answer.strip() == expectations["answer_equals"].strip()
+        reason = "the same answer" if same else f"a different answer from {_preview(expectations['answer_equals'])}"
+        checks.append(_check("answer_equals", same, reason))
     if expectations.get("answer_contains"):
         wanted = expectations["answer_contains"]
         found = wanted in answer

@@ -88,6 +88,9 @@ def eval_end_user(*, case: EvalCase, repetition: int) -> str:
 
 def _eval_tools(case: EvalCase, eval_run: EvalRun) -> dict:
     tools = {"results": case.tool_results, "live_reads": case.live_reads}
+    if case.recorded_calls:
+        # A replayed run's calls: the same call gets its recorded result (before "results").
+        tools["recorded"] = case.recorded_calls
     if case.uses_memory:
         tools["memory_scope"] = eval_memory_scope(eval_run_id=eval_run.pk)
     return tools

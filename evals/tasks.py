@@ -2,7 +2,10 @@
 
 from celery import shared_task
 
+from agents.models import Agent, AgentVersion
+from evals.gate import RELEASE_REPLAY_TASK, release_replay_filter
 from evals.models import EvalRun, EvalRunStatus
+from evals.replays import ReplayInvalid, replay_again, replay_start
 from evals.services import EVAL_COLLECT_TASK, eval_run_collect, eval_run_collect_later, eval_runs_sweep
 
 # An eval run's runs end within their deadlines (or the sweeper ends them); the task follows
@@ -25,3 +28,19 @@ def eval_runs_sweep_task() -> dict:
     """On beat (settings: sweep-eval-runs): a chain of collection tasks that broke (a lost
     message, a worker down when it was due) is picked up here, and no eval run stays running."""
     return eval_runs_sweep()
+
+
+@shared_task(name=RELEASE_REPLAY_TASK, ignore_result=True)
+def release_replay_task(agent_id: int, candidate_id: int, published_id: int, hours: int) -> None:
+    """The release gate's replays (evals.gate): the window's production runs on both versions."""
+    agent = Agent.objects.filter(pk=agent_id).first()
+    versions = {v.pk: v for v in AgentVersion.objects.filter(pk__in=[candidate_id, published_id], agent_id=agent_id)}
+    if agent is None or len(versions) != 2:
+        return  # deleted meanwhile
+    try:
+        eval_run = replay_start(
+            filter=release_replay_filter(agent=agent, hours=hours), candidate=versions[candidate_id], user=None
+        )
+    except ReplayInvalid:
+        return  # the window's runs aged out meanwhile: the gate finds nothing to replay
+    replay_again(eval_run=eval_run, version=versions[published_id], user=None)

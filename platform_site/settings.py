@@ -444,7 +444,7 @@ SPECTACULAR_SETTINGS.update(
         "TAGS": [
             {"name": "agents", "description": "The agents a token's user may talk to."},
             {"name": "conversations", "description": "Conversations with an agent, and the messages that start runs."},
-            {"name": "runs", "description": "Runs: status, answer, usage, steps, live events, cancel and export."},
+            {"name": "runs", "description": "Runs: status, answer, usage, steps, live events, cancel, export, forks."},
             {"name": "end-users", "description": "Your end users: their conversations, runs, memories; forget one."},
             {"name": "approvals", "description": "Tool calls waiting for a person, and their decisions."},
             {"name": "eval-suites", "description": "Eval suites and their cases."},

@@ -4,7 +4,15 @@ the export keeps the stored values, so they are looked up here when a page is dr
 
 from django.utils.translation import gettext as _
 
-from conversations.models import Approval, GuardrailTrigger, LLMCall, RunStatus, StopReason, ToolInvocation
+from conversations.models import (
+    Approval,
+    ForkChange,
+    GuardrailTrigger,
+    LLMCall,
+    RunStatus,
+    StopReason,
+    ToolInvocation,
+)
 
 _STATUS_CHOICES = {
     "llm_call": LLMCall.Status,
@@ -25,6 +33,10 @@ def step_status_text(step: dict) -> str:
     return _label(_STATUS_CHOICES[step["kind"]], step["status"])
 
 
+def tool_status_text(status: str) -> str:
+    return _label(ToolInvocation.Status, status)
+
+
 def run_status_text(status: str) -> str:
     return _label(RunStatus, status)
 
@@ -43,6 +55,10 @@ def approval_channel_text(channel: str) -> str:
 
 def guardrail_side_text(side: str) -> str:
     return _label(GuardrailTrigger.Side, side)
+
+
+def fork_change_text(kind: str) -> str:
+    return _label(ForkChange, kind)
 
 
 def purpose_text(purpose: str) -> str:

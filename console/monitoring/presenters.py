@@ -11,6 +11,7 @@ from console.monitoring.charts import PALETTE, STATUS_COLORS, latency_bars, stac
 from console.monitoring.labels import (
     approval_channel_text,
     approval_status_text,
+    fork_change_text,
     llm_call_title,
     run_status_text,
     step_status_text,
@@ -156,4 +157,20 @@ def run_outcome(run: dict) -> dict:
         "status_text": run_status_text(run["status"]),
         "stop_reason_text": stop_reason_text(run["stop_reason"]),
         "duration_text": duration_text(run["duration_ms"]),
+    }
+
+
+def fork_context(run: dict) -> dict:
+    """A run's forks in words, for its timeline: what it was forked with (when it is a fork),
+    and the runs forked from it."""
+    change = run["fork_change"] or {}
+    fork_of = None
+    if run["forked_from"]:
+        fork_of = {"step": run["fork_step"], "change_text": fork_change_text(change.get("kind", ""))}
+    return {
+        "fork_of": fork_of,
+        "forks": [
+            {**fork, "change_text": fork_change_text(fork["change"]), "status_text": run_status_text(fork["status"])}
+            for fork in run["forks"]
+        ],
     }

@@ -1,7 +1,8 @@
 """A run's whole story as one JSON document: the run (with what it was asked and what it
 answered), each model call and tool call in order (request, response, tokens by kind, cost,
 latency, arguments, result, approval and decider, delegated runs and their durations), its
-guardrail triggers, the long-term memories it was shown and wrote, and its events. The timeline
+guardrail triggers, the long-term memories it was shown and wrote, its events, and its forks
+(the run it was forked from, the runs forked from it; copied calls are marked). The timeline
 page shows it and copies it; a fixed number of queries whatever the run's size (one reads the
 runs its delegate calls started)."""
 
@@ -36,6 +37,8 @@ def _llm_call(call, *, requests: bool) -> dict:
         "cost": fixed_amount(call.cost),
         "latency_ms": call.latency_ms,
         "error": call.error,
+        # A fork's copy of its source's call (engine.forks): not sent again, no usage of its own.
+        "copied": call.copied,
         "started_at": _iso(call.started_at),
         "finished_at": _iso(call.finished_at),
         # The agent's rendered system prompt and tools: None unless the reader may see agents'
@@ -77,6 +80,7 @@ def _tool_invocation(invocation) -> dict:
         "result": invocation.result,
         "truncated": invocation.truncated,
         "simulated": invocation.simulated,
+        "copied": invocation.copied,
         "error": invocation.error,
         "latency_ms": invocation.latency_ms,
         "idempotency_key": invocation.idempotency_key,
@@ -138,6 +142,22 @@ def _memories(run: Run) -> dict:
     }
 
 
+def _forks(run: Run) -> list[dict]:
+    """The runs forked from this one, oldest first."""
+    forks = Run.objects.filter(forked_from=run).order_by("created_at", "id")
+    return [
+        {
+            "id": str(fork["id"]),
+            "fork_step": fork["fork_step"],
+            "change": (fork["fork_change"] or {}).get("kind", ""),
+            "by": (fork["fork_change"] or {}).get("by", ""),
+            "status": fork["status"],
+            "created_at": _iso(fork["created_at"]),
+        }
+        for fork in forks.values("id", "fork_step", "fork_change", "status", "created_at")
+    ]
+
+
 def run_timeline_export(*, run: Run, requests: bool) -> dict:
     answer = run_final_answer(run=run)
     steps = [
@@ -181,6 +201,12 @@ def run_timeline_export(*, run: Run, requests: bool) -> dict:
             "depth": run.depth,
             "children_tokens": run.children_tokens,
             "children_cost": fixed_amount(run.children_cost),
+            # Forks (engine.forks): the run this one was forked from, at which step, changing
+            # what; and the runs forked from this one.
+            "forked_from": str(run.forked_from_id) if run.forked_from_id else None,
+            "fork_step": run.fork_step,
+            "fork_change": run.fork_change,
+            "forks": _forks(run),
         },
         "steps": steps,
         # What matched is masked for personal data (agents.guardrails): never the number itself.

@@ -11,8 +11,10 @@ urlpatterns = [
     path("runs/<uuid:run_id>/", views.run_timeline_page, name="run"),
     path("runs/<uuid:run_id>/timeline.json", views.run_timeline_json, name="run-json"),
     path("runs/<uuid:run_id>/events.json", views.run_events_json, name="run-events"),
-    # Before the actions: "eval-case" would read as one.
+    # Before the actions: "eval-case" and "compare" would read as ones.
     path("runs/<uuid:run_id>/eval-case/", views.run_eval_case, name="run-eval-case"),
+    path("runs/<uuid:run_id>/compare/", views.run_compare, name="run-compare"),
+    path("runs/<uuid:run_id>/fork/<int:step>/", views.run_fork_post, name="run-fork"),
     path("runs/<uuid:run_id>/<slug:action>/", views.run_action, name="run-action"),
     path("try/", views.try_agent, name="try"),
     path("try/send/", views.try_agent_send, name="try-send"),

@@ -1,7 +1,8 @@
 """Staff pages: the monitoring dashboard (with its HTML panel and JSON data endpoints), a run's
-timeline, the operator actions, and the try-an-agent page. Thin: selectors and services do
-the work. Each page asks for the permission that matches its power: seeing runs
-(view_run), acting on them (operate_run), or starting them (add_run) - being staff is not enough."""
+timeline, the operator actions, forks (made from a step of the timeline, compared with their
+source), and the try-an-agent page. Thin: selectors and services do the work. Each page asks for
+the permission that matches its power: seeing runs (view_run), acting on them (operate_run),
+forking them (fork_run), or starting them (add_run) - being staff is not enough."""
 
 import logging
 from functools import wraps
@@ -20,16 +21,19 @@ from django.utils.translation import gettext as _
 from agents.releases import UnknownVersion
 from alerts.permissions import VIEW_FIRINGS_PERMISSION
 from console.monitoring.event_lines import event_lines
+from console.monitoring.fork_comparison import fork_comparison
+from console.monitoring.fork_forms import FORK_PERMISSION, ForkForm, fork_choices, fork_forms, step_tool_calls
 from console.monitoring.forms import EvalCaseFromRunForm, TryAgentForm
-from console.monitoring.presenters import dashboard_context, run_outcome, timeline_rows
+from console.monitoring.presenters import dashboard_context, fork_context, run_outcome, timeline_rows
 from console.monitoring.selectors import alerts_open, dashboard_snapshot, run_events_after
 from console.monitoring.services import ConversationNotFound, try_message_post
 from console.monitoring.timeline import run_timeline_export
 from console.monitoring.waterfall import run_waterfall
-from conversations.models import Run
+from conversations.models import TERMINAL_STATUSES, Run
 from conversations.permissions import user_may_decide
 from conversations.selectors import agent_config_visible_to
 from engine.admission import ConversationBusy
+from engine.forks import ForkInvalid, ForkNotAllowed, run_fork
 from engine.operations import (
     OPERATE_PERMISSION,
     RunActionRefused,
@@ -144,10 +148,22 @@ def _run(run_id) -> Run:
     return get_object_or_404(Run.objects.select_related("agent", "agent_version"), pk=run_id)
 
 
-def _timeline_page(request, run: Run, *, case_form=None, status: int = 200):
+def _with_fork_forms(request, run: Run, export: dict, rows: list[dict], bound: ForkForm | None) -> None:
+    """A "Fork from here" form on each step's model call row, for those who may fork a run that
+    has ended."""
+    forms = {}
+    if request.user.has_perm(FORK_PERMISSION) and run.status in TERMINAL_STATUSES:
+        forms = fork_forms(steps=export["steps"], choices=fork_choices(run=run), bound=bound)
+    for row in rows:
+        row["fork_form"] = forms.get(row["step"]["id"]) if row["step"]["kind"] == "llm_call" else None
+
+
+def _timeline_page(request, run: Run, *, case_form=None, fork_form=None, status: int = 200):
     export = run_timeline_export(run=run, requests=agent_config_visible_to(user=request.user))
     if case_form is None and request.user.has_perm(ADD_EVAL_CASE_PERMISSION):
         case_form = EvalCaseFromRunForm()
+    rows = timeline_rows(export["steps"])
+    _with_fork_forms(request, run, export, rows, fork_form)
     response = _page(
         request,
         "monitoring/run_timeline.html",
@@ -158,9 +174,12 @@ def _timeline_page(request, run: Run, *, case_form=None, status: int = 200):
         waterfall=run_waterfall(
             export=export, now=timezone.now(), run_url=lambda run_id: reverse("monitoring:run", args=[run_id])
         ),
-        rows=timeline_rows(export["steps"]),
+        rows=rows,
         events=event_lines(export=export),
         case_form=case_form,
+        # A refused fork: its errors head the page too (its step may have no form to show them).
+        fork_error_form=fork_form if fork_form is not None and fork_form.errors else None,
+        **fork_context(export["run"]),
     )
     response.status_code = status
     return response
@@ -194,6 +213,56 @@ def run_eval_case(request, run_id):
             )
             return redirect("admin:evals_evalcase_change", case.pk)
     return _timeline_page(request, run, case_form=form, status=400)
+
+
+@require_POST
+@operator_required(VIEW_PERMISSION, FORK_PERMISSION)
+def run_fork_post(request, run_id, step):
+    """A fork of the run from `step`, with the change the step's form asks for; then the fork
+    beside its source. What cannot be forked shows the timeline again with the reason (400)."""
+    run = _run(run_id)
+    form = ForkForm(
+        request.POST, step=step, choices=fork_choices(run=run), tool_calls=step_tool_calls(run=run, step=step)
+    )
+    if form.is_valid():
+        try:
+            fork = run_fork(source=run, request=form.fork_request(), user=request.user)
+        except ForkNotAllowed as exc:
+            raise PermissionDenied(str(exc)) from None
+        except ForkInvalid as exc:
+            form.add_error(None, str(exc))
+        else:
+            log.info(
+                "run %s forked from run %s at step %s (%s) by %s",
+                fork.pk,
+                run.pk,
+                step,
+                form.cleaned_data["change"],
+                request.user.get_username(),
+            )
+            messages.success(request, _("Fork queued from step %(step)s.") % {"step": step})
+            return redirect("monitoring:run-compare", fork.pk)
+    return _timeline_page(request, run, fork_form=form, status=400)
+
+
+@require_GET
+@operator_required(VIEW_PERMISSION)
+def run_compare(request, run_id):
+    """A fork beside its source from the fork step on, with the differences marked."""
+    fork = _run(run_id)
+    if fork.forked_from_id is None:
+        raise Http404("this run is not a fork, or its source was deleted")
+    try:
+        comparison = fork_comparison(fork)
+    except Run.DoesNotExist:
+        raise Http404("the fork's source was deleted") from None
+    return _page(
+        request,
+        "monitoring/run_compare.html",
+        title=_("Fork %(id)s beside its source") % {"id": fork.pk},
+        run=fork,
+        comparison=comparison,
+    )
 
 
 @require_GET

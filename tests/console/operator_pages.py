@@ -58,6 +58,7 @@ class Seeded:
     approval: Approval
     baseline: EvalRun
     candidate: EvalRun
+    fork: Run
 
 
 def _eval_run(suite: EvalSuite, case: EvalCase, version, run: Run, *, passed: bool) -> EvalRun:
@@ -135,6 +136,25 @@ def seed() -> Seeded:
         after=memory.statement,
         run=run,
     )
+    # The second run as a fork of the first (engine.forks): its step 1 copied, its tool result edited.
+    fork = runs[1]
+    Run.objects.filter(pk=fork.pk).update(
+        forked_from=run,
+        fork_step=1,
+        fork_change={
+            "kind": "tool_result",
+            "tool_call_id": f"call-{fork.pk.hex[:8]}",
+            "result": "晴转多云",
+            "by": operator.username,
+            "by_id": operator.pk,
+            "real_writes": False,
+        },
+    )
+    LLMCall.objects.filter(run=fork, iteration=1).update(
+        copied=True, prompt_tokens=0, completion_tokens=0, total_tokens=0, cost=0
+    )
+    ToolInvocation.objects.filter(run=fork).update(copied=True, simulated=True, result="晴转多云")
+    fork.refresh_from_db()
     # One run waiting for a decision (the approval queue), one still running (the dashboard).
     waiting = ledger_run(agent, status="awaiting_approval", stop_reason="")
     call = ledger_call(waiting, started_at=now)
@@ -238,7 +258,15 @@ def seed() -> Seeded:
         title="在线客服",
         greeting="您好，请问有什么可以帮您？",
     )
-    return Seeded(operator=operator, agent=agent, run=run, approval=approval, baseline=baseline, candidate=candidate)
+    return Seeded(
+        operator=operator,
+        agent=agent,
+        run=run,
+        approval=approval,
+        baseline=baseline,
+        candidate=candidate,
+        fork=fork,
+    )
 
 
 def models_without_rows() -> list[str]:
@@ -272,6 +300,8 @@ def pages(seeded: Seeded) -> list[str]:
         reverse("monitoring:try"),
         reverse("monitoring:run", args=[seeded.run.pk]),
         reverse("monitoring:run", args=[seeded.approval.run_id]),
+        reverse("monitoring:run", args=[seeded.fork.pk]),
+        reverse("monitoring:run-compare", args=[seeded.fork.pk]),
         reverse("evals:compare") + f"?baseline={seeded.baseline.pk}&candidate={seeded.candidate.pk}",
         reverse("approvals:queue"),
         reverse("approvals:history"),

@@ -185,6 +185,20 @@ def test_rows_of_other_apps_that_point_at_purged_runs_go_or_stay_unlinked(agent)
     assert not MemoryUse.objects.exists()
 
 
+def test_a_purged_run_leaves_its_forks_unlinked_and_a_purged_fork_leaves_its_source(agent):
+    """A fork outlives its source (Run.forked_from is SET_NULL); purging a fork touches nothing
+    of its source."""
+    source, kept = ledger_seed(agent, 2, created_at=_ago(31))
+    (fork,) = ledger_seed(agent, 1, created_at=_ago(1))
+    Run.objects.filter(pk=fork.pk).update(forked_from=source, fork_step=1)
+    Run.objects.filter(pk=source.pk).update(forked_from=kept, fork_step=2)
+
+    assert runs_purge(agent=agent).counts["runs"] == 2
+    fork.refresh_from_db()
+    assert fork.forked_from_id is None and fork.fork_step == 1
+    assert not Run.objects.filter(pk__in=[source.pk, kept.pk]).exists()
+
+
 def test_a_dry_run_counts_and_deletes_nothing(agent):
     ledger_seed(agent, 3, created_at=_ago(31))
     ledger_seed(agent, 2, created_at=_ago(1))

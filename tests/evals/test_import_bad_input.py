@@ -25,6 +25,18 @@ BAD_LINES = {
     "lone surrogate": '{"name": "s", "turns": [{"role": "user", "content": "\\ud800"}]}',
     "surrogate in the name": '{"name": "\\udfff", "turns": ' + TURNS + "}",
     "infinite number": '{"name": "i", "turns": ' + TURNS + ', "max_tokens": 1e999}',
+    # Recorded calls (a replayed run's): {"name": text, "arguments": object, "result": text, "error": bool}.
+    "recorded calls not a list": '{"name": "r", "turns": ' + TURNS + ', "recorded_calls": {"name": "x"}}',
+    "recorded call without a result": '{"name": "r", "turns": ' + TURNS + ', "recorded_calls": '
+    '[{"name": "x", "arguments": {}}]}',
+    "recorded call with text arguments": '{"name": "r", "turns": ' + TURNS + ', "recorded_calls": '
+    '[{"name": "x", "arguments": "a=1", "result": "ok"}]}',
+    "recorded call with a text error": '{"name": "r", "turns": ' + TURNS + ', "recorded_calls": '
+    '[{"name": "x", "arguments": {}, "result": "ok", "error": "yes"}]}',
+    "recorded call with an unknown key": '{"name": "r", "turns": ' + TURNS + ', "recorded_calls": '
+    '[{"name": "x", "arguments": {}, "result": "ok", "when": 1}]}',
+    "recorded call without a name": '{"name": "r", "turns": ' + TURNS + ', "recorded_calls": '
+    '[{"name": "", "arguments": {}, "result": "ok"}]}',
 }
 
 

@@ -30,6 +30,8 @@ ROUTES = {
     "monitor/runs/{run}/timeline.json": {"GET"},
     "monitor/runs/{run}/events.json": {"GET"},
     "monitor/runs/{run}/eval-case/": {"POST"},
+    "monitor/runs/{run}/compare/": {"GET"},
+    "monitor/runs/{run}/fork/{step}/": {"POST"},
     "monitor/runs/{run}/{action}/": {"POST"},
     "monitor/try/": {"GET"},
     "monitor/try/send/": {"POST"},
@@ -59,6 +61,7 @@ ROUTES = {
     "api/v1/end-users/{end_user}/memories/{memory}/": {"DELETE"},
     "api/v1/end-users/{end_user}/": {"DELETE"},  # forget the end user
     "api/v1/runs/{run}/feedback/": {"GET", "POST"},
+    "api/v1/runs/{run}/fork/": {"POST"},
     "api/v1/hooks/{hook}/": {"POST"},  # signed by the hook's secret, not a token
     # The chat widget's API: an end-user token signed by the widget's secret, not an API token.
     "api/v1/widget/{widget}/conversations/": {"POST"},
@@ -93,6 +96,7 @@ _CONVERTERS = {
     "<int:pk>": "{approval}",
     "<uuid:run_id>": "{run}",
     "<slug:action>": "{action}",
+    "<int:step>": "{step}",
     "<path:end_user>": "{end_user}",
     "<uuid:pk>": "{memory}",
     "<uuid:hook_id>": "{hook}",

@@ -60,6 +60,7 @@ def site(fake_llm, enqueued, admin_user):
         "conversation": run.conversation_id,
         "agent": scenario.agent.slug,
         "action": "cancel",
+        "step": 1,
         "end_user": "u1",
         "memory": "00000000-0000-0000-0000-000000000000",
         "hook": "00000000-0000-0000-0000-000000000000",

@@ -37,6 +37,7 @@ def live(api_server, fake_llm, monkeypatch):
         "conversation": run.conversation_id,
         "agent": scenario.agent.slug,
         "action": "cancel",
+        "step": 1,
         "end_user": "u1",
         "memory": "00000000-0000-0000-0000-000000000000",
         "hook": "00000000-0000-0000-0000-000000000000",

@@ -32,3 +32,20 @@
       : gettext("copy failed: open the JSON link instead");
   });
 })();
+
+// "Fork from here": each step's form shows the fields its chosen change needs (all without script).
+(function () {
+  const NEEDED_BY = { version: "version", model_config: "model", tool_call_id: "tool_result", result: "tool_result", message: "user_message" };
+  document.querySelectorAll("form.fork-fields").forEach((form) => {
+    const change = form.querySelector("select[name=change]");
+    if (!change) return;
+    function show() {
+      form.querySelectorAll(".fork-field").forEach((field) => {
+        const needed = NEEDED_BY[field.dataset.field];
+        field.hidden = Boolean(needed) && needed !== change.value;
+      });
+    }
+    change.addEventListener("change", show);
+    show();
+  });
+})();

@@ -1,23 +1,13 @@
-import time
-import unicodedata
-
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import Agent
 from agents.releases import DRAFT
-from conversations.models import RunStatus
-from engine.worker_watch import NoWorker, NoWorkerWatch
-from evals.compare import (
-    DEFAULT_MAX_COST_INCREASE,
-    DEFAULT_MAX_RATE_DROP,
-    Thresholds,
-    case_rows,
-    has_regression,
-    metric_rows,
-)
-from evals.models import EvalResult, EvalRun, EvalRunStatus, EvalSuite
-from evals.selectors import eval_results_data, eval_run_reusable
+from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_RATE_DROP, Thresholds
+from evals.management import reporting
+from evals.management.reporting import display_width, pad  # noqa: F401 (the table's helpers, as before)
+from evals.models import EvalRun, EvalSuite
+from evals.selectors import eval_run_reusable
 from evals.services import (
     EvalNotAllowed,
     VersionNotFound,
@@ -26,22 +16,6 @@ from evals.services import (
     eval_run_start,
     eval_version_resolve,
 )
-
-
-def _number(value) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
-def display_width(text: str) -> int:
-    """Columns the text takes in a terminal: wide and fullwidth characters (CJK) take two."""
-    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
-
-
-def pad(text: str, width: int) -> str:
-    """The text left-aligned in `width` terminal columns (longer text is left whole)."""
-    return text + " " * max(0, width - display_width(text))
 
 
 class Command(BaseCommand):
@@ -114,18 +88,8 @@ class Command(BaseCommand):
         baseline = self._eval_run(eval_suite, baseline_version, repetitions, fresh, timeout)
         candidate = self._eval_run(eval_suite, candidate_version, repetitions, fresh, timeout)
         thresholds = Thresholds(max_rate_drop=options["max_rate_drop"], max_cost_increase=options["max_cost_increase"])
-        metrics = metric_rows(baseline.metrics, candidate.metrics, thresholds)
-        cases = case_rows(eval_results_data(eval_run=baseline), eval_results_data(eval_run=candidate), thresholds)
-        self.stdout.write(
-            f"baseline: eval run {baseline.pk} (version {baseline_version.number}); "
-            f"candidate: eval run {candidate.pk} (version {candidate_version.number})"
-        )
-        self._table("metric", metrics)
-        self._table("case pass rate", cases)
-        if has_regression(metrics, cases):
-            self.stdout.write(self.style.ERROR("REGRESSION"))
+        if reporting.comparison_print(self, baseline=baseline, candidate=candidate, thresholds=thresholds):
             raise SystemExit(1)
-        self.stdout.write(self.style.SUCCESS("no regression"))
 
     def _eval_run(self, suite, version, repetitions, fresh, timeout) -> EvalRun:
         eval_run = None if fresh else eval_run_reusable(suite=suite, agent_version=version, repetitions=repetitions)
@@ -134,29 +98,7 @@ class Command(BaseCommand):
             return eval_run
         eval_run = eval_run_start(suite=suite, agent_version=version, repetitions=repetitions, user=self.user)
         self.stdout.write(f"started eval run {eval_run.pk} for version {version.number}")
-        deadline = time.monotonic() + timeout
-        watch = NoWorkerWatch()
-        queued = EvalResult.objects.filter(eval_run=eval_run, run__status=RunStatus.QUEUED)
-        # The collection task follows the runs too; collecting here as well keeps the command
-        # going when no worker serves the maintenance queue.
-        while (eval_run := eval_run_collect(eval_run_id=eval_run.pk)).status == EvalRunStatus.RUNNING:
-            if time.monotonic() > deadline:
-                raise CommandError(f"eval run {eval_run.pk} did not finish within {timeout:g}s")
-            try:
-                watch.check(queued=queued.count())
-            except NoWorker as exc:
-                raise CommandError(f"eval run {eval_run.pk}: {exc}") from exc
-            time.sleep(0.5)
-        if eval_run.status == EvalRunStatus.FAILED:
-            raise CommandError(f"eval run {eval_run.pk} failed: {eval_run.error}")
-        return eval_run
+        return reporting.eval_run_wait(eval_run, timeout=timeout, collect=eval_run_collect)
 
     def _table(self, title: str, rows) -> None:
-        # As wide as the longest name, counted in terminal columns, so that the numbers line up
-        # under long and Chinese case names alike.
-        width = max([28, display_width(title), *(display_width(row.name) for row in rows)])
-        self.stdout.write(f"\n{pad(title, width)} {'baseline':>12} {'candidate':>12} {'delta':>12}")
-        for row in rows:
-            numbers = f"{_number(row.baseline):>12} {_number(row.candidate):>12} {_number(row.delta):>12}"
-            line = f"{pad(row.name, width)} {numbers}"
-            self.stdout.write(self.style.ERROR(f"{line}  REGRESSION") if row.regression else line)
+        reporting.table_print(self, title, rows)
