@@ -29,7 +29,7 @@ import statistics
 import time
 
 from bench.machine import describe, load_average
-from bench.scale_knowledge import _percentile, _timed, base_of_size
+from bench.scale_knowledge import base_of_size, percentile, timed_ms
 from bench.stack import stack_prepare
 
 SIZES = (100_000,)
@@ -151,12 +151,12 @@ def trgm_search(base, question: str, *, top_k: int) -> list[tuple]:
 
 
 def _latency(one, questions: list[str]) -> dict:
-    first = _timed(lambda: one(questions[0]))
-    times = [_timed(lambda q=q: one(q)) for q in questions]
+    first = timed_ms(lambda: one(questions[0]))
+    times = [timed_ms(lambda q=q: one(q)) for q in questions]
     return {
         "first_ms": round(first, 1),
         "p50_ms": round(statistics.median(times), 1),
-        "p95_ms": round(_percentile(times, 0.95), 1),
+        "p95_ms": round(percentile(times, 0.95), 1),
     }
 
 

@@ -121,13 +121,13 @@ def base_of_size(size: int):
     return base
 
 
-def _timed(function) -> float:
+def timed_ms(function) -> float:
     began = time.perf_counter()
     function()
     return (time.perf_counter() - began) * 1000
 
 
-def _percentile(values: list[float], fraction: float) -> float:
+def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
@@ -142,12 +142,12 @@ def _search_figures(base, mode: str, questions: list[str], *, python: bool) -> d
         chunks = base_chunks(base=base) if python else None  # today's path reads every chunk per search
         search(base=base, query=questions[i], top_k=3, mode=mode, chunks=chunks, query_vector=vectors[i].tolist())
 
-    first = _timed(lambda: one(0))
-    times = [_timed(lambda i=i: one(i)) for i in range(len(questions))]
+    first = timed_ms(lambda: one(0))
+    times = [timed_ms(lambda i=i: one(i)) for i in range(len(questions))]
     return {
         "first_ms": round(first, 1),
         "p50_ms": round(statistics.median(times), 1),
-        "p95_ms": round(_percentile(times, 0.95), 1),
+        "p95_ms": round(percentile(times, 0.95), 1),
     }
 
 

@@ -1,12 +1,16 @@
 """Admin behaviour shared by many models: ledger rows can be read, never added, changed or
-deleted; typed JSON is parsed with the same limits as the API's."""
+deleted; typed JSON is parsed with the same limits as the API's; an owned object's signing
+secret is shown once and then only replaced."""
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.forms.fields import InvalidJSONInput, JSONString
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
+from platform_site.crypto import mask
 from platform_site.json_input import JSONInputError, json_loads_checked
 
 
@@ -54,3 +58,49 @@ class JSONInputAdminMixin:
     """For admins whose models have JSON fields an operator types."""
 
     formfield_overrides = {models.JSONField: {"form_class": CheckedJSONFormField}}
+
+
+class OwnedSecretAdminMixin:
+    """For an object another system signs its requests to with a secret (an inbound hook, a
+    chat widget), whose runs belong to an owner. On the first save the owner is the creator
+    unless a superuser chose another, and the secret is generated and shown once; afterwards it
+    can only be replaced (the rotate action, which takes the change permission), never read.
+    A subclass names the service calls that make and replace the secret."""
+
+    actions = ["rotate_secret"]
+
+    def secret_new(self) -> str:
+        raise NotImplementedError
+
+    def secret_rotate(self, obj) -> str:
+        raise NotImplementedError
+
+    @admin.display(description=gettext_lazy("secret"))
+    def secret_status(self, obj):
+        return mask(obj.secret) if obj.pk else "-"
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            if not request.user.is_superuser or obj.owner_id is None:
+                obj.owner = request.user
+            obj.secret = self.secret_new()
+            self.message_user(
+                request,
+                _("The secret of %(name)s, copy it now; it will not be shown again: %(secret)s")
+                % {"name": obj.name, "secret": obj.secret},
+                messages.WARNING,
+            )
+        super().save_model(request, obj, form, change)
+
+    @admin.action(
+        description=gettext_lazy("Rotate the secret of the selected %(verbose_name_plural)s"), permissions=["change"]
+    )
+    def rotate_secret(self, request, queryset):
+        for obj in queryset:
+            secret = self.secret_rotate(obj)
+            self.message_user(
+                request,
+                _("New secret of %(name)s, copy it now; it will not be shown again: %(secret)s")
+                % {"name": obj.name, "secret": secret},
+                messages.WARNING,
+            )
