@@ -17,10 +17,10 @@ from api.common import ErrorSerializer, reject_nul
 from api.runs import RunDetailSerializer
 from api.throttles import ApiUserThrottle, RunStartThrottle
 from conversations.models import ForkChange
+from conversations.permissions import FORK_PERMISSION
 from conversations.selectors import runs_visible_to
 from engine.forks import ForkInvalid, ForkNotAllowed, ForkRequest, run_fork
 
-FORK_PERMISSION = "conversations.fork_run"
 MAX_TEXT = 100_000  # an edited result or message, a write result
 MAX_WRITE_RESULTS = 50
 MAX_INT = 2**31 - 1  # a PostgreSQL integer: past it, no step, version or row id

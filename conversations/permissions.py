@@ -10,6 +10,8 @@ from django.contrib.contenttypes.models import ContentType
 from conversations.models import Approval, Run
 
 DECIDE_PERMISSION = "conversations.decide_approval"
+# Forking runs and replaying them against a version (engine.forks, evals.replays).
+FORK_PERMISSION = "conversations.fork_run"
 APPROVERS_GROUP = "Approvers"
 OPERATORS_GROUP = "Operators"
 

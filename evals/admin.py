@@ -15,6 +15,7 @@ from agents.models import Agent, ModelConfig
 from agents.releases import DRAFT
 from agents.selectors import agents_usable_by
 from conversations.models import StopReason
+from conversations.permissions import FORK_PERMISSION
 from evals.jsonl import CaseLineInvalid, case_to_line
 from evals.models import EvalCase, EvalResult, EvalRun, EvalSuite, ReleaseGate
 from evals.replays import DEFAULT_LIMIT, MAX_LIMIT, ReplayFilter, ReplayInvalid, replay_start
@@ -156,7 +157,7 @@ class EvalRunStartForm(forms.ModelForm):
         return data
 
 
-REPLAY_PERMISSIONS = ("conversations.fork_run", "evals.add_evalrun")
+REPLAY_PERMISSIONS = (FORK_PERMISSION, "evals.add_evalrun")
 
 
 class ReplayForm(forms.Form):

@@ -24,6 +24,7 @@ from django.utils.translation import gettext as _
 
 from agents.models import Agent, AgentVersion, ModelConfig
 from conversations.models import TERMINAL_STATUSES, Run, StopReason
+from conversations.permissions import FORK_PERMISSION
 from engine.forks import recorded_calls
 from evals.models import EvalCase, EvalRun, EvalSuite
 from evals.scoring import FINAL_ANSWER
@@ -32,7 +33,6 @@ from evals.services import eval_agent_check, eval_run_start
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
-REPLAY_PERMISSION = "conversations.fork_run"
 
 
 class ReplayInvalid(ValueError):
@@ -107,7 +107,7 @@ def replay_runs_select(filter: ReplayFilter) -> QuerySet:
 def replay_check(*, user, agent: Agent) -> None:
     """ReplayNotAllowed unless `user` may fork runs, EvalNotAllowed unless they may use the agent;
     `user` None is the platform itself (a command run without --user)."""
-    if user is not None and not user.has_perm(REPLAY_PERMISSION):
+    if user is not None and not user.has_perm(FORK_PERMISSION):
         raise ReplayNotAllowed(_("Replaying runs needs the permission to fork runs."))
     eval_agent_check(user=user, agent=agent)
 

@@ -65,15 +65,10 @@ class OwnedSecretAdminMixin:
     chat widget), whose runs belong to an owner. On the first save the owner is the creator
     unless a superuser chose another, and the secret is generated and shown once; afterwards it
     can only be replaced (the rotate action, which takes the change permission), never read.
-    A subclass names the service calls that make and replace the secret."""
+    A subclass gives the service calls that make and replace the secret: `secret_new()` and
+    `secret_rotate(obj)`, each returning the new secret."""
 
     actions = ["rotate_secret"]
-
-    def secret_new(self) -> str:
-        raise NotImplementedError
-
-    def secret_rotate(self, obj) -> str:
-        raise NotImplementedError
 
     @admin.display(description=gettext_lazy("secret"))
     def secret_status(self, obj):

@@ -2,7 +2,6 @@
 what the fork changes (ForkChange) and the fields that change needs. It validates what was typed
 and turns it into an engine.forks.ForkRequest; run_fork checks the rest against the run."""
 
-import json
 from dataclasses import dataclass
 
 from django import forms
@@ -12,8 +11,8 @@ from agents.models import AgentVersion, ModelConfig
 from agents.releases import DRAFT, PUBLISHED
 from conversations.models import ForkChange, LLMCall, Run, ToolInvocation
 from engine.forks import ForkRequest
+from platform_site.json_input import JSONInputError, json_loads_checked
 
-FORK_PERMISSION = "conversations.fork_run"
 TEXT_MAX_CHARS = 20_000
 # A result stands for what a tool could return: as long as a big page of text.
 RESULT_MAX_CHARS = 100_000
@@ -35,11 +34,6 @@ def fork_choices(*, run: Run) -> ForkChoices:
         versions=[(DRAFT, _("draft")), (PUBLISHED, _("published"))] + [(str(n), f"v{n}") for n in numbers],
         models=[(pk, f"{name} ({model})") for pk, name, model in configs],
     )
-
-
-def _plain_text(value: str) -> bool:
-    """Text PostgreSQL can store in JSON: no NUL, no lone surrogate (a JSON escape makes either)."""
-    return "\x00" not in value and not any("\ud800" <= ch <= "\udfff" for ch in value)
 
 
 class ForkForm(forms.Form):
@@ -94,8 +88,9 @@ class ForkForm(forms.Form):
         if not text:
             return {}
         try:
-            results = json.loads(text)
-        except (ValueError, RecursionError):
+            # The platform's JSON reading: bounded nesting, no lone surrogate escapes.
+            results = json_loads_checked(text)
+        except JSONInputError:
             raise forms.ValidationError(_("Write results must be JSON.")) from None
         if not isinstance(results, dict) or not all(
             isinstance(name, str) and name and isinstance(value, str) for name, value in results.items()
@@ -103,7 +98,7 @@ class ForkForm(forms.Form):
             raise forms.ValidationError(_('Write results must map tool names to result texts: {"tool": "text"}.'))
         if len(results) > WRITE_RESULTS_MAX:
             raise forms.ValidationError(_("At most %(count)s write results.") % {"count": WRITE_RESULTS_MAX})
-        if not all(_plain_text(name) and _plain_text(value) for name, value in results.items()):
+        if any("\x00" in name or "\x00" in value for name, value in results.items()):
             raise forms.ValidationError(_("Write results may not hold NUL characters or lone surrogates."))
         return results
 

@@ -22,7 +22,7 @@ from agents.releases import UnknownVersion
 from alerts.permissions import VIEW_FIRINGS_PERMISSION
 from console.monitoring.event_lines import event_lines
 from console.monitoring.fork_comparison import fork_comparison
-from console.monitoring.fork_forms import FORK_PERMISSION, ForkForm, fork_choices, fork_forms, step_tool_calls
+from console.monitoring.fork_forms import ForkForm, fork_choices, fork_forms, step_tool_calls
 from console.monitoring.forms import EvalCaseFromRunForm, TryAgentForm
 from console.monitoring.presenters import dashboard_context, fork_context, run_outcome, timeline_rows
 from console.monitoring.selectors import alerts_open, dashboard_snapshot, run_events_after
@@ -30,7 +30,7 @@ from console.monitoring.services import ConversationNotFound, try_message_post
 from console.monitoring.timeline import run_timeline_export
 from console.monitoring.waterfall import run_waterfall
 from conversations.models import TERMINAL_STATUSES, Run
-from conversations.permissions import user_may_decide
+from conversations.permissions import FORK_PERMISSION, user_may_decide
 from conversations.selectors import agent_config_visible_to
 from engine.admission import ConversationBusy
 from engine.forks import ForkInvalid, ForkNotAllowed, run_fork
