@@ -225,7 +225,7 @@ class Run(models.Model):
     # a write tool, "live_reads", "delegate": its delegate calls start sandboxed children,
     # "real_writes": "approval" lets a person allow a write for real, "model": the model config
     # it runs instead of its version's}. Evaluations' runs take "recorded" from replayed cases.
-    eval_tools = models.JSONField(null=True, blank=True, editable=False, verbose_name=_("evaluation tool results"))
+    sandbox = models.JSONField(null=True, blank=True, editable=False, verbose_name=_("sandbox"))
     # Forks (engine.forks): the run this one was forked from, the step it ran itself from (the
     # steps before were copied from the source's ledger), and what it changed: {"kind":
     # ForkChange, the change's own fields, "by"/"by_id": who forked it}.

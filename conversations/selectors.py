@@ -221,7 +221,7 @@ _STEP_RUN = Columns(
         "deadline",
         "created_at",
         # Read with the run, so an evaluation's given tool results cost ordinary runs no query.
-        "eval_tools",
+        "sandbox",
         # Agents as tools: where the run sits in its tree, and what its delegated runs used.
         "parent_run",
         "depth",

@@ -78,7 +78,7 @@ def message_submit(
     user=None,
     idempotency_key: str = "",
     version: str | int | AgentVersion | None = None,
-    eval_tools: dict | None = None,
+    sandbox: dict | None = None,
 ) -> Submission:
     """A user message and the run that answers it, decided under a lock on the conversation.
 
@@ -87,7 +87,7 @@ def message_submit(
     or interrupt (the active runs are cancelled after commit; the new run waits for them to stop).
     The same idempotency key from the same user returns the run it first created.
     `version` ("draft", "published" or a number, or an AgentVersion) runs that version instead of
-    the released one; a version the agent lacks raises agents.releases.UnknownVersion. `eval_tools`
+    the released one; a version the agent lacks raises agents.releases.UnknownVersion. `sandbox`
     marks the run as an evaluation's, with the tool results its case gives (engine.tool_step).
     """
     digest = _content_hash(content)
@@ -119,7 +119,7 @@ def message_submit(
             digest=digest,
             user=user,
             idempotency_key=idempotency_key,
-            eval_tools=eval_tools,
+            sandbox=sandbox,
         )
         if active and policy == ConcurrentMessages.INTERRUPT:
             # After commit and outside the conversation lock: the engine locks a run, then its
@@ -138,7 +138,7 @@ def _run_submit(
     active: Sequence[Run] = (),
     digest: str | None = None,
     idempotency_key: str = "",
-    eval_tools: dict | None = None,
+    sandbox: dict | None = None,
 ) -> Run:
     """In the caller's transaction: the run of `pinned` that answers `content`, waiting for the
     `active` runs if there are any, else admitted at once. The run, what was posted, its first
@@ -153,7 +153,7 @@ def _run_submit(
         deadline=now + timedelta(seconds=timeout) if timeout else None,
         # A run admitted at once is enqueued with this commit: stamped here, not updated after.
         enqueued_at=None if active else now,
-        eval_tools=eval_tools,
+        sandbox=sandbox,
         # Its first event, run.queued, is written with it.
         event_seq=1,
         # A child of the caller's span when the request carried a traceparent.

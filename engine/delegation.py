@@ -150,7 +150,7 @@ def _child_start(*, run: Run, owner: str, invocation: ToolInvocation, spec: Tool
             parent_tool_invocation=invocation,
             depth=run.depth + 1,
             # A fork's child is sandboxed like the fork (engine.forks), with its own version's model.
-            eval_tools={k: v for k, v in run.eval_tools.items() if k != "model"} if run.eval_tools else None,
+            sandbox={k: v for k, v in run.sandbox.items() if k != "model"} if run.sandbox else None,
             # Taken inside the parent's step: with tracing on, the child's trace continues the parent's.
             **run_trace_fields(),
         )

@@ -12,7 +12,7 @@ repeats its source step for step), the agent version (the draft, the published o
 the model config, one tool result of step N (the fork goes on from the model's next answer) or
 the run's user message (a fork at step 1).
 
-A fork never repeats a side effect: its run is sandboxed (Run.eval_tools, decided by
+A fork never repeats a side effect: its run is sandboxed (Run.sandbox, decided by
 engine.invocations._sandbox_decision). A call that is the same as one its source's tree made
 (same tool, same arguments) gets the recorded result; a read tool otherwise runs live; a write
 tool gets the result the operator gave for it, or, if the fork allows it, waits for an approval
@@ -266,7 +266,7 @@ def recorded_calls(*, run: Run) -> list[dict]:
 def _sandbox(source: Run, request: ForkRequest, model: ModelConfig | None) -> dict:
     # A fork of a fork (or of an evaluation's run) also knows what its source was given: a
     # call its source's own source made is still one made already, and must not run again.
-    recorded = recorded_calls(run=source) + list((source.eval_tools or {}).get("recorded", []))
+    recorded = recorded_calls(run=source) + list((source.sandbox or {}).get("recorded", []))
     if request.change == ForkChange.TOOL_RESULT:
         edited = ToolInvocation.objects.filter(run=source, tool_call_id=request.tool_call_id).first()
         if edited is not None and isinstance(edited.arguments, dict):
@@ -274,7 +274,7 @@ def _sandbox(source: Run, request: ForkRequest, model: ModelConfig | None) -> di
             recorded.insert(
                 0, {"name": edited.tool_name, "arguments": edited.arguments, "result": request.result, "error": False}
             )
-    given = dict((source.eval_tools or {}).get("results", {}))
+    given = dict((source.sandbox or {}).get("results", {}))
     given.update(request.write_results)
     sandbox = {
         "fork": str(source.pk),
@@ -339,7 +339,7 @@ def _run_create(
         deadline=now + timedelta(seconds=timeout) if timeout else None,
         enqueued_at=now,
         iterations=iterations,
-        eval_tools=sandbox,
+        sandbox=sandbox,
         forked_from=source,
         fork_step=request.step,
         fork_change=described,

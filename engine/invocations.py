@@ -111,11 +111,11 @@ CallDecision = Settled | Execute | Delegate | AskApproval | Wait
 
 
 def call_decision(
-    *, invocation: ToolInvocation, spec: dict | None, approval: Approval | None, blocked: str | None, eval_tools
+    *, invocation: ToolInvocation, spec: dict | None, approval: Approval | None, blocked: str | None, sandbox
 ) -> CallDecision:
     """What happens to one tool call, from what is known of it: its row, its tool's spec, its
     approval (None: none exists), the loop hint that blocks the step's calls (`blocked`) and the
-    run's sandbox (`eval_tools`: an evaluation's or a fork's, None for ordinary traffic). The
+    run's sandbox (`sandbox`: an evaluation's or a fork's, None for ordinary traffic). The
     order is the promise:
 
     1. a loop hint blocks the call (a model repeating malformed calls is looping too);
@@ -131,8 +131,8 @@ def call_decision(
         return Settled(Status.BLOCKED, blocked, error="same-tool streak")
     if invocation.validation_errors or spec is None:
         return Settled(Status.ERROR, " ".join(invocation.validation_errors), error="invalid arguments")
-    if eval_tools is not None:
-        sandboxed = _sandbox_decision(invocation, spec, eval_tools, approval)
+    if sandbox is not None:
+        sandboxed = _sandbox_decision(invocation, spec, sandbox, approval)
         if sandboxed is not None:
             return sandboxed
     if spec["kind"] == DELEGATE_KIND:
@@ -156,7 +156,7 @@ NOT_RUN_IN_FORK = "not run in a fork"
 NOT_RUN_IN_EVALUATION = "not run in an evaluation"
 NOT_RUN = (NOT_RUN_IN_FORK, NOT_RUN_IN_EVALUATION)
 
-# A fork's write call that a person may let run for real (Run.eval_tools["real_writes"]): the
+# A fork's write call that a person may let run for real (Run.sandbox["real_writes"]): the
 # approval's reason says what approving it means.
 REAL_WRITE_REASON = "a fork: approving runs this call for real, with a new idempotency key"
 
@@ -251,7 +251,7 @@ def runs_at_once(*, run: Run, invocation: ToolInvocation, spec: dict | None, hel
     reaches it: what call_decision says of it, unless a loop hint holds the step back."""
     if held_back:
         return False
-    decision = call_decision(invocation=invocation, spec=spec, approval=None, blocked=None, eval_tools=run.eval_tools)
+    decision = call_decision(invocation=invocation, spec=spec, approval=None, blocked=None, sandbox=run.sandbox)
     return isinstance(decision, Execute)
 
 

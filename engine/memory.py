@@ -8,7 +8,7 @@ returns at the snapshot's lookup, with no query and no statement.
 Whose memories (MemoryTarget): the end user's (Conversation.end_user, within the application
 that owns the conversation) in the version's scope (memory.services.memory_scope). An
 evaluation's run never reads or writes a real end user's: it uses its eval run's scope,
-`eval:<id>`, which evals.services writes into Run.eval_tools["memory_scope"]; an evaluation's run
+`eval:<id>`, which evals.services writes into Run.sandbox["memory_scope"]; an evaluation's run
 without one has no memory at all.
 
 Shown (memories_recall): at a run's first model step, the memories most relevant to the user's
@@ -112,15 +112,15 @@ class MemoryTarget:
 
 
 def memory_target(
-    *, snapshot: AgentSnapshot, eval_tools: dict | None, end_user: str, owner_id: int | None
+    *, snapshot: AgentSnapshot, sandbox: dict | None, end_user: str, owner_id: int | None
 ) -> MemoryTarget | None:
     """The memories of a run of this version, in a conversation of `end_user` owned by
     `owner_id`: None when the version keeps none or nobody is the conversation's end user. An
-    evaluation's run (`eval_tools` set) uses its eval run's scope, never the version's."""
+    evaluation's run (`sandbox` set) uses its eval run's scope, never the version's."""
     if snapshot_memory(snapshot) is None or not end_user:
         return None
-    if eval_tools is not None:
-        scope = eval_tools.get("memory_scope")
+    if sandbox is not None:
+        scope = sandbox.get("memory_scope")
         return MemoryTarget(scope, owner_id, end_user) if scope else None
     return MemoryTarget(memory_scope(snapshot), owner_id, end_user)
 
@@ -133,7 +133,7 @@ def run_memory_target(run: Run, snapshot: AgentSnapshot) -> MemoryTarget | None:
     if found is None:
         return None
     end_user, owner_id = found
-    return memory_target(snapshot=snapshot, eval_tools=run.eval_tools, end_user=end_user, owner_id=owner_id)
+    return memory_target(snapshot=snapshot, sandbox=run.sandbox, end_user=end_user, owner_id=owner_id)
 
 
 def memory_rules(snapshot: AgentSnapshot) -> list | None:
@@ -326,10 +326,10 @@ def extraction_messages(*, kinds: list[str], held: list[Memory], turns: list[Mes
     ]
 
 
-def memory_extract_later(*, run_id, version_id: int, eval_tools: dict | None) -> None:
+def memory_extract_later(*, run_id, version_id: int, sandbox: dict | None) -> None:
     """After a run completed: its extraction is sent to a worker once the ending commits, if its
     version keeps memory (an evaluation extracts its runs itself)."""
-    if eval_tools is not None or snapshot_memory(version_snapshot(version_id)) is None:
+    if sandbox is not None or snapshot_memory(version_snapshot(version_id)) is None:
         return
     transaction.on_commit(partial(_extract_send, str(run_id)), robust=True)
 

@@ -74,7 +74,7 @@ def _remember(ctx: ToolContext, *, statement: str, kind: str) -> str:
         raise ToolError(_("long-term memory is off for this agent; answer without remembering."))
     target = memory_target(
         snapshot=snapshot,
-        eval_tools=run.eval_tools,
+        sandbox=run.sandbox,
         end_user=run.conversation.end_user,
         owner_id=run.conversation.owner_id,
     )

@@ -98,8 +98,8 @@ def _answered_follow(run_id, answered: tuple[object, bool, object, int, dict | N
     """What follows the usual ending once it committed, given the run's conversation id, whether
     a run of the conversation waits for its turn, the run's parent's id, its version's id and its
     evaluation's tool results (the last two for its memory extraction)."""
-    conversation_id, waiting, parent_run_id, version_id, eval_tools = answered
-    memory_extract_later(run_id=run_id, version_id=version_id, eval_tools=eval_tools)
+    conversation_id, waiting, parent_run_id, version_id, sandbox = answered
+    memory_extract_later(run_id=run_id, version_id=version_id, sandbox=sandbox)
     if waiting:
         transaction.on_commit(partial(conversation_admit_next, conversation_id=conversation_id), robust=True)
     if parent_run_id is not None:  # a delegated run: its answer is its parent's tool result
@@ -115,14 +115,14 @@ def _answered_found(ended: list):
             bool(results["waiting"]["waiting"]),
             results["run"]["parent_run_id"],
             results["run"]["agent_version_id"],
-            results["run"]["eval_tools"],
+            results["run"]["sandbox"],
         )
     )
 
 
 # What the usual ending returns besides, for the memory extraction that follows it (the commit
 # of a final answer returns them with conversations.selectors.STEP_RUN_COLUMNS).
-_EXTRACTION_COLUMNS = ("agent_version_id", "eval_tools")
+_EXTRACTION_COLUMNS = ("agent_version_id", "sandbox")
 
 
 def _answered(*, run_id, error: str, listening: bool | None) -> tuple[object, bool, object, int, dict | None] | None:
@@ -227,7 +227,7 @@ def _end(*, run_id, status: str, stop_reason: str, error: str, final_message: st
     Returns the run's conversation id, or None if the run had already ended."""
     run = (
         Run.objects.select_for_update()
-        .only("status", "cancel_requested", "conversation", "agent_version", "parent_run", "eval_tools")
+        .only("status", "cancel_requested", "conversation", "agent_version", "parent_run", "sandbox")
         .get(pk=run_id)
     )
     if run.status in TERMINAL_STATUSES:
@@ -265,7 +265,7 @@ def _end(*, run_id, status: str, stop_reason: str, error: str, final_message: st
     if delegates:
         transaction.on_commit(partial(_children_cancel, run_id=run_id), robust=True)
     if status == RunStatus.COMPLETED:
-        memory_extract_later(run_id=run_id, version_id=run.agent_version_id, eval_tools=run.eval_tools)
+        memory_extract_later(run_id=run_id, version_id=run.agent_version_id, sandbox=run.sandbox)
     return run.conversation_id
 
 

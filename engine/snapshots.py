@@ -19,7 +19,7 @@ def version_snapshot(version_id: int) -> AgentSnapshot:
 
 def run_snapshot(run) -> AgentSnapshot:
     """The snapshot a run's steps use: its version's, with the model a fork runs instead
-    (Run.eval_tools["model"], engine.forks) and no fallback, which the fork did not ask for."""
+    (Run.sandbox["model"], engine.forks) and no fallback, which the fork did not ask for."""
     snapshot = version_snapshot(run.agent_version_id)
-    model = (run.eval_tools or {}).get("model")
+    model = (run.sandbox or {}).get("model")
     return snapshot if model is None else {**snapshot, "model": model, "fallback_model": None}

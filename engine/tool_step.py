@@ -9,7 +9,7 @@ hand-off Approval whose answer becomes the call's result. A call is
 marked `running` in a commit before it starts (its own, or for the first call of an answer that
 runs at once, the answer's: engine.invocations), so after a crash a side-effecting call whose
 outcome is unknown is reported, never silently repeated (at most once); idempotent ones are re-run.
-An evaluation's run (Run.eval_tools set) takes the results its case gives instead of calling
+An evaluation's run (Run.sandbox set) takes the results its case gives instead of calling
 tools, and never executes a write tool (engine.invocations.call_decision).
 
 Marking a call running, recording its outcome and appending the step's tool messages are each
@@ -340,7 +340,7 @@ def _process_call(
             decision = Execute(invocation.arguments)
         else:
             decide = partial(
-                call_decision, invocation=invocation, spec=spec, blocked=blocked_hint, eval_tools=run.eval_tools
+                call_decision, invocation=invocation, spec=spec, blocked=blocked_hint, sandbox=run.sandbox
             )
             decision = decide(approval=_approval_found(invocation, spec, fresh))
             if isinstance(decision, AskApproval):

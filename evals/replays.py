@@ -87,7 +87,7 @@ def replay_runs_select(filter: ReplayFilter) -> QuerySet:
         agent=filter.agent,
         status__in=TERMINAL_STATUSES,
         parent_run__isnull=True,
-        eval_tools__isnull=True,
+        sandbox__isnull=True,
         forked_from__isnull=True,
         fork_step__isnull=True,
     )

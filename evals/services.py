@@ -6,7 +6,7 @@ repetition) over several conversations: its earlier conversations first, one at 
 own, which is scored. The collection moves it on: once a conversation's run has ended, its memory
 extraction is made there and then (engine.memory.memory_extract), and the next conversation
 starts. Its memories are kept in the eval run's own scope (`eval:<id>`, written into each run's
-Run.eval_tools), never in the agent's: an evaluation never reads or writes a real end user's
+Run.sandbox), never in the agent's: an evaluation never reads or writes a real end user's
 memories."""
 
 import logging
@@ -86,7 +86,7 @@ def eval_end_user(*, case: EvalCase, repetition: int) -> str:
     return f"eval-case-{case.pk}-{repetition}"
 
 
-def _eval_tools(case: EvalCase, eval_run: EvalRun) -> dict:
+def _sandbox(case: EvalCase, eval_run: EvalRun) -> dict:
     tools = {"results": case.tool_results, "live_reads": case.live_reads}
     if case.recorded_calls:
         # A replayed run's calls: the same call gets its recorded result (before "results").
@@ -122,7 +122,7 @@ def _case_run_start(*, eval_run: EvalRun, case: EvalCase, repetition: int, user,
         content=last["content"],
         user=user,
         version=version,
-        eval_tools=_eval_tools(case, eval_run),
+        sandbox=_sandbox(case, eval_run),
     )
     return submission.run
 

@@ -73,7 +73,7 @@ def run(*, spec: dict, arguments: dict, ctx: ToolContext, loaded: int) -> str:
         handoff = (
             not passages
             and base.on_nothing_found == KnowledgeBase.OnNothingFound.HANDOFF
-            and run_row.eval_tools is None
+            and run_row.sandbox is None
         )
         knowledge_search_record(
             base=base,

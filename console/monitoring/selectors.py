@@ -217,7 +217,7 @@ def live_versions(*, start: datetime) -> list[dict]:
     )
     ids = [v.pk for agent in agents for v in (agent.published_version, agent.canary_version) if v is not None]
     # Live traffic only: an evaluation's runs of these versions are not what users got.
-    runs = Run.objects.filter(agent_version_id__in=ids, created_at__gte=start, eval_tools__isnull=True)
+    runs = Run.objects.filter(agent_version_id__in=ids, created_at__gte=start, sandbox__isnull=True)
     evaluated = eval_runs_latest(version_ids=ids)
     totals = {
         row["agent_version_id"]: row

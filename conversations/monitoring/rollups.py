@@ -5,7 +5,7 @@ Each refresh recomputes whole hours from a window start to now: the last couple 
 rollups fell behind (beat was down) and to the first ledger row on the very first refresh.
 It reads the ledger through the indexes on LLMCall.started_at and Run.finished_at, so its cost
 follows the number of recent rows, not the size of the ledger. Nothing is added to the
-engine's hot path. An evaluation's runs (Run.eval_tools set) are left out: the dashboard shows
+engine's hot path. An evaluation's runs (Run.sandbox set) are left out: the dashboard shows
 production traffic.
 """
 
@@ -74,7 +74,7 @@ def _llm_call_rows(start: datetime) -> list[LLMCallHourly]:
     groups = (
         # Rolled up per agent: calls outside a run (indexing embeddings) have no agent; an
         # evaluation's runs are not production traffic.
-        LLMCall.objects.filter(started_at__gte=start, run__isnull=False, run__eval_tools__isnull=True)
+        LLMCall.objects.filter(started_at__gte=start, run__isnull=False, run__sandbox__isnull=True)
         .exclude(status=LLMCall.Status.STARTED)
         .annotate(hour=TruncHour("started_at", tzinfo=UTC), bucket=bucket)
         .values("hour", "model_config_id", "run__agent_id", "bucket")
@@ -105,7 +105,7 @@ def _llm_call_rows(start: datetime) -> list[LLMCallHourly]:
 
 def _run_rows(start: datetime) -> list[RunHourly]:
     groups = (
-        Run.objects.filter(finished_at__gte=start, eval_tools__isnull=True)
+        Run.objects.filter(finished_at__gte=start, sandbox__isnull=True)
         .annotate(hour=TruncHour("finished_at", tzinfo=UTC))
         .values("hour", "agent_id", "status", "stop_reason")
         .annotate(runs=Count("id"))
@@ -124,14 +124,14 @@ def _error_rows(start: datetime) -> list[ErrorHourly]:
     sources = [
         (
             ErrorHourly.Source.RUN,
-            Run.objects.filter(finished_at__gte=start, status=RunStatus.FAILED, eval_tools__isnull=True).annotate(
+            Run.objects.filter(finished_at__gte=start, status=RunStatus.FAILED, sandbox__isnull=True).annotate(
                 hour=TruncHour("finished_at", tzinfo=UTC)
             ),
         ),
         (
             ErrorHourly.Source.LLM_CALL,
             LLMCall.objects.filter(
-                started_at__gte=start, status=LLMCall.Status.FAILED, run__eval_tools__isnull=True
+                started_at__gte=start, status=LLMCall.Status.FAILED, run__sandbox__isnull=True
             ).annotate(hour=TruncHour("started_at", tzinfo=UTC)),
         ),
     ]

@@ -127,7 +127,7 @@ def test_write_results_and_real_writes_reach_the_fork(client, source, forker):
     assert response.status_code == 302
     fork = Run.objects.get(forked_from=source)
     assert fork.fork_change["write_results"] == {"test-counter": "recorded"} and fork.fork_change["real_writes"]
-    assert fork.eval_tools["results"]["test-counter"] == "recorded" and fork.eval_tools["real_writes"] == "approval"
+    assert fork.sandbox["results"]["test-counter"] == "recorded" and fork.sandbox["real_writes"] == "approval"
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,7 @@ def test_live_versions_compares_the_published_version_and_the_canary():
     Run.objects.filter(pk=old.pk).update(agent_version=stable)
     # An evaluation's run of the candidate is not live traffic; its score is shown beside.
     evaluated = ledger_run(agent, status="failed", stop_reason="provider_error", finished_at=now)
-    Run.objects.filter(pk=evaluated.pk).update(agent_version=candidate, eval_tools={"results": {}})
+    Run.objects.filter(pk=evaluated.pk).update(agent_version=candidate, sandbox={"results": {}})
     suite = EvalSuite.objects.create(name="smoke")
     EvalRun.objects.create(
         suite=suite,

@@ -169,7 +169,7 @@ def test_an_evaluations_runs_and_calls_stay_out_of_the_rollups(broker_probes):
     agent = make_agent()
     ledger_run(agent, finished_at=now)
     evaluated = ledger_run(
-        agent, status="failed", stop_reason="provider_error", finished_at=now, eval_tools={"results": {}}
+        agent, status="failed", stop_reason="provider_error", finished_at=now, sandbox={"results": {}}
     )
     ledger_call(evaluated, started_at=now, status="failed", error="HTTP 503", iteration=1)
 

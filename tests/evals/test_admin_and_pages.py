@@ -173,9 +173,9 @@ def test_starting_an_eval_run_from_the_admin(client, no_enqueue):
     eval_run = EvalRun.objects.get()
     assert eval_run.agent_version == agent_version_current(agent=agent) and eval_run.repetitions == 2
     runs = Run.objects.filter(eval_result__eval_run=eval_run)
-    assert runs.count() == 8 and all(run.eval_tools is not None for run in runs)
+    assert runs.count() == 8 and all(run.sandbox is not None for run in runs)
     apples = runs.get(eval_result__case__name="apples", eval_result__repetition=1)
-    assert apples.eval_tools == {"results": {"test-counter": '{"recorded": "eval-apples"}'}, "live_reads": True}
+    assert apples.sandbox == {"results": {"test-counter": '{"recorded": "eval-apples"}'}, "live_reads": True}
     # The eval run's page links each result to its run's timeline.
     page = client.get(reverse("admin:evals_evalrun_change", args=[eval_run.pk])).content.decode()
     assert reverse("monitoring:run", args=[apples.pk]) in page

@@ -37,7 +37,7 @@ def test_eval_run_metrics_equal_a_hand_count(worker, fake_llm, executions):
     results = list(EvalResult.objects.filter(eval_run=eval_run).select_related("run", "case"))
     runs = [r.run for r in results]
     assert len(results) == 8 and len({run.conversation_id for run in runs}) == 8
-    assert all(run.status == "completed" and run.eval_tools is not None for run in runs)
+    assert all(run.status == "completed" and run.sandbox is not None for run in runs)
     # Prior turns are in the conversation before the case's last user message.
     apples_run = next(r.run for r in results if r.case.name == "apples")
     assert [m.content for m in apples_run.conversation.messages.order_by("order")][:3] == [
@@ -98,4 +98,4 @@ def test_a_regression_makes_the_command_exit_non_zero(worker, fake_llm, capsys):
     call_command("agentry_eval", agent.slug, suite="basics", version=str(baseline.number), against=str(baseline.number))
     assert "no regression" in capsys.readouterr().out
     # Two eval runs of four cases each: the reuse started none.
-    assert Run.objects.filter(eval_tools__isnull=False).count() == 8
+    assert Run.objects.filter(sandbox__isnull=False).count() == 8

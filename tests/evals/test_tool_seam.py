@@ -33,9 +33,9 @@ CALLS = {
 }
 
 
-def _eval_run(agent, eval_tools):
+def _eval_run(agent, sandbox):
     conversation = conversation_create(agent=agent)
-    return advance(message_submit(conversation=conversation, content="go", eval_tools=eval_tools).run)
+    return advance(message_submit(conversation=conversation, content="go", sandbox=sandbox).run)
 
 
 def _outcomes(run):
@@ -88,7 +88,7 @@ def test_an_ordinary_run_still_runs_its_tools(scripted_agent, executions):
     agent = scripted_agent(CALLS, tools=["test-counter", "test-echo"])
     AgentTool.objects.filter(agent=agent).update(approval=AgentTool.Approval.NEVER)
     run = advance(message_submit(conversation=conversation_create(agent=agent), content="go").run)
-    assert run.status == "completed" and executions("seam") == 1 and run.eval_tools is None
+    assert run.status == "completed" and executions("seam") == 1 and run.sandbox is None
     assert not ToolInvocation.objects.filter(run=run, simulated=True).exists()
 
 

@@ -61,7 +61,7 @@ def test_a_fork_at_the_delegating_step_runs_the_subtree_again_without_booking(tr
     fork = run_fork(source=tree, request=ForkRequest(step=1), user=boss)
     fork = _tree_done(fork, boss)
     child = _child(fork)
-    assert child.eval_tools["fork"] == str(tree.pk) and "model" not in child.eval_tools
+    assert child.sandbox["fork"] == str(tree.pk) and "model" not in child.sandbox
     write = ToolInvocation.objects.get(run=child, tool_name=WRITE_TOOL)
     assert write.simulated and write.status == "succeeded" and not Approval.objects.filter(run=child).exists()
     assert last_answer(fork) == last_answer(tree)
@@ -75,7 +75,7 @@ def test_a_fork_on_another_model_keeps_the_childs_own_model(tree, fake_llm, boss
     )
     fork = _tree_done(fork, boss)
     child, source_child = _child(fork), _child(tree)
-    assert "model" not in child.eval_tools
+    assert "model" not in child.sandbox
     assert set(LLMCall.objects.filter(run=fork).values_list("model_name", flat=True)) == {other.model}
     assert set(LLMCall.objects.filter(run=child).values_list("model_name", flat=True)) == set(
         LLMCall.objects.filter(run=source_child).values_list("model_name", flat=True)

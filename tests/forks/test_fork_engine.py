@@ -237,7 +237,7 @@ def test_forks_of_forks(source, boss, counting):
         assert second.forked_from == first and second.status == "completed"
         assert _messages(second) == _messages(first) and _invocations(second) == _invocations(first)
     # The operator's results carry on into forks of the fork.
-    assert second.eval_tools["results"] == {WRITE_TOOL: given}
+    assert second.sandbox["results"] == {WRITE_TOOL: given}
     assert counting.keys() == 1
 
 

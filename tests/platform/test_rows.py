@@ -30,7 +30,7 @@ def _as_the_orm_reads(model, pk, fields):
     return found.only(*fields).get() if fields else found.get()
 
 
-@pytest.mark.parametrize("fields", [None, ("id", "status", "cost", "deadline", "eval_tools", "agent")])
+@pytest.mark.parametrize("fields", [None, ("id", "status", "cost", "deadline", "sandbox", "agent")])
 def test_an_instance_is_what_the_orm_reads(fields):
     run = start_run(make_agent(run_cost_budget=Decimal("0.5")), "你好")
     columns = Columns(Run, fields, "r")

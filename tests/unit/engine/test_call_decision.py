@@ -41,13 +41,13 @@ def _approval(status, *, arguments=None, kind=Approval.Kind.TOOL_CALL, reason=""
     )
 
 
-def _decide(call=None, spec=None, approval=None, blocked=None, eval_tools=None):
+def _decide(call=None, spec=None, approval=None, blocked=None, sandbox=None):
     return call_decision(
         invocation=call or _call(),
         spec=_spec() if spec is None else spec,
         approval=approval,
         blocked=blocked,
-        eval_tools=eval_tools,
+        sandbox=sandbox,
     )
 
 
@@ -106,25 +106,25 @@ def test_a_settled_hand_off_gives_the_person_s_answer_or_the_kept_result():
 
 
 def test_an_evaluation_takes_the_case_s_result_cut_like_the_tool_s_own():
-    decision = _decide(spec=_spec("always", kind=DELEGATE_KIND), eval_tools={"results": {"book": "x" * 50}})
+    decision = _decide(spec=_spec("always", kind=DELEGATE_KIND), sandbox={"results": {"book": "x" * 50}})
     assert decision.simulated and decision.truncated and decision.status == Status.SUCCEEDED
 
 
 def test_an_evaluation_runs_only_reads_that_need_no_person_and_only_if_the_case_allows():
     reads = {"live_reads": True}
-    assert _decide(spec=_spec(side_effect="read"), eval_tools=reads) == Execute({"seats": 2})
-    for spec, eval_tools in [
+    assert _decide(spec=_spec(side_effect="read"), sandbox=reads) == Execute({"seats": 2})
+    for spec, sandbox in [
         (_spec(side_effect="read"), {}),
         (_spec(side_effect="write"), reads),
         (_spec("always", side_effect="read"), reads),
     ]:
-        decision = _decide(spec=spec, eval_tools=eval_tools)
+        decision = _decide(spec=spec, sandbox=sandbox)
         assert decision.status == Status.ERROR and decision.error == "not run in an evaluation"
 
 
 def test_a_call_runs_at_once_exactly_when_the_decision_would_run_it():
     class Run:
-        eval_tools = None
+        sandbox = None
 
     assert runs_at_once(run=Run(), invocation=_call(), spec=_spec(), held_back=False)
     assert not runs_at_once(run=Run(), invocation=_call(), spec=_spec(), held_back=True)

@@ -53,17 +53,17 @@ def test_the_prompt_and_the_memory_message_keep_the_contract():
 
 
 def test_whose_memories_a_run_reads():
-    assert memory_target(snapshot=SNAPSHOT, eval_tools=None, end_user="u1", owner_id=3) == MemoryTarget(
+    assert memory_target(snapshot=SNAPSHOT, sandbox=None, end_user="u1", owner_id=3) == MemoryTarget(
         "agent:7", 3, "u1"
     )
     shared = {**SNAPSHOT, "memory": {**SNAPSHOT["memory"], "space": "support"}}
-    assert memory_target(snapshot=shared, eval_tools=None, end_user="u1", owner_id=3).scope == "support"
+    assert memory_target(snapshot=shared, sandbox=None, end_user="u1", owner_id=3).scope == "support"
     # An evaluation's run: its eval run's scope, never the agent's; without one, no memory.
     evaluated = {"results": {}, "memory_scope": "eval:9"}
-    assert memory_target(snapshot=SNAPSHOT, eval_tools=evaluated, end_user="e", owner_id=None).scope == "eval:9"
-    assert memory_target(snapshot=SNAPSHOT, eval_tools={"results": {}}, end_user="e", owner_id=None) is None
-    assert memory_target(snapshot=SNAPSHOT, eval_tools=None, end_user="", owner_id=3) is None
-    assert memory_target(snapshot={"agent": {"id": 7}}, eval_tools=None, end_user="u1", owner_id=3) is None
+    assert memory_target(snapshot=SNAPSHOT, sandbox=evaluated, end_user="e", owner_id=None).scope == "eval:9"
+    assert memory_target(snapshot=SNAPSHOT, sandbox={"results": {}}, end_user="e", owner_id=None) is None
+    assert memory_target(snapshot=SNAPSHOT, sandbox=None, end_user="", owner_id=3) is None
+    assert memory_target(snapshot={"agent": {"id": 7}}, sandbox=None, end_user="u1", owner_id=3) is None
 
 
 def test_an_eval_case_checks_what_was_recalled_and_what_was_forgotten():

@@ -28,7 +28,7 @@ class RunRow:
     agent_id: int = 1
     children_tokens: int = 0
     children_cost: Decimal = Decimal(0)
-    eval_tools: dict | None = None
+    sandbox: dict | None = None
 
 
 def tool(name: str, *, policy: str = "never", kind: str = "python", side_effect: str = "read") -> dict:
@@ -102,7 +102,7 @@ def test_a_call_that_waits_for_a_person_or_cannot_run_is_not_started_with_the_an
 
 
 def test_an_evaluation_s_run_or_a_run_with_delegated_usage_does_not_start_the_call():
-    for run in (RunRow(eval_tools={"results": {}}), RunRow(children_tokens=10)):
+    for run in (RunRow(sandbox={"results": {}}), RunRow(children_tokens=10)):
         decision = decided([user(), answer(calls())], run=run)
         assert isinstance(decision, RunTools) and not decision.start_first
 

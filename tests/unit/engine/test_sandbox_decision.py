@@ -1,5 +1,5 @@
 """What happens to a call of a sandboxed run (a fork's, an evaluation's): engine.invocations.call_decision
-with Run.eval_tools set, on unsaved rows and no database."""
+with Run.sandbox set, on unsaved rows and no database."""
 
 from agents.snapshot import DELEGATE_KIND
 from conversations.models import Approval, ToolInvocation
@@ -43,7 +43,7 @@ def _approval(status) -> Approval:
 
 def _decide(sandbox, *, spec=None, call=None, approval=None):
     return call_decision(
-        invocation=call or _call(), spec=spec or _spec(), approval=approval, blocked=None, eval_tools=sandbox
+        invocation=call or _call(), spec=spec or _spec(), approval=approval, blocked=None, sandbox=sandbox
     )
 
 
