@@ -88,6 +88,15 @@ class ModelConfig(models.Model):
         blank=True,
         help_text=_("The JSON Schema answers must match (response format: JSON matching a schema)."),
     )
+    structured_output = models.BooleanField(
+        _("structured output"),
+        default=False,
+        help_text=_(
+            "The server can hold an answer to a JSON Schema (OpenAI-compatible response_format json_schema, as "
+            "OpenAI, vLLM and llama.cpp's server do). The platform's own calls that expect JSON (memory "
+            "extraction) then ask for it; the agent's answers follow the response format above."
+        ),
+    )
     thinking = models.CharField(
         _("thinking"),
         max_length=16,
@@ -169,6 +178,8 @@ class ModelConfig(models.Model):
         problems = parameter_problems(provider=self.provider, params=self.__dict__)
         if self.context_window and self.max_tokens and self.max_tokens >= self.context_window:
             problems["max_tokens"] = _("Max tokens must be below the context window, which also holds the prompt.")
+        if self.structured_output and self.provider == ProviderKind.ANTHROPIC:
+            problems["structured_output"] = _("Anthropic Messages has no JSON Schema response format.")
         if not problems and self.pk and self.provider == ProviderKind.ANTHROPIC and self.thinking == Thinking.ENABLED:
             forced = Agent.objects.filter(
                 models.Q(model_config=self) | models.Q(fallback_model_config=self),
@@ -451,6 +462,16 @@ class Agent(models.Model):
         help_text=_(
             "An OpenAI-compatible /embeddings endpoint: memories are also found by meaning (vector search). "
             "Empty: keyword search only."
+        ),
+    )
+    memory_daily_tokens = models.PositiveIntegerField(
+        _("memory extraction tokens per day"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text=_(
+            "Tokens this agent's memory extractions may use per day (in the agent's time zone). Once spent, "
+            "completed runs are not extracted until the day ends, and the log says so. Empty: no limit."
         ),
     )
     # Retention: terminal runs older than this are purged (with all their audit rows) by the

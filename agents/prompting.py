@@ -4,7 +4,8 @@ Seed 000's system message opens with the current date and time ("今天是 2026�
 15时05分30秒 星期六 。"); templates get that and friends, rendered in the agent's time zone.
 The template engine runs without autoescaping: this is prompt text, not HTML. A prompt is tried
 when it is saved (system_prompt_check), so one that cannot render is refused then rather than
-failing every run of the agent.
+failing every run of the agent. Every render has a budget of work (agents.prompt_budget): one
+past it stops with PromptBudgetExceeded, at a save as at a run.
 """
 
 import zoneinfo
@@ -16,10 +17,12 @@ from django.template import Context, Engine
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from agents.prompt_budget import RenderBudget, template_meter
+
 _WEEKDAYS_CN = ["星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"]
 # Autoescaping is a property of the Context, not only of the Engine: render() passes one that
 # says so, or "A & B" would reach the model as "A &amp; B".
-_engine = Engine(autoescape=False)
+_engine = Engine(autoescape=False, builtins=["agents.prompt_budget"])
 # A short template can render a huge prompt ({% for %} over a padded string): past this the
 # prompt is refused when saved, before every run pays for it in tokens.
 MAX_RENDERED_CHARS = 200_000
@@ -27,7 +30,9 @@ MAX_RENDERED_CHARS = 200_000
 
 @lru_cache(maxsize=256)
 def _compile(template: str):
-    return _engine.from_string(template)
+    compiled = _engine.from_string(template)
+    template_meter(compiled)
+    return compiled
 
 
 def prompt_variables(*, now: datetime, time_zone: str, agent_name: str) -> dict:
@@ -47,8 +52,11 @@ def prompt_variables(*, now: datetime, time_zone: str, agent_name: str) -> dict:
 
 def prompt_text_render(template: str, variables: dict) -> str:
     """A template that makes text a model reads (a system prompt, a schedule's or a hook's
-    message): compiled once per process, never HTML-escaped."""
-    return _compile(template).render(Context(variables, autoescape=False))
+    message): compiled once per process, never HTML-escaped, stopped with PromptBudgetExceeded
+    when it does more work than agents.prompt_budget allows."""
+    context = Context(variables, autoescape=False)
+    context.prompt_budget = RenderBudget()
+    return _compile(template).render(context)
 
 
 def render_system_prompt(*, template: str, now: datetime, time_zone: str, agent_name: str) -> str:

@@ -1,11 +1,12 @@
 """Reads on agents."""
 
+from collections.abc import Iterable
 from dataclasses import fields
 from datetime import date
 from decimal import Decimal
 from functools import cache, partial
 
-from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery, Sum
 
 from agents.models import (
     Agent,
@@ -18,9 +19,11 @@ from agents.models import (
     ModelConfig,
 )
 from agents.providers.calibration import Calibration
+from agents.snapshot import AgentSnapshot, SnapshotInvalid, ToolSpec, snapshot_parse, snapshot_tools
 from platform_site.cursors import statement_cursor
 from platform_site.rows import Columns
 from platform_site.statements import bound
+from tools.approval_policy import ApprovalPolicy, LiveApproval, approval_stricter, effective_policy
 from tools.models import ToolDefinition
 
 
@@ -156,3 +159,107 @@ def agent_releases(*, agent: Agent, limit: int = 100) -> QuerySet[AgentRelease]:
         .defer("version__snapshot", "previous_version__snapshot")
         .order_by("-at", "-pk")[:limit]
     )
+
+
+def tool_approvals_now(*, agent_id: int, tool_ids: list[int]) -> dict[int, dict]:
+    """The approval each tool (by id) has now for the agent, resolved as a version built now would
+    pin it (agents.snapshot): the tool's policy, or the agent's override of it. One read. A tool
+    the agent no longer links keeps its own policy: tightening it still reaches the versions that
+    pinned it."""
+    link = AgentTool.objects.filter(agent_id=agent_id, tool_id=OuterRef("pk"))
+    rows = (
+        ToolDefinition.objects.filter(pk__in=tool_ids)
+        .annotate(
+            override=Subquery(link.values("approval")[:1]), override_rule=Subquery(link.values("approval_rule")[:1])
+        )
+        .values(
+            "pk",
+            "approval_policy",
+            "approval_rule",
+            "side_effect",
+            "approval_timeout_seconds",
+            "approval_on_expiry",
+            "override",
+            "override_rule",
+        )
+    )
+    approvals = {}
+    for row in rows:
+        policy, rule = effective_policy(
+            tool_policy=row["approval_policy"],
+            tool_rule=row["approval_rule"],
+            side_effect=row["side_effect"],
+            override=row["override"] or AgentTool.Approval.INHERIT,
+            override_rule=row["override_rule"] or "",
+        )
+        approvals[row["pk"]] = {
+            "policy": policy,
+            "rule": rule,
+            "timeout_seconds": row["approval_timeout_seconds"],
+            "on_expiry": row["approval_on_expiry"],
+        }
+    return approvals
+
+
+def tools_in_force(*, snapshot: AgentSnapshot, names: Iterable[str]) -> dict[str, ToolSpec]:
+    """The snapshot's tools by name, those named with the approval in force now: the stricter of
+    the pinned one and the tool's current one (tools.approval_policy.approval_stricter). Read
+    only for tools that could be tightened (a tool, not an agent, whose pinned policy is not
+    "always"): a step whose calls cannot ask more than they do reads nothing."""
+    tools = snapshot_tools(snapshot)
+    named = [tools[name] for name in set(names) if name in tools]
+    ids = [
+        spec["id"] for spec in named if spec["id"] is not None and spec["approval"]["policy"] != ApprovalPolicy.ALWAYS
+    ]
+    if not ids:
+        return tools
+    current = tool_approvals_now(agent_id=snapshot["agent"]["id"], tool_ids=ids)
+    for spec in named:
+        approval = approval_stricter(spec["approval"], current.get(spec["id"]))
+        if approval is not spec["approval"]:
+            # A copy: the snapshot is shared by the process's steps (engine.snapshots).
+            tools[spec["name"]] = {**spec, "approval": approval}
+    return tools
+
+
+def tool_live_approvals(*, tool: ToolDefinition) -> list[LiveApproval]:
+    """How every version live traffic runs applies `tool`'s approval (tools.approval_policy.
+    LiveApproval): each agent's published version and canary candidate that pin the tool, and
+    the draft of each agent never published that has the tool (its calls pin what is current)."""
+    agents = (
+        Agent.objects.filter(
+            Q(published_version__isnull=False) | Q(canary_version__isnull=False) | Q(agent_tools__tool=tool)
+        )
+        .select_related("published_version", "canary_version")
+        .distinct()
+        .order_by("name")
+    )
+    found = []
+    for agent in agents:
+        live = [("published", agent.published_version), ("canary", agent.canary_version)]
+        pinned = [(role, version, _pinned_approval(version.snapshot, tool.pk)) for role, version in live if version]
+        pinned = [(role, version, approval) for role, version, approval in pinned if approval is not None]
+        current = tool_approvals_now(agent_id=agent.pk, tool_ids=[tool.pk]).get(tool.pk)
+        if agent.published_version_id is None and current is not None:
+            link = AgentTool.objects.filter(agent=agent, tool=tool, enabled=True).exists()
+            pinned += [("draft", None, current)] if link and tool.is_active else []
+        found += [
+            LiveApproval(
+                agent=agent.name,
+                role=role,
+                number=version.number if version else None,
+                pinned=approval,
+                current=current,
+                effective=approval_stricter(approval, current),
+            )
+            for role, version, approval in pinned
+        ]
+    return found
+
+
+def _pinned_approval(snapshot: dict, tool_id: int) -> dict | None:
+    try:
+        tools = snapshot_parse(snapshot)["tools"]
+    except SnapshotInvalid:
+        return None
+    return next((spec["approval"] for spec in tools if spec.get("id") == tool_id), None)

@@ -82,6 +82,9 @@ class ModelSnapshot(TypedDict):
     price_input_per_million: str | None
     price_output_per_million: str | None
     price_cached_input_per_million: str | None
+    # Only for configs that can hold an answer to a JSON Schema, so the others pin the same
+    # snapshot (and hash) as before the setting existed.
+    structured_output: NotRequired[bool]
 
 
 class ToolApproval(TypedDict):
@@ -147,6 +150,9 @@ class MemorySnapshot(TypedDict):
     # The model whose vectors find memories by meaning (memory.services); only agents that name
     # one have the key, so their memory settings pin the same snapshot as before it existed.
     embedding_model: NotRequired[ModelSnapshot]
+    # Tokens the agent's extractions may use per day (engine.memory); only when capped, for the
+    # same reason as embedding_model.
+    daily_tokens: NotRequired[int]
 
 
 class AgentSnapshot(TypedDict):
@@ -215,7 +221,7 @@ def _float(value) -> float | None:
 
 
 def _model_snapshot(config: ModelConfig) -> ModelSnapshot:
-    return {
+    model: ModelSnapshot = {
         "id": config.pk,
         "name": config.name,
         "provider": config.provider,
@@ -243,6 +249,9 @@ def _model_snapshot(config: ModelConfig) -> ModelSnapshot:
         "price_output_per_million": _decimal(config.price_output_per_million),
         "price_cached_input_per_million": _decimal(config.price_cached_input_per_million),
     }
+    if config.structured_output:
+        model["structured_output"] = True
+    return model
 
 
 def model_snapshot(config: ModelConfig) -> ModelSnapshot:
@@ -315,6 +324,8 @@ def _memory_snapshot(agent: Agent) -> MemorySnapshot:
         # agents.selectors.agent_config_state reads too, so a version found by it is this one.
         config = ModelConfig.objects.get(pk=agent.memory_embedding_model_id)
         memory["embedding_model"] = _model_snapshot(config)
+    if agent.memory_daily_tokens is not None:
+        memory["daily_tokens"] = agent.memory_daily_tokens
     return memory
 
 

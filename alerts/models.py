@@ -30,13 +30,14 @@ class AlertRule(models.Model):
         STUCK_RUNS = "stuck_runs", _("Runs not finished after N minutes")
         APPROVAL_AGE = "approval_age", _("Oldest pending approval older than N minutes")
         NEGATIVE_FEEDBACK = "negative_feedback", _("Negative feedback rate over a window (%)")
+        EXTRACTION_RATE = "extraction_rate", _("Memory extraction success rate below the threshold over a window (%)")
 
     class Window(models.TextChoices):
         HOUR = "hour", _("Last hour")
         DAY = "day", _("Last 24 hours")
 
     # Kinds measured over a sliding window; the other two look at what is open now.
-    WINDOWED = (Kind.TOKENS, Kind.COST, Kind.FAILURE_RATE, Kind.NEGATIVE_FEEDBACK)
+    WINDOWED = (Kind.TOKENS, Kind.COST, Kind.FAILURE_RATE, Kind.NEGATIVE_FEEDBACK, Kind.EXTRACTION_RATE)
     # Runs and approvals belong to agents, not to model configs.
     AGENT_ONLY = (Kind.STUCK_RUNS, Kind.APPROVAL_AGE)
 
@@ -69,13 +70,17 @@ class AlertRule(models.Model):
         decimal_places=8,
         help_text=_(
             "Tokens: a whole number. Cost: an amount in the prices' currency. Failure rate and negative "
-            "feedback rate: a percentage above 0, at most 100. Stuck runs and approval age: whole minutes."
+            "feedback rate: a percentage above 0, at most 100. Memory extraction success rate: fires below this "
+            "percentage (above 0, at most 100). Stuck runs and approval age: whole minutes."
         ),
         verbose_name=_("threshold"),
     )
     min_runs = models.PositiveIntegerField(
         default=10,
-        help_text=_("Rates only: fewer runs (or model calls, or feedback posts) than this in the window never fire."),
+        help_text=_(
+            "Rates only: fewer runs (or model calls, feedback posts, memory extraction calls) than this in the "
+            "window never fire."
+        ),
         verbose_name=_("minimum runs"),
     )
     enabled = models.BooleanField(default=True, verbose_name=_("enabled"))
@@ -125,6 +130,8 @@ class AlertRule(models.Model):
             errors["model_config"] = _("Runs and approvals are watched per agent or for everything.")
         elif self.kind == self.Kind.NEGATIVE_FEEDBACK and self.model_config_id:
             errors["model_config"] = _("Feedback is on runs: watch it per agent or for everything.")
+        elif self.kind == self.Kind.EXTRACTION_RATE and self.model_config_id:
+            errors["model_config"] = _("Memory is an agent's: watch its extractions per agent or for everything.")
         threshold = self.threshold
         if threshold is not None:
             whole = threshold == threshold.to_integral_value()
@@ -136,6 +143,8 @@ class AlertRule(models.Model):
                 errors["threshold"] = _("A failure rate is a percentage above 0 and at most 100.")
             elif self.kind == self.Kind.NEGATIVE_FEEDBACK and not 0 < threshold <= 100:
                 errors["threshold"] = _("A negative feedback rate is a percentage above 0 and at most 100.")
+            elif self.kind == self.Kind.EXTRACTION_RATE and not 0 < threshold <= 100:
+                errors["threshold"] = _("A success rate is a percentage above 0 and at most 100.")
             elif self.kind in self.AGENT_ONLY and not (whole and 1 <= threshold <= MAX_AGE_MINUTES):
                 errors["threshold"] = _("An age is a whole number of minutes from 1 to %(max)d.") % {
                     "max": MAX_AGE_MINUTES
@@ -144,6 +153,8 @@ class AlertRule(models.Model):
             errors["min_runs"] = _("At least one run is needed to measure a failure rate.")
         elif self.kind == self.Kind.NEGATIVE_FEEDBACK and self.min_runs < 1:
             errors["min_runs"] = _("At least one feedback post is needed to measure a negative feedback rate.")
+        elif self.kind == self.Kind.EXTRACTION_RATE and self.min_runs < 1:
+            errors["min_runs"] = _("At least one extraction call is needed to measure a success rate.")
         for address in self.recipients:
             try:
                 validate_email(address)

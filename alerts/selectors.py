@@ -19,7 +19,7 @@ from django.utils.translation import ngettext
 from alerts.models import AlertFiring, AlertRule
 from conversations.models import TERMINAL_STATUSES, Approval, LLMCall, Run, RunFeedback, RunStatus
 from conversations.monitoring.models import LLMCallHourly, RollupState, RunHourly
-from conversations.monitoring.rollups import floor_hour
+from conversations.monitoring.rollups import PRODUCTION_CALLS, PRODUCTION_RUNS, floor_hour
 
 WINDOWS = {AlertRule.Window.HOUR: timedelta(hours=1), AlertRule.Window.DAY: timedelta(days=1)}
 HOUR = timedelta(hours=1)
@@ -52,11 +52,13 @@ def _spans(*, start: datetime, now: datetime) -> tuple[list[tuple[datetime, date
 
 
 def _calls(rule: AlertRule):
+    # What the rollups count too, so a window's sum does not depend on how much of it they answer.
+    calls = LLMCall.objects.filter(PRODUCTION_CALLS)
     if rule.agent_id:
-        return LLMCall.objects.filter(run__agent_id=rule.agent_id)
+        return calls.filter(run__agent_id=rule.agent_id)
     if rule.model_config_id:
-        return LLMCall.objects.filter(model_config_id=rule.model_config_id)
-    return LLMCall.objects.all()
+        return calls.filter(model_config_id=rule.model_config_id)
+    return calls
 
 
 def _call_rollups(rule: AlertRule):
@@ -99,7 +101,7 @@ def window_usage(*, rule: AlertRule, now: datetime) -> dict:
 def window_runs(*, rule: AlertRule, now: datetime) -> dict:
     """Runs that ended in the rule's window (for its agent, or all), and how many failed."""
     spans, hours = _spans(start=now - WINDOWS[rule.window], now=now)
-    runs = Run.objects.filter(status__in=TERMINAL_STATUSES)
+    runs = Run.objects.filter(PRODUCTION_RUNS, status__in=TERMINAL_STATUSES)
     rollups = RunHourly.objects.all()
     if rule.agent_id:
         runs, rollups = runs.filter(agent_id=rule.agent_id), rollups.filter(agent_id=rule.agent_id)
@@ -148,6 +150,33 @@ def _negative_feedback_rate(rule: AlertRule, now: datetime) -> Measurement:
     return Measurement(rate, total >= rule.min_runs and rate >= rule.threshold, summary)
 
 
+def window_extractions(*, rule: AlertRule, now: datetime) -> dict:
+    """Memory extraction calls that ended in the rule's window (of its agent, or all), by when
+    they started, and how many succeeded: an answer that could not be used is a failed call."""
+    calls = _calls(rule).filter(
+        purpose=LLMCall.Purpose.MEMORY, started_at__gte=now - WINDOWS[rule.window], started_at__lte=now
+    )
+    ended = calls.exclude(status=LLMCall.Status.STARTED)
+    return ended.aggregate(total=Count("pk"), succeeded=Count("pk", filter=Q(status=LLMCall.Status.SUCCEEDED)))
+
+
+def _extraction_rate(rule: AlertRule, now: datetime) -> Measurement:
+    counts = window_extractions(rule=rule, now=now)
+    total, succeeded = counts["total"], counts["succeeded"]
+    rate = (Decimal(succeeded) * 100 / total).quantize(Decimal("0.01")) if total else Decimal(0)
+    summary = _(
+        "%(succeeded)d of %(total)d memory extraction calls succeeded in %(hours)d h (%(rate)s%%, fires below "
+        "%(threshold)s%%)"
+    ) % {
+        "succeeded": succeeded,
+        "total": total,
+        "hours": _window_hours(rule),
+        "rate": rate,
+        "threshold": number_text(rule.threshold),
+    }
+    return Measurement(rate, total >= rule.min_runs and rate < rule.threshold, summary)
+
+
 def _oldest(rows, field: str, now: datetime) -> tuple[int, Decimal]:
     row = rows.aggregate(n=Count("pk"), oldest=Min(field))
     age = (now - row["oldest"]).total_seconds() / 60 if row["oldest"] else 0
@@ -192,6 +221,8 @@ def alert_rule_measure(*, rule: AlertRule, now: datetime) -> Measurement:
         return _failure_rate(rule, now)
     elif rule.kind == AlertRule.Kind.NEGATIVE_FEEDBACK:
         return _negative_feedback_rate(rule, now)
+    elif rule.kind == AlertRule.Kind.EXTRACTION_RATE:
+        return _extraction_rate(rule, now)
     elif rule.kind == AlertRule.Kind.STUCK_RUNS:
         runs = Run.objects.filter(status__in=OPEN_STATUSES, created_at__lt=now - timedelta(minutes=int(threshold)))
         if rule.agent_id:

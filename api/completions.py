@@ -22,7 +22,7 @@ from django.utils.translation import gettext as _
 from agents.models import Agent
 from agents.selectors import agent_usable_by
 from conversations.end_users import EndUserInvalid, end_user_clean
-from conversations.models import Approval, Message, Run, RunStatus, StopReason
+from conversations.models import Approval, Message, Run, RunStatus, RunTrigger, StopReason
 from conversations.selectors import run_with_final_answer
 from engine.admission import conversation_start
 
@@ -30,7 +30,11 @@ MAX_MESSAGES = 500
 SYSTEM_ROLES = {"system", "developer"}
 # How a completed run's stop reason reads as OpenAI's finish_reason; any other is "stop". A
 # guardrail's block is the provider's content filter to a client (its text says why).
-FINISH_REASONS = {StopReason.MAX_ITERATIONS: "length", StopReason.GUARDRAIL_BLOCKED: "content_filter"}
+FINISH_REASONS = {
+    StopReason.MAX_ITERATIONS: "length",
+    StopReason.TRUNCATED: "length",
+    StopReason.GUARDRAIL_BLOCKED: "content_filter",
+}
 
 PARKED_TEXT = (
     "This request is waiting for approval: before it can go on, a person must approve the call of "
@@ -174,6 +178,7 @@ def completion_start(*, user, agent: Agent, request: CompletionRequest) -> Run:
         metadata={"source": "chat.completions"},
         history=opening + request.history,
         end_user=request.end_user,
+        trigger=RunTrigger.OPENAI,
     )
 
 

@@ -11,22 +11,16 @@ from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied, Throttled
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
-from agents.models import Agent
-from agents.releases import DRAFT, PUBLISHED, TEST_VERSION_PERMISSION, UnknownVersion
+from agents.releases import DRAFT, PUBLISHED, UnknownVersion
+from agents.run_choices import RunChoiceRefused, run_choice_check
 from api.common import ErrorSerializer, FieldsBuiltOnce, IdempotencyKeyMismatch, JSONInputField, agent_named, reject_nul
 from api.runs import RunDetailSerializer
-from api.throttles import (
-    END_USER_LIMIT_FIELDS,
-    ApiUserThrottle,
-    EndUserLimited,
-    RunStartThrottle,
-    end_user_limits_check,
-)
+from api.throttles import ApiUserThrottle, RunStartThrottle
 from conversations.end_users import END_USER_MAX_CHARS, EndUserInvalid, end_user_clean
-from conversations.models import Conversation, Message, Run
+from conversations.models import Conversation, Message, Run, RunTrigger
 from conversations.selectors import conversation_for_post, conversations_visible_to, runs_visible_to
 from conversations.services import conversation_create, conversation_update
 from engine.admission import ConversationBusy, IdempotencyKeyReused, message_submit
@@ -287,21 +281,18 @@ class ConversationViewSet(
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         version = serializer.validated_data.get("version")
-        if version is not None and not request.user.has_perm(TEST_VERSION_PERMISSION):
-            raise PermissionDenied(_("Choosing the version to run takes the permission to test agent versions."))
+        try:
+            run_choice_check(user=request.user, agent_id=conversation.agent_id, version=version)
+        except RunChoiceRefused as exc:
+            raise PermissionDenied(str(exc)) from None
         key = _idempotency_key(request)
         if not conversation.agent_usable:
             raise ApiConflict(
                 f"The agent {conversation.agent.slug!r} is not available any more: "
                 "it was disabled or your access to it was removed."
             )
-        if conversation.end_user:
-            # Read only for a conversation with an end user: other posts read nothing more.
-            agent = Agent.objects.only(*END_USER_LIMIT_FIELDS).get(pk=conversation.agent_id)
-            try:
-                end_user_limits_check(request, agent=agent, owner_id=request.user.pk, end_user=conversation.end_user)
-            except EndUserLimited as exc:
-                raise Throttled(wait=exc.retry_after, detail=exc.message) from None
+        # The agent's limits per end user are admission's (AdmissionRefused: the 429 of
+        # platform_site.api_errors).
         try:
             submission = message_submit(
                 conversation=conversation,
@@ -309,6 +300,7 @@ class ConversationViewSet(
                 user=request.user,
                 idempotency_key=key,
                 version=version,
+                trigger=RunTrigger.API,
             )
         except UnknownVersion as exc:
             raise serializers.ValidationError({"version": [str(exc)]}) from None

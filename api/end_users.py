@@ -9,8 +9,8 @@ from rest_framework import generics, serializers
 
 from api.common import ErrorSerializer, NewestFirstCursorPagination
 from api.conversations import ConversationSerializer
-from api.runs import RunSerializer
-from conversations.end_users import EndUserInvalid, end_user_clean, end_user_conversations, end_user_runs
+from api.runs import RunListSerializer
+from conversations.end_users import EndUser, EndUserInvalid, end_user_clean, end_user_conversations, end_user_runs
 from conversations.models import Conversation, Run
 from conversations.selectors import run_children_rows
 from knowledge.selectors import searches_prefetch
@@ -66,17 +66,17 @@ class EndUserConversationList(_EndUserList):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model
             return Conversation.objects.none()
         end_user, agent = self.end_user_and_agent()
-        return end_user_conversations(owner=self.request.user, end_user=end_user, agent_slug=agent)
+        return end_user_conversations(person=EndUser(self.request.user.pk, end_user), agent_slug=agent)
 
 
 class EndUserRunList(_EndUserList):
-    serializer_class = RunSerializer
+    serializer_class = RunListSerializer
     pagination_class = NewestFirstCursorPagination  # as GET /runs/ pages
 
     @extend_schema(
         operation_id="end_users_runs_list",
         parameters=[END_USER_PARAMETER, EndUserFilterSerializer],
-        responses={200: RunSerializer(many=True), 400: ErrorSerializer},
+        responses={200: RunListSerializer(many=True), 400: ErrorSerializer},
         summary="List an end user's runs",
         description="The runs of your conversations with this end user, newest first, as GET /runs/ shows and "
         "pages them (by cursor): status, question and answer, tokens and cost. With ?agent=<slug>, only that agent's.",
@@ -89,6 +89,7 @@ class EndUserRunList(_EndUserList):
             return Run.objects.none()
         end_user, agent = self.end_user_and_agent()
         # What RunSerializer reads of each run, as GET /runs/ reads it.
-        return end_user_runs(owner=self.request.user, end_user=end_user, agent_slug=agent).prefetch_related(
+        person = EndUser(self.request.user.pk, end_user)
+        return end_user_runs(person=person, reader=self.request.user, agent_slug=agent).prefetch_related(
             searches_prefetch(), Prefetch("children", queryset=run_children_rows())
         )

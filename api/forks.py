@@ -1,6 +1,7 @@
 """POST /api/v1/runs/{id}/fork/: a new run from step N of an ended run, with one thing changed
 (engine.forks). It takes the permission to fork runs (conversations.fork_run; a token acts as
-its user), and the run must be one the caller may see (as GET /runs/{id}/), else 404."""
+its user), and the run must be one the caller may see (as GET /runs/{id}/), else 404. Choosing
+the version or the model config takes what a posted message's choice takes (agents.run_choices)."""
 
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
@@ -147,7 +148,10 @@ class RunForkView(APIView):
                 "version, model config or tool call of the step.",
             ),
             403: OpenApiResponse(
-                ErrorSerializer, description="You may not fork runs, or may not use this run's agent."
+                ErrorSerializer,
+                description="You may not fork runs, may not use this run's agent, or may not choose that version "
+                "(it takes the permission to test agent versions) or model config (one the agent does not use takes "
+                "the permission to change model configs).",
             ),
             404: ErrorSerializer,
         },
@@ -159,7 +163,10 @@ class RunForkView(APIView):
         "the source made gets its recorded result, a read tool runs live, a write tool gets the result in "
         "`write_results`, or with `real_writes` waits for an approval, or else fails without running. "
         "Answers 202 with the fork (status `queued`); its `forked_from`, `fork_step` and `fork_change` say what "
-        "it is. Takes the permission to fork runs.",
+        "it is. Takes the permission to fork runs; naming a `version` (or forking a run of a version never "
+        "published) also takes the permission to test agent versions, as a posted message's `version` does, and a "
+        "`model_config` the agent does not use (its model, its fallback or one of its versions') takes the "
+        "permission to change model configs.",
         examples=[
             OpenApiExample("Replay from step 2", value={"step": 2}, request_only=True),
             OpenApiExample(

@@ -5,10 +5,12 @@ hook, a disabled one and one whose agent is inactive are the same 404. Each step
 4xx that names what to fix; docs/hooks.md has the signing recipe."""
 
 import time
+from typing import NoReturn
 
 from django.conf import settings
 from django.http import Http404
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, serializers, status
@@ -16,9 +18,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.models import Agent
 from api.common import ErrorSerializer
-from api.throttles import END_USER_LIMIT_FIELDS, EndUserLimited, HookThrottle, end_user_limits_check
+from api.throttles import HookFailureThrottle, HookThrottle
 from platform_site.api_errors import ApiConflict, RequestTooLarge
 from platform_site.json_input import JSONInputError, json_loads_checked
 from triggers.hooks import (
@@ -27,19 +28,29 @@ from triggers.hooks import (
     TIMESTAMP_HEADER,
     HookDeliveryReplayed,
     HookPayloadRefused,
+    HookSecretUnreadable,
     hook_deliver,
     hook_delivery_id_clean,
     hook_end_user,
     hook_message,
+    hook_usable,
     hook_verify,
 )
-from triggers.models import Hook
 
 
 class HookUnauthorized(exceptions.APIException):
     # Not DRF's AuthenticationFailed: with no authentication class, DRF would turn that into a 403.
     status_code = status.HTTP_401_UNAUTHORIZED
     default_code = "hook_signature"
+
+
+class HookSecretUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = gettext_lazy(
+        "This hook's secret cannot be read with the server's encryption keys, so no request to it can be "
+        "checked. Its owner must rotate the secret in the admin."
+    )
+    default_code = "hook_secret_unreadable"
 
 
 class HookAcceptedSerializer(serializers.Serializer):
@@ -61,7 +72,9 @@ def _header(name: str, description: str) -> OpenApiParameter:
 class HookView(APIView):
     authentication_classes = []
     permission_classes = [AllowAny]
-    throttle_classes = [HookThrottle]
+    # Counted in post(): a signed delivery against the hook's budget, a refused request against
+    # its sender's address, so nobody without the secret can spend the hook's budget.
+    throttle_classes = []
 
     @extend_schema(
         tags=["hooks"],
@@ -83,23 +96,25 @@ class HookView(APIView):
             401: ErrorSerializer,
             404: ErrorSerializer,
             409: ErrorSerializer,
+            429: ErrorSerializer,
+            503: ErrorSerializer,
         },
     )
     def post(self, request, hook_id):
-        hook = (
-            Hook.objects.select_related("agent", "owner")
-            .filter(pk=hook_id, enabled=True, agent__is_active=True)
-            .first()
-        )
+        try:
+            hook = hook_usable(hook_id=hook_id)
+        except HookSecretUnreadable:
+            self._refuse(request, HookSecretUnavailable())
         if hook is None:
-            raise Http404
+            self._refuse(request, Http404())
         # The raw bytes, before any parsing: they are what was signed.
         body = request.body
         if len(body) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
-            raise RequestTooLarge.over_limit()
+            self._refuse(request, RequestTooLarge.over_limit())
         refusal = hook_verify(hook=hook, headers=request.headers, body=body, now=time.time())
         if refusal is not None:
-            raise HookUnauthorized({"detail": refusal.message, "reason": refusal.reason})
+            self._refuse(request, HookUnauthorized({"detail": refusal.message, "reason": refusal.reason}))
+        self._throttle(request, HookThrottle())
         try:
             payload = json_loads_checked(body)
         except JSONInputError as exc:
@@ -111,15 +126,9 @@ class HookView(APIView):
             content, end_user = hook_message(hook=hook, payload=payload), hook_end_user(hook=hook, payload=payload)
         except HookPayloadRefused as exc:
             raise exceptions.ParseError(str(exc)) from None
-        if end_user:
-            # The agent's limits per end user hold here as on every other way in (api.conversations).
-            agent = Agent.objects.only(*END_USER_LIMIT_FIELDS).get(pk=hook.agent_id)
-            try:
-                end_user_limits_check(request, agent=agent, owner_id=hook.owner_id, end_user=end_user)
-            except EndUserLimited as exc:
-                raise exceptions.Throttled(wait=exc.retry_after, detail=exc.message) from None
         # Verified above: "sha256=" and the hex digest the hook's secret gives.
         signature = request.headers[SIGNATURE_HEADER].removeprefix("sha256=")
+        # The agent's limits per end user are admission's: a refusal is the error layer's 429.
         try:
             run = hook_deliver(
                 hook=hook, delivery_id=delivery_id, signature=signature, content=content, end_user=end_user
@@ -127,3 +136,12 @@ class HookView(APIView):
         except HookDeliveryReplayed as exc:
             raise ApiConflict(_replayed(exc.delivery.run_id)) from None
         return Response({"run": str(run.pk), "delivery": delivery_id}, status=status.HTTP_202_ACCEPTED)
+
+    def _throttle(self, request, throttle) -> None:
+        if not throttle.allow_request(request, self):
+            self.throttled(request, throttle.wait())
+
+    def _refuse(self, request, error: Exception) -> NoReturn:
+        """Raises `error`, or a 429 once the sender's address is over its budget of refusals."""
+        self._throttle(request, HookFailureThrottle())
+        raise error

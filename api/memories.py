@@ -13,6 +13,8 @@ from rest_framework.views import APIView
 from agents.selectors import agent_usable_by
 from api.common import ErrorSerializer
 from api.end_users import END_USER_PARAMETER, end_user_from_path
+from conversations.end_users import EndUser, end_user_q
+from memory.channels import CHANNEL_PATTERN
 from memory.models import Memory, MemoryChange
 from memory.selectors import agent_memory_scope, end_user_memories
 from memory.services import memory_delete
@@ -24,6 +26,7 @@ class MemorySerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "scope",
+            "channel",
             "kind",
             "statement",
             "source_run",
@@ -38,6 +41,14 @@ class MemoryFilterSerializer(serializers.Serializer):
     agent = serializers.SlugField(
         max_length=100, required=False, help_text="Only the memories this agent reads and writes (its slug)."
     )
+    channel = serializers.RegexField(
+        CHANNEL_PATTERN,
+        max_length=80,
+        required=False,
+        allow_blank=True,
+        help_text="Only the memories kept for one channel: empty for your own (the API, and the widgets and hooks "
+        "that share theirs), widget:<id> or hook:<id> for a widget's or hook's own.",
+    )
 
 
 class EndUserMemoryList(generics.ListAPIView):
@@ -49,9 +60,11 @@ class EndUserMemoryList(generics.ListAPIView):
         responses={200: MemorySerializer(many=True), 400: ErrorSerializer},
         summary="List an end user's memories",
         description="What your agents remember of this end user across conversations, newest first: each "
-        "memory's statement, kind, the run it came from, and when it was written, last used and expires. With "
-        "?agent=<slug>, only the memories that agent reads and writes (its memory space). An id you never used "
-        "lists nothing.",
+        "memory's statement, kind, channel, the run it came from, and when it was written, last used and expires. "
+        "Memories are kept per channel that vouched for the end user: empty for your API and the widgets and hooks "
+        "that share their end users' memory with it, `widget:<id>` or `hook:<id>` for one that does not; this list "
+        "shows all of them. With ?agent=<slug>, only the memories that agent reads and writes (its memory space); "
+        "with ?channel=, only one channel's. An id you never used lists nothing.",
     )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
@@ -71,7 +84,8 @@ class EndUserMemoryList(generics.ListAPIView):
                     {"agent": [_("There is no agent %(slug)r that you may use.") % {"slug": slug}]}
                 )
             scope = agent_memory_scope(agent=agent)
-        return end_user_memories(owner=self.request.user, end_user=end_user, scope=scope)
+        channel = filters.validated_data.get("channel")
+        return end_user_memories(person=EndUser(self.request.user.pk, end_user), scope=scope, channel=channel)
 
 
 class EndUserMemoryDetail(APIView):
@@ -86,7 +100,7 @@ class EndUserMemoryDetail(APIView):
     )
     def delete(self, request, end_user, pk):
         end_user = end_user_from_path(end_user)
-        memory = Memory.objects.filter(pk=pk, owner=request.user, end_user=end_user).first()
+        memory = Memory.objects.filter(end_user_q(EndUser(request.user.pk, end_user)), pk=pk).first()
         if memory is None:
             raise Http404
         try:

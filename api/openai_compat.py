@@ -25,7 +25,7 @@ from api.completions import (
     completion_start,
     completion_usage,
 )
-from api.throttles import ApiUserThrottle, EndUserLimited, RunStartThrottle, end_user_limits_check
+from api.throttles import ApiUserThrottle, RunStartThrottle
 from conversations.events import TERMINAL_EVENT_TYPES, EventType
 from conversations.live import run_event_batches
 from conversations.models import Run
@@ -178,17 +178,13 @@ async def _chunks(run, model: str, include_usage: bool):
 def _admit(request) -> tuple[CompletionRequest, Run]:
     """Everything before the run is queued (token, throttles, body, agent, the run itself) in one
     hop to a thread: each hop is a hand-over between the loop and a thread, and a single run
-    waits for them one after another."""
+    waits for them one after another. A message the agent's limits per end user refuse raises
+    AdmissionRefused, answered in OpenAI's shape by platform_site.refusals.LimitReachedMiddleware."""
     # Bearer tokens only: without cookies there is no cross-site request to forge.
     user = token_user(request)
     throttle_check(request, user, [ApiUserThrottle, RunStartThrottle])
     parsed = completion_request_parse(_body(request))
     agent = completion_agent(user=user, slug=parsed.model)
-    try:
-        end_user_limits_check(request, agent=agent, owner_id=user.pk, end_user=parsed.end_user)
-    except EndUserLimited as exc:
-        retry = {"Retry-After": str(exc.retry_after)}
-        raise AsyncApiError(429, exc.message, code="rate_limit_exceeded", headers=retry) from None
     return parsed, completion_start(user=user, agent=agent, request=parsed)
 
 

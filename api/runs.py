@@ -16,7 +16,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from api.common import ErrorSerializer, FieldsBuiltOnce, NewestFirstCursorPagination
-from conversations.models import Run, RunStatus, StopReason
+from conversations.models import Run, RunStatus, RunTrigger, StopReason
 from conversations.selectors import (
     run_children_rows,
     run_owned_by,
@@ -31,6 +31,13 @@ from platform_site.api_errors import ApiConflict
 
 # A run forked many times lists its newest forks; the rest are found by forked_from.
 FORKS_SHOWN = 20
+# A list carries no text that grows with what a user or a model wrote: a message, an answer or an
+# edited tool result can be 100,000 characters, and a page holds many runs. The run's page has
+# them whole.
+LIST_TEXT_CHARS = 500
+# What a list shows of a fork's change: its kind, who forked, and the short fields naming the
+# change; an edited result, message or write results are left out.
+FORK_CHANGE_LISTED = ("kind", "version", "model_config_id", "model", "tool_call_id", "real_writes", "by")
 
 
 class UsageSerializer(serializers.Serializer):
@@ -125,6 +132,12 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         help_text='For a fork: what it changed, e.g. {"kind": "version", "version": 3, "real_writes": false, '
         '"by": "alice"}; null for a run that is not a fork.'
     )
+    trigger = serializers.ChoiceField(
+        choices=RunTrigger.choices,
+        read_only=True,
+        help_text="What started the run: api (REST API), openai (/v1), widget, schedule, hook (inbound hook), "
+        "console (operator console), cli (command line), fork, eval (evaluation or replay), delegation.",
+    )
 
     class Meta:
         model = Run
@@ -135,6 +148,7 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "agent_version",
             "status",
             "stop_reason",
+            "trigger",
             "error",
             "cancel_requested",
             "input",
@@ -202,6 +216,47 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             return None
         # Who forked is named; their user id is internal.
         return {key: value for key, value in run.fork_change.items() if key != "by_id"}
+
+
+def _cut(text: str | None) -> str | None:
+    if text is None or len(text) <= LIST_TEXT_CHARS:
+        return text
+    return text[: LIST_TEXT_CHARS - 1] + "…"
+
+
+class RunListSerializer(RunSerializer):
+    """A run in a list (GET /runs/, an end user's runs): the texts cut short, a fork's change
+    summarised. GET /runs/{id}/ has them whole."""
+
+    error = serializers.SerializerMethodField(
+        help_text=f"At most {LIST_TEXT_CHARS} characters in a list (ending with … when cut); whole on the run."
+    )
+    input = serializers.SerializerMethodField(
+        help_text=f"At most {LIST_TEXT_CHARS} characters in a list (ending with … when cut); whole on the run."
+    )
+    output = serializers.SerializerMethodField(
+        help_text=f"At most {LIST_TEXT_CHARS} characters in a list (ending with … when cut); whole on the run."
+    )
+    fork_change = serializers.SerializerMethodField(
+        help_text='For a fork: what it changed and who forked, e.g. {"kind": "tool_result", "tool_call_id": '
+        '"call_1", "real_writes": false, "by": "alice"}; an edited result or message and write results are on the '
+        "run (GET /runs/{id}/). Null for a run that is not a fork."
+    )
+
+    def get_error(self, run: Run) -> str:
+        return _cut(super().get_error(run))
+
+    def get_input(self, run: Run) -> str | None:
+        return _cut(super().get_input(run))
+
+    def get_output(self, run: Run) -> str | None:
+        return _cut(super().get_output(run))
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_fork_change(self, run: Run) -> dict | None:
+        if run.fork_change is None:
+            return None
+        return {key: value for key, value in run.fork_change.items() if key in FORK_CHANGE_LISTED}
 
 
 class RunDetailSerializer(RunSerializer):
@@ -306,6 +361,7 @@ STEP_SCHEMA = PolymorphicProxySerializer(
 class RunFilterSerializer(serializers.Serializer):
     conversation = serializers.UUIDField(required=False)
     status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
+    trigger = serializers.ChoiceField(choices=RunTrigger.choices, required=False, help_text="What started the run.")
 
 
 @extend_schema_view(
@@ -313,23 +369,28 @@ class RunFilterSerializer(serializers.Serializer):
         parameters=[RunFilterSerializer],
         summary="List runs",
         description="Runs of the conversations you may see, newest first, with status, stop reason, tokens, "
-        "cost and duration. Filter by conversation or status. Paged by cursor: follow `next` (older runs) and "
+        "cost and duration, and what started each (`trigger`). Texts longer than "
+        f"{LIST_TEXT_CHARS} characters (question, answer, error) are cut short and a fork's edited text is left "
+        "out: GET /runs/{id}/ has them whole. Filter by conversation, status or trigger. Paged by cursor: "
+        "follow `next` (older runs) and "
         "`previous`; there is no page number or total count, so a page costs the same however large the ledger.",
     ),
     retrieve=extend_schema(
         responses={200: RunDetailSerializer},
         summary="Read a run",
         description="One run: its status and stop reason, the user's message and the answer, tokens by kind, "
-        "cost, duration, citations, the runs it delegated to and the forks made of it (and, for a fork, where "
-        "it came from). Poll it, or follow its events.",
+        "cost, duration, what started it, citations, the runs it delegated to and the forks made of it (and, for "
+        "a fork, where it came from and what it changed). Poll it, or follow its events.",
     ),
 )
 class RunViewSet(viewsets.ReadOnlyModelViewSet):
-    serializer_class = RunSerializer
+    serializer_class = RunListSerializer
     pagination_class = NewestFirstCursorPagination
 
     def get_serializer_class(self):
-        return RunDetailSerializer if self.action == "retrieve" else RunSerializer
+        if self.action == "retrieve":
+            return RunDetailSerializer
+        return RunListSerializer if self.action == "list" else RunSerializer
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model

@@ -1,67 +1,19 @@
-"""Per-user request rates, and an agent's limits per end user. Counters live in the default
-cache's Redis when it has one, so every web process counts against the same budget; otherwise
-(the embedded setup, a single web process) in the cache, as DRF keeps them. While Redis is
-unreachable the counters follow AGENTRY_REDIS_FAILURE: uncounted requests (open) or a 503 (closed)."""
+"""Per-user request rates: per API token, per run start, per hook, per widget. Counters live in
+the default cache's Redis when it has one (platform_site.sliding_windows), so every web process
+counts against the same budget; otherwise (the embedded setup, a single web process) in the
+cache, as DRF keeps them. While Redis is unreachable the counters follow AGENTRY_REDIS_FAILURE:
+uncounted requests (open) or a 503 (closed). An agent's limits per end user are not rates of a
+way in but rules of admission: engine.admission_limits."""
 
-import hashlib
-import hmac
-import math
-import os
 import secrets
 
 import redis
 from django.conf import settings
-from django.utils import timezone
-from django.utils.translation import gettext as _
 from redis.commands.core import Script
 from rest_framework.throttling import UserRateThrottle
 
-from agents.models import Agent
-from conversations.end_users import day_bounds, end_user_tokens_since
 from platform_site.redis_failure import counters_fail_open
-
-# DRF's sliding window (the times of the requests let through in the last `duration` seconds)
-# as a sorted set, trimmed, checked and extended in one atomic step: concurrent requests of a
-# user in two processes cannot overwrite each other's entries as DRF's read-then-write of a list
-# can. One call keeps every window a request is counted in (KEYS, with a duration and a limit
-# each in ARGV after the time and the member): a post counts against two budgets in one round
-# trip. Returns (let through, requests in the window, oldest) for each window.
-_SLIDING_WINDOWS = """
-local now, member = tonumber(ARGV[1]), ARGV[2]
-local verdicts = {}
-for i, key in ipairs(KEYS) do
-    local duration, limit = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i])
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - duration)
-    local count = redis.call('ZCARD', key)
-    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2] or ARGV[1]
-    if count >= limit then
-        verdicts[i] = {0, count, oldest}
-    else
-        redis.call('ZADD', key, ARGV[1], member)
-        redis.call('EXPIRE', key, math.ceil(duration))
-        verdicts[i] = {1, count + 1, oldest}
-    end
-end
-return verdicts
-"""
-
-_windows: tuple[tuple, Script] | None = None
-
-
-def _sliding_windows() -> Script | None:
-    """The script on the default cache's Redis, or None when the cache is not Redis. One client
-    per process: Django's cache builds a Redis client for every call, which costs more than
-    the round trip."""
-    global _windows
-    config = settings.CACHES["default"]
-    if not config["BACKEND"].endswith(".RedisCache"):
-        return None
-    identity = (os.getpid(), config["LOCATION"])
-    if _windows is None or _windows[0] != identity:
-        timeouts = {k: v for k, v in config.get("OPTIONS", {}).items() if k.startswith("socket_")}
-        client = redis.Redis.from_url(config["LOCATION"].split(",")[0], **timeouts)
-        _windows = (identity, client.register_script(_SLIDING_WINDOWS))
-    return _windows[1]
+from platform_site.sliding_windows import sliding_windows, window_wait
 
 
 class _CacheOutageThrottle(UserRateThrottle):
@@ -69,7 +21,7 @@ class _CacheOutageThrottle(UserRateThrottle):
 
     def allow_request(self, request, view):
         try:
-            script = _sliding_windows()
+            script = sliding_windows()
             if script is None or self.rate is None:
                 return super().allow_request(request, view)
             self.key = self.get_cache_key(request, view)
@@ -87,12 +39,8 @@ class _CacheOutageThrottle(UserRateThrottle):
     def wait(self):
         if self._counted is None:
             return super().wait()
-        # DRF's estimate, from the window the script saw.
         count, oldest = self._counted
-        available = self.num_requests - count + 1
-        if available <= 0:
-            return None
-        return (self.duration - (self.now - oldest)) / available
+        return window_wait(duration=self.duration, limit=self.num_requests, count=count, now=self.now, oldest=oldest)
 
 
 def _counted(script: Script, request, view, asking: _CacheOutageThrottle) -> tuple[float, dict[str, list]]:
@@ -135,7 +83,9 @@ class RunStartThrottle(_CacheOutageThrottle):
 
 
 class HookThrottle(_CacheOutageThrottle):
-    """Requests per hook, whoever sends them: each starts a run, which costs model calls."""
+    """Signed deliveries per hook: each starts a run, which costs model calls. Asked only once the
+    signature holds (api.hooks): requests nobody signed count against their sender's address
+    (HookFailureThrottle), so they cannot spend the hook's budget and lock its owner out."""
 
     scope = "hook"
 
@@ -144,6 +94,20 @@ class HookThrottle(_CacheOutageThrottle):
 
     def get_cache_key(self, request, view):
         return self.cache_format % {"scope": self.scope, "ident": view.kwargs["hook_id"]}
+
+
+class HookFailureThrottle(_CacheOutageThrottle):
+    """Requests to hooks refused before a signature held (an unknown hook, no or a wrong
+    signature), per client address as DRF reads it: REMOTE_ADDR, or the X-Forwarded-For entry
+    AGENTRY_NUM_PROXIES proxies in front of the site added."""
+
+    scope = "hook_failures"
+
+    def get_rate(self):
+        return settings.AGENTRY_HOOK_FAILURE_RATE or None
+
+    def get_cache_key(self, request, view):
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
 
 
 class WidgetThrottle(_CacheOutageThrottle):
@@ -157,68 +121,3 @@ class WidgetThrottle(_CacheOutageThrottle):
 
     def get_cache_key(self, request, view):
         return self.cache_format % {"scope": self.scope, "ident": view.kwargs["widget_id"]}
-
-
-class EndUserMessageThrottle(_CacheOutageThrottle):
-    """An agent's messages per minute from one end user of one application
-    (Agent.end_user_messages_per_minute), in a sliding window like the rates above. The window's
-    key holds a keyed digest of the end user, never their id: it outlives a forgotten end user
-    by up to a minute and must not name them."""
-
-    scope = "end_user_messages"
-
-    def __init__(self, *, agent_id: int, owner_id: int | None, end_user: str, per_minute: int):
-        self.per_minute = per_minute
-        subject = f"{agent_id}:{owner_id}:{end_user}".encode()
-        self.subject = hmac.new(settings.SECRET_KEY.encode(), subject, hashlib.sha256).hexdigest()[:32]
-        super().__init__()
-
-    def get_rate(self):
-        return f"{self.per_minute}/min"
-
-    def get_cache_key(self, request, view):
-        return self.cache_format % {"scope": self.scope, "ident": self.subject}
-
-
-class EndUserLimited(Exception):
-    """A message refused by one of the agent's limits per end user; `retry_after` in seconds."""
-
-    def __init__(self, message: str, *, retry_after: int):
-        super().__init__(message)
-        self.message, self.retry_after = message, retry_after
-
-
-# What a message to an agent with limits per end user reads of it.
-END_USER_LIMIT_FIELDS = ("id", "end_user_messages_per_minute", "end_user_tokens_per_day", "time_zone")
-
-
-def end_user_limits_check(request, *, agent: Agent, owner_id: int | None, end_user: str, now=None) -> None:
-    """Raises EndUserLimited when a message of `end_user` to `agent` is over one of the agent's
-    limits per end user. Tokens today first, read from the ledger (end_user_tokens_since: exact,
-    and a message it refuses is not counted in the minute's window), then messages this minute,
-    counted in Redis like the other rates. No limit set, or no end user: nothing is read."""
-    if not end_user:
-        return
-    daily = agent.end_user_tokens_per_day
-    if daily is not None:
-        now = now or timezone.now()
-        start, end = day_bounds(now, agent.time_zone)
-        used = end_user_tokens_since(agent_id=agent.pk, owner_id=owner_id, end_user=end_user, since=start)
-        if used >= daily:
-            raise EndUserLimited(
-                _(
-                    "This end user has used %(used)s tokens of this agent today, which reaches its limit of "
-                    "%(limit)s per end user a day; the limit resets at midnight (%(time_zone)s)."
-                )
-                % {"used": used, "limit": daily, "time_zone": agent.time_zone},
-                retry_after=max(1, math.ceil((end - now).total_seconds())),
-            )
-    per_minute = agent.end_user_messages_per_minute
-    if per_minute is not None:
-        window = EndUserMessageThrottle(agent_id=agent.pk, owner_id=owner_id, end_user=end_user, per_minute=per_minute)
-        if not window.allow_request(request, None):
-            raise EndUserLimited(
-                _("This end user has sent this agent %(limit)s messages in the last minute, its limit per end user.")
-                % {"limit": per_minute},
-                retry_after=max(1, math.ceil(window.wait() or 1)),
-            )

@@ -17,19 +17,12 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.models import Agent
 from api.async_auth import AsyncApiError
 from api.common import ErrorSerializer
 from api.conversations import MessageCreateSerializer
 from api.events import last_event_id, run_events_response
-from api.throttles import (
-    END_USER_LIMIT_FIELDS,
-    ApiUserThrottle,
-    EndUserLimited,
-    WidgetThrottle,
-    end_user_limits_check,
-)
-from conversations.models import Conversation
+from api.throttles import ApiUserThrottle, WidgetThrottle
+from conversations.models import Conversation, RunTrigger
 from engine.admission import ConversationBusy, message_submit
 from platform_site.api_errors import ApiConflict
 from platform_site.asyncdb import db
@@ -201,15 +194,13 @@ class WidgetMessagesView(WidgetView):
         conversation = self.conversation(conversation_id)
         serializer = WidgetMessageSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        # The agent's limits per end user hold here as on every other way in (api.conversations).
-        agent = Agent.objects.only(*END_USER_LIMIT_FIELDS).get(pk=self.widget.agent_id)
-        try:
-            end_user_limits_check(request, agent=agent, owner_id=self.widget.owner_id, end_user=self.end_user)
-        except EndUserLimited as exc:
-            raise exceptions.Throttled(wait=exc.retry_after, detail=exc.message) from None
+        # The agent's limits per end user are admission's, as on every other way in.
         try:
             submission = message_submit(
-                conversation=conversation, content=serializer.validated_data["content"], user=self.widget.owner
+                conversation=conversation,
+                content=serializer.validated_data["content"],
+                user=self.widget.owner,
+                trigger=RunTrigger.WIDGET,
             )
         except ConversationBusy:
             raise ApiConflict(_("The agent is still answering the last message; wait for its answer.")) from None

@@ -9,7 +9,10 @@ left open.
 Starts the fake model server, the counting service (the outside witness of every write) and
 the workers as processes on this machine (loopback only), posts the runs, approves every
 approval as it appears, sweeps lapsed leases, kills workers for `--kill-for` seconds, waits
-(bounded) for every run to end, prints a summary and exits 1 if an invariant broke.
+(bounded) for every run to end and for the memory extraction each completed run is followed by
+(the agent keeps long-term memory, and every conversation has an end user: workers die during
+extractions too, and no model call may stay started), prints a summary and exits 1 if an
+invariant broke.
 
 With `--groups 2` the workers stand for two worker hosts on one broker and one PostgreSQL:
 `--workers` processes per group, each group under a host name of its own (a UTS namespace
@@ -45,6 +48,8 @@ ENV = {
     "AGENTRY_RUN_LEASE_SECONDS": "5",
     "AGENTRY_QUEUED_REENQUEUE_SECONDS": "15",
     "AGENTRY_RUN_MAX_RECOVERIES": "5",
+    # An extraction cut off by a kill is closed by the sweeper after twice this, then sent again.
+    "AGENTRY_MODEL_CALL_MAX_SECONDS": "3",
     "DB_CONN_MAX_AGE": "0",
 }
 POST_BATCH = 10  # runs posted per tick of the driver, so approvals keep pace with arrivals
@@ -303,9 +308,29 @@ class TwoHosts:
         ]
 
 
+# Once no extraction call is started, how long the count of those not made yet may stay the
+# same before the wait ends: a task a killed worker had taken comes back only when the broker
+# hands it out again (at once on RabbitMQ, after the visibility timeout on Redis).
+EXTRACTIONS_QUIET_SECONDS = 10
+
+
+def extractions_open(run_ids: list) -> tuple[int, int]:
+    """Completed runs whose memory extraction has not ended: (its last call still started, no
+    call made yet)."""
+    from bench.chaos_checks import extractions_expected
+    from conversations.models import LLMCall, Run
+
+    expected = extractions_expected(Run.objects.filter(pk__in=run_ids))
+    calls = LLMCall.objects.filter(run__in=expected, purpose=LLMCall.Purpose.MEMORY).order_by("pk")
+    last = dict(calls.values_list("run_id", "status"))
+    pks = list(expected.values_list("pk", flat=True))
+    return sum(1 for pk in pks if last.get(pk) == "started"), sum(1 for pk in pks if pk not in last)
+
+
 def drive(*, agent, runs: int, approver, opts, clock: Clock, fleet) -> tuple[list, float, float | None]:
     """Post the runs a batch per tick, approve what waits, sweep, until every run is terminal
-    or time is up. Returns the run ids, when the last was posted and when the last ended."""
+    and every extraction ended, or time is up. Returns the run ids, when the last was posted
+    and when the last run ended."""
     from conversations.models import Approval
     from conversations.services import conversation_create
     from engine.admission import message_post
@@ -313,11 +338,13 @@ def drive(*, agent, runs: int, approver, opts, clock: Clock, fleet) -> tuple[lis
     from engine.sweeper import runs_sweep
 
     run_ids: list = []
-    posted = None
+    posted = ended = None
     next_sweep = next_report = 0.0
+    waiting, waiting_since = None, 0.0
     while clock() < opts.timeout:
         for n in range(len(run_ids), min(runs, len(run_ids) + POST_BATCH)):
-            run_ids.append(message_post(conversation=conversation_create(agent=agent), content=f"order {n}").pk)
+            conversation = conversation_create(agent=agent, end_user=f"chaos-{n}")
+            run_ids.append(message_post(conversation=conversation, content=f"order {n}").pk)
         if posted is None and len(run_ids) == runs:
             posted = clock()
         for approval_id in Approval.objects.filter(run__in=run_ids, status="pending").values_list("pk", flat=True):
@@ -333,10 +360,16 @@ def drive(*, agent, runs: int, approver, opts, clock: Clock, fleet) -> tuple[lis
         if clock() >= next_report:
             print(f"  {clock():6.1f} s: {runs - left}/{runs} runs ended", flush=True)
             next_report = clock() + 5
-        if not left:
-            return run_ids, posted, clock()
+        if not left and ended is None:
+            ended = clock()
+        if ended is not None:
+            started, missing = extractions_open(run_ids)
+            if (started, missing) != waiting:
+                waiting, waiting_since = (started, missing), clock()
+            if not started and (not missing or clock() - waiting_since >= EXTRACTIONS_QUIET_SECONDS):
+                return run_ids, posted, ended
         time.sleep(0.2)
-    return run_ids, posted, None
+    return run_ids, posted, ended
 
 
 def by_count(counts: dict) -> str:
@@ -359,6 +392,9 @@ def summary(report: dict, tally: dict, opts, timings: dict, run_ids: list, fleet
             f"{tally['keys']} effective writes, {tally['redelivered_keys']} keys delivered twice",
             f"recovery: {report['recoveries']} lapsed leases requeued by the sweeper, "
             f"{report['interrupted_model_attempts']} model calls cut off by a kill and closed as interrupted",
+            f"memory: {report['extractions']} extractions, {report['extractions_interrupted']} of their calls cut off "
+            f"by a kill, {report['extractions_unfinished']} still started, {report['extractions_missing']} never "
+            f"started (a taken task not handed out again yet)",
             *fleet.lines(report),
             f"RESULT: {problems} -> {'OK' if timings['ok'] else 'FAILED'}",
         ]

@@ -90,6 +90,33 @@ def _open_rows(runs) -> int:
     )
 
 
+def extractions_expected(runs):
+    """The runs a memory extraction follows: completed, in a conversation with an end user."""
+    return runs.filter(status="completed").exclude(conversation__end_user="")
+
+
+def _extractions(runs) -> dict:
+    """No extraction's call stays started: its last call ended (succeeded, failed for a reason,
+    or cut off and, after its tries, given up), and none succeeded twice. Missing (no call at
+    all) is counted, not a problem: a task a killed worker had taken but not started comes back
+    only when the broker hands it out again (at once on RabbitMQ, after the visibility timeout
+    on Redis)."""
+    completed = extractions_expected(runs)
+    calls = LLMCall.objects.filter(run__in=completed, purpose=LLMCall.Purpose.MEMORY)
+    last = {}
+    for run_id, status in calls.order_by("pk").values_list("run_id", "status"):
+        last[run_id] = status
+    expected = set(completed.values_list("pk", flat=True))
+    twice = calls.filter(status=LLMCall.Status.SUCCEEDED).values("run_id").annotate(n=Count("pk")).filter(n__gt=1)
+    return {
+        "extractions": len(expected),
+        "extractions_interrupted": calls.filter(error__startswith="interrupted").count(),
+        "extractions_unfinished": sum(1 for pk in expected if last.get(pk) == LLMCall.Status.STARTED),
+        "extractions_missing": len(expected - set(last)),
+        "extractions_repeated": twice.count(),
+    }
+
+
 def chaos_report(*, run_ids: list, write_tool: str, tally: dict) -> dict:
     runs = Run.objects.filter(pk__in=run_ids)
     statuses = Counter(runs.values_list("status", flat=True))
@@ -121,6 +148,7 @@ def chaos_report(*, run_ids: list, write_tool: str, tally: dict) -> dict:
         **_writes(runs, write_tool, tally["per_key"]),
         **_steps(runs, final),
         "open_ledger_rows": _open_rows(runs),
+        **_extractions(runs),
         "totals_mismatch": totals_off,
         "interrupted_model_attempts": LLMCall.objects.filter(run__in=runs, error__startswith="interrupted").count(),
         "recoveries": runs.aggregate(n=Sum("recoveries"))["n"] or 0,
@@ -139,6 +167,8 @@ PROBLEMS = (
     "orphan_tool_calls",
     "open_ledger_rows",
     "totals_mismatch",
+    "extractions_unfinished",
+    "extractions_repeated",
 )
 
 

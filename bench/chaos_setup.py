@@ -1,5 +1,7 @@
 """The chaos agent: one write tool on the counting service (not idempotent, always approved by
-a person), then a read tool, then an answer."""
+a person), then a read tool, then an answer. It keeps long-term memory: a completed run of a
+conversation with an end user is followed by a memory extraction, a model call of its own that
+workers are killed during too."""
 
 from agents.models import Agent, AgentTool, ModelConfig
 from tools.models import ToolDefinition
@@ -22,7 +24,8 @@ def chaos_script(latency_ms: int) -> dict:
                     {"content": "order {n} recorded", "latency_ms": latency_ms},
                 ],
             }
-        ]
+        ],
+        "memory_extraction": {"extract_memory": True, "latency_ms": latency_ms},
     }
 
 
@@ -54,7 +57,13 @@ def chaos_agent(*, llm_api_base: str, model: str, counting_url: str) -> Agent:
     )
     agent, _ = Agent.objects.update_or_create(
         slug="chaos",
-        defaults={"name": "Chaos", "model_config": config, "system_prompt": "Record orders.", "max_iterations": 6},
+        defaults={
+            "name": "Chaos",
+            "model_config": config,
+            "system_prompt": "Record orders.",
+            "max_iterations": 6,
+            "memory_enabled": True,
+        },
     )
     for tool in (write, ToolDefinition.objects.get(name="mojitianqi-DayWeather")):
         AgentTool.objects.get_or_create(agent=agent, tool=tool)

@@ -4,19 +4,21 @@ Each base is built with set-based SQL and kept between runs (a base named "scale
 with N chunks is reused): 512 distinct texts, each two chunks of the shipped FAQ, with their
 term counts computed once in Python as the indexer computes them and a deterministic
 768-dimension vector, are multiplied by INSERT … SELECT generate_series into documents of 100
-chunks. Then, in this process, for keyword, vector and combined search over the FAQ's 30
-questions: the first search (which reads the base's arrays) and p50/p95 of the searches after
-it; and indexing chunks per second for a small document (cut, term counts, write; no
-embedding call, which is the model's time). The query's vector is given (deterministic), so no
-model is called. `--python` also times today's Python path (every chunk read and scored in
-Python per search) on a few questions.
+chunks. Then the base's array files are removed and built again (timed: what the indexing task,
+or a search's background thread, spends), and for keyword, vector and combined search over the
+FAQ's 30 questions: the first search (which maps the built files) and p50/p95 of the searches
+after it; a fresh process's memory after a search of each method; and indexing chunks per second
+for a small document (cut, term counts, write; no embedding call, which is the model's time).
+The query's vector is given (deterministic), so no model is called. `--python` also times the
+Python path (every chunk read and scored in Python per search, what a search takes while the
+arrays are built) on a few questions.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/agentry_scale REDIS_URL=redis://127.0.0.1:6379/9 \\
       .venv/bin/python -m bench.scale_knowledge --sizes 1000,10000,100000 [--python]
 """
 
 import argparse
-import resource
+import json
 import statistics
 import time
 
@@ -133,13 +135,13 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def _search_figures(base, mode: str, questions: list[str], *, python: bool) -> dict:
-    from knowledge.retrieval import search
-    from knowledge.selectors import base_chunks
+    from knowledge.retrieval import scored_chunks, search
 
     vectors = _unit_vectors(len(questions), seed=7)
 
     def one(i: int) -> None:
-        chunks = base_chunks(base=base) if python else None  # today's path reads every chunk per search
+        # The Python path, what a search takes while the arrays are built, reads every chunk.
+        chunks = scored_chunks(base=base, mode=mode) if python else None
         search(base=base, query=questions[i], top_k=3, mode=mode, chunks=chunks, query_vector=vectors[i].tolist())
 
     first = timed_ms(lambda: one(0))
@@ -172,10 +174,40 @@ def indexing_rate() -> float:
     return round(statistics.median(rates), 1)
 
 
+def _memory_mb() -> dict:
+    """This process's peak and private (anonymous) resident memory, MB: mapped array files are
+    shared page cache, counted in the peak but not in the private figure."""
+    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+    return {key: int(status[name].split()[0]) // 1024 for key, name in (("peak", "VmHWM"), ("private", "RssAnon"))}
+
+
+def worker_memory(size: int) -> dict:
+    """In a fresh process (a worker that never searched the base): one search per method over the
+    arrays the host has, then its memory."""
+    from knowledge import arrays
+    from knowledge.evaluation import faq_questions
+    from knowledge.retrieval import search
+
+    base = base_of_size(size)
+    question = faq_questions()[0]["question"]
+    vector = _unit_vectors(1, seed=7)[0].tolist()
+    for mode in MODES:
+        search(base=base, query=question, top_k=3, mode=mode, query_vector=vector)
+    assert arrays.base_arrays(base, parts=[arrays.postings_part(base.keyword_method), arrays.VECTORS])
+    return _memory_mb()
+
+
 def knowledge_curve(sizes=SIZES, *, python: bool = False, python_questions: int = 5) -> list[dict]:
-    """One row per base size and method: search p50/p95 (ms) and the first search; indexing
-    chunks per second is one figure, given on every row; peak RSS is the process's after the
-    size, the peak so far (each size starts from an empty cache). Call after Django is set up."""
+    """One row per base size and method: the build of the base's arrays (what indexing, or the
+    background thread of a search that found none, spends; searches take the Python path
+    meanwhile), a fresh process's first search (which maps the built files) and p50/p95 of the
+    searches after it, and the memory of a worker process that searched each method (measured in
+    a process of its own). Indexing chunks per second is one figure, given on every row. Call
+    after Django is set up."""
+    import shutil
+    import subprocess
+    import sys
+
     from knowledge import arrays
     from knowledge.evaluation import faq_questions
 
@@ -184,26 +216,39 @@ def knowledge_curve(sizes=SIZES, *, python: bool = False, python_questions: int 
     rows = []
     for size in sizes:
         base = base_of_size(size)
-        arrays.cache_clear()  # the first search of each size reads its arrays, as a fresh worker would
+        shutil.rmtree(arrays._version(base.pk, "").parent, ignore_errors=True)  # the base's files: a new host
+        arrays.cache_clear()
+        began = time.perf_counter()
+        arrays.parts_build(base_id=base.pk, parts=[arrays.postings_part(base.keyword_method), arrays.VECTORS])
+        build_s = round(time.perf_counter() - began, 1)
+        arrays.cache_clear()  # the first search of each size maps the files, as a fresh worker would
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.scale_knowledge", "--worker-memory", str(size)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        memory = json.loads(done.stdout.splitlines()[-1])
         for mode in MODES:
             row = {"chunks": size, "method": mode, "path": "arrays", "index_chunks_per_s": rate}
+            row |= {"build_s": build_s, "worker_peak_mb": memory["peak"], "worker_private_mb": memory["private"]}
             rows.append(row | _search_figures(base, mode, questions, python=False))
             if python:
                 figures = _search_figures(base, mode, questions[:python_questions], python=True)
-                rows.append(row | {"path": "python"} | figures)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # KB on Linux
-        for row in rows:
-            row.setdefault("peak_rss_mb", peak)
+                rows.append(row | {"path": "python (the fallback while building)"} | figures)
     return rows
 
 
 def _table(rows: list[dict]) -> str:
-    lines = ["| chunks | method | path | first search ms | p50 ms | p95 ms | indexing chunks/s | peak RSS MB |"]
-    lines.append("|---:|---|---|---:|---:|---:|---:|---:|")
+    lines = [
+        "| chunks | method | path | arrays built in s | first search ms | p50 ms | p95 ms | indexing chunks/s "
+        "| worker peak MB | worker private MB |"
+    ]
+    lines.append("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         lines.append(
-            f"| {r['chunks']:,} | {r['method']} | {r['path']} | {r['first_ms']} | {r['p50_ms']} | "
-            f"{r['p95_ms']} | {r['index_chunks_per_s']} | {r['peak_rss_mb']} |"
+            f"| {r['chunks']:,} | {r['method']} | {r['path']} | {r['build_s']} | {r['first_ms']} | {r['p50_ms']} | "
+            f"{r['p95_ms']} | {r['index_chunks_per_s']} | {r['worker_peak_mb']} | {r['worker_private_mb']} |"
         )
     return "\n".join(lines)
 
@@ -213,8 +258,12 @@ def main() -> None:
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="chunk counts, comma-separated")
     parser.add_argument("--python", action="store_true", help="also time today's Python path")
     parser.add_argument("--python-questions", type=int, default=5, help="questions for the Python path")
+    parser.add_argument("--worker-memory", type=int, help=argparse.SUPPRESS)  # the fresh process of knowledge_curve
     args = parser.parse_args()
     stack_prepare(script="bench.scale_knowledge", env={})
+    if args.worker_memory:
+        print(json.dumps(worker_memory(args.worker_memory)))
+        return
     sizes = [int(size) for size in args.sizes.split(",")]
     print(_table(knowledge_curve(sizes, python=args.python, python_questions=args.python_questions)))
 

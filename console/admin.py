@@ -39,11 +39,11 @@ from conversations.models import (
 from conversations.permissions import user_may_decide
 from conversations.selectors import agent_config_visible_to, run_timeline
 from conversations.tokens import api_token_create
-from conversations.webhooks import webhook_secret_generate
+from conversations.webhooks import webhook_redeliver, webhook_secret_generate
 from engine.approvals import ApprovalError, approval_decide
 from engine.operations import user_may_operate
 from knowledge.models import KnowledgeSearch
-from platform_site.admin_mixins import ReadOnlyAdminMixin, ReadOnlyInline
+from platform_site.admin_mixins import ReadOnlyAdminMixin, ReadOnlyInline, json_html
 from platform_site.crypto import mask
 from tools.arguments import arguments_hash
 
@@ -181,13 +181,23 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "end_user_column",
         "version",
         "status_text",
+        "trigger",
         "tokens",
         "estimated",
         "cost_text",
         "created",
         "duration",
     ]
-    list_filter = ["status", "stop_reason", "agent", HasErrorFilter, GuardrailFilter, ForkFilter, RunEndUserFilter]
+    list_filter = [
+        "status",
+        "stop_reason",
+        "trigger",
+        "agent",
+        HasErrorFilter,
+        GuardrailFilter,
+        ForkFilter,
+        RunEndUserFilter,
+    ]
     list_select_related = ["agent"]
     search_fields = ["id", "conversation__id"]
     raw_id_fields = ["conversation", "agent_version", "parent_run", "parent_tool_invocation", "forked_from"]
@@ -204,6 +214,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                     "agent_version",
                     "status",
                     "stop_reason",
+                    "trigger",
                     "error",
                     "cancel_requested",
                 ]
@@ -448,7 +459,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description=gettext_lazy("original arguments (from the model)"))
     def original_arguments(self, obj):
-        return obj.invocation.arguments
+        return json_html(obj.invocation.arguments)
 
     @admin.display(description=gettext_lazy("difference"))
     def arguments_diff(self, obj):
@@ -551,11 +562,20 @@ class ApiTokenAdmin(admin.ModelAdmin):
         )
 
 
+# Which formats use which secret: Agentry's signs its JSON with the webhook's own secret; of the
+# chat apps only Feishu/Lark and DingTalk bots check a signature. The form shows each secret's
+# fields for those formats alone (WebhookAdmin.get_fieldsets, and webhook_form.js on a change).
+SECRET_FORMATS = {
+    "secret": (Webhook.Format.AGENTRY,),
+    "bot_secret": (Webhook.Format.FEISHU, Webhook.Format.DINGTALK),
+}
+
+
 class WebhookForm(forms.ModelForm):
     # The stored secret is never sent to the browser; typing a new one replaces it.
     new_secret = forms.CharField(
         required=False,
-        widget=forms.PasswordInput(render_value=False),
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         label=gettext_lazy("Secret"),
         help_text=gettext_lazy(
             "Leave empty to keep the current secret (a new webhook gets a generated one, shown once)."
@@ -564,7 +584,7 @@ class WebhookForm(forms.ModelForm):
     # The same for a chat bot's signing secret, which the chat app shows when signing is on.
     new_bot_secret = forms.CharField(
         required=False,
-        widget=forms.PasswordInput(render_value=False),
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         label=gettext_lazy("Bot signing secret"),
         help_text=gettext_lazy(
             "Feishu/Lark and DingTalk: the secret shown where the bot's signature check is switched on. "
@@ -614,8 +634,10 @@ class WebhookForm(forms.ModelForm):
                     )
                     % {"format": Webhook.Format(fmt).label, "hosts": hosts},
                 )
-        if cleaned.get("new_bot_secret") and fmt not in (Webhook.Format.FEISHU, Webhook.Format.DINGTALK):
+        if cleaned.get("new_bot_secret") and fmt not in SECRET_FORMATS["bot_secret"]:
             self.add_error("new_bot_secret", _("Only Feishu/Lark and DingTalk bots sign their messages."))
+        if cleaned.get("new_secret") and fmt not in SECRET_FORMATS["secret"]:
+            self.add_error("new_secret", _("Only webhooks in Agentry's format are signed with this secret."))
         return cleaned
 
 
@@ -645,6 +667,33 @@ class WebhookAdmin(admin.ModelAdmin):
     raw_id_fields = ["conversation"]
     readonly_fields = ["secret_status"]
 
+    class Media:
+        js = ["console/webhook_form.js"]
+
+    def get_fieldsets(self, request, obj=None):
+        """The secrets in fieldsets of their own, hidden for a format that does not use them
+        (the format posted, else the webhook's); the page's script follows a change of format."""
+        fmt = request.POST.get("format") if request.method == "POST" else None
+        fmt = fmt or (obj.format if obj else Webhook.Format.AGENTRY)
+
+        def classes(secret: str) -> list[str]:
+            # "webhook-secret formats-feishu formats-dingtalk", and "hidden" for another format.
+            formats = SECRET_FORMATS[secret]
+            return ["webhook-secret", *(f"formats-{f}" for f in formats), *([] if fmt in formats else ["hidden"])]
+
+        main = ["agent", "conversation", "format", "url", "email_to", "is_active", "receives_alerts", "escalation"]
+        return [
+            (None, {"fields": main}),
+            (
+                gettext_lazy("Agentry signature"),
+                {"fields": ["new_secret", "secret_status"], "classes": classes("secret")},
+            ),
+            (
+                gettext_lazy("Chat bot signature"),
+                {"fields": ["new_bot_secret", "clear_bot_secret"], "classes": classes("bot_secret")},
+            ),
+        ]
+
     @admin.display(description=gettext_lazy("URL or addresses"))
     def target(self, obj):
         return obj.target
@@ -659,10 +708,14 @@ class WebhookAdmin(admin.ModelAdmin):
         elif form.cleaned_data.get("new_bot_secret"):
             obj.bot_secret = form.cleaned_data["new_bot_secret"]
         typed = form.cleaned_data.get("new_secret")
+        signs = obj.format in SECRET_FORMATS["secret"]
         if typed:
             obj.secret = typed
-        elif not change:
+        elif not change or (signs and "format" in form.changed_data):
+            # Every webhook has a secret (a chat webhook switched to Agentry's format later needs
+            # one); it is shown once to whoever configures a webhook that signs with it.
             obj.secret = webhook_secret_generate()
+        if signs and not typed and (not change or "format" in form.changed_data):
             self.message_user(
                 request,
                 _("Webhook secret, copy it now; it will not be shown again: %(secret)s") % {"secret": obj.secret},
@@ -680,6 +733,27 @@ class WebhookDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     raw_id_fields = ["webhook", "run_event"]
     show_full_result_count = False
     inlines = [WebhookAttemptInline]
+    actions = ["redeliver"]
+
+    def has_redeliver_permission(self, request):
+        # Sending an event again to where a webhook points is within the power to change the webhook.
+        return request.user.has_perm("conversations.change_webhook")
+
+    @admin.action(description=gettext_lazy("Redeliver the selected failed deliveries"), permissions=["redeliver"])
+    def redeliver(self, request, queryset):
+        count = webhook_redeliver(delivery_ids=list(queryset.values_list("pk", flat=True)))
+        skipped = queryset.count() - count
+        self.message_user(
+            request,
+            _("%(count)s failed deliveries queued for another attempt.") % {"count": count},
+            messages.SUCCESS if count else messages.WARNING,
+        )
+        if skipped:
+            self.message_user(
+                request,
+                _("%(count)s selected deliveries had not failed and were left as they are.") % {"count": skipped},
+                messages.WARNING,
+            )
 
     @admin.display(description=gettext_lazy("delivery"), ordering="id")
     def short_id(self, obj):

@@ -12,7 +12,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db.models import Count, F
+from django.db.models import F
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
@@ -20,15 +20,16 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from console.formatting import short_id, short_id_html
+from conversations.end_users import end_users_of
 from conversations.models import EndUserErasure, RunFeedback
+from conversations.permissions import FORGET_PERMISSION
 from evals.models import EvalSuite
 from evals.services import eval_case_from_run
-from memory.forget import EndUserBusy, EndUserUnknown, end_user_forget
+from memory.forget import EndUserBusy, EndUserUnknown, end_user_forget, end_user_reach
 from platform_site.admin_mixins import ReadOnlyAdminMixin
 
 log = logging.getLogger(__name__)
 
-FORGET_PERMISSION = "conversations.forget_end_user"
 ADD_EVAL_CASE_PERMISSION = "evals.add_evalcase"
 COMMENT_CHARS = 80
 
@@ -44,13 +45,7 @@ class ForgetEndUserMixin:
 
     @admin.action(description=gettext_lazy("Forget this conversation's end user…"), permissions=["forget_end_user"])
     def forget_end_user(self, request, queryset):
-        end_users = sorted(
-            {
-                (owner_id, end_user)
-                for owner_id, end_user in queryset.exclude(end_user="").values_list("owner_id", "end_user")
-            },
-            key=lambda pair: (pair[0] or 0, pair[1]),
-        )
+        end_users = end_users_of(queryset)
         if not end_users:
             self.message_user(request, _("None of the selected conversations has an end user."), messages.WARNING)
             return None
@@ -67,13 +62,11 @@ class ForgetEndUserMixin:
                     "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
                 },
             )
-        for owner_id, end_user in end_users:
+        for person in end_users:
+            end_user = person.end_user
             try:
                 erasure = end_user_forget(
-                    owner_id=owner_id,
-                    end_user=end_user,
-                    requested_by=request.user,
-                    channel=EndUserErasure.Channel.ADMIN,
+                    person=person, requested_by=request.user, channel=EndUserErasure.Channel.ADMIN
                 )
             except EndUserBusy:
                 self.message_user(
@@ -101,26 +94,29 @@ class ForgetEndUserMixin:
         return None
 
     def _described(self, end_users) -> list[dict]:
-        """Each end user with their owner's name and how many conversations forgetting reaches."""
-        owner_ids = {owner_id for owner_id, _end_user in end_users}
-        owners = dict(get_user_model().objects.filter(pk__in=owner_ids).values_list("pk", "username"))
-        counts = dict(
-            ((owner_id, end_user), n)
-            for owner_id, end_user, n in self.model.objects.filter(
-                owner_id__in=owner_ids, end_user__in={end_user for _owner_id, end_user in end_users}
-            )
-            .values_list("owner_id", "end_user")
-            .annotate(n=Count("pk"))
-            .order_by()
+        """Each person with their owner's name and what forgetting them reaches (end_user_reach,
+        as the erasure finds it): their conversations, and the runs holding their words, copies
+        (delegated runs, forks, replays) included."""
+        owners = dict(
+            get_user_model()
+            .objects.filter(pk__in={person.owner_id for person in end_users})
+            .values_list("pk", "username")
         )
-        return [
-            {
-                "owner": owners.get(owner_id, "–"),
-                "end_user": end_user,
-                "conversations": counts.get((owner_id, end_user), 0),
-            }
-            for owner_id, end_user in end_users
-        ]
+        described = []
+        for person in end_users:
+            reach = end_user_reach(person=person)
+            described.append(
+                {
+                    # No owner: the platform's own end user (the command line, the demo, a schedule or hook).
+                    "owner": owners.get(person.owner_id, "–")
+                    if person.owner_id is not None
+                    else _("none (the platform's own)"),
+                    "end_user": person.end_user,
+                    "conversations": len(reach.own_conversation_ids),
+                    "runs": len(reach.run_ids),
+                }
+            )
+        return described
 
 
 @admin.register(EndUserErasure)

@@ -2,14 +2,19 @@
 (Conversation.end_user), the rules such an id follows, and the reads made per end user (their
 conversations and runs, what they used of an agent today).
 
-An end user is (owner, end_user): the id is the application's, so another token owner's end user
-of the same id is another person, and every read here is narrowed to one owner.
+An end user is (owner, end_user), an EndUser: the id is the application's, so another token
+owner's end user of the same id is another person, and every read here is narrowed to one owner.
+The owner is None for the platform's own end users: those of conversations no application owns
+(started by `manage.py agentry_chat --end-user`, the demo, or a schedule or hook without an
+owner). end_user_q is the one definition of which rows are a person's, for every reader (the
+API, the admin's forget action and its confirmation, the command line, memory.forget).
 """
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from django.db.models import F, QuerySet, Sum
+from django.db.models import F, Q, QuerySet, Sum
 from django.utils.translation import gettext as _
 
 from conversations.models import Conversation, Run
@@ -20,6 +25,32 @@ END_USER_MAX_CHARS = Conversation._meta.get_field("end_user").max_length
 
 class EndUserInvalid(ValueError):
     """Not an end user id; the message says why."""
+
+
+@dataclass(frozen=True)
+class EndUser:
+    """One person: the application whose id it is (its token's owner; None: the platform's own)
+    and that id."""
+
+    owner_id: int | None
+    end_user: str
+
+
+def end_user_q(person: EndUser, *, via: str = "") -> Q:
+    """The rows that are this person's, for any model naming them by `owner` and `end_user`
+    (conversations, memories, memory changes), `via` the path to those fields ("conversation__"
+    from a run). No owner is IS NULL, spelled out: a filter such as `owner_id__in=[None]` matches
+    no row at all (NULL equals nothing in SQL) and would miss every end user of the platform's own."""
+    owner = {f"{via}owner__isnull": True} if person.owner_id is None else {f"{via}owner_id": person.owner_id}
+    return Q(**owner, **{f"{via}end_user": person.end_user})
+
+
+def end_users_of(conversations: QuerySet[Conversation]) -> list[EndUser]:
+    """The people these conversations are with (those with an end user), by owner then id."""
+    pairs = conversations.exclude(end_user="").values_list("owner_id", "end_user").distinct().order_by()
+    return sorted(
+        {EndUser(owner_id, end_user) for owner_id, end_user in pairs}, key=lambda p: (p.owner_id or 0, p.end_user)
+    )
 
 
 def end_user_clean(value: str) -> str:
@@ -52,9 +83,8 @@ def end_user_tokens_since(*, agent_id: int, owner_id: int | None, end_user: str,
     be counted twice. One indexed read: the end user's conversations of the agent
     (conversation_end_user_idx), then their runs since then (run_conversation_idx)."""
     used = Run.objects.filter(
-        conversation__end_user=end_user,
+        end_user_q(EndUser(owner_id, end_user), via="conversation__"),
         conversation__agent_id=agent_id,
-        conversation__owner_id=owner_id,
         created_at__gte=since,
     ).aggregate(tokens=Sum(F("total_tokens") + F("children_tokens")))["tokens"]
     return used or 0
@@ -64,14 +94,14 @@ def _by_agent(rows: QuerySet, agent_field: str, agent_slug: str | None) -> Query
     return rows.filter(**{f"{agent_field}__slug": agent_slug}) if agent_slug else rows
 
 
-def end_user_conversations(*, owner, end_user: str, agent_slug: str | None = None) -> QuerySet[Conversation]:
-    """The owner's conversations with this end user, newest first; only one agent's if a slug is given."""
-    conversations = Conversation.objects.select_related("agent").filter(owner=owner, end_user=end_user)
+def end_user_conversations(*, person: EndUser, agent_slug: str | None = None) -> QuerySet[Conversation]:
+    """The person's conversations, newest first; only one agent's if a slug is given."""
+    conversations = Conversation.objects.select_related("agent").filter(end_user_q(person))
     return _by_agent(conversations, "agent", agent_slug).order_by("-created_at")
 
 
-def end_user_runs(*, owner, end_user: str, agent_slug: str | None = None) -> QuerySet[Run]:
-    """The runs of the owner's conversations with this end user, newest first, read as the API
-    reads any run (runs_visible_to: what was asked and the final answer)."""
-    runs = runs_visible_to(user=owner).filter(conversation__owner=owner, conversation__end_user=end_user)
+def end_user_runs(*, person: EndUser, reader, agent_slug: str | None = None) -> QuerySet[Run]:
+    """The runs of the person's conversations, newest first, read as the API reads any run for
+    `reader` (runs_visible_to: what was asked and the final answer)."""
+    runs = runs_visible_to(user=reader).filter(end_user_q(person, via="conversation__"))
     return _by_agent(runs, "conversation__agent", agent_slug).order_by("-created_at")

@@ -224,20 +224,25 @@ def _children(run_ids: list, *, requests: bool) -> dict[str, dict]:
     return found
 
 
-def _batches(runs: QuerySet[Run], batch_size: int) -> Iterator[list[tuple]]:
-    # One server-side cursor walks the runs (one scan, however many there are); a chunk of runs
-    # is then completed with its rows through the foreign-key indexes.
+def _batches(runs: QuerySet[Run], batch_size: int) -> Iterator[list[dict]]:
+    # Keyset pages, each a statement of its own that starts after the last run read: no cursor
+    # lives on the connection between statements, so the export works through PgBouncer's
+    # transaction pooling (a holdable cursor would be looked for on another server connection).
     # Named apart from runs_visible_to's `output`, which the given runs may carry already.
     annotated = runs.order_by().annotate(export_output=run_final_answer_annotation())
-    ordered = annotated.order_by("created_at", "id").values_list(*_RUN_FIELDS.values())
-    batch = []
-    for row in ordered.iterator(chunk_size=batch_size):
-        batch.append(dict(zip(_RUN_FIELDS, row, strict=True)))
-        if len(batch) == batch_size:
+    after = None
+    while True:
+        page = annotated
+        if after is not None:
+            # created_at >= t first, so run_created_idx bounds the scan; ties on t go by id.
+            page = page.filter(created_at__gte=after[0]).exclude(created_at=after[0], id__lte=after[1])
+        rows = page.order_by("created_at", "id").values_list(*_RUN_FIELDS.values())[:batch_size]
+        batch = [dict(zip(_RUN_FIELDS, row, strict=True)) for row in rows]
+        if batch:
             yield batch
-            batch = []
-    if batch:
-        yield batch
+        if len(batch) < batch_size:
+            return
+        after = (batch[-1]["created_at"], batch[-1]["id"])
 
 
 def ledger_export_records(*, runs: QuerySet[Run], requests: bool, batch_size: int = BATCH_RUNS) -> Iterator[dict]:

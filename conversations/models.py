@@ -153,6 +153,7 @@ class StopReason(models.TextChoices):
     TIMEOUT = "timeout", _("Timeout")
     PROVIDER_ERROR = "provider_error", _("Provider error")
     EMPTY_ANSWER = "empty_answer", _("Empty answer")
+    TRUNCATED = "truncated", _("Answer cut off")
     GUARDRAIL_BLOCKED = "guardrail_blocked", _("Guardrail blocked")
     CANCELLED = "cancelled", _("Cancelled")
     APPROVAL_EXPIRED = "approval_expired", _("Approval expired")
@@ -168,6 +169,22 @@ class ForkChange(models.TextChoices):
     MODEL = "model", _("another model config")
     TOOL_RESULT = "tool_result", _("an edited tool result")
     USER_MESSAGE = "user_message", _("an edited user message")
+
+
+class RunTrigger(models.TextChoices):
+    """What started a run: the way in that created it (engine.admission's callers, forks,
+    delegation)."""
+
+    API = "api", _("REST API")
+    OPENAI = "openai", _("OpenAI-compatible API (/v1)")
+    WIDGET = "widget", _("chat widget")
+    SCHEDULE = "schedule", _("schedule")
+    HOOK = "hook", _("inbound hook")
+    CONSOLE = "console", _("operator console")
+    CLI = "cli", _("command line")
+    FORK = "fork", _("fork")
+    EVAL = "eval", _("evaluation or replay")
+    DELEGATION = "delegation", _("delegation")
 
 
 class Run(models.Model):
@@ -241,6 +258,9 @@ class Run(models.Model):
     )
     fork_step = models.PositiveIntegerField(null=True, blank=True, editable=False, verbose_name=_("fork step"))
     fork_change = models.JSONField(null=True, blank=True, editable=False, verbose_name=_("fork change"))
+    trigger = models.CharField(
+        max_length=20, choices=RunTrigger.choices, default=RunTrigger.API, editable=False, verbose_name=_("trigger")
+    )
     # Agents as tools (engine.delegation): the run and the tool call that started this run, how
     # many delegations deep it is, and what its delegated runs (their whole trees) used, added
     # as each of them ends so the run's budgets count the tree.
@@ -312,6 +332,8 @@ class Run(models.Model):
             models.Index(fields=["finished_at"], name="run_finished_idx"),
             models.Index(fields=["parent_run"], condition=Q(parent_run__isnull=False), name="run_parent_idx"),
             models.Index(fields=["forked_from"], condition=Q(forked_from__isnull=False), name="run_forked_from_idx"),
+            # The runs list filtered by what started them (?trigger=), newest first by cursor.
+            models.Index(fields=["trigger", "created_at"], name="run_trigger_created_idx"),
             models.Index(
                 fields=["parent_tool_invocation"],
                 condition=Q(parent_tool_invocation__isnull=False),
@@ -401,7 +423,12 @@ class LLMCall(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "purpose", "iteration", "attempt"], name="llm_call_attempt_unique"),
         ]
-        indexes = [models.Index(fields=["started_at"], name="llm_call_started_idx")]
+        indexes = [
+            models.Index(fields=["started_at"], name="llm_call_started_idx"),
+            # The sweeper's look for calls left started by a dead worker (engine.sweeper): the few
+            # started rows, whatever the size of the ledger.
+            models.Index(fields=["started_at"], condition=models.Q(status="started"), name="llm_call_open_idx"),
+        ]
 
     def __str__(self):
         return _("LLM call %(iteration)s.%(attempt)s (%(status)s)") % {
@@ -784,11 +811,15 @@ class Webhook(models.Model):
         """Where deliveries go: the URL, or the addresses of an email webhook."""
         return ", ".join(self.recipients) if self.format == self.Format.EMAIL else self.url
 
-    def clean(self):
+    def clean_fields(self, exclude=None):
+        # Here rather than in clean(), which runs even when a form has already refused the field
+        # (and left it empty on the instance): the form's own message would then get a second one.
+        super().clean_fields(exclude=exclude)
+        exclude = exclude or ()
         if self.format == self.Format.EMAIL:
-            if not self.recipients:
+            if not self.recipients and "email_to" not in exclude:
                 raise ValidationError({"email_to": _("An email webhook needs at least one address.")})
-        elif not self.url:
+        elif not self.url and "url" not in exclude:
             raise ValidationError({"url": _("This format posts to a URL: enter one.")})
 
 

@@ -12,12 +12,21 @@ from conversations.models import Approval, Run
 DECIDE_PERMISSION = "conversations.decide_approval"
 # Forking runs and replaying them against a version (engine.forks, evals.replays).
 FORK_PERMISSION = "conversations.fork_run"
+# Forgetting end users other than one's own (memory.forget): the admin's action, and through the
+# API the platform's own end users (no owner), whom no application's token speaks for.
+FORGET_PERMISSION = "conversations.forget_end_user"
 APPROVERS_GROUP = "Approvers"
 OPERATORS_GROUP = "Operators"
 
 
 def user_may_decide(user) -> bool:
     return bool(user and user.is_active and user.has_perm(DECIDE_PERMISSION))
+
+
+def user_may_forget(user) -> bool:
+    """Staff who may forget end users that are not their own (the admin's forget action asks the
+    same: the admin is staff only)."""
+    return bool(user and user.is_active and user.is_staff and user.has_perm(FORGET_PERMISSION))
 
 
 def _group_ensure(*, name: str, model, permissions: list[tuple[str, str]]) -> Group:

@@ -145,6 +145,21 @@ def _deliveries_send_after_commit(deliveries: list[WebhookDelivery]) -> None:
         transaction.on_commit(lambda pk=str(delivery.pk): app.tasks[WEBHOOK_DELIVER_TASK].delay(pk))
 
 
+def webhook_redeliver(*, delivery_ids) -> int:
+    """Failed deliveries back to pending, each sent again after commit: its next attempt is
+    numbered after the earlier ones and gets its own row, and a network error or a 5xx is retried
+    while AGENTRY_WEBHOOK_MAX_ATTEMPTS allows (past it, the one attempt only). Returns how many;
+    a delivery that is pending or delivered is left alone."""
+    with transaction.atomic():
+        failed = WebhookDelivery.objects.filter(pk__in=delivery_ids, status=WebhookDelivery.Status.FAILED)
+        deliveries = list(failed.select_for_update().only("pk"))
+        WebhookDelivery.objects.filter(pk__in=[d.pk for d in deliveries]).update(
+            status=WebhookDelivery.Status.PENDING, finished_at=None
+        )
+        _deliveries_send_after_commit(deliveries)
+    return len(deliveries)
+
+
 def webhook_alert_deliveries_create(*, event_type: str, payload: dict, agent_id: int | None) -> list[WebhookDelivery]:
     """In the alert's transaction: one delivery per active webhook subscribed to alerts, sent
     after commit. An alert on one agent goes to that agent's subscribed webhooks; an alert on a
@@ -264,8 +279,9 @@ def _post(url: str, body: bytes, headers: dict) -> tuple[Outcome, str]:
             allowlist=outbound.WEBHOOKS,
         )
     except outbound.OutboundBlocked as exc:
-        # The target is refused by configuration: trying again will not help.
-        return (None, "", exc.detail, False, None), ""
+        # A target refused by configuration stays refused; a name that did not resolve is a
+        # network error like a refused connection, and may resolve on a later attempt.
+        return (None, "", exc.detail, exc.retryable, None), ""
     except httpx.HTTPError as exc:
         return (None, "", f"{type(exc).__name__}: {exc}", True, None), ""
     response = fetched.response

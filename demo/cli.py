@@ -4,6 +4,9 @@ import json
 import time
 from collections.abc import Callable
 
+from django.conf import settings
+from django.urls import reverse
+
 from conversations.models import Approval, LLMCall, Run, RunStatus, ToolInvocation
 from conversations.selectors import run_final_answer, run_timeline
 from engine.worker_watch import NoWorker, NoWorkerWatch
@@ -71,18 +74,50 @@ def run_tree_wait(*, run_id, timeout: float = 120, poll: float = 0.2, on_pending
             reported.add(approval.pk)
             on_pending(approval)
         if time.monotonic() > deadline:
+            waiting = list(
+                Approval.objects.filter(run_id__in=tree, status=Approval.Status.PENDING).values_list("pk", flat=True)
+            )
+            if waiting:
+                raise RunWaitTimeout(
+                    f"run {run_id} still waits for approval {', '.join(map(str, waiting))} after {timeout:.0f} s; "
+                    "it stays parked until someone decides (where: the lines above)"
+                )
             raise RunWaitTimeout(f"run {run_id} still {run.status} after {timeout:.0f} s; is a worker running?")
         time.sleep(poll)
 
 
-def pending_approvals(run: Run) -> list[str]:
-    """One line per call of the run waiting for a person: what it is and how to decide it."""
-    approvals = run.approvals.filter(status=Approval.Status.PENDING).select_related("invocation")
+ARGUMENTS_EXCERPT_CHARS = 200
+
+
+def site_url() -> str:
+    """Where people open Agentry: AGENTRY_PUBLIC_URL, else the address scripts/dev.sh serves on by
+    default (a stack moved to another PORT is named with --url)."""
+    return settings.AGENTRY_PUBLIC_URL or "http://127.0.0.1:8000"
+
+
+def approval_waiting_lines(approval: Approval, *, base_url: str | None = None) -> list[str]:
+    """What a call waiting for a person is (tool, arguments cut short, which run: a delegated
+    run names its agent and the run that called it) and where to decide it, as absolute URLs."""
+    base = (base_url or site_url()).rstrip("/")
+    run = approval.run
+    arguments = json.dumps(approval.arguments, ensure_ascii=False)
+    if len(arguments) > ARGUMENTS_EXCERPT_CHARS:
+        arguments = arguments[:ARGUMENTS_EXCERPT_CHARS] + "…"
+    where = f"run {run.pk}"
+    if run.parent_run_id:
+        where = f"delegated run {run.pk} of {run.agent.slug}, called by run {run.parent_run_id}"
     return [
-        f"  waiting for approval {a.pk}: {a.invocation.tool_name} {json.dumps(a.arguments, ensure_ascii=False)} "
-        f"(decide at /approvals/ or POST /api/v1/approvals/{a.pk}/decision/)"
-        for a in approvals.order_by("pk")
+        f"  waiting for approval {approval.pk}: {approval.invocation.tool_name} {arguments} ({where})",
+        f"    decide at {base}{reverse('approvals:detail', args=[approval.pk])} "
+        f"(queue: {base}{reverse('approvals:queue')}), "
+        f"or POST {base}{reverse('approval-decision', args=[approval.pk])}",
     ]
+
+
+def pending_approvals(run: Run, *, base_url: str | None = None) -> list[str]:
+    """The lines of approval_waiting_lines for each call of the run waiting for a person."""
+    approvals = run.approvals.filter(status=Approval.Status.PENDING).select_related("invocation", "run", "run__agent")
+    return [line for a in approvals.order_by("pk") for line in approval_waiting_lines(a, base_url=base_url)]
 
 
 def _decision(invocation: ToolInvocation) -> str:

@@ -1,4 +1,7 @@
-"""Admission: a posted message becomes a run, under the agent's concurrency policy."""
+"""Admission: a posted message becomes a run, under the agent's limits per end user
+(engine.admission_limits: AdmissionRefused) and its concurrency policy. Every way in posts
+through message_submit, message_post or conversation_start; runs the engine starts itself
+(delegated children, forks, evaluation cases and replays) are exempt from the limits."""
 
 import hashlib
 import uuid
@@ -16,9 +19,10 @@ from agents.snapshot import snapshot_parse
 from conversations import events
 from conversations.batch import Batch, event_add, row_insert
 from conversations.events import EventType
-from conversations.models import Conversation, Run, RunRequest
+from conversations.models import Conversation, Run, RunRequest, RunTrigger
 from conversations.selectors import conversation_lock_for_post
 from conversations.services import conversation_create, messages_append
+from engine.admission_limits import conversation_limits_check, end_user_limits_check
 from engine.dispatch import ACTIVE_STATUSES, run_admit
 from engine.runs import run_cancel
 from engine.tracing import run_trace_fields
@@ -79,6 +83,7 @@ def message_submit(
     idempotency_key: str = "",
     version: str | int | AgentVersion | None = None,
     sandbox: dict | None = None,
+    trigger: str = RunTrigger.API,
 ) -> Submission:
     """A user message and the run that answers it, decided under a lock on the conversation.
 
@@ -89,7 +94,13 @@ def message_submit(
     `version` ("draft", "published" or a number, or an AgentVersion) runs that version instead of
     the released one; a version the agent lacks raises agents.releases.UnknownVersion. `sandbox`
     marks the run as an evaluation's, with the tool results its case gives (engine.tool_step).
+    `trigger` (RunTrigger) says which way in started the run.
+
+    First, before the lock, the agent's limits per end user for the conversation's end user
+    (AdmissionRefused), as before every post: a post refused after them (busy, a replayed key)
+    still counts in the minute's window. Internal triggers (evaluations) are exempt.
     """
+    conversation_limits_check(conversation=conversation, trigger=trigger)
     digest = _content_hash(content)
     with transaction.atomic():
         # Only the conversation's row is locked: locking its agent's too would queue every post
@@ -120,6 +131,7 @@ def message_submit(
             user=user,
             idempotency_key=idempotency_key,
             sandbox=sandbox,
+            trigger=trigger,
         )
         if active and policy == ConcurrentMessages.INTERRUPT:
             # After commit and outside the conversation lock: the engine locks a run, then its
@@ -139,6 +151,7 @@ def _run_submit(
     digest: str | None = None,
     idempotency_key: str = "",
     sandbox: dict | None = None,
+    trigger: str,
 ) -> Run:
     """In the caller's transaction: the run of `pinned` that answers `content`, waiting for the
     `active` runs if there are any, else admitted at once. The run, what was posted, its first
@@ -154,6 +167,7 @@ def _run_submit(
         # A run admitted at once is enqueued with this commit: stamped here, not updated after.
         enqueued_at=None if active else now,
         sandbox=sandbox,
+        trigger=trigger,
         # Its first event, run.queued, is written with it.
         event_seq=1,
         # A child of the caller's span when the request carried a traceparent.
@@ -188,6 +202,7 @@ def conversation_start(
     metadata: dict | None = None,
     history: list[dict] = (),
     end_user: str = "",
+    trigger: str = RunTrigger.API,
 ) -> Run:
     """A new conversation of `agent` whose first run answers `content`, after `history` (earlier
     messages that belong to no run), as message_submit would start it. What message_submit
@@ -196,7 +211,9 @@ def conversation_start(
     instead of written after. A chat completion starts this way on every request: its admission
     is the conversation's INSERT and the run's statement, in one transaction, after one read of
     the version (it was a savepoint, a locked read of the new row, a read of its runs and, for a
-    published agent, an UPDATE of its version besides)."""
+    published agent, an UPDATE of its version besides). The agent's limits per end user apply
+    to `end_user` of `user` first, as in message_submit (AdmissionRefused)."""
+    end_user_limits_check(agent=agent, owner_id=user.pk if user else None, end_user=end_user, trigger=trigger)
     conversation_id = uuid.uuid4()
     pinned, kept = _released(agent, conversation_id=conversation_id, current_id=None)
     with transaction.atomic():
@@ -211,14 +228,25 @@ def conversation_start(
         )
         if history:
             messages_append(conversation_id=conversation.pk, run_id=None, messages=list(history))
-        return _run_submit(conversation=conversation, pinned=pinned, content=content, user=user)
+        return _run_submit(conversation=conversation, pinned=pinned, content=content, user=user, trigger=trigger)
 
 
 def message_post(
-    *, conversation: Conversation, content: str, user=None, idempotency_key: str = "", version: str | int | None = None
+    *,
+    conversation: Conversation,
+    content: str,
+    user=None,
+    idempotency_key: str = "",
+    version: str | int | None = None,
+    trigger: str = RunTrigger.API,
 ) -> Run:
     return message_submit(
-        conversation=conversation, content=content, user=user, idempotency_key=idempotency_key, version=version
+        conversation=conversation,
+        content=content,
+        user=user,
+        idempotency_key=idempotency_key,
+        version=version,
+        trigger=trigger,
     ).run
 
 

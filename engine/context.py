@@ -112,9 +112,19 @@ def _assemble(system: str, summary: str, wire_turns: list[list[dict]], memory: d
     if summary:
         system = f"{system}\n\n{SUMMARY_HEADING}{summary}" if system else f"{SUMMARY_HEADING}{summary}"
     head = [{"role": "system", "content": system}] if system else []
+    body = [wire for turn in wire_turns for wire in turn]
     if memory is not None:
-        head.append(memory)
-    return head + [wire for turn in wire_turns for wire in turn]
+        # A user-role block (engine.memory.memory_message) before the conversation, after every
+        # system message that opens it (a chat completion's own): all instructions come first.
+        # It opens the first user message rather than standing as one of its own, since many
+        # chat templates (Gemma's, Mistral's) refuse two user messages in a row.
+        opening = next((index for index, wire in enumerate(body) if wire["role"] != "system"), len(body))
+        first = body[opening] if opening < len(body) else None
+        if first is not None and first["role"] == "user" and isinstance(first.get("content"), str):
+            body[opening] = {**first, "content": f"{memory['content']}\n\n{first['content']}"}
+        else:
+            body.insert(opening, memory)
+    return head + body
 
 
 def context_budget(snapshot: AgentSnapshot) -> int | None:
@@ -135,8 +145,8 @@ def build_context(
 ) -> list[dict]:
     """The messages to send. `shrink` folds at least half of the history's estimated size into
     the summary: the server said the request did not fit, so the estimate ran short. `memory`:
-    the message showing the end user's long-term memories (engine.memory), placed right after
-    the system prompt and counted in the budget like it."""
+    the message showing the end user's long-term memories (engine.memory), placed before the
+    conversation (after the system messages) and counted in the budget like the system prompt."""
     agent = snapshot["agent"]
     system = render_system_prompt(
         template=agent["system_prompt"], now=run.created_at, time_zone=agent["time_zone"], agent_name=agent["name"]

@@ -49,6 +49,7 @@ from conversations.models import (
     Message,
     Run,
     RunStatus,
+    RunTrigger,
     StopReason,
     ToolInvocation,
 )
@@ -149,6 +150,7 @@ def _child_start(*, run: Run, owner: str, invocation: ToolInvocation, spec: Tool
             parent_run=run,
             parent_tool_invocation=invocation,
             depth=run.depth + 1,
+            trigger=RunTrigger.DELEGATION,
             # A fork's child is sandboxed like the fork (engine.forks), with its own version's model.
             sandbox={k: v for k, v in run.sandbox.items() if k != "model"} if run.sandbox else None,
             # Taken inside the parent's step: with tracing on, the child's trace continues the parent's.

@@ -32,6 +32,7 @@ from django.utils.translation import gettext as _
 
 from agents.models import ModelConfig
 from agents.releases import UnknownVersion, version_target
+from agents.run_choices import RunChoiceRefused, run_choice_check
 from agents.selectors import agents_usable_by
 from agents.snapshot import model_snapshot, snapshot_parse
 from conversations.models import (
@@ -40,6 +41,7 @@ from conversations.models import (
     LLMCall,
     Message,
     Run,
+    RunTrigger,
     ToolInvocation,
 )
 from conversations.services import conversation_create, messages_append
@@ -56,7 +58,8 @@ class ForkInvalid(ValueError):
 
 
 class ForkNotAllowed(PermissionError):
-    """The user may not use the source run's agent, so may not fork its runs either (a 403)."""
+    """The user may not fork this run as asked (a 403): they may not use its agent, or may not
+    choose its version or model config (agents.run_choices)."""
 
 
 @dataclass(frozen=True)
@@ -99,8 +102,20 @@ def run_fork(*, source: Run, request: ForkRequest, user) -> Run:
             % {"status": source.get_status_display()}
         )
     change = _change_checked(request)
-    version = _version(source, request) if change == ForkChange.VERSION else source.agent_version
     model = _model(request) if change == ForkChange.MODEL else None
+    if user is not None:
+        # The same rule as a posted message's: a version named, a never-published version run
+        # again or a model config the agent does not use takes its permission.
+        try:
+            run_choice_check(
+                user=user,
+                agent_id=source.agent_id,
+                version=request.version if change == ForkChange.VERSION else source.agent_version,
+                model_config=model,
+            )
+        except RunChoiceRefused as exc:
+            raise ForkNotAllowed(str(exc)) from None
+    version = _version(source, request) if change == ForkChange.VERSION else source.agent_version
     copied = _copy_read(source, request)
     sandbox = _sandbox(source, request, model)
     described = _described(request, version=version, model=model, user=user)
@@ -158,7 +173,8 @@ def _version(source: Run, request: ForkRequest):
 
 
 def _model(request: ForkRequest) -> ModelConfig:
-    # ModelConfig has no active flag: any config that exists may be tried.
+    # ModelConfig has no active flag: any config that exists may be tried, by a user allowed to
+    # choose it (agents.run_choices).
     given = request.model_config_id
     config = None
     if isinstance(given, int | str) and not isinstance(given, bool) and str(given).isdigit():
@@ -343,6 +359,7 @@ def _run_create(
         forked_from=source,
         fork_step=request.step,
         fork_change=described,
+        trigger=RunTrigger.FORK,
         **run_trace_fields(),
     )
     run_started_record(

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from agents.models import AgentTool
 from agents.snapshot import DELEGATE_KIND
 from conversations import events
-from conversations.batch import Batch, Select, event_add, row_insert
+from conversations.batch import Batch, Select, either, event_add, exists, row_insert
 from conversations.events import EventType
 from conversations.models import Approval, Run, ToolInvocation
 from platform_site.text import scrub_nul
-from tools.approval_policy import approval_need
+from tools.approval_policy import ApprovalPolicy, approval_need
 from tools.arguments import arguments_hash, parse_arguments, validate_arguments
 from tools.calls import call_arguments, call_name
 from tools.models import ToolDefinition
@@ -123,7 +124,9 @@ def call_decision(
     3. a sandboxed run's call takes the result it is given, see _sandbox_decision (before
        delegation: an evaluation's delegate call would run its child's tools for real);
     4. an agent as a tool: a child run;
-    5. no approval yet: run it, or ask a person if its policy says so;
+    5. no approval yet: run it, or ask a person if its policy says so (the spec's approval, the
+       one in force: the stricter of the version's and the tool's now, which the caller reads,
+       agents.selectors.tools_in_force);
     6. an approval: wait while it is pending; a hand-off's answer is the result; a rejected,
        expired or mismatched approval refuses the call; an approved one runs it with the
        arguments approved (possibly edited)."""
@@ -265,6 +268,38 @@ def tool_live_read(batch: Batch, spec: dict) -> None:
     that marks its call started."""
     if spec.get("id") is not None:
         batch.read("tool", Select(ToolDefinition, ("is_active",)).where(id=spec["id"]))
+
+
+# An agent's own approval for a tool, instead of the tool's (AgentTool.approval other than inherit).
+_OVERRIDES = (ApprovalPolicy.NEVER, ApprovalPolicy.ALWAYS, ApprovalPolicy.RULE)
+
+
+def approval_unchanged(*, spec: dict | None, agent_id: int) -> tuple:
+    """Conditions that hold while the tool's approval now, with the agent's override of it,
+    resolves to the one `spec` pinned (agents.selectors.tool_approvals_now resolves it the same
+    way): for the guard of the statement that marks a call started before its step reads the
+    approvals in force. If it was changed, tightened or loosened, the guard fails, the call is
+    not marked, and the tool step decides it under the stricter of the two (tools_in_force).
+
+    The agent's link says the same (`same_link`), or it does not override the tool and the tool
+    says the same: (same_link or not overridden) and (same_link or tool_same)."""
+    if spec is None or spec["id"] is None:
+        return ()
+    policy, rule = spec["approval"]["policy"], spec["approval"]["rule"]
+    link = {"agent_id": agent_id, "tool_id": spec["id"]}
+    same = {"approval": policy, **({"approval_rule": rule} if policy == ApprovalPolicy.RULE else {})}
+    same_link = exists(AgentTool, **link, **same)
+    overridden = exists(AgentTool, **link, approval__in=_OVERRIDES)
+    tool = {"id": spec["id"]}
+    if policy == ApprovalPolicy.RULE:
+        tool_same = exists(ToolDefinition, **tool, approval_policy=ApprovalPolicy.RULE, approval_rule=rule)
+    else:
+        by_side = {"side_effect__ne": "write"} if policy == ApprovalPolicy.NEVER else {"side_effect": "write"}
+        tool_same = either(
+            exists(ToolDefinition, **tool, approval_policy=policy),
+            exists(ToolDefinition, **tool, approval_policy=ApprovalPolicy.AUTO, **by_side),
+        )
+    return (either(same_link, ~overridden), either(same_link, tool_same))
 
 
 def invocations_add(

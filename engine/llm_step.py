@@ -35,7 +35,7 @@ from engine.guardrails import (
     screened,
     streams_answer,
 )
-from engine.invocations import Started, invocations_add
+from engine.invocations import Started, approval_unchanged, invocations_add
 from engine.memory import Recall, memories_recall
 from engine.model_call import (
     Answer,
@@ -48,6 +48,7 @@ from engine.model_call import (
     model_call,
 )
 from engine.next_step import Finish, RunTools, Step, next_step
+from engine.overrun import answer_truncated, overflow_error, truncation_error
 from engine.runs import AnswerEnding
 
 FORCED_CHOICES = ("required", "tool")
@@ -100,19 +101,34 @@ def _normalised_tool_calls(response: LLMResponse, run: Run, iteration: int) -> l
     return calls
 
 
-def _answer_decision(*, run: Run, snapshot: AgentSnapshot, messages: list[Message], calls: list[dict]) -> Step:
+def _answer_decision(
+    *, run: Run, snapshot: AgentSnapshot, messages: list[Message], response: LLMResponse, calls: list[dict]
+) -> Step:
     """What follows an answer asking for `calls` (none: a final answer), decided before the
     commit that records it."""
-    answer = Message(conversation_id=run.conversation_id, run_id=run.pk, role=Message.Role.ASSISTANT, tool_calls=calls)
-    return next_step(run, [*messages, answer], snapshot, now=timezone.now(), answered=True)
+    answer = Message(
+        conversation_id=run.conversation_id,
+        run_id=run.pk,
+        role=Message.Role.ASSISTANT,
+        content=response.content,
+        tool_calls=calls,
+    )
+    truncated = truncation_error(response=response, model=snapshot["model"]) if answer_truncated(response) else ""
+    return next_step(run, [*messages, answer], snapshot, now=timezone.now(), answered=True, truncated=truncated)
 
 
-def _first_call_guard(*, run: Run, owner: str, calls: list[dict]) -> Guard:
+def _first_call_guard(*, run: Run, owner: str, snapshot: AgentSnapshot, calls: list[dict]) -> Guard:
     """The guard of an answer's commit that marks its first call started: it checks what could
-    change before the commit, that no cancel was accepted since the run was read and that the
-    call's id is new in the run (a call recorded before is the tool step's to read)."""
+    change before the commit, that no cancel was accepted since the run was read, that the
+    call's id is new in the run (a call recorded before is the tool step's to read) and that
+    the tool's approval now is the one the version pinned, under which the call was decided to
+    run (a policy changed since is the tool step's to apply: engine.invocations.approval_unchanged)."""
     recorded = exists(ToolInvocation, run_id=Row("id"), tool_call_id=calls[0]["id"])
-    return partial(run_guard, run_id=run.pk, lease_owner=owner, where=(Is("cancel_requested", False), ~recorded))
+    unchanged = approval_unchanged(
+        spec=snapshot_tool(snapshot, calls[0]["function"]["name"]), agent_id=snapshot["agent"]["id"]
+    )
+    where = (Is("cancel_requested", False), ~recorded, *unchanged)
+    return partial(run_guard, run_id=run.pk, lease_owner=owner, where=where)
 
 
 def effective_tool_choice(*, run: Run, snapshot: AgentSnapshot, messages: list[Message]) -> tuple[str, str]:
@@ -130,6 +146,16 @@ def effective_tool_choice(*, run: Run, snapshot: AgentSnapshot, messages: list[M
 
 
 def llm_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> StepResult:
+    try:
+        return _fitted_step(run=run, owner=owner, snapshot=snapshot, messages=messages)
+    except ContextOverflow as exc:
+        # Said as what happened: a model whose own answers filled its context produced too much.
+        error = overflow_error(server_said=exc.server_said, messages=messages, run_id=run.pk)
+        raise ModelStepFailed(error) from exc
+
+
+def _fitted_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> StepResult:
+    """The step, and once more with the history folded if the server says it does not fit."""
     iteration = run.iterations + 1
     tool_choice, tool_name = effective_tool_choice(run=run, snapshot=snapshot, messages=messages)
     # Models see the requester's messages as the input guardrails left them (engine.guardrails).
@@ -196,6 +222,7 @@ def _call(
         parallel_tool_calls=snapshot["agent"]["parallel_tool_calls"],
         reject_empty=True,
         relay_deltas=streams_answer(snapshot),
+        attempt_writes=partial(recall.record, run_id=run.pk) if recall.memories else None,
     )
     answer = model_call(
         run=run,
@@ -207,15 +234,20 @@ def _call(
     )
     response = answer.response
     calls = _normalised_tool_calls(response, run, iteration)
+    decision = _answer_decision(run=run, snapshot=snapshot, messages=messages, response=response, calls=calls)
+    if isinstance(decision, Finish) and decision.reason == StopReason.TRUNCATED:
+        # Cut-off calls are left out of the recorded message (the call's ledger row keeps them),
+        # so no step, now or after a crash, can run one.
+        calls = []
     hits = None
     if not calls:
         # A final answer is judged by the output rules (moderation calls included) before it is recorded.
         hits = output_hits(run=run, owner=owner, snapshot=snapshot, iteration=iteration, content=response.content)
-    recorded = _Recorded(run=run, snapshot=snapshot, calls=calls, hits=hits, recall=recall)
-    recorded.decision = _answer_decision(run=run, snapshot=snapshot, messages=messages, calls=calls)
+    recorded = _Recorded(run=run, snapshot=snapshot, calls=calls, hits=hits)
+    recorded.decision = decision
     # The answer's commit acts on the decision made with it, if it may (see the module); if its
     # guard matches nothing, the answer is recorded again under the lease's fence alone.
-    plan = _plan(run=run, owner=owner, decision=recorded.decision, calls=calls, hits=hits)
+    plan = _plan(run=run, owner=owner, snapshot=snapshot, decision=recorded.decision, calls=calls, hits=hits)
     if plan is not None:
         result = recorded.commit(answer, plan)
         if result is not None:
@@ -232,9 +264,13 @@ class _Plan:
     ending: AnswerEnding | None = None
 
 
-def _plan(*, run: Run, owner: str, decision: Step, calls: list[dict], hits: list[Hit] | None) -> _Plan | None:
+def _plan(
+    *, run: Run, owner: str, snapshot: AgentSnapshot, decision: Step, calls: list[dict], hits: list[Hit] | None
+) -> _Plan | None:
     if isinstance(decision, RunTools):
-        return _Plan(_first_call_guard(run=run, owner=owner, calls=calls)) if decision.start_first else None
+        if not decision.start_first:
+            return None
+        return _Plan(_first_call_guard(run=run, owner=owner, snapshot=snapshot, calls=calls))
     if not isinstance(decision, Finish) or decision.reason != StopReason.FINAL_ANSWER or hits:
         # Not the usual ending: a limit that stops the calls asked for, or an output rule that
         # matched the answer; engine.loop ends the run, enforcing what the rule does, after
@@ -253,15 +289,12 @@ class _Recorded:
     snapshot: AgentSnapshot
     calls: list[dict]
     hits: list[Hit] | None
-    # The memories the call was shown: their MemoryUse rows are written with it.
-    recall: Recall
     decision: Step | None = None
 
     def commit(self, answer: Answer, plan: _Plan | None) -> StepResult | None:
         """The StepResult, or None if the plan's guard matched nothing (nothing was written)."""
         run, response, calls = self.run, answer.response, self.calls
         batch = answer_writes(answer, guard=plan.guard if plan else None)
-        self.recall.record(batch, run_id=run.pk, call_id=answer.call.pk)
         review = (
             None
             if calls

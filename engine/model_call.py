@@ -29,6 +29,7 @@ the prices used.
 import logging
 import time
 import zoneinfo
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
 from functools import partial
@@ -86,7 +87,11 @@ class EmptyAnswer(ModelStepFailed):
 
 
 class ContextOverflow(ModelStepFailed):
-    """The server said the request does not fit the model's context."""
+    """The server said the request does not fit the model's context (`server_said`: its words)."""
+
+    def __init__(self, server_said: str):
+        super().__init__(f"The request does not fit the model's context: {server_said}")
+        self.server_said = server_said
 
 
 class DeadlineReached(Exception):
@@ -253,11 +258,20 @@ class ModelRequest:
     relay_deltas: bool = False
     # Tried instead of the agent's models (a moderation rule's own model).
     models: list[ModelSnapshot] | None = None
+    # The JSON Schema the answer must match, asked of the models whose config says they can
+    # constrain their output to one (ModelConfig.structured_output); others are asked for text.
+    answer_schema: dict | None = None
+    # More writes of each attempt's first batch, the one that records the attempt started (the
+    # memories it is shown: engine.memory.Recall), so every attempt says what it was sent,
+    # answered or not. In that batch `{call.id}` is the attempt's row.
+    attempt_writes: Callable[[Batch], None] | None = None
 
 
 def request_body(provider, model: dict, request: ModelRequest) -> dict:
     """The request's body for one model config."""
-    if request.plain_text:
+    if request.answer_schema is not None and model.get("structured_output"):
+        model = {**model, "response_format": "json_schema", "response_schema": request.answer_schema}
+    elif request.plain_text:
         model = {**model, "response_format": "text", "response_schema": None}
     return provider.build_request(
         model=fitted(model, messages=request.messages, tools=request.tools),
@@ -426,10 +440,14 @@ def answer_record(answer: Answer, batch: Batch | None = None, *, tentative: bool
     return results
 
 
-_INTERRUPTED = "interrupted: the worker stopped before the call completed"
+# An attempt's error when its worker stopped before it completed: the next attempt, or the
+# sweeper (engine.sweeper), closes it with this prefix.
+INTERRUPTED = "interrupted: the worker stopped before the call completed"
 
 
-def _start_attempt(*, run, owner, model, body, purpose, iteration, read_settings: bool) -> tuple[LLMCall, list | None]:
+def _start_attempt(
+    *, run, owner, model, body, purpose, iteration, read_settings: bool, writes: Callable[[Batch], None] | None
+) -> tuple[LLMCall, list | None]:
     """The attempt's row (started) and its event, committed before the request is sent. It is
     numbered after the rows this call already has; those a dead worker left started are closed
     as interrupted, in the same batch. With `read_settings`, the model config's live settings
@@ -446,10 +464,12 @@ def _start_attempt(*, run, owner, model, body, purpose, iteration, read_settings
     )
     batch = Batch()
     run_guard(batch, run_id=run.pk, lease_owner=owner)
-    interrupted = Update(LLMCall).set(status=LLMCall.Status.FAILED, error=_INTERRUPTED, finished_at=timezone.now())
+    interrupted = Update(LLMCall).set(status=LLMCall.Status.FAILED, error=INTERRUPTED, finished_at=timezone.now())
     batch.add("interrupted", interrupted.where(**same_call, status=LLMCall.Status.STARTED))
     attempt = count(LLMCall, plus=1, **same_call)
     row_insert(batch, "call", call, exprs={"attempt": attempt}, returning=("id", "attempt"))
+    if writes is not None:
+        writes(batch)
     payload = events.llm_call_started(
         llm_call_id=None, purpose=purpose, iteration=iteration, attempt=None, model=model["name"]
     )
@@ -510,6 +530,7 @@ def model_call(
                 purpose=purpose,
                 iteration=iteration,
                 read_settings=live is None,
+                writes=request.attempt_writes,
             )
             live = live or _live_settings(model, values)
             api_key, prices = live.api_key, live.prices
@@ -538,7 +559,7 @@ def model_call(
                 last_error, rejected = exc, None
                 errors[model["name"]] = exc
                 if exc.context_overflow:
-                    raise ContextOverflow(f"The request does not fit the model's context: {exc.message}") from exc
+                    raise ContextOverflow(exc.message) from exc
                 if exc.stream_unsupported and body.get("stream"):
                     # The same attempt again in the mode that works: no retry is used up.
                     if body.get("tools"):

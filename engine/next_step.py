@@ -8,13 +8,16 @@ three values; the loop executes it (engine.loop). The order of the checks is the
 2. past the deadline, the run ends (timeout), unless the model's answer without tool calls has
    just arrived (`answered`): the call stopped waiting at the deadline, and what it brought is
    the answer;
-3. the last message is the model's, with tool calls: run them (even at the iteration limit or
+3. the model's answer was cut off at its output limit or its context (`truncated`, known with
+   the answer only): the run ends (truncated), and none of the calls it asked for runs, since
+   their arguments may be cut off too;
+4. the last message is the model's, with tool calls: run them (even at the iteration limit or
    over budget: the calls were asked for and are recorded, their results end the step), unless
    the runs it delegated to used up its budget (engine.delegation: the tree stops);
-4. the last message is the model's, without tool calls: that is the answer;
-5. the model was called as often as the agent allows: max_iterations;
-6. a run or daily budget is used up: budget;
-7. otherwise (a user message, or tool results): call the model.
+5. the last message is the model's, without tool calls: that is the answer;
+6. the model was called as often as the agent allows: max_iterations;
+7. a run or daily budget is used up: budget;
+8. otherwise (a user message, or tool results): call the model.
 
 Decided with the model's answer (`answered`: engine.llm_step asks before the commit that
 records it), the decision also says what that commit may do itself instead of the next step:
@@ -55,6 +58,10 @@ if TYPE_CHECKING:
 MAX_ITERATIONS_MESSAGE = _(
     "I stopped here: this task needed more than {limit} model steps, which is this agent's limit, "
     "and I have no final answer yet. Please narrow the question or ask me to continue."
+)
+TRUNCATED_MESSAGE = _(
+    "I stopped here: my answer was cut off before it was complete, so I did not act on it. "
+    "Please ask for something shorter, or split the task into smaller steps."
 )
 
 
@@ -106,9 +113,11 @@ def next_step(
     now,
     usage_today: tuple[int, Decimal] | None = None,
     answered: bool = False,
+    truncated: str = "",
 ) -> Step:
     """The next step of `run` (see the module's docstring); `usage_today` is limits.daily_usage's;
-    `answered`: the last message is the model's answer, about to be recorded."""
+    `answered`: the last message is the model's answer, about to be recorded; `truncated`: why
+    that answer was cut off (engine.overrun), if it was."""
     if run.cancel_requested:
         return Finish(StopReason.CANCELLED)
     last = messages[-1]
@@ -116,6 +125,10 @@ def next_step(
     limit = None if answered and answer and not last.tool_calls else deadline_passed(run, snapshot, now=now)
     if limit:
         return Finish(limit.stop_reason, limit.message)
+    if answer and answered and truncated:
+        # A cut-off text is still the best answer there is; cut-off calls are none, said in words.
+        told = last.tool_calls or not (last.content or "").strip()
+        return Finish(StopReason.TRUNCATED, agent_says(snapshot, TRUNCATED_MESSAGE) if told else None, truncated)
     if answer:
         # Agents as tools: runs this run delegated to may have used up its budget while it waited.
         limit = tree_budget_finish(run, snapshot) if last.tool_calls else None

@@ -5,8 +5,9 @@ The memory goes through the same consolidation as an extraction's changes
 (memory.services.memory_apply, source "tool"): the kinds the version keeps, never the same
 statement twice, secrets never stored, the version's input guardrail rules applied. Whose
 memory it is follows engine.memory.memory_target, so an evaluation's run writes into its eval
-run's scope only. A run whose version keeps no memory, or whose conversation has no end user,
-gets a tool error the model reads.
+run's scope only, and a widget's or hook's run into its own channel's (memory.channels). A run
+whose version keeps no memory, or whose conversation has no end user, gets a tool error the
+model reads.
 
 Registered from EngineConfig.ready() (the memory app sits below the engine and cannot know its
 runs' snapshots). Like a knowledge base's search, it reads and writes the database on the tool
@@ -21,7 +22,7 @@ from django.utils.translation import gettext as _
 from agents.models import MEMORY_KINDS
 from agents.snapshot import snapshot_memory
 from conversations.models import LLMCall, Run, ToolInvocation
-from engine.memory import memory_rules, memory_target
+from engine.memory import conversation_memory_target, memory_rules
 from engine.snapshots import version_snapshot
 from memory.consolidation import STATEMENT_MAX_CHARS
 from memory.services import MemoryProposal, MemoryRejected, memory_apply
@@ -72,12 +73,7 @@ def _remember(ctx: ToolContext, *, statement: str, kind: str) -> str:
     memory = snapshot_memory(snapshot)
     if memory is None:
         raise ToolError(_("long-term memory is off for this agent; answer without remembering."))
-    target = memory_target(
-        snapshot=snapshot,
-        sandbox=run.sandbox,
-        end_user=run.conversation.end_user,
-        owner_id=run.conversation.owner_id,
-    )
+    target = conversation_memory_target(run.conversation, run=run, snapshot=snapshot)
     if target is None:
         raise ToolError(_("this conversation has no end user to remember things about; answer without remembering."))
     # The model call that asked for this one: the change's audit row names it.
@@ -87,6 +83,7 @@ def _remember(ctx: ToolContext, *, statement: str, kind: str) -> str:
         applied = memory_apply(
             scope=target.scope,
             owner_id=target.owner_id,
+            channel=target.channel,
             end_user=target.end_user,
             proposals=[MemoryProposal(action="add", kind=kind, statement=statement)],
             source="tool",

@@ -1,4 +1,5 @@
-"""Recovery of runs whose worker vanished, so that no run stays non-terminal forever."""
+"""Recovery of runs whose worker vanished, so that no run stays non-terminal forever, and of
+model calls whose worker vanished, so that no call stays started forever."""
 
 import logging
 from datetime import timedelta
@@ -9,9 +10,11 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from conversations import events
-from conversations.models import Message, Run, RunStatus, StopReason
+from conversations.models import LLMCall, Message, Run, RunStatus, StopReason
 from engine.dispatch import conversation_admit_next, run_enqueue
 from engine.limits import timeout_limit
+from engine.memory import memory_extractions_interrupted
+from engine.model_call import INTERRUPTED
 from engine.runs import run_finish
 from engine.transitions import run_transition
 
@@ -40,10 +43,45 @@ def _past_deadline(now) -> int:
     return ended
 
 
+# Made only by a run's loop, under its lease. The others (an extraction, a judge, an embedding,
+# which a completed run's extraction makes too) may be made after the run ended.
+_IN_RUN = (LLMCall.Purpose.STEP, LLMCall.Purpose.SUMMARY, LLMCall.Purpose.MODERATION)
+
+
+def calls_sweep(now) -> int:
+    """Close as interrupted the model calls still started whose worker is gone; the count.
+
+    A call of a run's loop (a step, a summary, a moderation verdict) is made under the run's
+    lease: its worker is gone once the run is no longer running on a live lease (the sweeper
+    requeued or ended it; the next attempt would close it too, but a run that ended never makes
+    one). A call that may be made outside the lease (a memory extraction, an eval judge, an
+    embedding) has its timeouts capped to AGENTRY_MODEL_CALL_MAX_SECONDS or below: still
+    started after twice that, its worker is gone. An interrupted extraction is sent again,
+    a bounded number of times (engine.memory.memory_extractions_interrupted)."""
+    grace = now - timedelta(seconds=settings.AGENTRY_RUN_LEASE_SECONDS)
+    held = Q(run__status=RunStatus.RUNNING, run__lease_expires_at__gte=now)
+    in_run = Q(run__isnull=False, purpose__in=_IN_RUN, started_at__lt=grace) & ~held
+    overdue = now - timedelta(seconds=2 * settings.AGENTRY_MODEL_CALL_MAX_SECONDS)
+    out_of_run = (~Q(purpose__in=_IN_RUN) | Q(run__isnull=True)) & Q(started_at__lt=overdue)
+    abandoned = LLMCall.objects.filter(status=LLMCall.Status.STARTED).filter(in_run | out_of_run)
+    # Read through the partial index on started calls (llm_call_open_idx): they are few.
+    closed = list(abandoned.order_by().values_list("pk", "run_id", "purpose"))
+    if not closed:
+        return 0
+    # Guarded by the status, so a call completed meanwhile keeps its answer.
+    LLMCall.objects.filter(pk__in=[pk for pk, _run, _purpose in closed], status=LLMCall.Status.STARTED).update(
+        status=LLMCall.Status.FAILED, error=INTERRUPTED, finished_at=now
+    )
+    memory_extractions_interrupted(
+        run_ids=[run_id for _pk, run_id, purpose in closed if purpose == LLMCall.Purpose.MEMORY]
+    )
+    return len(closed)
+
+
 def runs_sweep() -> dict:
     """End runs past their deadline, requeue runs whose lease lapsed (they resume from the
-    database), fail those that have been recovered too often, and re-enqueue queued runs
-    whose task went missing."""
+    database), fail those that have been recovered too often, re-enqueue queued runs whose
+    task went missing, and close the model calls whose worker is gone (calls_sweep)."""
     now = timezone.now()
     timed_out = _past_deadline(now)
     requeued = failed = reenqueued = 0
@@ -82,13 +120,16 @@ def runs_sweep() -> dict:
     admitted_waiting = 0
     for conversation_id in set(stale_queued.exclude(admitted).values_list("conversation_id", flat=True)):
         admitted_waiting += conversation_admit_next(conversation_id=conversation_id) is not None
+    # After the runs: those requeued or ended above no longer hold their calls.
+    interrupted = calls_sweep(now)
     summary = {
         "requeued": requeued,
         "failed": failed,
         "reenqueued": reenqueued,
         "timed_out": timed_out,
         "admitted": admitted_waiting,
+        "calls_interrupted": interrupted,
     }
-    if requeued or failed or timed_out:
+    if requeued or failed or timed_out or interrupted:
         log.info("sweep: %s", summary)
     return summary

@@ -10,7 +10,9 @@ marked `running` in a commit before it starts (its own, or for the first call of
 runs at once, the answer's: engine.invocations), so after a crash a side-effecting call whose
 outcome is unknown is reported, never silently repeated (at most once); idempotent ones are re-run.
 An evaluation's run (Run.sandbox set) takes the results its case gives instead of calling
-tools, and never executes a write tool (engine.invocations.call_decision).
+tools, and never executes a write tool (engine.invocations.call_decision). Calls are decided
+under the approvals in force: the stricter of the version's pinned policy and the tool's now
+(agents.selectors.tools_in_force), so a tightened policy applies at once to live versions.
 
 Marking a call running, recording its outcome and appending the step's tool messages are each
 one ledger batch (conversations.batch) fenced by the run's lease: one statement on PostgreSQL.
@@ -28,6 +30,7 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
+from agents.selectors import tools_in_force
 from agents.snapshot import AgentSnapshot, snapshot_tools
 from conversations import events
 from conversations.batch import (
@@ -339,9 +342,7 @@ def _process_call(
         if started is not None:
             decision = Execute(invocation.arguments)
         else:
-            decide = partial(
-                call_decision, invocation=invocation, spec=spec, blocked=blocked_hint, sandbox=run.sandbox
-            )
+            decide = partial(call_decision, invocation=invocation, spec=spec, blocked=blocked_hint, sandbox=run.sandbox)
             decision = decide(approval=_approval_found(invocation, spec, fresh))
             if isinstance(decision, AskApproval):
                 decision = decide(
@@ -411,6 +412,11 @@ def tool_step(
     tools = snapshot_tools(snapshot)
     repeat = repeat_found(run_steps(messages, current.run_id), snapshot["agent"]["max_same_tool_streak"])
     invocations, fresh = _step_invocations(run=run, message=current, tools=tools, made=made)
+    undecided = [inv.tool_name for inv in invocations if inv.status not in FINISHED and not _started_now(inv, started)]
+    if undecided:
+        # Decided under the approvals in force now: a tool policy tightened since the version
+        # was pinned applies at once (agents.selectors.tools_in_force).
+        tools = tools_in_force(snapshot=snapshot, names=undecided)
     blocked_hint = None
     if repeat is not None:
         blocked_hint = _hint(repeat)

@@ -402,7 +402,16 @@ class EvalRunAdmin(admin.ModelAdmin):
 class ReleaseGateAdmin(admin.ModelAdmin):
     """Who may loosen the gate is who may change it (evals.change_releasegate), not who publishes."""
 
-    list_display = ["agent", "suite", "repetitions", "max_rate_drop", "max_cost_increase", "replay_hours", "enabled"]
+    list_display = [
+        "agent",
+        "suite",
+        "repetitions",
+        "max_rate_drop",
+        "max_cost_increase",
+        "max_latency_increase",
+        "replay_hours",
+        "enabled",
+    ]
     list_filter = ["enabled"]
     list_select_related = ["agent", "suite"]
     autocomplete_fields = ["agent"]

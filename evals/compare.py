@@ -13,19 +13,24 @@ RATES = (
     "pass_all_k",
     "pass_rate_min",
 )
-# Lower is better: wrong_call_rate by an absolute rise, the costs by a relative one.
+# Lower is better: wrong_call_rate by an absolute rise, the costs and latencies by a relative one.
 LOWER_RATES = ("wrong_call_rate",)
-COSTS = ("avg_model_turns", "tokens_per_task", "cost_per_task", "latency_p50_ms", "latency_p95_ms")
+COSTS = ("avg_model_turns", "tokens_per_task", "cost_per_task")
+# Latency is not a cost: two eval runs of one version on a busy machine differ by more than a
+# cost threshold would allow, so it has a threshold of its own, generous by default.
+LATENCIES = ("latency_p50_ms", "latency_p95_ms")
 INFORMATIVE = ("pass_rate_max", "pass_rate_stdev")
 
 DEFAULT_MAX_RATE_DROP = 0.05
 DEFAULT_MAX_COST_INCREASE = 0.25
+DEFAULT_MAX_LATENCY_INCREASE = 1.0
 
 
 @dataclass(frozen=True)
 class Thresholds:
     max_rate_drop: float = DEFAULT_MAX_RATE_DROP
     max_cost_increase: float = DEFAULT_MAX_COST_INCREASE
+    max_latency_increase: float = DEFAULT_MAX_LATENCY_INCREASE
 
 
 @dataclass(frozen=True)
@@ -51,11 +56,13 @@ def _metric_regressed(name: str, base, cand, t: Thresholds) -> bool:
         return cand > base + t.max_rate_drop
     if name in COSTS:
         return cand > base * (1 + t.max_cost_increase) and cand > base
+    if name in LATENCIES:
+        return cand > base * (1 + t.max_latency_increase) and cand > base
     return False
 
 
 def metric_rows(baseline: dict, candidate: dict, thresholds: Thresholds) -> list[Row]:
-    names = RATES + LOWER_RATES + COSTS + INFORMATIVE
+    names = RATES + LOWER_RATES + COSTS + LATENCIES + INFORMATIVE
     rows = [
         Row(
             name,

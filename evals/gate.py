@@ -55,7 +55,11 @@ def release_gate_check(*, agent: Agent, version: AgentVersion, action: str) -> N
     if agent.published_version_id is None or agent.published_version_id == version.pk:
         return  # a first release: nothing to regress against, the evaluation itself is the bar
     published = AgentVersion.objects.get(pk=agent.published_version_id)
-    thresholds = Thresholds(max_rate_drop=gate.max_rate_drop, max_cost_increase=gate.max_cost_increase)
+    thresholds = Thresholds(
+        max_rate_drop=gate.max_rate_drop,
+        max_cost_increase=gate.max_cost_increase,
+        max_latency_increase=gate.max_latency_increase,
+    )
     _regressions_refuse(_eval_run_of(gate, published, role=_("published")), candidate, thresholds)
     if gate.replay_hours:
         _replay_check(gate, candidate=version, published=published, thresholds=thresholds)

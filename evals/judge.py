@@ -10,12 +10,14 @@ The judge's tokens and cost are on its LLMCall row only: they are not added to t
 (the run had ended, and the max-tokens check and the tokens and cost per task measure the
 agent, not its examiner) nor to the agent's daily usage. The request is made once: the model
 config's retries are not used, since a failed judgement is a failed check to look at, not a run
-to keep alive.
+to keep alive. Its timeouts are capped to AGENTRY_MODEL_CALL_MAX_SECONDS: a judge call whose
+worker died is closed as interrupted by the sweeper (engine.sweeper).
 """
 
 import json
 import time
 
+from django.conf import settings
 from django.utils import timezone
 
 from agents.models import ModelConfig
@@ -140,7 +142,11 @@ def rubric_check(*, run: Run, config: ModelConfig | None, question: str, answer:
     )
     started = time.monotonic()
     try:
-        response = provider.send(model=plain, api_key=config.api_key or "", body=body)
+        # Capped, as every call made outside a run's lease is: one still started after twice
+        # this lost its worker, and the sweeper closes it (engine.sweeper).
+        response = provider.send(
+            model=plain, api_key=config.api_key or "", body=body, timeout_cap=settings.AGENTRY_MODEL_CALL_MAX_SECONDS
+        )
     except ProviderError as exc:
         _finished(
             call,

@@ -7,7 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_RATE_DROP
+from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_LATENCY_INCREASE, DEFAULT_MAX_RATE_DROP
 from evals.matching import ExpectationInvalid, expected_calls_check, pattern_check, schema_check
 from tools.arguments import contains_nul
 
@@ -176,6 +176,18 @@ class EvalCase(models.Model):
             "A write tool without a given result fails its call."
         ),
         verbose_name=_("tool results"),
+    )
+    # The run a case was made from (a replay's, or one added from feedback): its turns, calls and
+    # answer are that run's end user's words, so forgetting the end user reaches the case
+    # (evals.erasure). Unlinked, not deleted, when retention purges the run.
+    source_run = models.ForeignKey(
+        "conversations.Run",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="+",
+        verbose_name=_("made from run"),
     )
     # A case replayed from a production run (evals.replays): the calls that run made, each given
     # back when the candidate makes the same call (same tool, same arguments), before tool_results.
@@ -389,7 +401,16 @@ class ReleaseGate(models.Model):
         default=DEFAULT_MAX_COST_INCREASE,
         validators=[MinValueValidator(0)],
         verbose_name=_("largest cost increase"),
-        help_text=_("Turns, tokens, cost or latency rising by more than this fraction blocks."),
+        help_text=_("Turns, tokens or cost rising by more than this fraction blocks."),
+    )
+    max_latency_increase = models.FloatField(
+        default=DEFAULT_MAX_LATENCY_INCREASE,
+        validators=[MinValueValidator(0)],
+        verbose_name=_("largest latency increase"),
+        help_text=_(
+            "Latency (p50 or p95) rising by more than this fraction blocks. Generous by default: two eval runs "
+            "of one version on a busy machine differ in latency by more than they do in cost."
+        ),
     )
     replay_hours = models.PositiveIntegerField(
         default=0,

@@ -125,6 +125,7 @@ def _case_of(run: Run, *, position: int, rubric: str) -> EvalCase | None:
         expected_tool_calls=calls,
         expect_no_tool=not calls,
         recorded_calls=recorded_calls(run=run),
+        source_run=run,
         tool_results={},
         live_reads=False,
     )

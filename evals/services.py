@@ -22,7 +22,7 @@ from django.utils.translation import gettext as _
 from agents.models import Agent, AgentVersion
 from agents.releases import DRAFT, PUBLISHED, UnknownVersion, version_target
 from agents.selectors import agents_usable_by
-from conversations.models import TERMINAL_STATUSES, Run
+from conversations.models import TERMINAL_STATUSES, Run, RunTrigger
 from conversations.services import conversation_create, messages_append
 from engine.admission import message_submit
 from engine.memory import memory_extract
@@ -123,6 +123,7 @@ def _case_run_start(*, eval_run: EvalRun, case: EvalCase, repetition: int, user,
         user=user,
         version=version,
         sandbox=_sandbox(case, eval_run),
+        trigger=RunTrigger.EVAL,
     )
     return submission.run
 
@@ -363,7 +364,9 @@ def eval_case_from_run(*, run: Run, suite: EvalSuite, name: str) -> EvalCase:
     if material is None:
         raise ValidationError({"turns": _("This run has no user message to make a case of.")})
     position = suite.cases.aggregate(last=Max("position"))["last"]
-    case = EvalCase(suite=suite, name=name, position=0 if position is None else position + 1, **material)
+    case = EvalCase(
+        suite=suite, name=name, position=0 if position is None else position + 1, source_run=run, **material
+    )
     case.full_clean()
     case.save()
     return case

@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 # result (the engine writes one when a reviewer changed the arguments before approving).
 _NOTE = re.compile(r"\[([^\n]*)\]\n")
 _DECODER = json.JSONDecoder()
+# The engine's memory block (engine/memory.py): a user-role text that opens with this line (and
+# ends with the closing one), alone or before the user's own words in one message. It is
+# not something the user said, so it is kept apart from the user's text (Conversation.memory).
+MEMORY_OPEN = "<user_memory>"
+MEMORY_CLOSE = "</user_memory>"
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class ToolChoice:
 class Conversation:
     system: str = ""
     last_user_text: str = ""
+    # The memory blocks the request shows (user-role texts that open with MEMORY_OPEN).
+    memory: str = ""
     # Assistant turns since the last user message: the script's step index.
     step_index: int = 0
     # Every tool result after the last user message.
@@ -125,6 +132,41 @@ def text_of(content) -> str:
     return ""
 
 
+def _is_memory(text: str) -> bool:
+    return text.startswith(MEMORY_OPEN)
+
+
+def _split_memory(text: str) -> tuple[str, str]:
+    """(the memory block, the user's own words) of a text the engine opened with the block."""
+    if not _is_memory(text):
+        return "", text
+    block, close, said = text.partition(MEMORY_CLOSE)
+    return block + close, said.lstrip("\n")
+
+
+def _memory_only(content) -> bool:
+    text = text_of(content)
+    return _is_memory(text) and not _split_memory(text)[1]
+
+
+def _user_texts(content) -> list[str]:
+    if isinstance(content, str):
+        return [_split_memory(content)[0] or content]
+    return [text_of([part]) for part in content] if isinstance(content, list) else []
+
+
+def _memory_of(messages: list[dict]) -> str:
+    texts = (text for m in messages if m.get("role") == "user" for text in _user_texts(m.get("content")))
+    return "\n".join(text for text in texts if _is_memory(text))
+
+
+def _said(content) -> str:
+    """The text of a user message, without the memory block the engine opens it with."""
+    if isinstance(content, list):
+        content = [part for part in content if not _is_memory(text_of([part]))]
+    return _split_memory(content)[1] if isinstance(content, str) else text_of(content)
+
+
 def _dict_messages(body: dict) -> list[dict]:
     return [m for m in body.get("messages") or [] if isinstance(m, dict)]
 
@@ -165,7 +207,7 @@ def _openai_tools(body: dict) -> tuple[list[OfferedTool], ToolChoice]:
 def from_openai(body: dict) -> Conversation:
     messages = _dict_messages(body)
     system = "\n".join(text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
-    last_user = _last_index(messages, lambda m: m.get("role") == "user")
+    last_user = _last_index(messages, lambda m: m.get("role") == "user" and not _memory_only(m.get("content")))
     after = messages[last_user + 1 :]
     calls_by_id: dict[str, tuple[str, dict]] = {}
     pending: list[tuple[str, dict]] = []
@@ -193,7 +235,8 @@ def from_openai(body: dict) -> Conversation:
     tools, choice = _openai_tools(body)
     return Conversation(
         system=system,
-        last_user_text=text_of(messages[last_user].get("content")) if last_user >= 0 else "",
+        last_user_text=_said(messages[last_user].get("content")) if last_user >= 0 else "",
+        memory=_memory_of(messages),
         step_index=sum(1 for m in after if m.get("role") == "assistant"),
         tool_results=results,
         tools=tools,
@@ -257,7 +300,8 @@ def from_anthropic(body: dict) -> Conversation:
     tools, choice = _anthropic_tools(body)
     return Conversation(
         system=text_of(body.get("system")),
-        last_user_text=text_of(messages[last_user].get("content")) if last_user >= 0 else "",
+        last_user_text=_said(messages[last_user].get("content")) if last_user >= 0 else "",
+        memory=_memory_of(messages),
         step_index=sum(1 for m in after if m.get("role") == "assistant"),
         tool_results=results,
         tools=tools,

@@ -25,9 +25,10 @@ does not ask for are left out, nothing is proposed twice, held memories the conv
 not touch get no change, and a request that is not the expected JSON gets no change at all: a
 careful extractor proposes nothing rather than a guess.
 
-**Memories shown.** The engine places them in a system message whose first line is
-MEMORY_HEADING, one `- statement` line each, most relevant first; `shown_memories` reads them
-back, and a scenario's `recall` regex takes its groups from the first one it matches.
+**Memories shown.** The engine places them in a user-role block: MEMORY_OPEN, a line of heading,
+one `- kind: "statement"` line each (the statement a JSON string), most relevant first, and
+MEMORY_CLOSE (Conversation.memory holds it); `shown_memories` reads the statements back, and a
+scenario's `recall` regex takes its groups from the first one it matches.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ from fakellm.conversation import Conversation
 
 # The engine's contract (engine/memory.py); fakellm stands alone, so the strings are repeated.
 EXTRACTION_MARKER = "[memory-extraction]"
-MEMORY_HEADING = "Long-term memory about this user (from earlier conversations; may be out of date):"
+MEMORY_OPEN = "<user_memory>"
+MEMORY_CLOSE = "</user_memory>"
 KINDS = ("fact", "preference", "event", "instruction")
 
 # Cities named without 市; any other place counts only when it says 市 ("我住在绵阳市").
@@ -209,24 +211,31 @@ def extraction_step(step: dict, conversation: Conversation) -> dict:
     return reply
 
 
-def shown_memories(system: str) -> list[str]:
-    """The statements of the memory message in a request's system text, most relevant first."""
-    lines = system.splitlines()
+def shown_memories(text: str) -> list[str]:
+    """The statements of the memory block in `text` (Conversation.memory), most relevant first."""
+    lines = text.splitlines()
     try:
-        start = lines.index(MEMORY_HEADING)
+        start = lines.index(MEMORY_OPEN)
     except ValueError:
         return []
     statements = []
-    for line in lines[start + 1 :]:
-        if not line.startswith("- "):
+    # Past the heading, to the end of the block.
+    for line in lines[start + 2 :]:
+        if line == MEMORY_CLOSE or not line.startswith("- "):
             break
-        statements.append(line[2:].strip())
+        _kind, _colon, quoted = line[2:].partition(": ")
+        try:
+            statement = json.loads(quoted)
+        except ValueError:
+            break
+        if isinstance(statement, str):
+            statements.append(statement)
     return statements
 
 
 def recalled(pattern: re.Pattern, conversation: Conversation) -> dict | None:
     """The named groups of the first shown memory `pattern` finds, or None when none matches."""
-    for statement in shown_memories(conversation.system):
+    for statement in shown_memories(conversation.memory):
         found = pattern.search(statement)
         if found:
             return {key: value or "" for key, value in found.groupdict().items()}

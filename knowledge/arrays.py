@@ -1,43 +1,55 @@
-"""A base's chunks as numpy arrays held in the worker process, so a search on PostgreSQL scores
-them without reading every chunk again: the vectors as one float32 matrix, each keyword method's
-term counts as postings (term -> rows and counts), both read once per process and base.
+"""A base's chunks as numpy arrays, so a search on PostgreSQL scores them without reading every
+chunk again: the vectors as one float32 matrix, each keyword method's term counts as postings
+(term -> rows and counts).
 
-This is a cache of a base, not of a run. Each search reads one small statement, the base's
-documents' ids, statuses and update stamps, and reloads the arrays when it changed: a chunk is
-only written by `document_index`, which stamps its document in the same transaction, and a
-status change or a deleted document changes the statement's answer too. The stamp is read
-before the rows, so a change in between costs a reload on the next search, never a stale one.
+The arrays are files under the var directory, one directory per base version
+(`<var>/knowledge-arrays/<database>/<base id>/<stamp>/<part>/`, parts as knowledge.array_build
+lists them), written once per version by whoever builds them and renamed into place when
+complete, and read with np.load(mmap_mode="r"): the processes of a host share one copy in the
+page cache instead of each holding its own. A version is built by the indexing that made it
+(base_index, on the worker) and, for a part a search needs that is not there (a new host, another
+keyword method), in a background thread of the process that searched. A search never waits for
+a build: until its parts are there it takes the Python path (knowledge.retrieval), which scores
+the same chunks the same way, only slower.
+
+Each search reads one small statement, the base's stamp (knowledge.array_build.stamp_read), and
+uses the version of that stamp. A build reads the stamp and the rows in one REPEATABLE READ
+snapshot and writes nothing if the stamp moved meanwhile, so a version's files are always those
+of its stamp. Inside a transaction of the caller's (the test suite, the retrieval check, which
+roll back) the rows may be uncommitted: the arrays are then kept in this process's memory only.
 
 The scores are the same BM25 and cosine as knowledge.keyword and knowledge.embeddings, computed
 over the same chunks (the ones a filter leaves), so results equal the Python path's.
 """
 
+import contextlib
+import fcntl
+import logging
 import math
+import shutil
 import threading
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import orjson
-from django.db import connection
+from django.conf import settings
+from django.db import connection, transaction
 
+from knowledge import array_build
 from knowledge.models import KnowledgeBase
 
-# A process keeps the arrays of this many bases (the ones searched last): 100,000 chunks with
-# 768-dimension vectors hold about 310 MB (docs/knowledge.md).
-CACHED_BASES = 4
-FETCH = 2000
+log = logging.getLogger(__name__)
 
-_STAMP = """
-    SELECT md5(coalesce(string_agg(id::text || status || updated_at::text, ',' ORDER BY id), ''))
-    FROM knowledge_document WHERE base_id = %s
-"""
-_ROWS = """
-    SELECT c.id, c.document_id, {column}
-    FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id
-    WHERE d.base_id = %s AND d.status = 'indexed'
-    ORDER BY c.id
-"""
+# A process keeps the arrays of this many bases (the ones searched last); mapped, not copied.
+CACHED_BASES = 4
+IDS, VECTORS = "ids", "vectors"
+
+
+def postings_part(method: str) -> str:
+    return f"postings-{method}"
 
 
 @dataclass
@@ -55,16 +67,23 @@ class Postings:
 @dataclass
 class BaseArrays:
     stamp: str
-    chunk_ids: np.ndarray  # ascending; row i is chunk chunk_ids[i]
-    document_ids: np.ndarray
+    chunk_ids: np.ndarray | None = None  # ascending; row i is chunk chunk_ids[i]
+    document_ids: np.ndarray | None = None
     vectors: np.ndarray | None = None  # rows x dimensions, float32; zero rows for chunks without one
     has_vector: np.ndarray | None = None
     postings: dict[str, Postings] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def has(self, part: str) -> bool:
+        if part == IDS:
+            return self.chunk_ids is not None
+        if part == VECTORS:
+            return self.has_vector is not None
+        return part.removeprefix("postings-") in self.postings
 
 
 _cache: OrderedDict[int, BaseArrays] = OrderedDict()
 _cache_lock = threading.Lock()
+_building: set[tuple[int, str, str]] = set()  # (base id, stamp, part) built by a thread of this process
 
 
 def supported() -> bool:
@@ -72,66 +91,178 @@ def supported() -> bool:
     return connection.vendor == "postgresql"
 
 
-def _stamp(base_id: int) -> str:
-    with connection.cursor() as cursor:
-        cursor.execute(_STAMP, [base_id])
-        return cursor.fetchone()[0]
+def _root() -> Path:
+    # Per database: two installations (or test databases) sharing a var directory never mix.
+    return Path(settings.VAR_DIR) / "knowledge-arrays" / str(connection.settings_dict["NAME"])
 
 
-def _rows(base_id: int, column: str, params=()):
-    # A server-side cursor: a large base's vectors do not fit in memory as Python text at once.
-    with connection.chunked_cursor() as cursor:
-        cursor.execute(_ROWS.format(column=column), [*params, base_id])
-        while batch := cursor.fetchmany(FETCH):
-            yield from batch
+def _version(base_id: int, stamp: str) -> Path:
+    return _root() / str(base_id) / stamp
 
 
-def _positions(arrays: BaseArrays, chunk_id: int) -> int | None:
-    """The row of a chunk, None for one written after the ids were read (the stamp, read before
-    them, has changed: the next search reloads)."""
-    row = int(np.searchsorted(arrays.chunk_ids, chunk_id))
-    return row if row < len(arrays.chunk_ids) and arrays.chunk_ids[row] == chunk_id else None
+def _load(path: Path, mmap: bool) -> np.ndarray:
+    # A plain ndarray over the mapped file: np.memmap's subclass hooks cost on every operation.
+    return np.asarray(np.load(path, mmap_mode="r" if mmap else None))
 
 
-def _load(base_id: int, stamp: str) -> BaseArrays:
-    ids, documents = [], []
-    for chunk_id, document_id, _ in _rows(base_id, "NULL"):
-        ids.append(chunk_id)
-        documents.append(document_id)
-    return BaseArrays(stamp, np.array(ids, dtype=np.int64), np.array(documents, dtype=np.int64))
+def _part_load(arrays: BaseArrays, part: str, folder: Path, *, mmap: bool) -> None:
+    if part == IDS:
+        arrays.chunk_ids = _load(folder / "chunk_ids.npy", mmap)
+        arrays.document_ids = _load(folder / "document_ids.npy", mmap)
+    elif part == VECTORS:
+        arrays.has_vector = _load(folder / "has_vector.npy", mmap)
+        if (folder / "vectors.npy").exists():
+            arrays.vectors = _load(folder / "vectors.npy", mmap)
+    else:
+        terms = orjson.loads((folder / "vocabulary.json").read_bytes())
+        loaded = {name: _load(folder / f"{name}.npy", mmap) for name in ("starts", "rows", "counts", "lengths")}
+        arrays.postings[part.removeprefix("postings-")] = Postings({t: i for i, t in enumerate(terms)}, **loaded)
 
 
-def base_arrays(base: KnowledgeBase) -> BaseArrays:
-    """The base's arrays, reloaded when its documents changed since they were read."""
-    stamp = _stamp(base.pk)
-    with _cache_lock:
-        arrays = _cache.get(base.pk)
-        if arrays is not None and arrays.stamp == stamp:
-            _cache.move_to_end(base.pk)
-            return arrays
-    arrays = _load(base.pk, stamp)
-    with _cache_lock:
-        _cache[base.pk] = arrays
-        _cache.move_to_end(base.pk)
-        while len(_cache) > CACHED_BASES:
-            _cache.popitem(last=False)
+def _part_write(part: str, folder: Path, chunk_ids: np.ndarray) -> None:
+    if part == VECTORS:
+        array_build.vectors_write(folder, chunk_ids)
+    else:
+        array_build.postings_write(folder, chunk_ids, part.removeprefix("postings-"), postings_from)
+
+
+@contextlib.contextmanager
+def _snapshot():
+    """One REPEATABLE READ transaction of its own (True), or the caller's transaction (False)."""
+    if connection.in_atomic_block:
+        yield False
+        return
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        yield True
+
+
+@contextlib.contextmanager
+def _host_lock(base_id: int, *, wait: bool):
+    """The host's lock on building the base (a file lock: one process builds, across processes);
+    yields False when another holds it and `wait` is False."""
+    folder = _root() / str(base_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
+def parts_build(*, base_id: int, parts: list[str], stamp: str | None = None, wait: bool = True) -> BaseArrays | None:
+    """Build the base's missing parts (IDS always) for its current version and put them in this
+    process's cache; None if the base changed from `stamp` before the build read it, or if
+    another process of the host is building the base and not `wait`."""
+    with _host_lock(base_id, wait=wait) as locked:
+        if not locked:
+            return None
+        return _parts_build(base_id, parts, stamp)
+
+
+def _parts_build(base_id: int, parts: list[str], stamp: str | None) -> BaseArrays | None:
+    with _snapshot() as own:
+        current = array_build.stamp_read(base_id)
+        if stamp is not None and current != stamp:
+            return None
+        version = _version(base_id, current)
+        (version if own else version.parent).mkdir(parents=True, exist_ok=True)
+        arrays = BaseArrays(current)
+        for part in [IDS, *(p for p in dict.fromkeys(parts) if p != IDS)]:
+            if own and (version / part).is_dir():
+                _part_load(arrays, part, version / part, mmap=True)
+                continue
+            scratch = version.parent / f".{part}-{uuid.uuid4().hex}"
+            scratch.mkdir()
+            try:
+                if part == IDS:
+                    array_build.ids_write(scratch, *array_build.ids_read(base_id))
+                else:
+                    _part_write(part, scratch, arrays.chunk_ids)
+                if own:
+                    with contextlib.suppress(OSError):  # another process renamed its copy first
+                        scratch.rename(version / part)
+                    _part_load(arrays, part, version / part, mmap=True)
+                else:
+                    _part_load(arrays, part, scratch, mmap=False)  # uncommitted: this process only
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+    if own:
+        _versions_prune(base_id, keep=current)
+    _cache_put(base_id, arrays)
     return arrays
 
 
-def _read_vectors(base_id: int, arrays: BaseArrays) -> None:
-    vectors, has_vector = None, np.zeros(len(arrays.chunk_ids), dtype=bool)
-    # Django reads jsonb as text: orjson parses it several times faster than json or numpy's text parser.
-    for chunk_id, _, text in _rows(base_id, "c.embedding"):
-        row = _positions(arrays, chunk_id)
-        vector = orjson.loads(text) if row is not None and text else None
-        if not vector:
+def _versions_prune(base_id: int, *, keep: str) -> None:
+    # A process still mapping an older version keeps its pages (Linux frees them at unmap).
+    for old in (_root() / str(base_id)).iterdir():
+        if old.name != keep and not old.name.startswith("."):
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _cache_put(base_id: int, arrays: BaseArrays) -> None:
+    with _cache_lock:
+        cached = _cache.get(base_id)
+        if cached is not None and cached.stamp == arrays.stamp:  # keep parts another search loaded
+            cached.postings = {**cached.postings, **arrays.postings}
+            for name in ("chunk_ids", "document_ids", "vectors", "has_vector"):
+                if getattr(arrays, name) is not None:
+                    setattr(cached, name, getattr(arrays, name))
+            arrays = cached
+        _cache[base_id] = arrays
+        _cache.move_to_end(base_id)
+        while len(_cache) > CACHED_BASES:
+            _cache.popitem(last=False)
+
+
+def _build_soon(base_id: int, stamp: str, parts: list[str]) -> None:
+    """Build the parts in a thread of this process, unless this process or another (the lock
+    file) builds them already."""
+    keys = {(base_id, stamp, part) for part in parts}
+    with _cache_lock:
+        if keys & _building:
+            return
+        _building.update(keys)
+
+    def work():
+        try:
+            # Not waiting: when another process of the host builds the base, its files will do.
+            parts_build(base_id=base_id, parts=parts, stamp=stamp, wait=False)
+        except Exception:
+            log.exception("knowledge base %s: building its search arrays failed", base_id)
+        finally:
+            with _cache_lock:
+                _building.difference_update(keys)
+            connection.close()
+
+    threading.Thread(target=work, name=f"knowledge-arrays-{base_id}", daemon=True).start()
+
+
+def base_arrays(base: KnowledgeBase, *, parts: list[str]) -> BaseArrays | None:
+    """The base's arrays with `parts` (and IDS), from this process's cache or the host's files;
+    None while they are not there yet, their build started in the background."""
+    stamp = array_build.stamp_read(base.pk)
+    with _cache_lock:
+        arrays = _cache.get(base.pk)
+        if arrays is None or arrays.stamp != stamp:
+            arrays = BaseArrays(stamp)
+    version = _version(base.pk, stamp)
+    missing = []
+    for part in [IDS, *parts]:
+        if arrays.has(part):
             continue
-        if vectors is None:
-            vectors = np.zeros((len(arrays.chunk_ids), len(vector)), dtype=np.float32)
-        if len(vector) == vectors.shape[1]:  # another length: a base re-indexing with a new model
-            vectors[row] = vector
-            has_vector[row] = True
-    arrays.vectors, arrays.has_vector = vectors, has_vector
+        try:
+            _part_load(arrays, part, version / part, mmap=True)
+        except OSError:  # not built yet, or an older version pruned as this search read it
+            missing.append(part)
+    _cache_put(base.pk, arrays)
+    if missing:
+        _build_soon(base.pk, stamp, parts)
+        return None
+    return arrays
 
 
 def postings_from(chunks, size: int) -> Postings:
@@ -156,31 +287,6 @@ def postings_from(chunks, size: int) -> Postings:
         np.concatenate(counts)[order] if counts else np.zeros(0, dtype=np.float32),
         lengths,
     )
-
-
-def _read_postings(base_id: int, arrays: BaseArrays, method: str) -> None:
-    def chunks():
-        for chunk_id, _, terms in _rows(base_id, "c.terms -> %s", [method]):
-            row = _positions(arrays, chunk_id)
-            if row is not None and terms:
-                yield row, orjson.loads(terms)  # Django reads jsonb as text
-
-    arrays.postings[method] = postings_from(chunks(), len(arrays.chunk_ids))
-
-
-def vectors_of(base: KnowledgeBase, arrays: BaseArrays) -> BaseArrays:
-    """The arrays with their vectors read (the first vector search of a process reads them)."""
-    with arrays.lock:
-        if arrays.has_vector is None:
-            _read_vectors(base.pk, arrays)
-    return arrays
-
-
-def postings_of(base: KnowledgeBase, arrays: BaseArrays, method: str) -> Postings:
-    with arrays.lock:
-        if method not in arrays.postings:
-            _read_postings(base.pk, arrays, method)
-    return arrays.postings[method]
 
 
 def bm25_scores(

@@ -4,7 +4,10 @@ The row (purpose "embedding") is written before the request and completed after 
 tokens the server reports and their cost at the model config's input price. Calls made while
 indexing belong to no run (LLMCall.run is empty) and are linked to their base and document by
 an EmbeddingCall row; calls made by a search belong to the run that searched, and so do those
-of long-term memory (memory.services), which have no base.
+of long-term memory (memory.services), which have no base. A run's embedding calls count on its
+token and cost totals, like its other model calls, added in the transaction that completes them.
+Timeouts are capped to AGENTRY_MODEL_CALL_MAX_SECONDS: a call still started after twice that
+lost its worker, and the sweeper closes it (engine.sweeper).
 """
 
 import math
@@ -12,7 +15,9 @@ import time
 from decimal import Decimal
 
 import httpx
-from django.db.models import Max
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -57,7 +62,10 @@ def _start(*, config: ModelConfig, body: dict, run: Run | None) -> LLMCall:
 
 def _request(config: ModelConfig, body: dict) -> tuple[int, dict]:
     headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-    timeout = httpx.Timeout(config.read_timeout_seconds or 60, connect=config.connect_timeout_seconds or 10)
+    cap = settings.AGENTRY_MODEL_CALL_MAX_SECONDS
+    timeout = httpx.Timeout(
+        min(config.read_timeout_seconds or 60, cap), connect=min(config.connect_timeout_seconds or 10, cap)
+    )
     url = config.base_url.rstrip("/") + "/embeddings"
     try:
         response = outbound.get_client().post(url, json=body, headers=headers, timeout=timeout)
@@ -91,6 +99,18 @@ def _vectors(data: dict, count: int) -> list[list[float]]:
             raise EmbeddingFailed(_("The embedding endpoint returned something that is not a vector."))
         vectors.append(_normalised([float(x) for x in vector]))
     return vectors
+
+
+def _run_totals_add(run: Run, call: LLMCall) -> None:
+    # Increments, as the engine's own writes of the totals are: whichever commits first, both count.
+    totals = {
+        "prompt_tokens": F("prompt_tokens") + call.prompt_tokens,
+        "total_tokens": F("total_tokens") + call.total_tokens,
+    }
+    totals["cost"] = F("cost") + call.cost
+    if call.usage_estimated:
+        totals["usage_estimated"] = True
+    Run.objects.filter(pk=run.pk).update(**totals)
 
 
 def embed(
@@ -131,6 +151,9 @@ def embed(
         call.cost = Decimal(tokens) * Decimal(config.price_input_per_million or 0) / Decimal(1_000_000)
         call.response = {"vectors": len(batch), "dimensions": len(batch[0]), "usage": usage}
         call.latency_ms, call.finished_at = int((time.monotonic() - began) * 1000), timezone.now()
-        call.save()
+        with transaction.atomic():
+            call.save()
+            if run is not None:
+                _run_totals_add(run, call)
         vectors.extend(batch)
     return vectors

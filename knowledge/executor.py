@@ -71,9 +71,7 @@ def run(*, spec: dict, arguments: dict, ctx: ToolContext, loaded: int) -> str:
             raise ToolError(_("the search is not available right now; try again later."), detail=str(exc)) from exc
         # An evaluation's run never waits for a person: it gets the fallback.
         handoff = (
-            not passages
-            and base.on_nothing_found == KnowledgeBase.OnNothingFound.HANDOFF
-            and run_row.sandbox is None
+            not passages and base.on_nothing_found == KnowledgeBase.OnNothingFound.HANDOFF and run_row.sandbox is None
         )
         knowledge_search_record(
             base=base,

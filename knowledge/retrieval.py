@@ -58,9 +58,10 @@ def search(
 ) -> list[Passage]:
     """The best `top_k` passages above the threshold. `mode` defaults to combined when the base
     has an embedding model, else keyword; `method` to the base's keyword method. On PostgreSQL
-    the base's arrays held by this process are scored (knowledge.arrays); on SQLite, or over the
-    `chunks` given, each chunk is scored in Python. `query_vector`: the query's embedding when
-    the caller has it (the scale benchmark), else the base's embedding model is asked for it."""
+    the base's arrays are scored (knowledge.arrays); on SQLite, over the `chunks` given, or while
+    the arrays of the base's current version are being built, each chunk is scored in Python.
+    `query_vector`: the query's embedding when the caller has it (the scale benchmark), else the
+    base's embedding model is asked for it."""
     if not query.strip():
         return []
     mode = mode or (Mode.COMBINED if base.embedding_model_id is not None else Mode.KEYWORD)
@@ -71,7 +72,7 @@ def search(
         return query_vector or embed([query], config=base.embedding_model, base=base, run=run)[0]
 
     if chunks is None and arrays.supported():
-        return _search_arrays(
+        found = _search_arrays(
             base=base,
             query=query,
             top_k=top_k,
@@ -80,8 +81,12 @@ def search(
             allowed=_allowed(base, document_ids, tags),
             embedding=query_embedding,
         )
+        if found is not None:
+            return found
+        # The arrays of this version of the base are being built: the Python path ranks the
+        # same chunks the same way meanwhile, slower (docs/knowledge.md, Search at scale).
     if chunks is None:
-        chunks = base_chunks(base=base, document_ids=document_ids, tags=tags)
+        chunks = scored_chunks(base=base, mode=mode, document_ids=document_ids, tags=tags)
     return _search_chunks(
         base=base,
         query=query,
@@ -91,6 +96,14 @@ def search(
         chunks=chunks,
         embedding=query_embedding,
     )
+
+
+def scored_chunks(*, base: KnowledgeBase, mode: str, document_ids=None, tags=None) -> list[Chunk]:
+    """The chunks the Python path scores, with only the fields `mode` scores: a keyword search
+    needs no vectors (3 KB a chunk at 768 dimensions), a vector search no terms."""
+    vectors_on = base.embedding_model_id is not None and mode != Mode.KEYWORD
+    without = () if vectors_on and mode == Mode.COMBINED else ("terms",) if vectors_on else ("embedding",)
+    return base_chunks(base=base, document_ids=document_ids, tags=tags, without=without)
 
 
 def _search_chunks(*, base, query, top_k, mode, method, chunks, embedding) -> list[Passage]:
@@ -142,24 +155,27 @@ def _ranking(scores: np.ndarray, present: np.ndarray) -> np.ndarray:
     return rows[np.lexsort((rows, -scores[rows]))]
 
 
-def _search_arrays(*, base, query, top_k, mode, method, allowed, embedding) -> list[Passage]:
-    """The Python path's ranking, computed over the process's arrays of the base."""
-    base_rows = arrays.base_arrays(base)
+def _search_arrays(*, base, query, top_k, mode, method, allowed, embedding) -> list[Passage] | None:
+    """The Python path's ranking, computed over the base's arrays; None while they are built."""
+    vectors_on = base.embedding_model_id is not None
+    parts = [arrays.postings_part(method)] if mode in (Mode.KEYWORD, Mode.COMBINED) else []
+    if mode in (Mode.VECTOR, Mode.COMBINED) and vectors_on:
+        parts.append(arrays.VECTORS)
+    base_rows = arrays.base_arrays(base, parts=parts)
+    if base_rows is None:
+        return None
     rows_allowed = np.ones(len(base_rows.chunk_ids), dtype=bool)
     if allowed is not None:
         rows_allowed = np.isin(base_rows.document_ids, allowed)
     if not rows_allowed.any():
         return []
-    vectors_on = base.embedding_model_id is not None
     size = len(base_rows.chunk_ids)
     keyword, has_keyword = np.zeros(size), np.zeros(size, dtype=bool)
     if mode in (Mode.KEYWORD, Mode.COMBINED):
-        postings = arrays.postings_of(base, base_rows, method)
-        keyword = arrays.bm25_scores(postings, set(TERMS[method](query)), rows_allowed)
+        keyword = arrays.bm25_scores(base_rows.postings[method], set(TERMS[method](query)), rows_allowed)
         has_keyword = keyword > 0
     vector, has_vector = np.zeros(size), np.zeros(size, dtype=bool)
     if mode in (Mode.VECTOR, Mode.COMBINED) and vectors_on:
-        arrays.vectors_of(base, base_rows)
         query_vector = np.asarray(embedding(), dtype=np.float32)
         # Vectors of another length (the base re-indexing with a new model) have no score yet.
         if base_rows.vectors is not None and base_rows.vectors.shape[1] == len(query_vector):

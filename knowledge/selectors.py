@@ -3,8 +3,9 @@ from django.db.models import Prefetch
 from knowledge.models import Chunk, KnowledgeBase, KnowledgeSearch
 
 
-def base_chunks(*, base: KnowledgeBase, document_ids=None, tags=None) -> list[Chunk]:
-    """The base's indexed chunks, optionally only those of the given documents or tags.
+def base_chunks(*, base: KnowledgeBase, document_ids=None, tags=None, without=()) -> list[Chunk]:
+    """The base's indexed chunks, optionally only those of the given documents or tags; the
+    fields in `without` (terms, embedding) left unread, for a search that does not score them.
 
     Tags are matched in Python: JSON containment is not available on SQLite, and a base's
     documents are few."""
@@ -12,7 +13,7 @@ def base_chunks(*, base: KnowledgeBase, document_ids=None, tags=None) -> list[Ch
     chunks = (
         Chunk.objects.filter(document__base=base, document__status="indexed")
         .select_related("document")
-        .defer("document__text")
+        .defer("document__text", *without)
     )
     if document_ids:
         chunks = chunks.filter(document_id__in=document_ids)

@@ -9,6 +9,7 @@ from django.utils.text import slugify
 from django.utils.translation import gettext as _
 
 from conversations.models import Run
+from knowledge import arrays
 from knowledge.chunking import chunk_text
 from knowledge.embeddings import EmbeddingFailed, embed
 from knowledge.extract import ExtractionFailed, url_fetch
@@ -233,7 +234,23 @@ def base_index(*, base_id: int, document_ids: list[int]) -> None:
             error = ""
         if error:
             Document.objects.filter(pk=document.pk).update(status=Document.Status.FAILED, error=error)
+    base_arrays_build(base=base)  # first: a base shown ready is searched over its arrays on this host
     base_status_refresh(base_id=base.pk)
+
+
+def base_arrays_build(*, base: KnowledgeBase) -> None:
+    """Build the search arrays of the base's current version (knowledge.arrays), so the first
+    search after indexing finds them on the host rather than scoring in Python meanwhile. A
+    failure is logged, not the documents': the searches then build what they need."""
+    if not arrays.supported():
+        return
+    parts = [arrays.postings_part(base.keyword_method)]
+    if base.embedding_model_id is not None:
+        parts.append(arrays.VECTORS)
+    try:
+        arrays.parts_build(base_id=base.pk, parts=parts)
+    except Exception:
+        log.exception("knowledge base %s: building its search arrays failed", base.pk)
 
 
 def knowledge_search_record(

@@ -50,8 +50,18 @@ class MemoryForm(forms.ModelForm):
 @admin.register(Memory)
 class MemoryAdmin(admin.ModelAdmin):
     form = MemoryForm
-    list_display = ["statement", "kind", "end_user", "owner", "scope", "source_run_link", "updated_at", "expires_at"]
-    list_filter = ["kind", "scope"]
+    list_display = [
+        "statement",
+        "kind",
+        "end_user",
+        "owner",
+        "channel",
+        "scope",
+        "source_run_link",
+        "updated_at",
+        "expires_at",
+    ]
+    list_filter = ["kind", "scope", "channel"]
     # An end user's id is searched whole (it is the application's, often a number).
     search_fields = ["=end_user", "statement", "=owner__username"]
     list_select_related = ["owner"]
@@ -61,6 +71,7 @@ class MemoryAdmin(admin.ModelAdmin):
         "kind",
         "end_user",
         "owner",
+        "channel",
         "scope",
         "source_run_link",
         "source_message",
@@ -112,6 +123,7 @@ class MemoryChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "memory",
         "scope",
         "owner",
+        "channel",
         "end_user",
         "before",
         "after",

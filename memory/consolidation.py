@@ -5,8 +5,8 @@ The promise, in the order it is kept:
 
 1. The list is well formed or nothing happens (MemoryRejected): at most 20 proposals; known
    actions; an add names a kept kind and a statement; an update names a held id and a statement
-   (its kind, if given, kept); a delete or keep names a held id; no id twice; statements of 1 to
-   500 characters with no control characters.
+   (its kind, or the held one's if none is given, kept); a delete or keep names a held id; no id
+   twice; statements of 1 to 500 characters with no control characters.
 2. Secrets (keys, tokens, passwords, private keys) are never stored: such a proposal is refused.
 3. The agent's input guardrail rules run on each statement: a blocking match refuses the
    proposal, a redacting one stores the redacted statement.
@@ -182,9 +182,7 @@ def _held_id(proposal: MemoryProposal, index: int, held: dict[str, Held]) -> str
     return memory_id
 
 
-def _kind(kind: str, index: int, kinds: list[str], *, required: bool) -> str:
-    if not kind and not required:
-        return ""
+def _kind(kind: str, index: int, kinds: list[str]) -> str:
     if kind not in kinds:
         raise MemoryRejected(
             _("Change %(n)d: kind %(kind)r is not one this agent keeps (%(kinds)s).")
@@ -211,7 +209,7 @@ def proposals_checked(
             raise MemoryRejected(_("Change %(n)d: the kind must be text.") % {"n": index})
         memory_id, kind, statement = None, "", ""
         if proposal.action == "add":
-            kind = _kind(proposal.kind, index, kinds, required=True)
+            kind = _kind(proposal.kind, index, kinds)
             statement = _statement(proposal, index)
         else:
             memory_id = _held_id(proposal, index, held)
@@ -219,7 +217,9 @@ def proposals_checked(
                 raise MemoryRejected(_("Change %(n)d: memory %(id)s is changed twice.") % {"n": index, "id": memory_id})
             seen.add(memory_id)
             if proposal.action == "update":
-                kind = _kind(proposal.kind, index, kinds, required=False) or held[memory_id].kind
+                # The held kind when none is given, which must be kept too: an operator who stops
+                # keeping a kind stops its memories being rewritten, not only added.
+                kind = _kind(proposal.kind or held[memory_id].kind, index, kinds)
                 statement = _statement(proposal, index)
         checked.append((proposal, memory_id, kind, statement))
     return checked

@@ -31,6 +31,11 @@ class Memory(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, related_name="+", verbose_name=_("owner")
     )
     end_user = models.CharField(max_length=200, verbose_name=_("end user"))
+    # The channel that vouched for the end user (memory.channels): an end user id is only as wide
+    # as the secret that signs it, so "u1" of one widget is not "u1" of another widget, a hook or
+    # the owner's API. Empty: the owner's own channel (the API, and the widgets and hooks that
+    # share their end users' memory with it).
+    channel = models.CharField(max_length=80, blank=True, default="", verbose_name=_("channel"))
     kind = models.CharField(max_length=16, choices=MemoryKind.choices, verbose_name=_("kind"))
     statement = models.TextField(max_length=500, verbose_name=_("statement"))
     # Search data: knowledge.keyword's term counts, computed when the statement is written, and
@@ -63,7 +68,11 @@ class Memory(models.Model):
         verbose_name = _("memory")
         verbose_name_plural = _("memories")
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["scope", "owner", "end_user", "-updated_at"], name="memory_scope_end_user_idx")]
+        indexes = [
+            models.Index(
+                fields=["scope", "owner", "channel", "end_user", "-updated_at"], name="memory_scope_channel_user_idx"
+            )
+        ]
 
     def __str__(self):
         return self.statement[:80]
@@ -95,6 +104,7 @@ class MemoryChange(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, related_name="+", verbose_name=_("owner")
     )
     end_user = models.CharField(max_length=200, verbose_name=_("end user"))
+    channel = models.CharField(max_length=80, blank=True, default="", verbose_name=_("channel"))
     action = models.CharField(max_length=8, choices=Action.choices, verbose_name=_("action"))
     source = models.CharField(max_length=12, choices=Source.choices, verbose_name=_("source"))
     before = models.TextField(blank=True, default="", verbose_name=_("before"))

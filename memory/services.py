@@ -36,6 +36,7 @@ from knowledge.embeddings import BATCH, EmbeddingFailed, cosine, embed
 from knowledge.keyword import bm25, term_counts
 from knowledge.models import KeywordMethod
 from knowledge.retrieval import rrf
+from memory.channels import OWNER_CHANNEL
 from memory.consolidation import (
     STATEMENT_MAX_CHARS,
     Held,
@@ -66,6 +67,7 @@ __all__ = [
     "memory_held",
     "memory_scope",
     "memory_search",
+    "memory_vectors",
 ]
 
 EXPIRE_BATCH = 500
@@ -161,17 +163,24 @@ def _expiry(now: datetime, ttl_days: int | None) -> datetime | None:
     return None if ttl_days is None else now + timedelta(days=ttl_days)
 
 
-def _held(*, scope: str, owner_id: int | None, end_user: str, now: datetime):
-    return Memory.objects.filter(scope=scope, owner_id=owner_id, end_user=end_user).filter(
+def _held(*, scope: str, owner_id: int | None, channel: str, end_user: str, now: datetime):
+    """The end user's unexpired memories: the key is all four of scope, owner, channel (memory.channels)
+    and end user id, in every read and write."""
+    return Memory.objects.filter(scope=scope, owner_id=owner_id, channel=channel, end_user=end_user).filter(
         Q(expires_at__isnull=True) | Q(expires_at__gt=now)
     )
 
 
-def memory_held(*, scope: str, owner_id: int | None, end_user: str) -> list[Memory]:
-    """The end user's unexpired memories in this scope, newest first."""
-    return list(
-        _held(scope=scope, owner_id=owner_id, end_user=end_user, now=timezone.now()).order_by("-updated_at", "pk")
-    )
+def memory_held(
+    *, scope: str, owner_id: int | None, end_user: str, channel: str = OWNER_CHANNEL, kinds: list[str] | None = None
+) -> list[Memory]:
+    """The end user's unexpired memories in this scope and channel, newest first; only those of
+    `kinds` if given (the kinds a version keeps: an operator who stops keeping one stops it being
+    shown too)."""
+    held = _held(scope=scope, owner_id=owner_id, channel=channel, end_user=end_user, now=timezone.now())
+    if kinds:
+        held = held.filter(kind__in=kinds)
+    return list(held.order_by("-updated_at", "pk"))
 
 
 def memory_search(
@@ -181,6 +190,8 @@ def memory_search(
     end_user: str,
     query: str,
     limit: int,
+    channel: str = OWNER_CHANNEL,
+    kinds: list[str] | None = None,
     embedding_model: ModelConfig | None = None,
     run=None,
 ) -> list[Memory]:
@@ -188,10 +199,11 @@ def memory_search(
     ways of cutting text (jieba words and character n-grams) and, with an `embedding_model`, the
     cosine of their vectors with the query's (one embedding call, on `run`), fused by reciprocal
     rank; when fewer match, the newest of the others fill up (a question such as "明天天气如何？"
-    shares no word with "住在成都", which it needs all the same)."""
+    shares no word with "住在成都", which it needs all the same). Only the end user's memories in
+    `channel`, and of `kinds` if given (memory_held)."""
     if limit <= 0:
         return []
-    held = memory_held(scope=scope, owner_id=owner_id, end_user=end_user)
+    held = memory_held(scope=scope, owner_id=owner_id, channel=channel, end_user=end_user, kinds=kinds)
     rankings = []
     if query.strip():
         for method in KeywordMethod.values:
@@ -212,6 +224,39 @@ def memories_used(*, memory_ids: list, ttl_days: int | None, now: datetime | Non
     return Memory.objects.filter(pk__in=memory_ids).update(last_used_at=now, expires_at=_expiry(now, ttl_days))
 
 
+def _written(plan) -> list[str]:
+    return [statement for _kind, statement in plan.adds] + [statement for _id, _kind, statement in plan.updates]
+
+
+def memory_vectors(
+    *,
+    scope: str,
+    owner_id: int | None,
+    end_user: str,
+    proposals: list[MemoryProposal],
+    kinds: list[str],
+    channel: str = OWNER_CHANNEL,
+    guardrails: list | None = None,
+    embedding_model: ModelConfig | None = None,
+    run=None,
+) -> dict[str, dict]:
+    """The vectors of the statements memory_apply would write, by statement: planned against
+    the memories held now, unlocked, and embedded in one call on `run`, outside any transaction
+    (a slow endpoint holds no lock: consolidating this end user's memories waits on nobody's
+    call). {} without a model or a run, for proposals the plan refuses as a whole, or when the
+    endpoint fails (logged)."""
+    if embedding_model is None or run is None:
+        return {}
+    now = timezone.now()
+    rows = _held(scope=scope, owner_id=owner_id, channel=channel, end_user=end_user, now=now).order_by("pk")
+    held = [Held(id=str(memory.pk), kind=memory.kind, statement=memory.statement) for memory in rows]
+    try:
+        plan = consolidation_plan(proposals, held=held, kinds=kinds, rules=guardrails)
+    except MemoryRejected:
+        return {}  # memory_apply refuses it again, under the lock, and says why
+    return _embedded(_written(plan), embedding_model=embedding_model, run=run)
+
+
 def memory_apply(
     *,
     scope: str,
@@ -221,20 +266,25 @@ def memory_apply(
     source: str,
     kinds: list[str],
     ttl_days: int | None,
+    channel: str = OWNER_CHANNEL,
     guardrails: list | None = None,
     run=None,
     message=None,
     llm_call=None,
     changed_by=None,
     embedding_model: ModelConfig | None = None,
+    vectors: dict[str, dict] | None = None,
 ) -> MemoryApplied:
-    """Consolidate proposed changes into the end user's memories in `scope`, in one transaction:
+    """Consolidate proposed changes into the end user's memories in `scope` and `channel` (the
+    channel that vouched for the end user, memory.channels), in one transaction:
     the rules are memory.consolidation's (a malformed list raises MemoryRejected and writes
     nothing). Adds and updates come from `run` and `message`; kept and confirmed memories live
     `ttl_days` from now. `guardrails` are the rules of the version's snapshot
     (snapshot["guardrails"]["rules"]). With an `embedding_model` (memory_embedding_model) and a
-    `run`, the statements added or changed are embedded in one call on the run; a failing
-    endpoint stores them without vectors. Returns the change rows written (a MemoryApplied,
+    `run`, the statements added or changed are embedded in one call on the run, before the
+    transaction (memory_vectors; `vectors`, if the caller made that call before a transaction of
+    its own); a failing endpoint, or a statement the plan came to only under the lock, stores
+    them without vectors, and the next search embeds them. Returns the change rows written (a MemoryApplied,
     which also lists the refused proposals and the memories kept)."""
     if source not in MemoryChange.Source.values:
         raise ValueError(f"unknown memory change source {source!r}")
@@ -242,38 +292,45 @@ def memory_apply(
     audit = {
         "scope": scope,
         "owner_id": owner_id,
+        "channel": channel,
         "end_user": end_user,
         "source": source,
         "run": run,
         "llm_call": llm_call,
         "changed_by": changed_by,
     }
+    if vectors is None:
+        vectors = memory_vectors(
+            scope=scope,
+            owner_id=owner_id,
+            channel=channel,
+            end_user=end_user,
+            proposals=proposals,
+            kinds=kinds,
+            guardrails=guardrails,
+            embedding_model=embedding_model,
+            run=run,
+        )
     with transaction.atomic():
         # Two runs of one end user ending together consolidate one after the other: the held
         # rows are locked, and so is the end user's scope itself, which also covers the first
         # memory (no row to lock yet).
-        _end_user_lock(scope=scope, owner_id=owner_id, end_user=end_user)
+        _end_user_lock(scope=scope, owner_id=owner_id, channel=channel, end_user=end_user)
         rows = {
             str(memory.pk): memory
-            for memory in _held(scope=scope, owner_id=owner_id, end_user=end_user, now=now)
+            for memory in _held(scope=scope, owner_id=owner_id, channel=channel, end_user=end_user, now=now)
             .select_for_update()
             .order_by("pk")
         }
         held = [Held(id=key, kind=memory.kind, statement=memory.statement) for key, memory in rows.items()]
         plan = consolidation_plan(proposals, held=held, kinds=kinds, rules=guardrails)
-        # Under the end user's lock, so it holds for the call: the statements are only known
-        # once the plan has cleaned and screened them, and a person's memories wait, no one else.
-        vectors = _embedded(
-            [statement for _kind, statement in plan.adds] + [statement for _id, _kind, statement in plan.updates],
-            embedding_model=embedding_model,
-            run=run,
-        )
         expires_at = _expiry(now, ttl_days)
         changes = []
         for kind, statement in plan.adds:
             memory = Memory.objects.create(
                 scope=scope,
                 owner_id=owner_id,
+                channel=channel,
                 end_user=end_user,
                 kind=kind,
                 statement=statement,
@@ -314,12 +371,13 @@ def memory_apply(
     return MemoryApplied(changes, refused=plan.refused, kept=plan.keeps)
 
 
-def _end_user_lock(*, scope: str, owner_id: int | None, end_user: str) -> None:
-    """Hold the end user's memories in `scope` until the transaction ends. On PostgreSQL a
-    transaction-level advisory lock on a hash of the three; SQLite runs one writer at a time."""
+def _end_user_lock(*, scope: str, owner_id: int | None, channel: str, end_user: str) -> None:
+    """Hold the end user's memories in `scope` and `channel` until the transaction ends. On
+    PostgreSQL a transaction-level advisory lock on a hash of the four; SQLite runs one writer
+    at a time."""
     if connection.vendor != "postgresql":
         return
-    key = hashlib.blake2b(f"{scope}\x00{owner_id}\x00{end_user}".encode(), digest_size=8).digest()
+    key = hashlib.blake2b(f"{scope}\x00{owner_id}\x00{channel}\x00{end_user}".encode(), digest_size=8).digest()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(key, "big", signed=True)])
 
@@ -340,7 +398,13 @@ def memory_correction_check(*, memory: Memory, statement: str) -> str:
     if secret_found(statement):
         raise MemoryRejected(_("Memories never hold secrets (keys, tokens, passwords)."))
     key = statement_key(statement)
-    others = _held(scope=memory.scope, owner_id=memory.owner_id, end_user=memory.end_user, now=timezone.now())
+    others = _held(
+        scope=memory.scope,
+        owner_id=memory.owner_id,
+        channel=memory.channel,
+        end_user=memory.end_user,
+        now=timezone.now(),
+    )
     said = others.exclude(pk=memory.pk).values_list("statement", flat=True)
     if any(statement_key(other) == key for other in said):
         raise MemoryRejected(_("Another memory of this end user already says this: delete this one instead."))
@@ -361,6 +425,7 @@ def memory_correct(*, memory: Memory, statement: str, changed_by, source: str = 
             memory=memory,
             scope=memory.scope,
             owner_id=memory.owner_id,
+            channel=memory.channel,
             end_user=memory.end_user,
             action=MemoryChange.Action.UPDATE,
             source=source,
@@ -378,6 +443,7 @@ def memory_delete(*, memory: Memory, changed_by, source: str, reason: str = "") 
             memory=memory,
             scope=memory.scope,
             owner_id=memory.owner_id,
+            channel=memory.channel,
             end_user=memory.end_user,
             action=MemoryChange.Action.DELETE,
             source=source,
@@ -409,6 +475,7 @@ def memories_expire(now: datetime | None = None) -> int:
                     memory=memory,
                     scope=memory.scope,
                     owner_id=memory.owner_id,
+                    channel=memory.channel,
                     end_user=memory.end_user,
                     action=MemoryChange.Action.EXPIRE,
                     source=MemoryChange.Source.LIFETIME,

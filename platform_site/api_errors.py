@@ -5,6 +5,7 @@ else is a bug and stays a 500 (logged by Django), never a silent success. The Op
 endpoints under /v1/ answer in OpenAI's shape instead, because that is what OpenAI clients read.
 """
 
+import logging
 import sys
 
 from django.conf import settings
@@ -17,7 +18,9 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from platform_site.crypto import SecretDecryptionError
 from platform_site.error_responses import OPENAI_PREFIX, error_json
+from platform_site.refusals import LimitReached
 from platform_site.unavailable import (
     RETRY_AFTER_SECONDS,
     unavailable_body,
@@ -44,6 +47,22 @@ class RequestTooLarge(exceptions.APIException):
         )
 
 
+class SecretUnreadable(exceptions.APIException):
+    """A stored secret (a widget's, a hook's) that the configured keys cannot decrypt: the
+    request cannot be checked until its owner rotates it. The operator's side of it is a logged
+    error and the admin's "Unreadable" field; the caller is told it is not their fault."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = gettext_lazy(
+        "A secret this request needs cannot be read with the server's encryption keys, so the request "
+        "cannot be checked. Its owner must rotate the secret in the admin."
+    )
+    default_code = "secret_unreadable"
+
+
+log = logging.getLogger(__name__)
+
+
 def _first_message(detail) -> str:
     if isinstance(detail, list) and detail:
         return _first_message(detail[0])
@@ -66,8 +85,20 @@ def api_exception_handler(exc, context):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, SecretDecryptionError):
+        # Whichever object's secret it was, the view that loaded it is named in the traceback.
+        log.error(
+            "A request was refused: a stored secret cannot be decrypted with the configured keys "
+            "(AGENTRY_ENCRYPTION_KEYS); rotate it in the admin (%s)",
+            context.get("view").__class__.__name__,
+            exc_info=exc,
+        )
+        exc = SecretUnreadable()
     elif isinstance(exc, RequestDataTooBig):
         exc = RequestTooLarge.over_limit()
+    elif isinstance(exc, LimitReached):
+        # A limit of admission (engine.admission_limits), whichever view's post reached it.
+        exc = exceptions.Throttled(wait=exc.retry_after, detail=exc.message)
     # A form body with too many parts: Django refuses it while DRF parses, as a SuspiciousOperation
     # that would otherwise be Django's HTML page.
     elif isinstance(exc, TooManyFieldsSent):

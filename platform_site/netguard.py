@@ -33,12 +33,15 @@ class OutboundBlocked(Exception):
     `message` is safe to show to a model: it names the host it was given and nothing the
     resolver answered, so a refusal cannot be used to map the internal network. `detail` is
     for the operator (logs, the ledger's error column): the address and why it was refused.
+    `retryable`: the name could not be resolved, which a resolver that is down or slow causes
+    as often as a wrong name; a caller that retries network errors (webhooks) retries this too.
     """
 
-    def __init__(self, message: str, detail: str = ""):
+    def __init__(self, message: str, detail: str = "", *, retryable: bool = False):
         super().__init__(message)
         self.message = message
         self.detail = detail or message
+        self.retryable = retryable
 
 
 def _embedded_ipv4(address: Address) -> Address:
@@ -97,10 +100,12 @@ def _describe(host: str, address: str) -> str:
     return host if host == address else f"{host} ({address})"
 
 
-def _not_allowed(host: str, detail: str) -> OutboundBlocked:
+def _not_allowed(host: str, detail: str, *, retryable: bool = False) -> OutboundBlocked:
     # One answer whether the name is internal or unknown: telling them apart would let a model
     # probe which internal names exist.
-    return OutboundBlocked(f"Cannot connect to {host}: the host is not allowed or could not be found.", detail)
+    return OutboundBlocked(
+        f"Cannot connect to {host}: the host is not allowed or could not be found.", detail, retryable=retryable
+    )
 
 
 def checked_addresses(
@@ -126,7 +131,7 @@ def checked_addresses(
         if address not in addresses:
             addresses.append(address)
     if not addresses:
-        raise _not_allowed(host, f"The host {host} did not resolve to any address.")
+        raise _not_allowed(host, f"The host {host} did not resolve to any address.", retryable=True)
     return addresses
 
 
@@ -134,7 +139,7 @@ def _resolve(host: str, port: int) -> list[tuple]:
     try:
         return socket.getaddrinfo(_normalise_host(host), port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise _not_allowed(host, f"The host {host} could not be resolved: {exc.strerror}.") from exc
+        raise _not_allowed(host, f"The host {host} could not be resolved: {exc.strerror}.", retryable=True) from exc
 
 
 class GuardedBackend(httpcore.NetworkBackend):

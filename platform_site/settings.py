@@ -117,6 +117,8 @@ MIDDLEWARE = [
     "platform_site.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "platform_site.unavailable.DependencyUnavailableMiddleware",
+    # A limit reached below a view outside DRF (a chat completion's admission): a 429.
+    "platform_site.refusals.LimitReachedMiddleware",
 ]
 
 ROOT_URLCONF = "platform_site.urls"
@@ -352,8 +354,10 @@ CELERY_BEAT_SCHEDULE["schedules-tick"] = {
 }
 # An inbound hook refuses a request signed longer ago than this (a replayed capture).
 AGENTRY_HOOK_TOLERANCE_SECONDS = int(os.environ.get("AGENTRY_HOOK_TOLERANCE_SECONDS", "300"))
-# Requests per hook and minute, whoever sends them (each starts a run); empty: no limit.
+# Signed requests per hook and minute (each starts a run); empty: no limit.
 AGENTRY_HOOK_RATE = os.environ.get("AGENTRY_HOOK_RATE", "120/min")
+# Requests to hooks refused before a signature held, per client address and minute; empty: no limit.
+AGENTRY_HOOK_FAILURE_RATE = os.environ.get("AGENTRY_HOOK_FAILURE_RATE", "60/min")
 # The address people open Agentry at (https://agentry.example.com): links in chat-app messages
 # (an approval's page) are made absolute with it; empty, those messages carry no link.
 AGENTRY_PUBLIC_URL = os.environ.get("AGENTRY_PUBLIC_URL", "").rstrip("/")
@@ -382,6 +386,10 @@ AGENTRY_RUN_LEASE_SECONDS = int(os.environ.get("AGENTRY_RUN_LEASE_SECONDS", "60"
 AGENTRY_RUN_MAX_RECOVERIES = int(os.environ.get("AGENTRY_RUN_MAX_RECOVERIES", "3"))
 # A queued run whose task went missing (broker lost it) is enqueued again after this long.
 AGENTRY_QUEUED_REENQUEUE_SECONDS = int(os.environ.get("AGENTRY_QUEUED_REENQUEUE_SECONDS", "120"))
+# A model call made outside a run's lease (a memory extraction, an eval judge) has this long:
+# its connect and read timeouts are capped to it, so the sweeper takes one still started after
+# twice this for a call whose worker is gone, and closes it.
+AGENTRY_MODEL_CALL_MAX_SECONDS = int(os.environ.get("AGENTRY_MODEL_CALL_MAX_SECONDS", "300"))
 
 # Worker processes carry every run they advance on one event loop (engine.reactor); off, each
 # Celery thread advances its run itself (kept to compare the two in the benchmark).
@@ -432,6 +440,9 @@ REST_FRAMEWORK.update(
             "rest_framework.parsers.MultiPartParser",
         ],
         "DEFAULT_THROTTLE_CLASSES": ["api.throttles.ApiUserThrottle"],
+        # The proxies in front of the site that append the client's address to X-Forwarded-For:
+        # rates per client address read it from there. 0: REMOTE_ADDR, whatever a client claims.
+        "NUM_PROXIES": int(os.environ.get("AGENTRY_NUM_PROXIES", "0")),
     }
 )
 SPECTACULAR_SETTINGS.update(

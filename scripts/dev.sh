@@ -11,6 +11,10 @@
 #                 operator's edits
 #   --flower      also starts Flower (Celery's task and worker view) on 127.0.0.1:${FLOWER_PORT:-5555},
 #                 behind the admin's user and password unless FLOWER_BASIC_AUTH says otherwise
+# Environment it reads (all optional; docs/embedded.md § Ports and variables): PORT (web, 8000),
+# DEMO_LLM_PORT (fake LLM, 8901), ORDERS_PORT (demo order service, 8902), FLOWER_PORT (5555),
+# AGENTRY_DEMO_LLM_URL, AGENTRY_OUTBOUND_ALLOWLIST, AGENTRY_FLOWER_URL, FLOWER_BASIC_AUTH,
+# AGENTRY_ADMIN_USERNAME / AGENTRY_ADMIN_PASSWORD, SESSION_COOKIE_SECURE / CSRF_COOKIE_SECURE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -32,11 +36,12 @@ export DATABASE_URL= REDIS_URL= CELERY_BROKER_URL=
 # Plain HTTP on loopback: cookies marked Secure (the default outside DEBUG) would not come back
 # from every browser.
 export SESSION_COOKIE_SECURE="${SESSION_COOKIE_SECURE:-0}" CSRF_COOKIE_SECURE="${CSRF_COOKIE_SECURE:-0}"
-export AGENTRY_DEMO_LLM_URL="${AGENTRY_DEMO_LLM_URL:-http://127.0.0.1:8901/v1}"
+DEMO_LLM_PORT="${DEMO_LLM_PORT:-8901}"
+export AGENTRY_DEMO_LLM_URL="${AGENTRY_DEMO_LLM_URL:-http://127.0.0.1:$DEMO_LLM_PORT/v1}"
 # The customer-service demo's order service (run below, for as long as the stack runs) listens on
 # loopback, which the tools' outbound guard refuses unless it is listed; set the variable (even
 # empty) to override.
-ORDERS_PORT=8902
+ORDERS_PORT="${ORDERS_PORT:-8902}"
 export AGENTRY_OUTBOUND_ALLOWLIST="${AGENTRY_OUTBOUND_ALLOWLIST-127.0.0.1:$ORDERS_PORT}"
 PORT="${PORT:-8000}"
 FLOWER_PORT="${FLOWER_PORT:-5555}"
@@ -64,7 +69,7 @@ pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 
-supervise "fake LLM" var/logs/fakellm.log $PY -m fakellm --host 127.0.0.1 --port 8901
+supervise "fake LLM" var/logs/fakellm.log $PY -m fakellm --host 127.0.0.1 --port "$DEMO_LLM_PORT"
 supervise "demo order service" var/logs/orders.log $PY -m demo.orders --port "$ORDERS_PORT"
 # The worker command as platform_site/worker_command.py spells it for Python callers; keep them alike.
 supervise worker var/logs/worker.log .venv/bin/celery -A platform_site worker -P threads -c 8 -Q llm,maintenance -l info
@@ -91,7 +96,7 @@ fi
 
 cat <<INFO
 
-Agentry is up (embedded defaults: SQLite in var/, filesystem broker, fake LLM on :8901,
+Agentry is up (embedded defaults: SQLite in var/, filesystem broker, fake LLM on :$DEMO_LLM_PORT,
 demo order service on :$ORDERS_PORT; every process restarted if it exits: docs/embedded.md).
   Admin:     http://127.0.0.1:$PORT/admin/   user ${AGENTRY_ADMIN_USERNAME:-admin} / password ${AGENTRY_ADMIN_PASSWORD:-admin}
   API docs:  http://127.0.0.1:$PORT/api/docs/
@@ -99,7 +104,7 @@ demo order service on :$ORDERS_PORT; every process restarted if it exits: docs/e
   Demo:      .venv/bin/python manage.py agentry_demo      (seed 000's conversations, through the queue)
              .venv/bin/python manage.py agentry_demo --customer-service   (seed 001's agents as tools)
              .venv/bin/python manage.py agentry_demo --memory   (one end user remembered across conversations)
-  One-off:   .venv/bin/python manage.py agentry_chat "我在成都，明天天气如何？"
+  One-off:   PORT=$PORT .venv/bin/python manage.py agentry_chat "我在成都，明天天气如何？"
   Reset:     bash scripts/dev.sh --reset-demo   (the demo agents back to the shipped configuration)
   Logs:      var/logs/   (supervisor.log: every exit and restart)
 INFO
@@ -110,7 +115,7 @@ fi
 if (( demo )); then
   # A demo that fails says why and leaves the stack up to look at.
   $PY manage.py agentry_demo || echo "agentry_demo exited with status $?" >&2
-  cs_flags=(--customer-service)
+  cs_flags=(--customer-service --order-service-port "$ORDERS_PORT")
   (( reset_demo )) && cs_flags+=(--reset)
   $PY manage.py agentry_demo "${cs_flags[@]}" || echo "agentry_demo --customer-service exited with status $?" >&2
   memory_flags=(--memory)

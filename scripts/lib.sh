@@ -8,7 +8,9 @@ ensure_venv() {
   # Reinstall only when the requirements changed since the last install.
   local stamp=".venv/.installed-$(cat requirements*.txt | sha256sum | cut -c1-16)-$requirements"
   if [[ ! -f "$stamp" ]]; then
-    .venv/bin/pip install --quiet -r "$requirements"
+    # pip's own lines (each package as it is collected and installed) are the progress.
+    echo "installing $requirements into .venv (the first start takes a few minutes; later ones skip this)"
+    .venv/bin/pip install -r "$requirements"
     touch "$stamp"
   fi
 }

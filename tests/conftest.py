@@ -12,6 +12,7 @@ from django.utils import translation
 from fakellm.testing import serve_in_thread
 from tests import flush, passwords
 from tests.helpers import wait_for
+from tests.run_lock import RunLock
 from tests.tool_fixtures import COUNTER_KEY, redis_client
 from tests.workers import WorkerProcess
 
@@ -26,6 +27,8 @@ def pytest_configure(config):
     flush.install()
     passwords.install()
     config.pluginmanager.register(WorkerModulesFirst(), "worker-modules-first")
+    # Two runs on one test database or Redis db would break each other: tests/run_lock.py.
+    config.pluginmanager.register(RunLock(), "run-lock")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -4,12 +4,14 @@ from django.db.models import Count
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path
+from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from platform_site.admin_mixins import JSONInputAdminMixin
 from tools.admin_forms import MCPServerForm, OpenAPIImportForm, ToolDefinitionForm, masked_mapping
-from tools.approval_policy import ApprovalPolicy, effective_policy
+from tools.approval_policy import ApprovalPolicy, effective_policy, live_approvals
 from tools.mcp_sessions import MCPUnavailable
 from tools.models import MCPServer, ToolDefinition
 from tools.openapi import OpenAPIError
@@ -19,6 +21,30 @@ from tools.services import (
     tool_definitions_openapi_changes,
     tool_definitions_sync_from_registry,
 )
+
+
+def _asks(approval: dict) -> str:
+    if approval["policy"] == ApprovalPolicy.RULE:
+        return _("asks when %(rule)s") % {"rule": approval["rule"]}
+    return _("always asks") if approval["policy"] == ApprovalPolicy.ALWAYS else _("never asks")
+
+
+def _live_line(live) -> str:
+    roles = {"published": _("published"), "canary": _("canary"), "draft": _("draft, never published")}
+    named = {"agent": live.agent, "role": roles.get(live.role, live.role), "asks": _asks(live.effective)}
+    if live.number is None:
+        line = _("%(agent)s (%(role)s): %(asks)s") % named
+    else:
+        line = _("%(agent)s v%(number)s (%(role)s): %(asks)s") % {**named, "number": live.number}
+    if live.effective != live.pinned:
+        line += " — " + _("stricter than the %(pinned)s the version pinned: applies now") % {
+            "pinned": _asks(live.pinned)
+        }
+    elif live.current is not None and live.current != live.pinned:
+        line += " — " + _("the policy now (%(current)s) is looser: it applies once a release pins it") % {
+            "current": _asks(live.current)
+        }
+    return line
 
 
 class SuperuserOnlyFieldsMixin:
@@ -63,7 +89,7 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
     list_filter = ["kind", "side_effect", "approval_policy", "is_active", "mcp_server"]
     list_select_related = ["mcp_server"]
     search_fields = ["name", "description"]
-    readonly_fields = ["secret_headers_status", "effective_approval"]
+    readonly_fields = ["secret_headers_status", "effective_approval", "live_approval"]
     write_only_fields = ()
     change_list_template = "admin/tools/tooldefinition/change_list.html"
 
@@ -94,6 +120,7 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
                 "fields": [
                     "approval_policy",
                     "effective_approval",
+                    "live_approval",
                     "approval_rule",
                     "approval_timeout_seconds",
                     "approval_on_expiry",
@@ -130,9 +157,19 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
         policy, rule = effective_policy(
             tool_policy=obj.approval_policy, tool_rule=obj.approval_rule, side_effect=obj.side_effect
         )
-        if policy == ApprovalPolicy.RULE:
-            return _("asks when %(rule)s") % {"rule": rule}
-        return _("always asks") if policy == ApprovalPolicy.ALWAYS else _("never asks")
+        return _asks({"policy": policy, "rule": rule})
+
+    @admin.display(description=gettext_lazy("approval in live versions"))
+    def live_approval(self, obj):
+        # What live traffic gets: a version keeps the policy it pinned unless the tool's (or the
+        # agent's override) is stricter now, so a tightening shows here at once, a loosening only
+        # once a release pins it.
+        if obj is None or not obj.pk:
+            return "-"
+        found = live_approvals(tool=obj)
+        if not found:
+            return _("no live version uses this tool") if found is not None else "-"
+        return format_html_join(mark_safe("<br>"), "{}", ((_live_line(live),) for live in found))
 
     @admin.display(description=gettext_lazy("Secret headers"))
     def secret_headers_status(self, obj):

@@ -8,6 +8,7 @@ some call (a missing value, a wrong type) asks for approval: doubt never runs a 
 """
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
@@ -101,6 +102,65 @@ def effective_policy(
     if tool_policy == ApprovalPolicy.AUTO:
         return (ApprovalPolicy.ALWAYS if side_effect == "write" else ApprovalPolicy.NEVER), ""
     return tool_policy, tool_rule if tool_policy == ApprovalPolicy.RULE else ""
+
+
+# How strict a resolved policy is: "always" asks for every call, a rule for some, "never" for none.
+STRICTNESS = {ApprovalPolicy.NEVER: 0, ApprovalPolicy.RULE: 1, ApprovalPolicy.ALWAYS: 2}
+
+
+def approval_stricter(pinned: dict, current: dict | None) -> dict:
+    """The approval in force for a call: the stricter of the one its agent version pinned and the
+    one its tool (with the agent's override) has now, so tightening a policy applies at once to
+    every live version, while loosening one waits for a release that pins it.
+
+    Both are resolved approvals (a ToolSpec's "approval": policy never, rule or always, its rule,
+    timeout and expiry), `current` None when the tool has none now (a delegate). always > rule >
+    never; the stricter one is taken whole, with its timeout and expiry. Two different rules
+    both hold: a call asks if either rule asks, `(pinned) or (current)` (a rule that fails to
+    evaluate asks, see approval_need, so neither can hide the other)."""
+    if current is None:
+        return pinned
+    have, now = STRICTNESS.get(pinned["policy"], 2), STRICTNESS.get(current["policy"], 2)
+    if now > have:
+        return current
+    if now < have or pinned["policy"] != ApprovalPolicy.RULE:
+        return pinned
+    rules = [rule.strip() for rule in (pinned["rule"], current["rule"])]
+    if rules[0] == rules[1]:
+        return pinned
+    return {**pinned, "rule": f"({rules[0]}) or ({rules[1]})"}
+
+
+@dataclass(frozen=True)
+class LiveApproval:
+    """How one version live traffic runs (published, a canary's candidate, or the draft of an
+    agent never published) applies a tool's approval: `pinned` by the version, `current` the
+    tool's (with the agent's override) now, `effective` the stricter, which calls get."""
+
+    agent: str
+    role: str  # "published", "canary" or "draft"
+    number: int | None  # the version's number; None for a draft
+    pinned: dict
+    current: dict | None
+    effective: dict
+
+
+# The live versions' approvals of a tool, for its admin page: versions are the agents app's,
+# above this one, so it plugs its reader in at start-up (agents.apps).
+LiveApprovals = Callable[..., list[LiveApproval]]
+_live_approvals: list[LiveApprovals] = []
+
+
+def live_approvals_register(reader: LiveApprovals) -> None:
+    if reader not in _live_approvals:
+        _live_approvals.append(reader)
+
+
+def live_approvals(*, tool) -> list[LiveApproval] | None:
+    """Each live version's approval of `tool`; None when no reader is plugged in."""
+    if not _live_approvals:
+        return None
+    return [found for reader in _live_approvals for found in reader(tool=tool)]
 
 
 def approval_need(*, spec: dict, arguments: dict) -> ApprovalNeed:

@@ -6,6 +6,7 @@ platform_site.admin_mixins.OwnedSecretAdminMixin does for every such object."""
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.utils import unquote
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -13,6 +14,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from platform_site.admin_mixins import OwnedSecretAdminMixin
+from platform_site.public_url import public_url, public_url_doubt
 from triggers.hooks import hook_secret_new, hook_secret_rotate, hook_templates_check
 from triggers.models import Hook, HookDelivery
 
@@ -43,7 +45,7 @@ class HookAdmin(OwnedSecretAdminMixin, admin.ModelAdmin):
     list_select_related = ["agent", "owner"]
     search_fields = ["name", "agent__slug"]
     raw_id_fields = ["owner"]
-    readonly_fields = ["hook_url", "secret_status", "created_at", "recent_deliveries"]
+    readonly_fields = ["secret_status", "created_at", "recent_deliveries"]
 
     def secret_new(self) -> str:
         return hook_secret_new()
@@ -52,16 +54,28 @@ class HookAdmin(OwnedSecretAdminMixin, admin.ModelAdmin):
         return hook_secret_rotate(hook=obj)
 
     def get_fields(self, request, obj=None):
-        fields = ["agent", "name", "enabled", "message", "end_user"]
+        fields = ["agent", "name", "enabled", "message", "end_user", "memory_shared"]
         if request.user.is_superuser:
             fields.append("owner")
         if obj is not None:
-            fields += ["hook_url", "secret_status", "created_at", "recent_deliveries"]
+            fields += ["secret_status", "created_at", "recent_deliveries"]
         return fields
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # The URL the other system posts to, absolute (admin/triggers/hook/change_form.html).
+        hook = self.get_object(request, unquote(object_id))
+        if hook is not None:
+            path = reverse("hook", kwargs={"hook_id": hook.pk})
+            extra_context = {
+                **(extra_context or {}),
+                "hook_public_url": public_url(path, request=request),
+                "public_url_doubt": public_url_doubt(request),
+            }
+        return super().change_view(request, object_id, form_url, extra_context)
 
     @admin.display(description=gettext_lazy("URL"))
     def hook_url(self, obj):
-        return reverse("hook", kwargs={"hook_id": obj.pk}) if obj.pk else "-"
+        return public_url(reverse("hook", kwargs={"hook_id": obj.pk})) if obj.pk else "-"
 
     @admin.display(description=gettext_lazy("recent deliveries"))
     def recent_deliveries(self, obj):

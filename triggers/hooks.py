@@ -10,6 +10,7 @@ not sign it): the timestamp's tolerance is what bounds a captured request's repl
 """
 
 import hmac
+import logging
 import re
 from dataclasses import dataclass
 
@@ -21,10 +22,14 @@ from django.utils.translation import gettext as _
 
 from agents.prompting import prompt_text_render
 from conversations.end_users import EndUserInvalid, end_user_clean
-from conversations.models import Run
+from conversations.models import Run, RunTrigger
 from conversations.webhooks import webhook_secret_generate, webhook_signature
 from engine.admission import conversation_start
+from memory.channels import channel_metadata
+from platform_site.crypto import SecretDecryptionError
 from triggers.models import Hook, HookDelivery
+
+log = logging.getLogger(__name__)
 
 TIMESTAMP_HEADER = "X-Agentry-Timestamp"
 SIGNATURE_HEADER = "X-Agentry-Signature"
@@ -57,6 +62,27 @@ class HookDeliveryReplayed(Exception):
     def __init__(self, delivery: HookDelivery):
         super().__init__(f"delivery {delivery.delivery_id!r} already received")
         self.delivery = delivery
+
+
+class HookSecretUnreadable(Exception):
+    """The hook's secret cannot be decrypted with the configured keys (AGENTRY_ENCRYPTION_KEYS
+    or SECRET_KEY changed since it was written): no request can be checked until it is rotated."""
+
+
+def hook_usable(*, hook_id) -> Hook | None:
+    """The hook if it takes deliveries: enabled, with an active agent; else None (one 404 for
+    all). HookSecretUnreadable, logged as an error naming the hook, when its secret cannot be
+    decrypted: the sender gets an answer saying so, the operator a line to act on."""
+    usable = Hook.objects.select_related("agent", "owner").filter(pk=hook_id, enabled=True, agent__is_active=True)
+    try:
+        return usable.first()
+    except SecretDecryptionError:
+        log.error(
+            "Hook %s refuses every request: its secret cannot be decrypted with the configured keys "
+            "(AGENTRY_ENCRYPTION_KEYS). Rotate its secret in the admin and give the new one to its sender.",
+            hook_id,
+        )
+        raise HookSecretUnreadable from None
 
 
 def hook_signature(*, secret: str, timestamp: str, body: bytes) -> str:
@@ -192,7 +218,8 @@ def hook_deliver(*, hook: Hook, delivery_id: str, signature: str, content: str, 
     """The run a delivery starts with `content` (hook_message) for `end_user` (hook_end_user),
     in a new conversation of the hook's agent owned by the hook's owner; handed to a worker
     after commit (engine.admission). HookDeliveryReplayed when the delivery id, or the signed
-    request itself (`signature`, under another delivery id), was received before.
+    request itself (`signature`, under another delivery id), was received before; AdmissionRefused
+    (nothing recorded: the delivery may be sent again) when the agent's limits per end user refuse it.
 
     The delivery's row is written first: a second request with the id or the signature (at the
     same time, or later) fails on a unique constraint before it creates anything, and its
@@ -202,7 +229,14 @@ def hook_deliver(*, hook: Hook, delivery_id: str, signature: str, content: str, 
             delivery = HookDelivery.objects.create(hook=hook, delivery_id=delivery_id, signature=signature)
             # conversation_start is message_submit's path for a conversation nobody else sees yet.
             run = conversation_start(
-                agent=hook.agent, user=hook.owner, content=content, title=hook.name, end_user=end_user
+                agent=hook.agent,
+                user=hook.owner,
+                content=content,
+                title=hook.name,
+                end_user=end_user,
+                # Its end user is the hook's, not the owner's (memory.channels).
+                metadata=channel_metadata(hook_id=hook.pk, shared=hook.memory_shared),
+                trigger=RunTrigger.HOOK,
             )
             HookDelivery.objects.filter(pk=delivery.pk).update(run=run)
     except IntegrityError:

@@ -98,6 +98,7 @@ class ScheduleFire(models.Model):
         STARTED = "started", _("Started a run")
         SKIPPED_RUNNING = "skipped_running", _("Skipped: the previous run was still going")
         SKIPPED_MISSED = "skipped_missed", _("Skipped: missed while the scheduler was down")
+        SKIPPED_LIMITED = "skipped_limited", _("Skipped: the agent's limit per end user was reached")
         FAILED = "failed", _("Failed to start")
 
     schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="fires", verbose_name=_("schedule"))
@@ -145,6 +146,17 @@ class Hook(models.Model):
         blank=True,
         related_name="+",
         verbose_name=_("owner"),
+    )
+    # Whoever holds the secret names any end user, so their memories are the hook's own
+    # (memory.channels) unless the operator joins them to the owner's other channels.
+    memory_shared = models.BooleanField(
+        _("shares end users' memory with the owner's other channels"),
+        default=False,
+        help_text=_(
+            "Off: what the agent remembers of an end user through this hook is kept for this hook only. "
+            "On: it is shared with the owner's API and the widgets and hooks that share theirs, so trust "
+            "the sender's end user ids as much as your own. Applies to conversations started after the change."
+        ),
     )
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
 

@@ -27,9 +27,10 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from agents.prompting import prompt_text_render, prompt_variables
-from conversations.models import Run
+from conversations.models import Run, RunTrigger
 from conversations.services import conversation_create
 from engine.admission import conversation_start, message_submit
+from engine.admission_limits import AdmissionRefused
 from engine.dispatch import ACTIVE_STATUSES
 from triggers.models import Schedule, ScheduleFire
 
@@ -246,7 +247,10 @@ def _previous_run(schedule: Schedule) -> Run | None:
 
 
 def _start(schedule: Schedule, plan: DueFires) -> str:
-    """The fire's run, or a FAILED fire saying why there is none."""
+    """The fire's run, or a fire saying why there is none: SKIPPED_LIMITED when the agent's
+    limits per end user refuse the schedule's end user (as they refuse any way in), else FAILED."""
+    # A conversation created for this fire is rolled back with it when it starts no run.
+    had_conversation = schedule.conversation
     try:
         with transaction.atomic():  # a failed post leaves the fire's own writes to record it
             content = message_render(schedule, fire_at=plan.fire_at)
@@ -257,14 +261,26 @@ def _start(schedule: Schedule, plan: DueFires) -> str:
                     content=content,
                     title=schedule.name,
                     end_user=schedule.end_user,
+                    trigger=RunTrigger.SCHEDULE,
                 )
             else:
                 if schedule.conversation is None:
                     schedule.conversation = conversation_create(
                         agent=schedule.agent, owner=schedule.owner, title=schedule.name, end_user=schedule.end_user
                     )
-                run = message_submit(conversation=schedule.conversation, content=content, user=schedule.owner).run
+                run = message_submit(
+                    conversation=schedule.conversation,
+                    content=content,
+                    user=schedule.owner,
+                    trigger=RunTrigger.SCHEDULE,
+                ).run
+    except AdmissionRefused as exc:
+        schedule.conversation = had_conversation
+        log.info("schedule %s: fire at %s refused: %s", schedule.pk, plan.fire_at, exc.message)
+        _record(schedule, plan.fire_at, ScheduleFire.Outcome.SKIPPED_LIMITED, covers=plan.covers, detail=exc.message)
+        return ScheduleFire.Outcome.SKIPPED_LIMITED
     except Exception as exc:  # noqa: BLE001 - one schedule's failure never stops the others
+        schedule.conversation = had_conversation
         log.warning("schedule %s: fire at %s failed: %s", schedule.pk, plan.fire_at, exc)
         _record(schedule, plan.fire_at, ScheduleFire.Outcome.FAILED, covers=plan.covers, detail=str(exc) or repr(exc))
         return ScheduleFire.Outcome.FAILED

@@ -44,6 +44,17 @@ class Widget(models.Model):
     language = models.CharField(
         _("language"), max_length=10, choices=WidgetLanguage.choices, default=WidgetLanguage.CHINESE
     )
+    # An end user id is only the widget secret's word, so their memories are the widget's own
+    # (memory.channels) unless the operator joins them to the owner's other channels.
+    memory_shared = models.BooleanField(
+        _("shares end users' memory with the owner's other channels"),
+        default=False,
+        help_text=_(
+            "Off: what the agent remembers of an end user here is kept for this widget only. On: it is "
+            "shared with the owner's API and the other widgets and hooks that share theirs, so trust "
+            "this site's end user ids as much as your own. Applies to conversations started after the change."
+        ),
+    )
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
 
     class Meta:

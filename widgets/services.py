@@ -6,6 +6,7 @@ from django.db.models import QuerySet
 
 from conversations.models import TERMINAL_STATUSES, Conversation, Run
 from conversations.services import conversation_create
+from memory.channels import channel_metadata
 from widgets.models import Widget
 
 
@@ -43,7 +44,10 @@ def widget_conversation_open(*, widget: Widget, end_user: str, conversation_id=N
     if conversation_id is not None:
         return widget_conversations(widget=widget, end_user=end_user).get(pk=conversation_id), False
     conversation = conversation_create(
-        agent=widget.agent, owner=widget.owner, end_user=end_user, metadata={"widget": str(widget.pk)}
+        agent=widget.agent,
+        owner=widget.owner,
+        end_user=end_user,
+        metadata=channel_metadata(widget_id=widget.pk, shared=widget.memory_shared),
     )
     return conversation, True
 

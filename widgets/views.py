@@ -5,6 +5,7 @@ from pathlib import Path
 
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.views.decorators.clickjacking import xframe_options_sameorigin
 
 from platform_site.http_methods import require_GET
 from widgets.services import widget_usable
@@ -28,6 +29,7 @@ def widget_script(request):
 
 
 @require_GET
+@xframe_options_sameorigin  # framed by the widget's admin page (its preview), by no other site
 def chat_page(request, widget_id):
     """The same chat for a team with no page of its own: its backend signs an end-user token and
     links the end user to /chat/<widget id>/?token=<token>; the API checks the token."""

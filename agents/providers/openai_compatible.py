@@ -13,6 +13,9 @@ from httpx_sse import EventSource
 from agents.providers import transport
 from agents.providers.base import LLMResponse, ProviderError, ToolCall, Usage, estimate_prompt_tokens, estimate_tokens
 
+# Finish reasons some compatible servers spell their own way, in the OpenAI vocabulary: an answer
+# cut off at its output limit is `length` whoever says so (the engine must not deliver it as whole).
+_FINISH = {"max_tokens": "length", "model_length": "length"}
 _SAMPLING = ("temperature", "top_p", "max_tokens", "frequency_penalty", "presence_penalty", "seed", "reasoning_effort")
 
 
@@ -142,7 +145,9 @@ def _parse_completion(data: dict, body: dict, status: int) -> LLMResponse:
     content = message.get("content") or ""
     calls = _tool_calls(message.get("tool_calls"))
     finish = choice.get("finish_reason") or choice.get("stop_reason") or ("tool_calls" if calls else "stop")
-    return LLMResponse(content, calls, finish, _usage(data.get("usage"), body, content, calls), data, status)
+    return LLMResponse(
+        content, calls, _FINISH.get(finish, finish), _usage(data.get("usage"), body, content, calls), data, status
+    )
 
 
 def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMResponse:
@@ -202,7 +207,9 @@ def _read_stream(events: EventSource, body: dict, on_delta, status: int) -> LLMR
     if reasoning:
         raw["reasoning_content"] = "".join(reasoning)
     finish = finish or ("tool_calls" if tool_calls else "stop")
-    return LLMResponse(text, tool_calls, finish, _usage(usage, body, text, tool_calls), raw, status)
+    return LLMResponse(
+        text, tool_calls, _FINISH.get(finish, finish), _usage(usage, body, text, tool_calls), raw, status
+    )
 
 
 MAX_INDEX_GAP = 64

@@ -8,7 +8,14 @@ from django.utils.translation import gettext as _
 from console.evals.labels import metric_label
 from console.evals.selectors import eval_case_results
 from console.monitoring.views import _page, operator_required
-from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_RATE_DROP, Thresholds, case_rows, metric_rows
+from evals.compare import (
+    DEFAULT_MAX_COST_INCREASE,
+    DEFAULT_MAX_LATENCY_INCREASE,
+    DEFAULT_MAX_RATE_DROP,
+    Thresholds,
+    case_rows,
+    metric_rows,
+)
 from evals.models import EvalRun, EvalRunStatus
 from evals.selectors import eval_results_data
 from platform_site.http_methods import require_GET
@@ -62,6 +69,7 @@ def compare(request):
         thresholds = Thresholds(
             max_rate_drop=_threshold(request, "max_rate_drop", DEFAULT_MAX_RATE_DROP),
             max_cost_increase=_threshold(request, "max_cost_increase", DEFAULT_MAX_COST_INCREASE),
+            max_latency_increase=_threshold(request, "max_latency_increase", DEFAULT_MAX_LATENCY_INCREASE),
         )
         baseline = _finished(_id(request, "baseline"))
         candidate = _finished(_id(request, "candidate"))

@@ -6,6 +6,10 @@ went on from); its tokens, cost and latency add up every attempt. Two sides diff
 when the model's text, the tool calls it asked for (names and arguments) or the results those
 calls got are not the same; the ids the model gave its calls are not compared. A fixed number
 of queries whatever the runs' size.
+
+The totals compare like with like: only the steps both sides made themselves. A step copied on
+either side (the fork's step N when its change is an edited tool result of that step; a step a
+source that is itself a fork copied) cost nothing there, so it is left out on both sides.
 """
 
 import json
@@ -98,8 +102,13 @@ def _differs(source: dict, fork: dict) -> dict:
     return differs
 
 
+def _made(row: dict) -> bool:
+    """Whether the step counts in the compared totals: no side copied it."""
+    return not (row["source"].get("copied") or row["fork"].get("copied"))
+
+
 def _side(run: Run, answer: Message | None, cells: list[dict]) -> dict:
-    """A run's ending and its totals: the run's own, and those of the compared steps."""
+    """A run's ending and its totals: the run's own, and those of the compared steps (`cells`)."""
     return {
         "id": str(run.pk),
         "agent_version": run.agent_version.number,
@@ -173,10 +182,14 @@ def fork_comparison(fork: Run) -> dict:
         left = _cell(attempts.get((source.pk, step), []), answers, results)
         right = _cell(attempts.get((fork.pk, step), []), answers, results)
         rows.append({"step": step, "source": left, "fork": right, "differs": _differs(left, right)})
-    source_side = _side(source, run_final_answer(run=source), [row["source"] for row in rows])
-    fork_side = _side(fork, run_final_answer(run=fork), [row["fork"] for row in rows])
+    counted = [row for row in rows if _made(row)]
+    source_side = _side(source, run_final_answer(run=source), [row["source"] for row in counted])
+    fork_side = _side(fork, run_final_answer(run=fork), [row["fork"] for row in counted])
     return {
         "step": fork.fork_step,
+        # The steps the totals cover, and those left out of them because a side copied them.
+        "compared_steps": [row["step"] for row in counted],
+        "copied_steps": [row["step"] for row in rows if not _made(row)],
         "change": _change(fork.fork_change or {}),
         "source": source_side,
         "fork": fork_side,

@@ -1,15 +1,33 @@
 from django import forms
+from django.db.models import Exists, OuterRef
 from django.utils.translation import gettext_lazy as _
 
-from agents.models import Agent
+from agents.models import Agent, AgentDelegate
 from agents.releases import DRAFT, PUBLISHED, TEST_VERSION_PERMISSION
 from agents.selectors import agents_usable_by
 from conversations.end_users import END_USER_MAX_CHARS, EndUserInvalid, end_user_clean
 from evals.models import EvalSuite
 
 
+class AgentChoiceField(forms.ModelChoiceField):
+    """Agents by name; one that another agent delegates to says so and by whom: it expects the
+    task its caller writes, not a person's message (the demo model's script answers only that)."""
+
+    callers: dict[int, list[str]] = {}
+
+    def label_from_instance(self, obj) -> str:
+        callers = self.callers.get(obj.pk)
+        if not callers:
+            return obj.name
+        return _("%(name)s (sub-agent, called by %(callers)s)") % {"name": obj.name, "callers": ", ".join(callers)}
+
+
 class TryAgentForm(forms.Form):
-    agent = forms.ModelChoiceField(queryset=Agent.objects.none(), label=_("Agent"))
+    agent = AgentChoiceField(
+        queryset=Agent.objects.none(),
+        label=_("Agent"),
+        help_text=_("Sub-agents come last: they are meant to be called by another agent, with its task."),
+    )
     content = forms.CharField(
         max_length=20000, label=_("Message"), widget=forms.Textarea(attrs={"rows": 3, "cols": 80})
     )
@@ -33,7 +51,17 @@ class TryAgentForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.user = user
         # The same agents the user could reach through the API: group restrictions hold here too.
-        self.fields["agent"].queryset = agents_usable_by(user=user).order_by("name")
+        delegated = AgentDelegate.objects.filter(child=OuterRef("pk"), enabled=True)
+        agents = agents_usable_by(user=user).annotate(sub_agent=Exists(delegated)).order_by("sub_agent", "name")
+        callers: dict[int, list[str]] = {}
+        for child_id, parent in (
+            AgentDelegate.objects.filter(enabled=True, child__in=agents)
+            .order_by("parent__name")
+            .values_list("child_id", "parent__name")
+        ):
+            callers.setdefault(child_id, []).append(parent)
+        self.fields["agent"].queryset = agents
+        self.fields["agent"].callers = callers
 
     def clean_end_user(self) -> str:
         try:

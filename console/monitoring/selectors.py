@@ -24,6 +24,7 @@ from conversations.monitoring.models import ErrorHourly, LLMCallHourly, RollupSt
 from conversations.monitoring.rollups import floor_hour
 from conversations.selectors import run_final_answer
 from conversations.usage import USAGE_FIELDS
+from engine.memory import memory_extraction_spent
 from evals.selectors import eval_runs_latest
 
 RUN_COST_SCALE = Decimal(1).scaleb(-Run._meta.get_field("cost").decimal_places)
@@ -169,6 +170,48 @@ def usage_by_agent_day(*, days: int, now: datetime) -> dict:
     return {"days": [day.isoformat() for day in day_list], "agents": agents}
 
 
+def memory_extractions(*, start: datetime, now: datetime) -> list[dict]:
+    """Per agent that keeps long-term memory (or made extraction calls since `start`): its
+    extraction calls that ended since then, how many succeeded (an answer that could not be
+    used is a failed call), their tokens, and today's spend against its daily extraction budget
+    (engine.memory). Read from the ledger by the calls' start, within the window only."""
+    ended = LLMCall.objects.filter(purpose=LLMCall.Purpose.MEMORY, started_at__gte=start, started_at__lte=now).exclude(
+        status=LLMCall.Status.STARTED
+    )
+    counts = {
+        row["run__agent_id"]: row
+        for row in ended.values("run__agent_id")
+        .annotate(
+            calls=Count("pk"),
+            succeeded=Count("pk", filter=Q(status=LLMCall.Status.SUCCEEDED)),
+            tokens=Sum("total_tokens"),
+        )
+        .order_by()
+    }
+    agents = Agent.objects.filter(Q(memory_enabled=True) | Q(pk__in=counts)).order_by("name", "pk")
+    rows = []
+    for agent in agents.only("pk", "name", "time_zone", "memory_enabled", "memory_daily_tokens"):
+        row = counts.get(agent.pk, {})
+        calls, succeeded = row.get("calls", 0), row.get("succeeded", 0)
+        spent = memory_extraction_spent(agent_id=agent.pk, time_zone=agent.time_zone, now=now)
+        rows.append(
+            {
+                "id": agent.pk,
+                "name": agent.name,
+                "enabled": agent.memory_enabled,
+                "calls": calls,
+                "succeeded": succeeded,
+                "success_rate": succeeded / calls if calls else None,
+                "tokens": row.get("tokens") or 0,
+                "spent_today": spent,
+                "daily_tokens": agent.memory_daily_tokens,
+                # Extraction is skipped until the day ends (engine.memory).
+                "budget_spent": agent.memory_daily_tokens is not None and spent >= agent.memory_daily_tokens,
+            }
+        )
+    return rows
+
+
 def alerts_open() -> list[dict]:
     """The alert firings open now, oldest first."""
     return [
@@ -301,6 +344,8 @@ def dashboard_snapshot(*, hours: int = 24, days: int = 7) -> dict:
     start = floor_hour(now) - timedelta(hours=hours - 1)
     return {
         "generated_at": now.isoformat(),
+        # The zone the page's days and times are in (TIME_ZONE), as the page names it.
+        "time_zone": timezone.localtime(now).tzname(),
         "hours": hours,
         "days": days,
         "rollups": rollup_freshness(now=now),
@@ -312,6 +357,7 @@ def dashboard_snapshot(*, hours: int = 24, days: int = 7) -> dict:
         "latency": model_latency(start=start),
         "releases": live_versions(start=start),
         "usage": usage_by_agent_day(days=days, now=now),
+        "memory": memory_extractions(start=start, now=now),
         "broker": queue_depths(),
         "workers": workers_online(),
         "flower_url": settings.AGENTRY_FLOWER_URL,

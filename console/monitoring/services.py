@@ -4,7 +4,7 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from agents.models import Agent
-from conversations.models import Conversation, Run
+from conversations.models import Conversation, Run, RunTrigger
 from conversations.services import conversation_create
 from engine.admission import message_post
 
@@ -19,8 +19,8 @@ def try_message_post(
     """Post a staff member's message to an agent, continuing their try-out conversation when
     one is given (it must be theirs, with this agent and this end user), on the version asked
     for if any. With `end_user` the staff member speaks as that end user of theirs (the
-    conversation's owner), as an application would: the agent's memory of them applies. The
-    limits per end user are the API's policy and do not apply to this page."""
+    conversation's owner), as an application would: the agent's memory and its limits per end
+    user apply (AdmissionRefused, and a new conversation is not kept)."""
     with transaction.atomic():
         if conversation_id:
             conversation = Conversation.objects.filter(
@@ -36,4 +36,4 @@ def try_message_post(
                 metadata={"source": "monitor-try"},
                 end_user=end_user,
             )
-        return message_post(conversation=conversation, content=content, version=version)
+        return message_post(conversation=conversation, content=content, version=version, trigger=RunTrigger.CONSOLE)

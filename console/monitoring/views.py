@@ -33,6 +33,7 @@ from conversations.models import TERMINAL_STATUSES, Run
 from conversations.permissions import FORK_PERMISSION, user_may_decide
 from conversations.selectors import agent_config_visible_to
 from engine.admission import ConversationBusy
+from engine.admission_limits import AdmissionRefused
 from engine.forks import ForkInvalid, ForkNotAllowed, run_fork
 from engine.operations import (
     OPERATE_PERMISSION,
@@ -228,7 +229,9 @@ def run_fork_post(request, run_id, step):
         try:
             fork = run_fork(source=run, request=form.fork_request(), user=request.user)
         except ForkNotAllowed as exc:
-            raise PermissionDenied(str(exc)) from None
+            # The timeline again, the reason (which permission it takes) heading it.
+            form.add_error(None, str(exc))
+            return _timeline_page(request, run, fork_form=form, status=403)
         except ForkInvalid as exc:
             form.add_error(None, str(exc))
         else:
@@ -340,6 +343,11 @@ def try_agent_send(request):
         )
     except (ConversationNotFound, UnknownVersion) as exc:
         return _json_error(str(exc))
+    except AdmissionRefused as exc:
+        # Speaking as an end user, the page is one more way in: the agent's limits per end user hold.
+        response = _json_error(exc.message, status=429)
+        response["Retry-After"] = str(exc.retry_after)
+        return response
     except ConversationBusy as exc:
         return JsonResponse(
             {

@@ -1,15 +1,14 @@
 """Small formatting filters for the monitoring pages."""
 
 import json
-from datetime import datetime
 
 from django import template
-from django.utils import timezone
 
 from console import formatting
 from console.monitoring.labels import run_status_text, stop_reason_text
 from console.monitoring.missing import missing_process
 from console.monitoring.presenters import duration_text
+from platform_site.admin_mixins import json_html
 
 register = template.Library()
 
@@ -51,11 +50,16 @@ def percent(rate) -> str:
 
 
 @register.filter
-def iso_time(value: str) -> str:
-    """An ISO timestamp from the JSON data, shown in the site's time zone."""
-    if not value:
-        return "–"
-    return timezone.localtime(datetime.fromisoformat(value)).strftime("%Y-%m-%d %H:%M:%S")
+def iso_time(value) -> str:
+    """A moment (a datetime or the ISO text of the JSON data) as every operator page prints it:
+    in the site's time zone, the zone named (console.formatting.local_time)."""
+    return formatting.local_time(value)
+
+
+@register.filter
+def pretty_json(value) -> str:
+    """A stored JSON value as the admin shows it: indented JSON, escaped (admin_mixins.json_html)."""
+    return json_html(value)
 
 
 @register.filter

@@ -25,6 +25,12 @@ from conversations.monitoring.histogram import LOG_BASE
 from conversations.monitoring.models import ErrorHourly, LLMCallHourly, RollupState, RunHourly
 from conversations.usage import USAGE_FIELDS
 
+# Production traffic, what the dashboards and the alert rules (alerts.selectors) count: the runs
+# of no evaluation and no fork (Run.sandbox empty), and their model calls. Calls outside a run
+# (indexing embeddings) have no agent to count them under.
+PRODUCTION_RUNS = Q(sandbox__isnull=True)
+PRODUCTION_CALLS = Q(run__isnull=False, run__sandbox__isnull=True)
+
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
 _LONG_HEX = re.compile(r"\b[0-9a-f]{16,}\b", re.I)
 _LONG_NUMBER = re.compile(r"\d{5,}")
@@ -72,9 +78,7 @@ def _llm_call_rows(start: datetime) -> list[LLMCallHourly]:
         output_field=FloatField(),
     )
     groups = (
-        # Rolled up per agent: calls outside a run (indexing embeddings) have no agent; an
-        # evaluation's runs are not production traffic.
-        LLMCall.objects.filter(started_at__gte=start, run__isnull=False, run__sandbox__isnull=True)
+        LLMCall.objects.filter(PRODUCTION_CALLS, started_at__gte=start)
         .exclude(status=LLMCall.Status.STARTED)
         .annotate(hour=TruncHour("started_at", tzinfo=UTC), bucket=bucket)
         .values("hour", "model_config_id", "run__agent_id", "bucket")
@@ -105,7 +109,7 @@ def _llm_call_rows(start: datetime) -> list[LLMCallHourly]:
 
 def _run_rows(start: datetime) -> list[RunHourly]:
     groups = (
-        Run.objects.filter(finished_at__gte=start, sandbox__isnull=True)
+        Run.objects.filter(PRODUCTION_RUNS, finished_at__gte=start)
         .annotate(hour=TruncHour("finished_at", tzinfo=UTC))
         .values("hour", "agent_id", "status", "stop_reason")
         .annotate(runs=Count("id"))
@@ -124,15 +128,15 @@ def _error_rows(start: datetime) -> list[ErrorHourly]:
     sources = [
         (
             ErrorHourly.Source.RUN,
-            Run.objects.filter(finished_at__gte=start, status=RunStatus.FAILED, sandbox__isnull=True).annotate(
+            Run.objects.filter(PRODUCTION_RUNS, finished_at__gte=start, status=RunStatus.FAILED).annotate(
                 hour=TruncHour("finished_at", tzinfo=UTC)
             ),
         ),
         (
             ErrorHourly.Source.LLM_CALL,
-            LLMCall.objects.filter(
-                started_at__gte=start, status=LLMCall.Status.FAILED, run__sandbox__isnull=True
-            ).annotate(hour=TruncHour("started_at", tzinfo=UTC)),
+            LLMCall.objects.filter(PRODUCTION_CALLS, started_at__gte=start, status=LLMCall.Status.FAILED).annotate(
+                hour=TruncHour("started_at", tzinfo=UTC)
+            ),
         ),
     ]
     for source, queryset in sources:

@@ -43,7 +43,13 @@ def _http_tool() -> ToolDefinition:
 
 @pytest.mark.django_db
 def test_the_types_name_every_stored_key_and_no_other():
-    agent = make_agent(tools=["test-echo"], fallback_model_config=ModelConfigFactory(), memory_enabled=True)
+    # Optional keys present: models that keep to a schema (structured_output).
+    agent = make_agent(
+        tools=["test-echo"],
+        model_config=ModelConfigFactory(structured_output=True),
+        fallback_model_config=ModelConfigFactory(structured_output=True),
+        memory_enabled=True,
+    )
     AgentTool.objects.create(agent=agent, tool=_http_tool())
     GuardrailRule.objects.create(agent=agent, side="input", kind="blocked_terms", terms="x", action="block")
     GuardrailRule.objects.create(agent=agent, side="output", kind="blocked_pattern", pattern="y+", action="flag")

@@ -4,7 +4,7 @@ a 429 and Retry-After."""
 
 import math
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from unittest import mock
 
@@ -14,9 +14,9 @@ from django.contrib.auth.models import Permission
 from django.test import AsyncClient
 from django.utils import timezone
 
-from api.throttles import EndUserLimited, EndUserMessageThrottle, end_user_limits_check
 from conversations.end_users import day_bounds
-from conversations.models import Conversation, Run
+from conversations.models import Conversation, Run, RunTrigger
+from engine.admission_limits import AdmissionRefused, end_user_limits_check
 from tests.api_helpers import client_for, make_user, token_for
 from tests.factories import make_agent
 from tests.llm_helpers import agent_on
@@ -203,15 +203,15 @@ def test_messages_per_minute_per_end_user_answer_429_with_retry_after(api, agent
     assert [_post(api, _create(api, agent).json()["id"]).status_code for _ in range(3)] == [202] * 3
 
 
-def test_the_minute_window_slides(agent, monkeypatch):
+def test_the_minute_window_slides(agent):
     agent.end_user_messages_per_minute = 2
     bob = _someone()
 
     def check(now: float):
-        monkeypatch.setattr(EndUserMessageThrottle, "timer", staticmethod(lambda: now))
+        at = datetime.fromtimestamp(now, UTC)
         try:
-            end_user_limits_check(SimpleNamespace(), agent=agent, owner_id=1, end_user=bob)
-        except EndUserLimited as exc:
+            end_user_limits_check(agent=agent, owner_id=1, end_user=bob, trigger=RunTrigger.API, now=at)
+        except AdmissionRefused as exc:
             return exc.retry_after
         return None
 

@@ -2,10 +2,11 @@
 fork which run; bad bodies; and how runs and their steps show forks."""
 
 import pytest
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
 from rest_framework.test import APIClient
 
 from agents.models import Agent
+from agents.releases import version_publish
 from agents.services import agent_version_current
 from api.runs import RunDetailSerializer
 from conversations.models import Conversation, LLMCall, Message, Run, ToolInvocation
@@ -69,6 +70,12 @@ def _forked(api, run, **body) -> Run:
     return advance(Run.objects.get(pk=response.json()["id"]))
 
 
+def _grant(user, *names: str) -> None:
+    for name in names:
+        app_label, codename = name.split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+
+
 def _error(response, status: int) -> str:
     assert response.status_code == status, response.content
     body = response.json()
@@ -104,7 +111,8 @@ def test_a_replay_copies_the_steps_before_and_gives_the_write_its_recorded_resul
     ]
 
 
-def test_another_version_runs_from_the_fork_point(api, source, agent, fake_llm):
+def test_another_version_runs_from_the_fork_point(api, source, agent, fake_llm, forker):
+    _grant(forker, "agents.test_agent_version")
     Agent.objects.filter(pk=agent.pk).update(model_config=fake_model(fake_llm, OTHER_MODEL))
     assert agent_version_current(agent=Agent.objects.get(pk=agent.pk)).number == 2  # the draft
     for version in (2, "2", "draft"):
@@ -115,7 +123,8 @@ def test_another_version_runs_from_the_fork_point(api, source, agent, fake_llm):
         assert fork.fork_change["version"] == 2
 
 
-def test_another_model_config_answers_from_the_fork_point(api, source, fake_llm):
+def test_another_model_config_answers_from_the_fork_point(api, source, fake_llm, forker):
+    _grant(forker, "agents.change_modelconfig")
     other = fake_model(fake_llm, OTHER_MODEL)
     fork = _forked(api, source, step=2, change="model", model_config=other.pk)
     assert fork.status == "completed", fork.error
@@ -186,6 +195,40 @@ def test_a_run_lists_its_forks_newest_first_and_the_list_shows_where_forks_came_
     assert "by_id" not in listed[first]["fork_change"] and "forks" not in listed[first]
 
 
+def test_the_list_leaves_large_texts_to_the_run_itself(api, source, forker):
+    """A list page holds many runs: an edited result, an edited message or write results (each up
+    to 100,000 characters) are the run's page's, not the list's."""
+    write = ToolInvocation.objects.get(run=source, tool_name="test-counter")
+    edited = _fork(
+        api,
+        source,
+        step=2,
+        change="tool_result",
+        tool_call_id=write.tool_call_id,
+        result="R" * 100_000,
+        write_results={"test-counter": "W" * 100_000},
+    ).json()["id"]
+    retold = _fork(api, source, step=1, change="user_message", message="say " + "m" * 99_000).json()["id"]
+
+    response = api.get("/api/v1/runs/")
+    listed = {run["id"]: run for run in response.json()["results"]}
+    assert len(response.content) < 20_000
+    assert listed[edited]["fork_change"] == {
+        "kind": "tool_result",
+        "tool_call_id": write.tool_call_id,
+        "real_writes": False,
+        "by": forker.username,
+    }
+    assert listed[retold]["fork_change"] == {"kind": "user_message", "real_writes": False, "by": forker.username}
+    assert len(listed[retold]["input"]) == 500 and listed[retold]["input"].endswith("…")
+    assert listed[str(source.pk)]["input"] == "say yo"  # a short text is whole
+
+    detail = api.get(f"/api/v1/runs/{edited}/").json()
+    assert detail["fork_change"]["result"] == "R" * 100_000
+    assert detail["fork_change"]["write_results"] == {"test-counter": "W" * 100_000}
+    assert api.get(f"/api/v1/runs/{retold}/").json()["input"] == "say " + "m" * 99_000
+
+
 def test_another_users_forks_are_not_listed(source, api):
     other = user_with("conversations.fork_run", "conversations.view_run")  # staff: sees every run
     theirs = _fork(client_for(other), source, step=1).json()["id"]
@@ -222,6 +265,60 @@ def test_a_session_needs_the_permission_too(source, forker):
     assert _fork(client, source, step=1).status_code == 202
     client.force_login(user_with(staff=True))
     _error(_fork(client, source, step=1), 403)
+
+
+def test_choosing_a_version_takes_the_permission_a_posted_message_asks(api, source, agent, forker):
+    """The messages API's rule (agents.run_choices): a user who may fork but not test versions
+    cannot run the draft through a fork either."""
+    Agent.objects.filter(pk=agent.pk).update(system_prompt="An unpublished prompt.")
+    for version in ("draft", "published", str(source.agent_version.number)):
+        refused = _error(_fork(api, source, step=2, change="version", version=version), 403)
+        assert refused == "Choosing the version to run takes the permission to test agent versions."
+    posted = api.post(
+        f"/api/v1/conversations/{source.conversation_id}/messages/",
+        {"content": "say hi", "version": "draft"},
+        format="json",
+    )
+    assert _error(posted, 403) == refused
+    assert Run.objects.filter(forked_from=source).count() == 0
+
+    _grant(forker, "agents.test_agent_version")
+    fork = _forked(api, source, step=2, change="version", version="draft")
+    assert fork.status == "completed", fork.error
+    assert fork.agent_version.snapshot["agent"]["system_prompt"] == "An unpublished prompt."
+
+
+def test_a_run_of_a_version_never_published_is_forked_only_with_the_permission(api, source, agent):
+    """A fork that names no version runs its source's: one that never served live traffic (a
+    tester's draft run) is a version chosen all the same."""
+    version_publish(agent=agent, user=user_with(superuser=True), note="Live.")
+    Agent.objects.filter(pk=agent.pk).update(system_prompt="A draft.")
+    draft = agent_version_current(agent=Agent.objects.get(pk=agent.pk))
+    assert draft.published_at is None
+    Run.objects.filter(pk=source.pk).update(agent_version=draft)
+    assert "never published" in _error(_fork(api, source, step=2), 403)
+    assert Run.objects.filter(forked_from=source).count() == 0
+
+    # A version that served live traffic is forked freely.
+    Run.objects.filter(pk=source.pk).update(agent_version=Agent.objects.get(pk=agent.pk).published_version)
+    assert _fork(api, source, step=2).status_code == 202
+
+
+def test_a_model_config_the_agent_does_not_use_takes_the_permission(api, source, agent, forker, fake_llm):
+    other = fake_model(fake_llm, OTHER_MODEL)
+    refused = _error(_fork(api, source, step=2, change="model", model_config=other.pk), 403)
+    assert "permission to change model configs" in refused and other.name in refused
+    assert Run.objects.filter(forked_from=source).count() == 0
+
+    # The agent's fallback is a config it uses: trying the run on it needs nothing more.
+    Agent.objects.filter(pk=agent.pk).update(fallback_model_config=other)
+    fork = _forked(api, source, step=2, change="model", model_config=other.pk)
+    assert fork.status == "completed" and last_answer(fork) == "another model's answer"
+
+    Agent.objects.filter(pk=agent.pk).update(fallback_model_config=None)
+    assert _fork(api, source, step=2, change="model", model_config=other.pk).status_code == 403
+    _grant(forker, "agents.change_modelconfig")
+    assert _fork(api, source, step=2, change="model", model_config=other.pk).status_code == 202
 
 
 # --- bad requests ------------------------------------------------------------------------------------
@@ -283,13 +380,14 @@ def test_bad_bodies_are_a_400_naming_the_field(api, source, body, field):
         ({"step": 1, "change": "tool_result", "tool_call_id": "call_nope", "result": "x"}, "no tool call"),
     ],
 )
-def test_forks_that_cannot_be_made_are_a_400_saying_why(api, source, body, message):
+def test_forks_that_cannot_be_made_are_a_400_saying_why(api, source, forker, body, message):
+    _grant(forker, "agents.test_agent_version")  # a version may be named: what is wrong is the rest
     assert message in _error(_fork(api, source, **body), 400)
     assert Run.objects.filter(forked_from=source).count() == 0
 
 
 def test_an_unknown_model_config_is_a_400(api, source):
-    # A model config has no active flag (engine.forks): any that exists may be tried.
+    # A model config has no active flag (engine.forks): any that exists may be tried, by those allowed.
     assert "no model config 1000000000" in _error(_fork(api, source, step=2, change="model", model_config=10**9), 400)
 
 

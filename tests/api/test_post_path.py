@@ -165,13 +165,13 @@ def budgets(settings, monkeypatch):
         for throttle in (throttles.ApiUserThrottle, throttles.RunStartThrottle)
     ]
     redis.Redis.from_url(django_settings.CACHES["default"]["LOCATION"]).delete(*keys)
-    script = throttles._sliding_windows()
+    script = throttles.sliding_windows()
 
     def counted(**kwargs):
         calls.append(len(kwargs["keys"]))
         return script(**kwargs)
 
-    monkeypatch.setattr(throttles, "_sliding_windows", lambda: counted)
+    monkeypatch.setattr(throttles, "sliding_windows", lambda: counted)
     return SimpleNamespace(user=user, keys=keys, calls=calls)
 
 

@@ -101,7 +101,8 @@ def test_a_trip_whose_weather_call_was_rejected_plans_no_route(demo_agent, appro
     assert "没有规划路线" in _readable(last_answer(run))
 
 
-def test_the_commands_wait_through_an_approval_and_print_the_outcome(demo_agent, approver):
+def test_the_commands_wait_through_an_approval_and_print_the_outcome(demo_agent, approver, settings):
+    settings.AGENTRY_PUBLIC_URL = "https://agentry.example.com"
     run = _parked(demo_agent, WEATHER)
     approval = Approval.objects.get(run=run)
     reported = []
@@ -118,6 +119,8 @@ def test_the_commands_wait_through_an_approval_and_print_the_outcome(demo_agent,
     assert ended.status == "completed"
     assert reported == [
         f"  waiting for approval {approval.pk}: mojitianqi-DayWeather "
-        f"{json.dumps(approval.arguments, ensure_ascii=False)} "
-        f"(decide at /approvals/ or POST /api/v1/approvals/{approval.pk}/decision/)"
+        f"{json.dumps(approval.arguments, ensure_ascii=False)} (run {run.pk})",
+        f"    decide at https://agentry.example.com/approvals/{approval.pk}/ "
+        "(queue: https://agentry.example.com/approvals/), "
+        f"or POST https://agentry.example.com/api/v1/approvals/{approval.pk}/decision/",
     ]

@@ -105,6 +105,8 @@ def _change_posts(fake_llm, source) -> dict:
 
 @pytest.mark.parametrize("kind", list(ForkChange))
 def test_each_change_posted_makes_a_fork_and_shows_it_beside_its_source(client, fake_llm, source, forker, kind):
+    # Choosing the version or another model config takes its own permission (agents.run_choices).
+    forker.user_permissions.add(*Permission.objects.filter(codename__in=["test_agent_version", "change_modelconfig"]))
     step, data = _change_posts(fake_llm, source)[kind]
     response = client.post(_fork_url(source, step), data)
 
@@ -225,6 +227,8 @@ def test_a_fork_with_no_change_shows_no_difference(client, source, forker):
 def test_a_step_only_one_side_has_is_shown_empty_on_the_other(client, fake_llm, source, forker):
     # The other model answers at once: the fork has no step 3.
     quick = fake_model(fake_llm, {"scenarios": [{"match": ".", "steps": [{"content": "quick"}]}]})
+    forker.user_permissions.add(Permission.objects.get(codename="change_modelconfig"))
+    forker = get_user_model().objects.get(pk=forker.pk)  # a fresh object: no cached permissions
     fork = _fork(source, forker, step=2, change=ForkChange.MODEL, model_config_id=quick.pk)
     rows = {row["step"]: row for row in fork_comparison(fork)["rows"]}
     assert rows[3]["fork"]["present"] is False and rows[3]["differs"]["any"]

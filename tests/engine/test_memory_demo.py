@@ -15,6 +15,7 @@ from conversations.models import LLMCall, Run, RunStatus, ToolInvocation
 from conversations.selectors import run_final_answer
 from demo.memory import MEMORY_END_USER, MEMORY_QUESTIONS, memory_demo_fresh_start
 from demo.seed import DEMO_MEMORY_AGENT, DEMO_TOOLS, demo_memory_seed, demo_seed
+from engine.memory import MEMORY_CLOSE, MEMORY_HEADING, MEMORY_OPEN
 from memory.models import Memory, MemoryChange, MemoryUse
 from memory.services import memory_scope
 
@@ -31,9 +32,9 @@ def _asks(body: dict, question: str) -> bool:
 
 
 def _shown(body: dict) -> str | None:
-    """The memory message of a request: the system message right after the system prompt."""
+    """The memory block of a request: the user-role message before the conversation."""
     second = body["messages"][1]
-    return second["content"] if second["role"] == "system" else None
+    return second["content"] if second["content"].startswith(MEMORY_OPEN) else None
 
 
 @pytest.mark.e2e
@@ -62,7 +63,7 @@ def test_the_memory_scene_remembers_where_the_end_user_lives(worker, fake_llm):
     # (The memory row was updated in place since: its id is what the call was shown.)
     assert [use.memory_id for use in MemoryUse.objects.filter(llm_call=first_call)] == [added.memory_id]
     shown = [_shown(body) for body in fake_llm.requests("demo") if _asks(body, "明天天气如何？")]
-    assert shown[0] == "Long-term memory about this user (from earlier conversations; may be out of date):\n- 住在成都"
+    assert shown[0] == f'{MEMORY_OPEN}\n{MEMORY_HEADING}\n- fact: "住在成都"\n{MEMORY_CLOSE}'
     assert _weather_cities(asked) == ["成都市"]
     assert run_final_answer(run=asked).content.startswith("您之前说过住在成都。明天")
     assert not MemoryChange.objects.filter(run=asked).exists()
@@ -74,7 +75,7 @@ def test_the_memory_scene_remembers_where_the_end_user_lives(worker, fake_llm):
 
     # 4. The next answer uses the new city.
     assert _weather_cities(asked_again) == ["重庆市"]
-    assert shown[-1].endswith("\n- 住在重庆")
+    assert shown[-1].endswith(f'\n- fact: "住在重庆"\n{MEMORY_CLOSE}')
     assert "重庆" in run_final_answer(run=asked_again).content
     (memory,) = Memory.objects.filter(end_user=MEMORY_END_USER)
     assert (memory.statement, memory.source_run_id) == ("住在重庆", moved.pk)

@@ -109,7 +109,10 @@ def test_an_extraction_updates_and_deletes_held_memories(scripted_agent, fake_ll
 @pytest.mark.parametrize(
     "answer, reason",
     [
-        ("好的，我记住了你住在成都。", "malformed memory extraction: the answer is not JSON"),
+        (
+            "好的，我记住了你住在成都。",
+            'malformed memory extraction: the answer holds no JSON object {"changes": [...]}',
+        ),
         ('{"memories": ["住在成都"]}', "malformed memory extraction"),
         ('{"changes": [{"action": "add", "statement": "住在成都"}]}', "malformed memory extraction: change 1"),
         ('{"changes": [{"action": "forget", "id": "x"}]}', "malformed memory extraction: change 1"),
@@ -191,6 +194,7 @@ def test_an_end_user_forgotten_while_the_extraction_runs_is_not_remembered(scrip
 
     from django.db import connection
 
+    from conversations.end_users import EndUser
     from memory.forget import ERASED, end_user_forget
 
     def extract():
@@ -207,7 +211,7 @@ def test_an_end_user_forgotten_while_the_extraction_runs_is_not_remembered(scrip
         extracting = Thread(target=extract)
         extracting.start()
         held.wait_arrived()
-        end_user_forget(owner_id=run.conversation.owner_id, end_user="u1", requested_by=None, channel="api")
+        end_user_forget(person=EndUser(run.conversation.owner_id, "u1"), requested_by=None, channel="api")
         held.release()
         extracting.join(timeout=30)
     assert not extracting.is_alive()

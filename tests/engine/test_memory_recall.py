@@ -1,6 +1,8 @@
 """Memories shown to a run: at its first step the end user's most relevant memories go into one
-system message right after the system prompt, within the context budget; every model call of the
+user-role block of quoted notes before the conversation, within the context budget; every model call of the
 run records them (MemoryUse) and is shown the same ones; a version without memory pays nothing."""
+
+import json
 
 import pytest
 from django.db import connection
@@ -8,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.providers.base import estimate_message_tokens
 from conversations.services import conversation_create
-from engine.memory import BUDGET_SHARE, MEMORY_HEADING, memory_message
+from engine.memory import BUDGET_SHARE, MEMORY_CLOSE, MEMORY_HEADING, MEMORY_OPEN, memory_message
 from memory.models import Memory, MemoryUse
 from memory.services import MemoryProposal, memory_apply
 from tests.api_helpers import make_user
@@ -48,6 +50,13 @@ def _sent(fake_llm, agent) -> list[list[dict]]:
     return [request["messages"] for request in fake_llm.requests(agent.model_config.model)]
 
 
+def shown_and_said(message: dict) -> tuple[list[str], str]:
+    """The memory block's lines and the user's own words of the user message the block opens."""
+    block, close, said = message["content"].partition(MEMORY_CLOSE + "\n\n")
+    assert message["role"] == "user" and close, message
+    return (block + MEMORY_CLOSE).split("\n"), said
+
+
 def test_the_first_step_shows_the_most_relevant_memories_after_the_system_prompt(scripted_agent, fake_llm, extractions):
     agent = scripted_agent(ANSWER, memory_enabled=True, system_prompt="你是天气助手。")
     owner = make_user()
@@ -60,11 +69,12 @@ def test_the_first_step_shows_the_most_relevant_memories_after_the_system_prompt
     assert run.status == "completed"
     [messages] = _sent(fake_llm, agent)
     assert messages[0] == {"role": "system", "content": "你是天气助手。"}
-    assert messages[1]["role"] == "system"
-    lines = messages[1]["content"].split("\n")
+    # Data about the user, not instructions: a user-role block, never a system message. It opens
+    # the user's message, so that user and assistant turns still alternate.
+    lines, said = shown_and_said(messages[1])
     # The memory that shares words with the question first, then the newest of the others.
-    assert lines == [MEMORY_HEADING, "- 住在成都", "- 喜欢猫"]
-    assert messages[2] == {"role": "user", "content": "成都明天天气如何？"}
+    assert lines == [MEMORY_OPEN, MEMORY_HEADING, '- fact: "住在成都"', '- fact: "喜欢猫"', MEMORY_CLOSE]
+    assert said == "成都明天天气如何？" and len(messages) == 2
     uses = list(MemoryUse.objects.filter(run=run).order_by("rank"))
     assert [(use.memory_id, use.rank) for use in uses] == [(held[0].pk, 1), (held[1].pk, 2)]
     assert {use.llm_call.purpose for use in uses} == {"step"}
@@ -97,7 +107,8 @@ def test_later_steps_show_what_the_first_was_shown(scripted_agent, fake_llm, ext
 
     assert run.status == "completed"
     first, second = _sent(fake_llm, agent)
-    assert first[1] == second[1] == memory_message([city])
+    assert first[1] == second[1]
+    assert first[1]["content"].startswith(memory_message([city])["content"] + "\n\n")
     uses = list(MemoryUse.objects.filter(run=run).order_by("llm_call_id", "rank"))
     assert len(uses) == 2 and {use.memory_id for use in uses} == {city.pk}
     assert len({use.llm_call_id for use in uses}) == 2
@@ -108,7 +119,7 @@ def test_later_steps_show_what_the_first_was_shown(scripted_agent, fake_llm, ext
 def test_memories_fit_a_quarter_of_the_context_budget_lowest_ranked_dropped_first(
     scripted_agent, fake_llm, extractions
 ):
-    agent = scripted_agent(ANSWER, memory_enabled=True, memory_shown=10, context_token_budget=400)
+    agent = scripted_agent(ANSWER, memory_enabled=True, memory_shown=10, context_token_budget=1200)
     owner = make_user()
     statements = [f"记住第{n}件事：" + "很长的说明" * 12 for n in range(6)]
     remembered(agent, owner, "u1", *statements)
@@ -117,11 +128,12 @@ def test_memories_fit_a_quarter_of_the_context_budget_lowest_ranked_dropped_firs
     run = advance(start_run(agent, "你好", conversation))
 
     [messages] = _sent(fake_llm, agent)
-    shown = [line[2:] for line in messages[1]["content"].split("\n")[1:]]
+    lines, _ = shown_and_said(messages[1])
+    shown = [json.loads(line.removeprefix("- fact: ")) for line in lines[2:-1]]
     # Newest first when nothing matches; as many as fit, the rest dropped from the end.
     assert 0 < len(shown) < len(statements)
     assert shown == list(reversed(statements))[: len(shown)]
-    assert estimate_message_tokens(messages[1]) <= 400 // BUDGET_SHARE
+    assert estimate_message_tokens({"role": "user", "content": "\n".join(lines)}) <= 1200 // BUDGET_SHARE
     assert MemoryUse.objects.filter(run=run).count() == len(shown)
 
 

@@ -8,7 +8,7 @@ import pytest
 from conversations.models import LLMCall, RunStatus
 from conversations.services import conversation_create
 from engine.admission import message_post
-from engine.memory import MEMORY_HEADING
+from engine.memory import MEMORY_CLOSE, MEMORY_HEADING, MEMORY_OPEN
 from memory.models import Memory, MemoryUse
 from tests.api_helpers import make_user
 from tests.helpers import wait_for
@@ -58,6 +58,12 @@ def test_a_new_conversation_of_the_end_user_is_shown_what_the_last_one_told(work
     [request] = [
         body
         for body in fake_llm.requests(agent.model_config.model)
-        if body["messages"][-1]["content"] == "明天天气如何？"
+        if body["messages"][-1]["content"].endswith("明天天气如何？")
     ]
-    assert request["messages"][1]["content"] == f"{MEMORY_HEADING}\n- 住在成都"
+    # The block opens the user's message: user and assistant turns still alternate.
+    assert request["messages"][1:] == [
+        {
+            "role": "user",
+            "content": f'{MEMORY_OPEN}\n{MEMORY_HEADING}\n- fact: "住在成都"\n{MEMORY_CLOSE}\n\n明天天气如何？',
+        }
+    ]

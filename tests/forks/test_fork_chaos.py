@@ -1,6 +1,8 @@
 """Forks under chaos: forks of runs that booked through the counting service are taken by
 workers SIGKILLed at random; at the end every fork ended, nothing is left open, and the counting
-service saw exactly the source runs' writes (a fork never books again)."""
+service saw exactly the source runs' writes (a fork never books again). How many kills landed
+while forks were in flight depends on the machine's speed (on a loaded one the forks may all end
+before the last kill), so the test holds the outcome, not the count of kills."""
 
 import random
 import time
@@ -10,7 +12,7 @@ import pytest
 from bench import counting_service
 from bench.chaos_checks import chaos_report
 from bench.chaos_setup import WRITE_TOOL, chaos_agent, chaos_script
-from conversations.models import TERMINAL_STATUSES, Approval, ForkChange, Run, ToolInvocation
+from conversations.models import TERMINAL_STATUSES, Approval, ForkChange, LLMCall, Run, ToolInvocation
 from conversations.services import conversation_create
 from engine.admission import message_post
 from engine.approvals import approval_decide
@@ -92,7 +94,7 @@ def test_forks_under_killed_workers_never_book_again(worker, fake_llm, boss):
             for n, source in enumerate(Run.objects.filter(pk__in=sources))
             for request in _fork_requests(source, n)
         ]
-        kills = _until_ended(forks, worker=worker, rng=rng, kills=3)
+        _until_ended(forks, worker=worker, rng=rng, kills=3)
         # A fork never asks anyone: none has an approval to wait for.
         assert not Approval.objects.filter(run__in=forks).exists()
         wait_for(lambda: not Run.objects.filter(pk__in=forks).exclude(status__in=TERMINAL_STATUSES).exists())
@@ -101,7 +103,7 @@ def test_forks_under_killed_workers_never_book_again(worker, fake_llm, boss):
     finally:
         stop()
 
-    assert kills == 3 and all(report[key] == 0 for key in PROBLEMS), report
+    assert all(report[key] == 0 for key in PROBLEMS), report
     assert report["statuses"] == {"completed": len(forks)}, report
     # Zero repeats: the effective writes are the sources', each delivered once.
     assert summary["keys"] == SOURCES and summary["requests"] == SOURCES and summary["redelivered_keys"] == 0
@@ -112,4 +114,14 @@ def test_forks_under_killed_workers_never_book_again(worker, fake_llm, boss):
         # or refused unrun: never executed by the fork.
         assert write.copied or write.simulated or write.error == "not run in a fork", write
         assert write.idempotency_key not in summary["per_key"]
-    assert report["recoveries"] >= 1, report  # the kills landed while forks were in flight
+    for fork in Run.objects.filter(pk__in=forks):
+        # The steps before the fork point (and an edited result's own step) copied, once each;
+        # the rest made by the fork itself, each step answered once whatever worker died.
+        copied = set(range(1, fork.fork_step))
+        if fork.fork_change["kind"] == ForkChange.TOOL_RESULT:
+            copied.add(fork.fork_step)
+        calls = list(
+            LLMCall.objects.filter(run=fork, purpose="step", status="succeeded").values_list("iteration", "copied")
+        )
+        assert sorted(iteration for iteration, was_copied in calls if was_copied) == sorted(copied), calls
+        assert sorted(iteration for iteration, _ in calls) == list(range(1, fork.iterations + 1)), calls

@@ -15,7 +15,7 @@ from conversations.services import conversation_create
 from engine.approvals import approval_decide
 from engine.forks import ForkInvalid, ForkNotAllowed, ForkRequest, run_fork
 from engine.invocations import REAL_WRITE_REASON
-from engine.memory import memory_extract
+from engine.memory import MEMORY_OPEN, memory_extract
 from engine.runs import run_cancel
 from memory.models import Memory
 from tests.engine.test_memory_recall import remembered
@@ -323,11 +323,11 @@ def test_a_fork_neither_recalls_nor_extracts_memories(
     agent = scripted_agent(script, memory_enabled=True)
     remembered(agent, boss, "u1", "lives in Chengdu")
     source = advance(start_run(agent, "I like tea", conversation_create(agent=agent, owner=boss, end_user="u1")))
-    assert "Long-term memory" in str(LLMCall.objects.get(run=source).request)
+    assert MEMORY_OPEN in str(LLMCall.objects.get(run=source).request)
     with django_capture_on_commit_callbacks(execute=True):
         fork = _fork(source, boss, step=1)
     assert fork.status == "completed"
-    assert "Long-term memory" not in str(LLMCall.objects.get(run=fork).request)
+    assert MEMORY_OPEN not in str(LLMCall.objects.get(run=fork).request)
     assert memory_extract(run_id=fork.pk) is None
     assert not LLMCall.objects.filter(run=fork, purpose="memory").exists()
     assert list(Memory.objects.values_list("statement", flat=True)) == ["lives in Chengdu"]

@@ -57,6 +57,7 @@ def test_kinds_are_pinned_in_one_order_however_they_were_named():
         ("memory_kinds", ["fact"], lambda s: s["memory"]["kinds"] == ["fact"]),
         ("memory_shown", 2, lambda s: s["memory"]["shown"] == 2),
         ("memory_ttl_days", 7, lambda s: s["memory"]["ttl_days"] == 7),
+        ("memory_daily_tokens", 5000, lambda s: s["memory"]["daily_tokens"] == 5000),
     ],
 )
 def test_a_change_of_a_memory_setting_pins_a_new_version(field, value, shows):
@@ -76,6 +77,30 @@ def test_unknown_or_repeated_kinds_are_refused_when_the_agent_is_saved(kinds):
     with pytest.raises(ValidationError) as refused:
         agent.full_clean()
     assert "memory_kinds" in refused.value.message_dict
+
+
+def test_a_model_config_that_keeps_to_a_schema_says_so_in_its_snapshot_and_anthropic_cannot():
+    agent = make_agent(memory_enabled=True)
+    before = snapshot_build(agent=agent)
+    assert "structured_output" not in before["model"]
+    config = agent.model_config
+    config.structured_output = True
+    config.full_clean()
+    config.save()
+    agent.refresh_from_db()
+    assert snapshot_build(agent=agent)["model"]["structured_output"] is True
+
+    config.provider = "anthropic"
+    with pytest.raises(ValidationError) as refused:
+        config.full_clean()
+    assert "structured_output" in refused.value.message_dict
+
+
+def test_a_daily_extraction_budget_below_one_token_is_refused():
+    agent = make_agent(memory_enabled=True, memory_daily_tokens=0)
+    with pytest.raises(ValidationError) as refused:
+        agent.full_clean()
+    assert "memory_daily_tokens" in refused.value.message_dict
 
 
 def _form(agent, **changes) -> dict:

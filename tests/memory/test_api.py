@@ -46,6 +46,7 @@ def test_the_caller_lists_only_their_own_end_user_s_memories(owner):
     assert set(listed) == {
         "id",
         "scope",
+        "channel",
         "kind",
         "statement",
         "source_run",

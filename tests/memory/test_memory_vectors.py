@@ -38,6 +38,7 @@ from tests.api_helpers import make_user
 from tests.engine.test_memory_recall import extractions  # noqa: F401 (a fixture)
 from tests.factories import ModelConfigFactory, make_agent
 from tests.ledger import ledger_run
+from tests.llm_helpers import assert_totals_match_calls
 from tests.memory.test_agent_settings import _form
 from tests.runs import advance, start_run
 
@@ -132,6 +133,35 @@ def test_each_apply_embeds_its_statements_in_one_call_of_the_run_and_a_search_it
     assert (searched.iteration, searched.request["input"]) == (3, [QUERY])
     vegan.refresh_from_db()
     assert vegan.embedding["vector"] != Memory.objects.get(statement="Likes tea").embedding["vector"]
+
+
+def test_an_apply_embeds_before_it_takes_the_end_users_lock_and_the_call_counts_on_the_run(owner, embedder, run):
+    """A slow embedding endpoint holds no lock: the statements are embedded (the call's row
+    completed) before the transaction that takes the end user's lock; the call's tokens and cost
+    are on the run's totals."""
+    with CaptureQueriesContext(connection) as applied:
+        memory_apply(
+            scope=SCOPE,
+            owner_id=owner.pk,
+            end_user="u1",
+            proposals=[MemoryProposal("add", "fact", "Is vegan")],
+            source="extraction",
+            kinds=KINDS,
+            ttl_days=None,
+            run=run,
+            embedding_model=embedder,
+        )
+    statements = [query["sql"] for query in applied.captured_queries]
+    locked = next(index for index, sql in enumerate(statements) if "pg_advisory_xact_lock" in sql)
+    embedded = max(
+        index for index, sql in enumerate(statements) if sql.startswith(f'UPDATE "{LLMCall._meta.db_table}"')
+    )
+    assert embedded < locked
+    assert Memory.objects.get().embedding["model"] == f"{embedder.pk}:fake-embedding"
+    [call] = _embedding_calls(run)
+    run.refresh_from_db()
+    assert (run.total_tokens, run.prompt_tokens, run.cost) == (call.total_tokens, call.prompt_tokens, call.cost)
+    assert call.total_tokens > 0 and call.cost > 0
 
 
 def test_memories_without_a_vector_of_this_model_are_embedded_by_the_next_search(owner, embedder, run):
@@ -242,7 +272,7 @@ def test_the_version_pins_the_embedding_model_and_a_run_searches_with_it(owner, 
     assert pinned.number == without.number + 1
     assert set(pinned.snapshot["memory"]) == MemorySnapshot.__required_keys__ | {"embedding_model"}
     model = pinned.snapshot["memory"]["embedding_model"]
-    assert set(model) == set(ModelSnapshot.__annotations__) and "api_key" not in model
+    assert set(model) == set(ModelSnapshot.__required_keys__) and "api_key" not in model
     assert (model["id"], model["base_url"], model["model"]) == (embedder.pk, fake_llm.api_base, "fake-embedding")
     # Editing the config itself (not the agent) pins a new version too, also where the version
     # was found by the agent's configuration state.
@@ -326,4 +356,7 @@ def test_a_run_s_extraction_stores_its_memories_with_vectors_and_the_next_run_fi
     second = advance(start_run(agent, QUERY, conversation_create(agent=agent, owner=owner, end_user="u1")))
     [searched] = _embedding_calls(second)
     assert searched.request["input"] == [QUERY]
+    # Both runs' totals are the sum of their calls, their embeddings included.
+    assert_totals_match_calls(first)
+    assert_totals_match_calls(second)
     assert MemoryUse.objects.get(run=second).memory.statement == "Is vegan"

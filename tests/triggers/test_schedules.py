@@ -15,6 +15,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from conversations.models import Conversation, Run, RunEvent
+from conversations.services import conversation_create
+from engine.admission import message_post
 from tests.runs import advance
 from triggers.models import Schedule
 from triggers.schedules import schedules_fire_due
@@ -91,6 +93,26 @@ def test_a_fire_that_cannot_render_or_post_fails_and_the_others_still_fire(scrip
     assert good.fires.get().outcome == "started"
     broken.refresh_from_db()
     assert broken.next_fire_at == NINE + timedelta(days=1)  # moved on, not retried every tick
+
+
+@pytest.mark.django_db
+def test_a_fire_over_the_agents_limit_per_end_user_is_skipped_with_the_reason(scripted_agent):
+    # The end user "ops" (of no application, as the schedule's) spent today's tokens another way.
+    agent = scripted_agent(ANSWER, end_user_tokens_per_day=100)
+    earlier = message_post(conversation=conversation_create(agent=agent, end_user="ops"), content="hi")
+    Run.objects.filter(pk=earlier.pk).update(total_tokens=100)
+    schedule = make_schedule(agent, conversation_policy="same")
+    assert schedules_fire_due(now=NINE) == {"skipped_limited": 1}
+    fire = schedule.fires.get()
+    assert fire.run is None and "used 100 tokens" in fire.detail and "limit of 100" in fire.detail
+    schedule.refresh_from_db()
+    # The conversation the fire opened went with it; the schedule moves on to its next fire.
+    assert schedule.conversation is None and schedule.next_fire_at == NINE + timedelta(days=1)
+    assert Conversation.objects.filter(agent=agent).count() == 1
+    # Another application's end user of the same id is another person.
+    theirs = make_schedule(agent, name="theirs", owner=get_user_model().objects.create_user("app"))
+    assert schedules_fire_due(now=NINE + timedelta(days=1)) == {"started": 1, "skipped_limited": 1}
+    assert theirs.fires.get().outcome == "started"
 
 
 @pytest.mark.django_db(transaction=True)

@@ -13,7 +13,7 @@ import pytest
 from fakellm.app import create_app
 from fakellm.conversation import from_anthropic, from_openai
 from fakellm.loader import load_default_scripts
-from fakellm.memory import MEMORY_HEADING, extraction_changes, said_in, shown_memories
+from fakellm.memory import MEMORY_CLOSE, MEMORY_OPEN, extraction_changes, said_in, shown_memories
 from fakellm.script import Script
 from fakellm.validation import ScriptError
 
@@ -39,8 +39,15 @@ def extraction(conversation: list[dict], held=(), kinds=("fact", "preference", "
     }
 
 
+def memory_block(*statements: str) -> str:
+    """The engine's memory block (engine/memory.py's memory_message): delimited, a heading, and
+    each statement quoted as a JSON string after its kind."""
+    quoted = [f"- fact: {json.dumps(s, ensure_ascii=False)}" for s in statements]
+    return "\n".join([MEMORY_OPEN, "Notes about this user.", *quoted, MEMORY_CLOSE])
+
+
 def memory_message(*statements: str) -> dict:
-    return {"role": "system", "content": "\n".join([MEMORY_HEADING, *(f"- {s}" for s in statements)])}
+    return {"role": "user", "content": memory_block(*statements)}
 
 
 def post(path: str, body: dict, scripts: dict | None = None) -> httpx.Response:
@@ -218,9 +225,14 @@ def test_malformed_memory_keys_are_refused(script, problem):
 
 
 def test_shown_memories_are_read_most_relevant_first():
-    system = f"{SYSTEM}\n{MEMORY_HEADING}\n- 住在重庆\n- 喜欢猫\n\nSomething else\n- not a memory"
-    assert shown_memories(system) == ["住在重庆", "喜欢猫"]
+    text = memory_block("住在重庆", '喜欢"猫"') + '\n- fact: "not a memory"'
+    assert shown_memories(text) == ["住在重庆", '喜欢"猫"']
     assert shown_memories(SYSTEM) == []
+
+
+def test_the_memory_block_is_not_what_the_user_said():
+    conversation = from_openai({"messages": [{"role": "system", "content": SYSTEM}, memory_message("住在成都")]})
+    assert conversation.last_user_text == "" and shown_memories(conversation.memory) == ["住在成都"]
 
 
 def ask_weather(*memories: str) -> dict:
@@ -263,14 +275,22 @@ def test_the_memory_message_is_found_over_the_anthropic_wire():
     body = {
         "model": "demo",
         "max_tokens": 200,
-        # The Anthropic provider joins the system messages with a blank line.
-        "system": f"{SYSTEM}\n\n{memory_message('住在成都')['content']}",
-        "messages": user("明天天气如何？"),
+        "system": SYSTEM,
+        # The Anthropic provider merges the memory block and the user's message into one.
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": memory_block("住在成都")},
+                    {"type": "text", "text": "明天天气如何？"},
+                ],
+            }
+        ],
     }
     conversation = from_anthropic(body)
+    assert conversation.last_user_text == "明天天气如何？" and conversation.system == SYSTEM
     step, groups = Script(SCRIPTS["demo"]).pick(conversation)
     assert groups["city"] == "成都" and step["tool_calls"][0]["arguments"]["city"] == "{city}市"
-    assert from_openai({"messages": [memory_message("住在成都")]}).system.startswith(MEMORY_HEADING)
 
 
 @pytest.mark.parametrize(

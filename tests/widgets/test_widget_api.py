@@ -3,6 +3,7 @@ long-lived, for another widget), CORS for allowed and refused origins and the pr
 user kept to their own conversations, the agent's limits per end user, the script and the hosted
 page, and the admin (secret shown once, rotation)."""
 
+import logging
 import time
 import uuid
 
@@ -10,6 +11,7 @@ import jwt
 import pytest
 from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
+from django.db import connection
 from django.test import Client
 
 from conversations.models import Conversation, Message, Run
@@ -115,6 +117,19 @@ def test_a_rotated_secret_refuses_old_tokens(widget):
     widget.secret = "wsec_rotated-secret-of-the-widget-012345678"
     widget.save()
     assert _open(widget, _client(token)).status_code == 401
+
+
+def test_a_secret_the_keys_cannot_read_is_a_503_saying_to_rotate_it_and_a_logged_error(widget, caplog):
+    token = end_user_token_sign(widget=widget, end_user="alice")
+    # As after AGENTRY_ENCRYPTION_KEYS changed: ciphertext no configured key decrypts.
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE widgets_widget SET secret = %s WHERE id = %s", ["gAAAAABnot-a-fernet-token", widget.pk])
+    with caplog.at_level(logging.ERROR, logger="platform_site.api_errors"):
+        response = _open(widget, _client(token))
+    assert response.status_code == 503
+    assert "rotate the secret" in response.json()["message"]
+    assert any("rotate it in the admin" in record.getMessage() for record in caplog.records)
+    assert not Conversation.objects.exists()
 
 
 def test_origins_allowed_refused_and_the_preflight(widget):

@@ -1,15 +1,20 @@
+import time
+
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import Agent
-from conversations.end_users import EndUserInvalid, end_user_clean
-from conversations.models import Conversation
-from conversations.services import conversation_create
-from demo.cli import RunWaitTimeout, format_run, pending_approvals, run_wait
-from engine.admission import message_post
+from conversations.end_users import EndUser, EndUserInvalid, end_user_clean, end_user_conversations
+from conversations.models import Conversation, RunTrigger
+from demo.cli import RunWaitTimeout, approval_waiting_lines, format_run_tree, run_tree_wait, site_url
+from engine.admission import conversation_start, message_post
+from engine.admission_limits import AdmissionRefused
 
 
 class Command(BaseCommand):
-    help = "Send one message to an agent through the real queue, wait for the run and print its timeline."
+    help = (
+        "Send one message to an agent through the real queue, wait for the run (and the runs it delegates to) "
+        "and print its timeline. A call that waits for approval is printed with where to decide it."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("message")
@@ -18,38 +23,64 @@ class Command(BaseCommand):
         parser.add_argument(
             "--end-user",
             default="",
-            help="speak as this end user (your id for them): a new conversation is theirs, and the agent's memory "
-            "of them applies",
+            help="speak as this end user of the platform's own (no application owns them, so no token speaks for "
+            "them): a new conversation is theirs, and the agent's memory of them applies. Forget them in the admin, "
+            "or through the API with ?owner=none (staff with the permission to forget end users)",
         )
         parser.add_argument(
             "--timeout", type=float, default=120, help="seconds to wait for the run, approvals included"
         )
+        parser.add_argument(
+            "--url",
+            default="",
+            help="the address Agentry is opened at, for the links to approvals (default: AGENTRY_PUBLIC_URL, "
+            "else http://127.0.0.1:8000 as scripts/dev.sh serves it by default)",
+        )
 
-    def handle(self, *args, message, agent, conversation, timeout, end_user, **options):
+    def handle(self, *args, message, agent, conversation, timeout, end_user, url, **options):
+        self.base_url, self.timeout = url or site_url(), timeout
         try:
             end_user = end_user_clean(end_user)
         except EndUserInvalid as exc:
             raise CommandError(f"--end-user: {exc}") from None
+        try:
+            run = self._post(message=message, agent=agent, conversation=conversation, end_user=end_user)
+        except AdmissionRefused as exc:
+            # The agent's limits per end user hold here as on every other way in.
+            raise CommandError(f"{exc.message} Try again in {exc.retry_after} s.") from None
+        self.started = time.monotonic()
+        try:
+            run = run_tree_wait(run_id=run.pk, timeout=timeout, on_pending=self._report_pending)
+        except RunWaitTimeout as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"conversation {run.conversation_id}")
+        self.stdout.write(format_run_tree(run))
+
+    def _post(self, *, message, agent, conversation, end_user):
+        """The run that answers `message`: in the conversation given, else in a new one, written
+        only if its message is admitted."""
         if conversation:
             conv = Conversation.objects.filter(pk=conversation).first()
             if conv is None:
                 raise CommandError(f"No conversation {conversation}.")
-            if end_user and conv.end_user != end_user:
-                # A conversation's end user is fixed when it starts.
-                raise CommandError(f"Conversation {conversation} is not with end user {end_user!r}.")
-        else:
-            found = Agent.objects.filter(slug=agent).first()
-            if found is None:
-                raise CommandError(f"No agent with slug {agent!r}; run agentry_seed_demo first.")
-            conv = conversation_create(agent=found, title=message[:80], end_user=end_user)
-        run = message_post(conversation=conv, content=message)
-        try:
-            run = run_wait(run_id=run.pk, timeout=timeout, on_park=self._report_park)
-        except RunWaitTimeout as exc:
-            raise CommandError(str(exc)) from exc
-        self.stdout.write(f"conversation {conv.pk}")
-        self.stdout.write(format_run(run))
+            # A conversation's end user is fixed when it starts; an application's end user of the
+            # same id is another person, whom the command does not speak for.
+            if end_user and not end_user_conversations(person=EndUser(None, end_user)).filter(pk=conv.pk).exists():
+                raise CommandError(
+                    f"Conversation {conversation} is not with end user {end_user!r} of the platform's own (no owner)."
+                )
+            return message_post(conversation=conv, content=message, trigger=RunTrigger.CLI)
+        found = Agent.objects.filter(slug=agent).first()
+        if found is None:
+            raise CommandError(f"No agent with slug {agent!r}; run agentry_seed_demo first.")
+        return conversation_start(
+            agent=found, user=None, content=message, title=message[:80], end_user=end_user, trigger=RunTrigger.CLI
+        )
 
-    def _report_park(self, run):
-        # Approving, editing or rejecting happens elsewhere; the command waits and prints the outcome.
-        self.stdout.write("\n".join(pending_approvals(run)))
+    def _report_pending(self, approval):
+        # Approving, editing or rejecting happens elsewhere (a delegated run's calls too); the
+        # command says where, waits and prints the outcome. Flushed: a pipe would hold the lines.
+        left = max(0, self.timeout - (time.monotonic() - self.started))
+        self.stdout.write("\n".join(approval_waiting_lines(approval, base_url=self.base_url)))
+        self.stdout.write(f"    still waiting, up to {left:.0f} s more (--timeout); the run stays parked if this stops")
+        self.stdout.flush()

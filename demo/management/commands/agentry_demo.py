@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import Agent
 from conversations.end_users import EndUserInvalid, end_user_clean
-from conversations.models import Approval, RunStatus
+from conversations.models import Approval, RunStatus, RunTrigger
 from conversations.services import conversation_create
 from demo.cli import (
     RunWaitTimeout,
@@ -101,7 +101,7 @@ class Command(BaseCommand):
         for index, question in QUESTIONS:
             if index not in conversations:
                 conversations[index] = conversation_create(agent=found, title=question[:80])
-            run = message_post(conversation=conversations[index], content=question)
+            run = message_post(conversation=conversations[index], content=question, trigger=RunTrigger.CLI)
             self.stdout.write(self.style.MIGRATE_HEADING(f"\n用户: {question}"))
             try:
                 run = run_wait(run_id=run.pk, timeout=timeout, on_park=self._report_park)
@@ -124,7 +124,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Deleted {forgotten} {noun} of {end_user} left by an earlier showing.")
         for question in MEMORY_QUESTIONS:
             conversation = conversation_create(agent=agent, title=question[:80], end_user=end_user)
-            run = message_post(conversation=conversation, content=question)
+            run = message_post(conversation=conversation, content=question, trigger=RunTrigger.CLI)
             self.stdout.write(self.style.MIGRATE_HEADING(f"\n用户 {end_user}（新对话）: {question}"))
             try:
                 run = run_wait(run_id=run.pk, timeout=timeout, on_park=self._report_park)
@@ -156,7 +156,7 @@ class Command(BaseCommand):
             self._warn_other_order_service(url)
             for question in CUSTOMER_SERVICE_QUESTIONS:
                 conversation = conversation_create(agent=router, title=question[:80])
-                run = message_post(conversation=conversation, content=question)
+                run = message_post(conversation=conversation, content=question, trigger=RunTrigger.CLI)
                 self.stdout.write(self.style.MIGRATE_HEADING(f"\n用户: {question}"))
                 try:
                     run = run_tree_wait(run_id=run.pk, timeout=timeout, on_pending=self._approve)

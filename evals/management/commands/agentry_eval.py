@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import Agent
 from agents.releases import DRAFT
-from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_RATE_DROP, Thresholds
+from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_LATENCY_INCREASE, DEFAULT_MAX_RATE_DROP, Thresholds
 from evals.management import reporting
 from evals.management.reporting import display_width, pad  # noqa: F401 (the table's helpers, as before)
 from evals.models import EvalRun, EvalSuite
@@ -47,8 +47,13 @@ class Command(BaseCommand):
             "--max-cost-increase",
             type=float,
             default=DEFAULT_MAX_COST_INCREASE,
-            help="turns, tokens, cost or latency rising by more than this fraction is a regression "
-            "(default %(default)s)",
+            help="turns, tokens or cost rising by more than this fraction is a regression (default %(default)s)",
+        )
+        parser.add_argument(
+            "--max-latency-increase",
+            type=float,
+            default=DEFAULT_MAX_LATENCY_INCREASE,
+            help="latency (p50 or p95) rising by more than this fraction is a regression (default %(default)s)",
         )
         parser.add_argument(
             "--user",
@@ -61,7 +66,7 @@ class Command(BaseCommand):
     def handle(self, *args, agent, suite, version, against, repetitions, fresh, timeout, user, **options):
         if not 1 <= repetitions <= 20:
             raise CommandError("--repetitions must be from 1 to 20.")
-        if options["max_rate_drop"] < 0 or options["max_cost_increase"] < 0:
+        if min(options["max_rate_drop"], options["max_cost_increase"], options["max_latency_increase"]) < 0:
             raise CommandError("The thresholds cannot be negative.")
         found = Agent.objects.filter(slug=agent).first()
         if found is None:
@@ -87,7 +92,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         baseline = self._eval_run(eval_suite, baseline_version, repetitions, fresh, timeout)
         candidate = self._eval_run(eval_suite, candidate_version, repetitions, fresh, timeout)
-        thresholds = Thresholds(max_rate_drop=options["max_rate_drop"], max_cost_increase=options["max_cost_increase"])
+        thresholds = Thresholds(
+            max_rate_drop=options["max_rate_drop"],
+            max_cost_increase=options["max_cost_increase"],
+            max_latency_increase=options["max_latency_increase"],
+        )
         if reporting.comparison_print(self, baseline=baseline, candidate=candidate, thresholds=thresholds):
             raise SystemExit(1)
 

@@ -5,7 +5,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from agents.models import Agent, ModelConfig
-from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_RATE_DROP, Thresholds
+from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_LATENCY_INCREASE, DEFAULT_MAX_RATE_DROP, Thresholds
 from evals.management import reporting
 from evals.replays import DEFAULT_LIMIT, ReplayFilter, ReplayInvalid, replay_again, replay_check, replay_start
 from evals.services import VersionNotFound, eval_version_resolve
@@ -51,6 +51,7 @@ class Command(BaseCommand):
         parser.add_argument("--judge", help="name of the model config that judges the rubric")
         parser.add_argument("--max-rate-drop", type=float, default=DEFAULT_MAX_RATE_DROP)
         parser.add_argument("--max-cost-increase", type=float, default=DEFAULT_MAX_COST_INCREASE)
+        parser.add_argument("--max-latency-increase", type=float, default=DEFAULT_MAX_LATENCY_INCREASE)
         parser.add_argument(
             "--user",
             help="username to replay as: they need the permission to fork runs and must be allowed the agent",
@@ -58,7 +59,7 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for each eval run")
 
     def handle(self, *args, agent, version, against, timeout, **options):
-        if options["max_rate_drop"] < 0 or options["max_cost_increase"] < 0:
+        if min(options["max_rate_drop"], options["max_cost_increase"], options["max_latency_increase"]) < 0:
             raise CommandError("The thresholds cannot be negative.")
         found = Agent.objects.filter(slug=agent).first()
         if found is None:
@@ -100,7 +101,11 @@ class Command(BaseCommand):
             self.stdout.write(f"eval run {candidate.pk}: {candidate.metrics}")
             return
         baseline = reporting.eval_run_wait(baseline, timeout=timeout)
-        thresholds = Thresholds(max_rate_drop=options["max_rate_drop"], max_cost_increase=options["max_cost_increase"])
+        thresholds = Thresholds(
+            max_rate_drop=options["max_rate_drop"],
+            max_cost_increase=options["max_cost_increase"],
+            max_latency_increase=options["max_latency_increase"],
+        )
         if reporting.comparison_print(self, baseline=baseline, candidate=candidate, thresholds=thresholds):
             raise SystemExit(1)
 

@@ -37,7 +37,17 @@ def test_beyond_the_thresholds_is_a_regression_listed_first():
 
 def test_thresholds_are_settable():
     assert _regressions({"task_completion_rate": 0.7}, Thresholds(max_rate_drop=0.2)) == []
-    assert _regressions({"latency_p95_ms": 2100}, Thresholds(max_cost_increase=0.01)) == ["latency_p95_ms"]
+    assert _regressions({"latency_p95_ms": 2100}, Thresholds(max_latency_increase=0.01)) == ["latency_p95_ms"]
+
+
+def test_latency_is_not_a_cost():
+    # Two eval runs of one version on a busy machine: 60 % slower, same tokens and cost.
+    assert _regressions({"latency_p95_ms": 3200}) == []
+    # The cost threshold leaves latency alone, however tight it is.
+    assert _regressions({"latency_p95_ms": 3200}, Thresholds(max_cost_increase=0.01)) == []
+    assert _regressions({"tokens_per_task": 1011.0}, Thresholds(max_cost_increase=0.01)) == ["tokens_per_task"]
+    # Beyond its own threshold (100 % by default), latency is a regression.
+    assert _regressions({"latency_p95_ms": 4100}) == ["latency_p95_ms"]
 
 
 def test_a_case_that_stopped_passing_is_a_regression():
