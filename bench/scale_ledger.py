@@ -30,6 +30,8 @@ import threading
 import time
 from datetime import timedelta
 
+from bench.tables import COLUMNS, markdown_table
+
 CALLS_PER_RUN = 4
 SPAN_DAYS = 365
 # Retention purges the oldest week of the ledger, twice a point. The slowdown of live runs is a
@@ -399,7 +401,6 @@ def ledger_curve(sizes: list[int], *, retention_days: int = RETENTION_PURGED_DAY
 
 
 def main() -> None:
-    from bench.scale import COLUMNS, markdown_table
     from bench.stack import stack_prepare
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

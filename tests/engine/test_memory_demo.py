@@ -28,13 +28,15 @@ def _weather_cities(run: Run) -> list[str]:
 
 
 def _asks(body: dict, question: str) -> bool:
-    return body["messages"][-1] == {"role": "user", "content": question}
+    last = body["messages"][-1]
+    return last["role"] == "user" and (last["content"] == question or last["content"].endswith("\n\n" + question))
 
 
 def _shown(body: dict) -> str | None:
-    """The memory block of a request: the user-role message before the conversation."""
-    second = body["messages"][1]
-    return second["content"] if second["content"].startswith(MEMORY_OPEN) else None
+    """The memory block of a request: it opens the first user message."""
+    first_user = next(m for m in body["messages"] if m["role"] == "user")
+    block, close, _ = first_user["content"].partition(MEMORY_CLOSE)
+    return block + close if block.startswith(MEMORY_OPEN) and close else None
 
 
 @pytest.mark.e2e

@@ -77,9 +77,16 @@ def test_replaying_the_demo_traffic_on_the_degraded_draft_reports_the_suites_reg
     assert {"task_completion_rate", "tool_hit_rate"} <= suite_regressions
 
     # Two eval runs of one version on a busy test machine differ in latency by more than the
-    # default 25% (tens of milliseconds of the fake model's, which a loaded machine can multiply):
-    # the costs get room, the rates none.
-    call_command("agentry_replay", agent.slug, version="published", against="published", max_cost_increase=100)
+    # defaults (tens of milliseconds of the fake model's, which a loaded machine can multiply):
+    # the costs and the latency get room, the rates none.
+    call_command(
+        "agentry_replay",
+        agent.slug,
+        version="published",
+        against="published",
+        max_cost_increase=100,
+        max_latency_increase=100,
+    )
     out = capsys.readouterr().out
     assert "no regression" in out and not _regressions(out)
     replayed = EvalRun.objects.filter(suite__replay__isnull=False).latest("started_at")
@@ -90,7 +97,14 @@ def test_replaying_the_demo_traffic_on_the_degraded_draft_reports_the_suites_reg
     assert calls.exists() and not calls.filter(simulated=False).exists()
 
     with pytest.raises(SystemExit) as exited:
-        call_command("agentry_replay", agent.slug, version="draft", against="published", max_cost_increase=100)
+        call_command(
+            "agentry_replay",
+            agent.slug,
+            version="draft",
+            against="published",
+            max_cost_increase=100,
+            max_latency_increase=100,
+        )
     assert exited.value.code == 1
     out = capsys.readouterr().out
     regressions = _regressions(out)
@@ -441,9 +455,11 @@ def test_the_release_gate_replays_the_windows_traffic_on_both_versions(worker, f
     agent = agent_on(fake_llm, SCRIPT, tools=["test-counter", "test-echo"], approval={"test-counter": "never"})
     suite = EvalSuite.objects.create(name="hello only")
     EvalCase.objects.create(suite=suite, name="hello", turns=[{"role": "user", "content": "hello"}])
-    # Latency counts as a cost, and two eval runs on a busy machine differ by more than 25 %: only
-    # the rates are under test here.
-    ReleaseGate.objects.create(agent=agent, suite=suite, replay_hours=24, max_cost_increase=100.0)
+    # Two eval runs on a busy machine differ in latency by more than the default: only the rates
+    # are under test here.
+    ReleaseGate.objects.create(
+        agent=agent, suite=suite, replay_hours=24, max_cost_increase=100.0, max_latency_increase=100.0
+    )
     good = agent_version_current(agent=agent)
     eval_run_finished(eval_run_start(suite=suite, agent_version=good, repetitions=1))
     version_publish(agent=agent, user=admin_user, note="first")  # a first release: nothing to replay against
