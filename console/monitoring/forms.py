@@ -3,7 +3,8 @@ from django.db.models import Exists, OuterRef
 from django.utils.translation import gettext_lazy as _
 
 from agents.models import Agent, AgentDelegate
-from agents.releases import DRAFT, PUBLISHED, TEST_VERSION_PERMISSION
+from agents.releases import DRAFT, PUBLISHED
+from agents.run_choices import RunChoiceRefused, run_choice_check
 from agents.selectors import agents_usable_by
 from conversations.end_users import END_USER_MAX_CHARS, EndUserInvalid, end_user_clean
 from evals.models import EvalSuite
@@ -73,13 +74,19 @@ class TryAgentForm(forms.Form):
         version = self.cleaned_data["version"].strip()
         if not version:
             return None
-        if not self.user.has_perm(TEST_VERSION_PERMISSION):
-            raise forms.ValidationError(_("Choosing a version takes the permission to test agent versions."))
         if version in (DRAFT, PUBLISHED):
-            return version
-        if version.isascii() and version.isdigit() and 0 < int(version) < 2**31:
-            return int(version)
-        raise forms.ValidationError(_('Must be "draft", "published" or a version number.'))
+            chosen = version
+        elif version.isascii() and version.isdigit() and 0 < int(version) < 2**31:
+            chosen = int(version)
+        else:
+            raise forms.ValidationError(_('Must be "draft", "published" or a version number.'))
+        agent = self.cleaned_data.get("agent")
+        # The messages API's and forks' rule (agents.run_choices), not a copy of it.
+        try:
+            run_choice_check(user=self.user, agent_id=agent.pk if agent else None, version=chosen)
+        except RunChoiceRefused as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return chosen
 
 
 class EvalCaseFromRunForm(forms.Form):
