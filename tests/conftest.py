@@ -10,11 +10,11 @@ from django.db import connection
 from django.utils import translation
 
 from fakellm.testing import serve_in_thread
-from tests import flush, passwords
-from tests.helpers import wait_for
-from tests.run_lock import RunLock
-from tests.tool_fixtures import COUNTER_KEY, redis_client
-from tests.workers import WorkerProcess
+from tests.support import flush, passwords
+from tests.support.run_lock import RunLock
+from tests.support.tool_fixtures import COUNTER_KEY, redis_client
+from tests.support.waits import wait_for
+from tests.support.workers import WorkerProcess
 
 # Fixtures that start a process of the suite's own (a Celery worker, uvicorn): a test that uses
 # one is end to end whatever it is marked, so the database tier (`-m "not (e2e or browser or fuzz)"`)
@@ -27,7 +27,7 @@ def pytest_configure(config):
     flush.install()
     passwords.install()
     config.pluginmanager.register(WorkerModulesFirst(), "worker-modules-first")
-    # Two runs on one test database or Redis db would break each other: tests/run_lock.py.
+    # Two runs on one test database or Redis db would break each other: tests/support/run_lock.py.
     config.pluginmanager.register(RunLock(), "run-lock")
 
 
@@ -287,7 +287,7 @@ def scripted_agent(fake_llm, db, no_enqueue):
     A test without a django_db mark of its own commits (pytest_collection_modifyitems marks it
     `transaction=True`): runs driven in-process are what production runs only in autocommit.
     One marked plain `django_db` rolls back (docs/testing.md says which may)."""
-    from tests.factories import ModelConfigFactory, make_agent
+    from tests.support.factories import ModelConfigFactory, make_agent
 
     def make(script: dict, *, tools=(), model_fields=None, **fields):
         name = fake_llm.script(f"s-{uuid.uuid4().hex[:10]}", script)
@@ -297,10 +297,20 @@ def scripted_agent(fake_llm, db, no_enqueue):
     return make
 
 
+@pytest.fixture
+def agent():
+    """The suite's plain agent (tests.support.factories): slug "helper", the test-echo tool, a model
+    config that is never called. A module whose tests need another agent has a fixture of its own,
+    named for what differs (`prompted_agent`, `agent_with_fallback`, `enqueuing_agent`...)."""
+    from tests.support.factories import make_agent
+
+    return make_agent(tools=["test-echo"], slug="helper")
+
+
 @pytest.fixture(scope="session")
 def api_server_process(django_db_setup, django_db_blocker):
     """The ASGI app under a real uvicorn, on the test database."""
-    from tests.api_servers import ApiServer
+    from tests.support.api_server import ApiServer
 
     if connection.vendor != "postgresql":
         pytest.skip("end-to-end tests need PostgreSQL (the test settings default to it)")

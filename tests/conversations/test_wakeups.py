@@ -9,7 +9,7 @@ import redis
 from django.conf import settings
 
 from conversations.wakeups import CHANNEL_PREFIX, LOOK, SETTLED, RedisWaker, publish_run_event
-from tests.carried import carry
+from tests.support.carried import carry
 
 pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="wake-ups need Redis")
 

@@ -1,4 +1,4 @@
-"""The suite's cleanup after a test that commits (tests/flush.py): every row the test wrote is
+"""The suite's cleanup after a test that commits (tests/support/flush.py): every row the test wrote is
 deleted, in any order of foreign keys, and what post_migrate makes (content types, permissions,
 the approvers' and operators' groups) is there again for the next test."""
 
@@ -12,8 +12,8 @@ from django.test.utils import CaptureQueriesContext
 
 from conversations.models import Run
 from conversations.permissions import APPROVERS_GROUP, OPERATORS_GROUP
-from tests.factories import make_agent
-from tests.runs import start_run
+from tests.support.factories import make_agent
+from tests.support.runs import start_run
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -1,11 +1,11 @@
 """Model configs and agents on the fake model server, and checks of a run's model calls.
-Runs are started and advanced with tests.runs."""
+Runs are started and advanced with tests.support.runs."""
 
 import uuid
 
 from agents.models import ModelConfig
 from conversations.models import LLMCall, Run
-from tests.factories import ModelConfigFactory, make_agent
+from tests.support.factories import ModelConfigFactory, make_agent
 
 
 def fake_model(

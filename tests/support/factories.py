@@ -1,6 +1,18 @@
+"""The common rows, in one place: users and their API tokens, model configs, agents.
+
+Rows of a run's ledger written without the engine are in `tests.support.ledger` (one run) and
+`tests.support.ledger_seed` (many); runs driven through the engine in-process are in
+`tests.support.runs`; a model config on the fake model server is `tests.support.llm.fake_model`.
+The shared fixtures over these (`agent`, `user`, `api`) are in tests/conftest.py.
+"""
+
+import uuid
+
 import factory
+from django.contrib.auth.models import User
 
 from agents.models import Agent, AgentTool, ModelConfig
+from conversations.tokens import api_token_create
 from tools.models import ToolDefinition
 from tools.services import tool_definitions_sync_from_registry
 
@@ -39,3 +51,14 @@ def make_agent(*, tools: list[str] = (), approval: dict | None = None, **fields)
             approval=(approval or {}).get(name, AgentTool.Approval.INHERIT),
         )
     return agent
+
+
+def make_user(*, staff: bool = False, groups=()) -> User:
+    """A user with the password "pw" (hashed at the test process's cost: tests.support.passwords)."""
+    user = User.objects.create_user(username=f"user-{uuid.uuid4().hex[:8]}", password="pw", is_staff=staff)
+    user.groups.set(groups)
+    return user
+
+
+def token_for(user: User) -> str:
+    return api_token_create(user=user, name="tests")[1]
