@@ -1,19 +1,16 @@
 import gc
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-import httpx
 import pytest
 from django.db import connection
 from django.utils import translation
 
 from fakellm.testing import serve_in_thread
 from tests.support import flush, passwords
+from tests.support.llm import FakeLLM
 from tests.support.run_lock import RunLock
 from tests.support.tool_fixtures import COUNTER_KEY, redis_client
-from tests.support.waits import wait_for
 from tests.support.workers import WorkerProcess
 
 # Fixtures that start a process of the suite's own (a Celery worker, uvicorn): a test that uses
@@ -70,58 +67,6 @@ def _worker_modules_first(items) -> None:
     first, last = committing[0], committing[-1] + 1
     with_worker = {item.path for item in items[first:last] if "worker" in item.fixturenames}
     items[first:last] = sorted(items[first:last], key=lambda item: item.path not in with_worker)
-
-
-class FakeLLM:
-    def __init__(self, base_url: str):
-        self.base_url = base_url
-        self.api_base = f"{base_url}/v1"
-        # One client for the session: httpx.put() and friends make a client per call, and each
-        # loads the CA bundle into a new SSL context (20-40 ms, for a plain-HTTP loopback call
-        # that the suite makes about a thousand times).
-        self.http = httpx.Client(timeout=10)
-
-    def script(self, name: str, script: dict) -> str:
-        response = self.http.put(f"{self.base_url}/_scripts/{name}", json=script)
-        response.raise_for_status()
-        return name
-
-    def requests(self, model: str) -> list[dict]:
-        response = self.http.get(f"{self.base_url}/_requests", params={"model": model, "limit": 500})
-        response.raise_for_status()
-        return response.json()
-
-    @contextmanager
-    def held(self) -> Iterator["HeldAnswers"]:
-        """A fresh hold label for a script step (`"hold": held.label`): the step's model calls
-        are answered once the test releases them, or when the block ends, however it ends."""
-        held = HeldAnswers(self.http, self.base_url, f"hold-{uuid.uuid4().hex[:12]}")
-        try:
-            yield held
-        finally:
-            held.release()
-
-
-class HeldAnswers:
-    """The fake model's answers to one hold label, which wait until released: a test acts while a
-    model call is certainly in flight, instead of trusting a latency to be long enough."""
-
-    def __init__(self, http: httpx.Client, base_url: str, label: str):
-        self.label = label
-        self._http = http
-        self._url = f"{base_url}/_holds/{label}"
-
-    def state(self) -> dict:
-        response = self._http.get(self._url)
-        response.raise_for_status()
-        return response.json()
-
-    def wait_arrived(self, count: int = 1, timeout: float = 30) -> None:
-        """Until `count` requests have reached the hold (being held, or let through once released)."""
-        wait_for(lambda: self.state()["arrived"] >= count, timeout=timeout, message=f"{count} held model call(s)")
-
-    def release(self) -> None:
-        self._http.post(f"{self._url}/release").raise_for_status()
 
 
 @pytest.fixture(scope="session")
