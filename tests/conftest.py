@@ -242,6 +242,22 @@ def scripted_agent(fake_llm, db, no_enqueue):
     return make
 
 
+@pytest.fixture(scope="session")
+def _embedded_template(tmp_path_factory):
+    from tests.support.embedded import migrated_var_dir
+
+    return migrated_var_dir(tmp_path_factory.mktemp("embedded-template"))
+
+
+@pytest.fixture
+def embedded_var_dir(_embedded_template, tmp_path):
+    """A var directory of the embedded stack (SQLite, the filesystem broker) with its database
+    freshly migrated: a copy of one migrated once for the session (tests/support/embedded.py)."""
+    from tests.support.embedded import var_dir_copy
+
+    return var_dir_copy(_embedded_template, tmp_path / "var")
+
+
 @pytest.fixture
 def agent():
     """The suite's plain agent (tests.support.factories): slug "helper", the test-echo tool, a model
