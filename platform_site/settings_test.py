@@ -19,7 +19,7 @@ SUITE_ENVIRONMENT = {
     # With only REDIS_URL given, the broker follows it, as in the base settings.
     "CELERY_BROKER_URL": os.environ.get("REDIS_URL") or _REDIS_URL,
     "SECRET_KEY": "test-secret-key",
-    "AGENTRY_TOOL_MODULES": "demo.tools,tools.builtin.common,tests.tool_fixtures",
+    "AGENTRY_TOOL_MODULES": "demo.tools,tools.builtin.common,tests.support.tool_fixtures",
     # The suite's own HTTP and MCP servers listen on loopback (random ports); the guard tests
     # override this to prove loopback is refused when it is not allowlisted.
     "AGENTRY_OUTBOUND_ALLOWLIST": "127.0.0.1",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
-os.environ.setdefault("AGENTRY_TOOL_MODULES", "demo.tools,tests.tool_fixtures")
+os.environ.setdefault("AGENTRY_TOOL_MODULES", "demo.tools,tests.support.tool_fixtures")
 
 import django  # noqa: E402
 
@@ -33,7 +33,7 @@ from engine.approvals import ApprovalConflict, approval_decide  # noqa: E402
 from engine.loop import run_advance  # noqa: E402
 from engine.tasks import run_advance_task  # noqa: E402
 from fakellm.testing import serve_in_thread  # noqa: E402
-from tests.factories import make_agent  # noqa: E402
+from tests.support.factories import make_agent  # noqa: E402
 
 
 def _ms(values: list[float]) -> str:

@@ -21,7 +21,7 @@ import django  # noqa: E402
 django.setup()
 
 from platform_site import outbound  # noqa: E402
-from tests.servers import PetstoreServer  # noqa: E402
+from tests.support.servers import PetstoreServer  # noqa: E402
 from tools.mcp_sessions import ServerConfig, SessionPool  # noqa: E402
 
 N = 200

@@ -1,20 +1,17 @@
 import gc
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-import httpx
 import pytest
 from django.db import connection
 from django.utils import translation
 
 from fakellm.testing import serve_in_thread
-from tests import flush, passwords
-from tests.helpers import wait_for
-from tests.run_lock import RunLock
-from tests.tool_fixtures import COUNTER_KEY, redis_client
-from tests.workers import WorkerProcess
+from tests.support import flush, passwords
+from tests.support.llm import FakeLLM
+from tests.support.run_lock import RunLock
+from tests.support.tool_fixtures import COUNTER_KEY, redis_client
+from tests.support.workers import WorkerProcess
 
 # Fixtures that start a process of the suite's own (a Celery worker, uvicorn): a test that uses
 # one is end to end whatever it is marked, so the database tier (`-m "not (e2e or browser or fuzz)"`)
@@ -27,7 +24,7 @@ def pytest_configure(config):
     flush.install()
     passwords.install()
     config.pluginmanager.register(WorkerModulesFirst(), "worker-modules-first")
-    # Two runs on one test database or Redis db would break each other: tests/run_lock.py.
+    # Two runs on one test database or Redis db would break each other: tests/support/run_lock.py.
     config.pluginmanager.register(RunLock(), "run-lock")
 
 
@@ -70,58 +67,6 @@ def _worker_modules_first(items) -> None:
     first, last = committing[0], committing[-1] + 1
     with_worker = {item.path for item in items[first:last] if "worker" in item.fixturenames}
     items[first:last] = sorted(items[first:last], key=lambda item: item.path not in with_worker)
-
-
-class FakeLLM:
-    def __init__(self, base_url: str):
-        self.base_url = base_url
-        self.api_base = f"{base_url}/v1"
-        # One client for the session: httpx.put() and friends make a client per call, and each
-        # loads the CA bundle into a new SSL context (20-40 ms, for a plain-HTTP loopback call
-        # that the suite makes about a thousand times).
-        self.http = httpx.Client(timeout=10)
-
-    def script(self, name: str, script: dict) -> str:
-        response = self.http.put(f"{self.base_url}/_scripts/{name}", json=script)
-        response.raise_for_status()
-        return name
-
-    def requests(self, model: str) -> list[dict]:
-        response = self.http.get(f"{self.base_url}/_requests", params={"model": model, "limit": 500})
-        response.raise_for_status()
-        return response.json()
-
-    @contextmanager
-    def held(self) -> Iterator["HeldAnswers"]:
-        """A fresh hold label for a script step (`"hold": held.label`): the step's model calls
-        are answered once the test releases them, or when the block ends, however it ends."""
-        held = HeldAnswers(self.http, self.base_url, f"hold-{uuid.uuid4().hex[:12]}")
-        try:
-            yield held
-        finally:
-            held.release()
-
-
-class HeldAnswers:
-    """The fake model's answers to one hold label, which wait until released: a test acts while a
-    model call is certainly in flight, instead of trusting a latency to be long enough."""
-
-    def __init__(self, http: httpx.Client, base_url: str, label: str):
-        self.label = label
-        self._http = http
-        self._url = f"{base_url}/_holds/{label}"
-
-    def state(self) -> dict:
-        response = self._http.get(self._url)
-        response.raise_for_status()
-        return response.json()
-
-    def wait_arrived(self, count: int = 1, timeout: float = 30) -> None:
-        """Until `count` requests have reached the hold (being held, or let through once released)."""
-        wait_for(lambda: self.state()["arrived"] >= count, timeout=timeout, message=f"{count} held model call(s)")
-
-    def release(self) -> None:
-        self._http.post(f"{self._url}/release").raise_for_status()
 
 
 @pytest.fixture(scope="session")
@@ -287,7 +232,7 @@ def scripted_agent(fake_llm, db, no_enqueue):
     A test without a django_db mark of its own commits (pytest_collection_modifyitems marks it
     `transaction=True`): runs driven in-process are what production runs only in autocommit.
     One marked plain `django_db` rolls back (docs/testing.md says which may)."""
-    from tests.factories import ModelConfigFactory, make_agent
+    from tests.support.factories import ModelConfigFactory, make_agent
 
     def make(script: dict, *, tools=(), model_fields=None, **fields):
         name = fake_llm.script(f"s-{uuid.uuid4().hex[:10]}", script)
@@ -298,9 +243,35 @@ def scripted_agent(fake_llm, db, no_enqueue):
 
 
 @pytest.fixture(scope="session")
+def _embedded_template(tmp_path_factory):
+    from tests.support.embedded import migrated_var_dir
+
+    return migrated_var_dir(tmp_path_factory.mktemp("embedded-template"))
+
+
+@pytest.fixture
+def embedded_var_dir(_embedded_template, tmp_path):
+    """A var directory of the embedded stack (SQLite, the filesystem broker) with its database
+    freshly migrated: a copy of one migrated once for the session (tests/support/embedded.py)."""
+    from tests.support.embedded import var_dir_copy
+
+    return var_dir_copy(_embedded_template, tmp_path / "var")
+
+
+@pytest.fixture
+def agent():
+    """The suite's plain agent (tests.support.factories): slug "helper", the test-echo tool, a model
+    config that is never called. A module whose tests need another agent has a fixture of its own,
+    named for what differs (`prompted_agent`, `agent_with_fallback`, `enqueuing_agent`...)."""
+    from tests.support.factories import make_agent
+
+    return make_agent(tools=["test-echo"], slug="helper")
+
+
+@pytest.fixture(scope="session")
 def api_server_process(django_db_setup, django_db_blocker):
     """The ASGI app under a real uvicorn, on the test database."""
-    from tests.api_servers import ApiServer
+    from tests.support.api_server import ApiServer
 
     if connection.vendor != "postgresql":
         pytest.skip("end-to-end tests need PostgreSQL (the test settings default to it)")

@@ -16,20 +16,25 @@ from tools.models import MCPServer, ToolDefinition, validate_parameters_schema
 from tools.registry import registry
 
 
+def registered_tool_fields(tool) -> dict:
+    """A registered tool's ToolDefinition fields that a sync keeps up to date."""
+    return {
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "kind": ToolDefinition.Kind.PYTHON,
+        "python_callable": tool.name,
+        "side_effect": tool.side_effect,
+        "idempotent": tool.idempotent,
+        "timeout_seconds": tool.timeout_seconds,
+        "max_result_chars": tool.max_result_chars,
+    }
+
+
 def tool_definitions_sync_from_registry() -> tuple[int, int]:
     """Create or update one python ToolDefinition per registered tool. Returns (created, updated)."""
     created = updated = 0
     for tool in registry.all():
-        fields = {
-            "description": tool.description,
-            "parameters": tool.parameters,
-            "kind": ToolDefinition.Kind.PYTHON,
-            "python_callable": tool.name,
-            "side_effect": tool.side_effect,
-            "idempotent": tool.idempotent,
-            "timeout_seconds": tool.timeout_seconds,
-            "max_result_chars": tool.max_result_chars,
-        }
+        fields = registered_tool_fields(tool)
         _, was_created = ToolDefinition.objects.update_or_create(
             name=tool.name,
             defaults=fields,

@@ -3,8 +3,8 @@
 import pytest
 
 from agents.models import Agent, ModelConfig
-from tests.factories import ModelConfigFactory
-from tests.helpers import agent_admin_inlines
+from tests.support.admin_forms import agent_admin_inlines
+from tests.support.factories import ModelConfigFactory
 from tools.models import ToolDefinition
 from tools.services import tool_definitions_sync_from_registry
 

@@ -10,8 +10,7 @@ from django.forms.models import model_to_dict
 
 from agents.selectors import agent_usable_by, agents_usable_by
 from platform_site import statements
-from tests.api_helpers import make_user
-from tests.factories import make_agent
+from tests.support.factories import make_agent, make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -17,9 +17,9 @@ from starlette.routing import Route
 
 from agents.connection_check import PROMPT
 from agents.models import ModelConfig
-from tests.factories import ModelConfigFactory
-from tests.llm_helpers import fake_model
-from tests.servers import serve
+from tests.support.factories import ModelConfigFactory
+from tests.support.llm import fake_model
+from tests.support.servers import serve
 
 pytestmark = pytest.mark.django_db
 

@@ -4,9 +4,9 @@ amounts a model call records in its events print in plain notation."""
 import pytest
 
 from conversations.models import RunEvent
-from tests.factories import ModelConfigFactory, make_agent
-from tests.llm_helpers import fake_model
-from tests.runs import ask
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.llm import fake_model
+from tests.support.runs import ask
 
 pytestmark = pytest.mark.django_db
 

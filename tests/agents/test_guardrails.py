@@ -24,7 +24,7 @@ from agents.guardrails import (
     scan,
 )
 from agents.models import GuardrailRule
-from tests.factories import make_agent
+from tests.support.factories import make_agent
 
 # Valid by their check digits (GB 11643 and Luhn), made up.
 ID_CARD = "11010519491231002X"

@@ -8,15 +8,15 @@ from agents import services
 from agents.models import Agent, AgentTool, AgentVersion, ModelConfig
 from agents.services import agent_version_current
 from conversations.models import Run
-from tests.api_helpers import client_for, make_user
-from tests.factories import ModelConfigFactory, make_agent
+from tests.support.api import client_for
+from tests.support.factories import ModelConfigFactory, make_agent, make_user
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def agent():
+def agent_with_fallback():
     return make_agent(tools=["test-echo"], fallback_model_config=ModelConfigFactory())
 
 
@@ -99,43 +99,43 @@ CHANGES = {
 
 
 @pytest.mark.parametrize("change", CHANGES)
-def test_each_kind_of_change_gives_the_next_post_a_new_version(api, agent, change):
+def test_each_kind_of_change_gives_the_next_post_a_new_version(api, agent_with_fallback, change):
     apply, shows = CHANGES[change]
-    before = _post(api, agent).agent_version
-    assert _post(api, agent).agent_version == before
+    before = _post(api, agent_with_fallback).agent_version
+    assert _post(api, agent_with_fallback).agent_version == before
 
-    apply(agent)
-    after = _post(api, agent).agent_version
+    apply(agent_with_fallback)
+    after = _post(api, agent_with_fallback).agent_version
     assert after.number == before.number + 1 and shows(after.snapshot)
-    assert _post(api, agent).agent_version == after
+    assert _post(api, agent_with_fallback).agent_version == after
 
 
-def test_an_unchanged_configuration_is_not_rebuilt_for_each_post(api, agent, monkeypatch):
-    first = _post(api, agent).agent_version
+def test_an_unchanged_configuration_is_not_rebuilt_for_each_post(api, agent_with_fallback, monkeypatch):
+    first = _post(api, agent_with_fallback).agent_version
     builds = []
     build = services.snapshot_build
     monkeypatch.setattr(services, "snapshot_build", lambda **kwargs: builds.append(1) or build(**kwargs))
-    assert [_post(api, agent).agent_version for _ in range(3)] == [first] * 3
+    assert [_post(api, agent_with_fallback).agent_version for _ in range(3)] == [first] * 3
     assert builds == []
 
 
-def test_a_configuration_changed_back_pins_a_newer_version_as_before(api, agent):
-    first = _post(api, agent).agent_version
-    Agent.objects.filter(pk=agent.pk).update(max_iterations=3)
-    second = _post(api, agent).agent_version
-    Agent.objects.filter(pk=agent.pk).update(max_iterations=agent.max_iterations)
-    third = _post(api, agent).agent_version
+def test_a_configuration_changed_back_pins_a_newer_version_as_before(api, agent_with_fallback):
+    first = _post(api, agent_with_fallback).agent_version
+    Agent.objects.filter(pk=agent_with_fallback.pk).update(max_iterations=3)
+    second = _post(api, agent_with_fallback).agent_version
+    Agent.objects.filter(pk=agent_with_fallback.pk).update(max_iterations=agent_with_fallback.max_iterations)
+    third = _post(api, agent_with_fallback).agent_version
     assert [first.number, second.number, third.number] == [1, 2, 3]
     assert third.config_hash == first.config_hash
 
 
-def test_a_version_written_elsewhere_is_not_shadowed_by_the_one_this_process_knows(api, agent):
-    known = _post(api, agent).agent_version
+def test_a_version_written_elsewhere_is_not_shadowed_by_the_one_this_process_knows(api, agent_with_fallback):
+    known = _post(api, agent_with_fallback).agent_version
     # As another web process would, when the same configuration follows a different one there.
     newer = AgentVersion.objects.create(
-        agent=agent, number=known.number + 1, config_hash=known.config_hash, snapshot=known.snapshot
+        agent=agent_with_fallback, number=known.number + 1, config_hash=known.config_hash, snapshot=known.snapshot
     )
-    assert _post(api, agent).agent_version == newer
+    assert _post(api, agent_with_fallback).agent_version == newer
 
 
 def test_an_unsaved_edit_of_the_model_config_an_agent_holds_is_what_its_version_pins():

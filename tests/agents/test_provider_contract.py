@@ -5,7 +5,7 @@ import pytest
 
 from conversations.models import Webhook, WebhookDelivery
 from conversations.webhooks import _send
-from tests.api_servers import WebhookReceiver
+from tests.support.api_server import WebhookReceiver
 from tests.unit.agents.test_provider_contract import NOT_RETRIED, RETRIED
 
 

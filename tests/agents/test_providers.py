@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from agents.models import Agent, ModelConfig
 from agents.providers import ProviderError, get_provider
 from agents.providers.base import estimate_tokens
-from tests.carried import carry
+from tests.support.carried import carry
 from tests.unit.agents.test_providers import TOOLS
 
 PROVIDERS = ["openai_compatible", "anthropic"]

@@ -19,7 +19,7 @@ from agents.snapshot import (
     snapshot_parse,
     snapshot_tool,
 )
-from tests.factories import ModelConfigFactory, make_agent
+from tests.support.factories import ModelConfigFactory, make_agent
 from tools.models import ToolDefinition
 
 

@@ -12,9 +12,10 @@ import pytest
 from agents.providers import get_provider
 from conversations.models import LLMCall
 from conversations.services import conversation_create
-from tests.api_helpers import client_for, make_user
-from tests.llm_helpers import agent_on, assert_totals_match_calls
-from tests.runs import ask
+from tests.support.api import client_for
+from tests.support.factories import make_user
+from tests.support.llm import agent_on, assert_totals_match_calls
+from tests.support.runs import ask
 
 pytestmark = pytest.mark.django_db
 

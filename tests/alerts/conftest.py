@@ -3,7 +3,7 @@ from decimal import Decimal
 
 from alerts.models import AlertRule
 from conversations.models import Approval, ToolInvocation
-from tests.ledger import ledger_call, ledger_run
+from tests.support.ledger import ledger_call, ledger_run
 
 
 def make_rule(**fields) -> AlertRule:

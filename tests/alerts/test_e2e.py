@@ -12,9 +12,9 @@ from alerts.tasks import alert_rules_evaluate_task
 from conversations.models import Webhook, WebhookDelivery
 from platform_site.celery import app
 from tests.alerts.conftest import make_rule, pending_approval
-from tests.api_servers import WebhookReceiver
-from tests.factories import make_agent
-from tests.helpers import wait_for
+from tests.support.api_server import WebhookReceiver
+from tests.support.factories import make_agent
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 

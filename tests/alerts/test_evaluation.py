@@ -16,8 +16,8 @@ from alerts.services import alert_firing_open, alert_rules_evaluate
 from conversations.models import Approval, Run
 from conversations.monitoring.rollups import rollups_refresh
 from tests.alerts.conftest import make_rule, pending_approval
-from tests.factories import ModelConfigFactory, make_agent
-from tests.ledger import ledger_call, ledger_run
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.ledger import ledger_call, ledger_run
 
 pytestmark = pytest.mark.django_db
 

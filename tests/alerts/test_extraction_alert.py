@@ -17,8 +17,8 @@ from conversations.models import LLMCall
 from tests.alerts.conftest import make_rule
 from tests.console.conftest import staff  # noqa: F401 (a fixture)
 from tests.console.test_monitoring_pages import quiet_broker  # noqa: F401 (a fixture)
-from tests.factories import make_agent
-from tests.ledger import ledger_call, ledger_run
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_call, ledger_run
 
 pytestmark = pytest.mark.django_db
 

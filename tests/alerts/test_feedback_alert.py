@@ -13,8 +13,8 @@ from alerts.selectors import alert_rule_measure, window_feedback
 from alerts.services import alert_rules_evaluate
 from conversations.models import RunFeedback
 from tests.alerts.conftest import make_rule
-from tests.factories import make_agent
-from tests.ledger import ledger_run
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_run
 
 pytestmark = pytest.mark.django_db
 

@@ -15,9 +15,9 @@ from alerts.services import alert_rules_evaluate
 from conversations.models import Approval, Run, Webhook, WebhookDelivery
 from conversations.webhooks import webhook_attempt
 from tests.alerts.conftest import make_rule, pending_approval
-from tests.api_servers import WebhookReceiver
-from tests.factories import make_agent
-from tests.ledger import ledger_run
+from tests.support.api_server import WebhookReceiver
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_run
 
 pytestmark = pytest.mark.django_db
 SECRET = "whsec_alerts-test"

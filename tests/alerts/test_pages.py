@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from alerts.models import AlertFiring, AlertRule
 from alerts.services import alert_rules_evaluate
 from tests.alerts.conftest import make_rule, pending_approval
-from tests.factories import ModelConfigFactory, make_agent
+from tests.support.factories import ModelConfigFactory, make_agent
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from alerts.models import AlertRule
 from alerts.services import alert_rules_evaluate
 from tests.alerts.conftest import make_rule, pending_approval
 from tests.alerts.test_pages import _rule_form
-from tests.factories import make_agent
+from tests.support.factories import make_agent
 
 pytestmark = pytest.mark.django_db
 

@@ -12,8 +12,8 @@ from alerts.selectors import window_runs, window_usage
 from alerts.services import alert_rules_evaluate
 from conversations.monitoring.rollups import rollups_refresh
 from tests.alerts.conftest import make_rule
-from tests.factories import make_agent
-from tests.ledger import ledger_call, ledger_run
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_call, ledger_run
 
 pytestmark = pytest.mark.django_db
 

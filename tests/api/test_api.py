@@ -13,8 +13,8 @@ from conversations.models import LLMCall, Message, Run, RunRequest, ToolInvocati
 from conversations.services import conversation_create
 from engine.admission import message_post
 from engine.runs import run_finish
-from tests.api_helpers import client_for, make_user
-from tests.factories import AgentFactory, make_agent
+from tests.support.api import client_for
+from tests.support.factories import AgentFactory, make_agent, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -27,11 +27,6 @@ def alice():
 @pytest.fixture
 def api(alice):
     return client_for(alice)
-
-
-@pytest.fixture
-def agent():
-    return make_agent(tools=["test-echo"], slug="helper")
 
 
 def _conversation(api, agent, **extra) -> dict:

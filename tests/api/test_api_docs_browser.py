@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.browser import chromium_browser
+from tests.support.browser import chromium_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

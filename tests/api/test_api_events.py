@@ -16,11 +16,10 @@ from conversations.batch import run_event_append
 from conversations.models import Run, RunEvent
 from conversations.services import conversation_create
 from engine.runs import run_finish
-from tests.api_helpers import make_user, token_for
-from tests.api_servers import ApiServer
 from tests.conftest import _database_url
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
+from tests.support.api_server import ApiServer
+from tests.support.factories import ModelConfigFactory, make_agent, make_user, token_for
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 

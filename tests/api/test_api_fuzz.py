@@ -20,10 +20,10 @@ from conversations.models import TERMINAL_STATUSES, Approval, Run, RunStatus
 from conversations.services import conversation_create
 from conversations.tokens import api_token_create
 from engine.admission import message_post
-from tests.api_servers import ApiServer
 from tests.conftest import _database_url
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
+from tests.support.api_server import ApiServer
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fuzz]
 

@@ -17,10 +17,10 @@ from django.utils import timezone
 from conversations.end_users import day_bounds
 from conversations.models import Conversation, Run, RunTrigger
 from engine.admission_limits import AdmissionRefused, end_user_limits_check
-from tests.api_helpers import client_for, make_user, token_for
-from tests.factories import make_agent
-from tests.llm_helpers import agent_on
-from tests.runs import advance
+from tests.support.api import client_for
+from tests.support.factories import make_agent, make_user, token_for
+from tests.support.llm import agent_on
+from tests.support.runs import advance
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +36,7 @@ def api(alice):
 
 
 @pytest.fixture
-def agent():
+def enqueuing_agent():
     return make_agent(slug=f"eu-{uuid.uuid4().hex[:8]}", concurrent_messages="enqueue")
 
 
@@ -56,14 +56,14 @@ def _post(api, conversation_id, content="hi"):
 # --- set on create, shown, fixed ----------------------------------------------------------------
 
 
-def test_the_end_user_is_set_on_create_stripped_and_shown(api, agent):
-    created = _create(api, agent, end_user="  客户-42 ")
+def test_the_end_user_is_set_on_create_stripped_and_shown(api, enqueuing_agent):
+    created = _create(api, enqueuing_agent, end_user="  客户-42 ")
     assert created.status_code == 201, created.content
     body = created.json()
     assert body["end_user"] == "客户-42"
     assert Conversation.objects.get(pk=body["id"]).end_user == "客户-42"
     assert api.get(f"/api/v1/conversations/{body['id']}/").json()["end_user"] == "客户-42"
-    assert _create(api, agent).json()["end_user"] == ""
+    assert _create(api, enqueuing_agent).json()["end_user"] == ""
 
 
 @pytest.mark.parametrize(
@@ -71,15 +71,15 @@ def test_the_end_user_is_set_on_create_stripped_and_shown(api, agent):
     ["line\nbreak", "bell\x07", "nul\x00", "zero\u200bwidth", "x" * 201, {"id": 1}, ["a"]],
     ids=["newline", "control", "nul", "format-char", "too-long", "object", "list"],
 )
-def test_a_bad_end_user_is_a_400_naming_the_field(api, agent, end_user):
-    response = _create(api, agent, end_user=end_user)
+def test_a_bad_end_user_is_a_400_naming_the_field(api, enqueuing_agent, end_user):
+    response = _create(api, enqueuing_agent, end_user=end_user)
     assert response.status_code == 400, response.content
     assert "end_user" in response.json()["extra"]["fields"]
     assert not Conversation.objects.exists()
 
 
-def test_the_end_user_cannot_change_later(api, agent):
-    conversation = _create(api, agent, end_user="bob").json()
+def test_the_end_user_cannot_change_later(api, enqueuing_agent):
+    conversation = _create(api, enqueuing_agent, end_user="bob").json()
     url = f"/api/v1/conversations/{conversation['id']}/"
     refused = api.patch(url, {"end_user": "eve", "title": "new"}, format="json")
     assert refused.status_code == 400 and "cannot change" in refused.json()["message"]
@@ -93,8 +93,8 @@ def test_the_end_user_cannot_change_later(api, agent):
     assert api.patch(url, {"metadata": [1]}, format="json").status_code == 400
 
 
-def test_only_the_owner_may_patch_a_conversation(api, agent):
-    conversation = _create(api, agent, end_user="bob").json()
+def test_only_the_owner_may_patch_a_conversation(api, enqueuing_agent):
+    conversation = _create(api, enqueuing_agent, end_user="bob").json()
     url = f"/api/v1/conversations/{conversation['id']}/"
     assert client_for(make_user()).patch(url, {"title": "x"}, format="json").status_code == 404
     reader = make_user(staff=True)
@@ -107,20 +107,20 @@ def test_only_the_owner_may_patch_a_conversation(api, agent):
 
 
 @pytest.fixture
-def world(api, alice, agent):
+def world(api, alice, enqueuing_agent):
     """alice's end users bob (two agents) and carol; mallory's own bob (another person)."""
     other_agent = make_agent(slug=f"eu-other-{uuid.uuid4().hex[:6]}")
     mallory = make_user()
     ids = {
-        "bob": _create(api, agent, end_user="bob").json()["id"],
+        "bob": _create(api, enqueuing_agent, end_user="bob").json()["id"],
         "bob_other": _create(api, other_agent, end_user="bob").json()["id"],
-        "carol": _create(api, agent, end_user="carol").json()["id"],
-        "nobody": _create(api, agent).json()["id"],
-        "mallory_bob": _create(client_for(mallory), agent, end_user="bob").json()["id"],
+        "carol": _create(api, enqueuing_agent, end_user="carol").json()["id"],
+        "nobody": _create(api, enqueuing_agent).json()["id"],
+        "mallory_bob": _create(client_for(mallory), enqueuing_agent, end_user="bob").json()["id"],
     }
     runs = {name: _post(api, ids[name]).json()["id"] for name in ("bob", "bob_other", "carol")}
     runs["mallory_bob"] = _post(client_for(mallory), ids["mallory_bob"]).json()["id"]
-    return SimpleNamespace(ids=ids, runs=runs, agent=agent, other_agent=other_agent, mallory=mallory)
+    return SimpleNamespace(ids=ids, runs=runs, agent=enqueuing_agent, other_agent=other_agent, mallory=mallory)
 
 
 def _listed(api, url, **params) -> list[str]:
@@ -156,8 +156,8 @@ def test_staff_who_see_every_conversation_list_only_their_own_end_users(world):
     assert _listed(client_for(staff), "/api/v1/end-users/bob/runs/") == []
 
 
-def test_an_end_user_id_holding_a_slash_is_listed_too(api, agent):
-    created = _create(api, agent, end_user="tenant/42").json()["id"]
+def test_an_end_user_id_holding_a_slash_is_listed_too(api, enqueuing_agent):
+    created = _create(api, enqueuing_agent, end_user="tenant/42").json()["id"]
     assert _listed(api, "/api/v1/end-users/tenant/42/conversations/") == [created]
     assert _listed(api, "/api/v1/end-users/tenant%2F42/conversations/") == [created]
 
@@ -186,12 +186,12 @@ def test_listing_needs_a_token(client):
 # --- limits per end user ------------------------------------------------------------------------------
 
 
-def test_messages_per_minute_per_end_user_answer_429_with_retry_after(api, agent):
-    agent.end_user_messages_per_minute = 2
-    agent.save()
+def test_messages_per_minute_per_end_user_answer_429_with_retry_after(api, enqueuing_agent):
+    enqueuing_agent.end_user_messages_per_minute = 2
+    enqueuing_agent.save()
     bob, carol = _someone(), _someone()
-    conversation = _create(api, agent, end_user=bob).json()["id"]
-    another_of_bob = _create(api, agent, end_user=bob).json()["id"]
+    conversation = _create(api, enqueuing_agent, end_user=bob).json()["id"]
+    another_of_bob = _create(api, enqueuing_agent, end_user=bob).json()["id"]
     statuses = [_post(api, conversation).status_code, _post(api, another_of_bob).status_code]
     refused = _post(api, conversation)
     assert statuses == [202, 202] and refused.status_code == 429
@@ -199,18 +199,18 @@ def test_messages_per_minute_per_end_user_answer_429_with_retry_after(api, agent
     assert "2 messages in the last minute" in refused.json()["message"]
     assert Run.objects.filter(conversation__end_user=bob).count() == 2
     # Another end user, and a conversation without one, are not held back.
-    assert _post(api, _create(api, agent, end_user=carol).json()["id"]).status_code == 202
-    assert [_post(api, _create(api, agent).json()["id"]).status_code for _ in range(3)] == [202] * 3
+    assert _post(api, _create(api, enqueuing_agent, end_user=carol).json()["id"]).status_code == 202
+    assert [_post(api, _create(api, enqueuing_agent).json()["id"]).status_code for _ in range(3)] == [202] * 3
 
 
-def test_the_minute_window_slides(agent):
-    agent.end_user_messages_per_minute = 2
+def test_the_minute_window_slides(enqueuing_agent):
+    enqueuing_agent.end_user_messages_per_minute = 2
     bob = _someone()
 
     def check(now: float):
         at = datetime.fromtimestamp(now, UTC)
         try:
-            end_user_limits_check(agent=agent, owner_id=1, end_user=bob, trigger=RunTrigger.API, now=at)
+            end_user_limits_check(agent=enqueuing_agent, owner_id=1, end_user=bob, trigger=RunTrigger.API, now=at)
         except AdmissionRefused as exc:
             return exc.retry_after
         return None

@@ -12,9 +12,9 @@ from conversations.models import Run
 from evals.metrics import eval_metrics
 from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite
 from evals.selectors import eval_results_data
-from tests.api_helpers import client_for, make_user
 from tests.evals.helpers import four_case_suite
-from tests.factories import make_agent
+from tests.support.api import client_for
+from tests.support.factories import make_agent, make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -18,9 +18,8 @@ from django.test import AsyncClient
 from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 
-from tests.api_helpers import make_user, token_for
-from tests.factories import make_agent
-from tests.ledger_seed import ROWS_PER_RUN, ledger_seed
+from tests.support.factories import make_agent, make_user, token_for
+from tests.support.ledger_seed import ROWS_PER_RUN, ledger_seed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,12 +16,12 @@ from agents.releases import version_publish
 from console.monitoring.selectors import live_versions
 from conversations.models import Conversation, RunFeedback
 from evals.models import EvalCase, EvalSuite
-from tests.api_helpers import client_for, make_user
-from tests.factories import make_agent
-from tests.ledger import ledger_run
-from tests.llm_helpers import agent_on, echo_script
-from tests.runs import advance, ask, start_run
 from tests.security.privileges import user_with
+from tests.support.api import client_for
+from tests.support.factories import make_agent, make_user
+from tests.support.ledger import ledger_run
+from tests.support.llm import agent_on, echo_script
+from tests.support.runs import advance, ask, start_run
 
 pytestmark = pytest.mark.django_db
 

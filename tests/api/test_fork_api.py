@@ -11,10 +11,10 @@ from agents.services import agent_version_current
 from api.runs import RunDetailSerializer
 from conversations.models import Conversation, LLMCall, Message, Run, ToolInvocation
 from conversations.services import conversation_create
-from tests.api_helpers import client_for
-from tests.llm_helpers import agent_on, fake_model
-from tests.runs import advance, ask, last_answer, start_run
 from tests.security.privileges import user_with
+from tests.support.api import client_for
+from tests.support.llm import agent_on, fake_model
+from tests.support.runs import advance, ask, last_answer, start_run
 
 pytestmark = pytest.mark.django_db
 
@@ -46,14 +46,14 @@ def api(forker):
 
 
 @pytest.fixture
-def agent(fake_llm):
+def writing_agent(fake_llm):
     return agent_on(fake_llm, SCRIPT, tools=["test-echo", "test-counter"], approval={"test-counter": "never"})
 
 
 @pytest.fixture
-def source(agent, forker, fake_llm, no_enqueue, executions):
+def source(writing_agent, forker, fake_llm, no_enqueue, executions):
     """A completed run of the forker's: echo, write, answer."""
-    run = ask(agent, "say yo", conversation_create(agent=agent, owner=forker))
+    run = ask(writing_agent, "say yo", conversation_create(agent=writing_agent, owner=forker))
     assert run.status == "completed", run.error
     assert executions("fork-yo") == 1
     return run
@@ -111,10 +111,10 @@ def test_a_replay_copies_the_steps_before_and_gives_the_write_its_recorded_resul
     ]
 
 
-def test_another_version_runs_from_the_fork_point(api, source, agent, fake_llm, forker):
+def test_another_version_runs_from_the_fork_point(api, source, writing_agent, fake_llm, forker):
     _grant(forker, "agents.test_agent_version")
-    Agent.objects.filter(pk=agent.pk).update(model_config=fake_model(fake_llm, OTHER_MODEL))
-    assert agent_version_current(agent=Agent.objects.get(pk=agent.pk)).number == 2  # the draft
+    Agent.objects.filter(pk=writing_agent.pk).update(model_config=fake_model(fake_llm, OTHER_MODEL))
+    assert agent_version_current(agent=Agent.objects.get(pk=writing_agent.pk)).number == 2  # the draft
     for version in (2, "2", "draft"):
         fork = _forked(api, source, step=2, change="version", version=version)
         assert fork.status == "completed", fork.error
@@ -252,8 +252,8 @@ def test_a_run_the_caller_cannot_see_is_a_404(source):
     _error(_fork(client_for(stranger), Run(pk="00000000-0000-0000-0000-000000000000"), step=1), 404)
 
 
-def test_an_agent_the_caller_may_not_use_is_a_403(source, agent):
-    agent.allowed_groups.set([Group.objects.create(name="finance")])
+def test_an_agent_the_caller_may_not_use_is_a_403(source, writing_agent):
+    writing_agent.allowed_groups.set([Group.objects.create(name="finance")])
     staff = user_with("conversations.fork_run", "conversations.view_run")
     assert "agent" in _error(_fork(client_for(staff), source, step=1), 403)
     assert Run.objects.filter(forked_from=source).count() == 0
@@ -267,10 +267,10 @@ def test_a_session_needs_the_permission_too(source, forker):
     _error(_fork(client, source, step=1), 403)
 
 
-def test_choosing_a_version_takes_the_permission_a_posted_message_asks(api, source, agent, forker):
+def test_choosing_a_version_takes_the_permission_a_posted_message_asks(api, source, writing_agent, forker):
     """The messages API's rule (agents.run_choices): a user who may fork but not test versions
     cannot run the draft through a fork either."""
-    Agent.objects.filter(pk=agent.pk).update(system_prompt="An unpublished prompt.")
+    Agent.objects.filter(pk=writing_agent.pk).update(system_prompt="An unpublished prompt.")
     for version in ("draft", "published", str(source.agent_version.number)):
         refused = _error(_fork(api, source, step=2, change="version", version=version), 403)
         assert refused == "Choosing the version to run takes the permission to test agent versions."
@@ -288,34 +288,34 @@ def test_choosing_a_version_takes_the_permission_a_posted_message_asks(api, sour
     assert fork.agent_version.snapshot["agent"]["system_prompt"] == "An unpublished prompt."
 
 
-def test_a_run_of_a_version_never_published_is_forked_only_with_the_permission(api, source, agent):
+def test_a_run_of_a_version_never_published_is_forked_only_with_the_permission(api, source, writing_agent):
     """A fork that names no version runs its source's: one that never served live traffic (a
     tester's draft run) is a version chosen all the same."""
-    version_publish(agent=agent, user=user_with(superuser=True), note="Live.")
-    Agent.objects.filter(pk=agent.pk).update(system_prompt="A draft.")
-    draft = agent_version_current(agent=Agent.objects.get(pk=agent.pk))
+    version_publish(agent=writing_agent, user=user_with(superuser=True), note="Live.")
+    Agent.objects.filter(pk=writing_agent.pk).update(system_prompt="A draft.")
+    draft = agent_version_current(agent=Agent.objects.get(pk=writing_agent.pk))
     assert draft.published_at is None
     Run.objects.filter(pk=source.pk).update(agent_version=draft)
     assert "never published" in _error(_fork(api, source, step=2), 403)
     assert Run.objects.filter(forked_from=source).count() == 0
 
     # A version that served live traffic is forked freely.
-    Run.objects.filter(pk=source.pk).update(agent_version=Agent.objects.get(pk=agent.pk).published_version)
+    Run.objects.filter(pk=source.pk).update(agent_version=Agent.objects.get(pk=writing_agent.pk).published_version)
     assert _fork(api, source, step=2).status_code == 202
 
 
-def test_a_model_config_the_agent_does_not_use_takes_the_permission(api, source, agent, forker, fake_llm):
+def test_a_model_config_the_agent_does_not_use_takes_the_permission(api, source, writing_agent, forker, fake_llm):
     other = fake_model(fake_llm, OTHER_MODEL)
     refused = _error(_fork(api, source, step=2, change="model", model_config=other.pk), 403)
     assert "permission to change model configs" in refused and other.name in refused
     assert Run.objects.filter(forked_from=source).count() == 0
 
     # The agent's fallback is a config it uses: trying the run on it needs nothing more.
-    Agent.objects.filter(pk=agent.pk).update(fallback_model_config=other)
+    Agent.objects.filter(pk=writing_agent.pk).update(fallback_model_config=other)
     fork = _forked(api, source, step=2, change="model", model_config=other.pk)
     assert fork.status == "completed" and last_answer(fork) == "another model's answer"
 
-    Agent.objects.filter(pk=agent.pk).update(fallback_model_config=None)
+    Agent.objects.filter(pk=writing_agent.pk).update(fallback_model_config=None)
     assert _fork(api, source, step=2, change="model", model_config=other.pk).status_code == 403
     _grant(forker, "agents.change_modelconfig")
     assert _fork(api, source, step=2, change="model", model_config=other.pk).status_code == 202
@@ -324,8 +324,8 @@ def test_a_model_config_the_agent_does_not_use_takes_the_permission(api, source,
 # --- bad requests ------------------------------------------------------------------------------------
 
 
-def test_a_run_that_has_not_ended_is_a_400(api, agent, forker, no_enqueue):
-    running = start_run(agent, "say yo", conversation_create(agent=agent, owner=forker))
+def test_a_run_that_has_not_ended_is_a_400(api, writing_agent, forker, no_enqueue):
+    running = start_run(writing_agent, "say yo", conversation_create(agent=writing_agent, owner=forker))
     assert "has ended" in _error(_fork(api, running, step=1), 400)
 
 

@@ -5,8 +5,7 @@ import openai
 import pytest
 
 from conversations.models import Message, Run, ToolInvocation
-from tests.api_helpers import make_user, token_for
-from tests.factories import ModelConfigFactory, make_agent
+from tests.support.factories import ModelConfigFactory, make_agent, make_user, token_for
 
 pytestmark = pytest.mark.e2e
 

@@ -8,8 +8,7 @@ import pytest
 
 from agents.models import GuardrailRule
 from conversations.models import GuardrailTrigger, Run
-from tests.api_helpers import make_user, token_for
-from tests.factories import ModelConfigFactory, make_agent
+from tests.support.factories import ModelConfigFactory, make_agent, make_user, token_for
 
 pytestmark = pytest.mark.e2e
 

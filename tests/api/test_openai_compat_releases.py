@@ -7,9 +7,9 @@ import pytest
 from agents.models import Agent
 from agents.releases import version_publish
 from conversations.models import LLMCall, Run
-from tests.api_helpers import make_user, token_for
-from tests.llm_helpers import agent_on
 from tests.security.privileges import user_with
+from tests.support.factories import make_user, token_for
+from tests.support.llm import agent_on
 
 pytestmark = pytest.mark.e2e
 

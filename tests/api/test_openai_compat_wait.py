@@ -17,8 +17,7 @@ from django.test import AsyncClient
 
 from conversations.models import Run
 from engine.transitions import run_transition
-from tests.api_helpers import make_user, token_for
-from tests.factories import make_agent
+from tests.support.factories import make_agent, make_user, token_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,7 +25,7 @@ URL = "/v1/chat/completions"
 
 
 @pytest.fixture
-def agent():
+def unqueued_agent():
     with mock.patch("engine.tasks.run_advance_task.delay"):
         yield make_agent(slug="waits")
 
@@ -37,7 +36,7 @@ def _post(user, content: str = "hello"):
     return async_to_sync(AsyncClient().post)(URL, body, content_type="application/json", headers=headers)
 
 
-def test_a_run_still_queued_when_the_wait_runs_out_is_a_504_naming_it(agent, settings):
+def test_a_run_still_queued_when_the_wait_runs_out_is_a_504_naming_it(unqueued_agent, settings):
     settings.AGENTRY_COMPLETION_TIMEOUT_SECONDS = 0.5
     response = _post(make_user())
     assert response.status_code == 504, response.content
@@ -47,7 +46,7 @@ def test_a_run_still_queued_when_the_wait_runs_out_is_a_504_naming_it(agent, set
     assert error["code"] == "timeout" and f"still {run.status}" in error["message"] and str(run.pk) in error["message"]
 
 
-def test_the_answer_comes_when_the_run_settles_not_when_the_wait_runs_out(agent, settings):
+def test_the_answer_comes_when_the_run_settles_not_when_the_wait_runs_out(unqueued_agent, settings):
     """The test fails the run while the request waits: the request answers with that outcome
     (a 502) on the run's wake-up. Its wait and its timed poll are two minutes, so an answer within
     one minute came from the wake-up (a behaviour with a wide margin, not a speed figure)."""

@@ -11,15 +11,10 @@ from django.db import connection, connections
 
 from api.throttles import RunStartThrottle
 from engine.runs import run_finish
-from tests.api_helpers import client_for, make_user
-from tests.factories import make_agent
+from tests.support.api import client_for
+from tests.support.factories import make_agent, make_user
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def agent():
-    return make_agent(tools=["test-echo"], slug="helper")
 
 
 @pytest.fixture

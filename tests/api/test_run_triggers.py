@@ -14,10 +14,10 @@ from api.completions import CompletionRequest, completion_start
 from console.monitoring.services import try_message_post
 from conversations.models import Conversation, Run, RunTrigger
 from engine.forks import ForkRequest, run_fork
-from tests.api_helpers import client_for
-from tests.ledger import ledger_run
-from tests.runs import advance
 from tests.security.privileges import user_with
+from tests.support.api import client_for
+from tests.support.ledger import ledger_run
+from tests.support.runs import advance
 from triggers.hooks import hook_deliver
 from triggers.models import Hook, HookDelivery, Schedule, ScheduleFire
 from triggers.schedules import schedules_fire_due

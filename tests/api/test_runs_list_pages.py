@@ -9,8 +9,8 @@ from django.utils import timezone
 from agents.services import agent_version_current
 from conversations.models import Run
 from conversations.services import conversation_create
-from tests.api_helpers import client_for, make_user
-from tests.factories import make_agent
+from tests.support.api import client_for
+from tests.support.factories import make_agent, make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from conversations.models import Run
 from conversations.services import conversation_create
 from engine.admission import message_post
 from engine.tasks import run_advance_task
-from tests.factories import make_agent
+from tests.support.factories import make_agent
 from tools.models import ToolDefinition
 
 _names = itertools.count()

@@ -11,8 +11,8 @@ import pytest
 
 from conversations.models import Approval, Message, Run, ToolInvocation
 from tests.approvals.conftest import counter_steps
-from tests.browser import chromium_browser
-from tests.helpers import wait_for
+from tests.support.browser import chromium_browser
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 

@@ -12,7 +12,7 @@ from conversations.services import conversation_create
 from demo.cli import format_run, pending_approvals, run_wait
 from demo.seed import demo_seed
 from engine.approvals import approval_decide
-from tests.runs import advance, last_answer, start_run
+from tests.support.runs import advance, last_answer, start_run
 
 WEATHER = "我在成都，明天天气如何？"
 TRIP = "我在成都南站，明天要去成都动物园。如果明天下雨，请帮我规划一下驾驶路线。如果明天不下雨，给我规划一下骑行路线。"

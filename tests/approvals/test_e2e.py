@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 from conversations.models import Approval, Message, Run, RunEvent
 from engine.tasks import approvals_expire_task, run_advance_task
 from tests.approvals.conftest import counter_steps
-from tests.helpers import wait_for
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 

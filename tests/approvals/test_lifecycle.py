@@ -16,7 +16,7 @@ from engine.runs import run_cancel
 from engine.sweeper import runs_sweep
 from engine.tasks import run_advance_task
 from tests.approvals.conftest import counter_steps
-from tests.tool_fixtures import COUNTER_KEY, redis_client
+from tests.support.tool_fixtures import COUNTER_KEY, redis_client
 from tools.executors import execute_tool
 
 

@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 
 from agents.models import AgentTool
 from agents.snapshot import snapshot_build
-from tests.factories import make_agent
+from tests.support.factories import make_agent
 from tools.models import ToolDefinition
 from tools.services import tool_definitions_sync_from_registry
 

@@ -10,8 +10,8 @@ from agents.models import AgentTool
 from agents.releases import canary_start, version_publish
 from conversations.models import Approval, Run, ToolInvocation
 from tests.approvals.conftest import counter_steps
-from tests.helpers import wait_for
-from tests.runs import advance
+from tests.support.runs import advance
+from tests.support.waits import wait_for
 from tools.models import ToolDefinition
 
 NEVER = {"test-counter": {"approval_policy": "never"}}

@@ -5,8 +5,8 @@ from django.db import connection
 
 from bench.bench import _open_runs
 from conversations.models import TERMINAL_STATUSES, Run, RunStatus
-from tests.factories import make_agent
-from tests.runs import start_run
+from tests.support.factories import make_agent
+from tests.support.runs import start_run
 
 pytestmark = [
     pytest.mark.django_db,

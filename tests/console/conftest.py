@@ -2,12 +2,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
-from tests.browser import chromium_browser
+from tests.support.browser import chromium_browser
 
 
 @pytest.fixture(scope="module")
 def chromium():
-    """One browser per test module (tests.browser.chromium_browser says why not longer)."""
+    """One browser per test module (tests.support.browser.chromium_browser says why not longer)."""
     with chromium_browser() as browser:
         yield browser
 

@@ -39,10 +39,10 @@ from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite
 from evals.selectors import eval_results_data
 from knowledge.models import Document, EmbeddingCall, KnowledgeSearch
 from memory.models import Memory, MemoryChange
-from tests.factories import ModelConfigFactory, make_agent
 from tests.knowledge.helpers import make_base
-from tests.ledger import ledger_call, ledger_run
-from tests.ledger_seed import ledger_seed
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.ledger import ledger_call, ledger_run
+from tests.support.ledger_seed import ledger_seed
 from tools.models import MCPServer, ToolDefinition
 from triggers.models import Hook, HookDelivery, Schedule, ScheduleFire
 from widgets.models import Widget

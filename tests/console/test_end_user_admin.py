@@ -8,9 +8,9 @@ from django.urls import reverse
 
 from conversations.models import Conversation, Run
 from conversations.services import conversation_create
-from tests.factories import make_agent
-from tests.ledger import ledger_run
 from tests.security.privileges import user_with
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_run
 
 pytestmark = pytest.mark.django_db
 

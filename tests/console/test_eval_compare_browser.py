@@ -11,9 +11,9 @@ from django.contrib.auth.models import Permission
 from agents.services import agent_version_current
 from evals.services import eval_run_start
 from tests.evals.helpers import SCRIPT, eval_run_finished, four_case_suite
-from tests.factories import ModelConfigFactory
-from tests.llm_helpers import agent_on
-from tests.workers import ARTIFACTS
+from tests.support.factories import ModelConfigFactory
+from tests.support.llm import agent_on
+from tests.support.workers import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 

@@ -13,8 +13,8 @@ from evals.metrics import eval_metrics
 from evals.models import EvalResult, EvalRun, EvalRunStatus
 from evals.selectors import eval_results_data
 from tests.evals.helpers import four_case_suite
-from tests.factories import make_agent
-from tests.ledger import ledger_run
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_run
 
 pytestmark = pytest.mark.django_db
 

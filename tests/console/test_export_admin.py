@@ -10,8 +10,8 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
-from tests.factories import make_agent
-from tests.ledger_seed import ROWS_PER_RUN, ledger_seed
+from tests.support.factories import make_agent
+from tests.support.ledger_seed import ROWS_PER_RUN, ledger_seed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,7 +12,7 @@ from conversations.models import TERMINAL_STATUSES, Run
 from conversations.services import conversation_create
 from engine.admission import message_post
 from tests.forks.conftest import booking_agent, counting  # noqa: F401 (counting: a fixture)
-from tests.workers import ARTIFACTS
+from tests.support.workers import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 

@@ -14,9 +14,9 @@ from django.urls import reverse
 from console.monitoring.fork_comparison import fork_comparison
 from conversations.models import ForkChange, LLMCall, Run, ToolInvocation
 from engine.forks import ForkRequest, run_fork
-from tests.ledger import ledger_run
-from tests.llm_helpers import agent_on, fake_model
-from tests.runs import advance, ask
+from tests.support.ledger import ledger_run
+from tests.support.llm import agent_on, fake_model
+from tests.support.runs import advance, ask
 
 pytestmark = pytest.mark.django_db
 

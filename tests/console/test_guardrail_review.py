@@ -8,8 +8,8 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from conversations.models import GuardrailTrigger
-from tests.factories import make_agent
-from tests.ledger import ledger_run
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_run
 
 pytestmark = pytest.mark.django_db
 

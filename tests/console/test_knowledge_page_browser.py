@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from knowledge.models import Document
 from tests.knowledge.helpers import add_documents, make_base
-from tests.workers import ARTIFACTS
+from tests.support.workers import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

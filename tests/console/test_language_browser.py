@@ -4,7 +4,7 @@ Chinese, and the switcher in the header turns the site to English, which then st
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.workers import ARTIFACTS
+from tests.support.workers import ARTIFACTS
 
 pytestmark = pytest.mark.browser
 

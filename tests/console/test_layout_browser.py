@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests.console.operator_pages import PASSWORD, pages, seed
-from tests.workers import ARTIFACTS
+from tests.support.workers import ARTIFACTS
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.browser

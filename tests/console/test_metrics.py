@@ -9,8 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conversations.models import LLMCall, Run, ToolInvocation
 from conversations.monitoring.rollups import rollups_refresh
-from tests.llm_helpers import agent_on
-from tests.runs import ask
+from tests.support.llm import agent_on
+from tests.support.runs import ask
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TOKEN = "scrape-token-for-tests"

@@ -11,9 +11,9 @@ from django.utils import timezone
 
 from conversations.models import LLMCall, Run, RunEvent, ToolInvocation
 from engine.operations import RunActionRefused, run_cancel_by_operator, run_requeue, run_retry
-from tests.factories import make_agent
-from tests.ledger import ledger_run
-from tests.runs import advance, last_answer, start_run
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_run
+from tests.support.runs import advance, last_answer, start_run
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from kombu import Queue
 
 from console.monitoring import broker
 from platform_site.celery import app
-from tests.helpers import wait_for
+from tests.support.waits import wait_for
 
 PROBE_QUEUE = "monitoring-probe-test"
 

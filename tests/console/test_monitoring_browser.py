@@ -16,9 +16,9 @@ from conversations.monitoring.rollups import rollups_refresh
 from conversations.services import conversation_create
 from engine import tasks
 from engine.admission import message_post
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
-from tests.workers import ARTIFACTS
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.waits import wait_for
+from tests.support.workers import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 

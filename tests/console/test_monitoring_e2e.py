@@ -11,9 +11,9 @@ from conversations.monitoring.tasks import rollups_refresh_task
 from conversations.services import conversation_create
 from engine.admission import message_post
 from platform_site.celery import app
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
-from tests.workers import ARTIFACTS
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.waits import wait_for
+from tests.support.workers import ARTIFACTS
 
 pytestmark = pytest.mark.e2e
 

@@ -14,8 +14,8 @@ from django.utils import timezone
 from conversations.batch import run_event_append
 from conversations.models import Approval, Conversation, Run, ToolInvocation
 from conversations.monitoring.rollups import rollups_refresh
-from tests.factories import make_agent
-from tests.ledger import ledger_call, ledger_run
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_call, ledger_run
 
 pytestmark = pytest.mark.django_db
 

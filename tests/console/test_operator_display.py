@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from agents.models import AgentDelegate
 from conversations.models import Approval, LLMCall, ToolInvocation
-from tests.factories import make_agent
-from tests.ledger import ledger_call, ledger_run
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_call, ledger_run
 
 pytestmark = pytest.mark.django_db
 

@@ -12,8 +12,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from conversations.models import Approval, Run, RunRequest, ToolInvocation
-from tests.factories import make_agent
-from tests.ledger import ledger_call, ledger_run
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_call, ledger_run
 
 pytestmark = pytest.mark.django_db
 

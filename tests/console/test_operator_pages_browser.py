@@ -13,11 +13,11 @@ from conversations.services import conversation_create
 from engine.admission import message_post
 from engine.approvals import approval_decide
 from tests.approvals.conftest import counter_steps
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
-from tests.ledger import ledger_run
-from tests.llm_helpers import fake_model
-from tests.workers import ARTIFACTS
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.ledger import ledger_run
+from tests.support.llm import fake_model
+from tests.support.waits import wait_for
+from tests.support.workers import ARTIFACTS
 
 pytestmark = [pytest.mark.browser]
 

@@ -12,9 +12,9 @@ from agents.releases import canary_start, version_publish
 from console.monitoring.selectors import live_versions
 from conversations.models import Run
 from evals.models import EvalRun, EvalSuite
-from tests.factories import make_agent
-from tests.ledger import ledger_call, ledger_run
 from tests.security.privileges import user_with
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_call, ledger_run
 
 pytestmark = pytest.mark.django_db
 

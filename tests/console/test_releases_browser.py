@@ -10,9 +10,9 @@ from agents.releases import canary_start, version_publish
 from conversations.models import Run
 from conversations.services import conversation_create
 from engine.admission import message_post
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
-from tests.workers import ARTIFACTS
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.waits import wait_for
+from tests.support.workers import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -26,7 +26,7 @@ def operator(transactional_db):
 
 
 @pytest.fixture
-def agent(fake_llm, transactional_db):
+def releases_agent(fake_llm, transactional_db):
     model = ModelConfigFactory(base_url=fake_llm.api_base, model=fake_llm.script("browser-releases", SCRIPT))
     return make_agent(
         name="Releases agent", model_config=model, tools=["test-echo"], system_prompt="Be brief.\nSay hello."
@@ -41,17 +41,17 @@ def _log_in(page, operator, next_url: str) -> None:
     page.wait_for_url(f"**{next_url}*")
 
 
-def test_publish_from_the_versions_page_and_read_the_diff(live_server, page, operator, agent):
-    _log_in(page, operator, f"/admin/agents/agent/{agent.pk}/change/")
+def test_publish_from_the_versions_page_and_read_the_diff(live_server, page, operator, releases_agent):
+    _log_in(page, operator, f"/admin/agents/agent/{releases_agent.pk}/change/")
     page.click("#agent-versions-link")
-    page.wait_for_url(f"**/admin/agents/agent/{agent.pk}/versions/")
+    page.wait_for_url(f"**/admin/agents/agent/{releases_agent.pk}/versions/")
     assert "Never published" in page.locator("#release-state").inner_text()
     page.fill("#publish-note", "First release.")
     page.click("#publish")
     page.wait_for_selector("#versions-table .published-marker")
     assert "First release." in page.locator('#versions-table tr[data-version="1"]').inner_text()
 
-    Agent.objects.filter(pk=agent.pk).update(system_prompt="Be brief.\nSay hello warmly.", max_iterations=4)
+    Agent.objects.filter(pk=releases_agent.pk).update(system_prompt="Be brief.\nSay hello warmly.", max_iterations=4)
     page.reload()
     assert page.locator("#draft-state").is_visible()
     page.fill("#publish-note", "Warmer greeting.")
@@ -72,13 +72,13 @@ def test_publish_from_the_versions_page_and_read_the_diff(live_server, page, ope
 
 
 def test_the_dashboard_shows_a_canary_beside_the_published_version(
-    worker, live_server, page, operator, agent, settings
+    worker, live_server, page, operator, releases_agent, settings
 ):
     settings.AGENTRY_MONITOR_REFRESH_SECONDS = 60
-    stable = version_publish(agent=agent, user=operator, note="Stable.").version
-    Agent.objects.filter(pk=agent.pk).update(system_prompt="Candidate prompt.")
-    candidate = canary_start(agent=agent, percent=50, user=operator, note="Half.").version
-    runs = [message_post(conversation=conversation_create(agent=agent), content=f"hi {n}") for n in range(12)]
+    stable = version_publish(agent=releases_agent, user=operator, note="Stable.").version
+    Agent.objects.filter(pk=releases_agent.pk).update(system_prompt="Candidate prompt.")
+    candidate = canary_start(agent=releases_agent, percent=50, user=operator, note="Half.").version
+    runs = [message_post(conversation=conversation_create(agent=releases_agent), content=f"hi {n}") for n in range(12)]
     wait_for(
         lambda: Run.objects.filter(pk__in=[r.pk for r in runs], status="completed").count() == len(runs),
         timeout=60,
@@ -90,10 +90,10 @@ def test_the_dashboard_shows_a_canary_beside_the_published_version(
     }
 
     _log_in(page, operator, "/monitor/")
-    rows = page.locator(f'#live-versions tr[data-agent="{agent.pk}"]')
+    rows = page.locator(f'#live-versions tr[data-agent="{releases_agent.pk}"]')
     assert rows.count() == 2
-    published = page.locator(f'#live-versions tr[data-agent="{agent.pk}"][data-role="published"]')
-    canary = page.locator(f'#live-versions tr[data-agent="{agent.pk}"][data-role="canary"]')
+    published = page.locator(f'#live-versions tr[data-agent="{releases_agent.pk}"][data-role="published"]')
+    canary = page.locator(f'#live-versions tr[data-agent="{releases_agent.pk}"][data-role="canary"]')
     assert published.get_attribute("data-version") == str(stable.number)
     assert canary.get_attribute("data-version") == str(candidate.number)
     assert published.locator(".runs").inner_text() == str(per_version[stable.number])

@@ -13,9 +13,9 @@ from conversations.models import Run
 from evals.metrics import eval_metrics
 from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite
 from evals.selectors import eval_results_data
-from tests.ledger import ledger_run
-from tests.llm_helpers import agent_on
-from tests.workers import ARTIFACTS
+from tests.support.ledger import ledger_run
+from tests.support.llm import agent_on
+from tests.support.workers import ARTIFACTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 

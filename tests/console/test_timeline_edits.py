@@ -9,8 +9,8 @@ from django.urls import reverse
 from conversations.models import Approval, ToolInvocation
 from engine.approvals import approval_decide
 from tests.approvals.conftest import counter_steps
-from tests.llm_helpers import agent_on
-from tests.runs import advance, start_run
+from tests.support.llm import agent_on
+from tests.support.runs import advance, start_run
 
 pytestmark = pytest.mark.django_db
 

@@ -24,10 +24,10 @@ from conversations.models import Approval, RunEvent, Webhook, WebhookAttempt, We
 from conversations.webhooks import webhook_attempt
 from engine.approvals import approval_decide, approvals_escalate
 from engine.tasks import approvals_expire_task
-from tests.api_servers import WebhookReceiver
 from tests.conversations.test_chat_webhooks import BOT_SECRET, PUBLIC_URL, ChatReceiver
-from tests.factories import make_agent
-from tests.runs import advance, start_run
+from tests.support.api_server import WebhookReceiver
+from tests.support.factories import make_agent
+from tests.support.runs import advance, start_run
 
 ESCALATE_AFTER = 30
 INJECTION = '<a href="https://evil.example">click</a> @all'

@@ -18,9 +18,9 @@ from django.contrib.auth.models import Group, User
 from conversations.models import Approval, Webhook, WebhookDelivery
 from conversations.webhooks import webhook_attempt
 from engine.approvals import approval_decide
-from tests.api_servers import WebhookReceiver
-from tests.factories import make_agent
-from tests.runs import advance, start_run
+from tests.support.api_server import WebhookReceiver
+from tests.support.factories import make_agent
+from tests.support.runs import advance, start_run
 
 PUBLIC_URL = "https://agentry.example.com"
 BOT_SECRET = "SEC-bot-secret"

@@ -11,9 +11,8 @@ from django.db.models import Exists, OuterRef
 from agents.selectors import agents_usable_by
 from conversations.selectors import conversation_for_post, conversations_visible_to
 from platform_site import statements
-from tests.api_helpers import make_user
-from tests.factories import make_agent
-from tests.runs import start_run
+from tests.support.factories import make_agent, make_user
+from tests.support.runs import start_run
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from conversations.events import (
     EventType,
 )
 from conversations.models import RunEvent
-from tests.runs import advance, start_run
+from tests.support.runs import advance, start_run
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from conversations.export import CSV_COLUMNS
 from conversations.models import Run, Webhook
-from tests.factories import make_agent
-from tests.ledger_seed import ROWS_PER_RUN, ledger_seed
+from tests.support.factories import make_agent
+from tests.support.ledger_seed import ROWS_PER_RUN, ledger_seed
 
 pytestmark = pytest.mark.django_db
 
@@ -30,18 +30,18 @@ def _export(**options) -> str:
 
 
 @pytest.fixture
-def agent():
-    agent = make_agent(slug="weather")
-    agent.model_config.api_key = API_KEY
-    agent.model_config.save()
-    Webhook.objects.create(agent=agent, url="https://hooks.example.com/in", secret=WEBHOOK_SECRET)
-    return agent
+def agent_with_secrets():
+    agent_with_secrets = make_agent(slug="weather")
+    agent_with_secrets.model_config.api_key = API_KEY
+    agent_with_secrets.model_config.save()
+    Webhook.objects.create(agent=agent_with_secrets, url="https://hooks.example.com/in", secret=WEBHOOK_SECRET)
+    return agent_with_secrets
 
 
-def test_jsonl_has_one_line_per_run_with_its_rows_nested_in_order_and_no_secret(agent):
+def test_jsonl_has_one_line_per_run_with_its_rows_nested_in_order_and_no_secret(agent_with_secrets):
     now = timezone.now()
-    older = ledger_seed(agent, 2, created_at=now - timedelta(days=2))
-    newer = ledger_seed(agent, 3)
+    older = ledger_seed(agent_with_secrets, 2, created_at=now - timedelta(days=2))
+    newer = ledger_seed(agent_with_secrets, 3)
     text = _export(format="jsonl")
     assert API_KEY not in text and WEBHOOK_SECRET not in text
     lines = [json.loads(line) for line in text.splitlines()]
@@ -60,8 +60,8 @@ def test_jsonl_has_one_line_per_run_with_its_rows_nested_in_order_and_no_secret(
     assert first["tool_invocations"][0]["llm_call_id"] == first["llm_calls"][0]["id"]
 
 
-def test_csv_is_one_table_with_a_kind_column_and_formulas_kept_as_text(agent):
-    runs = ledger_seed(agent, 4)
+def test_csv_is_one_table_with_a_kind_column_and_formulas_kept_as_text(agent_with_secrets):
+    runs = ledger_seed(agent_with_secrets, 4)
     text = _export(format="csv")
     assert API_KEY not in text and WEBHOOK_SECRET not in text
     rows = list(csv.DictReader(io.StringIO(text)))
@@ -87,18 +87,18 @@ def test_csv_is_one_table_with_a_kind_column_and_formulas_kept_as_text(agent):
     assert event_row["name"] == "run.queued" and event_row["step"] == "1"
 
 
-def test_a_text_cell_that_starts_like_a_formula_is_prefixed(agent):
-    ledger_seed(agent, 1)
+def test_a_text_cell_that_starts_like_a_formula_is_prefixed(agent_with_secrets):
+    ledger_seed(agent_with_secrets, 1)
     Run.objects.update(error='=HYPERLINK("http://evil")')
     rows = list(csv.DictReader(io.StringIO(_export(format="csv"))))
     assert next(row for row in rows if row["kind"] == "run")["error"] == '\'=HYPERLINK("http://evil")'
 
 
-def test_filters_by_agent_and_time_range(agent, tmp_path):
+def test_filters_by_agent_and_time_range(agent_with_secrets, tmp_path):
     other = make_agent(slug="other")
     now = timezone.now()
-    old = ledger_seed(agent, 2, created_at=now - timedelta(days=10))
-    recent = ledger_seed(agent, 3, created_at=now - timedelta(days=1))
+    old = ledger_seed(agent_with_secrets, 2, created_at=now - timedelta(days=10))
+    recent = ledger_seed(agent_with_secrets, 3, created_at=now - timedelta(days=1))
     ledger_seed(other, 4, created_at=now - timedelta(days=1))
     since = (now - timedelta(days=5)).isoformat()
 
@@ -125,7 +125,7 @@ def test_filters_by_agent_and_time_range(agent, tmp_path):
         ({"since": "2026-02-01", "until": "2026-01-01"}, "--until: until must be later than since."),
     ],
 )
-def test_bad_filters_stop_the_command_with_a_message(agent, options, message):
+def test_bad_filters_stop_the_command_with_a_message(agent_with_secrets, options, message):
     with pytest.raises(CommandError) as caught:
         _export(format="jsonl", **options)
     assert str(caught.value).startswith(message)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from conversations.models import Run
-from tests.factories import make_agent
-from tests.ledger_seed import ROWS_PER_RUN, ledger_seed
-from tests.pgbouncer import pgbouncer_url
+from tests.support.factories import make_agent
+from tests.support.ledger_seed import ROWS_PER_RUN, ledger_seed
+from tests.support.pgbouncer import pgbouncer_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,8 +13,9 @@ from conversations.models import Message, Run, RunEvent, RunStatus
 from conversations.selectors import run_final_answer, run_final_answer_annotation, run_with_final_answer
 from conversations.services import conversation_create
 from demo.cli import format_run
-from tests.api_helpers import client_for, make_user
-from tests.runs import advance, start_run
+from tests.support.api import client_for
+from tests.support.factories import make_user
+from tests.support.runs import advance, start_run
 
 pytestmark = pytest.mark.django_db
 

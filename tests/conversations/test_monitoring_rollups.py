@@ -10,8 +10,8 @@ from console.monitoring.selectors import dashboard_snapshot
 from conversations.monitoring.histogram import percentile
 from conversations.monitoring.models import LLMCallHourly, RunHourly
 from conversations.monitoring.rollups import error_summary, floor_hour, rollups_refresh
-from tests.factories import ModelConfigFactory, make_agent
-from tests.ledger import ledger_call, ledger_run
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.ledger import ledger_call, ledger_run
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.db import connection
 from agents.services import agent_version_current
 from conversations.models import Run
 from conversations.services import conversation_create
-from tests.factories import make_agent
+from tests.support.factories import make_agent
 
 INDEXES = ("run_created_idx", "run_agent_created_idx")
 

@@ -9,7 +9,7 @@ import redis
 from django.conf import settings
 
 from conversations.wakeups import CHANNEL_PREFIX, LOOK, SETTLED, RedisWaker, publish_run_event
-from tests.carried import carry
+from tests.support.carried import carry
 
 pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="wake-ups need Redis")
 
@@ -29,12 +29,16 @@ def runs():
     client.close()
 
 
-def _messages(pubsub, seconds: float = 2.0) -> list[tuple[str, bytes]]:
+def _messages(pubsub, seconds: float = 2.0, quiet: float = 0.5) -> list[tuple[str, bytes]]:
+    """What arrived until `quiet` seconds passed without a message (at most `seconds`): the tests
+    publish before they read, so a repeated wake-up would already be on its way."""
     received, deadline = [], time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        message = pubsub.get_message(timeout=0.2)
+    last = time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - last < quiet:
+        message = pubsub.get_message(timeout=0.1)
         if message and message["type"] == "message":
             received.append((message["channel"].decode().removeprefix(CHANNEL_PREFIX), message["data"]))
+            last = time.monotonic()
     return received
 
 

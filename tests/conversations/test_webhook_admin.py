@@ -7,9 +7,8 @@ from django.contrib.auth.models import Permission
 
 from conversations.models import Webhook, WebhookDelivery
 from conversations.webhooks import webhook_attempt
-from tests.api_helpers import make_user
-from tests.api_servers import WebhookReceiver
-from tests.factories import make_agent
+from tests.support.api_server import WebhookReceiver
+from tests.support.factories import make_agent, make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -11,10 +11,9 @@ from django.db import connection
 from conversations.models import Run, Webhook, WebhookDelivery
 from conversations.services import conversation_create
 from engine.admission import message_post
-from tests.api_helpers import make_user
-from tests.api_servers import WebhookReceiver
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
+from tests.support.api_server import WebhookReceiver
+from tests.support.factories import ModelConfigFactory, make_agent, make_user
+from tests.support.waits import wait_for
 
 SECRET = "whsec_test-secret"
 
@@ -27,7 +26,7 @@ def receiver():
 
 
 @pytest.fixture
-def agent(fake_llm):
+def hooks_agent(fake_llm):
     fake_llm.script(
         "hooks",
         {
@@ -61,9 +60,9 @@ def _post(agent, content: str, conversation=None):
 
 
 @pytest.mark.e2e
-def test_a_completed_run_is_posted_with_a_valid_signature(worker, agent, receiver):
-    hook = Webhook.objects.create(agent=agent, url=receiver.url, secret=SECRET)
-    run = _post(agent, "hello")
+def test_a_completed_run_is_posted_with_a_valid_signature(worker, hooks_agent, receiver):
+    hook = Webhook.objects.create(agent=hooks_agent, url=receiver.url, secret=SECRET)
+    run = _post(hooks_agent, "hello")
     [delivery] = wait_for(lambda: _settled(run), message="the webhook delivery")
 
     assert delivery.status == "delivered" and delivery.event_type == "run.completed"
@@ -76,7 +75,7 @@ def test_a_completed_run_is_posted_with_a_valid_signature(worker, agent, receive
     payload = json.loads(body)
     assert payload["id"] == str(delivery.pk) and payload["type"] == "run.completed"
     assert payload["run"]["id"] == str(run.pk) and payload["run"]["status"] == "completed"
-    assert payload["run"]["output"] == "answer to hello" and payload["run"]["agent"] == agent.slug
+    assert payload["run"]["output"] == "answer to hello" and payload["run"]["agent"] == hooks_agent.slug
     [attempt] = delivery.attempt_rows.all()
     assert attempt.http_status == 200 and not attempt.will_retry
     # The secret is stored encrypted.
@@ -86,10 +85,10 @@ def test_a_completed_run_is_posted_with_a_valid_signature(worker, agent, receive
 
 
 @pytest.mark.e2e
-def test_server_errors_and_429_are_retried_with_backoff(worker, agent, receiver):
+def test_server_errors_and_429_are_retried_with_backoff(worker, hooks_agent, receiver):
     receiver.statuses = [500, 429, 200]
-    Webhook.objects.create(agent=agent, url=receiver.url, secret=SECRET)
-    run = _post(agent, "hello")
+    Webhook.objects.create(agent=hooks_agent, url=receiver.url, secret=SECRET)
+    run = _post(hooks_agent, "hello")
     [delivery] = wait_for(lambda: _settled(run), message="the webhook delivery")
 
     assert delivery.status == "delivered" and delivery.attempts == 3
@@ -100,14 +99,14 @@ def test_server_errors_and_429_are_retried_with_backoff(worker, agent, receiver)
 
 
 @pytest.mark.e2e
-def test_a_client_error_is_not_retried_and_attempts_are_bounded(worker, agent, receiver, settings):
+def test_a_client_error_is_not_retried_and_attempts_are_bounded(worker, hooks_agent, receiver, settings):
     receiver.statuses = [400] + [503] * 10
-    Webhook.objects.create(agent=agent, url=receiver.url, secret=SECRET)
-    run = _post(agent, "hello")
+    Webhook.objects.create(agent=hooks_agent, url=receiver.url, secret=SECRET)
+    run = _post(hooks_agent, "hello")
     [rejected] = wait_for(lambda: _settled(run), message="the rejected delivery")
     assert rejected.status == "failed" and rejected.attempts == 1
 
-    run = _post(agent, "again")
+    run = _post(hooks_agent, "again")
     [exhausted] = wait_for(lambda: _settled(run), timeout=30, message="the delivery to give up")
     assert exhausted.status == "failed" and exhausted.attempts == settings.AGENTRY_WEBHOOK_MAX_ATTEMPTS
     assert [a.http_status for a in exhausted.attempt_rows.all()] == [503] * settings.AGENTRY_WEBHOOK_MAX_ATTEMPTS
@@ -115,11 +114,11 @@ def test_a_client_error_is_not_retried_and_attempts_are_bounded(worker, agent, r
 
 
 @pytest.mark.e2e
-def test_approval_requests_are_posted_and_conversation_hooks_see_only_their_conversation(worker, agent, receiver):
-    mine = conversation_create(agent=agent, owner=make_user())
-    Webhook.objects.create(agent=agent, conversation=mine, url=receiver.url, secret=SECRET)
-    elsewhere = _post(agent, "hello")
-    parked = _post(agent, "record this", conversation=mine)
+def test_approval_requests_are_posted_and_conversation_hooks_see_only_their_conversation(worker, hooks_agent, receiver):
+    mine = conversation_create(agent=hooks_agent, owner=make_user())
+    Webhook.objects.create(agent=hooks_agent, conversation=mine, url=receiver.url, secret=SECRET)
+    elsewhere = _post(hooks_agent, "hello")
+    parked = _post(hooks_agent, "record this", conversation=mine)
     [delivery] = wait_for(lambda: _settled(parked), message="the approval webhook")
 
     assert delivery.event_type == "approval.requested"

@@ -6,7 +6,7 @@ from agents.services import agent_version_current
 from conversations.models import Run, Webhook
 from conversations.services import conversation_create
 from conversations.webhooks import webhooks_listening
-from tests.factories import make_agent
+from tests.support.factories import make_agent
 
 pytestmark = pytest.mark.django_db
 

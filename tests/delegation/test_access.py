@@ -17,10 +17,11 @@ from agents.services import agent_version_current
 from agents.snapshot import snapshot_tool
 from conversations.models import Conversation, Run, ToolInvocation
 from conversations.services import conversation_create
-from tests.api_helpers import client_for, make_user, token_for
-from tests.helpers import agent_admin_inlines
-from tests.llm_helpers import agent_on
-from tests.runs import advance, start_run
+from tests.support.admin_forms import agent_admin_inlines
+from tests.support.api import client_for
+from tests.support.factories import make_user, token_for
+from tests.support.llm import agent_on
+from tests.support.runs import advance, start_run
 
 pytestmark = pytest.mark.django_db
 

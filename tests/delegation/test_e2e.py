@@ -13,8 +13,8 @@ from conversations.services import conversation_create
 from engine.admission import message_post
 from engine.operations import run_cancel_by_operator
 from tests.approvals.conftest import approver  # noqa: F401 (a fixture)
-from tests.helpers import wait_for
-from tests.llm_helpers import agent_on
+from tests.support.llm import agent_on
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 

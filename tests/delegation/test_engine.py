@@ -16,10 +16,10 @@ from conversations.retention import _runs_delete
 from conversations.services import conversation_create
 from engine.runs import run_cancel
 from platform_site.telemetry import tracing
-from tests.helpers import agent_admin_inlines
-from tests.llm_helpers import agent_on
 from tests.platform.test_tracing import receiver  # noqa: F401 (a fixture)
-from tests.runs import advance, start_run
+from tests.support.admin_forms import agent_admin_inlines
+from tests.support.llm import agent_on
+from tests.support.runs import advance, start_run
 
 pytestmark = pytest.mark.django_db
 

@@ -18,8 +18,8 @@ from conversations.models import Conversation, Run, RunTrigger
 from conversations.services import conversation_create
 from engine.admission import message_post, message_submit
 from engine.admission_limits import AdmissionRefused
-from tests.api_helpers import client_for, make_user, token_for
-from tests.factories import make_agent
+from tests.support.api import client_for
+from tests.support.factories import make_agent, make_user, token_for
 from triggers.hooks import hook_signature
 from triggers.models import Hook, Schedule
 from triggers.schedules import schedules_fire_due

@@ -5,7 +5,7 @@ import pytest
 from django.utils import translation
 
 from agents.models import Agent
-from tests.runs import advance, last_answer, start_run
+from tests.support.runs import advance, last_answer, start_run
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ from django.utils import timezone
 from agents.models import USAGE_SHARDS, AgentUsageDay
 from conversations.models import LLMCall, Message, Run
 from engine.sweeper import runs_sweep
-from tests.llm_helpers import agent_on, assert_totals_match_calls, calls_of
-from tests.runs import advance, ask, start_run
+from tests.support.llm import agent_on, assert_totals_match_calls, calls_of
+from tests.support.runs import advance, ask, start_run
 
 pytestmark = pytest.mark.django_db
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": 40}

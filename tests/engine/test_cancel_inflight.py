@@ -9,9 +9,10 @@ from console.monitoring.selectors import run_events_after
 from conversations.models import Approval, LLMCall, Message, Run, ToolInvocation
 from conversations.services import conversation_create
 from engine.runs import run_finish
-from tests.api_helpers import client_for, make_user
-from tests.helpers import wait_for
-from tests.runs import advance, start_run
+from tests.support.api import client_for
+from tests.support.factories import make_user
+from tests.support.runs import advance, start_run
+from tests.support.waits import wait_for
 
 
 def script(*steps):

@@ -9,7 +9,7 @@ from conversations.models import LLMCall, Message, ToolInvocation
 from conversations.selectors import STEP_RUN_COLUMNS
 from engine import loop
 from engine.context import step_read
-from tests.runs import advance, start_run
+from tests.support.runs import advance, start_run
 
 MESSAGE_FIELDS = ("id", "order", "run_id", "llm_call_id", "role", "content", "tool_calls", "tool_call_id", "name")
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests.conftest import _broker_emptied, _database_url
-from tests.workers import ROOT
+from tests.support.workers import ROOT
 
 pytestmark = pytest.mark.e2e
 SHORT_FORM = ["--groups", "2", "--workers", "1", "--runs", "16", "--latency-ms", "200", "--timeout", "90"]

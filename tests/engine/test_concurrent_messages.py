@@ -14,9 +14,8 @@ from engine.admission import ConversationBusy, message_post, message_submit
 from engine.leases import run_claim
 from engine.runs import run_finish
 from engine.sweeper import runs_sweep
-from tests.api_helpers import make_user
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
+from tests.support.factories import ModelConfigFactory, make_agent, make_user
+from tests.support.waits import wait_for
 
 THREADS = 5
 

@@ -6,8 +6,8 @@ import pytest
 from conversations.models import Conversation, LLMCall, Message, ToolInvocation
 from conversations.services import conversation_create
 from engine.context import SUMMARY_HEADING, TRANSCRIPT_HEADING
-from tests.llm_helpers import agent_on, assert_totals_match_calls
-from tests.runs import advance, ask
+from tests.support.llm import agent_on, assert_totals_match_calls
+from tests.support.runs import advance, ask
 
 pytestmark = pytest.mark.django_db
 PROVIDERS = ["openai_compatible", "anthropic"]

@@ -11,9 +11,8 @@ from conversations.batch import Batch
 from conversations.models import Conversation, Message, Run, RunEvent, RunRequest
 from conversations.services import conversation_create
 from engine.admission import conversation_start, message_submit
-from tests.api_helpers import make_user
-from tests.factories import make_agent
 from tests.security.privileges import user_with
+from tests.support.factories import make_agent, make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -12,8 +12,8 @@ from conversations.models import LLMCall, Run, ToolInvocation
 from conversations.services import conversation_create
 from engine.admission import message_post
 from engine.sweeper import runs_sweep
-from tests.helpers import wait_for
-from tests.runs import advance, last_answer, start_run
+from tests.support.runs import advance, last_answer, start_run
+from tests.support.waits import wait_for
 from tools import executors
 
 pytestmark = pytest.mark.django_db
@@ -187,7 +187,7 @@ def test_live_lease_is_not_taken_over(scripted_agent):
 
 @pytest.mark.e2e
 def test_worker_killed_between_steps_resumes_without_repeating(worker, fake_llm, executions):
-    from tests.factories import ModelConfigFactory, make_agent
+    from tests.support.factories import ModelConfigFactory, make_agent
 
     with fake_llm.held() as held:
         name = fake_llm.script(

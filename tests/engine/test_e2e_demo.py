@@ -7,7 +7,7 @@ from conversations.models import LLMCall, Message, Run, ToolInvocation
 from conversations.services import conversation_create
 from demo.seed import demo_seed
 from engine.admission import message_post
-from tests.helpers import wait_for
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 

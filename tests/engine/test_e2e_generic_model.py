@@ -9,9 +9,9 @@ from jsonschema import Draft202012Validator
 from conversations.models import LLMCall, Run, ToolInvocation
 from conversations.services import conversation_create
 from engine.admission import message_post
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
-from tests.tool_fixtures import BOOKING_SCHEMA
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.tool_fixtures import BOOKING_SCHEMA
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -5,8 +5,8 @@ import pytest
 from conversations.models import LLMCall, Message, Run, RunEvent, ToolInvocation
 from conversations.services import conversation_create
 from engine.admission import message_post
-from tests.helpers import wait_for
-from tests.llm_helpers import agent_on, assert_totals_match_calls
+from tests.support.llm import agent_on, assert_totals_match_calls
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,7 @@ from conversations.models import LLMCall, Run, RunEvent, Webhook, WebhookDeliver
 from engine import loop as loop_module
 from engine import runs as runs_module
 from engine.loop import run_advance
-from tests.runs import advance, endings_asked, start_run
+from tests.support.runs import advance, endings_asked, start_run
 
 ANSWER = {"scenarios": [{"match": ".", "steps": [{"content": "done"}]}]}
 

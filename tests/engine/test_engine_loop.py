@@ -5,7 +5,7 @@ import pytest
 from agents.models import AgentTool
 from conversations.models import Approval, LLMCall, Message, ToolInvocation
 from engine.runs import run_cancel
-from tests.runs import advance, last_answer, start_run
+from tests.support.runs import advance, last_answer, start_run
 
 pytestmark = pytest.mark.django_db
 

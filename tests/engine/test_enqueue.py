@@ -4,7 +4,7 @@ from conversations.models import Message, Run
 from conversations.services import conversation_create
 from engine import tasks
 from engine.admission import message_post
-from tests.factories import make_agent
+from tests.support.factories import make_agent
 
 pytestmark = pytest.mark.django_db
 

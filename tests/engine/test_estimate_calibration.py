@@ -20,9 +20,9 @@ from agents.providers import calibration as calibration_module
 from agents.providers.calibration import Calibration, calibration_sample
 from conversations.models import LLMCall
 from conversations.services import conversation_create
-from tests.factories import ModelConfigFactory, make_agent
-from tests.llm_helpers import assert_totals_match_calls, fake_model
-from tests.runs import ask
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.llm import assert_totals_match_calls, fake_model
+from tests.support.runs import ask
 
 QWEN_LIKE = {
     "defaults": {"token_counting": "cl100k_base", "token_scale": 2, "stream_usage": False},

@@ -11,7 +11,7 @@ from bench.fault_setup import FAULT_KINDS, fault_agents, fault_script
 from bench.stack import open_runs
 from conversations.services import conversation_create
 from engine.admission import message_post
-from tests.helpers import wait_for
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 RUNS = 20

@@ -19,8 +19,8 @@ from conversations.retention import runs_purge
 from engine.context import TRANSCRIPT_HEADING
 from engine.guardrails import UNREADABLE_VERDICT
 from engine.loop import run_advance
-from tests.factories import ModelConfigFactory
-from tests.runs import advance, ask, last_answer, start_run
+from tests.support.factories import ModelConfigFactory
+from tests.support.runs import advance, ask, last_answer, start_run
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from agents import guardrails
 from agents.models import GuardrailRule
 from api.completions import completion_outcome, completion_request_parse, completion_start
 from conversations.models import GuardrailTrigger, Message, Run, RunEvent
-from tests.runs import advance, ask, last_answer
+from tests.support.runs import advance, ask, last_answer
 
 pytestmark = pytest.mark.django_db
 

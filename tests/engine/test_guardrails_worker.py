@@ -8,8 +8,8 @@ from agents.models import GuardrailRule
 from conversations.models import GuardrailTrigger, LLMCall, Message, Run
 from conversations.services import conversation_create
 from engine.admission import message_post
-from tests.helpers import wait_for
-from tests.llm_helpers import agent_on, assert_totals_match_calls, fake_model
+from tests.support.llm import agent_on, assert_totals_match_calls, fake_model
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 

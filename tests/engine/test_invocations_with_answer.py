@@ -9,8 +9,8 @@ from engine.leases import process_owner, run_claim
 from engine.loop import Carried, _step
 from engine.next_step import Finish
 from platform_site.logs import log_context
-from tests.llm_helpers import echo_script
-from tests.runs import advance, start_run
+from tests.support.llm import echo_script
+from tests.support.runs import advance, start_run
 
 ONE_TOOL_STEP = echo_script("one", answer="done: {last_tool_result}")
 SAME_CALL_ID_TWICE = {

@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from conversations.models import LLMCall, Message, ToolInvocation
-from tests.factories import ModelConfigFactory, make_agent
-from tests.runs import advance, last_answer, start_run
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.runs import advance, last_answer, start_run
 from tools.arguments import MAX_DEPTH
 
 pytestmark = pytest.mark.django_db

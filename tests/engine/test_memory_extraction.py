@@ -11,10 +11,10 @@ from conversations.services import conversation_create
 from engine.memory import MEMORY_EXTRACTION_PROMPT, memory_extract
 from engine.tasks import memory_extract_task
 from memory.models import Memory, MemoryChange
-from tests.api_helpers import make_user
 from tests.engine.test_memory_recall import extractions, remembered  # noqa: F401 (a fixture)
-from tests.llm_helpers import assert_totals_match_calls
-from tests.runs import advance, start_run
+from tests.support.factories import make_user
+from tests.support.llm import assert_totals_match_calls
+from tests.support.runs import advance, start_run
 
 
 def _script(extraction: dict | str) -> dict:

@@ -17,11 +17,11 @@ from engine.model_call import INTERRUPTED
 from engine.sweeper import runs_sweep
 from engine.tasks import memory_extract_task
 from memory.models import Memory
-from tests.api_helpers import make_user
 from tests.engine.test_memory_extraction import _completed, _script, _statements
 from tests.engine.test_memory_recall import extractions  # noqa: F401 (a fixture)
-from tests.llm_helpers import assert_totals_match_calls
-from tests.runs import advance, start_run
+from tests.support.factories import make_user
+from tests.support.llm import assert_totals_match_calls
+from tests.support.runs import advance, start_run
 
 ADD_CITY = {"changes": [{"action": "add", "kind": "fact", "statement": "住在成都"}]}
 

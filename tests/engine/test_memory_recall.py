@@ -13,8 +13,8 @@ from conversations.services import conversation_create
 from engine.memory import BUDGET_SHARE, MEMORY_CLOSE, MEMORY_HEADING, MEMORY_OPEN, memory_message
 from memory.models import Memory, MemoryUse
 from memory.services import MemoryProposal, memory_apply
-from tests.api_helpers import make_user
-from tests.runs import advance, start_run
+from tests.support.factories import make_user
+from tests.support.runs import advance, start_run
 
 ANSWER = {"scenarios": [{"match": ".", "steps": [{"content": "明天成都晴。"}]}]}
 

@@ -5,9 +5,9 @@ a tool error."""
 from conversations.models import ToolInvocation
 from conversations.services import conversation_create
 from memory.models import Memory, MemoryChange
-from tests.api_helpers import make_user
 from tests.engine.test_memory_recall import extractions  # noqa: F401 (a fixture)
-from tests.runs import advance, start_run
+from tests.support.factories import make_user
+from tests.support.runs import advance, start_run
 from tools.models import ToolDefinition
 
 

@@ -6,9 +6,9 @@ from conversations.models import LLMCall
 from conversations.services import conversation_create
 from engine.memory import memories_shown
 from memory.models import MemoryUse
-from tests.api_helpers import make_user
 from tests.engine.test_memory_recall import extractions, remembered  # noqa: F401 (a fixture)
-from tests.runs import advance, start_run
+from tests.support.factories import make_user
+from tests.support.runs import advance, start_run
 
 
 def _uses(run) -> dict[int, list[int]]:

@@ -10,9 +10,9 @@ from conversations.services import conversation_create
 from engine.admission import message_post
 from engine.memory import MEMORY_CLOSE, MEMORY_HEADING, MEMORY_OPEN
 from memory.models import Memory, MemoryUse
-from tests.api_helpers import make_user
-from tests.helpers import wait_for
-from tests.llm_helpers import agent_on, assert_totals_match_calls
+from tests.support.factories import make_user
+from tests.support.llm import agent_on, assert_totals_match_calls
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -11,9 +11,9 @@ from engine.admission import message_post
 from engine.model_call import INTERRUPTED
 from engine.sweeper import runs_sweep
 from memory.models import Memory
-from tests.api_helpers import make_user
-from tests.helpers import wait_for
-from tests.llm_helpers import agent_on, assert_totals_match_calls
+from tests.support.factories import make_user
+from tests.support.llm import agent_on, assert_totals_match_calls
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 

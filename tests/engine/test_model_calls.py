@@ -6,8 +6,8 @@ from decimal import Decimal
 import pytest
 
 from conversations.models import LLMCall, Message, RunEvent, ToolInvocation
-from tests.llm_helpers import agent_on, assert_totals_match_calls, calls_of, fake_model
-from tests.runs import ask
+from tests.support.llm import agent_on, assert_totals_match_calls, calls_of, fake_model
+from tests.support.runs import ask
 
 pytestmark = pytest.mark.django_db
 PROVIDERS = ["openai_compatible", "anthropic"]

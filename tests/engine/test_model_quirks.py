@@ -11,8 +11,8 @@ from agents.providers import ProviderError, get_provider
 from api.completions import completion_outcome
 from conversations.models import Conversation, Message
 from conversations.services import conversation_create, messages_append
-from tests.llm_helpers import agent_on, assert_totals_match_calls, calls_of
-from tests.runs import advance, ask, start_run
+from tests.support.llm import agent_on, assert_totals_match_calls, calls_of
+from tests.support.runs import advance, ask, start_run
 
 pytestmark = pytest.mark.django_db
 

@@ -6,8 +6,8 @@ import pytest
 
 from api.completions import completion_outcome
 from conversations.models import Message, ToolInvocation
-from tests.llm_helpers import agent_on, calls_of
-from tests.runs import ask, last_answer
+from tests.support.llm import agent_on, calls_of
+from tests.support.runs import ask, last_answer
 
 pytestmark = pytest.mark.django_db
 

@@ -8,9 +8,9 @@ from agents.releases import version_publish, version_rollback
 from conversations.models import LLMCall, Run
 from conversations.services import conversation_create
 from engine.admission import message_post
-from tests.helpers import wait_for
-from tests.llm_helpers import agent_on
 from tests.security.privileges import user_with
+from tests.support.llm import agent_on
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 

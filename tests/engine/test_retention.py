@@ -32,9 +32,9 @@ from engine import tasks as engine_tasks
 from engine.admission import message_submit
 from engine.retention import retention_sweep
 from memory.models import Memory, MemoryChange, MemoryUse
-from tests.factories import make_agent
-from tests.helpers import agent_admin_inlines
-from tests.ledger_seed import ROWS_PER_RUN, ledger_seed
+from tests.support.admin_forms import agent_admin_inlines
+from tests.support.factories import make_agent
+from tests.support.ledger_seed import ROWS_PER_RUN, ledger_seed
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ from conversations.batch import ASYNCHRONOUS_COMMIT, Batch, event_add, run_guard
 from conversations.events import EventType
 from conversations.models import LLMCall, Run, RunEvent, ToolInvocation
 from engine.loop import run_advance
-from tests.runs import advance, start_run
+from tests.support.runs import advance, start_run
 
 pytestmark = pytest.mark.django_db
 

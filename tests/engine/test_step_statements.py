@@ -28,8 +28,8 @@ from engine import loop as loop_module
 from engine.context import step_read
 from engine.leases import run_claim
 from engine.loop import run_advance
-from tests.llm_helpers import echo_script
-from tests.runs import advance, endings_asked, start_run
+from tests.support.llm import echo_script
+from tests.support.runs import advance, endings_asked, start_run
 from tools import executors
 from tools.models import ToolDefinition
 

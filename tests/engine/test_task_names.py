@@ -7,8 +7,8 @@ from django.conf import settings
 from conversations.models import Run
 from engine import tasks as engine_tasks
 from platform_site.celery import app
-from tests.helpers import wait_for
-from tests.runs import last_answer, start_run
+from tests.support.runs import last_answer, start_run
+from tests.support.waits import wait_for
 
 # The names the engine's tasks had before it was its own app, and the queue their messages went to.
 FORMER = {

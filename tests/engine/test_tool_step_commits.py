@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from conversations.models import LLMCall, Message, Run, RunEvent, ToolInvocation
 from engine import llm_step as llm_step_module
 from engine.context import TRANSCRIPT_HEADING
-from tests.runs import advance, start_run
+from tests.support.runs import advance, start_run
 
 
 def script(*steps):

@@ -17,8 +17,8 @@ from conversations.models import TERMINAL_STATUSES, Conversation, Run, RunEvent,
 from engine import leases, runs, transitions
 from engine.transitions import OPERATOR_ONLY, TRANSITIONS, TransitionRefused, run_transition
 from platform_site import statements
-from tests.factories import make_agent
-from tests.runs import start_run
+from tests.support.factories import make_agent
+from tests.support.runs import start_run
 
 pytestmark = pytest.mark.django_db
 ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_CHILDREN)

@@ -2,7 +2,7 @@
 be counted by hand (see test_eval_runs)."""
 
 from evals.models import EvalCase, EvalRun, EvalRunStatus, EvalSuite
-from tests.helpers import wait_for
+from tests.support.waits import wait_for
 
 SCRIPT = {
     "scenarios": [

@@ -16,7 +16,7 @@ from evals.metrics import eval_metrics
 from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite
 from evals.selectors import eval_results_data
 from tests.evals.helpers import four_case_suite
-from tests.factories import ModelConfigFactory, make_agent
+from tests.support.factories import ModelConfigFactory, make_agent
 
 pytestmark = pytest.mark.django_db
 

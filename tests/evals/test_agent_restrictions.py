@@ -12,9 +12,9 @@ from agents.services import agent_version_current
 from conversations.models import Run
 from evals.models import EvalResult, EvalRun
 from evals.services import EvalNotAllowed, eval_run_start
-from tests.api_helpers import client_for
 from tests.evals.helpers import four_case_suite
-from tests.factories import make_agent
+from tests.support.api import client_for
+from tests.support.factories import make_agent
 
 pytestmark = pytest.mark.django_db
 

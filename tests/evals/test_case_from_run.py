@@ -14,10 +14,10 @@ from conversations.services import messages_append
 from evals.models import EvalCase, EvalResult, EvalSuite
 from evals.services import eval_case_from_run, eval_run_collect, eval_run_start
 from tests.evals.helpers import SCRIPT
-from tests.factories import make_agent
-from tests.ledger import ledger_run
-from tests.llm_helpers import agent_on
-from tests.runs import advance, ask
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_run
+from tests.support.llm import agent_on
+from tests.support.runs import advance, ask
 
 pytestmark = pytest.mark.django_db
 

@@ -18,10 +18,10 @@ from evals.management.commands import agentry_eval
 from evals.matching import ExpectationInvalid, schema_check
 from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite
 from evals.services import eval_run_collect, eval_runs_sweep
-from tests.api_helpers import client_for, make_user
 from tests.evals.helpers import four_case_suite
-from tests.factories import make_agent
-from tests.ledger import ledger_run
+from tests.support.api import client_for
+from tests.support.factories import make_agent, make_user
+from tests.support.ledger import ledger_run
 
 pytestmark = pytest.mark.django_db
 

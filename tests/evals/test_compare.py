@@ -5,7 +5,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from tests.evals.helpers import four_case_suite
-from tests.factories import make_agent
+from tests.support.factories import make_agent
 
 
 @pytest.mark.django_db

@@ -8,7 +8,7 @@ from agents.models import Agent
 from agents.releases import ReleaseRefused, version_publish
 from agents.services import agent_version_current
 from evals.models import EvalRun, EvalRunStatus, EvalSuite, ReleaseGate
-from tests.factories import make_agent
+from tests.support.factories import make_agent
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,8 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from evals.models import EvalCase, EvalSuite
-from tests.api_helpers import client_for, make_user
+from tests.support.api import client_for
+from tests.support.factories import make_user
 
 pytestmark = pytest.mark.django_db
 

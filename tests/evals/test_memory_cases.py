@@ -14,8 +14,8 @@ from evals.models import EvalCase, EvalResult, EvalRunStatus, EvalSuite
 from evals.services import eval_end_user, eval_run_collect, eval_run_start
 from memory.models import Memory, MemoryChange, MemoryUse
 from memory.services import MemoryProposal, memory_apply
-from tests.api_helpers import make_user
-from tests.runs import advance
+from tests.support.factories import make_user
+from tests.support.runs import advance
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

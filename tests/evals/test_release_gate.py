@@ -16,8 +16,8 @@ from agents.services import agent_version_current
 from evals.models import EvalRun, ReleaseGate
 from evals.services import eval_run_start
 from tests.evals.helpers import BROKEN_SCRIPT, SCRIPT, eval_run_finished, four_case_suite
-from tests.factories import ModelConfigFactory
-from tests.llm_helpers import agent_on
+from tests.support.factories import ModelConfigFactory
+from tests.support.llm import agent_on
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -32,10 +32,10 @@ from evals.scoring import Observation, score_run
 from evals.services import EvalNotAllowed, eval_cases_import, eval_run_collect, eval_run_start
 from fakellm.testing import serve_app_in_thread
 from tests.evals.helpers import SCRIPT, eval_run_finished
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
-from tests.llm_helpers import agent_on
-from tests.runs import advance, ask, start_run
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.llm import agent_on
+from tests.support.runs import advance, ask, start_run
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.django_db
 

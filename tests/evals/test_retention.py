@@ -12,8 +12,8 @@ from engine.retention import retention_sweep
 from evals.models import EvalResult, EvalRun, EvalRunStatus
 from evals.services import eval_run_collect
 from tests.evals.helpers import four_case_suite
-from tests.factories import make_agent
-from tests.ledger import ledger_run
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_run
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,8 @@ from evals.judge import verdict_read
 from evals.models import EvalCase, EvalResult, EvalRun, EvalSuite
 from evals.services import eval_cases_import, eval_run_collect, eval_run_start
 from tests.evals.helpers import eval_run_finished
-from tests.llm_helpers import agent_on, fake_model
-from tests.runs import ask
+from tests.support.llm import agent_on, fake_model
+from tests.support.runs import ask
 
 AGENT_SCRIPT = {
     "scenarios": [

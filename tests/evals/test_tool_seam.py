@@ -10,7 +10,7 @@ from conversations.export import ledger_export_records
 from conversations.models import Approval, Run, ToolInvocation
 from conversations.services import conversation_create
 from engine.admission import message_submit
-from tests.runs import advance
+from tests.support.runs import advance
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db

@@ -9,9 +9,9 @@ from conversations.services import messages_append
 from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite
 from evals.scoring import Observation, score_run
 from evals.services import eval_run_collect
-from tests.factories import make_agent
-from tests.ledger import ledger_run
-from tests.llm_helpers import fake_model
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_run
+from tests.support.llm import fake_model
 
 STOP_MESSAGE = "I stopped here: this task needed more than 3 model steps, which is this agent's limit."
 # A judge that passes anything it is asked about.

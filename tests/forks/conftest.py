@@ -10,8 +10,8 @@ from django.contrib.auth import get_user_model
 from bench import counting_service
 from bench.chaos_setup import WRITE_TOOL, count_write_tool
 from fakellm.testing import serve_app_in_thread
-from tests.factories import make_agent
-from tests.llm_helpers import fake_model
+from tests.support.factories import make_agent
+from tests.support.llm import fake_model
 
 
 @dataclass

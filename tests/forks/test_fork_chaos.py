@@ -19,7 +19,7 @@ from engine.approvals import approval_decide
 from engine.forks import ForkRequest, run_fork
 from engine.sweeper import runs_sweep
 from fakellm.testing import serve_app_in_thread
-from tests.helpers import wait_for
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 SOURCES = 4

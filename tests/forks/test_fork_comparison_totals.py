@@ -8,8 +8,8 @@ from django.urls import reverse
 from console.monitoring.fork_comparison import fork_comparison
 from conversations.models import ForkChange, LLMCall, ToolInvocation
 from engine.forks import ForkRequest, run_fork
-from tests.llm_helpers import agent_on
-from tests.runs import advance, ask
+from tests.support.llm import agent_on
+from tests.support.runs import advance, ask
 
 pytestmark = pytest.mark.django_db
 

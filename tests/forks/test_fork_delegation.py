@@ -10,8 +10,8 @@ from conversations.services import conversation_create
 from engine.approvals import approval_decide
 from engine.forks import ForkRequest, run_fork
 from tests.forks.conftest import booking_agent
-from tests.llm_helpers import agent_on, fake_model
-from tests.runs import advance, last_answer, start_run
+from tests.support.llm import agent_on, fake_model
+from tests.support.runs import advance, last_answer, start_run
 
 pytestmark = pytest.mark.django_db
 

@@ -12,9 +12,9 @@ from engine.approvals import approval_decide
 from engine.forks import ForkRequest, run_fork
 from tests.forks.conftest import booking_agent, booking_script
 from tests.forks.test_fork_delegation import PARENT_SCRIPT
-from tests.helpers import wait_for
-from tests.llm_helpers import agent_on, fake_model
-from tests.runs import last_answer
+from tests.support.llm import agent_on, fake_model
+from tests.support.runs import last_answer
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 

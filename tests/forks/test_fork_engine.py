@@ -20,8 +20,8 @@ from engine.runs import run_cancel
 from memory.models import Memory
 from tests.engine.test_memory_recall import remembered
 from tests.forks.conftest import booking_agent, booking_script
-from tests.llm_helpers import fake_model
-from tests.runs import advance, last_answer, start_run
+from tests.support.llm import fake_model
+from tests.support.runs import advance, last_answer, start_run
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db

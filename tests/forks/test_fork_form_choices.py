@@ -10,8 +10,8 @@ from django.urls import reverse
 
 from agents.models import Agent
 from conversations.models import Run
-from tests.llm_helpers import agent_on, fake_model
-from tests.runs import ask
+from tests.support.llm import agent_on, fake_model
+from tests.support.runs import ask
 
 pytestmark = pytest.mark.django_db
 

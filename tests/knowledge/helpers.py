@@ -5,7 +5,7 @@ from pathlib import Path
 
 from knowledge.models import Document, KnowledgeBase
 from knowledge.services import base_index, knowledge_base_save
-from tests.factories import ModelConfigFactory
+from tests.support.factories import ModelConfigFactory
 
 FAQ = Path(__file__).resolve().parents[2] / "knowledge" / "fixtures" / "faq"
 

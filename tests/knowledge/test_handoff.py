@@ -13,9 +13,9 @@ from conversations.services import conversation_create
 from engine.admission import message_post
 from engine.tasks import approvals_expire_task
 from knowledge.models import KnowledgeBase, KnowledgeSearch
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
 from tests.knowledge.helpers import add_documents, make_base
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 

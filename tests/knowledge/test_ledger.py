@@ -11,9 +11,9 @@ from conversations.monitoring.models import LLMCallHourly
 from conversations.monitoring.rollups import rollups_refresh
 from conversations.retention import runs_purge
 from knowledge.models import KnowledgeSearch
-from tests.factories import make_agent
 from tests.knowledge.helpers import add_documents, make_base
-from tests.ledger_seed import ledger_seed
+from tests.support.factories import make_agent
+from tests.support.ledger_seed import ledger_seed
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from django.core.management import CommandError, call_command
 from agents.models import ModelConfig
 from conversations.models import LLMCall
 from knowledge.models import KnowledgeBase
-from tests.factories import ModelConfigFactory
+from tests.support.factories import ModelConfigFactory
 
 pytestmark = pytest.mark.django_db
 

@@ -17,9 +17,9 @@ from knowledge import arrays
 from knowledge.models import KeywordMethod
 from knowledge.retrieval import search
 from knowledge.selectors import base_chunks
-from tests.helpers import wait_for
 from tests.knowledge.helpers import FAQ, add_documents, make_base
-from tests.pgbouncer import pgbouncer_url
+from tests.support.pgbouncer import pgbouncer_url
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

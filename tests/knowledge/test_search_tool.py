@@ -5,9 +5,10 @@ import pytest
 from conversations.models import LLMCall, ToolInvocation
 from conversations.services import conversation_create
 from knowledge.models import KnowledgeSearch
-from tests.api_helpers import client_for, make_user
 from tests.knowledge.helpers import add_documents, make_base, search_script
-from tests.runs import ask, last_answer
+from tests.support.api import client_for
+from tests.support.factories import make_user
+from tests.support.runs import ask, last_answer
 
 pytestmark = pytest.mark.e2e
 

@@ -5,9 +5,9 @@ from conversations.services import conversation_create
 from engine.admission import message_post
 from knowledge.models import Document, KnowledgeSearch
 from knowledge.services import base_index_enqueue
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
 from tests.knowledge.helpers import FAQ, add_documents, make_base, search_script
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 

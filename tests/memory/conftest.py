@@ -1,6 +1,6 @@
 import pytest
 
-from tests.api_helpers import make_user
+from tests.support.factories import make_user
 
 
 @pytest.fixture

@@ -7,9 +7,8 @@ from django.urls import reverse
 
 from memory.models import Memory, MemoryChange
 from memory.services import MemoryProposal, memory_apply
-from tests.api_helpers import make_user
-from tests.factories import make_agent
-from tests.ledger import ledger_run
+from tests.support.factories import make_agent, make_user
+from tests.support.ledger import ledger_run
 
 pytestmark = pytest.mark.django_db
 

@@ -10,9 +10,8 @@ from django.urls import reverse
 from agents.models import Agent
 from agents.services import agent_version_current
 from agents.snapshot import MemorySnapshot, snapshot_build, snapshot_hash
-from tests.api_helpers import make_user
-from tests.factories import make_agent
-from tests.helpers import agent_admin_inlines
+from tests.support.admin_forms import agent_admin_inlines
+from tests.support.factories import make_agent, make_user
 
 pytestmark = pytest.mark.django_db
 

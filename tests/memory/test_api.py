@@ -9,8 +9,8 @@ from rest_framework.test import APIClient
 
 from memory.models import Memory, MemoryChange
 from memory.services import MemoryProposal, memory_apply
-from tests.api_helpers import client_for, make_user
-from tests.factories import make_agent
+from tests.support.api import client_for
+from tests.support.factories import make_agent, make_user
 
 pytestmark = pytest.mark.django_db
 

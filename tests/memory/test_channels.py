@@ -13,9 +13,10 @@ from conversations.services import conversation_create
 from engine.tasks import memory_extract_task
 from memory.models import Memory, MemoryChange, MemoryUse
 from memory.services import MemoryProposal, memory_apply
-from tests.api_helpers import client_for, make_user
 from tests.engine.test_memory_recall import extractions  # noqa: F401 (a fixture)
-from tests.runs import advance, start_run
+from tests.support.api import client_for
+from tests.support.factories import make_user
+from tests.support.runs import advance, start_run
 from triggers.hooks import hook_deliver
 from triggers.models import Hook
 from widgets.models import Widget

@@ -46,10 +46,11 @@ from knowledge.models import KnowledgeBase, KnowledgeSearch
 from memory.forget import ERASED, EndUserBusy, end_user_digest, end_user_forget
 from memory.models import Memory, MemoryChange, MemoryUse
 from memory.services import memory_held
-from tests.api_helpers import client_for, make_user
 from tests.knowledge.helpers import make_base
-from tests.llm_helpers import agent_on, echo_script
-from tests.runs import advance, ask, start_run
+from tests.support.api import client_for
+from tests.support.factories import make_user
+from tests.support.llm import agent_on, echo_script
+from tests.support.runs import advance, ask, start_run
 
 pytestmark = pytest.mark.django_db
 
@@ -177,10 +178,10 @@ def _totals(agent) -> dict:
 
 
 @pytest.fixture
-def agent(fake_llm):
-    agent = agent_on(fake_llm, _script(SECRET))
-    Webhook.objects.create(agent=agent, url="https://hooks.example.com/in", secret="s")
-    return agent
+def agent_with_webhook(fake_llm):
+    agent_with_webhook = agent_on(fake_llm, _script(SECRET))
+    Webhook.objects.create(agent=agent_with_webhook, url="https://hooks.example.com/in", secret="s")
+    return agent_with_webhook
 
 
 @pytest.fixture
@@ -189,9 +190,9 @@ def owner():
 
 
 def test_after_forgetting_no_table_holds_the_end_users_id_or_words_and_totals_are_unchanged(
-    agent, owner, fake_llm, no_enqueue
+    agent_with_webhook, owner, fake_llm, no_enqueue
 ):
-    runs = _end_user_rows(agent, owner, END_USER, SECRET)
+    runs = _end_user_rows(agent_with_webhook, owner, END_USER, SECRET)
     copies = _copies(runs)
     other_agent = agent_on(fake_llm, _script(OTHER_SECRET))
     (other,) = [ask(other_agent, f"{OTHER_SECRET} 我住在重庆", _conversation(other_agent, owner, OTHER_USER))]
@@ -217,7 +218,7 @@ def test_after_forgetting_no_table_holds_the_end_users_id_or_words_and_totals_ar
         "evals_evalresult",
     }
     assert _tables_holding(END_USER)
-    before, other_before = _totals(agent), _totals(other_agent)
+    before, other_before = _totals(agent_with_webhook), _totals(other_agent)
     other_rows = _tables_holding(OTHER_SECRET)
     reached = [*runs, *copies["forks"], *copies["replays"]]
     messages = Message.objects.filter(conversation__runs__in=reached).distinct().count()
@@ -226,7 +227,7 @@ def test_after_forgetting_no_table_holds_the_end_users_id_or_words_and_totals_ar
 
     assert _tables_holding(SECRET) == {}
     assert _tables_holding(END_USER) == {}
-    assert _totals(agent) == before and _totals(other_agent) == other_before
+    assert _totals(agent_with_webhook) == before and _totals(other_agent) == other_before
     # The other end user of the same application keeps every row.
     assert _tables_holding(OTHER_SECRET) == other_rows
     assert Memory.objects.filter(pk=other_memory.pk).exists()
@@ -257,30 +258,30 @@ def test_after_forgetting_no_table_holds_the_end_users_id_or_words_and_totals_ar
     assert erasure.counts["webhook_deliveries_deleted"] >= 2 and erasure.counts["webhook_attempts_deleted"] == 1
 
 
-def test_the_same_id_of_another_application_is_another_person(agent, owner):
+def test_the_same_id_of_another_application_is_another_person(agent_with_webhook, owner):
     other_owner = make_user()
-    _end_user_rows(agent, other_owner, END_USER, SECRET)
+    _end_user_rows(agent_with_webhook, other_owner, END_USER, SECRET)
     kept = _tables_holding(SECRET)
-    conversation = _conversation(agent, owner, END_USER)
+    conversation = _conversation(agent_with_webhook, owner, END_USER)
     end_user_forget(person=EndUser(owner.pk, END_USER), requested_by=owner, channel="api")
     assert _tables_holding(SECRET) == kept
     assert Conversation.objects.filter(owner=other_owner, end_user=END_USER).count() == 2
     assert Conversation.objects.get(pk=conversation.pk).end_user == ""
 
 
-def test_a_run_in_progress_refuses_the_erasure_and_changes_nothing(agent, owner):
-    start_run(agent, CONTENT, _conversation(agent, owner, END_USER))
+def test_a_run_in_progress_refuses_the_erasure_and_changes_nothing(agent_with_webhook, owner):
+    start_run(agent_with_webhook, CONTENT, _conversation(agent_with_webhook, owner, END_USER))
     with pytest.raises(EndUserBusy):
         end_user_forget(person=EndUser(owner.pk, END_USER), requested_by=owner, channel="api")
     assert Message.objects.filter(content=CONTENT).exists() and not EndUserErasure.objects.exists()
 
 
-def test_delegated_runs_are_forgotten_with_the_run_that_started_them(agent, owner):
-    (run, _second) = _end_user_rows(agent, owner, END_USER, SECRET)
-    child_conversation = conversation_create(agent=agent, owner=owner, title=f"{SECRET} delegated")
+def test_delegated_runs_are_forgotten_with_the_run_that_started_them(agent_with_webhook, owner):
+    (run, _second) = _end_user_rows(agent_with_webhook, owner, END_USER, SECRET)
+    child_conversation = conversation_create(agent=agent_with_webhook, owner=owner, title=f"{SECRET} delegated")
     child = Run.objects.create(
         conversation=child_conversation,
-        agent=agent,
+        agent=agent_with_webhook,
         agent_version=run.agent_version,
         status="completed",
         parent_run=run,
@@ -294,8 +295,8 @@ def test_delegated_runs_are_forgotten_with_the_run_that_started_them(agent, owne
 # --- the API -----------------------------------------------------------------------------------
 
 
-def test_the_api_forgets_the_callers_own_end_user_and_answers_with_the_erasure(agent, owner):
-    _end_user_rows(agent, owner, END_USER, SECRET)
+def test_the_api_forgets_the_callers_own_end_user_and_answers_with_the_erasure(agent_with_webhook, owner):
+    _end_user_rows(agent_with_webhook, owner, END_USER, SECRET)
     response = client_for(owner).delete(f"/api/v1/end-users/{END_USER}/")
     assert response.status_code == 200, response.content
     body = response.json()
@@ -313,15 +314,15 @@ def test_an_id_holding_a_line_break_matches_no_route_and_is_404_in_the_error_sha
     assert response.status_code == 404 and set(response.json()) == {"message", "extra"}
 
 
-def test_an_id_holding_a_slash_is_forgotten_too(agent, owner):
-    _conversation(agent, owner, "tenant/42")
+def test_an_id_holding_a_slash_is_forgotten_too(agent_with_webhook, owner):
+    _conversation(agent_with_webhook, owner, "tenant/42")
     response = client_for(owner).delete("/api/v1/end-users/tenant%2F42/")
     assert response.status_code == 200, response.content
     assert not Conversation.objects.filter(end_user="tenant/42").exists()
 
 
-def test_the_api_never_reaches_another_applications_end_user(agent, owner):
-    _end_user_rows(agent, owner, END_USER, SECRET)
+def test_the_api_never_reaches_another_applications_end_user(agent_with_webhook, owner):
+    _end_user_rows(agent_with_webhook, owner, END_USER, SECRET)
     stranger = make_user(staff=True)
     stranger.user_permissions.add(Permission.objects.get(codename="forget_end_user"))
     response = client_for(stranger).delete(f"/api/v1/end-users/{END_USER}/")
@@ -339,10 +340,10 @@ def test_bad_end_user_ids_are_400(owner, end_user):
     assert set(response.json()) == {"message", "extra"} and "end_user" in response.json()["message"]
 
 
-def test_the_api_refuses_anonymous_callers_wrong_methods_and_busy_end_users(agent, owner):
+def test_the_api_refuses_anonymous_callers_wrong_methods_and_busy_end_users(agent_with_webhook, owner):
     assert APIClient().delete(f"/api/v1/end-users/{END_USER}/").status_code == 401
     assert client_for(owner).get(f"/api/v1/end-users/{uuid.uuid4()}/").status_code in (404, 405)
-    start_run(agent, CONTENT, _conversation(agent, owner, END_USER))
+    start_run(agent_with_webhook, CONTENT, _conversation(agent_with_webhook, owner, END_USER))
     response = client_for(owner).delete(f"/api/v1/end-users/{END_USER}/")
     assert response.status_code == 409 and "in progress" in response.json()["message"]
 
@@ -356,8 +357,8 @@ def _staff(*codenames: str) -> User:
     return user
 
 
-def test_the_admin_action_confirms_then_forgets_and_records_who_asked(client, agent, owner):
-    runs = _end_user_rows(agent, owner, END_USER, SECRET)
+def test_the_admin_action_confirms_then_forgets_and_records_who_asked(client, agent_with_webhook, owner):
+    runs = _end_user_rows(agent_with_webhook, owner, END_USER, SECRET)
     operator = _staff("view_conversation", "forget_end_user")
     client.force_login(operator)
     changelist = reverse("admin:conversations_conversation_changelist")
@@ -376,8 +377,8 @@ def test_the_admin_action_confirms_then_forgets_and_records_who_asked(client, ag
     assert _tables_holding(SECRET) == {} and _tables_holding(END_USER) == {}
 
 
-def test_without_the_forget_permission_the_action_is_not_offered_and_does_nothing(client, agent, owner):
-    runs = _end_user_rows(agent, owner, END_USER, SECRET)
+def test_without_the_forget_permission_the_action_is_not_offered_and_does_nothing(client, agent_with_webhook, owner):
+    runs = _end_user_rows(agent_with_webhook, owner, END_USER, SECRET)
     client.force_login(_staff("view_conversation"))
     changelist = reverse("admin:conversations_conversation_changelist")
     assert "forget_end_user" not in client.get(changelist).content.decode()
@@ -385,8 +386,8 @@ def test_without_the_forget_permission_the_action_is_not_offered_and_does_nothin
     assert not EndUserErasure.objects.exists() and Conversation.objects.filter(end_user=END_USER).count() == 2
 
 
-def test_erasures_are_read_only_and_need_their_view_permission(client, owner, agent):
-    _end_user_rows(agent, owner, END_USER, SECRET)
+def test_erasures_are_read_only_and_need_their_view_permission(client, owner, agent_with_webhook):
+    _end_user_rows(agent_with_webhook, owner, END_USER, SECRET)
     erasure = end_user_forget(person=EndUser(owner.pk, END_USER), requested_by=owner, channel="api")
     changelist = reverse("admin:conversations_endusererasure_changelist")
     change = reverse("admin:conversations_endusererasure_change", args=[erasure.pk])
@@ -407,8 +408,8 @@ def test_erasures_are_read_only_and_need_their_view_permission(client, owner, ag
 # --- copies: forks still going, delegated runs of forks --------------------------------------------
 
 
-def test_a_fork_still_running_refuses_the_erasure_and_changes_nothing(agent, owner, no_enqueue):
-    run = ask(agent, CONTENT, _conversation(agent, owner, END_USER))
+def test_a_fork_still_running_refuses_the_erasure_and_changes_nothing(agent_with_webhook, owner, no_enqueue):
+    run = ask(agent_with_webhook, CONTENT, _conversation(agent_with_webhook, owner, END_USER))
     fork = run_fork(source=run, request=ForkRequest(step=1), user=None)
     assert fork.status == "queued"
     with pytest.raises(EndUserBusy):
@@ -418,13 +419,13 @@ def test_a_fork_still_running_refuses_the_erasure_and_changes_nothing(agent, own
     assert response.status_code == 409 and "fork" in response.json()["message"]
 
 
-def test_the_runs_a_fork_delegated_to_are_forgotten_with_it(agent, owner, no_enqueue):
-    run = ask(agent, CONTENT, _conversation(agent, owner, END_USER))
+def test_the_runs_a_fork_delegated_to_are_forgotten_with_it(agent_with_webhook, owner, no_enqueue):
+    run = ask(agent_with_webhook, CONTENT, _conversation(agent_with_webhook, owner, END_USER))
     fork = advance(run_fork(source=run, request=ForkRequest(step=2), user=None))
-    child_conversation = conversation_create(agent=agent, title=f"{SECRET} delegated by a fork")
+    child_conversation = conversation_create(agent=agent_with_webhook, title=f"{SECRET} delegated by a fork")
     child = Run.objects.create(
         conversation=child_conversation,
-        agent=agent,
+        agent=agent_with_webhook,
         agent_version=fork.agent_version,
         status="completed",
         parent_run=fork,
@@ -454,8 +455,8 @@ def _remembered(agent, owner_id) -> list[str]:
     return [m.statement for m in memory_held(scope=f"agent:{agent.pk}", owner_id=owner_id, end_user=END_USER)]
 
 
-def test_the_admin_confirmation_counts_the_conversations_of_an_end_user_with_no_owner(client, agent):
-    conversations = _platform_end_user(agent)
+def test_the_admin_confirmation_counts_the_conversations_of_an_end_user_with_no_owner(client, agent_with_webhook):
+    conversations = _platform_end_user(agent_with_webhook)
     client.force_login(_staff("view_conversation", "forget_end_user"))
     changelist = reverse("admin:conversations_conversation_changelist")
     selected = {"action": "forget_end_user", "_selected_action": [conversations[0].pk]}
@@ -466,12 +467,12 @@ def test_the_admin_confirmation_counts_the_conversations_of_an_end_user_with_no_
     client.post(changelist, {**selected, "apply": "1"})
     erasure = EndUserErasure.objects.get()
     assert erasure.counts["conversations_anonymised"] == 5 and erasure.counts["memories_deleted"] == 1
-    assert _remembered(agent, None) == [] and _tables_holding(SECRET) == {}
+    assert _remembered(agent_with_webhook, None) == [] and _tables_holding(SECRET) == {}
 
 
-def test_staff_holding_the_forget_permission_forget_an_end_user_with_no_owner_through_the_api(agent):
-    _platform_end_user(agent)
-    assert _remembered(agent, None) == [f"{SECRET} 住在成都"]
+def test_staff_holding_the_forget_permission_forget_an_end_user_with_no_owner_through_the_api(agent_with_webhook):
+    _platform_end_user(agent_with_webhook)
+    assert _remembered(agent_with_webhook, None) == [f"{SECRET} 住在成都"]
     staff = _staff("forget_end_user")
     response = client_for(staff).delete(f"/api/v1/end-users/{END_USER}/?owner=none")
     assert response.status_code == 200, response.content
@@ -479,7 +480,11 @@ def test_staff_holding_the_forget_permission_forget_an_end_user_with_no_owner_th
     assert response.json()["end_user_digest"] == end_user_digest(owner_id=None, end_user=END_USER)
     assert erasure.requested_by == staff and erasure.counts["conversations_anonymised"] == 5
     # The agent no longer remembers them, and nothing they said is left.
-    assert _remembered(agent, None) == [] and _tables_holding(SECRET) == {} and _tables_holding(END_USER) == {}
+    assert (
+        _remembered(agent_with_webhook, None) == []
+        and _tables_holding(SECRET) == {}
+        and _tables_holding(END_USER) == {}
+    )
     assert client_for(staff).delete(f"/api/v1/end-users/{END_USER}/?owner=none").status_code == 404
 
 
@@ -493,8 +498,10 @@ def test_staff_holding_the_forget_permission_forget_an_end_user_with_no_owner_th
         ("staff with the permission", "?owner=alice", 400),
     ],
 )
-def test_forgetting_an_end_user_with_no_owner_is_refused_to_everyone_else(agent, owner, caller, query, status):
-    _platform_end_user(agent)
+def test_forgetting_an_end_user_with_no_owner_is_refused_to_everyone_else(
+    agent_with_webhook, owner, caller, query, status
+):
+    _platform_end_user(agent_with_webhook)
     kept = _tables_holding(SECRET)
     user = {
         "token owner": owner,
@@ -508,11 +515,11 @@ def test_forgetting_an_end_user_with_no_owner_is_refused_to_everyone_else(agent,
     assert response.status_code == status, response.content
     assert set(response.json()) == {"message", "extra"}
     assert _tables_holding(SECRET) == kept and not EndUserErasure.objects.exists()
-    assert _remembered(agent, None) == [f"{SECRET} 住在成都"]
+    assert _remembered(agent_with_webhook, None) == [f"{SECRET} 住在成都"]
 
 
-def test_no_owner_and_each_owner_are_different_people_of_the_same_id(agent, owner, fake_llm):
-    _end_user_rows(agent, owner, END_USER, SECRET)
+def test_no_owner_and_each_owner_are_different_people_of_the_same_id(agent_with_webhook, owner, fake_llm):
+    _end_user_rows(agent_with_webhook, owner, END_USER, SECRET)
     _platform_end_user(agent_on(fake_llm, _script(OTHER_SECRET)), secret=OTHER_SECRET)
     owners_rows = _tables_holding(SECRET)
     # Another application's token reaches neither.
@@ -522,28 +529,30 @@ def test_no_owner_and_each_owner_are_different_people_of_the_same_id(agent, owne
     assert response.status_code == 200 and response.json()["counts"]["conversations_anonymised"] == 5
     assert _tables_holding(OTHER_SECRET) == {} and _tables_holding(SECRET) == owners_rows
     assert Conversation.objects.filter(owner=owner, end_user=END_USER).count() == 2
-    assert _remembered(agent, owner.pk) == [f"{SECRET} 住在成都"]
+    assert _remembered(agent_with_webhook, owner.pk) == [f"{SECRET} 住在成都"]
     # The owner's own token forgets theirs.
     assert client_for(owner).delete(f"/api/v1/end-users/{END_USER}/").status_code == 200
-    assert _tables_holding(SECRET) == {} and _remembered(agent, owner.pk) == []
+    assert _tables_holding(SECRET) == {} and _remembered(agent_with_webhook, owner.pk) == []
 
 
-def test_the_command_line_speaks_only_for_the_platforms_own_end_user(agent, owner, no_enqueue):
-    theirs = _conversation(agent, owner, END_USER)
+def test_the_command_line_speaks_only_for_the_platforms_own_end_user(agent_with_webhook, owner, no_enqueue):
+    theirs = _conversation(agent_with_webhook, owner, END_USER)
     with pytest.raises(CommandError, match="not with end user"):
         call_command("agentry_chat", "你好", conversation=str(theirs.pk), end_user=END_USER, timeout=0.2)
     assert not Message.objects.filter(conversation=theirs).exists()
     # The platform's own conversation with that end user is theirs to continue (the message is
     # posted; no worker answers it here).
-    own = conversation_create(agent=agent, end_user=END_USER)
+    own = conversation_create(agent=agent_with_webhook, end_user=END_USER)
     with pytest.raises(CommandError, match="still queued"):
         call_command("agentry_chat", "你好", conversation=str(own.pk), end_user=END_USER, timeout=0.2)
     assert Message.objects.filter(conversation=own, content="你好").exists()
 
 
-def test_the_migration_links_the_replayed_cases_made_before_the_link_to_their_runs(agent, owner, no_enqueue):
-    run = ask(agent, CONTENT, _conversation(agent, owner, END_USER))
-    eval_run = replay_start(filter=ReplayFilter(agent=agent), candidate=run.agent_version, user=None)
+def test_the_migration_links_the_replayed_cases_made_before_the_link_to_their_runs(
+    agent_with_webhook, owner, no_enqueue
+):
+    run = ask(agent_with_webhook, CONTENT, _conversation(agent_with_webhook, owner, END_USER))
+    eval_run = replay_start(filter=ReplayFilter(agent=agent_with_webhook), candidate=run.agent_version, user=None)
     suite = eval_run.suite
     advance(EvalResult.objects.get(eval_run=eval_run).run)
     EvalCase.objects.update(source_run=None)

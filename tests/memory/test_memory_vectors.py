@@ -34,13 +34,12 @@ from memory.services import (
     memory_embedding_model,
     memory_search,
 )
-from tests.api_helpers import make_user
 from tests.engine.test_memory_recall import extractions  # noqa: F401 (a fixture)
-from tests.factories import ModelConfigFactory, make_agent
-from tests.ledger import ledger_run
-from tests.llm_helpers import assert_totals_match_calls
 from tests.memory.test_agent_settings import _form
-from tests.runs import advance, start_run
+from tests.support.factories import ModelConfigFactory, make_agent, make_user
+from tests.support.ledger import ledger_run
+from tests.support.llm import assert_totals_match_calls
+from tests.support.runs import advance, start_run
 
 pytestmark = pytest.mark.django_db
 

@@ -22,9 +22,8 @@ from memory.services import (
     memory_scope,
     memory_search,
 )
-from tests.api_helpers import make_user
-from tests.factories import make_agent
-from tests.ledger import ledger_run
+from tests.support.factories import make_agent, make_user
+from tests.support.ledger import ledger_run
 
 pytestmark = pytest.mark.django_db
 

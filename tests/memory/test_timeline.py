@@ -10,9 +10,8 @@ from django.utils import timezone
 
 from memory.models import MemoryUse
 from memory.services import MemoryProposal, memory_apply
-from tests.api_helpers import make_user
-from tests.factories import make_agent
-from tests.ledger import ledger_call, ledger_run
+from tests.support.factories import make_agent, make_user
+from tests.support.ledger import ledger_call, ledger_run
 
 pytestmark = pytest.mark.django_db
 

@@ -16,8 +16,7 @@ from django.test import override_settings
 from django.urls import path
 
 from platform_site.asgi import _served_async, application
-from tests.api_helpers import make_user, token_for
-from tests.factories import make_agent
+from tests.support.factories import make_agent, make_user, token_for
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,8 @@ import httpx
 import pytest
 from django.db import connection
 
-from tests.api_servers import ApiServer
 from tests.conftest import _database_url
+from tests.support.api_server import ApiServer
 
 # The server runs on the test database, which only a test marked for it sets up.
 pytestmark = [pytest.mark.django_db, pytest.mark.e2e]  # a live uvicorn per test

@@ -21,12 +21,12 @@ from django.utils import timezone
 from kombu import Connection
 
 from conversations.models import LLMCall, Message, Run, RunEvent
-from tests.api_helpers import make_user, token_for
-from tests.api_servers import ApiServer
 from tests.conftest import _database_url
-from tests.helpers import wait_for
-from tests.llm_helpers import agent_on, assert_totals_match_calls
-from tests.workers import WorkerProcess
+from tests.support.api_server import ApiServer
+from tests.support.factories import make_user, token_for
+from tests.support.llm import agent_on, assert_totals_match_calls
+from tests.support.waits import wait_for
+from tests.support.workers import WorkerProcess
 
 pytestmark = pytest.mark.e2e
 

@@ -10,8 +10,8 @@ from django.urls import reverse
 from agents.models import Agent, AgentTool, ModelConfig
 from agents.prompting import render_system_prompt
 from agents.services import agent_version_current
-from tests.factories import ModelConfigFactory, make_agent
-from tests.runs import advance, start_run
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.runs import advance, start_run
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db

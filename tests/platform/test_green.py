@@ -14,7 +14,7 @@ from agents.models import Agent
 from agents.providers import ProviderError, get_provider
 from platform_site import green, green_db
 from tests.agents.test_providers import model_dict
-from tests.carried import carry
+from tests.support.carried import carry
 
 
 @pytest.mark.django_db(transaction=True)

@@ -96,7 +96,7 @@ def test_the_binary_dumper_stores_the_same():
 @pytest.mark.django_db
 def test_a_json_field_round_trips_through_the_orm(monkeypatch, django_user_model):
     from conversations.models import Conversation
-    from tests.factories import make_agent
+    from tests.support.factories import make_agent
 
     counted = _counted(jsonb._encoded)
     monkeypatch.setattr(jsonb, "_encoded", counted)

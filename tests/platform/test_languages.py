@@ -6,7 +6,8 @@ import json
 import pytest
 from django.test import Client
 
-from tests.api_helpers import client_for, make_user
+from tests.support.api import client_for
+from tests.support.factories import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ from django.test import RequestFactory
 
 from platform_site import middleware
 from platform_site.asgi import application
-from tests.api_helpers import make_user, token_for
+from tests.support.factories import make_user, token_for
 
 pytestmark = pytest.mark.django_db
 

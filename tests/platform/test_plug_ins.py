@@ -12,7 +12,7 @@ import knowledge.executor
 from agents.releases import ReleaseRefused, release_check_register, release_checks, version_publish
 from evals.gate import release_gate_check
 from evals.models import EvalSuite, ReleaseGate
-from tests.factories import make_agent
+from tests.support.factories import make_agent
 from tools.executors import executor_of, executor_register, http
 
 

@@ -10,8 +10,8 @@ from django.db.models.signals import post_init
 from agents.models import Agent
 from conversations.models import Run
 from platform_site.rows import Columns
-from tests.factories import make_agent
-from tests.runs import start_run
+from tests.support.factories import make_agent
+from tests.support.runs import start_run
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 from django.conf import settings
 
-from tests.run_lock import HOLDER_PREFIX, _key
+from tests.support.run_lock import HOLDER_PREFIX, _key
 
 ROOT = Path(__file__).resolve().parents[2]
 # A "default" of this test's own, so that the test collides with nobody's real run.

@@ -10,9 +10,8 @@ from django.utils import timezone
 
 from conversations.models import Conversation
 from platform_site import statements
-from tests.api_helpers import make_user
-from tests.factories import make_agent
-from tests.runs import start_run
+from tests.support.factories import make_agent, make_user
+from tests.support.runs import start_run
 
 pytestmark = pytest.mark.django_db
 

@@ -8,9 +8,9 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from platform_site.logs import ContextFilter
-from tests.factories import make_agent
-from tests.ledger import ledger_run
-from tests.runs import advance, start_run
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_run
+from tests.support.runs import advance, start_run
 
 
 class Records(logging.Handler):

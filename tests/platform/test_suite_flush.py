@@ -1,6 +1,7 @@
-"""The suite's cleanup after a test that commits (tests/flush.py): every row the test wrote is
+"""The suite's cleanup after a test that commits (tests/support/flush.py): every row the test wrote is
 deleted, in any order of foreign keys, and what post_migrate makes (content types, permissions,
-the approvers' and operators' groups) is there again for the next test."""
+the approvers' and operators' groups) is there again for the next test; content types and
+permissions, which post_migrate would make again row for row, are kept as they were."""
 
 import pytest
 from django.apps import apps
@@ -12,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 
 from conversations.models import Run
 from conversations.permissions import APPROVERS_GROUP, OPERATORS_GROUP
-from tests.factories import make_agent
-from tests.runs import start_run
+from tests.support.factories import make_agent
+from tests.support.runs import start_run
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -46,6 +47,19 @@ def test_a_flush_deletes_every_row_and_post_migrate_remakes_the_groups():
     assert {label: count for label, count in left.items() if count} == {}
     for name in (APPROVERS_GROUP, OPERATORS_GROUP):
         assert Group.objects.get(name=name).permissions.exists()
+
+
+def test_a_flush_keeps_content_types_and_permissions_as_post_migrate_makes_them():
+    kept = set(Permission.objects.values_list("pk", "content_type__app_label", "codename"))
+    with CaptureQueriesContext(connection) as queries:
+        _flush()
+    assert set(Permission.objects.values_list("pk", "content_type__app_label", "codename")) == kept
+    assert not [query["sql"] for query in queries if "INSERT" in query["sql"] and "auth_permission" in query["sql"]]
+    # Exactly what post_migrate makes: a flush that deletes them makes the same set again.
+    call_command("flush", verbosity=0, interactive=False, reset_sequences=True, allow_cascade=False)
+    assert {row[1:] for row in Permission.objects.values_list("pk", "content_type__app_label", "codename")} == {
+        row[1:] for row in kept
+    }
 
 
 def test_a_flush_asked_to_reset_sequences_still_truncates():

@@ -9,8 +9,8 @@ from conversations.models import Run
 from conversations.services import conversation_create
 from engine.admission import message_post
 from tests.conftest import _worker_idle, pytest_runtest_setup
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 

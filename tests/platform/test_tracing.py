@@ -18,11 +18,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from conversations.models import Approval, Run
 from engine.approvals import approval_decide
 from platform_site.telemetry import tracer, tracing
-from tests.api_helpers import client_for, make_user, token_for
-from tests.helpers import wait_for
-from tests.llm_helpers import agent_on
-from tests.runs import ask
-from tests.workers import WorkerProcess
+from tests.support.api import client_for
+from tests.support.factories import make_user, token_for
+from tests.support.llm import agent_on
+from tests.support.runs import ask
+from tests.support.waits import wait_for
+from tests.support.workers import WorkerProcess
 
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"

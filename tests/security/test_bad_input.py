@@ -13,9 +13,7 @@ from agents.models import Agent, ModelConfig
 from api.completions import completion_request_parse, completion_start
 from conversations.models import Approval, Conversation, Message, Run
 from engine.loop import run_advance
-from tests.api_helpers import client_for, make_user, token_for
 from tests.approvals.conftest import Scenario, counter_steps
-from tests.helpers import agent_admin_inlines
 from tests.security.bad_input import (
     BAD_BODIES,
     BAD_QUERY,
@@ -28,6 +26,9 @@ from tests.security.bad_input import (
     eval_ids,
     site_routes,
 )
+from tests.support.admin_forms import agent_admin_inlines
+from tests.support.api import client_for
+from tests.support.factories import make_user, token_for
 from tools.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from tests.helpers import wait_for
-from tests.tool_fixtures import SANDBOX_PID_KEY, redis_client
+from tests.support.tool_fixtures import SANDBOX_PID_KEY, redis_client
+from tests.support.waits import wait_for
 from tools.executors import execute_tool
 from tools.registry import ToolContext, registry
 

@@ -21,12 +21,12 @@ from evals.matching import pattern_check, schema_errors
 from evals.models import EvalCase, EvalSuite
 from platform_site import outbound
 from platform_site.green import spawn
-from tests.api_helpers import client_for, make_user, token_for
-from tests.api_servers import ApiServer
 from tests.conftest import _database_url
-from tests.factories import ModelConfigFactory, make_agent
-from tests.llm_helpers import agent_on
-from tests.runs import advance, start_run
+from tests.support.api import client_for
+from tests.support.api_server import ApiServer
+from tests.support.factories import ModelConfigFactory, make_agent, make_user, token_for
+from tests.support.llm import agent_on
+from tests.support.runs import advance, start_run
 from tools.arguments import validate_arguments
 
 # Exponential on a backtracking engine: 0.85 s at 24 characters, hours at 40.

@@ -13,10 +13,9 @@ from django.conf import settings
 from django.test import Client
 
 from conversations.models import ApiToken, Conversation, Message, Run
-from tests.api_helpers import token_for
-from tests.factories import make_agent
-from tests.ledger import ledger_run
 from tests.security.privileges import admin_form_data, user_with
+from tests.support.factories import make_agent, token_for
+from tests.support.ledger import ledger_run
 from tools.models import MCPServer, ToolDefinition
 from tools.services import tool_definitions_import_openapi
 

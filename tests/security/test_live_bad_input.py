@@ -13,9 +13,9 @@ from django.test import Client
 
 from conversations.models import Approval, Conversation, Message, Run
 from engine.loop import run_advance
-from tests.api_helpers import token_for
 from tests.approvals.conftest import Scenario, counter_steps
 from tests.security.bad_input import BAD_BODIES, METHODS, NO_BODY, ROUTES, assert_error_shape, eval_ids
+from tests.support.factories import token_for
 
 pytestmark = [pytest.mark.e2e]
 # Page endpoints that answer JSON; the other pages answer a form with its errors again (HTML).

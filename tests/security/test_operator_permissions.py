@@ -11,10 +11,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from conversations.models import Approval, Conversation, Message, Run, ToolInvocation
-from tests.api_helpers import client_for
-from tests.factories import make_agent
-from tests.ledger import ledger_call, ledger_run
 from tests.security.privileges import user_with
+from tests.support.api import client_for
+from tests.support.factories import make_agent
+from tests.support.ledger import ledger_call, ledger_run
 
 pytestmark = pytest.mark.django_db
 

@@ -24,11 +24,11 @@ from conversations.services import conversation_create
 from engine import tasks
 from engine.admission import message_post
 from engine.runs import run_finish
-from tests.api_helpers import client_for, make_user, token_for
-from tests.api_servers import ApiServer
 from tests.conftest import _database_url
-from tests.factories import make_agent
-from tests.helpers import wait_for
+from tests.support.api import client_for
+from tests.support.api_server import ApiServer
+from tests.support.factories import make_agent, make_user, token_for
+from tests.support.waits import wait_for
 
 # A client that gives up long before the old 60 s pool wait: a hang fails the test.
 CLIENT_TIMEOUT = 30

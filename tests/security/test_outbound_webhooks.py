@@ -8,9 +8,9 @@ from conversations.models import Webhook, WebhookDelivery
 from conversations.services import conversation_create
 from conversations.webhooks import webhook_attempt
 from engine.admission import message_post
-from tests.api_servers import WebhookReceiver
-from tests.factories import make_agent
-from tests.servers import petstore  # noqa: F401 (fixture)
+from tests.support.api_server import WebhookReceiver
+from tests.support.factories import make_agent
+from tests.support.servers import petstore  # noqa: F401 (fixture
 from tools.executors import execute_tool
 from tools.registry import ToolContext
 

@@ -14,8 +14,8 @@ from conversations.models import Approval, ToolInvocation
 from engine.approvals import approval_decide
 from engine.loop import run_advance
 from tests.approvals.conftest import approver, enqueued, scenario  # noqa: F401 (fixtures)
-from tests.factories import make_agent
-from tests.servers import petstore  # noqa: F401 (fixture)
+from tests.support.factories import make_agent
+from tests.support.servers import petstore  # noqa: F401 (fixture
 from tools.approval_policy import approval_need
 from tools.executors import execute_tool
 from tools.models import ToolDefinition

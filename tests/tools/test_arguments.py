@@ -6,7 +6,7 @@ from conversations.models import ToolInvocation
 from conversations.services import conversation_create
 from engine.admission import message_post
 from engine.loop import run_advance
-from tests.factories import ModelConfigFactory, make_agent
+from tests.support.factories import ModelConfigFactory, make_agent
 
 SCRIPT = {
     "scenarios": [

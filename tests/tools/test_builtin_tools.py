@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.servers import petstore  # noqa: F401 (fixture)
+from tests.support.servers import petstore  # noqa: F401 (fixture
 from tests.unit.tools.test_builtin_tools import call
 from tools.models import ToolDefinition
 from tools.services import tool_definitions_sync_from_registry

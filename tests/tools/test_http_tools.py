@@ -11,9 +11,9 @@ from agents.snapshot import snapshot_build
 from conversations.models import ToolInvocation
 from conversations.services import conversation_create
 from engine.admission import message_post
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
-from tests.servers import petstore  # noqa: F401 (fixture)
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.servers import petstore  # noqa: F401 (fixture
+from tests.support.waits import wait_for
 from tools.executors import execute_tool
 from tools.models import ToolDefinition
 from tools.registry import ToolContext

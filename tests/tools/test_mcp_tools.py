@@ -13,9 +13,9 @@ from agents.snapshot import snapshot_build
 from conversations.models import Run, ToolInvocation
 from conversations.services import conversation_create
 from engine.admission import message_post
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
-from tests.servers import notes_mcp  # noqa: F401 (fixture)
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.servers import notes_mcp  # noqa: F401 (fixture
+from tests.support.waits import wait_for
 from tools.executors import execute_tool
 from tools.mcp_sessions import MCPUnavailable
 from tools.models import MCPServer, ToolDefinition

@@ -8,8 +8,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from agents.models import AgentTool
 from agents.snapshot import snapshot_build
-from tests.factories import make_agent
-from tests.servers import petstore  # noqa: F401 (fixture)
+from tests.support.factories import make_agent
+from tests.support.servers import petstore  # noqa: F401 (fixture
 from tools.executors import execute_tool
 from tools.models import ToolDefinition
 from tools.openapi import OpenAPIError

@@ -7,7 +7,7 @@ import pytest
 from agents.providers.openai_compatible import OpenAICompatibleProvider
 from platform_site import outbound
 from platform_site.outbound import OutboundBlocked
-from tests.servers import petstore  # noqa: F401 (fixture)
+from tests.support.servers import petstore  # noqa: F401 (fixture
 from tests.unit.tools.test_outbound_guard import no_allowlist  # noqa: F401 (a fixture)
 
 

@@ -14,7 +14,7 @@ from django.db import connection
 from django.test import Client, override_settings
 
 from conversations.models import Run
-from tests.factories import make_agent
+from tests.support.factories import make_agent
 from tests.triggers.test_hooks import ORDER, SECRET, _signed
 from triggers.models import Hook
 

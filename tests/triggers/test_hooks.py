@@ -12,7 +12,7 @@ from django.db import transaction
 from django.test import Client, override_settings
 
 from conversations.models import Conversation, Run, RunRequest
-from tests.factories import make_agent
+from tests.support.factories import make_agent
 from triggers.hooks import HookDeliveryReplayed, hook_deliver, hook_signature
 from triggers.models import Hook, HookDelivery
 

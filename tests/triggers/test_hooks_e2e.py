@@ -10,8 +10,8 @@ from django.test import Client
 
 from conversations.models import Run, RunStatus
 from conversations.selectors import run_final_answer
-from tests.factories import ModelConfigFactory, make_agent
-from tests.helpers import wait_for
+from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.waits import wait_for
 from triggers.hooks import hook_signature
 from triggers.models import Hook
 

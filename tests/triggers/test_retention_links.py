@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 
 from conversations.retention import runs_purge
-from tests.factories import make_agent
-from tests.ledger_seed import ledger_seed
+from tests.support.factories import make_agent
+from tests.support.ledger_seed import ledger_seed
 from triggers.models import Hook, HookDelivery, Schedule, ScheduleFire
 
 pytestmark = pytest.mark.django_db

@@ -17,7 +17,7 @@ from django.utils import timezone
 from conversations.models import Conversation, Run, RunEvent
 from conversations.services import conversation_create
 from engine.admission import message_post
-from tests.runs import advance
+from tests.support.runs import advance
 from triggers.models import Schedule
 from triggers.schedules import schedules_fire_due
 

@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 
 from conversations.models import Run
-from tests.helpers import wait_for
-from tests.runs import last_answer
+from tests.support.runs import last_answer
+from tests.support.waits import wait_for
 from triggers.models import Schedule, ScheduleFire
 from triggers.tasks import schedules_tick_task
 

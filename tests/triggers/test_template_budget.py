@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from agents.prompt_budget import MAX_STEPS
 from agents.prompting import system_prompt_check
-from tests.factories import make_agent
+from tests.support.factories import make_agent
 from tests.triggers.test_hooks import SECRET, _post, _signed
 from tests.triggers.test_schedules import ANSWER, NINE, _form, make_schedule
 from tests.unit.agents.test_prompt_budget import NESTED_LOOPS

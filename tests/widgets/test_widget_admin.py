@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client, override_settings
 
-from tests.factories import make_agent
+from tests.support.factories import make_agent
 from tests.widgets.test_widget_api import SITE, owner, widget  # noqa: F401 - fixtures
 from triggers.models import Hook
 from widgets.tokens import end_user_token_verify

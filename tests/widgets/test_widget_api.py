@@ -15,8 +15,8 @@ from django.db import connection
 from django.test import Client
 
 from conversations.models import Conversation, Message, Run
-from tests.factories import make_agent
 from tests.security.bad_input import BAD_BODIES
+from tests.support.factories import make_agent
 from widgets.models import Widget
 from widgets.tokens import MAX_LIFETIME_SECONDS, TokenRefused, end_user_token_sign, end_user_token_verify
 

@@ -14,8 +14,8 @@ import jwt
 import pytest
 from django.contrib.auth.models import User
 
-from tests.browser import chromium_browser
-from tests.factories import ModelConfigFactory, make_agent
+from tests.support.browser import chromium_browser
+from tests.support.factories import ModelConfigFactory, make_agent
 from widgets.models import Widget
 from widgets.tokens import end_user_token_sign
 

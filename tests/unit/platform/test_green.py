@@ -14,7 +14,7 @@ from psycopg import errors
 
 from engine.reactor import Reactor
 from platform_site import green, green_db
-from tests.carried import carry
+from tests.support.carried import carry
 
 
 def _wants(wanted, states: list):

@@ -1,16 +1,4 @@
-import time
-
-
-def wait_for(predicate, *, timeout: float = 30, interval: float = 0.05, message: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
-        time.sleep(interval)
-
+"""Form fields the admin's pages need beside a test's own."""
 
 # The agent admin's inlines (tool links, delegates, guardrail rules): a posted form needs each
 # one's management form, or Django refuses the whole post.

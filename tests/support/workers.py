@@ -8,7 +8,7 @@ from pathlib import Path
 
 from platform_site.worker_command import worker_argv
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 
 

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tests.helpers import wait_for
+from tests.support.waits import wait_for
 
 PGBOUNCER = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin:/usr/local/sbin")
 

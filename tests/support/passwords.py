@@ -19,6 +19,6 @@ def install() -> None:
     from django.conf import settings
     from django.contrib.auth import hashers
 
-    settings.PASSWORD_HASHERS = ["tests.passwords.QuickPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
+    settings.PASSWORD_HASHERS = ["tests.support.passwords.QuickPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
     hashers.get_hashers.cache_clear()
     hashers.get_hashers_by_algorithm.cache_clear()

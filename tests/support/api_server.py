@@ -13,9 +13,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.workers import settings_module
+from tests.support.workers import settings_module
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 
 
