@@ -1,95 +1,43 @@
 """Evaluating the alert rules: open a firing when a rule's condition starts to hold, resolve it
-when the condition clears, and tell the rule's webhooks and addresses both times.
+when the condition clears, and tell the rule's channels both times (notifications.alerts: its
+webhooks and addresses).
 
 Safe to run twice at once (two beats, a slow evaluation overlapping the next): at most one
 firing per rule is open, by a partial unique constraint; the evaluation that loses the insert
 drops its firing with its notifications, and resolving is a conditional update that only one
-evaluation wins. Notifications are written in the same transaction as the firing (webhook
-deliveries) or sent after its commit (email), so a rolled-back firing tells no one.
+evaluation wins. The channels are told in the firing's transaction (and write or send after its
+commit), so a rolled-back firing tells no one.
 """
 
-import logging
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 
-from django.conf import settings
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
-from alerts.models import CONTROL_CHARACTERS, AlertFiring, AlertRule
-from alerts.selectors import Measurement, alert_rule_measure, number_text
-from conversations.webhooks import webhook_alert_deliveries_create
-
-log = logging.getLogger(__name__)
+from alerts.models import AlertFiring, AlertRule
+from alerts.selectors import Measurement, alert_rule_measure
 
 FIRING, RESOLVED = "alert.firing", "alert.resolved"
 
 
-def _payload(firing: AlertFiring, event_type: str) -> dict:
-    rule = firing.rule
-    return {
-        "type": event_type,
-        "created_at": (firing.resolved_at or firing.started_at).isoformat(),
-        "alert": {
-            "firing_id": firing.pk,
-            "rule": {
-                "id": rule.pk,
-                "name": rule.name,
-                "kind": rule.kind,
-                "window": rule.window if rule.kind in AlertRule.WINDOWED else None,
-                "agent": rule.agent.slug if rule.agent_id else None,
-                "model_config": rule.model_config.name if rule.model_config_id else None,
-            },
-            "value": number_text(firing.value),
-            "threshold": number_text(firing.threshold),
-            "resolved_value": None if firing.resolved_value is None else number_text(firing.resolved_value),
-            "summary": firing.summary,
-            "started_at": firing.started_at.isoformat(),
-            "resolved_at": firing.resolved_at.isoformat() if firing.resolved_at else None,
-        },
-    }
+# The channels that tell a rule's webhooks and addresses, registered at start-up by the app
+# above this one that sends (notifications, from NotificationsConfig.ready): this module names
+# none of them. Each is called in the firing's (or resolution's) transaction.
+_channels: list[Callable[..., None]] = []
 
 
-def header_text(text: str) -> str:
-    """Text fit for an email header: every control character or line separator becomes a space.
-    A rule named before names were checked may hold a line break, and Django refuses such a
-    header (BadHeaderError), which would drop every email of the rule."""
-    return " ".join(CONTROL_CHARACTERS.sub(" ", text).split())
-
-
-def _email(*, recipients: list[str], subject: str, body: str) -> None:
-    """Sent after commit by Django's email backend; a mail server that is down is logged, not
-    raised: the firing is recorded and shown whatever happens to its email."""
-    try:
-        send_mail(header_text(subject), body, settings.DEFAULT_FROM_EMAIL, recipients)
-    except Exception:
-        log.exception("alert email to %s failed", ", ".join(recipients))
+def alert_channel_register(channel: Callable[..., None]) -> None:
+    """Call `channel(firing=..., event_type=FIRING or RESOLVED)` on every firing and resolution;
+    registering the same again is a no-op (ready() may run more than once in a process)."""
+    if channel not in _channels:
+        _channels.append(channel)
 
 
 def _notify(firing: AlertFiring, event_type: str) -> None:
-    rule = firing.rule
-    if rule.send_webhooks:
-        webhook_alert_deliveries_create(
-            event_type=event_type, payload=_payload(firing, event_type), agent_id=rule.agent_id
-        )
-    recipients = rule.recipients
-    if not recipients:
-        return
-    if event_type == FIRING:
-        subject = _("[Agentry alert] %(rule)s is firing") % {"rule": rule.name}
-    else:
-        subject = _("[Agentry alert] %(rule)s resolved") % {"rule": rule.name}
-    body = "\n".join(
-        [
-            firing.summary,
-            _("Scope: %(scope)s") % {"scope": rule.scope_text()},
-            _("Since: %(at)s") % {"at": firing.started_at.isoformat()},
-            *([_("Resolved: %(at)s") % {"at": firing.resolved_at.isoformat()}] if firing.resolved_at else []),
-        ]
-    )
-    transaction.on_commit(lambda: _email(recipients=recipients, subject=subject, body=body))
+    for channel in _channels:
+        channel(firing=firing, event_type=event_type)
 
 
 def alert_firing_open(*, rule: AlertRule, measurement: Measurement, now: datetime) -> AlertFiring | None:

@@ -20,7 +20,6 @@ from console.feedback_admin import ForgetEndUserMixin
 from console.formatting import plain_amount, short_id_html
 from console.monitoring.admin_actions import cancel_runs, requeue_runs, retry_runs
 from console.monitoring.presenters import approval_edit, duration_text
-from conversations import chat_formats
 from conversations.models import (
     ApiToken,
     Approval,
@@ -32,19 +31,19 @@ from conversations.models import (
     RunEvent,
     RunPurge,
     ToolInvocation,
-    Webhook,
-    WebhookAttempt,
-    WebhookDelivery,
 )
 from conversations.permissions import user_may_decide
 from conversations.selectors import agent_config_visible_to, run_timeline
 from conversations.tokens import api_token_create
-from conversations.webhooks import webhook_redeliver, webhook_secret_generate
 from engine.approvals import ApprovalError, approval_decide
 from engine.operations import user_may_operate
 from knowledge.models import KnowledgeSearch
+from notifications import chat_formats
+from notifications.deliveries import webhook_redeliver
+from notifications.models import Webhook, WebhookAttempt, WebhookDelivery
 from platform_site.admin_mixins import ReadOnlyAdminMixin, ReadOnlyInline, json_html
 from platform_site.crypto import mask
+from platform_site.signatures import webhook_secret_generate
 from tools.arguments import arguments_hash
 
 # The admin is the operators' home: it carries the product's name, and its index and header
@@ -737,7 +736,7 @@ class WebhookDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def has_redeliver_permission(self, request):
         # Sending an event again to where a webhook points is within the power to change the webhook.
-        return request.user.has_perm("conversations.change_webhook")
+        return request.user.has_perm("notifications.change_webhook")
 
     @admin.action(description=gettext_lazy("Redeliver the selected failed deliveries"), permissions=["redeliver"])
     def redeliver(self, request, queryset):

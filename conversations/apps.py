@@ -17,9 +17,5 @@ class ConversationsConfig(AppConfig):
     verbose_name = _("Conversations")
 
     def ready(self):
-        # Register the tasks in every process (web ones too): webhook deliveries are sent by
-        # task name (see conversations.webhooks).
-        from conversations import tasks  # noqa: F401
-
         # After every migrate (and every test-database flush) the Approvers and Operators groups exist.
         post_migrate.connect(_approvers_group, sender=self)

@@ -56,11 +56,10 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from conversations.events import SETTLING_EVENT_TYPES, WEBHOOK_EVENT_TYPES
+from conversations.events import SETTLING_EVENT_TYPES
 from conversations.fencing import LeaseLost, lease_deadline
 from conversations.models import Conversation, Message, Run, RunEvent, RunStatus
 from conversations.wakeups import publish_run_event
-from conversations.webhooks import webhook_deliveries_create, webhooks_listening
 from platform_site.cursors import statement_cursor
 from platform_site.prep import prep_save
 
@@ -658,6 +657,73 @@ def run_guard(
     batch.add("run", Update(Run, tuple(assignments), (*conditions, *where)), returning=columns)
 
 
+# --- Run-event listeners
+
+
+@dataclass(frozen=True)
+class RunEventListener:
+    """An app above the ledger that records something of a run's events (notifications: a
+    webhook delivery per event a webhook hears), registered from its AppConfig.ready(): the
+    ledger names none of them.
+
+    `event_types`: the events it may hear. `hears`: whether it hears a run, as a condition on the
+    run's row (an Exists correlated with it by Row), read once per event of those types, or by
+    the caller's own statement (listening_read). `written(event)`: once a heard event's statement
+    has run, in its transaction (the batch then is one), so the event and what the listener
+    records commit together or not at all: an event that happened is heard (at least once), one
+    rolled back (a lost lease) is not.
+
+    After the statement and not inside it: a listener's record is built from the run as that
+    statement left it (a webhook's payload holds its status, answer, usage and cost), which the
+    statement's own queries cannot see (each sees the database as it was when it began)."""
+
+    event_types: frozenset[str]
+    hears: Exists
+    written: Callable[[RunEvent], None]
+
+
+# Filled at start-up by the apps above this one, from their AppConfig.ready().
+_listeners: list[RunEventListener] = []
+
+
+def run_event_listener_register(listener: RunEventListener) -> None:
+    """Call `listener` for the events it hears; registering the same again is a no-op (ready()
+    may run more than once in a process, as in tests)."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
+def _heard(run_id, listeners: list[RunEventListener]) -> Select:
+    """A read of the run's id if one of `listeners` hears it (no row otherwise)."""
+    return Select(Run, ("id",)).where(Is("id", run_id), either(*(listener.hears for listener in listeners)))
+
+
+def run_listened(*, run_id, listeners: list[RunEventListener] | None = None) -> bool:
+    """Whether one of `listeners` (all by default) hears the run, in one read through its row."""
+    listeners = _listeners if listeners is None else listeners
+    if not listeners:
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(*_heard(run_id, listeners).render())
+        return cursor.fetchone() is not None
+
+
+def listening_read(batch: Batch, *, run_id) -> Callable[[dict], bool]:
+    """Read in `batch` whether a listener hears the run (event_add's `listening`, for an event a
+    later batch adds), instead of by a read of its own; returns what tells it from the batch's
+    results."""
+    if not _listeners:
+        return lambda results: False
+    batch.read("listening", _heard(run_id, _listeners))
+    return lambda results: results["listening"]["id"] is not None
+
+
+def unheard() -> tuple[Exists, ...]:
+    """Conditions on a run's row under which no listener hears the run, for a guard that must
+    not match such a run (a commit whose transaction is its statement alone)."""
+    return tuple(~listener.hears for listener in _listeners)
+
+
 def event_add(
     batch: Batch,
     *,
@@ -671,11 +737,12 @@ def event_add(
     """One of the batch's events, numbered by its guard's bump of the run's event sequence: a
     batch's events take its numbers in the order they are added. `fill`:
     payload keys whose values an earlier write of the batch returns ({"llm_call_id": "call.id"}).
-    `listening`: whether a webhook hears the run, when the caller read it already (the commit of
-    a run's final answer reads it for the ending that follows); else it is read here if the event
-    is one webhooks are sent. `wake`: whether the run's streams are woken once it commits; not for
-    the first event of a run the same batch inserts, which nothing can watch yet (its id is known
-    only to the caller until then). The RunEvent returned is complete once the batch is executed."""
+    `listening`: whether a listener hears the run, when the caller read it already (the commit of
+    a run's final answer reads it for the ending that follows: listening_read); else it is read
+    here if a listener takes the event's type (RunEventListener). `wake`: whether the run's
+    streams are woken once it commits; not for the first event of a run the same batch inserts,
+    which nothing can watch yet (its id is known only to the caller until then). The RunEvent
+    returned is complete once the batch is executed."""
     now = timezone.now()
     value = "%s"
     if fill:
@@ -702,11 +769,11 @@ def event_add(
         event=True,
     )
     event = RunEvent(run_id=run_id, type=type, payload=payload, created_at=now)
-    # Webhook deliveries are written with their event, in its transaction.
-    if type not in WEBHOOK_EVENT_TYPES:
+    listeners = [listener for listener in _listeners if type in listener.event_types]
+    if not listeners:
         listening = False
     elif listening is None:
-        listening = webhooks_listening(run_id=run_id)
+        listening = run_listened(run_id=run_id, listeners=listeners)
 
     def written(results: dict) -> None:
         event.id, event.seq = results[name]["id"], results[name]["seq"]
@@ -715,7 +782,8 @@ def event_add(
             write, column = reference.split(".")
             payload[key] = results[write][column]
         if listening:
-            webhook_deliveries_create(event=event)
+            for listener in listeners:
+                listener.written(event)
         # Streams read rows; the wake-up only tells them to look, once the row is visible.
         if wake:
             settles = type in SETTLING_EVENT_TYPES

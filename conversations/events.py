@@ -56,15 +56,6 @@ _ENDED = {
 }
 # A stream or a waiting request is done once one of these arrives.
 TERMINAL_EVENT_TYPES = frozenset(_ENDED.values())
-# What is POSTed to webhooks: a run's outcome, and a call waiting for a person; a chat app's bot
-# also hears the decision or the expiry, as a follow-up to the card it showed (chat_formats).
-# An escalation goes only to the webhooks marked as escalation channels (webhooks._hears).
-WEBHOOK_EVENT_TYPES = TERMINAL_EVENT_TYPES | {
-    EventType.APPROVAL_REQUESTED,
-    EventType.APPROVAL_DECIDED,
-    EventType.APPROVAL_EXPIRED,
-    EventType.APPROVAL_ESCALATED,
-}
 # The events after which a request waiting for the outcome reads the run: it ended, or it waits
 # for a person (conversations.wakeups.SETTLED).
 SETTLING_EVENT_TYPES = TERMINAL_EVENT_TYPES | {EventType.RUN_AWAITING_APPROVAL}

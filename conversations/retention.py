@@ -1,12 +1,15 @@
-"""Retention: old runs leave the ledger with a tombstone; idempotency keys and webhook deliveries expire.
+"""Retention: old runs leave the ledger with a tombstone; idempotency keys expire.
 
 The ledger is append-only everywhere else; this is the one place rows are deleted, and only by
 an agent's retention policy (Agent.retention_days), a batch of runs per transaction. Each batch
 adds its counts to the purge's tombstone (RunPurge) in the same transaction, so the tombstone
-always says exactly what is gone, even if the sweep stops half-way.
+always says exactly what is gone, even if the sweep stops half-way. What apps above this one keep
+about runs' events (notifications: webhook deliveries) goes with the runs, through what they
+register here at start-up (event_records_register).
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -30,9 +33,6 @@ from conversations.models import (
     RunRequest,
     RunStatus,
     ToolInvocation,
-    Webhook,
-    WebhookAttempt,
-    WebhookDelivery,
 )
 
 # Runs deleted per transaction: each holds their rows' locks until it commits, and its
@@ -40,10 +40,9 @@ from conversations.models import (
 PURGE_BATCH_RUNS = 200
 EXPIRY_BATCH_ROWS = 1000
 
-# What a purge counts, in the order the rows are deleted (rows before the rows they point to).
+# What a purge counts of the ledger's own rows, in the order they are deleted (rows before the
+# rows they point to), after what the registered apps delete (purge_kinds).
 PURGE_KINDS = (
-    "webhook_attempts",
-    "webhook_deliveries",
     "messages",
     "approval_grants",
     "approvals",
@@ -55,6 +54,45 @@ PURGE_KINDS = (
     "runs",
     "conversations",
 )
+
+
+@dataclass(frozen=True)
+class EventRecords:
+    """Rows an app above this one keeps about runs' events, which a purge deletes with the runs
+    (notifications: webhook deliveries and their attempts). `kinds`: what it counts, in the
+    tombstone; `delete(events=..., params=...)` deletes its rows about the events an SQL SELECT
+    of their ids gives (over `params`), before the events go, and returns how many of each kind;
+    `count(events=...)` counts those of a queryset of events (a dry run); `keeps(conversation)`
+    an Exists of its rows that keep a conversation the purge left without runs (a webhook on it)
+    from going, given the conversation's OuterRef; `expire()` deletes those of its rows that
+    outlived their own retention, on the daily sweep (event_records_expire), and says how many."""
+
+    kinds: tuple[str, ...]
+    delete: Callable[..., dict[str, int]]
+    count: Callable[..., dict[str, int]]
+    keeps: Callable[[OuterRef], Exists]
+    expire: Callable[[], dict[str, int]]
+
+
+# Filled at start-up by the apps above this one, from their AppConfig.ready(): this module
+# imports none of them, and a process that loads such an app cannot purge runs without its rows.
+_event_records: list[EventRecords] = []
+
+
+def event_records_register(records: EventRecords) -> None:
+    """Purge `records` with the runs; registering the same again is a no-op."""
+    if records not in _event_records:
+        _event_records.append(records)
+
+
+def event_records_expire() -> dict[str, int]:
+    """Each registered app's expiry (EventRecords.expire): how many rows of each kind went."""
+    return {kind: n for records in _event_records for kind, n in records.expire().items()}
+
+
+def purge_kinds() -> tuple[str, ...]:
+    """What a purge counts, in the order the rows are deleted: the registered apps' first."""
+    return (*(kind for records in _event_records for kind in records.kinds), *PURGE_KINDS)
 
 
 @dataclass
@@ -87,18 +125,8 @@ def _runs_delete(run_ids: list) -> dict[str, int]:
     keys = [Run._meta.pk.get_db_prep_value(pk, connection) for pk in run_ids]
     marks = ", ".join(["%s"] * len(keys))
     events = f'SELECT "id" FROM {_table(RunEvent)} WHERE {_column(RunEvent, "run")} IN ({marks})'
-    deliveries = f"SELECT {_column(WebhookDelivery, 'id')} FROM {_table(WebhookDelivery)} WHERE " + (
-        f"{_column(WebhookDelivery, 'run_event')} IN ({events})"
-    )
     calls = f'SELECT "id" FROM {_table(LLMCall)} WHERE {_column(LLMCall, "run")} IN ({marks})'
-    counts = {
-        "webhook_attempts": _execute(
-            f"DELETE FROM {_table(WebhookAttempt)} WHERE {_column(WebhookAttempt, 'delivery')} IN ({deliveries})", keys
-        ),
-        "webhook_deliveries": _execute(
-            f"DELETE FROM {_table(WebhookDelivery)} WHERE {_column(WebhookDelivery, 'run_event')} IN ({events})", keys
-        ),
-    }
+    counts = {kind: n for records in _event_records for kind, n in records.delete(events=events, params=keys).items()}
     # A conversation's summary may have been made by a call of a purged run: the text stays,
     # the pointer to the call goes with the call.
     _execute(
@@ -162,15 +190,17 @@ def _dependants_release(model, ids: str, keys: list) -> None:
 
 
 def _conversations_delete(conversation_ids: set, cutoff: datetime) -> dict[str, int]:
-    """Delete the conversations that the purge left without runs (and that no webhook names),
+    """Delete the conversations that the purge left without runs (and that no registered app's
+    rows keep: a webhook on one),
     with their remaining messages (a chat completion's own system message has no run)."""
-    empty = list(
+    empty = (
         Conversation.objects.filter(pk__in=conversation_ids, created_at__lt=cutoff)
         .exclude(Exists(Run.objects.filter(conversation=OuterRef("pk"))))
         .exclude(Exists(RunRequest.objects.filter(conversation=OuterRef("pk"))))
-        .exclude(Exists(Webhook.objects.filter(conversation=OuterRef("pk"))))
-        .values_list("pk", flat=True)
     )
+    for records in _event_records:
+        empty = empty.exclude(records.keeps(OuterRef("pk")))
+    empty = list(empty.values_list("pk", flat=True))
     if not empty:
         return {"messages": 0, "conversations": 0}
     keys = [Conversation._meta.pk.get_db_prep_value(pk, connection) for pk in empty]
@@ -200,10 +230,8 @@ def runs_purgeable(*, agent: Agent, cutoff: datetime) -> QuerySet[Run]:
 def _dry_counts(runs: QuerySet[Run]) -> dict[str, int]:
     ids = runs.values("pk")
     events = RunEvent.objects.filter(run__in=ids)
-    deliveries = WebhookDelivery.objects.filter(run_event__in=events.values("pk"))
     return {
-        "webhook_attempts": WebhookAttempt.objects.filter(delivery__in=deliveries.values("pk")).count(),
-        "webhook_deliveries": deliveries.count(),
+        **{kind: n for records in _event_records for kind, n in records.count(events=events).items()},
         "messages": Message.objects.filter(run__in=ids).count(),
         "approval_grants": ApprovalGrant.objects.filter(run__in=ids).count(),
         "approvals": Approval.objects.filter(run__in=ids).count(),
@@ -236,7 +264,7 @@ def runs_purge(
     (docs/benchmark.md)."""
     now = now or timezone.now()
     pause = settings.AGENTRY_RETENTION_PAUSE if pause is None else pause
-    result = PurgeResult(agent=agent.slug, cutoff=now, counts=dict.fromkeys(PURGE_KINDS, 0))
+    result = PurgeResult(agent=agent.slug, cutoff=now, counts=dict.fromkeys(purge_kinds(), 0))
     if not agent.retention_days:
         return result
     result.cutoff = cutoff = now - timedelta(days=agent.retention_days)
@@ -263,7 +291,7 @@ def runs_purge(
             counts = _runs_delete([pk for pk, _, _ in batch])
             for kind, count in _conversations_delete({c for _, c, _ in batch}, cutoff).items():
                 counts[kind] = counts.get(kind, 0) + count
-            result.counts = {kind: result.counts[kind] + counts.get(kind, 0) for kind in PURGE_KINDS}
+            result.counts = {kind: result.counts[kind] + counts.get(kind, 0) for kind in result.counts}
             if result.tombstone_id is None:
                 set_by = agent.retention_set_by
                 result.tombstone_id = RunPurge.objects.create(
@@ -297,28 +325,3 @@ def idempotency_keys_expire(*, hours: float, now: datetime | None = None, batch_
         if not ids:
             return cleared
         cleared += RunRequest.objects.filter(pk__in=ids).exclude(idempotency_key="").update(idempotency_key="")
-
-
-def webhook_deliveries_expire(
-    *, days: float, now: datetime | None = None, batch_size: int = EXPIRY_BATCH_ROWS
-) -> dict[str, int]:
-    """Delete finished (delivered or failed) webhook deliveries older than `days`, with their
-    attempts. A pending one stays, whatever its age: it may still be sent."""
-    cutoff = (now or timezone.now()) - timedelta(days=days)
-    finished = WebhookDelivery.objects.filter(
-        created_at__lt=cutoff, status__in=[WebhookDelivery.Status.DELIVERED, WebhookDelivery.Status.FAILED]
-    )
-    counts = {"webhook_deliveries": 0, "webhook_attempts": 0}
-    while True:
-        with transaction.atomic():
-            ids = list(finished.select_for_update(skip_locked=True).values_list("pk", flat=True)[:batch_size])
-            if not ids:
-                return counts
-            keys = [WebhookDelivery._meta.pk.get_db_prep_value(pk, connection) for pk in ids]
-            marks = ", ".join(["%s"] * len(keys))
-            counts["webhook_attempts"] += _execute(
-                f"DELETE FROM {_table(WebhookAttempt)} WHERE {_column(WebhookAttempt, 'delivery')} IN ({marks})", keys
-            )
-            counts["webhook_deliveries"] += _execute(
-                f"DELETE FROM {_table(WebhookDelivery)} WHERE {_column(WebhookDelivery, 'id')} IN ({marks})", keys
-            )

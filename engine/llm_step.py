@@ -23,10 +23,9 @@ from django.utils import timezone
 from agents.guardrails import Hit
 from agents.providers import LLMResponse
 from agents.snapshot import AgentSnapshot, snapshot_tool, snapshot_tools
-from conversations.batch import Is, Row, db_value, exists, messages_add, run_guard
+from conversations.batch import Is, Row, exists, listening_read, messages_add, run_guard
 from conversations.models import LLMCall, Message, Run, StopReason, ToolInvocation
 from conversations.selectors import run_step_row
-from conversations.webhooks import WEBHOOKS_LISTENING_SQL
 from engine.context import build_context
 from engine.guardrails import (
     OutputReview,
@@ -325,10 +324,11 @@ class _Recorded:
             # The run ends with this commit; its guard made sure no webhook must hear it.
             plan.ending.writes(batch, call_id=answer.call.pk)
         else:
-            # The run ends next, usually in one statement: whether a webhook must hear that is
-            # read here, in this commit's statement, instead of by a read of its own. A webhook
-            # saved between the two misses the ending, as one saved while the ending is written did.
-            batch.read("listening", WEBHOOKS_LISTENING_SQL, [db_value(Run, "id", run.pk)], ("listening",))
+            # The run ends next, usually in one statement: whether a listener (a webhook) must
+            # hear that is read here, in this commit's statement, instead of by a read of its own.
+            # A webhook saved between the two misses the ending, as one saved while the ending is
+            # written did.
+            heard = listening_read(batch, run_id=run.pk)
         results = answer_record(answer, batch, tentative=plan is not None)
         if results is None:
             return None
@@ -345,5 +345,5 @@ class _Recorded:
         elif plan is not None:
             result.ending = plan.ending
         elif not calls:
-            result.listening = bool(results["listening"]["listening"])
+            result.listening = heard(results)
         return result

@@ -14,7 +14,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from conversations import events
-from conversations.batch import Batch, Is, Row, Update, db_value, either, event_add, exists, run_event_append
+from conversations.batch import Batch, Is, Row, Update, db_value, event_add, exists, run_event_append, unheard
 from conversations.events import EventType
 from conversations.models import (
     TERMINAL_STATUSES,
@@ -25,7 +25,6 @@ from conversations.models import (
     RunStatus,
     StopReason,
     ToolInvocation,
-    Webhook,
 )
 from conversations.services import messages_append
 from engine.delegation import HAS_CHILD, child_ended, delegate_calls_close, may_delegate
@@ -167,18 +166,12 @@ _ANSWERED = Shape(
 
 
 # The usual ending's conditions on the run's row, for the guard of a final answer's commit
-# (AnswerEnding): as _ANSWERED, and no webhook hears the run (its deliveries are written in the
-# ending's transaction, which a one-statement commit does not have: a run with one ends the
-# usual way, in a statement after the answer's).
+# (AnswerEnding): as _ANSWERED, and no run-event listener hears the run (conversations.batch.unheard:
+# a webhook's deliveries are written in the ending's transaction, which a one-statement commit
+# does not have: a run with one ends the usual way, in a statement after the answer's).
 _ANSWER_ENDS = (
     Is("cancel_requested", False),
     ~exists(Approval, run_id=Row("id"), status=Approval.Status.PENDING),
-    ~exists(
-        Webhook,
-        Is("agent_id", Row("agent_id")),
-        either(Is("conversation_id", None), Is("conversation_id", Row("conversation_id"))),
-        is_active=True,
-    ),
 )
 
 
@@ -205,7 +198,7 @@ class AnswerEnding:
             owner=self.owner,
             fields={"stop_reason": StopReason.FINAL_ANSWER, "error": "", "finished_at": self.now},
             sets=sets,
-            where=_ANSWER_ENDS,
+            where=(*_ANSWER_ENDS, *unheard()),
             returning=returning,
         )
 

@@ -7,7 +7,8 @@ rolling one) must still run. Celery has no alias for a task name, so each former
 of its own over the same function, with the same options and the same queue; nothing here sends
 under it. A persisted beat schedule needs none: beat rewrites its entries' task names from
 settings.CELERY_BEAT_SCHEDULE, by entry name, when it starts. A former name can go once no
-broker of a deployment still holds a message under it.
+broker of a deployment still holds a message under it. Apps above the engine rename theirs with
+`renamed_task` too (notifications.tasks), so FORMER_NAMES lists every former name.
 """
 
 from celery import shared_task
@@ -25,7 +26,7 @@ from engine.sweeper import runs_sweep
 FORMER_NAMES: dict[str, str] = {}
 
 
-def _renamed_task(*, name: str, formerly: str, **options):
+def renamed_task(*, name: str, formerly: str, **options):
     """shared_task(name=name, **options), registered under `formerly` too."""
     FORMER_NAMES[formerly] = name
     route = settings.CELERY_TASK_ROUTES.get(name, {})
@@ -39,7 +40,7 @@ def _renamed_task(*, name: str, formerly: str, **options):
     return register
 
 
-@_renamed_task(
+@renamed_task(
     name=RUN_ADVANCE_TASK,
     formerly="agents.tasks.run_advance_task",
     acks_late=True,
@@ -50,12 +51,12 @@ def run_advance_task(run_id: str) -> None:
     reactor.carry(run_advance, run_id=run_id)
 
 
-@_renamed_task(name="engine.tasks.runs_sweep_task", formerly="agents.tasks.runs_sweep_task", ignore_result=True)
+@renamed_task(name="engine.tasks.runs_sweep_task", formerly="agents.tasks.runs_sweep_task", ignore_result=True)
 def runs_sweep_task() -> dict:
     return runs_sweep()
 
 
-@_renamed_task(
+@renamed_task(
     name="engine.tasks.approvals_expire_task", formerly="conversations.tasks.approvals_expire_task", ignore_result=True
 )
 def approvals_expire_task() -> int:

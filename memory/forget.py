@@ -7,9 +7,8 @@ reader finds them.
 What an end user said, and everything derived from it, is deleted or blanked: messages, model
 calls' requests and responses, tool calls' arguments and results, approvals' arguments and
 reasons, run events' payloads, guardrail matches, knowledge search queries, the text of the
-requests that started the runs, the conversations' titles, metadata and summaries, webhook
-deliveries of their runs' events, their feedback and every memory about them with its audit
-trail and uses.
+requests that started the runs, the conversations' titles, metadata and summaries, their
+feedback and every memory about them with its audit trail and uses.
 
 Their words are followed wherever they were copied (end_user_reach): the runs of delegated
 agents their runs started (asked what the end user asked), forks of any of these runs (and
@@ -17,7 +16,8 @@ forks of forks: the fork's copied steps, its edited message or tool result in Ru
 the recorded calls in Run.sandbox), every later run of a conversation reached (its history holds
 the copies), and the copies kept by apps above this one, which register here at start-up
 (run_copies_register; evals: the cases made from their runs, replays included, and the eval
-runs that played those cases). Each copy is forgotten as the person's own rows are.
+runs that played those cases; notifications: the webhook deliveries of their runs' events).
+Each copy is forgotten as the person's own rows are.
 
 The rows themselves stay, anonymised (no end user, no content): conversations, runs, model
 calls, tool invocations, approvals and events keep their status, tokens, cost and timings, so
@@ -56,8 +56,6 @@ from conversations.models import (
     RunFeedback,
     RunRequest,
     ToolInvocation,
-    WebhookAttempt,
-    WebhookDelivery,
 )
 from knowledge.models import KnowledgeSearch
 from memory.models import Memory, MemoryChange, MemoryUse
@@ -245,14 +243,11 @@ def end_user_forget(*, person: EndUser, requested_by, channel: str) -> EndUserEr
         if reach.empty:
             raise EndUserUnknown(person.end_user)
         events = RunEvent.objects.filter(run_id__in=run_ids)
-        deliveries = WebhookDelivery.objects.filter(run_event__in=events.values("pk"))
         counts = {
             "feedback_deleted": RunFeedback.objects.filter(run_id__in=run_ids).delete()[0],
             **{f"{kind}_deleted": n for kind, n in _memories_delete(person=person, run_ids=run_ids).items()},
             **_runs_erase(run_ids),
             **{kind: n for copies in _run_copies for kind, n in copies.erase(run_ids=run_ids).items()},
-            "webhook_attempts_deleted": WebhookAttempt.objects.filter(delivery__in=deliveries.values("pk")).delete()[0],
-            "webhook_deliveries_deleted": deliveries.delete()[0],
             "messages_anonymised": _messages_erase(conversation_ids),
             "llm_calls_anonymised": LLMCall.objects.filter(run_id__in=run_ids).update(request=ERASED),
             "tool_invocations_anonymised": ToolInvocation.objects.filter(run_id__in=run_ids).update(

@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "evals",
     "triggers",
     "widgets",
+    "notifications",
     "api",
     "console",
     # The demos and their terminal commands: the top layer, which nothing imports.
@@ -513,7 +514,7 @@ AGENTRY_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("AGENTRY_WEBHOOK_MAX_ATTEMPTS"
 AGENTRY_WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY_BASE_SECONDS", "10"))
 AGENTRY_WEBHOOK_RETRY_MAX_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY_MAX_SECONDS", "3600"))
 AGENTRY_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_TIMEOUT_SECONDS", "10"))
-CELERY_TASK_ROUTES["conversations.tasks.webhook_deliver_task"] = {"queue": "maintenance"}
+CELERY_TASK_ROUTES["notifications.tasks.webhook_deliver_task"] = {"queue": "maintenance"}
 CELERY_TASK_ROUTES["knowledge.tasks.base_index_task"] = {"queue": "maintenance"}
 # --- Knowledge documents: read on the worker, in a child process with these limits (docs/knowledge.md).
 AGENTRY_KNOWLEDGE_MAX_FILE_BYTES = int(os.environ.get("AGENTRY_KNOWLEDGE_MAX_FILE_BYTES", "20000000"))

@@ -202,7 +202,7 @@ def executions():
 def sent_deliveries(monkeypatch):
     """Webhook delivery ids handed to the broker after commit (kept off it: the test sends them
     itself, or not at all)."""
-    from conversations.webhooks import WEBHOOK_DELIVER_TASK
+    from notifications.deliveries import WEBHOOK_DELIVER_TASK
     from platform_site.celery import app
 
     sent = []

@@ -1,6 +1,6 @@
 """Inbound hooks: a signed request to an agent's hook starts one run per delivery id.
 
-The signature is the one Agentry's outgoing webhooks send (conversations.webhooks), so one
+The signature is the one Agentry's outgoing webhooks send (platform_site.signatures), so one
 recipe signs and checks both directions: `X-Agentry-Signature: sha256=<hex>`, an HMAC-SHA256
 with the hook's secret over `<X-Agentry-Timestamp>.<raw body>`, the timestamp in whole seconds
 since the epoch, refused when more than AGENTRY_HOOK_TOLERANCE_SECONDS from now. The delivery id
@@ -23,10 +23,10 @@ from django.utils.translation import gettext as _
 from agents.prompting import prompt_text_render
 from conversations.end_users import EndUserInvalid, end_user_clean
 from conversations.models import Run, RunTrigger
-from conversations.webhooks import webhook_secret_generate, webhook_signature
 from engine.admission import conversation_start
 from memory.channels import channel_metadata
 from platform_site.crypto import SecretDecryptionError
+from platform_site.signatures import webhook_secret_generate, webhook_signature
 from triggers.models import Hook, HookDelivery
 
 log = logging.getLogger(__name__)

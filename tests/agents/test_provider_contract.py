@@ -3,8 +3,8 @@ what is retried, for model calls and webhook deliveries alike."""
 
 import pytest
 
-from conversations.models import Webhook, WebhookDelivery
-from conversations.webhooks import _send
+from notifications.models import Webhook, WebhookDelivery
+from notifications.sending import _send
 from tests.support.api_server import WebhookReceiver
 from tests.unit.agents.test_provider_contract import NOT_RETRIED, RETRIED
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from alerts.models import AlertFiring
 from alerts.tasks import alert_rules_evaluate_task
-from conversations.models import Webhook, WebhookDelivery
+from notifications.models import Webhook, WebhookDelivery
 from platform_site.celery import app
 from tests.alerts.conftest import make_rule, pending_approval
 from tests.support.api_server import WebhookReceiver

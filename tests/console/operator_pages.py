@@ -29,9 +29,6 @@ from conversations.models import (
     RunPurge,
     RunRequest,
     ToolInvocation,
-    Webhook,
-    WebhookAttempt,
-    WebhookDelivery,
 )
 from conversations.tokens import api_token_create
 from evals.metrics import eval_metrics
@@ -39,6 +36,7 @@ from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite
 from evals.selectors import eval_results_data
 from knowledge.models import Document, EmbeddingCall, KnowledgeSearch
 from memory.models import Memory, MemoryChange
+from notifications.models import Webhook, WebhookAttempt, WebhookDelivery
 from tests.knowledge.helpers import make_base
 from tests.support.factories import ModelConfigFactory, make_agent
 from tests.support.ledger import ledger_call, ledger_run

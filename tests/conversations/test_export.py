@@ -13,7 +13,8 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from conversations.export import CSV_COLUMNS
-from conversations.models import Run, Webhook
+from conversations.models import Run
+from notifications.models import Webhook
 from tests.support.factories import make_agent
 from tests.support.ledger_seed import ROWS_PER_RUN, ledger_seed
 

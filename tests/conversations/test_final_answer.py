@@ -8,11 +8,11 @@ from django.core.exceptions import ValidationError
 
 from api.completions import completion_outcome
 from console.monitoring.selectors import run_events_after
-from conversations import webhooks
 from conversations.models import Message, Run, RunEvent, RunStatus
 from conversations.selectors import run_final_answer, run_final_answer_annotation, run_with_final_answer
 from conversations.services import conversation_create
 from demo.cli import format_run
+from notifications import deliveries
 from tests.support.api import client_for
 from tests.support.factories import make_user
 from tests.support.runs import advance, start_run
@@ -90,7 +90,7 @@ def _every_surface(run: Run, owner) -> dict:
     cli_line = next(line for line in format_run(run).splitlines() if line.startswith("  answer: "))
     return {
         "api": client_for(owner).get(f"/api/v1/runs/{run.pk}/").json()["output"],
-        "webhook": webhooks._payload(event, run)["run"]["output"],
+        "webhook": deliveries._payload(event, run)["run"]["output"],
         "completion": completion_outcome(run_id=run.pk).text,
         "try_it": run_events_after(run=run, after=0)["answer"],
         "cli": None if cli_line == "  answer: (none)" else cli_line.removeprefix("  answer: "),

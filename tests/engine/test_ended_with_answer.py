@@ -13,10 +13,11 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.models import GuardrailRule
 from conversations.batch import ASYNCHRONOUS_COMMIT
-from conversations.models import LLMCall, Run, RunEvent, Webhook, WebhookDelivery
+from conversations.models import LLMCall, Run, RunEvent
 from engine import loop as loop_module
 from engine import runs as runs_module
 from engine.loop import run_advance
+from notifications.models import Webhook, WebhookDelivery
 from tests.support.runs import advance, endings_asked, start_run
 
 ANSWER = {"scenarios": [{"match": ".", "steps": [{"content": "done"}]}]}

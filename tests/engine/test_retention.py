@@ -23,15 +23,14 @@ from conversations.models import (
     RunPurge,
     RunRequest,
     ToolInvocation,
-    Webhook,
-    WebhookAttempt,
-    WebhookDelivery,
 )
-from conversations.retention import idempotency_keys_expire, runs_purge, webhook_deliveries_expire
+from conversations.retention import idempotency_keys_expire, runs_purge
 from engine import tasks as engine_tasks
 from engine.admission import message_submit
 from engine.retention import retention_sweep
 from memory.models import Memory, MemoryChange, MemoryUse
+from notifications.models import Webhook, WebhookAttempt, WebhookDelivery
+from notifications.retention import webhook_deliveries_expire
 from tests.support.admin_forms import agent_admin_inlines
 from tests.support.factories import make_agent
 from tests.support.ledger_seed import ROWS_PER_RUN, ledger_seed

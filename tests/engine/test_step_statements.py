@@ -23,11 +23,12 @@ from agents.models import AgentUsageDay
 from agents.providers.openai_compatible import OpenAICompatibleProvider
 from conversations.batch import ASYNCHRONOUS_COMMIT, Batch, messages_add, run_guard
 from conversations.batch import _statement as batch_statement
-from conversations.models import LLMCall, Message, Run, RunEvent, ToolInvocation, Webhook, WebhookDelivery
+from conversations.models import LLMCall, Message, Run, RunEvent, ToolInvocation
 from engine import loop as loop_module
 from engine.context import step_read
 from engine.leases import run_claim
 from engine.loop import run_advance
+from notifications.models import Webhook, WebhookDelivery
 from tests.support.llm import echo_script
 from tests.support.runs import advance, endings_asked, start_run
 from tools import executors
@@ -186,7 +187,7 @@ def test_a_listening_webhook_gets_its_delivery_in_the_ending_s_transaction(scrip
     ending = statements[statements.index("BEGIN") :]
     assert any("conversations_webhookdelivery" in sql for sql in ending)
     # Read with the final answer, not again at the ending.
-    assert not [sql for sql in statements if sql.startswith("SELECT EXISTS") and "conversations_webhook" in sql]
+    assert not [sql for sql in statements if sql.startswith("SELECT") and '"conversations_webhook" w' in sql]
     delivery = WebhookDelivery.objects.get(run_event__run=run)
     assert delivery.event_type == "run.completed"
 

@@ -31,9 +31,6 @@ from conversations.models import (
     Run,
     RunFeedback,
     ToolInvocation,
-    Webhook,
-    WebhookAttempt,
-    WebhookDelivery,
 )
 from conversations.monitoring.models import LLMCallHourly, RunHourly
 from conversations.monitoring.rollups import rollups_refresh
@@ -46,6 +43,7 @@ from knowledge.models import KnowledgeBase, KnowledgeSearch
 from memory.forget import ERASED, EndUserBusy, end_user_digest, end_user_forget
 from memory.models import Memory, MemoryChange, MemoryUse
 from memory.services import memory_held
+from notifications.models import Webhook, WebhookAttempt, WebhookDelivery
 from tests.knowledge.helpers import make_base
 from tests.support.api import client_for
 from tests.support.factories import make_user

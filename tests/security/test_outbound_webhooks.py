@@ -4,10 +4,10 @@ operator listed it in AGENTRY_WEBHOOK_ALLOWLIST, a list kept apart from the tool
 import pytest
 
 from conversations.batch import run_event_append
-from conversations.models import Webhook, WebhookDelivery
 from conversations.services import conversation_create
-from conversations.webhooks import webhook_attempt
 from engine.admission import message_post
+from notifications.models import Webhook, WebhookDelivery
+from notifications.sending import webhook_attempt
 from tests.support.api_server import WebhookReceiver
 from tests.support.factories import make_agent
 from tests.support.servers import petstore  # noqa: F401 (fixture

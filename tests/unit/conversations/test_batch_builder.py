@@ -23,7 +23,8 @@ from conversations.batch import (
     rendered,
     run_guard,
 )
-from conversations.models import LLMCall, Run, RunStatus, ToolInvocation, Webhook
+from conversations.models import LLMCall, Run, RunStatus, ToolInvocation
+from notifications.models import Webhook
 from platform_site.prep import prep_save
 from tools.models import ToolDefinition
 

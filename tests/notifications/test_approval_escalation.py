@@ -20,11 +20,12 @@ from django.db import connection
 from django.utils import timezone
 
 from agents.models import Agent
-from conversations.models import Approval, RunEvent, Webhook, WebhookAttempt, WebhookDelivery
-from conversations.webhooks import webhook_attempt
+from conversations.models import Approval, RunEvent
 from engine.approvals import approval_decide, approvals_escalate
 from engine.tasks import approvals_expire_task
-from tests.conversations.test_chat_webhooks import BOT_SECRET, PUBLIC_URL, ChatReceiver
+from notifications.models import Webhook, WebhookAttempt, WebhookDelivery
+from notifications.sending import webhook_attempt
+from tests.notifications.test_chat_webhooks import BOT_SECRET, PUBLIC_URL, ChatReceiver
 from tests.support.api_server import WebhookReceiver
 from tests.support.factories import make_agent
 from tests.support.runs import advance, start_run
@@ -308,12 +309,12 @@ def test_an_email_webhook_needs_valid_addresses_and_other_formats_a_url():
 def test_the_webhook_admin_adds_an_email_channel_without_a_url_and_refuses_one_without_addresses(admin_client):
     agent = make_agent()
     form = {"agent": agent.pk, "format": "email", "is_active": "on", "escalation": "on"}
-    refused = admin_client.post("/admin/conversations/webhook/add/", form)
+    refused = admin_client.post("/admin/notifications/webhook/add/", form)
     assert refused.status_code == 200 and "email_to" in refused.context["adminform"].form.errors
-    refused = admin_client.post("/admin/conversations/webhook/add/", {**form, "format": "slack"})
+    refused = admin_client.post("/admin/notifications/webhook/add/", {**form, "format": "slack"})
     assert refused.status_code == 200 and "url" in refused.context["adminform"].form.errors
     form["email_to"] = "ops@example.com"
-    assert admin_client.post("/admin/conversations/webhook/add/", form).status_code == 302
+    assert admin_client.post("/admin/notifications/webhook/add/", form).status_code == 302
     hook = Webhook.objects.get()
     assert hook.format == "email" and hook.url == "" and hook.recipients == ["ops@example.com"]
 
@@ -322,5 +323,5 @@ def test_the_webhook_admin_adds_an_email_channel_without_a_url_and_refuses_one_w
 def test_the_webhook_admin_marks_an_escalation_channel(admin_client):
     agent = make_agent()
     form = {"agent": agent.pk, "url": "https://hooks.example.com/escalations", "is_active": "on", "escalation": "on"}
-    assert admin_client.post("/admin/conversations/webhook/add/", form).status_code == 302
+    assert admin_client.post("/admin/notifications/webhook/add/", form).status_code == 302
     assert Webhook.objects.get().escalation is True

@@ -1,4 +1,4 @@
-"""Chat-app bot messages (conversations.chat_formats): each service's documented body and
+"""Chat-app bot messages (notifications.chat_formats): each service's documented body and
 signature, recomputed here from the services' documented algorithms, and hostile arguments
 that must not become links, mentions or code-fence breaks."""
 
@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, unquote_plus, urlsplit
 
 import pytest
 
-from conversations.chat_formats import (
+from notifications.chat_formats import (
     ARGUMENTS_MAX_CHARS,
     chat_message,
     chat_request,

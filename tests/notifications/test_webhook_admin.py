@@ -5,15 +5,15 @@ other network errors, and a failed delivery sent again on request."""
 import pytest
 from django.contrib.auth.models import Permission
 
-from conversations.models import Webhook, WebhookDelivery
-from conversations.webhooks import webhook_attempt
+from notifications.models import Webhook, WebhookDelivery
+from notifications.sending import webhook_attempt
 from tests.support.api_server import WebhookReceiver
 from tests.support.factories import make_agent, make_user
 
 pytestmark = pytest.mark.django_db
 
-ADD = "/admin/conversations/webhook/add/"
-DELIVERIES = "/admin/conversations/webhookdelivery/"
+ADD = "/admin/notifications/webhook/add/"
+DELIVERIES = "/admin/notifications/webhookdelivery/"
 
 
 def _errors(response) -> dict:
@@ -58,7 +58,7 @@ def test_each_secret_shows_only_for_the_formats_that_use_it(admin_client, fmt, s
     hook = Webhook.objects.create(
         agent=make_agent(), format=fmt, url="https://example.com/x", email_to="a@example.com", secret="whsec_x"
     )
-    page = admin_client.get(f"/admin/conversations/webhook/{hook.pk}/change/").content.decode()
+    page = admin_client.get(f"/admin/notifications/webhook/{hook.pk}/change/").content.decode()
     assert _fieldsets(page) == shown
     assert "console/webhook_form.js" in page  # follows a change of format in the browser
     # A form posted back with errors shows the secrets of the format it was posted with.
@@ -84,7 +84,7 @@ def test_a_chat_webhook_takes_no_agentry_secret_and_shows_none(admin_client):
 def test_switching_a_chat_webhook_to_agentry_s_format_shows_its_new_secret(admin_client):
     hook = Webhook.objects.create(agent=make_agent(), format="wecom", url="https://hooks.example.com/x", secret="s1")
     form = {"agent": hook.agent_id, "url": "https://hooks.example.com/x", "format": "agentry", "is_active": "on"}
-    page = admin_client.post(f"/admin/conversations/webhook/{hook.pk}/change/", form, follow=True).content.decode()
+    page = admin_client.post(f"/admin/notifications/webhook/{hook.pk}/change/", form, follow=True).content.decode()
     hook.refresh_from_db()
     assert hook.format == "agentry" and hook.secret != "s1" and hook.secret in page
 

@@ -15,9 +15,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.contrib.auth.models import Group, User
 
-from conversations.models import Approval, Webhook, WebhookDelivery
-from conversations.webhooks import webhook_attempt
+from conversations.models import Approval
 from engine.approvals import approval_decide
+from notifications.models import Webhook, WebhookDelivery
+from notifications.sending import webhook_attempt
 from tests.support.api_server import WebhookReceiver
 from tests.support.factories import make_agent
 from tests.support.runs import advance, start_run
@@ -244,7 +245,7 @@ def test_a_chat_url_off_its_host_is_refused_at_send_time(chat_settings, parked):
 def test_the_admin_form_checks_the_service_host(admin_client, chat_settings, fmt, url, bot_secret, refused):
     agent = make_agent()
     form = {"agent": agent.pk, "url": url, "format": fmt, "is_active": "on", "new_bot_secret": bot_secret}
-    response = admin_client.post("/admin/conversations/webhook/add/", form)
+    response = admin_client.post("/admin/notifications/webhook/add/", form)
     if refused:
         assert response.status_code == 200 and refused in response.context["adminform"].form.errors
         assert not Webhook.objects.exists()
@@ -273,5 +274,5 @@ def test_agentry_format_is_unchanged_signed_json(chat_settings, parked):
 def test_a_form_without_a_format_keeps_agentry_s(admin_client):
     agent = make_agent()
     form = {"agent": agent.pk, "url": "https://hooks.example.com/agentry", "is_active": "on"}
-    assert admin_client.post("/admin/conversations/webhook/add/", form).status_code == 302
+    assert admin_client.post("/admin/notifications/webhook/add/", form).status_code == 302
     assert Webhook.objects.get().format == "agentry"

@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from alerts.models import AlertFiring
 from alerts.services import alert_rules_evaluate
-from conversations.models import Approval, Run, Webhook, WebhookDelivery
-from conversations.webhooks import webhook_attempt
+from conversations.models import Approval, Run
+from notifications.models import Webhook, WebhookDelivery
+from notifications.sending import webhook_attempt
 from tests.alerts.conftest import make_rule, pending_approval
 from tests.support.api_server import WebhookReceiver
 from tests.support.factories import make_agent

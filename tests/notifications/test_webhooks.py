@@ -8,9 +8,10 @@ import json
 import pytest
 from django.db import connection
 
-from conversations.models import Run, Webhook, WebhookDelivery
+from conversations.models import Run
 from conversations.services import conversation_create
 from engine.admission import message_post
+from notifications.models import Webhook, WebhookDelivery
 from tests.support.api_server import WebhookReceiver
 from tests.support.factories import ModelConfigFactory, make_agent, make_user
 from tests.support.waits import wait_for
@@ -135,7 +136,7 @@ def test_approval_requests_are_posted_and_conversation_hooks_see_only_their_conv
 def test_the_admin_generates_the_secret_once_and_never_shows_it_again(admin_client, fake_llm):
     agent = make_agent()
     response = admin_client.post(
-        "/admin/conversations/webhook/add/",
+        "/admin/notifications/webhook/add/",
         {
             "agent": agent.pk,
             "url": "https://hooks.example.com/agentry",
@@ -147,6 +148,6 @@ def test_the_admin_generates_the_secret_once_and_never_shows_it_again(admin_clie
     hook = Webhook.objects.get()
     assert hook.secret.startswith("whsec_")
     assert hook.secret in response.content.decode()  # shown once, in the confirmation message
-    page = admin_client.get(f"/admin/conversations/webhook/{hook.pk}/change/").content.decode()
+    page = admin_client.get(f"/admin/notifications/webhook/{hook.pk}/change/").content.decode()
     assert hook.secret not in page and hook.secret[-4:] in page
-    assert admin_client.get("/admin/conversations/webhookdelivery/add/").status_code == 403
+    assert admin_client.get("/admin/notifications/webhookdelivery/add/").status_code == 403
