@@ -542,7 +542,8 @@ def _warm_up(stack: Stack, agents: dict) -> None:
     new stack pays for what later rounds reuse: every pooled connection is opened, each hot
     statement is parsed, prepared on its connection at its second sending and planned afresh
     for its first five executions there, and each process's first calls import and build what
-    it keeps. Counted, it was the dearest repetition by a fifth and most of the spread."""
+    it keeps. Counted, it was the dearest repetition by a fifth and most of the spread; the second
+    round was still dearer than the later ones in one run of two (docs/benchmark.md)."""
     warm = Results()
     warm.attempt(["throughput.full", "cpu_per_run"], throughput_full, stack, agents)
     if warm.failed():
@@ -576,7 +577,7 @@ def main() -> None:
     parser.add_argument("--web-port", type=int, default=8942)
     parser.add_argument("--only", default=",".join(FIGURES), help=f"comma-separated subset of {','.join(FIGURES)}")
     parser.add_argument(
-        "--warm-up", type=int, default=1, help="throughput rounds before the repetitions, printed apart (0: none)"
+        "--warm-up", type=int, default=2, help="throughput rounds before the repetitions, printed apart (0: none)"
     )
     parser.add_argument(
         "--saturation-clients", type=int, default=48, help="runs kept in flight for the saturation figure"
