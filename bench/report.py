@@ -18,6 +18,7 @@ class Results:
     def __init__(self):
         self.samples: dict[str, list[float]] = defaultdict(list)
         self.errors: dict[str, list[str]] = defaultdict(list)
+        self.notes: dict[str, list[str]] = defaultdict(list)  # printed beside a figure, e.g. the load average
 
     def add(self, name: str, value: float) -> None:
         self.samples[name].append(value)

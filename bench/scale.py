@@ -65,16 +65,17 @@ def _bounded(label: str, value: float | None, target: float, *, at_most: bool) -
 
 def runs_targets(rows: list[dict]) -> list[Target]:
     """Issue 43 §2: efficiency ≥ 0.6 at 1,000 and ≥ 0.5 at 2,000; CPU per run within 20 % of
-    the figure at 200 (more CPU is what the target guards against)."""
+    the figure at 200 at 1,000, and within 10 % at 2,000 (issue 53; more CPU is what the
+    target guards against)."""
     base = _at(rows, "runs_in_flight", 200)
     targets = []
     for size, floor in ((1000, 0.6), (2000, 0.5)):
         row = _at(rows, "runs_in_flight", size)
         targets.append(_bounded(f"efficiency at {size:,} in flight", row and row["efficiency"], floor, at_most=False))
-    for size in (1000, 2000):
+    for size, ceiling in ((1000, 1.2), (2000, 1.1)):
         row = _at(rows, "runs_in_flight", size)
         ratio = row["cpu_ms_per_run"] / base["cpu_ms_per_run"] if row and base else None
-        targets.append(_bounded(f"CPU per run at {size:,} ÷ at 200", ratio, 1.2, at_most=True))
+        targets.append(_bounded(f"CPU per run at {size:,} ÷ at 200", ratio, ceiling, at_most=True))
     return targets
 
 

@@ -13,7 +13,11 @@ COLUMNS = {
         ("full_ideal_ratio", "full stack, ideal ÷ wall", "{:.3f}"),
         ("bare_ideal_ratio", "bare loop, ideal ÷ wall", "{:.3f}"),
         ("cpu_ms_per_run", "CPU per run (ms)", "{:.1f}"),
+        ("cpu_ms_worker", "of which workers (ms)", "{:.1f}"),
+        ("cpu_ms_postgres", "PostgreSQL (ms)", "{:.1f}"),
+        ("cpu_ms_web", "web (ms)", "{:.1f}"),
         ("worker_peak_mb", "worker peak RSS (MiB)", "{:.0f}"),
+        ("runs_failed", "runs failed", "{:,}"),
     ],
     "turns": [
         ("prior_turns", "prior turns", "{:,}"),

@@ -1,4 +1,4 @@
-"""The benchmark's poll for the end of its runs counts exactly the runs that have not ended."""
+"""The benchmark's poll for the end of its runs finds exactly the listed runs that have not ended."""
 
 import pytest
 from django.db import connection
@@ -14,7 +14,7 @@ pytestmark = [
 ]
 
 
-def test_open_runs_counts_the_listed_runs_that_have_not_ended():
+def test_open_runs_lists_the_listed_runs_that_have_not_ended():
     agent = make_agent()
     runs = [start_run(agent, f"question {n}") for n in range(4)]
     Run.objects.filter(pk=runs[0].pk).update(status=RunStatus.COMPLETED)
@@ -23,8 +23,8 @@ def test_open_runs_counts_the_listed_runs_that_have_not_ended():
     other = start_run(agent, "not listed")  # open, but not one of the benchmark's
 
     listed = ",".join(str(run.pk) for run in runs)
-    assert _open_runs(Run, listed, ",".join(TERMINAL_STATUSES)) == 2
+    assert sorted(_open_runs(Run, listed, ",".join(TERMINAL_STATUSES))) == sorted(str(run.pk) for run in runs[2:])
 
     Run.objects.filter(pk__in=[runs[2].pk, runs[3].pk]).update(status=RunStatus.CANCELLED)
-    assert _open_runs(Run, listed, ",".join(TERMINAL_STATUSES)) == 0
+    assert _open_runs(Run, listed, ",".join(TERMINAL_STATUSES)) == []
     assert Run.objects.get(pk=other.pk).status == RunStatus.QUEUED

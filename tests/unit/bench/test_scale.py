@@ -32,13 +32,14 @@ def test_a_table_without_columns_takes_every_key_in_the_order_first_seen():
 
 
 def test_runs_targets_read_efficiency_as_a_floor_and_cpu_against_the_200_figure():
-    rows = _runs({200: 0.7, 1000: 0.61, 2000: 0.45}, {200: 25.0, 1000: 29.9, 2000: 30.1})
+    # Within 20 % of the 200 figure at 1,000 in flight, within 10 % at 2,000.
+    rows = _runs({200: 0.7, 1000: 0.61, 2000: 0.45}, {200: 25.0, 1000: 29.9, 2000: 27.6})
     verdicts = {t.label: (round(t.value, 3), t.verdict) for t in runs_targets(rows)}
     assert verdicts == {
         "efficiency at 1,000 in flight": (0.61, "met"),
         "efficiency at 2,000 in flight": (0.45, "missed"),
         "CPU per run at 1,000 ÷ at 200": (1.196, "met"),
-        "CPU per run at 2,000 ÷ at 200": (1.204, "missed"),
+        "CPU per run at 2,000 ÷ at 200": (1.104, "missed"),
     }
 
 
