@@ -39,7 +39,7 @@ pure function of the run's tool-call steps, so it is tested without I/O.
 import json
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from django.utils.translation import gettext_lazy as _
 
@@ -51,9 +51,6 @@ from engine.limits import budget_limit, deadline_passed
 from engine.speech import agent_says
 from tools.arguments import parse_arguments
 from tools.calls import call_name
-
-if TYPE_CHECKING:
-    from engine.runs import AnswerEnding
 
 MAX_ITERATIONS_MESSAGE = _(
     "I stopped here: this task needed more than {limit} model steps, which is this agent's limit, "
@@ -80,6 +77,13 @@ class RunTools:
     start_first: bool = False
 
 
+class MadeEnding(Protocol):
+    """An ending the answer's commit made itself (engine.runs.AnswerEnding), named by what the loop
+    asks of it, so that this module, which engine.runs reads, does not read engine.runs back."""
+
+    def follow(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Finish:
     """End the run for `reason`; `message`, if any, tells the user why (the run's last message),
@@ -91,7 +95,7 @@ class Finish:
     message: str | None = None
     error: str = ""
     listening: bool | None = field(default=None, compare=False)
-    made: "AnswerEnding | None" = field(default=None, compare=False)
+    made: MadeEnding | None = field(default=None, compare=False)
 
     @property
     def status(self) -> str:
