@@ -38,7 +38,6 @@ from platform_site import outbound
 from platform_site.backoff import backoff_delay, is_retryable_status, parse_retry_after
 from platform_site.celery import app
 from platform_site.crypto import SecretDecryptionError
-from platform_site.cursors import statement_cursor
 
 # Sent by name: conversations.tasks wraps this module's webhook_attempt, so this module cannot
 # import it (ConversationsConfig.ready registers the task in every process).
@@ -90,7 +89,7 @@ def webhooks_listening(*, run_id) -> bool:
     event's batch is built (unless the step before read it with its own commit), so that a run
     with no webhook (the usual case) writes its event in one statement with no transaction around
     it; a webhook saved while that batch is being written hears the run's later events."""
-    with statement_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(WEBHOOKS_LISTENING_SQL, [Run._meta.pk.get_db_prep_value(run_id, connection)])
         return bool(cursor.fetchone()[0])
 
