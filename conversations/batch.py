@@ -24,7 +24,7 @@ A write is an Update (a read a Select), built from the models' fields rather tha
 the engine says what it writes in the models' terms (fields, values, increments, conditions such
 as `exists`, with `Row` for a field of the written row and `Ref` for a reference), and the
 builder owns the rest: tables, columns and quoting, the values prepared for their fields as the
-ORM sends them (`Field.get_db_prep_save`), the guard's `AND {guard}`. SQL given as text (with its
+ORM would send them (platform_site.prep), the guard's `AND {guard}`. SQL given as text (with its
 parameters) is still taken, for writes outside the engine that the builder does not express (an upsert).
 
 The ledger's own writes come last, each added to a batch: the run's guard (`run_guard`: the
@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from functools import cached_property, partial
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import Model
 from django.utils import timezone
 
@@ -60,6 +60,7 @@ from conversations.fencing import LeaseLost, lease_deadline
 from conversations.models import Conversation, Message, Run, RunEvent, RunStatus
 from conversations.wakeups import publish_run_event
 from conversations.webhooks import webhook_deliveries_create, webhooks_listening
+from platform_site.prep import prep_save
 
 _REFERENCE = re.compile(r"\{(\w+)(?:\.(\w+))?\}")
 # Evaluated by the statement's final SELECT: local to the transaction, which is the statement's
@@ -269,7 +270,8 @@ def _condition_key(condition: Condition, values: list) -> tuple:
 
 def _bound(template: tuple[str, tuple], values: list) -> tuple[str, list]:
     sql, fields = template
-    return sql, [field.get_db_prep_save(value, connection) for field, value in zip(fields, values, strict=True)]
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    return sql, [prep_save(field, value, wrapper) for field, value in zip(fields, values, strict=True)]
 
 
 def _update_sql(model: type[Model], key: tuple, guarded: bool) -> tuple[str, tuple]:
@@ -546,7 +548,7 @@ def _returning(returning: tuple[str, ...], read: bool) -> str:
 
 def db_value(model, field: str, value):
     """`value` as the database takes it for `model.field` in a raw statement."""
-    return model._meta.get_field(field).get_db_prep_save(value, connection)
+    return prep_save(model._meta.get_field(field), value, connections[DEFAULT_DB_ALIAS])
 
 
 def row_insert(
@@ -566,6 +568,7 @@ def row_insert(
     `conflict`: fields a unique constraint covers; a row they match already is left as it is and
     this one is not written (its id stays None)."""
     exprs = exprs or {}
+    wrapper = connections[DEFAULT_DB_ALIAS]  # looked up once, not once per value
     # An automatic id is the database's to give; an id with a default (a UUID) is sent.
     fields = [field for field in row._meta.concrete_fields if not (field.primary_key and field.db_returning)]
     values, params = [], []
@@ -576,7 +579,7 @@ def row_insert(
             params += more
         else:
             values.append("%s")
-            params.append(field.get_db_prep_save(field.pre_save(row, True), connection))
+            params.append(prep_save(field, field.pre_save(row, True), wrapper))
     columns = ", ".join(f'"{field.column}"' for field in fields)
     condition = "" if guard else " WHERE {guard}"
     on_conflict = ""

@@ -8,10 +8,11 @@ messages_add, row_insert, row_update, and run_event_append, a batch of its own);
 writes alone.
 """
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from agents.models import Agent
 from conversations.models import Conversation, Message
+from platform_site.prep import prep_save
 
 
 def _bump(model, pk, field: str, by: int = 1) -> int:
@@ -42,8 +43,9 @@ def rows_insert_new(rows: list, *, unique: tuple[str, ...], key: str) -> list:
     if not rows:
         return []
     model = type(rows[0])
+    wrapper = connections[DEFAULT_DB_ALIAS]
     fields = [field for field in model._meta.concrete_fields if not field.primary_key]
-    params = [field.get_db_prep_save(field.pre_save(row, True), connection) for row in rows for field in fields]
+    params = [prep_save(field, field.pre_save(row, True), wrapper) for row in rows for field in fields]
     placeholders = ", ".join(["(" + ", ".join(["%s"] * len(fields)) + ")"] * len(rows))
     columns = ", ".join(f'"{field.column}"' for field in fields)
     target = ", ".join(f'"{model._meta.get_field(name).column}"' for name in unique)
@@ -57,7 +59,7 @@ def rows_insert_new(rows: list, *, unique: tuple[str, ...], key: str) -> list:
         ids = {value: pk for pk, value in cursor.fetchall()}
     inserted = []
     for row in rows:
-        value = key_field.get_db_prep_save(getattr(row, key_field.attname), connection)
+        value = prep_save(key_field, getattr(row, key_field.attname), wrapper)
         if value in ids:
             row.pk = ids[value]
             row._state.adding = False

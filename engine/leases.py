@@ -21,7 +21,7 @@ from django.utils import timezone
 from conversations import events
 from conversations.fencing import LeaseLost, lease_deadline
 from conversations.models import Message, Run, RunStatus
-from engine.transitions import run_transition
+from engine.transitions import Shape, run_transition
 
 log = logging.getLogger(__name__)
 
@@ -39,17 +39,23 @@ def process_owner() -> str:
 # A run waiting its turn in its conversation has no message yet: it is admitted (given its user
 # message) only when no earlier run of the conversation is active any more. A running run can be
 # claimed only once its lease lapsed.
+_CLAIM = Shape(
+    "claim",
+    where=lambda now: (
+        (Q(status=RunStatus.QUEUED) | Q(lease_expires_at__lt=now))
+        & Exists(Message.objects.filter(run_id=OuterRef("pk")))
+    ),
+    fields=lambda now: {"claims": F("claims") + 1, "started_at": Coalesce("started_at", now)},
+)
+
+
 def _claim(owner: str) -> dict:
-    now = timezone.now()
     return {
         "to": RunStatus.RUNNING,
         "expect": (RunStatus.QUEUED, RunStatus.RUNNING),
         "owner": owner,
-        "where": (
-            (Q(status=RunStatus.QUEUED) | Q(lease_expires_at__lt=now))
-            & Exists(Message.objects.filter(run_id=OuterRef("pk")))
-        ),
-        "fields": {"claims": F("claims") + 1, "started_at": Coalesce("started_at", now)},
+        "shape": _CLAIM,
+        "values": {"now": timezone.now()},
         "payload": events.run_running(worker=owner),
     }
 

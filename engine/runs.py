@@ -33,7 +33,7 @@ from engine.dispatch import ACTIVE_STATUSES, conversation_admit_next
 from engine.memory import memory_extract_later
 from engine.snapshots import version_snapshot
 from engine.tracing import run_trace_end
-from engine.transitions import run_transition, transition_guard
+from engine.transitions import Shape, run_transition, transition_guard
 from platform_site.text import scrub_nul
 from tools.arguments import parse_arguments
 from tools.calls import call_arguments, call_name
@@ -145,8 +145,8 @@ def _answered(*, run_id, error: str, listening: bool | None) -> tuple[object, bo
         run_id=run_id,
         to=RunStatus.COMPLETED,
         expect=ACTIVE_STATUSES,
-        where=_ANSWERED,
-        fields={"stop_reason": StopReason.FINAL_ANSWER, "error": error, "finished_at": now},
+        shape=_ANSWERED,
+        values={"error": error, "now": now},
         payload=events.run_ended(stop_reason=StopReason.FINAL_ANSWER, error=error),
         writes=writes,
         listening=listening,
@@ -156,8 +156,13 @@ def _answered(*, run_id, error: str, listening: bool | None) -> tuple[object, bo
 
 
 # The usual ending's change: no cancel accepted, no approval pending.
-_ANSWERED = Q(cancel_requested=False) & ~Exists(
-    Approval.objects.filter(run_id=OuterRef("pk"), status=Approval.Status.PENDING)
+_ANSWERED = Shape(
+    "answered",
+    where=lambda error, now: (
+        Q(cancel_requested=False)
+        & ~Exists(Approval.objects.filter(run_id=OuterRef("pk"), status=Approval.Status.PENDING))
+    ),
+    fields=lambda error, now: {"stop_reason": StopReason.FINAL_ANSWER, "error": error, "finished_at": now},
 )
 
 

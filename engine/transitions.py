@@ -30,9 +30,14 @@ event, so on PostgreSQL a change and its event are one statement.
 The holder's change out of running may also be the guard of a batch it builds with writes and
 events of its own (transition_guard): the commit that records a run's final answer ends the run
 with it (engine.runs.AnswerEnding).
+
+The changes every run makes (its claim, its answer, a requeue between steps) are built through
+the ORM once per process and shape, then only given their values (`Shape`): building the
+claim's UPDATE cost half a millisecond of a worker's CPU each time, a tenth of a whole run's.
 """
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from django.db.models import F, Q, QuerySet
 from django.db.models.sql import UpdateQuery
@@ -42,6 +47,7 @@ from conversations.events import EventType
 from conversations.fencing import lease_deadline
 from conversations.models import TERMINAL_STATUSES, Run, RunStatus
 from engine.dispatch import ACTIVE_STATUSES
+from platform_site.statements import bound
 
 TRANSITIONS: dict[tuple[str, str], EventType] = {
     (RunStatus.QUEUED, RunStatus.RUNNING): EventType.RUN_RUNNING,
@@ -82,9 +88,10 @@ def run_transition(*, asynchronous_commit: bool = False, **change) -> bool:
     `writes` add writes (without events) to the change's batch: they take effect only if the
     UPDATE matched, together with it (run_finish closing the run's open calls). The batch's guard,
     named "run", returns the run's id, event_seq, conversation_id and parent_run_id. `by`, the person, is what
-    allows the operator-only change. `listening`: whether a webhook hears the run, if the caller
-    read it already (conversations.batch.event_add). `asynchronous_commit`: conversations.batch
-    says when it may be asked.
+    allows the operator-only change. `shape` instead of `where` and `fields`: they are built from
+    `values` by the shape, and the UPDATE is built once per shape and change (Shape). `listening`:
+    whether a webhook hears the run, if the caller read it already (conversations.batch.event_add).
+    `asynchronous_commit`: conversations.batch says when it may be asked.
     """
     return _transition_batch(**change).execute(asynchronous_commit=asynchronous_commit) is not None
 
@@ -130,6 +137,8 @@ def _transition_batch(
     payload: dict | None = None,
     fields: dict | None = None,
     writes: Callable[[Batch], None] | None = None,
+    shape: "Shape | None" = None,
+    values: dict | None = None,
     returning: tuple[str, ...] = (),
     listening: bool | None = None,
 ) -> Batch:
@@ -144,7 +153,20 @@ def _transition_batch(
         raise TransitionRefused(f"{', '.join(expect)} → {to} are different changes; make one at a time")
     if to == RunStatus.RUNNING and not owner:
         raise TransitionRefused("a run enters running only with the worker that holds it")
-    sql, params = _change_sql(run_id=run_id, to=to, expect=expect, owner=owner, where=where, fields=fields)
+    if shape is not None and (where is not None or fields is not None):
+        raise TransitionRefused("a shaped change builds its own where and fields")
+    if shape is None and where is None and fields is None:
+        shape = _PLAIN
+    named = {"run_id": Run._meta.pk.to_python(run_id), **(values or {})}
+    if owner:
+        named["owner"] = owner
+    if to == RunStatus.RUNNING:
+        named["lease"] = lease_deadline()
+    change = _Change(to=to, expect=expect, owner=bool(owner), where=where, fields=fields, shape=shape)
+    if shape is None:
+        sql, params = change.sql(named)
+    else:
+        sql, params = bound(("run transition", shape, to, expect, bool(owner)), change.sql, named)
     batch = Batch()
     guard = ("id", "event_seq", "conversation_id", "parent_run_id")
     batch.add("run", sql, params, (*guard, *(column for column in returning if column not in guard)))
@@ -154,19 +176,48 @@ def _transition_batch(
     return batch
 
 
-def _change_sql(*, run_id, to: str, expect: tuple, owner: str | None, where: Q | None, fields: dict | None):
-    """The change's UPDATE, built through the ORM."""
-    fields = dict(fields or {})
-    if to == RunStatus.RUNNING:
-        fields.update(lease_owner=owner, lease_expires_at=lease_deadline())
-    else:
-        fields.update(lease_owner="", lease_expires_at=None)
-    runs = Run.objects.filter(pk=run_id, status__in=expect)
-    if owner and to != RunStatus.RUNNING:
-        runs = runs.filter(lease_owner=owner)
-    if where is not None:
-        runs = runs.filter(where)
-    return _update_sql(runs, {**fields, "status": to, "event_seq": F("event_seq") + 1})
+@dataclass(frozen=True)
+class Shape:
+    """A change whose UPDATE has the same form at every call: `where` and `fields` are built
+    from the call's values (keyword arguments), which differ from call to call. The run's id,
+    `owner` and the lease's deadline are values too (platform_site.statements says what a value
+    may be)."""
+
+    name: str
+    where: Callable[..., Q] | None = None
+    fields: Callable[..., dict] | None = None
+
+
+# A change with no `where` and no `fields`: the run's id, the owner and the lease are its values.
+_PLAIN = Shape("plain")
+
+
+@dataclass(frozen=True)
+class _Change:
+    to: str
+    expect: tuple
+    owner: bool
+    where: Q | None
+    fields: dict | None
+    shape: Shape | None
+
+    def sql(self, named: dict) -> tuple[str, tuple]:
+        """The change's UPDATE for these values, built through the ORM."""
+        values = {key: value for key, value in named.items() if key not in ("run_id", "owner", "lease")}
+        where, fields = self.where, dict(self.fields or {})
+        if self.shape is not None:
+            where = self.shape.where(**values) if self.shape.where else None
+            fields = self.shape.fields(**values) if self.shape.fields else {}
+        if self.to == RunStatus.RUNNING:
+            fields.update(lease_owner=named["owner"], lease_expires_at=named["lease"])
+        else:
+            fields.update(lease_owner="", lease_expires_at=None)
+        runs = Run.objects.filter(pk=named["run_id"], status__in=self.expect)
+        if self.owner and self.to != RunStatus.RUNNING:
+            runs = runs.filter(lease_owner=named["owner"])
+        if where is not None:
+            runs = runs.filter(where)
+        return _update_sql(runs, {**fields, "status": self.to, "event_seq": F("event_seq") + 1})
 
 
 def _update_sql(runs: QuerySet, values: dict) -> tuple[str, tuple]:

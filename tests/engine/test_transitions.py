@@ -2,6 +2,7 @@
 the table allows (it happens, with its event, in one transaction) or refused before any write."""
 
 import itertools
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -13,8 +14,9 @@ from django.utils import timezone
 from conversations.batch import db_value
 from conversations.events import EventType
 from conversations.models import TERMINAL_STATUSES, Conversation, Run, RunEvent, RunStatus, StopReason
-from engine import leases, transitions
+from engine import leases, runs, transitions
 from engine.transitions import OPERATOR_ONLY, TRANSITIONS, TransitionRefused, run_transition
+from platform_site import statements
 from tests.support.factories import make_agent
 from tests.support.runs import start_run
 
@@ -225,23 +227,66 @@ def test_changes_the_table_cannot_make_in_one_update_are_refused(run):
     assert run.status == RunStatus.QUEUED
 
 
-# --- a claim takes a queued run or a lapsed lease, never a held one -------------------------
+# --- the changes every run makes are built once and then only bound --------------------------
 
 
-def test_a_claim_takes_a_queued_run_or_a_lapsed_lease():
+def _shaped(shape, *, to, expect, owner: bool):
+    return transitions._Change(to=to, expect=tuple(expect), owner=owner, where=None, fields=None, shape=shape)
+
+
+@pytest.mark.parametrize(
+    ("shape", "to", "expect", "owner", "values"),
+    [
+        (leases._CLAIM, RunStatus.RUNNING, (RunStatus.QUEUED, RunStatus.RUNNING), True, ("now",)),
+        (runs._ANSWERED, RunStatus.COMPLETED, ACTIVE, False, ("error", "now")),
+        (transitions._PLAIN, RunStatus.QUEUED, (RunStatus.RUNNING,), True, ()),
+    ],
+)
+def test_a_shaped_change_binds_what_the_orm_would_build(monkeypatch, shape, to, expect, owner, values):
+    monkeypatch.setattr(statements, "_templates", {})
+    now = timezone.now()
+
+    def named(run_id, when, text):
+        found = {"run_id": run_id, "now": when, "error": text, "owner": f"worker {text}"}
+        found = {key: found[key] for key in ("run_id", *values, *(["owner"] if owner else []))}
+        return {**found, "lease": when + timedelta(minutes=5)} if to == RunStatus.RUNNING else found
+
+    change = _shaped(shape, to=to, expect=expect, owner=owner)
+    for run_id, when, text in ((uuid.uuid4(), now, "one"), (uuid.uuid4(), now + timedelta(seconds=3), "two: 'é'")):
+        sql, params = change.sql(named(run_id, when, text))
+        assert statements.bound(shape, change.sql, named(run_id, when, text)) == (sql, list(params))
+
+
+def test_a_shaped_change_is_built_through_the_orm_once(monkeypatch):
     agent = make_agent()
     first, second = start_run(agent, "one"), start_run(agent, "two")
+    built = []
+    build = transitions._Change.sql
+    monkeypatch.setattr(transitions._Change, "sql", lambda self, named: built.append(self.shape) or build(self, named))
+    monkeypatch.setattr(statements, "_templates", {})
 
     assert leases.run_claim(run_id=first.pk, owner="w1") is True
     assert leases.run_claim(run_id=second.pk, owner="w2") is True
     assert leases.run_claim(run_id=second.pk, owner="w3") is False  # held: a lease that has not lapsed
+    # Built with stand-ins on the first claim (twice, to check its form), never again.
+    assert built == [leases._CLAIM] * 2
     first.refresh_from_db()
     second.refresh_from_db()
     assert (first.lease_owner, second.lease_owner, first.claims, second.claims) == ("w1", "w2", 1, 1)
     assert first.started_at is not None and second.lease_expires_at > timezone.now()
 
-    # A lapsed lease is claimed, by this call's time.
+    # A lapsed lease is claimed through the same statement, with this call's time.
     Run.objects.filter(pk=second.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     assert leases.run_claim(run_id=second.pk, owner="w3") is True
     second.refresh_from_db()
-    assert (second.lease_owner, second.claims) == ("w3", 2)
+    assert (second.lease_owner, second.claims) == ("w3", 2) and built == [leases._CLAIM] * 2
+
+
+def test_a_shape_refuses_a_value_that_changes_its_statement(run):
+    counted = transitions.Shape("counted", fields=lambda iterations: {"iterations": iterations})
+    with pytest.raises(TypeError, match="form"):
+        run_transition(run_id=run.pk, to=RunStatus.FAILED, expect=ACTIVE, shape=counted, values={"iterations": None})
+    with pytest.raises(TransitionRefused):
+        run_transition(run_id=run.pk, to=RunStatus.FAILED, expect=ACTIVE, shape=counted, where=Q(iterations=0))
+    run.refresh_from_db()
+    assert run.status == RunStatus.QUEUED

@@ -6,7 +6,7 @@ import uuid
 from decimal import Decimal
 
 import pytest
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 
 from agents.models import ModelConfig
 from conversations.batch import (
@@ -24,6 +24,7 @@ from conversations.batch import (
     run_guard,
 )
 from conversations.models import LLMCall, Run, RunStatus, ToolInvocation, Webhook
+from platform_site.prep import prep_save
 from tools.models import ToolDefinition
 
 RUN_ID = uuid.UUID("12345678-1234-5678-1234-567812345678")
@@ -31,7 +32,7 @@ NOW = datetime.datetime(2026, 12, 6, 3, 4, 5, tzinfo=datetime.UTC)
 
 
 def _prepared(model, name: str, value):
-    return model._meta.get_field(name).get_db_prep_save(value, connection)
+    return prep_save(model._meta.get_field(name), value, connections[DEFAULT_DB_ALIAS])
 
 
 def test_an_update_as_the_guard_matches_on_its_own_and_as_a_later_write_only_with_the_guard():
