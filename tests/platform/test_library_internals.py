@@ -155,7 +155,7 @@ def test_django_s_postgresql_backend_has_the_hooks_ours_overrides():
         assert list(inspect.signature(hook).parameters) == parameters
         assert name in our_backend.DatabaseWrapper.__dict__
     # Called for a new connection, pooled (the pool's configure) or not (init_connection_state).
-    assert "configure=self._configure_connection" in inspect.getsource(django_postgresql.DatabaseWrapper.pool.func)
+    assert "configure=self._configure_connection" in inspect.getsource(django_postgresql.DatabaseWrapper.pool.fget)
     assert "self._configure_connection(" in inspect.getsource(django_postgresql.DatabaseWrapper.init_connection_state)
     assert "self._close()" in inspect.getsource(django_postgresql.DatabaseWrapper.close)
 
