@@ -6,6 +6,7 @@ from datetime import date
 from decimal import Decimal
 from functools import cache, partial
 
+from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery, Sum
 
 from agents.models import (
@@ -20,7 +21,6 @@ from agents.models import (
 )
 from agents.providers.calibration import Calibration
 from agents.snapshot import AgentSnapshot, SnapshotInvalid, ToolSpec, snapshot_parse, snapshot_tools
-from platform_site.cursors import statement_cursor
 from platform_site.rows import Columns
 from platform_site.statements import bound
 from tools.approval_policy import ApprovalPolicy, LiveApproval, approval_stricter, effective_policy
@@ -51,7 +51,7 @@ def agent_usable_by(*, user, slug: str) -> Agent | None:
     values = {"slug": slug} if user.is_superuser else {"slug": slug, "user": user.pk}
     build = partial(_usable_by_slug_sql, superuser=user.is_superuser)
     sql, params = bound(("usable agent by slug", user.is_superuser), build, values)
-    with statement_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     return None if row is None else _AGENT.instance(row)
@@ -116,7 +116,7 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
     )
     # Links, rules and delegates are independent, so their join is a cross product (a few rows
     # per agent) in a fixed order: it changes exactly when one of them does.
-    with statement_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
             f'SELECT (SELECT v."id" FROM "{versions}" v WHERE v."agent_id" = %s ORDER BY v."number" DESC LIMIT 1), '
             f'{_config_columns()}, c."slug", c."is_active" '

@@ -1,7 +1,5 @@
 """Pieces shared by the API's resource modules."""
 
-import copy
-
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions, pagination, serializers, status
@@ -51,44 +49,6 @@ class JSONInputField(serializers.JSONField):
             except JSONInputError as exc:
                 raise serializers.ValidationError(str(exc)) from None
         return super().to_internal_value(data)
-
-
-def _shallow(field: serializers.Field) -> serializers.Field:
-    """What copy.copy(field) makes, without its protocol: copy.copy asks for __reduce_ex__ and
-    rebuilds through copyreg, about 6 µs a field, 136 µs for the run serializer's 21 plain fields;
-    this is 31 µs. Equal to copy.copy for classes with no slots and no copy or pickle hooks of
-    their own, which tests/unit/api/test_fields_built_once.py checks for every class built once."""
-    copied = object.__new__(type(field))
-    copied.__dict__.update(field.__dict__)
-    return copied
-
-
-def _holds_fields(field: serializers.Field) -> bool:
-    """Whether binding the field binds other fields too: a nested serializer, a list's or a
-    dict's child, a many-relation's child relation."""
-    return isinstance(field, serializers.BaseSerializer) or any(
-        isinstance(value, serializers.Field) for value in vars(field).values()
-    )
-
-
-class FieldsBuiltOnce:
-    """A serializer whose fields are worked out once per class, then copied for each instance.
-
-    DRF introspects the model for every ModelSerializer instance and deep-copies every declared
-    field (re-running each field's constructor): for the run a posted message answers with, that
-    was most of the time spent writing the answer. Binding a field to its serializer only sets
-    attributes on it, so each instance gets shallow copies (_shallow); a field holding other
-    fields (a nested serializer, a list's child) binds those too, and is deep-copied as DRF does.
-    Only for serializers whose fields never depend on the request or the instance (no get_fields
-    override, no context read while building them).
-    """
-
-    def get_fields(self):
-        built = type(self).__dict__.get("_fields_built")
-        if built is None:
-            built = [(name, field, _holds_fields(field)) for name, field in super().get_fields().items()]
-            type(self)._fields_built = built
-        return {name: copy.deepcopy(field) if nested else _shallow(field) for name, field, nested in built}
 
 
 def _moment(text: str):

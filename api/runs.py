@@ -15,7 +15,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
-from api.common import ErrorSerializer, FieldsBuiltOnce, NewestFirstCursorPagination
+from api.common import ErrorSerializer, NewestFirstCursorPagination
 from conversations.models import Run, RunStatus, RunTrigger, StopReason
 from conversations.selectors import (
     run_children_rows,
@@ -90,7 +90,7 @@ class ChildRunSerializer(serializers.Serializer):
     parent_tool_invocation = serializers.IntegerField(source="parent_tool_invocation_id")
 
 
-class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
+class RunSerializer(serializers.ModelSerializer):
     agent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     agent_version = serializers.IntegerField(source="agent_version.number", read_only=True)
     error = serializers.SerializerMethodField()

@@ -24,9 +24,8 @@ A write is an Update (a read a Select), built from the models' fields rather tha
 the engine says what it writes in the models' terms (fields, values, increments, conditions such
 as `exists`, with `Row` for a field of the written row and `Ref` for a reference), and the
 builder owns the rest: tables, columns and quoting, the values prepared for their fields as the
-ORM would send them (platform_site.prep), the guard's `AND {guard}`. Each shape's SQL is put
-together once per process. SQL given as text (with its parameters) is still taken, for writes
-outside the engine that the builder does not express (an upsert).
+ORM would send them (platform_site.prep), the guard's `AND {guard}`. SQL given as text (with its
+parameters) is still taken, for writes outside the engine that the builder does not express (an upsert).
 
 The ledger's own writes come last, each added to a batch: the run's guard (`run_guard`: the
 lease's fence, its extension and the event sequence's bump), its events (`event_add`), a
@@ -49,7 +48,7 @@ import re
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
-from functools import cached_property, lru_cache, partial
+from functools import cached_property, partial
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
@@ -60,7 +59,6 @@ from conversations.events import SETTLING_EVENT_TYPES
 from conversations.fencing import LeaseLost, lease_deadline
 from conversations.models import Conversation, Message, Run, RunEvent, RunStatus
 from conversations.wakeups import publish_run_event
-from platform_site.cursors import statement_cursor
 from platform_site.prep import prep_save
 
 _REFERENCE = re.compile(r"\{(\w+)(?:\.(\w+))?\}")
@@ -226,10 +224,9 @@ def rendered(model: type[Model], name: str, value) -> tuple[str, list]:
     return _bound(_value_sql(model, name, _value_key(value, values)), values)
 
 
-# A statement is rendered in two halves: its key (what its SQL depends on, values left out: plain
-# tuples, so it hashes at C speed), whose SQL is put together once per process (as a batch's
-# statement is: _statement), and its values, prepared for their fields each time. A condition
-# that is a module constant is keyed once.
+# A statement is rendered in two halves: its key (what its SQL depends on, values left out), from
+# which its SQL is put together, and its values, prepared for their fields. A condition that is a
+# module constant is keyed once.
 _PARAM = "%s"
 
 
@@ -276,7 +273,6 @@ def _bound(template: tuple[str, tuple], values: list) -> tuple[str, list]:
     return sql, [prep_save(field, value, wrapper) for field, value in zip(fields, values, strict=True)]
 
 
-@lru_cache(maxsize=1024)
 def _update_sql(model: type[Model], key: tuple, guarded: bool) -> tuple[str, tuple]:
     sets, conditions = key
     sql = _Sql(model)
@@ -286,14 +282,12 @@ def _update_sql(model: type[Model], key: tuple, guarded: bool) -> tuple[str, tup
     return f'UPDATE "{model._meta.db_table}" SET {assignments}{clause}', tuple(sql.fields)
 
 
-@lru_cache(maxsize=64)
 def _select_sql(model: type[Model], names: tuple[str, ...], key: tuple) -> tuple[str, tuple]:
     sql = _Sql(model)
     columns = ", ".join(f'"{model._meta.get_field(name).column}"' for name in names)
     return f'SELECT {columns} FROM "{model._meta.db_table}"{sql.where(key)}', tuple(sql.fields)
 
 
-@lru_cache(maxsize=64)
 def _value_sql(model: type[Model], name: str, key) -> tuple[str, tuple]:
     sql = _Sql(model)
     return sql.value(model._meta.get_field(name), key), tuple(sql.fields)
@@ -448,7 +442,7 @@ class Batch:
         return results
 
     def _one_statement(self, asynchronous: bool) -> dict[str, dict] | None:
-        with statement_cursor() as cursor:
+        with connection.cursor() as cursor:
             cursor.execute(_statement(self._shape(), asynchronous), self._params())
             row = list(cursor.fetchone())
         if row[0] is None:
@@ -511,19 +505,13 @@ def _commit_mode(asynchronous: bool) -> str:
     return f", {ASYNCHRONOUS_COMMIT}" if asynchronous else ""
 
 
-@lru_cache(maxsize=512)
 def _statement(shape: tuple[tuple[str, str, tuple[str, ...], bool, bool], ...], asynchronous: bool = False) -> str:
     """The one statement of a batch's writes, given as (name, sql, returning, read, event) each; with
-    `asynchronous`, its transaction commits asynchronously (the value it adds last is ignored).
-
-    A step's batch has the same writes (their SQL, not their values) every time it is made, so
-    the statement is put together once per shape: rewriting every reference and joining the
-    queries on each execution took about a tenth of a batch's CPU (0.15 of 1.5 ms, in-process)."""
+    `asynchronous`, its transaction commits asynchronously (the value it adds last is ignored)."""
     queries, returned = _parts(shape)
     return f"{queries} SELECT {returned}{_commit_mode(asynchronous)}"
 
 
-@lru_cache(maxsize=512)
 def _parts(shape: tuple[tuple[str, str, tuple[str, ...], bool, bool], ...]) -> tuple[str, str]:
     """The WITH clause of a batch's writes, and the columns that select what each returned."""
     guard = shape[0][0]

@@ -10,7 +10,6 @@ from django.db.models import Case, Exists, OuterRef, Prefetch, Q, QuerySet, Subq
 from agents.models import Agent
 from agents.selectors import agents_usable, agents_usable_by
 from conversations.models import Conversation, LLMCall, Message, Run, RunStatus, ToolInvocation
-from platform_site.cursors import statement_cursor
 from platform_site.rows import Columns
 from platform_site.statements import bound
 
@@ -97,7 +96,7 @@ def conversation_for_post(*, user, conversation_id) -> Conversation | None:
     # A superuser who sees everyone's conversations reads one whoever they are.
     values = {"pk": pk} if everyone and user.is_superuser else {"pk": pk, "user": user.pk}
     sql, params = bound(("conversation for post", everyone, user.is_superuser), build, values)
-    with statement_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
@@ -150,7 +149,7 @@ def run_with_final_answer(*, run_id) -> tuple[Run, Message | None]:
     for a run's outcome makes this read each time the run may have settled, and the ORM built
     the two reads it replaces in more time than they ran. Run.DoesNotExist if there is none."""
     sql, params = bound(("run with final answer",), _with_answer_sql, {"pk": Run._meta.pk.to_python(run_id)})
-    with statement_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
@@ -274,7 +273,7 @@ def run_step_read(*, run_id) -> tuple[Run, list[Message]]:
     """The run (with its conversation's summary) and, in order, the conversation's messages that
     the summary does not cover: one statement, since every step of every run starts with it.
     Run.DoesNotExist if there is no such run."""
-    with statement_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(_STEP_READ, [Run._meta.pk.get_db_prep_value(run_id, connection)])
         rows = cursor.fetchall()
     if not rows:
@@ -311,7 +310,7 @@ def conversation_lock_for_post(*, conversation_id, active_statuses) -> tuple[Con
     conversations, agents, runs = (m._meta.db_table for m in (Conversation, Agent, Run))
     lock = " FOR NO KEY UPDATE OF c" if connection.features.has_select_for_update_of else ""
     key = Conversation._meta.pk.get_db_prep_value(conversation_id, connection)
-    with statement_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {_POST_CONVERSATION.sql}, {_POST_AGENT.sql} "
             f'FROM "{conversations}" c JOIN "{agents}" a ON a."id" = c."agent_id" WHERE c."id" = %s{lock}',
@@ -335,7 +334,7 @@ def conversation_lock_for_post(*, conversation_id, active_statuses) -> tuple[Con
 
 def conversation_messages_all(*, conversation_id) -> list[Message]:
     """Every message of the conversation, in order, with the fields run_step_read reads."""
-    with statement_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
             f'SELECT {_STEP_MESSAGE.sql} FROM "{Message._meta.db_table}" m WHERE m."conversation_id" = %s '
             'ORDER BY m."order"',

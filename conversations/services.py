@@ -12,7 +12,6 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from agents.models import Agent
 from conversations.models import Conversation, Message
-from platform_site.cursors import statement_cursor
 from platform_site.prep import prep_save
 
 
@@ -26,7 +25,7 @@ def _bump(model, pk, field: str, by: int = 1) -> int:
     column = model._meta.get_field(field).column
     key = model._meta.pk.get_db_prep_value(pk, connection)
     pk_column = model._meta.pk.column
-    with statement_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
             f'UPDATE "{table}" SET "{column}" = "{column}" + %s WHERE "{pk_column}" = %s RETURNING "{column}"',
             [by, key],
@@ -51,7 +50,7 @@ def rows_insert_new(rows: list, *, unique: tuple[str, ...], key: str) -> list:
     columns = ", ".join(f'"{field.column}"' for field in fields)
     target = ", ".join(f'"{model._meta.get_field(name).column}"' for name in unique)
     key_field = model._meta.get_field(key)
-    with statement_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
             f'INSERT INTO "{model._meta.db_table}" ({columns}) VALUES {placeholders} '
             f'ON CONFLICT ({target}) DO NOTHING RETURNING "id", "{key_field.column}"',

@@ -4,10 +4,10 @@ import hashlib
 import secrets
 
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.utils import timezone
 
 from conversations.models import ApiToken
-from platform_site.cursors import statement_cursor
 from platform_site.rows import Columns
 
 TOKEN_PREFIX = "agt_"
@@ -31,7 +31,7 @@ _USER = Columns(User, None, "u")
 
 
 def api_token_authenticate(*, plaintext: str) -> ApiToken | None:
-    with statement_cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
             f'SELECT {_TOKEN.sql}, {_USER.sql} FROM "{ApiToken._meta.db_table}" t '
             f'JOIN "{User._meta.db_table}" u ON u."id" = t."user_id" '

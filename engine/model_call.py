@@ -36,6 +36,7 @@ from functools import partial
 from typing import Protocol
 
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -66,7 +67,6 @@ from engine.tracing import chat_span
 from engine.window import fitted
 from platform_site import green
 from platform_site.backoff import backoff_delay
-from platform_site.cursors import statement_cursor
 from platform_site.dbpool import release_connection
 from platform_site.logs import bind
 from platform_site.rows import Columns
@@ -180,7 +180,7 @@ def _live_settings(model: dict, values: list | None = None) -> _Live:
     calibration, read at call time: `values`, the columns as an attempt's batch read them, or
     else read here."""
     if values is None:
-        with statement_cursor() as cursor:
+        with connection.cursor() as cursor:
             cursor.execute(_SETTINGS_SQL, [model["id"]])
             values = cursor.fetchone()
     if values is None or values[0] is None:

@@ -22,7 +22,6 @@ cache still keeps at most 128 statements, the least recently used going first.
 from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.postgresql import base
 from django.db.models.enums import Choices
-from django.utils.asyncio import async_unsafe
 from psycopg import _queries as psycopg_queries
 from psycopg.adapt import AdaptersMap, PyFormat
 
@@ -69,25 +68,6 @@ def choices_dumpers_register(adapters: AdaptersMap) -> None:
 
 class DatabaseWrapper(base.DatabaseWrapper):
     _slot = None
-
-    @async_unsafe
-    def kept_cursor(self):
-        """A cursor wrapper around the psycopg cursor kept with this psycopg connection (see
-        platform_site.cursors): the steps of Django's _cursor, with the psycopg cursor made once.
-
-        It is kept on the psycopg connection, not on this wrapper: a carried run gets a new
-        wrapper, and takes a pooled connection again after each wait, so a cursor kept here would
-        be made again almost every time. A closed connection is dropped from the pool, and a new
-        one gets a cursor of its own.
-        """
-        self.close_if_health_check_failed()
-        self.ensure_connection()
-        raw = getattr(self.connection, "_agentry_kept_cursor", None)
-        with self.wrap_database_errors:
-            if raw is None or raw.closed:
-                raw = self.connection._agentry_kept_cursor = self.create_cursor()
-            self.validate_thread_sharing()
-            return self.make_cursor(raw)
 
     def _configure_connection(self, connection):
         # Once per new connection, pooled or not (Django calls it from the pool's configure too).
