@@ -39,9 +39,9 @@ def manage(*arguments: str, var_dir: Path) -> str:
 class BackgroundMigration:
     """`manage.py migrate` of a new var directory, started as the session starts (tests/conftest.py)
     and waited for by the first test that needs it. The e2e tier mostly waits on its worker,
-    servers and browser (its processes, those included, used 300 s of CPU in its 800 s on a
-    loaded 2-core machine), so the migration's CPU runs beside the tests before the two that need
-    it, which come last, instead of in front of them."""
+    servers and browser (its processes, those included, used 255 s of CPU in its 409 s on the
+    2-core machine), so the migration's CPU runs beside the tests before the two that need it,
+    which come last, instead of in front of them."""
 
     def __init__(self):
         self.var_dir = Path(tempfile.mkdtemp(prefix="agentry-embedded-"))
