@@ -8,6 +8,7 @@ from django.utils import translation
 
 from fakellm.testing import serve_in_thread
 from tests.support import flush, passwords
+from tests.support.embedded import BackgroundMigration
 from tests.support.llm import FakeLLM
 from tests.support.run_lock import RunLock
 from tests.support.tool_fixtures import COUNTER_KEY, redis_client
@@ -23,7 +24,7 @@ TIER_MARKS = ("e2e", "browser", "fuzz")
 def pytest_configure(config):
     flush.install()
     passwords.install()
-    config.pluginmanager.register(WorkerModulesFirst(), "worker-modules-first")
+    config.pluginmanager.register(WorkerTestsFirst(), "worker-tests-first")
     # Two runs on one test database or Redis db would break each other: tests/support/run_lock.py.
     config.pluginmanager.register(RunLock(), "run-lock")
 
@@ -39,12 +40,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.django_db(transaction=True))
 
 
-class WorkerModulesFirst:
-    """After pytest-django's ordering and `-m`'s selection: see _worker_modules_first."""
+class WorkerTestsFirst:
+    """After pytest-django's ordering and `-m`'s selection: see _worker_tests_first."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items):
-        _worker_modules_first(items)
+        _worker_tests_first(items)
 
 
 def _commits(item) -> bool:
@@ -55,18 +56,21 @@ def _commits(item) -> bool:
     return bool({"transactional_db", "live_server"}.intersection(item.fixturenames))
 
 
-def _worker_modules_first(items) -> None:
-    """The committing tests of modules that use the worker go first among the committing tests,
-    in the same order otherwise: the worker is killed before every test that does not ask for
-    it (pytest_runtest_setup), and in alphabetical order the e2e tier went in and out of such
-    modules, starting the worker 16 times where grouped modules start it about half as often.
-    pytest-django has put the committing tests together (after the rolled-back ones)."""
+def _worker_tests_first(items) -> None:
+    """The committing tests that use the worker go first among the committing tests, in the same
+    order otherwise: the worker is killed before every test that does not ask for it
+    (pytest_runtest_setup), so each such test between two that do costs a start. Grouped by
+    module, the e2e tier still went out of the worker's tests and back five times, in modules
+    that mix both (the events stream, the chat completions, the operator pages); grouped by test,
+    only the tests that kill it on purpose and the ones that leave it busy start it again. A
+    module split this way sets its module fixtures up twice (a browser, a web server: a second,
+    not the worker's seconds). pytest-django has put the committing tests together (after the
+    rolled-back ones)."""
     committing = [index for index, item in enumerate(items) if _commits(item)]
     if not committing:
         return
     first, last = committing[0], committing[-1] + 1
-    with_worker = {item.path for item in items[first:last] if "worker" in item.fixturenames}
-    items[first:last] = sorted(items[first:last], key=lambda item: item.path not in with_worker)
+    items[first:last] = sorted(items[first:last], key=lambda item: "worker" not in item.fixturenames)
 
 
 @pytest.fixture(scope="session")
@@ -84,9 +88,27 @@ def _database_url() -> str:
     return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
+class SuiteWorker(WorkerProcess):
+    """The suite's worker. A test that kills it (crash recovery, chaos) leaves the deliveries the
+    dead process held in kombu's unacked record until the broker is emptied after the test: they
+    are remembered here, so that they do not make the worker that took over look busy
+    (_worker_idle) and cost it a restart. No other process takes from the suite's broker, and a
+    dead process adds nothing, so what the record holds right after the kill is the dead one's."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.orphaned: set[bytes] = set()
+
+    def kill(self) -> None:
+        was_alive = self.alive
+        super().kill()
+        if was_alive:
+            self.orphaned |= _unacked_tags()
+
+
 # The suite's worker process once `worker_process` made it: pytest_runtest_setup kills it before
 # any test that does not ask for it, and the summary says how many times it was started.
-_suite_worker: list[WorkerProcess] = []
+_suite_worker: list[SuiteWorker] = []
 
 
 @pytest.fixture(scope="session")
@@ -95,7 +117,7 @@ def worker_process(django_db_setup, django_db_blocker):
     if connection.vendor != "postgresql":
         pytest.skip("end-to-end tests need PostgreSQL (the test settings default to it)")
     redis_client().flushdb()
-    process = WorkerProcess(database_url=_database_url())
+    process = SuiteWorker(database_url=_database_url())
     _suite_worker.append(process)
     yield process
     process.stop()
@@ -108,6 +130,13 @@ def pytest_collection_finish(session):
     tier (about 200 ms each), and a fraction of that once frozen."""
     gc.collect()
     gc.freeze()
+    if any("embedded_var_dir" in item.fixturenames for item in session.items):
+        _embedded_migration.append(BackgroundMigration())
+
+
+def pytest_unconfigure(config):
+    for migration in _embedded_migration:
+        migration.discard()
 
 
 def pytest_runtest_setup(item):
@@ -138,13 +167,22 @@ def _broker_emptied() -> None:
             channel.client.delete(channel.unacked_key, channel.unacked_index_key, channel.unacked_mutex_key)
 
 
-def _worker_idle(timeout: float = 2) -> bool:
+def _unacked_tags() -> set[bytes]:
+    """The delivery tags in kombu's record of tasks delivered and not yet acknowledged (Redis)."""
+    from platform_site.celery import app
+
+    with app.connection_for_write() as broker:
+        channel = broker.default_channel
+        return set(channel.client.hkeys(channel.unacked_key)) if hasattr(channel, "unacked_key") else set()
+
+
+def _worker_idle(timeout: float = 2, orphaned: set[bytes] = frozenset()) -> bool:
     """Whether the worker holds nothing of the test that ended, with the broker emptied of what
     the test sent: no task delivered to it (kombu's Redis transport keeps every delivered task in
-    its unacked hash until the worker acknowledges it after running it, ETA tasks included) and
-    no run under a lease. Seen twice in a row, a moment apart, so that a task a finishing run
-    sent is not missed. Waits `timeout` for a run ending its last step; False on a transport with
-    no such record."""
+    its unacked hash until the worker acknowledges it after running it, ETA tasks included;
+    `orphaned` are those a killed worker held, see SuiteWorker) and no run under a lease. Seen
+    twice in a row, a moment apart, so that a task a finishing run sent is not missed. Waits
+    `timeout` for a run ending its last step; False on a transport with no such record."""
     from conversations.models import Run, RunStatus
     from platform_site.celery import app
 
@@ -156,7 +194,7 @@ def _worker_idle(timeout: float = 2) -> bool:
             return False
         while seen_idle < 2:
             app.control.purge()
-            busy = channel.client.hlen(channel.unacked_key) or (
+            busy = set(channel.client.hkeys(channel.unacked_key)) - orphaned or (
                 Run.objects.filter(status=RunStatus.RUNNING).exclude(lease_owner="").exists()
             )
             seen_idle = 0 if busy else seen_idle + 1
@@ -178,12 +216,14 @@ def worker(worker_process, transactional_db):
     is killed before any other (pytest_runtest_setup): a start costs 2-3 s, and about a hundred
     tests ask for a worker, most of them one after another."""
     _broker_emptied()
+    worker_process.orphaned.clear()
     if not worker_process.alive:
         worker_process.start()
     yield worker_process
-    if not _worker_idle():
+    if not _worker_idle(orphaned=worker_process.orphaned):
         worker_process.kill()
     _broker_emptied()
+    worker_process.orphaned.clear()
 
 
 @pytest.fixture
@@ -242,11 +282,16 @@ def scripted_agent(fake_llm, db, no_enqueue):
     return make
 
 
-@pytest.fixture(scope="session")
-def _embedded_template(tmp_path_factory):
-    from tests.support.embedded import migrated_var_dir
+# The embedded stack's migration, started by pytest_collection_finish when a test of the run
+# needs it (tests.support.embedded.BackgroundMigration).
+_embedded_migration: list[BackgroundMigration] = []
 
-    return migrated_var_dir(tmp_path_factory.mktemp("embedded-template"))
+
+@pytest.fixture(scope="session")
+def _embedded_template():
+    if not _embedded_migration:
+        _embedded_migration.append(BackgroundMigration())
+    return _embedded_migration[0].migrated()
 
 
 @pytest.fixture

@@ -23,14 +23,29 @@ def _server_url(name: str) -> str:
     return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{name}"
 
 
-def _collect(**environment) -> subprocess.CompletedProcess:
-    """A pytest run of database tests (collected only: the lock is taken once they are known)."""
+def _collecting(**environment) -> subprocess.Popen:
+    """A pytest run of database tests (collected only: the lock is taken once they are known),
+    started; `_collected` waits for it."""
     env = {k: v for k, v in os.environ.items() if k not in ("TEST_DATABASE_URL", "TEST_REDIS_URL")}
     env.update({"DATABASE_URL": _server_url(DATABASE), "REDIS_URL": REDIS_URL, "CELERY_BROKER_URL": "", **environment})
     command = [sys.executable, "-m", "pytest", "tests/console/test_operator_display.py", "--collect-only", "-q"]
-    return subprocess.run(
-        [*command, "-p", "no:cacheprovider"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    return subprocess.Popen(
+        [*command, "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+
+
+def _collected(process: subprocess.Popen) -> subprocess.CompletedProcess:
+    try:
+        stdout, stderr = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def test_a_second_run_on_the_defaults_is_refused_naming_the_first():
@@ -39,11 +54,13 @@ def test_a_second_run_on_the_defaults_is_refused_naming_the_first():
     )
     try:
         other.execute("SELECT pg_advisory_lock(%s)", [_key(f"database test_{DATABASE}")])
-        refused = _collect()
-        beside = _collect(DATABASE_URL=_server_url("agentry_lock_own"))
+        # Side by side, as two developers' runs would be: each start costs seconds of imports.
+        on_defaults = _collecting()
+        on_its_own = _collecting(DATABASE_URL=_server_url("agentry_lock_own"))
+        refused, beside = _collected(on_defaults), _collected(on_its_own)
     finally:
         other.close()
-    after = _collect()
+    after = _collected(_collecting())
 
     assert refused.returncode == 4, refused.stdout + refused.stderr
     assert (

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import pytest_collection_modifyitems
+from tests.conftest import _worker_tests_first, pytest_collection_modifyitems
 from tests.unit.conftest import UnitTierViolation, pytest_runtest_setup
 
 
@@ -66,3 +66,16 @@ def test_a_test_with_the_suites_worker_or_web_server_is_e2e_whatever_it_is_marke
         ["browser"],
         [],
     ]
+
+
+def test_the_tests_that_use_the_worker_go_first_among_the_committing_tests_in_their_order():
+    """Within a module too: each test without the worker between two with it would cost a start."""
+    rolled_back = Item("db", marks=[pytest.mark.django_db])
+    events = [Item("worker", "transactional_db"), Item("transactional_db"), Item("worker", "transactional_db")]
+    browser = [Item("live_server"), Item("worker", "live_server")]
+    no_database = Item("tmp_path")
+    items = [rolled_back, *events, *browser, no_database]
+
+    _worker_tests_first(items)
+
+    assert items == [rolled_back, events[0], events[2], browser[1], events[1], browser[0], no_database]
