@@ -3,15 +3,24 @@ the operator pages. Only a context variable is set; the user (or API token) is r
 request when a change is written, after DRF has authenticated it."""
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 
 from audit.context import SOURCE_ADMIN, SOURCE_API, SOURCE_CONSOLE, Origin, origin_set
 
 _API_PREFIXES = ("/api/", "/v1/")
 
 
+def _admin_prefix() -> str | None:
+    try:
+        return reverse("admin:index")
+    except NoReverseMatch:
+        # A URLconf without the admin.
+        return None
+
+
 def request_source(path: str) -> str:
-    if path.startswith(reverse("admin:index")):
+    admin = _admin_prefix()
+    if admin and path.startswith(admin):
         return SOURCE_ADMIN
     if path.startswith(_API_PREFIXES):
         return SOURCE_API

@@ -13,16 +13,22 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
+from django.db.models.functions import Cast
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete, pre_save
 
 from audit.context import origin_current
 from audit.models import Action, ConfigChange
 from audit.registry import AUDITED, MASK, Audited, audited
 from conversations.models import ApiToken
+from platform_site.crypto import EncryptedTextField, SecretDecryptionError, decrypt
 
 # Set on an instance between its pre_* and post_* signals.
 _BEFORE = "_audit_before"
 _NAME = "_audit_name"
+# A masked field of the row read before a change, as stored (audit_raw_<field>).
+_RAW = "_audit_raw_"
+# A secret that cannot be decrypted: differs from every value, so replacing it is a change.
+_UNREADABLE = object()
 
 
 def _plain(value):
@@ -30,11 +36,25 @@ def _plain(value):
     return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
 
 
-def _value(spec: Audited, model_field: models.Field, instance):
-    raw = model_field.value_from_object(instance)
+def _stored(spec: Audited, model_field: models.Field, instance):
+    """The field's value; for a masked field of a row just read, from its stored text (an
+    encrypted secret that no longer decrypts must not stop the save that replaces it)."""
+    column = _RAW + model_field.name
+    if column not in instance.__dict__:
+        return model_field.value_from_object(instance)
+    raw = instance.__dict__[column] or ""
+    if raw and isinstance(model_field, EncryptedTextField):
+        try:
+            return decrypt(raw)
+        except SecretDecryptionError:
+            return _UNREADABLE
+    return raw
+
+
+def _shown(spec: Audited, model_field: models.Field, value):
     if spec.masks(model_field):
-        return MASK if raw else ""
-    return _plain(raw)
+        return MASK if value else ""
+    return _plain(value)
 
 
 def _changes(spec: Audited, before, after, names: set[str] | None) -> dict[str, list]:
@@ -42,13 +62,13 @@ def _changes(spec: Audited, before, after, names: set[str] | None) -> dict[str, 
     for model_field in spec.fields:
         if names is not None and model_field.name not in names:
             continue
-        old = model_field.value_from_object(before) if before is not None else None
-        new = model_field.value_from_object(after) if after is not None else None
+        old = _stored(spec, model_field, before) if before is not None else None
+        new = _stored(spec, model_field, after) if after is not None else None
         if before is not None and after is not None and old == new:
             continue
         changes[model_field.name] = [
-            _value(spec, model_field, before) if before is not None else None,
-            _value(spec, model_field, after) if after is not None else None,
+            _shown(spec, model_field, old) if before is not None else None,
+            _shown(spec, model_field, new) if after is not None else None,
         ]
     return changes
 
@@ -87,7 +107,7 @@ def _record(spec: Audited, instance, *, action: str, changes: dict, name: str | 
     )
 
 
-def _names(spec: Audited, update_fields) -> set[str] | None:
+def _names(update_fields) -> set[str] | None:
     return None if update_fields is None else set(update_fields)
 
 
@@ -96,10 +116,15 @@ def _saving(sender, instance, raw, using, update_fields, **kwargs):
     setattr(instance, _BEFORE, None)
     if raw or instance._state.adding:
         return
-    names = _names(spec, update_fields)
+    names = _names(update_fields)
     if names is not None and not any(f.name in names for f in spec.fields):
         return
-    setattr(instance, _BEFORE, sender._base_manager.using(using).filter(pk=instance.pk).first())
+    stored = sender._base_manager.using(using).filter(pk=instance.pk)
+    masked = [f.name for f in spec.fields if spec.masks(f)]
+    if masked:
+        # Read as stored text, not through the field (which decrypts): _stored.
+        stored = stored.defer(*masked).annotate(**{_RAW + name: Cast(name, models.TextField()) for name in masked})
+    setattr(instance, _BEFORE, stored.first())
 
 
 def _saved(sender, instance, created, raw, using, update_fields, **kwargs):
@@ -111,7 +136,7 @@ def _saved(sender, instance, created, raw, using, update_fields, **kwargs):
         if created and spec.creates:
             _record(spec, instance, action=Action.CREATE, changes=_changes(spec, None, instance, None), using=using)
         return
-    changes = _changes(spec, before, instance, _names(spec, update_fields))
+    changes = _changes(spec, before, instance, _names(update_fields))
     if changes:
         _record(spec, instance, action=Action.CHANGE, changes=changes, using=using)
 

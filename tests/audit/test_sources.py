@@ -9,6 +9,7 @@ import sys
 import pytest
 from django.contrib.auth.models import Group, Permission
 from django.db import connections
+from django.db.models import Value
 from django.urls import reverse
 from django.utils import timezone
 from mcp_types import Tool
@@ -26,7 +27,7 @@ from tests.support.factories import make_agent, make_user
 from tools.mcp_sessions import pool
 from tools.models import MCPServer, ToolDefinition
 from tools.services import mcp_server_discover
-from triggers.hooks import hook_secret_new
+from triggers.hooks import hook_secret_new, hook_secret_rotate
 from triggers.models import Hook, Schedule
 from triggers.schedules import schedule_save, schedules_pause
 from widgets.models import Widget
@@ -196,3 +197,13 @@ def test_a_deleted_agent_keeps_its_history():
         ("agent", "delete"),
     }
     assert ApiToken.objects.count() == 0 and reverse("admin:audit_configchange_changelist")
+
+
+def test_a_secret_that_no_longer_decrypts_can_still_be_replaced_and_the_row_says_so():
+    agent = make_agent(slug="broken")
+    hook = Hook.objects.create(agent=agent, name="crm", message="x", owner=make_user(staff=True), secret="old")
+    # Encrypted with a key since removed: the field cannot read it.
+    Hook.objects.filter(pk=hook.pk).update(secret=Value("gAAAAAbroken"))
+    assert stored(Hook, hook.pk, "secret") == "gAAAAAbroken"
+    hook_secret_rotate(hook=Hook.objects.only("pk").get(pk=hook.pk))
+    assert ConfigChange.objects.filter(object_id=str(hook.pk)).latest("id").changes == {"secret": [MASK, MASK]}
