@@ -107,8 +107,11 @@ def _record(spec: Audited, instance, *, action: str, changes: dict, name: str | 
     )
 
 
-def _names(update_fields) -> set[str] | None:
-    return None if update_fields is None else set(update_fields)
+def _names(spec: Audited, update_fields) -> set[str] | None:
+    """The audited fields a save writes (update_fields may name a key by its attname), or None: all."""
+    if update_fields is None:
+        return None
+    return {f.name for f in spec.fields if f.name in update_fields or f.attname in update_fields}
 
 
 def _saving(sender, instance, raw, using, update_fields, **kwargs):
@@ -116,8 +119,7 @@ def _saving(sender, instance, raw, using, update_fields, **kwargs):
     setattr(instance, _BEFORE, None)
     if raw or instance._state.adding:
         return
-    names = _names(update_fields)
-    if names is not None and not any(f.name in names for f in spec.fields):
+    if _names(spec, update_fields) == set():
         return
     stored = sender._base_manager.using(using).filter(pk=instance.pk)
     masked = [f.name for f in spec.fields if spec.masks(f)]
@@ -136,7 +138,7 @@ def _saved(sender, instance, created, raw, using, update_fields, **kwargs):
         if created and spec.creates:
             _record(spec, instance, action=Action.CREATE, changes=_changes(spec, None, instance, None), using=using)
         return
-    changes = _changes(spec, before, instance, _names(update_fields))
+    changes = _changes(spec, before, instance, _names(spec, update_fields))
     if changes:
         _record(spec, instance, action=Action.CHANGE, changes=changes, using=using)
 
