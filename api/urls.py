@@ -3,7 +3,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from api import agents, conversations, end_users, evals, events, exports, memories, runs, widget
+from api import agents, config_changes, conversations, end_users, evals, events, exports, memories, runs, widget
 from api.approvals import ApprovalViewSet
 from api.erasure import EndUserErasureView
 from api.feedback import RunFeedbackView
@@ -23,6 +23,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/events/", events.run_events, name="run-events"),
     # Before the router, whose runs/<pk>/ would take "export" for a run's id.
     path("runs/export/", exports.runs_export, name="runs-export"),
+    path("config-changes/export/", config_changes.config_changes_export, name="config-changes-export"),
     path("runs/<uuid:run_id>/feedback/", RunFeedbackView.as_view(), name="run-feedback"),
     path("runs/<uuid:run_id>/fork/", RunForkView.as_view(), name="run-fork"),
     # <path:…>: an end user's id is the application's own and may hold a "/".

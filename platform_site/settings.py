@@ -92,6 +92,8 @@ INSTALLED_APPS = [
     "triggers",
     "widgets",
     "notifications",
+    # Its admin wraps the audited models' admins, so it comes after the apps that register them.
+    "audit",
     "api",
     "console",
     # The demos and their terminal commands: the top layer, which nothing imports.
@@ -120,6 +122,8 @@ MIDDLEWARE = [
     "platform_site.unavailable.DependencyUnavailableMiddleware",
     # A limit reached below a view outside DRF (a chat completion's admission): a 429.
     "platform_site.refusals.LimitReachedMiddleware",
+    # Where a request's configuration changes come from (admin, API, operator pages), for the audit.
+    "audit.middleware.ConfigAuditMiddleware",
 ]
 
 ROOT_URLCONF = "platform_site.urls"

@@ -146,12 +146,17 @@ def mcp_server_discover(*, server: MCPServer) -> ImportReport:
                 )
                 report.created.append(name)
             else:
-                ToolDefinition.objects.filter(pk=existing.pk).update(updated_at=timezone.now(), **fields)
+                # Saved, not updated in bulk: what the server changed is a configuration change
+                # (the audit hears saves).
+                for field, value in fields.items():
+                    setattr(existing, field, value)
+                existing.save(update_fields=[*fields, "updated_at"])
                 report.updated.append(name)
             seen.add(existing.pk)
         for tool in owned.values():
             if tool.pk not in seen and tool.is_active:
-                ToolDefinition.objects.filter(pk=tool.pk).update(is_active=False, updated_at=timezone.now())
+                tool.is_active = False
+                tool.save(update_fields=["is_active", "updated_at"])
                 report.deactivated.append(tool.name)
         MCPServer.objects.filter(pk=server.pk).update(discovered_at=timezone.now(), last_error="")
     return report

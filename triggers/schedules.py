@@ -307,10 +307,15 @@ def schedule_save(*, schedule: Schedule, now: datetime | None = None) -> Schedul
 
 
 def schedules_pause(*, schedules) -> int:
-    """Pause these schedules; how many were running."""
-    return Schedule.objects.filter(pk__in=[s.pk for s in schedules], enabled=True).update(
-        enabled=False, next_fire_at=None, updated_at=timezone.now()
-    )
+    """Pause these schedules; how many were running. Each is saved (the audit hears saves),
+    locked first so a fire landing meanwhile does not put its next fire time back."""
+    paused = 0
+    with transaction.atomic():
+        for schedule in Schedule.objects.select_for_update().filter(pk__in=[s.pk for s in schedules], enabled=True):
+            schedule.enabled, schedule.next_fire_at = False, None
+            schedule.save(update_fields=["enabled", "next_fire_at", "updated_at"])
+            paused += 1
+    return paused
 
 
 def schedules_resume(*, schedules, now: datetime | None = None) -> int:

@@ -44,6 +44,7 @@ ROUTES = {
     "api/v1/conversations/{conversation}/messages/": {"POST"},
     "api/v1/runs/": {"GET"},
     "api/v1/runs/export/": {"GET"},
+    "api/v1/config-changes/export/": {"GET"},
     "api/v1/runs/{run}/": {"GET"},
     "api/v1/runs/{run}/cancel/": {"POST"},
     "api/v1/runs/{run}/steps/": {"GET"},
