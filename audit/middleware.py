@@ -2,10 +2,10 @@
 the operator pages. Only a context variable is set; the user (or API token) is read from the
 request when a change is written, after DRF has authenticated it."""
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.urls import NoReverseMatch, reverse
 
 from audit.context import SOURCE_ADMIN, SOURCE_API, SOURCE_CONSOLE, Origin, origin_set
+from platform_site.around_middleware import AroundMiddleware
 
 _API_PREFIXES = ("/api/", "/v1/")
 
@@ -27,21 +27,6 @@ def request_source(path: str) -> str:
     return SOURCE_CONSOLE
 
 
-class ConfigAuditMiddleware:
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        if iscoroutinefunction(self):
-            return self._acall(request)
-        with origin_set(Origin(request_source(request.path_info), request=request)):
-            return self.get_response(request)
-
-    async def _acall(self, request):
-        with origin_set(Origin(request_source(request.path_info), request=request)):
-            return await self.get_response(request)
+class ConfigAuditMiddleware(AroundMiddleware):
+    def around(self, request):
+        return origin_set(Origin(request_source(request.path_info), request=request))
