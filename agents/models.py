@@ -42,6 +42,13 @@ class ReasoningEffort(models.TextChoices):
 class ModelConfig(models.Model):
     """How to reach one model: endpoint, credentials, sampling parameters and prices."""
 
+    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     name = models.CharField(_("name"), max_length=100, unique=True)
     provider = models.CharField(
         _("provider"), max_length=32, choices=ProviderKind.choices, default=ProviderKind.OPENAI_COMPATIBLE
@@ -250,6 +257,13 @@ def validate_email_list(value: str) -> None:
 
 
 class Agent(models.Model):
+    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     name = models.CharField(_("name"), max_length=200)
     slug = models.SlugField(_("slug"), max_length=100, unique=True)
     description = models.TextField(_("description"), blank=True)
@@ -581,6 +595,8 @@ class AgentTool(models.Model):
         ALWAYS = "always", _("always")
         RULE = "rule", _("when the rule matches")
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "agent__workspace"
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="agent_tools", verbose_name=_("agent"))
     tool = models.ForeignKey(
         "tools.ToolDefinition", on_delete=models.PROTECT, related_name="agent_tools", verbose_name=_("tool")
@@ -647,6 +663,13 @@ class GuardrailRule(models.Model):
         REDACT = guardrails.ACTION_REDACT, _("redact")
         FLAG = guardrails.ACTION_FLAG, _("flag for review")
 
+    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="guardrail_rules", verbose_name=_("agent"))
     side = models.CharField(_("side"), max_length=8, choices=Side.choices, default=Side.BOTH)
     kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices)
@@ -727,6 +750,8 @@ class AgentDelegate(models.Model):
     """Another agent this agent may call as a tool (agents as tools). A call starts a run of the
     child agent in a conversation of its own; the child's answer is the call's result."""
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "parent__workspace"
     parent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="delegates", verbose_name=_("agent"))
     child = models.ForeignKey(
         Agent, on_delete=models.PROTECT, related_name="delegated_by", verbose_name=_("delegated agent")
@@ -789,6 +814,8 @@ class AgentVersion(models.Model):
     run ran with. A new version is written only when the snapshot's hash changes.
     """
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "agent__workspace"
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="versions", verbose_name=_("agent"))
     number = models.PositiveIntegerField(_("number"))
     config_hash = models.CharField(_("config hash"), max_length=64)
@@ -836,6 +863,8 @@ class AgentUsageDay(models.Model):
     """
 
     # Indexed by agent_usage_day_unique (agent, day, shard), which leads with it.
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "agent__workspace"
     agent = models.ForeignKey(
         Agent, on_delete=models.CASCADE, related_name="usage_days", verbose_name=_("agent"), db_index=False
     )
@@ -867,6 +896,8 @@ class ReleaseAction(models.TextChoices):
 class AgentRelease(models.Model):
     """One release action on an agent: the audit trail of what live traffic ran, and who decided."""
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "agent__workspace"
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="releases", verbose_name=_("agent"))
     action = models.CharField(_("action"), max_length=20, choices=ReleaseAction.choices)
     version = models.ForeignKey(

@@ -25,6 +25,7 @@ from platform_site.rows import Columns
 from platform_site.statements import bound
 from tools.approval_policy import ApprovalPolicy, LiveApproval, approval_stricter, effective_policy
 from tools.models import ToolDefinition
+from workspaces.access import binding_of
 
 
 def agent_usage_on(*, agent_id: int, day: date) -> tuple[int, Decimal]:
@@ -36,10 +37,11 @@ def agent_usage_on(*, agent_id: int, day: date) -> tuple[int, Decimal]:
 
 
 def agents_usable_by(*, user) -> QuerySet[Agent]:
-    """Active agents the user may talk to: those without group restrictions, those shared with
-    one of the user's groups, and all of them for superusers. Being staff grants nothing here:
-    an agent restricted to a group stays restricted for operators outside it."""
-    return agents_usable(user_id=user.pk, superuser=user.is_superuser)
+    """Active agents the user may talk to, in the workspace they act in: those without group
+    restrictions, those shared with one of the user's groups, and all of them for superusers.
+    Being staff grants nothing here: an agent restricted to a group stays restricted for
+    operators outside it."""
+    return agents_usable(user_id=user.pk, superuser=user.is_superuser, workspace_id=binding_of(user).workspace_id)
 
 
 def agent_usable_by(*, user, slug: str) -> Agent | None:
@@ -48,9 +50,12 @@ def agent_usable_by(*, user, slug: str) -> Agent | None:
     Every new conversation and every chat completion starts with this read; its statement is
     built once per kind of user and only bound afterwards (platform_site.statements): through
     the ORM it took about a third of a new conversation's CPU."""
+    workspace_id = binding_of(user).workspace_id
     values = {"slug": slug} if user.is_superuser else {"slug": slug, "user": user.pk}
+    if workspace_id is not None:
+        values["workspace"] = workspace_id
     build = partial(_usable_by_slug_sql, superuser=user.is_superuser)
-    sql, params = bound(("usable agent by slug", user.is_superuser), build, values)
+    sql, params = bound(("usable agent by slug", user.is_superuser, workspace_id is not None), build, values)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -62,14 +67,18 @@ _AGENT = Columns(Agent, None, "a")
 
 def _usable_by_slug_sql(values: dict, *, superuser: bool) -> tuple[str, tuple]:
     # The ORM selects every concrete column in the model's order, which is what _AGENT reads.
-    found = agents_usable(user_id=values.get("user"), superuser=superuser).filter(slug=values["slug"])
+    usable = agents_usable(user_id=values.get("user"), superuser=superuser, workspace_id=values.get("workspace"))
+    found = usable.filter(slug=values["slug"])
     return found.query.get_compiler(found.db).as_sql()
 
 
-def agents_usable(*, user_id: int, superuser: bool) -> QuerySet[Agent]:
+def agents_usable(*, user_id: int, superuser: bool, workspace_id: int | None = None) -> QuerySet[Agent]:
     """agents_usable_by, for the user with this id (a statement built once with stand-in values:
-    platform_site.statements)."""
+    platform_site.statements), in this workspace (None: every workspace, a superuser's view or
+    the caller has already fixed the workspace)."""
     agents = Agent.objects.filter(is_active=True)
+    if workspace_id is not None:
+        agents = agents.filter(workspace_id=workspace_id)
     if superuser:
         return agents
     restricted = Agent.allowed_groups.through.objects.filter(agent_id=OuterRef("pk"))

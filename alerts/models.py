@@ -9,6 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+
 # Ages (stuck runs, waiting approvals) are thresholds in minutes, up to a week.
 MAX_AGE_MINUTES = 7 * 24 * 60
 
@@ -42,6 +43,13 @@ class AlertRule(models.Model):
     AGENT_ONLY = (Kind.STUCK_RUNS, Kind.APPROVAL_AGE)
 
     # Unique: it names the rule in emails, webhooks and the metrics' `rule` label.
+    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     name = models.CharField(
         max_length=200, unique=True, validators=[validate_no_control_characters], verbose_name=_("name")
     )
@@ -169,6 +177,8 @@ class AlertFiring(models.Model):
     """One period in which a rule's condition held: opened by an evaluation that found it true,
     resolved by the first that found it false. At most one is open per rule (a constraint)."""
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "rule__workspace"
     rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="firings", verbose_name=_("rule"))
     value = models.DecimalField(max_digits=20, decimal_places=8, verbose_name=_("value"))
     threshold = models.DecimalField(max_digits=20, decimal_places=8, verbose_name=_("threshold"))

@@ -3,6 +3,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from conversations.tokens import api_token_authenticate
+from workspaces.access import workspace_bind
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
@@ -23,6 +24,8 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         token = api_token_authenticate(plaintext=plaintext)
         if token is None:
             raise exceptions.AuthenticationFailed(_("Invalid or revoked token."))
+        # The token's workspace, role and scopes answer every permission and list of this request.
+        workspace_bind(token.user, token.binding)
         return token.user, token
 
     def authenticate_header(self, request):

@@ -8,8 +8,12 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from workspaces.roles import Role, validate_scopes
+
 
 class Conversation(models.Model):
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "agent__workspace"
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey(
         "agents.Agent", on_delete=models.PROTECT, related_name="conversations", verbose_name=_("agent")
@@ -83,6 +87,8 @@ class Message(models.Model):
 
     # Not indexed on its own: message_order_unique (conversation, order) leads with it, and one
     # index fewer is one B-tree fewer to update for every message written.
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "conversation__agent__workspace"
     conversation = models.ForeignKey(
         Conversation,
         on_delete=models.PROTECT,
@@ -184,6 +190,8 @@ class RunTrigger(models.TextChoices):
 
 
 class Run(models.Model):
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "agent__workspace"
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # Indexed by run_conversation_idx (conversation, created_at), which leads with it.
     conversation = models.ForeignKey(
@@ -375,6 +383,8 @@ class LLMCall(models.Model):
     # Empty only for calls made outside a run: embeddings of documents being indexed (the
     # knowledge app links those to their base).
     # Indexed by llm_call_attempt_unique (run, purpose, iteration, attempt), which leads with it.
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "run__agent__workspace"
     run = models.ForeignKey(
         Run,
         on_delete=models.PROTECT,
@@ -446,6 +456,8 @@ class ToolInvocation(models.Model):
         CANCELLED = "cancelled", _("Cancelled")
 
     # Indexed by tool_invocation_call_unique (run, tool_call_id), which leads with it.
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "run__agent__workspace"
     run = models.ForeignKey(
         Run, on_delete=models.PROTECT, related_name="tool_invocations", verbose_name=_("run"), db_index=False
     )
@@ -520,6 +532,8 @@ class Approval(models.Model):
         # its result; approving carries the answer in `reason`.
         HANDOFF = "handoff", _("needs a person's answer")
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "run__agent__workspace"
     invocation = models.OneToOneField(
         ToolInvocation, on_delete=models.PROTECT, related_name="approval", verbose_name=_("invocation")
     )
@@ -569,6 +583,8 @@ class ApprovalGrant(models.Model):
     """ "Approve every call of this tool for the rest of this run", given with one decision.
     Later calls still get their own Approval row, approved through this grant."""
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "run__agent__workspace"
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="approval_grants", verbose_name=_("run"))
     tool_name = models.CharField(max_length=200, verbose_name=_("tool name"))
     approval = models.OneToOneField(
@@ -606,6 +622,8 @@ class GuardrailTrigger(models.Model):
         REDACT = "redact", _("Redact")
         FLAG = "flag", _("Flag")
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "run__agent__workspace"
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="guardrail_triggers", verbose_name=_("run"))
     side = models.CharField(max_length=8, choices=Side.choices, verbose_name=_("side"))
     # The rule's id in the agent version's snapshot; the rule itself may have been edited or deleted since.
@@ -630,6 +648,8 @@ class GuardrailTrigger(models.Model):
 
 class RunEvent(models.Model):
     # Indexed by run_event_seq_unique (run, seq), which leads with it.
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "run__agent__workspace"
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events", verbose_name=_("run"), db_index=False)
     seq = models.PositiveIntegerField(verbose_name=_("seq"))
     type = models.CharField(max_length=40, verbose_name=_("type"))
@@ -652,11 +672,35 @@ class RunEvent(models.Model):
 class ApiToken(models.Model):
     """A per-user API credential. Only a hash is stored; the token is shown once, at creation."""
 
+    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens", verbose_name=_("user")
     )
     name = models.CharField(
         max_length=100, help_text=_("What this token is for, e.g. 'billing backend'."), verbose_name=_("name")
+    )
+    # A token acts in its workspace with its owner's role there, or less: a narrower role, or a
+    # list of scopes (workspaces.roles.Scope). It can never do more than its owner may.
+    role = models.CharField(
+        max_length=16,
+        blank=True,
+        default="",
+        choices=[(role, label) for role, label in Role.choices if role != Role.CUSTOM],
+        help_text=_("Empty: the owner's own role in the workspace."),
+        verbose_name=_("role"),
+    )
+    scopes = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_scopes],
+        help_text=_("Empty: everything the role allows. Else a list of: runs, approvals, memories, admin-read."),
+        verbose_name=_("scopes"),
     )
     prefix = models.CharField(max_length=12, editable=False, verbose_name=_("prefix"))
     key_hash = models.CharField(max_length=64, unique=True, editable=False, verbose_name=_("key hash"))
@@ -680,6 +724,8 @@ class RunRequest(models.Model):
     until then its content lives here.
     """
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "run__agent__workspace"
     run = models.OneToOneField(Run, on_delete=models.PROTECT, related_name="request", verbose_name=_("run"))
     conversation = models.ForeignKey(
         Conversation, on_delete=models.PROTECT, related_name="run_requests", verbose_name=_("conversation")
@@ -763,6 +809,8 @@ class RunFeedback(models.Model):
     """An end user's rating of a run's answer, posted by the application that serves them (the
     conversation's owner): one per run, a later post replaces it."""
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "run__agent__workspace"
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="feedback", verbose_name=_("run"))
     rating = models.SmallIntegerField(
         choices=[(1, _("Helpful")), (-1, _("Not helpful"))],

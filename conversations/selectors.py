@@ -12,6 +12,7 @@ from agents.selectors import agents_usable, agents_usable_by
 from conversations.models import Conversation, LLMCall, Message, Run, RunStatus, ToolInvocation
 from platform_site.rows import Columns
 from platform_site.statements import bound
+from workspaces.access import binding_of, in_workspace
 
 
 def run_timeline(*, run: Run) -> list[dict]:
@@ -75,7 +76,7 @@ def agent_config_visible_to(*, user) -> bool:
 
 def conversations_visible_to(*, user) -> QuerySet[Conversation]:
     """A user's own conversations; staff with the view permission see everyone's."""
-    conversations = Conversation.objects.select_related("agent")
+    conversations = in_workspace(Conversation.objects.select_related("agent"), user)
     return (
         conversations if _sees_everyones(user, "conversations.view_conversation") else conversations.filter(owner=user)
     )
@@ -92,10 +93,17 @@ def conversation_for_post(*, user, conversation_id) -> Conversation | None:
     except ValidationError:
         return None
     everyone = _sees_everyones(user, "conversations.view_conversation")
+    workspace_id = binding_of(user).workspace_id
     build = partial(_for_post_sql, everyone=everyone, superuser=user.is_superuser)
     # A superuser who sees everyone's conversations reads one whoever they are.
     values = {"pk": pk} if everyone and user.is_superuser else {"pk": pk, "user": user.pk}
-    sql, params = bound(("conversation for post", everyone, user.is_superuser), build, values)
+    if workspace_id is not None:
+        # Another workspace's conversation is not found (404), whoever owns it.
+        values["workspace"] = workspace_id
+    elif not user.is_superuser:
+        return None
+    key = ("conversation for post", everyone, user.is_superuser, workspace_id is not None)
+    sql, params = bound(key, build, values)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -120,6 +128,8 @@ def _for_post_sql(values: dict, *, everyone: bool, superuser: bool) -> tuple[str
     conversations = Conversation.objects.filter(pk=values["pk"])
     if not everyone:
         conversations = conversations.filter(owner=values["user"])
+    if "workspace" in values:
+        conversations = conversations.filter(agent__workspace_id=values["workspace"])
     usable = agents_usable(user_id=values.get("user"), superuser=superuser).filter(pk=OuterRef("agent_id"))
     found = conversations.annotate(agent_usable=Exists(usable)).values_list(*_FOR_POST_COLUMNS, "agent_usable")
     return found.query.get_compiler(found.db).as_sql()
@@ -190,6 +200,7 @@ def runs_visible_to(*, user) -> QuerySet[Run]:
     runs = Run.objects.select_related("agent", "agent_version", "request").annotate(
         output=run_final_answer_annotation()
     )
+    runs = in_workspace(runs, user)
     return runs if _sees_everyones(user, "conversations.view_run") else runs.filter(conversation__owner=user)
 
 
@@ -361,6 +372,8 @@ def agents_exportable_by(*, user) -> QuerySet[Agent]:
     runs; otherwise those the user may use or has talked to, so that a slug answered "unknown"
     tells nothing about agents kept from the user."""
     if _sees_everyones(user, "conversations.view_run"):
-        return Agent.objects.all()
+        return in_workspace(Agent.objects.all(), user)
     talked_to = Conversation.objects.filter(owner=user, agent=OuterRef("pk"))
-    return Agent.objects.filter(Q(pk__in=agents_usable_by(user=user).values("pk")) | Q(Exists(talked_to)))
+    return in_workspace(Agent.objects.all(), user).filter(
+        Q(pk__in=agents_usable_by(user=user).values("pk")) | Q(Exists(talked_to))
+    )

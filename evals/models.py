@@ -13,6 +13,13 @@ from tools.arguments import contains_nul
 
 
 class EvalSuite(models.Model):
+    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     name = models.CharField(max_length=100, unique=True, verbose_name=_("name"))
     description = models.TextField(blank=True, default="", verbose_name=_("description"))
     judge_model_config = models.ForeignKey(
@@ -125,6 +132,8 @@ class EvalCase(models.Model):
     """One task: the conversation so far (prior turns, then the user's last message) and what a
     good run of it does. Every expectation left empty is not checked."""
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "suite__workspace"
     suite = models.ForeignKey(EvalSuite, on_delete=models.CASCADE, related_name="cases", verbose_name=_("suite"))
     name = models.CharField(max_length=100, verbose_name=_("name"))
     position = models.PositiveIntegerField(default=0, verbose_name=_("position"))
@@ -294,6 +303,8 @@ class EvalRunStatus(models.TextChoices):
 
 
 class EvalRun(models.Model):
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "suite__workspace"
     suite = models.ForeignKey(EvalSuite, on_delete=models.PROTECT, related_name="eval_runs", verbose_name=_("suite"))
     agent_version = models.ForeignKey(
         "agents.AgentVersion", on_delete=models.PROTECT, related_name="eval_runs", verbose_name=_("agent version")
@@ -334,6 +345,8 @@ class EvalRun(models.Model):
 class EvalResult(models.Model):
     """One repetition of one case: its run, and once the run ended, every check with its reason."""
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "eval_run__suite__workspace"
     eval_run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="results", verbose_name=_("eval run"))
     case = models.ForeignKey(EvalCase, on_delete=models.PROTECT, related_name="results", verbose_name=_("case"))
     repetition = models.PositiveSmallIntegerField(verbose_name=_("repetition"))
@@ -381,6 +394,8 @@ class ReleaseGate(models.Model):
     after a finished run of this suite on it that does not regress against the published
     version's beyond the thresholds (evals.gate)."""
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "agent__workspace"
     agent = models.OneToOneField(
         "agents.Agent", on_delete=models.CASCADE, related_name="release_gate", verbose_name=_("agent")
     )

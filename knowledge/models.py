@@ -12,6 +12,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 
+
 class KeywordMethod(models.TextChoices):
     JIEBA = "jieba", _("jieba words + BM25")
     TRIGRAM = "trigram", _("character trigrams + BM25")
@@ -27,6 +28,13 @@ class KnowledgeBase(models.Model):
         INDEXING = "indexing", _("Indexing")
         FAILED = "failed", _("Failed")
 
+    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     name = models.CharField(_("name"), max_length=100, unique=True)
     description = models.TextField(
         _("description"),
@@ -111,6 +119,8 @@ class Document(models.Model):
         INDEXED = "indexed", _("Indexed")
         FAILED = "failed", _("Failed")
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "base__workspace"
     base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="documents", verbose_name=_("base"))
     title = models.CharField(_("title"), max_length=300)
     source = models.CharField(_("source"), max_length=16, choices=Source.choices, default=Source.UPLOAD)
@@ -146,6 +156,8 @@ class DocumentUpload(models.Model):
     than on a disk, so the web and the workers need share nothing else. Uploading again replaces
     it; a document that failed keeps it, so re-indexing reads it again (with new limits, say)."""
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "document__base__workspace"
     document = models.OneToOneField(
         Document, on_delete=models.CASCADE, related_name="pending_upload", verbose_name=_("document")
     )
@@ -166,6 +178,8 @@ class DocumentUpload(models.Model):
 
 
 class Chunk(models.Model):
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "document__base__workspace"
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks", verbose_name=_("document"))
     ordinal = models.PositiveIntegerField(_("ordinal"))
     text = models.TextField(_("text"))
@@ -188,6 +202,8 @@ class EmbeddingCall(models.Model):
     """Which base (and document, while indexing) an embedding LLMCall served: the LLMCall row
     lives below this app and has no run while indexing, so the link is kept here."""
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "base__workspace"
     llm_call = models.OneToOneField(
         "conversations.LLMCall", on_delete=models.CASCADE, related_name="+", verbose_name=_("LLM call")
     )
@@ -204,6 +220,8 @@ class EmbeddingCall(models.Model):
 class KnowledgeSearch(models.Model):
     """One search by an agent: the ledger row of a call of a base's search tool."""
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "base__workspace"
     base = models.ForeignKey(KnowledgeBase, on_delete=models.PROTECT, related_name="searches", verbose_name=_("base"))
     run = models.ForeignKey(
         "conversations.Run", on_delete=models.CASCADE, related_name="knowledge_searches", verbose_name=_("run")

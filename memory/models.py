@@ -21,6 +21,13 @@ class MemoryKind(models.TextChoices):
 
 
 class Memory(models.Model):
+    # The workspace of the agent (or shared space) that keeps it: part of every read and write key.
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # Whose memories these are: an agent's own ("agent:<id>") or a shared space's name
     # (Agent.memory_space), and the end user they are about.
@@ -96,6 +103,13 @@ class MemoryChange(models.Model):
         LIFETIME = "lifetime", _("The memory's lifetime")
 
     # Kept when the memory is deleted (the change says what it held), removed with the end user.
+    # The workspace of the agent (or shared space) that keeps it: part of every read and write key.
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     memory = models.ForeignKey(
         Memory, on_delete=models.SET_NULL, null=True, blank=True, related_name="changes", verbose_name=_("memory")
     )
@@ -144,6 +158,8 @@ class MemoryChange(models.Model):
 class MemoryUse(models.Model):
     """A memory a model call was shown (placed after the system prompt at a run's first step)."""
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "run__agent__workspace"
     llm_call = models.ForeignKey(
         "conversations.LLMCall", on_delete=models.CASCADE, related_name="+", verbose_name=_("model call")
     )

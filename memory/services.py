@@ -341,7 +341,15 @@ def memory_apply(
                 last_used_at=now,
                 expires_at=expires_at,
             )
-            changes.append(MemoryChange(memory=memory, action=MemoryChange.Action.ADD, after=statement, **audit))
+            changes.append(
+                MemoryChange(
+                    memory=memory,
+                    workspace_id=memory.workspace_id,
+                    action=MemoryChange.Action.ADD,
+                    after=statement,
+                    **audit,
+                )
+            )
         for memory_id, kind, statement in plan.updates:
             memory = rows[memory_id]
             before = memory.statement
@@ -352,13 +360,25 @@ def memory_apply(
                 memory.source_run, memory.source_message = run, message
             memory.save()
             changes.append(
-                MemoryChange(memory=memory, action=MemoryChange.Action.UPDATE, before=before, after=statement, **audit)
+                MemoryChange(
+                    memory=memory,
+                    workspace_id=memory.workspace_id,
+                    action=MemoryChange.Action.UPDATE,
+                    before=before,
+                    after=statement,
+                    **audit,
+                )
             )
         for memory_id, reason in plan.deletes:
             memory = rows[memory_id]
             changes.append(
                 MemoryChange(
-                    memory=memory, action=MemoryChange.Action.DELETE, before=memory.statement, reason=reason, **audit
+                    memory=memory,
+                    workspace_id=memory.workspace_id,
+                    action=MemoryChange.Action.DELETE,
+                    before=memory.statement,
+                    reason=reason,
+                    **audit,
                 )
             )
         MemoryChange.objects.bulk_create(changes)
@@ -473,6 +493,7 @@ def memories_expire(now: datetime | None = None) -> int:
             MemoryChange.objects.bulk_create(
                 MemoryChange(
                     memory=memory,
+                    workspace_id=memory.workspace_id,
                     scope=memory.scope,
                     owner_id=memory.owner_id,
                     channel=memory.channel,

@@ -19,6 +19,13 @@ from platform_site.crypto import EncryptedTextField
 class Webhook(models.Model):
     """Where an agent's run outcomes and approval requests are POSTed, signed with the secret."""
 
+    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     agent = models.ForeignKey(
         "agents.Agent", on_delete=models.CASCADE, related_name="webhooks", verbose_name=_("agent")
     )
@@ -131,6 +138,8 @@ class WebhookDelivery(models.Model):
         DELIVERED = "delivered", _("Delivered")
         FAILED = "failed", _("Failed")
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "webhook__workspace"
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries", verbose_name=_("webhook"))
     run_event = models.ForeignKey(
@@ -167,6 +176,8 @@ class WebhookDelivery(models.Model):
 
 
 class WebhookAttempt(models.Model):
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "delivery__webhook__workspace"
     delivery = models.ForeignKey(
         WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_rows", verbose_name=_("delivery")
     )

@@ -81,6 +81,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    # Below every app whose objects belong to a workspace.
+    "workspaces",
     "agents",
     "tools",
     "conversations",
@@ -117,6 +119,8 @@ MIDDLEWARE = [
     "platform_site.middleware.MethodNotAllowedMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "platform_site.middleware.AuthenticationMiddleware",
+    # The workspace a signed-in person acts in (the header switcher's choice, kept in the session).
+    "workspaces.middleware.CurrentWorkspaceMiddleware",
     "platform_site.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "platform_site.unavailable.DependencyUnavailableMiddleware",
@@ -202,6 +206,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Roles first: a workspace member's role answers for the workspace the request acts in, and a
+# token's narrower ceiling refuses before the person's own Django permissions are asked.
+AUTHENTICATION_BACKENDS = [
+    "workspaces.access.WorkspaceRoleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -56,6 +56,13 @@ class MCPServer(models.Model):
         STDIO = "stdio", _("stdio (a local command)")
         STREAMABLE_HTTP = "streamable_http", _("streamable HTTP")
 
+    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     name = models.CharField(_("name"), max_length=32, unique=True, validators=[mcp_server_name_validator])
     description = models.TextField(_("description"), blank=True)
     transport = models.CharField(_("transport"), max_length=16, choices=Transport.choices, default=Transport.STDIO)
@@ -142,6 +149,13 @@ class ToolDefinition(models.Model):
         READ = "read", _("read")
         WRITE = "write", _("write")
 
+    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     name = models.CharField(_("name"), max_length=64, unique=True, validators=[tool_name_validator])
     description = models.TextField(_("description"), help_text=_("When the model should use it, and what it returns."))
     parameters = models.JSONField(

@@ -34,6 +34,13 @@ class Schedule(models.Model):
         ONCE = "once", _("Run once for the fires missed")
         SKIP = "skip", _("Skip the fires missed")
 
+    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     agent = models.ForeignKey(
         "agents.Agent", on_delete=models.CASCADE, related_name="schedules", verbose_name=_("agent")
     )
@@ -101,6 +108,8 @@ class ScheduleFire(models.Model):
         SKIPPED_LIMITED = "skipped_limited", _("Skipped: the agent's limit per end user was reached")
         FAILED = "failed", _("Failed to start")
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "schedule__workspace"
     schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="fires", verbose_name=_("schedule"))
     fire_at = models.DateTimeField(_("fire time"))
     # How many fire times this fire stands for (after downtime, the fires missed run once).
@@ -130,6 +139,13 @@ class ScheduleFire(models.Model):
 class Hook(models.Model):
     """An agent's inbound hook: POST /api/v1/hooks/<id>/ with a signed JSON body starts a run."""
 
+    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="hooks", verbose_name=_("agent"))
     name = models.CharField(_("name"), max_length=200)
@@ -172,6 +188,8 @@ class Hook(models.Model):
 class HookDelivery(models.Model):
     """One accepted request to a hook, under the delivery id its sender gave."""
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "hook__workspace"
     hook = models.ForeignKey(Hook, on_delete=models.CASCADE, related_name="deliveries", verbose_name=_("hook"))
     delivery_id = models.CharField(_("delivery id"), max_length=200)
     # The request's signature (hex HMAC over its timestamp and body): the delivery id is not

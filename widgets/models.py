@@ -19,6 +19,13 @@ class WidgetLanguage(models.TextChoices):
 
 class Widget(models.Model):
     # The public id: the page's script tag names the widget by it (data-widget).
+    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="widgets", verbose_name=_("agent"))
     name = models.CharField(_("name"), max_length=200)

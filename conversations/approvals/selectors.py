@@ -7,6 +7,7 @@ from django.db.models import QuerySet
 from agents.models import Agent
 from conversations.models import Approval
 from conversations.permissions import DECIDE_PERMISSION
+from workspaces.access import in_workspace
 
 
 def approvals_visible_to(*, user) -> QuerySet:
@@ -16,6 +17,7 @@ def approvals_visible_to(*, user) -> QuerySet:
     queryset = Approval.objects.select_related(
         "run__agent", "run__conversation", "run__parent_run__agent", "invocation__tool", "decided_by"
     )
+    queryset = in_workspace(queryset, user)
     if user.has_perm(DECIDE_PERMISSION) or (user.is_staff and user.has_perm("conversations.view_approval")):
         return queryset
     return queryset.filter(run__conversation__owner=user)

@@ -8,6 +8,8 @@ from django.db import models
 class LLMCallHourly(models.Model):
     """Finished model-call attempts of one hour, per model config and agent."""
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "agent__workspace"
     hour = models.DateTimeField()
     model_config = models.ForeignKey("agents.ModelConfig", on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="+")
@@ -31,6 +33,8 @@ class LLMCallHourly(models.Model):
 class RunHourly(models.Model):
     """Runs that ended in one hour, per agent, final status and stop reason."""
 
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "agent__workspace"
     hour = models.DateTimeField()
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="+")
     status = models.CharField(max_length=20)

@@ -16,6 +16,7 @@ from conversations.tokens import api_token_create
 from tools.models import ToolDefinition
 from tools.registry import registry
 from tools.services import registered_tool_fields, tool_definitions_sync_from_registry
+from workspaces.defaults import default_workspace_id
 
 
 class ModelConfigFactory(factory.django.DjangoModelFactory):
@@ -50,7 +51,12 @@ def registered_tools_synced() -> None:
     tools = registry.all()
     if not present:
         ToolDefinition.objects.bulk_create(
-            ToolDefinition(name=tool.name, approval_policy=tool.approval_policy, **registered_tool_fields(tool))
+            ToolDefinition(
+                name=tool.name,
+                approval_policy=tool.approval_policy,
+                workspace_id=default_workspace_id(),
+                **registered_tool_fields(tool),
+            )
             for tool in tools
         )
     elif any(tool.name not in present for tool in tools):
