@@ -9,7 +9,6 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-
 # Ages (stuck runs, waiting approvals) are thresholds in minutes, up to a week.
 MAX_AGE_MINUTES = 7 * 24 * 60
 

@@ -47,7 +47,8 @@ def api_token_authenticate(*, plaintext: str) -> ApiToken | None:
             f'SELECT {_TOKEN.sql}, {_USER.sql}, {_WORKSPACE.sql}, m."role" FROM "{ApiToken._meta.db_table}" t '
             f'JOIN "{User._meta.db_table}" u ON u."id" = t."user_id" '
             f'JOIN "{Workspace._meta.db_table}" w ON w."id" = t."workspace_id" '
-            f'LEFT JOIN "{Membership._meta.db_table}" m ON m."user_id" = t."user_id" AND m."workspace_id" = t."workspace_id" '
+            f'LEFT JOIN "{Membership._meta.db_table}" m '
+            'ON m."user_id" = t."user_id" AND m."workspace_id" = t."workspace_id" '
             'WHERE t."key_hash" = %s AND t."is_active"',
             [token_hash(plaintext)],
         )

@@ -12,7 +12,6 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 
-
 class KeywordMethod(models.TextChoices):
     JIEBA = "jieba", _("jieba words + BM25")
     TRIGRAM = "trigram", _("character trigrams + BM25")
