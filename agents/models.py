@@ -46,6 +46,8 @@ class ModelConfig(models.Model):
     workspace = models.ForeignKey(
         "workspaces.Workspace",
         on_delete=models.PROTECT,
+        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
+        blank=True,
         related_name="+",
         verbose_name=_("workspace"),
     )
@@ -261,6 +263,8 @@ class Agent(models.Model):
     workspace = models.ForeignKey(
         "workspaces.Workspace",
         on_delete=models.PROTECT,
+        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
+        blank=True,
         related_name="+",
         verbose_name=_("workspace"),
     )
@@ -667,6 +671,8 @@ class GuardrailRule(models.Model):
     workspace = models.ForeignKey(
         "workspaces.Workspace",
         on_delete=models.PROTECT,
+        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
+        blank=True,
         related_name="+",
         verbose_name=_("workspace"),
     )

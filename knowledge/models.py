@@ -31,6 +31,8 @@ class KnowledgeBase(models.Model):
     workspace = models.ForeignKey(
         "workspaces.Workspace",
         on_delete=models.PROTECT,
+        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
+        blank=True,
         related_name="+",
         verbose_name=_("workspace"),
     )

@@ -25,6 +25,8 @@ class Memory(models.Model):
     workspace = models.ForeignKey(
         "workspaces.Workspace",
         on_delete=models.PROTECT,
+        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
+        blank=True,
         related_name="+",
         verbose_name=_("workspace"),
     )
@@ -107,6 +109,8 @@ class MemoryChange(models.Model):
     workspace = models.ForeignKey(
         "workspaces.Workspace",
         on_delete=models.PROTECT,
+        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
+        blank=True,
         related_name="+",
         verbose_name=_("workspace"),
     )

@@ -60,6 +60,8 @@ class MCPServer(models.Model):
     workspace = models.ForeignKey(
         "workspaces.Workspace",
         on_delete=models.PROTECT,
+        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
+        blank=True,
         related_name="+",
         verbose_name=_("workspace"),
     )
@@ -153,6 +155,8 @@ class ToolDefinition(models.Model):
     workspace = models.ForeignKey(
         "workspaces.Workspace",
         on_delete=models.PROTECT,
+        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
+        blank=True,
         related_name="+",
         verbose_name=_("workspace"),
     )

@@ -38,6 +38,8 @@ class Schedule(models.Model):
     workspace = models.ForeignKey(
         "workspaces.Workspace",
         on_delete=models.PROTECT,
+        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
+        blank=True,
         related_name="+",
         verbose_name=_("workspace"),
     )
@@ -143,6 +145,8 @@ class Hook(models.Model):
     workspace = models.ForeignKey(
         "workspaces.Workspace",
         on_delete=models.PROTECT,
+        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
+        blank=True,
         related_name="+",
         verbose_name=_("workspace"),
     )

@@ -47,6 +47,7 @@ class Migration(migrations.Migration):
             model_name="apitoken",
             name="workspace",
             field=models.ForeignKey(
+                blank=True,
                 default=workspaces.defaults.default_workspace_id,
                 on_delete=django.db.models.deletion.PROTECT,
                 related_name="+",

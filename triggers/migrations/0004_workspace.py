@@ -17,6 +17,7 @@ class Migration(migrations.Migration):
             model_name="hook",
             name="workspace",
             field=models.ForeignKey(
+                blank=True,
                 default=workspaces.defaults.default_workspace_id,
                 on_delete=django.db.models.deletion.PROTECT,
                 related_name="+",
@@ -29,6 +30,7 @@ class Migration(migrations.Migration):
             model_name="schedule",
             name="workspace",
             field=models.ForeignKey(
+                blank=True,
                 default=workspaces.defaults.default_workspace_id,
                 on_delete=django.db.models.deletion.PROTECT,
                 related_name="+",
