@@ -14,6 +14,7 @@ import requests
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import get_user_model
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from django.db import transaction
 from django.http import Http404, HttpResponseRedirect
@@ -144,6 +145,33 @@ def issuer() -> str:
 
 def role_map():
     return role_map_parse(settings.AGENTRY_OIDC_ROLE_MAP)
+
+
+def sign_on_check(app_configs, **kwargs) -> list[checks.CheckMessage]:
+    """At start (registered by workspaces.apps): a role map that cannot be read, a client with no
+    provider, or local login off with no single sign-on to sign in with."""
+    found = []
+    try:
+        role_map()
+    except ImproperlyConfigured as exc:
+        found.append(checks.Error(str(exc), id="workspaces.E001"))
+    if settings.AGENTRY_OIDC_CLIENT_ID and not configured():
+        found.append(
+            checks.Warning(
+                "AGENTRY_OIDC_CLIENT_ID is set without AGENTRY_OIDC_ISSUER or AGENTRY_OIDC_AUTHORIZATION_ENDPOINT: "
+                "single sign-on is off.",
+                id="workspaces.W001",
+            )
+        )
+    if not settings.AGENTRY_LOCAL_LOGIN and not configured():
+        found.append(
+            checks.Warning(
+                "AGENTRY_LOCAL_LOGIN is off and single sign-on is not configured: nobody can sign in.",
+                hint="See docs/sso.md.",
+                id="workspaces.W002",
+            )
+        )
+    return found
 
 
 # --- Accounts and memberships -----------------------------------------------------------------

@@ -11,7 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import RequestFactory
 
 from workspaces.models import Membership, SignOnIdentity, Workspace
-from workspaces.sso import SignOnBackend, claimed_roles, role_map_parse, username_for
+from workspaces.sso import SignOnBackend, claimed_roles, role_map_parse, sign_on_check, username_for
 
 ROLE_MAP = "agentry-acme-builders=acme:builder,agentry-acme-viewers=acme:viewer,agentry-beta-viewers=beta:viewer"
 ISSUER = "https://idp.example.test/realms/agentry"
@@ -57,6 +57,14 @@ def test_usernames_are_sanitized_and_unique():
     assert username_for({"email": "bob o'neil@x.test", "sub": "1"}, taken.__contains__) == "boboneil@x.test"
     assert username_for({"preferred_username": "<>", "sub": "s"}, taken.__contains__) == "user"
     assert len(username_for({"preferred_username": "x" * 400}, taken.__contains__)) <= 150
+
+
+def test_the_system_check_names_a_bad_map_and_a_lockout(settings):
+    assert sign_on_check(None) == []
+    settings.AGENTRY_OIDC_ROLE_MAP = "g=acme:boss"
+    settings.AGENTRY_OIDC_CLIENT_ID = "agentry"
+    settings.AGENTRY_LOCAL_LOGIN = False
+    assert [message.id for message in sign_on_check(None)] == ["workspaces.E001", "workspaces.W001", "workspaces.W002"]
 
 
 # --- Accounts and memberships from claims -----------------------------------------------------
@@ -184,8 +192,11 @@ def test_with_local_login_off_the_password_form_is_gone_and_a_password_refused(c
     response = client.post("/admin/login/", {"username": "admin", "password": "admin-pass-1", "next": "/admin/"})
     assert response.status_code == 200 and "_auth_user_id" not in client.session
     assert "Signing in with a password is turned off here" in response.content.decode()
+    page = client.get("/approvals/login/").content.decode()
+    assert 'href="/oidc/authenticate/?next=/approvals/"' in page and 'name="password"' not in page
     response = client.post("/approvals/login/", {"username": "admin", "password": "admin-pass-1"})
     assert response.status_code == 200 and "_auth_user_id" not in client.session
+    assert "Signing in with a password is turned off here" in response.content.decode()
 
 
 def test_the_start_sends_a_pkce_challenge_state_and_nonce(client, sso, db):

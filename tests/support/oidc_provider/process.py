@@ -45,9 +45,7 @@ class OIDCProvider:
             "client": {"id": client_id, "secret": client_secret, "redirect_uris": redirect_uris},
             "people": people,
         }
-        env = {
-            key: value for key, value in os.environ.items() if not key.startswith(("DJANGO_", "AGENTRY_", "OIDC_"))
-        }
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("DJANGO_", "AGENTRY_", "OIDC_"))}
         env.update(
             DJANGO_SETTINGS_MODULE="tests.support.oidc_provider.settings",
             OIDC_PROVIDER_PORT=str(self.port),
@@ -106,7 +104,9 @@ def main() -> None:
         client_type=Application.CLIENT_CONFIDENTIAL,
         authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
         redirect_uris=" ".join(client["redirect_uris"]),
-        post_logout_redirect_uris=" ".join(uri.replace("/oidc/callback/", "/admin/login/") for uri in client["redirect_uris"]),
+        post_logout_redirect_uris=" ".join(
+            uri.replace("/oidc/callback/", "/admin/login/") for uri in client["redirect_uris"]
+        ),
         algorithm=Application.RS256_ALGORITHM,
         skip_authorization=False,
     )
