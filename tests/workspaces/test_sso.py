@@ -5,9 +5,12 @@ test_sso_browser.py."""
 
 from urllib.parse import parse_qs, urlsplit
 
+import jwt
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from django.test import RequestFactory
 
 from workspaces.models import Membership, SignOnIdentity, Workspace
@@ -162,6 +165,28 @@ def test_the_backend_answers_nothing_without_a_callback_or_configuration(setting
     settings.AGENTRY_OIDC_CLIENT_ID = "agentry"
     settings.AGENTRY_OIDC_AUTHORIZATION_ENDPOINT = "https://idp.example.test/auth"
     assert SignOnBackend().authenticate(RequestFactory().get("/admin/login/"), username="a", password="b") is None
+
+
+def test_an_id_token_for_another_client_or_from_another_issuer_is_refused(sso):
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    sso.AGENTRY_OIDC_ISSUER = ISSUER
+    sso.OIDC_RP_IDP_SIGN_KEY = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    backend = SignOnBackend()
+    super(SignOnBackend, backend).__init__()  # what authenticate() does before a callback
+
+    def token(**claims):
+        return jwt.encode({"sub": "s1", "nonce": "n", **claims}, key, algorithm="RS256")
+
+    assert backend.verify_token(token(aud="agentry", iss=ISSUER), nonce="n")["sub"] == "s1"
+    assert backend.verify_token(token(aud=["other", "agentry"], iss=ISSUER), nonce="n")["sub"] == "s1"
+    with pytest.raises(SuspiciousOperation, match="another client"):
+        backend.verify_token(token(aud="other", iss=ISSUER), nonce="n")
+    with pytest.raises(SuspiciousOperation, match="another issuer"):
+        backend.verify_token(token(aud="agentry", iss="https://evil.example.test"), nonce="n")
+    with pytest.raises(SuspiciousOperation, match="Nonce"):
+        backend.verify_token(token(aud="agentry", iss=ISSUER), nonce="replayed")
 
 
 # --- The login page and the views -------------------------------------------------------------
