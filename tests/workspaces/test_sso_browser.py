@@ -63,7 +63,7 @@ def test_chromium_signs_in_at_the_provider_and_lands_in_the_mapped_workspace(chr
     context.set_default_timeout(20_000)
     page = context.new_page()
     visited = []
-    page.on("framenavigated", lambda frame: visited.append(frame.url))
+    page.on("request", lambda request: visited.append(request.url))
     try:
         page.goto("/admin/")
         assert "/admin/login/" in page.url
