@@ -45,9 +45,14 @@ class LoginThrottleMixin:
             "Too many failed logins for this account from your address. Try again in %(minutes)d minutes."
         ),
         "counter_unavailable": _("Logging in is unavailable at the moment. Try again shortly."),
+        "local_login_off": _("Signing in with a password is turned off here. Use single sign-on."),
     }
 
     def clean(self):
+        # AGENTRY_LOCAL_LOGIN off: only single sign-on signs in (docs/sso.md); the password is
+        # not even checked.
+        if not settings.AGENTRY_LOCAL_LOGIN:
+            raise ValidationError(self.throttle_messages["local_login_off"], code="local_login_off")
         address = self.request.META.get("REMOTE_ADDR", "") if self.request else ""
         key = _key(self.cleaned_data.get("username") or "", address)
         try:

@@ -145,6 +145,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "platform_site.plain_http.login_context",
+                "workspaces.sso.login_context",
             ],
         },
     },
@@ -211,6 +212,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # token's narrower ceiling refuses before the person's own Django permissions are asked.
 AUTHENTICATION_BACKENDS = [
     "workspaces.access.WorkspaceRoleBackend",
+    # Single sign-on's callback (answers nothing until AGENTRY_OIDC_* configure a provider).
+    "workspaces.sso.SignOnBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 
@@ -238,6 +241,33 @@ STORAGES = {
 }
 
 LOGIN_URL = "/admin/login/"
+
+# --- Single sign-on (OpenID Connect, authorization code with PKCE; docs/sso.md) ---------------
+# The provider: its issuer (endpoints read from its discovery document), or each endpoint given
+# (an endpoint given wins over the discovered one). Unset client id: no single sign-on.
+AGENTRY_OIDC_ISSUER = os.environ.get("AGENTRY_OIDC_ISSUER", "").rstrip("/")
+AGENTRY_OIDC_AUTHORIZATION_ENDPOINT = os.environ.get("AGENTRY_OIDC_AUTHORIZATION_ENDPOINT", "")
+AGENTRY_OIDC_TOKEN_ENDPOINT = os.environ.get("AGENTRY_OIDC_TOKEN_ENDPOINT", "")
+AGENTRY_OIDC_USERINFO_ENDPOINT = os.environ.get("AGENTRY_OIDC_USERINFO_ENDPOINT", "")
+AGENTRY_OIDC_JWKS_URI = os.environ.get("AGENTRY_OIDC_JWKS_URI", "")
+AGENTRY_OIDC_END_SESSION_ENDPOINT = os.environ.get("AGENTRY_OIDC_END_SESSION_ENDPOINT", "")
+AGENTRY_OIDC_CLIENT_ID = os.environ.get("AGENTRY_OIDC_CLIENT_ID", "")
+AGENTRY_OIDC_CLIENT_SECRET = os.environ.get("AGENTRY_OIDC_CLIENT_SECRET", "")
+AGENTRY_OIDC_SCOPES = os.environ.get("AGENTRY_OIDC_SCOPES", "openid email profile")
+AGENTRY_OIDC_SIGN_ALGO = os.environ.get("AGENTRY_OIDC_SIGN_ALGO", "RS256")
+# The login page's button: "Sign in with <name>".
+AGENTRY_OIDC_PROVIDER_NAME = os.environ.get("AGENTRY_OIDC_PROVIDER_NAME", "single sign-on")
+# The claim that lists a person's groups, and which group gives which workspace and role:
+# "group=workspace-slug:role,..." (workspaces.sso.role_map_parse).
+AGENTRY_OIDC_GROUPS_CLAIM = os.environ.get("AGENTRY_OIDC_GROUPS_CLAIM", "groups")
+AGENTRY_OIDC_ROLE_MAP = os.environ.get("AGENTRY_OIDC_ROLE_MAP", "")
+# Off: only single sign-on signs in; the password form is gone and a password is refused.
+AGENTRY_LOCAL_LOGIN = env_bool("AGENTRY_LOCAL_LOGIN", True)
+# mozilla-django-oidc's own settings; the provider's are read through workspaces.sso.
+OIDC_USE_PKCE = True
+OIDC_STORE_ID_TOKEN = True  # the logout's id_token_hint
+OIDC_TIMEOUT = float(os.environ.get("AGENTRY_OIDC_TIMEOUT_SECONDS", "10"))
+OIDC_OP_LOGOUT_URL_METHOD = "workspaces.sso.provider_logout_url"
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -12,6 +12,9 @@ admin.site.login_form = ThrottledAdminAuthenticationForm
 urlpatterns = [
     # The front door: links to the admin, the approval queue and the API docs.
     path("", include("console.urls")),
+    # Single sign-on's start and callback (/oidc/...), and the admin's logout that also ends the
+    # provider's session (workspaces.sso): before the admin's own URLs.
+    path("", include("workspaces.sso_urls")),
     path("admin/", admin.site.urls),
     path("health/", health),
     path("favicon.ico", favicon),

@@ -8,14 +8,17 @@ class WorkspacesConfig(AppConfig):
 
     def ready(self):
         from django.apps import apps
+        from django.core import checks
 
         from workspaces.defaults import first_workspace_fill_connect
         from workspaces.membership import first_workspace_join_connect
         from workspaces.models import Workspace
+        from workspaces.sso import sign_on_check
 
         # While an installation has one workspace, a new account joins it as every account did
         # before workspaces existed (with its own Django permissions only).
         first_workspace_join_connect()
+        checks.register(sign_on_check)
         first_workspace_fill_connect(
             model
             for model in apps.get_models()

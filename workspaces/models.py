@@ -74,3 +74,24 @@ class Membership(models.Model):
 
     def __str__(self):
         return f"{self.user} in {self.workspace} ({self.role})"
+
+
+class SignOnIdentity(models.Model):
+    """A person's account at the single sign-on provider: its issuer and stable subject, so a
+    returning person is found again whatever their name or email became (workspaces.sso). An
+    email is never enough to take over an account."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sign_on_identities", verbose_name=_("user")
+    )
+    issuer = models.CharField(_("issuer"), max_length=255)
+    subject = models.CharField(_("subject"), max_length=255)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("single sign-on identity")
+        verbose_name_plural = _("single sign-on identities")
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="sign_on_identity_unique")]
+
+    def __str__(self):
+        return f"{self.user} ({self.issuer})"
