@@ -2,6 +2,7 @@
 cost against its limits, its runs in flight, and each agent's share (conversations.workspace_usage)."""
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 from django.contrib import admin
 from django.shortcuts import render
@@ -15,6 +16,7 @@ from workspaces.access import current_workspace
 
 # Members who may see their workspace (viewer and up; an approver sees only the approval queue).
 VIEW_PERMISSION = "workspaces.view_workspace"
+CENTS = Decimal("0.0001")
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,8 @@ class Line:
 
 def _line(label, used, limit) -> Line:
     percent = None if not limit else min(100, int(used * 100 / limit))
+    if isinstance(used, Decimal):
+        used = used.quantize(CENTS)  # the ledger keeps 8 places; a page shows 4
     return Line(label, used, limit, percent)
 
 

@@ -14,7 +14,9 @@ from asgiref.sync import async_to_sync
 from django.db import connection
 from django.test import AsyncClient, Client
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
 from agents.models import Agent, AgentUsageDay
@@ -311,3 +313,127 @@ def test_message_submit_reads_the_limits_with_the_conversation_s_lock(limited, n
         with pytest.raises(AdmissionRefused):
             message_submit(conversation=conversation, content="hi", trigger=trigger)
     assert not Run.objects.filter(conversation=conversation).exists()
+
+
+# --- the usage page -----------------------------------------------------------------------------------
+
+
+def _page_client(user, workspace=None) -> Client:
+    client = Client()
+    client.force_login(user)
+    if workspace is not None:
+        session = client.session
+        session["workspace_id"] = workspace.pk
+        session.save()
+    return client
+
+
+def _usage_page(client):
+    return client.get(reverse("workspace_usage"))
+
+
+def test_the_usage_page_shows_today_and_the_month_against_the_limits_and_each_agent(limited, other, no_enqueue):
+    limited.daily_token_limit, limited.monthly_cost_limit, limited.max_runs_in_flight = 1000, Decimal("10"), 4
+    limited.save()
+    first = make_agent(workspace=limited, name="Alpha", slug="alpha")
+    second = make_agent(workspace=limited, name="Beta", slug="beta")
+    _use(first, tokens=300, cost="1.25")
+    _use(first, tokens=100, cost="0.75", shard=5)
+    _use(second, tokens=50, cost="2", day=_period().month_start - timedelta(days=1))  # last month: not shown
+    if _period().today != _period().month_start:
+        _use(second, tokens=200, cost="3", day=_period().month_start)
+    month_tokens, month_cost = (600, Decimal("5.00")) if _period().today != _period().month_start else (400, Decimal(2))
+    viewer = _member(limited, Role.VIEWER, staff=True)
+    api = _api(_member(limited), limited)
+    assert _post(api, first).status_code == 202  # one run in flight
+
+    response = _usage_page(_page_client(viewer, limited))
+
+    assert response.status_code == 200
+    lines = {line.label: (line.used, line.limit, line.percent) for line in response.context["lines"]}
+    assert lines["Tokens today"] == (400, 1000, 40)
+    assert lines["Cost today"] == (Decimal("2.00"), None, None)
+    assert lines["Tokens this month"] == (month_tokens, None, None)
+    assert lines["Cost this month"] == (month_cost, Decimal("10"), int(month_cost * 10))
+    assert lines["Runs in flight"] == (1, 4, 25)
+    agents = {a.slug: (a.tokens_today, a.tokens_month, a.runs_in_flight) for a in response.context["agents"]}
+    assert agents == {"alpha": (400, 400, 1), "beta": (0, month_tokens - 400, 0)}
+    html = response.content.decode()
+    assert 'data-agent="alpha"' in html and "other-agent" not in html and "Other" not in html
+
+
+def test_the_usage_page_reads_the_same_statements_for_one_agent_or_many(limited):
+    viewer = _member(limited, Role.VIEWER, staff=True)
+    client = _page_client(viewer, limited)
+    make_agent(workspace=limited)
+    _usage_page(client)  # the session and permissions, as every page reads them
+
+    def statements() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert _usage_page(client).status_code == 200
+        return len(queries)
+
+    one = statements()
+    for n in range(4):
+        _use(make_agent(workspace=limited), tokens=n + 1)
+    assert statements() == one
+
+
+def test_the_usage_page_is_for_members_who_may_view_the_workspace(limited, other):
+    assert _usage_page(Client()).status_code == 302  # to the login page
+    approver = _member(limited, Role.APPROVER, staff=True)
+    assert _usage_page(_page_client(approver, limited)).status_code == 403
+    not_staff = _member(limited, Role.VIEWER)
+    assert _usage_page(_page_client(not_staff, limited)).status_code == 403
+    # A session naming a workspace the person is not a member of shows their own.
+    viewer = _member(limited, Role.VIEWER, staff=True)
+    response = _usage_page(_page_client(viewer, other))
+    assert response.status_code == 200 and response.context["workspace"] == limited
+    assert client_post_refused(_page_client(viewer, limited))
+
+
+def client_post_refused(client) -> bool:
+    return client.post(reverse("workspace_usage")).status_code == 405
+
+
+def test_the_usage_page_is_linked_from_the_header_for_those_who_may_open_it(limited):
+    viewer = _member(limited, Role.VIEWER, staff=True)
+    approver = _member(limited, Role.APPROVER, staff=True)
+    home = _page_client(viewer, limited).get(reverse("admin:index")).content.decode()
+    assert reverse("workspace_usage") in home
+    assert reverse("workspace_usage") not in _page_client(approver, limited).get(reverse("home")).content.decode()
+
+
+# --- Prometheus ---------------------------------------------------------------------------------------
+
+
+def test_prometheus_has_each_workspace_s_usage_and_limits_labelled_by_workspace(limited, other, settings, no_enqueue):
+    settings.AGENTRY_METRICS_TOKEN = "scrape"
+    limited.daily_token_limit, limited.max_runs_in_flight = 1000, 3
+    limited.save()
+    agent = make_agent(workspace=limited)
+    _use(agent, tokens=250, cost="1.5")
+    assert _post(_api(_member(limited), limited), agent).status_code == 202
+
+    text = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape").content.decode()
+
+    samples = {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("agentry_workspace_")
+    }
+
+    def value(name, **labels):
+        return samples[(name, frozenset(labels.items()))]
+
+    assert value("agentry_workspace_tokens", workspace="limited", period="day") == 250
+    assert value("agentry_workspace_tokens", workspace="limited", period="month") >= 250
+    assert value("agentry_workspace_cost", workspace="limited", period="day") == 1.5
+    assert value("agentry_workspace_runs_in_flight", workspace="limited") == 1
+    assert value("agentry_workspace_limit", workspace="limited", limit="tokens_day") == 1000
+    assert value("agentry_workspace_limit", workspace="limited", limit="runs_in_flight") == 3
+    assert value("agentry_workspace_tokens", workspace="other", period="day") == 10**9
+    assert value("agentry_workspace_runs_in_flight", workspace="other") == 0
+    # Only the limits that are set.
+    assert not [key for key in samples if key[0] == "agentry_workspace_limit" and ("workspace", "other") in key[1]]
