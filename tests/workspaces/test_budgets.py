@@ -72,8 +72,10 @@ def _post(api, agent):
     return api.post(f"/api/v1/conversations/{conversation.json()['id']}/messages/", {"content": "hi"}, format="json")
 
 
-def _seconds_to(end) -> int:
-    return int((end - timezone.now()).total_seconds())
+def _waits_until(retry_after: str, end) -> bool:
+    """Retry-After says the seconds to `end`, counted when the request was answered (a moment
+    ago: a loaded machine may take seconds)."""
+    return 0 <= int(retry_after) - int((end - timezone.now()).total_seconds()) <= 30
 
 
 @pytest.fixture
@@ -120,7 +122,7 @@ def test_each_budget_refuses_a_rest_post_with_429_until_its_period_ends(field, l
     refused = _post(api, agent)
     assert refused.status_code == 429, refused.content
     end = _period().day_end if period == "day" else _period().month_end
-    assert abs(int(refused["Retry-After"]) - _seconds_to(end)) <= 2
+    assert _waits_until(refused["Retry-After"], end)
     assert "workspace" in refused.json()["message"]
     assert not Run.objects.filter(agent__workspace=limited).exists()
     # The other workspace, far over these numbers, has no limits and is not refused.
@@ -204,7 +206,7 @@ def test_chat_completions_are_refused_in_openai_s_shape(settings):
     with mock.patch("engine.tasks.run_advance_task.delay"):
         refused = _complete(limited_token, agent.slug)
         assert refused.status_code == 429, refused.content
-        assert abs(int(refused.headers["Retry-After"]) - _seconds_to(_period().month_end)) <= 2
+        assert _waits_until(refused.headers["Retry-After"], _period().month_end)
         error = refused.json()["error"]
         assert error["code"] == "rate_limit_exceeded" and "monthly limit of 50" in error["message"]
         assert not Conversation.objects.filter(agent=agent).exists()
@@ -242,7 +244,7 @@ def test_hook_deliveries_are_refused_and_may_be_sent_again(limited, other, no_en
     hook, free = _hook(limited), _hook(other)
     _use(hook.agent, cost="0.01")
     refused = _deliver(hook, {"note": "one"}, "d-1")
-    assert refused.status_code == 429 and abs(int(refused["Retry-After"]) - _seconds_to(_period().day_end)) <= 2
+    assert refused.status_code == 429 and _waits_until(refused["Retry-After"], _period().day_end)
     assert not Run.objects.filter(agent=hook.agent).exists() and not hook.deliveries.exists()
     assert _deliver(free, {"note": "one"}, "d-1").status_code == 202
     limited.daily_cost_limit = None
@@ -389,11 +391,7 @@ def test_the_usage_page_is_for_members_who_may_view_the_workspace(limited, other
     viewer = _member(limited, Role.VIEWER, staff=True)
     response = _usage_page(_page_client(viewer, other))
     assert response.status_code == 200 and response.context["workspace"] == limited
-    assert client_post_refused(_page_client(viewer, limited))
-
-
-def client_post_refused(client) -> bool:
-    return client.post(reverse("workspace_usage")).status_code == 405
+    assert _page_client(viewer, limited).post(reverse("workspace_usage")).status_code == 405
 
 
 def test_the_usage_page_is_linked_from_the_header_for_those_who_may_open_it(limited):
