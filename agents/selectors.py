@@ -50,7 +50,8 @@ def agent_usable_by(*, user, slug: str) -> Agent | None:
     Every new conversation and every chat completion starts with this read; its statement is
     built once per kind of user and only bound afterwards (platform_site.statements): through
     the ORM it took about a third of a new conversation's CPU."""
-    workspace_id = binding_of(user).workspace_id
+    workspace = binding_of(user).workspace
+    workspace_id = None if workspace is None else workspace.pk
     values = {"slug": slug} if user.is_superuser else {"slug": slug, "user": user.pk}
     if workspace_id is not None:
         values["workspace"] = workspace_id
@@ -59,7 +60,14 @@ def agent_usable_by(*, user, slug: str) -> Agent | None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
-    return None if row is None else _AGENT.instance(row)
+    if row is None:
+        return None
+    agent = _AGENT.instance(row)
+    if workspace is not None:
+        # Found in the workspace the user acts in, already read (for an API token, with it):
+        # admission checks its budgets without reading it again.
+        agent.workspace = workspace
+    return agent
 
 
 _AGENT = Columns(Agent, None, "a")

@@ -36,6 +36,7 @@ from console.monitoring.broker import queue_depths
 from conversations.models import Approval, LLMCall, Run, ToolInvocation
 from conversations.monitoring.models import LLMCallHourly, RunHourly
 from conversations.usage import USAGE_FIELDS
+from conversations.workspace_usage import Period, workspaces_usage
 from engine.dispatch import ACTIVE_STATUSES
 from platform_site.error_responses import error_json
 from platform_site.http_methods import require_GET
@@ -158,8 +159,53 @@ class LedgerCollector:
         yield firing
 
 
+# Workspaces' budgets and quotas: families of their own, labelled by workspace (its slug), apart
+# from the ledger's per-agent families above.
+_WORKSPACE_LIMITS = {
+    "daily_token_limit": "tokens_day",
+    "monthly_token_limit": "tokens_month",
+    "daily_cost_limit": "cost_day",
+    "monthly_cost_limit": "cost_month",
+    "max_runs_in_flight": "runs_in_flight",
+}
+
+
+class WorkspaceBudgetCollector:
+    """Each workspace's usage of the day and the month (the installation's time zone: they fall
+    back to 0 at its midnight, so gauges), its runs in flight and its limits, in one statement
+    (conversations.workspace_usage.workspaces_usage, as admission reads them)."""
+
+    def collect(self):
+        labels = ["workspace", "period"]
+        tokens = GaugeMetricFamily(
+            "agentry_workspace_tokens", "Tokens a workspace's agents used this day or month.", labels=labels
+        )
+        cost = GaugeMetricFamily(
+            "agentry_workspace_cost", "Cost of a workspace's model calls this day or month.", labels=labels
+        )
+        in_flight = GaugeMetricFamily(
+            "agentry_workspace_runs_in_flight", "A workspace's runs not ended yet.", labels=["workspace"]
+        )
+        limits = GaugeMetricFamily(
+            "agentry_workspace_limit",
+            "A workspace's budgets and quotas, by kind (only those set).",
+            labels=["workspace", "limit"],
+        )
+        for usage in workspaces_usage(period=Period.at(timezone.now())).values():
+            tokens.add_metric([usage.slug, "day"], usage.tokens_today)
+            tokens.add_metric([usage.slug, "month"], usage.tokens_month)
+            cost.add_metric([usage.slug, "day"], float(usage.cost_today))
+            cost.add_metric([usage.slug, "month"], float(usage.cost_month))
+            in_flight.add_metric([usage.slug], usage.runs_in_flight)
+            for field, kind in _WORKSPACE_LIMITS.items():
+                if usage.limits[field] is not None:
+                    limits.add_metric([usage.slug, kind], float(usage.limits[field]))
+        yield from (tokens, cost, in_flight, limits)
+
+
 _registry = CollectorRegistry(auto_describe=False)
 _registry.register(LedgerCollector())
+_registry.register(WorkspaceBudgetCollector())
 
 
 def _bearer_ok(request) -> bool | None:

@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
 from console.monitoring.views import TRY_PERMISSIONS, VIEW_PERMISSION
+from console.workspace_usage import VIEW_PERMISSION as USAGE_PERMISSION
 from conversations.models import Approval
 from conversations.permissions import user_may_decide
 
@@ -65,6 +66,15 @@ def operator_links(user) -> list[OperatorLink]:
                 _("Try an agent"),
                 reverse("monitoring:try"),
                 _("Send a message through the real queue and watch the run."),
+            )
+        )
+    if _is_operator(user, USAGE_PERMISSION):
+        links.append(
+            OperatorLink(
+                "workspace-usage",
+                _("Workspace usage"),
+                reverse("workspace_usage"),
+                _("Tokens and cost today and this month against the workspace's limits, runs in flight."),
             )
         )
     links.append(

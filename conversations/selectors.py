@@ -10,9 +10,11 @@ from django.db.models import Case, Exists, OuterRef, Prefetch, Q, QuerySet, Subq
 from agents.models import Agent
 from agents.selectors import agents_usable, agents_usable_by
 from conversations.models import Conversation, LLMCall, Message, Run, RunStatus, ToolInvocation
+from conversations.workspace_usage import LIMIT_FIELDS
 from platform_site.rows import Columns
 from platform_site.statements import bound
 from workspaces.access import binding_of, in_workspace
+from workspaces.models import Workspace
 
 
 def run_timeline(*, run: Run) -> list[dict]:
@@ -309,22 +311,27 @@ _POST_CONVERSATION = Columns(Conversation, ("id", "agent", "agent_version"), "c"
 # Every column: a draft's current version is checked against all of them (agents.selectors).
 _POST_AGENT = Columns(Agent, None, "a")
 _POST_RUN = Columns(Run, ("id", "status"), "r")
+# The agent's workspace's limits, for admission's check of them (engine.admission_limits): joined
+# here, a workspace without limits costs a post no statement.
+_POST_WORKSPACE = Columns(Workspace, ("id", *LIMIT_FIELDS), "w")
 
 
 def conversation_lock_for_post(*, conversation_id, active_statuses) -> tuple[Conversation, list[Run]]:
-    """Lock the conversation's row (FOR NO KEY UPDATE, on PostgreSQL) with its agent, then read
+    """Lock the conversation's row (FOR NO KEY UPDATE, on PostgreSQL) with its agent and the
+    agent's workspace's limits (not locked), then read
     its runs in `active_statuses` (oldest first, with their status). Plain SQL: every post makes
     these reads, and the ORM built them in more time than they ran. Two statements, not one: a
     statement that waited for the lock still sees the database as it was when it began, so the
     run that the post holding the lock created would be missing from its join.
     Conversation.DoesNotExist if there is no such conversation."""
-    conversations, agents, runs = (m._meta.db_table for m in (Conversation, Agent, Run))
+    conversations, agents, runs, workspaces = (m._meta.db_table for m in (Conversation, Agent, Run, Workspace))
     lock = " FOR NO KEY UPDATE OF c" if connection.features.has_select_for_update_of else ""
     key = Conversation._meta.pk.get_db_prep_value(conversation_id, connection)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {_POST_CONVERSATION.sql}, {_POST_AGENT.sql} "
-            f'FROM "{conversations}" c JOIN "{agents}" a ON a."id" = c."agent_id" WHERE c."id" = %s{lock}',
+            f"SELECT {_POST_CONVERSATION.sql}, {_POST_AGENT.sql}, {_POST_WORKSPACE.sql} "
+            f'FROM "{conversations}" c JOIN "{agents}" a ON a."id" = c."agent_id" '
+            f'JOIN "{workspaces}" w ON w."id" = a."workspace_id" WHERE c."id" = %s{lock}',
             [key],
         )
         row = cursor.fetchone()
@@ -338,8 +345,10 @@ def conversation_lock_for_post(*, conversation_id, active_statuses) -> tuple[Con
         )
         active = _POST_RUN.instances(cursor.fetchall())
     first = len(_POST_CONVERSATION.fields)
+    second = first + len(_POST_AGENT.fields)
     conversation = _POST_CONVERSATION.instance(row[:first])
-    conversation.agent = _POST_AGENT.instance(row[first:])
+    conversation.agent = _POST_AGENT.instance(row[first:second])
+    conversation.agent.workspace = _POST_WORKSPACE.instance(row[second:])
     return conversation, active
 
 

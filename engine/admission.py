@@ -1,6 +1,6 @@
-"""Admission: a posted message becomes a run, under the agent's limits per end user
-(engine.admission_limits: AdmissionRefused) and its concurrency policy. Every way in posts
-through message_submit, message_post or conversation_start; runs the engine starts itself
+"""Admission: a posted message becomes a run, under the agent's limits per end user and its
+workspace's budgets and quotas (engine.admission_limits: AdmissionRefused) and its concurrency
+policy. Every way in posts through message_submit, message_post or conversation_start; runs the engine starts itself
 (delegated children, forks, evaluation cases and replays) are exempt from the limits."""
 
 import hashlib
@@ -22,7 +22,7 @@ from conversations.events import EventType
 from conversations.models import Conversation, Run, RunRequest, RunTrigger
 from conversations.selectors import conversation_lock_for_post
 from conversations.services import conversation_create, messages_append
-from engine.admission_limits import conversation_limits_check, end_user_limits_check
+from engine.admission_limits import conversation_limits_check, end_user_limits_check, workspace_limits_check
 from engine.dispatch import ACTIVE_STATUSES, run_admit
 from engine.runs import run_cancel
 from engine.tracing import run_trace_fields
@@ -99,6 +99,8 @@ def message_submit(
     First, before the lock, the agent's limits per end user for the conversation's end user
     (AdmissionRefused), as before every post: a post refused after them (busy, a replayed key)
     still counts in the minute's window. Internal triggers (evaluations) are exempt.
+    Under the lock, once a replayed key has had its run, the workspace's budgets and quotas
+    (AdmissionRefused), from its limits read with the conversation's row.
     """
     conversation_limits_check(conversation=conversation, trigger=trigger)
     digest = _content_hash(content)
@@ -118,7 +120,9 @@ def message_submit(
                 if previous.content_hash != digest:
                     raise IdempotencyKeyReused(idempotency_key)
                 return Submission(previous.run, replayed=True)
-        policy = conversation.agent.concurrent_messages
+        agent = conversation.agent
+        workspace_limits_check(workspace=agent.workspace, workspace_id=agent.workspace_id, trigger=trigger)
+        policy = agent.concurrent_messages
         if active and policy == ConcurrentMessages.REJECT:
             raise ConversationBusy(active[0])
         pinned = _version_for(conversation, version)
@@ -212,8 +216,12 @@ def conversation_start(
     is the conversation's INSERT and the run's statement, in one transaction, after one read of
     the version (it was a savepoint, a locked read of the new row, a read of its runs and, for a
     published agent, an UPDATE of its version besides). The agent's limits per end user apply
-    to `end_user` of `user` first, as in message_submit (AdmissionRefused)."""
+    to `end_user` of `user` first, as in message_submit (AdmissionRefused), then its workspace's
+    budgets and quotas: free for a workspace without limits when `agent` comes with its
+    workspace (agents.selectors.agent_usable_by, a hook's or a schedule's read), else one read."""
     end_user_limits_check(agent=agent, owner_id=user.pk if user else None, end_user=end_user, trigger=trigger)
+    workspace = agent.workspace if Agent.workspace.is_cached(agent) else None
+    workspace_limits_check(workspace=workspace, workspace_id=agent.workspace_id, trigger=trigger)
     conversation_id = uuid.uuid4()
     pinned, kept = _released(agent, conversation_id=conversation_id, current_id=None)
     with transaction.atomic():

@@ -2,6 +2,8 @@
 rules of admission, checked by engine.admission for a message of every way in (the API, /v1, the
 widget, hooks, schedules, the CLI, the try page), so no interface has to remember them.
 
+The workspace's budgets and quotas (workspace_limits_check) are checked for the same messages.
+
 An end user is one of an application's (the conversation's owner): the same id under another
 owner is another person. Runs the engine starts itself (delegated children, forks, evaluation
 cases and replays) are not end users' messages and are not checked; their tokens still count
@@ -19,14 +21,19 @@ from django.utils.translation import gettext as _
 from agents.models import Agent
 from conversations.end_users import day_bounds, end_user_tokens_since
 from conversations.models import Conversation, RunTrigger
+from conversations.workspace_usage import Period, workspace_has_limits, workspaces_usage
 from platform_site.refusals import LimitReached
 from platform_site.sliding_windows import window_admit
+from workspaces.models import Workspace
 
 # What the check reads of an agent not loaded already.
 END_USER_LIMIT_FIELDS = ("id", "end_user_messages_per_minute", "end_user_tokens_per_day", "time_zone")
 MINUTE = 60
-# Runs the engine starts itself: no end user's message, so no limit per end user.
+# Runs the engine starts itself: no end user's message, so no limit per end user nor per workspace.
 INTERNAL_TRIGGERS = frozenset({RunTrigger.FORK, RunTrigger.EVAL, RunTrigger.DELEGATION})
+# A workspace at its limit of runs in flight: try again after this many seconds (a run ends in
+# seconds; its end is not known in advance, unlike a day's).
+IN_FLIGHT_RETRY_AFTER = 5
 
 
 class AdmissionRefused(LimitReached):
@@ -97,3 +104,80 @@ def end_user_limits_check(
                 % {"limit": per_minute},
                 retry_after=math.ceil(wait),
             )
+
+
+def _seconds_to(end: datetime, now: datetime) -> int:
+    return max(1, math.ceil((end - now).total_seconds()))
+
+
+def workspace_limits_check(
+    *, workspace: Workspace | None, workspace_id: int, trigger: str, now: datetime | None = None
+) -> None:
+    """Raises AdmissionRefused when the workspace `workspace_id` has used its tokens or cost of
+    the day or the month, or has its maximum of runs in flight (conversations.workspace_usage).
+    `workspace` is its row when the caller has it (joined with the agent or the API token): a
+    workspace without limits then costs no statement, one with limits one. Without it, its
+    limits are read with the usage, in that one statement. Internal runs are not checked.
+
+    The runs in flight are counted when a message is admitted, not reserved: posts admitted at
+    the same moment may each see room for one more, so the limit is a soft one (as the limits per
+    end user are), overrun by at most the posts admitted concurrently."""
+    if trigger in INTERNAL_TRIGGERS:
+        return
+    if workspace is not None and not workspace_has_limits(workspace):
+        return
+    now = now or timezone.now()
+    period = Period.at(now)
+    usage = workspaces_usage(period=period, workspace_id=workspace_id).get(workspace_id)
+    if usage is None:
+        return
+    limits = usage.limits
+    zone = {"time_zone": period.time_zone}
+    checks = (
+        (
+            usage.tokens_today,
+            limits["daily_token_limit"],
+            period.day_end,
+            _(
+                "This workspace has used %(used)s tokens today, which reaches its daily limit of %(limit)s; "
+                "the limit resets at midnight (%(time_zone)s)."
+            ),
+        ),
+        (
+            usage.cost_today,
+            limits["daily_cost_limit"],
+            period.day_end,
+            _(
+                "This workspace has used %(used)s in cost today, which reaches its daily limit of %(limit)s; "
+                "the limit resets at midnight (%(time_zone)s)."
+            ),
+        ),
+        (
+            usage.tokens_month,
+            limits["monthly_token_limit"],
+            period.month_end,
+            _(
+                "This workspace has used %(used)s tokens this month, which reaches its monthly limit of %(limit)s; "
+                "the limit resets on the first of next month (%(time_zone)s)."
+            ),
+        ),
+        (
+            usage.cost_month,
+            limits["monthly_cost_limit"],
+            period.month_end,
+            _(
+                "This workspace has used %(used)s in cost this month, which reaches its monthly limit of %(limit)s; "
+                "the limit resets on the first of next month (%(time_zone)s)."
+            ),
+        ),
+    )
+    for used, limit, end, message in checks:
+        if limit is not None and used >= limit:
+            raise AdmissionRefused(message % {"used": used, "limit": limit, **zone}, retry_after=_seconds_to(end, now))
+    in_flight = limits["max_runs_in_flight"]
+    if in_flight is not None and usage.runs_in_flight >= in_flight:
+        raise AdmissionRefused(
+            _("This workspace has %(used)s runs in flight, its limit; try again when one has ended.")
+            % {"used": usage.runs_in_flight},
+            retry_after=IN_FLIGHT_RETRY_AFTER,
+        )

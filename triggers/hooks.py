@@ -73,7 +73,9 @@ def hook_usable(*, hook_id) -> Hook | None:
     """The hook if it takes deliveries: enabled, with an active agent; else None (one 404 for
     all). HookSecretUnreadable, logged as an error naming the hook, when its secret cannot be
     decrypted: the sender gets an answer saying so, the operator a line to act on."""
-    usable = Hook.objects.select_related("agent", "owner").filter(pk=hook_id, enabled=True, agent__is_active=True)
+    usable = Hook.objects.select_related("agent__workspace", "owner").filter(
+        pk=hook_id, enabled=True, agent__is_active=True
+    )
     try:
         return usable.first()
     except SecretDecryptionError:

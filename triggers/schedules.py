@@ -202,7 +202,7 @@ def _schedule_fire(*, schedule_id, now: datetime) -> list[str]:
     """In the caller's transaction: fire one schedule if it is still due and no other tick holds it."""
     schedule = (
         Schedule.objects.select_for_update(skip_locked=True, of=("self",))
-        .select_related("agent", "conversation")
+        .select_related("agent__workspace", "conversation")
         .filter(pk=schedule_id, enabled=True, next_fire_at__lte=now)
         .first()
     )

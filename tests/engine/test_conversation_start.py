@@ -116,7 +116,8 @@ def test_a_start_is_the_insert_and_the_run_s_statement_in_one_transaction(sent):
     user = make_user()
 
     def agent():  # as a request reads it, holding no model config: its version is found by state
-        return Agent.objects.get(pk=made.pk)
+        # With its workspace, as agent_usable_by gives it: a workspace without limits costs no read.
+        return Agent.objects.select_related("workspace").get(pk=made.pk)
 
     conversation_start(agent=agent(), user=user, content="warm")  # the version is found once
     fresh = agent()
