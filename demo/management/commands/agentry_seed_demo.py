@@ -4,14 +4,17 @@ from django.core.management.base import BaseCommand
 
 from demo.seed import DEGRADED_DESCRIPTION, DEMO_WEATHER_TOOL, demo_degrade_draft, demo_seed
 from demo.suite import DEMO_SUITE, demo_suite_seed
+from demo.workspaces import RESEARCHER, RESEARCHER_DEV_PASSWORD, research_workspace_seed
 from evals.models import EvalCase
+from workspaces.models import Workspace
 
 
 class Command(BaseCommand):
     help = (
         "Create the seed 000 demo agent, its model config (the shipped fake LLM), tools and eval suite where "
         "missing, leaving what exists as it is (--reset puts it all back); --degraded-version also publishes "
-        "it (if never published) and degrades its draft."
+        "it (if never published) and degrades its draft. A second workspace, Research, gets its own model "
+        "config, agent and member (researcher, a builder); the superusers belong to both."
     )
 
     def add_arguments(self, parser):
@@ -40,6 +43,7 @@ class Command(BaseCommand):
                 f"model at {agent.model_config.base_url}"
             )
         )
+        self._research_seed(llm_base_url=llm_base_url, stream=not no_stream, reset=reset)
         written = demo_suite_seed(reset=reset)
         total = EvalCase.objects.filter(suite__name=DEMO_SUITE).count()
         self.stdout.write(self.style.SUCCESS(f"Eval suite {DEMO_SUITE}: {total} cases ({written} written now)"))
@@ -53,3 +57,27 @@ class Command(BaseCommand):
                     "--version draft --against published"
                 )
             )
+
+    def _research_seed(self, *, llm_base_url, stream, reset):
+        password = os.environ.get("AGENTRY_DEMO_RESEARCHER_PASSWORD") or RESEARCHER_DEV_PASSWORD
+        seeded = research_workspace_seed(llm_base_url=llm_base_url, password=password, stream=stream, reset=reset)
+        first = Workspace.objects.order_by("id").first()
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Workspaces: {first.name} (everything above) and {seeded.workspace.name} "
+                f"(agent {seeded.agent.slug} on its own model config)"
+            )
+        )
+        if seeded.researcher_created:
+            shown = (
+                "from AGENTRY_DEMO_RESEARCHER_PASSWORD"
+                if "AGENTRY_DEMO_RESEARCHER_PASSWORD" in os.environ
+                else (f"{RESEARCHER_DEV_PASSWORD!r}: for this machine only")
+            )
+            self.stdout.write(
+                self.style.WARNING(f"Member {RESEARCHER!r} (builder in Research) created, password {shown}.")
+            )
+        self.stdout.write(
+            f"Switch workspace with the menu in every page's header (the admin belongs to both); "
+            f"{RESEARCHER} sees only {seeded.workspace.name}. An API token acts in the workspace it was made in."
+        )
