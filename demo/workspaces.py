@@ -29,9 +29,10 @@ class ResearchSeed:
 
 
 @transaction.atomic
-def research_workspace_seed(*, llm_base_url: str, password: str, stream: bool = True, reset: bool = False):
-    """Create what is missing (with `reset`, put the agent and its model config back); the
-    researcher's password is set only when the account is made."""
+def research_workspace_seed(*, llm_base_url: str, password: str | None, stream: bool = True, reset: bool = False):
+    """Create what is missing (with `reset`, put the agent and its model config back). The
+    researcher's account is made only with a password (and keeps it afterwards): without one, a
+    deployment seeding the demo gets no account anyone could guess."""
     workspace, _ = Workspace.objects.get_or_create(slug=RESEARCH_SLUG, defaults={"name": "Research"})
     seed = _reset_or_create if reset else _get_or_create
     model = seed(
@@ -62,11 +63,11 @@ def research_workspace_seed(*, llm_base_url: str, password: str, stream: bool = 
     )
     User = get_user_model()
     researcher = User.objects.filter(username=RESEARCHER).first()
-    created = researcher is None
+    created = researcher is None and password is not None
     if created:
         # Made after the workspace: with two workspaces, a new account joins none by default.
         researcher = User.objects.create_user(username=RESEARCHER, password=password, is_staff=True)
-    if created or reset:
+    if researcher is not None and (created or reset):
         membership_set(user=researcher, workspace=workspace, role=Role.BUILDER)
     for admin in User.objects.filter(is_superuser=True):
         for place in (default_workspace_id(), workspace.pk):

@@ -60,9 +60,9 @@ $PY manage.py collectstatic --noinput -v0
 $PY manage.py agentry_ensure_admin --dev-default
 # Seeding creates only what is missing: a restart never undoes an operator's edit to a demo agent.
 if (( reset_demo )); then
-  $PY manage.py agentry_seed_demo --reset
+  $PY manage.py agentry_seed_demo --reset --dev-default
 else
-  $PY manage.py agentry_seed_demo
+  $PY manage.py agentry_seed_demo --dev-default
 fi
 
 pids=()

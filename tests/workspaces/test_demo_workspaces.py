@@ -5,7 +5,7 @@ import io
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from agents.models import Agent, ModelConfig
 from demo.workspaces import RESEARCH_AGENT, RESEARCHER
@@ -30,7 +30,7 @@ def _seed(**options) -> str:
 def test_the_demo_seeds_a_second_workspace_with_its_own_model_agent_and_builder(monkeypatch):
     monkeypatch.delenv("AGENTRY_DEMO_RESEARCHER_PASSWORD", raising=False)
     admin = User.objects.create_superuser(username="admin", password="pw")
-    output = _seed()
+    output = _seed(dev_default=True)
 
     default = Workspace.objects.get(pk=default_workspace_id())
     research = Workspace.objects.get(slug="research")
@@ -56,14 +56,26 @@ def test_the_demo_seeds_a_second_workspace_with_its_own_model_agent_and_builder(
 
     # Seeding again makes nothing twice and keeps a role given since.
     Membership.objects.filter(user=researcher).update(role=Role.VIEWER)
-    again = _seed()
+    again = _seed(dev_default=True)
     assert Workspace.objects.count() == 2 and Agent.objects.filter(slug=RESEARCH_AGENT).count() == 1
     assert Membership.objects.get(user=researcher).role == Role.VIEWER
     assert "created" not in again.split("Workspaces:")[1]
 
 
-def test_the_researcher_password_comes_from_the_environment(monkeypatch):
+def test_the_researcher_is_made_only_with_a_password_from_the_environment_or_on_loopback(monkeypatch):
+    monkeypatch.delenv("AGENTRY_DEMO_RESEARCHER_PASSWORD", raising=False)
+    # A deployment seeding the demo (docker compose) gets no account anyone could guess.
+    output = _seed()
+    assert not User.objects.filter(username=RESEARCHER).exists()
+    assert Workspace.objects.filter(slug="research").exists() and "AGENTRY_DEMO_RESEARCHER_PASSWORD" in output
+
+    monkeypatch.setenv("AGENTRY_DEMO_RESEARCHER_PASSWORD", "short")
+    with pytest.raises(CommandError, match="too weak"):
+        _seed()
+    assert not User.objects.filter(username=RESEARCHER).exists()
+
     monkeypatch.setenv("AGENTRY_DEMO_RESEARCHER_PASSWORD", "a-long-demo-passphrase")
     output = _seed()
-    assert User.objects.get(username=RESEARCHER).check_password("a-long-demo-passphrase")
-    assert "a-long-demo-passphrase" not in output
+    researcher = User.objects.get(username=RESEARCHER)
+    assert researcher.check_password("a-long-demo-passphrase") and "a-long-demo-passphrase" not in output
+    assert Membership.objects.get(user=researcher).role == Role.BUILDER
