@@ -1,5 +1,6 @@
 """GET /api/v1/config-changes/export/: the configuration audit as a file, for holders of *Can
-view configuration change* (audit.view_configchange); others get a 403.
+view configuration change* (audit.view_configchange); others get a 403. The changes of the
+workspace the request acts in (its token's), or every change for a superuser installation-wide.
 
 Query: `format` (jsonl or csv, default jsonl), `agent` (a slug: the changes of that agent and of
 what belongs to it), `since` and `until` (ISO 8601; changes made in [since, until)). Streamed
@@ -10,6 +11,7 @@ from django.http import StreamingHttpResponse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from agents.models import Agent
 from api.async_auth import AsyncApiError, authenticate, throttle
 from api.throttles import ApiUserThrottle
 from audit.admin import VIEW_PERMISSION
@@ -19,6 +21,7 @@ from conversations.export import CONTENT_TYPES, ExportFilterError, export_filter
 from platform_site.asyncdb import db
 from platform_site.http_methods import require_GET
 from platform_site.thread_stream import thread_stream
+from workspaces.access import in_workspace
 
 
 @require_GET
@@ -35,13 +38,15 @@ async def config_changes_export(request):
                 agent=query.get("agent", ""),
                 since=query.get("since", ""),
                 until=query.get("until", ""),
+                # Another workspace's agent is as unknown as one that never was.
+                agents=in_workspace(Agent.objects.all(), user),
             )
         )
     except ExportFilterError as exc:
         return AsyncApiError(400, exc.message, param=exc.param).response()
     except AsyncApiError as exc:
         return exc.response()
-    changes = config_changes_for_export(agent=filters.agent, since=filters.since, until=filters.until)
+    changes = config_changes_for_export(user=user, agent=filters.agent, since=filters.since, until=filters.until)
     response = StreamingHttpResponse(
         thread_stream(lambda: config_change_lines(changes=changes, format=filters.format)),
         content_type=CONTENT_TYPES[filters.format],

@@ -17,6 +17,7 @@ from audit.registry import AUDITED
 from audit.selectors import config_changes_of, version_origin_change
 from conversations.export import CONTENT_TYPES
 from platform_site.admin_mixins import ReadOnlyAdminMixin
+from workspaces.access import in_workspace
 
 VIEW_PERMISSION = "audit.view_configchange"
 # The history page shows the latest changes; the rest are in the filtered list it links to.
@@ -51,6 +52,7 @@ class ConfigChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "object_id",
         "object_repr",
         "agent_id",
+        "workspace",
         "actor",
         "actor_label",
         "api_token_id",
@@ -58,6 +60,10 @@ class ConfigChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     ]
     readonly_fields = fields
     actions = ["export_jsonl", "export_csv"]
+
+    def get_queryset(self, request):
+        # The list, a change's page and the export actions: the current workspace's changes.
+        return in_workspace(super().get_queryset(request), request.user)
 
     @admin.display(description=_("fields"))
     def changed_fields(self, obj):

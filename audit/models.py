@@ -5,6 +5,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from audit import context
+from workspaces.models import Workspace
 
 
 class Action(models.TextChoices):
@@ -26,7 +27,8 @@ class ConfigChange(models.Model):
     fields it changed as {field: [before, after]}, secrets masked (audit.registry).
 
     Nothing points here and it points at nothing it could lose: the object, its agent and the
-    API token are kept by id, so deleting any of them (or a retention purge) leaves the row.
+    API token are kept by id, so deleting any of them (or a retention purge) leaves the row; its
+    workspace is a key without a constraint, kept when the workspace goes.
     """
 
     at = models.DateTimeField(_("at"), default=timezone.now)
@@ -41,6 +43,19 @@ class ConfigChange(models.Model):
     # The agent the object belongs to (itself, for an agent), so an agent's history holds its
     # tools, guardrails, delegates, schedules, hooks, widgets and webhooks too.
     agent_id = models.BigIntegerField(_("agent id"), null=True, blank=True)
+    # The object's workspace (a workspace's own, for a workspace): what narrows the list and the
+    # export to the current workspace (workspaces.access.in_workspace). No database constraint:
+    # deleting a workspace writes its own delete row and leaves its history (a superuser's to read).
+    workspace = models.ForeignKey(
+        Workspace,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,
@@ -63,6 +78,7 @@ class ConfigChange(models.Model):
             models.Index(fields=["content_type", "object_id", "-at"], name="config_change_object"),
             models.Index(fields=["agent_id", "-at"], name="config_change_agent"),
             models.Index(fields=["-at"], name="config_change_at"),
+            models.Index(fields=["workspace", "-at"], name="config_change_workspace"),
         ]
 
     def __str__(self):

@@ -100,6 +100,7 @@ def _record(spec: Audited, instance, *, action: str, changes: dict, name: str | 
         object_id=str(instance.pk),
         object_repr=name if name is not None else _name(spec, instance),
         agent_id=spec.agent_of(instance),
+        workspace_id=spec.workspace_of(instance),
         actor=actor,
         actor_label=label[:150],
         api_token_id=token_id,

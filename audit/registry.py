@@ -10,6 +10,7 @@ row. Runs, messages, the ledger and memories are records, not configuration: not
 
 from dataclasses import dataclass, field
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import models
 
 from agents.models import Agent, AgentDelegate, AgentRelease, AgentTool, AgentVersion, GuardrailRule, ModelConfig
@@ -22,6 +23,8 @@ from platform_site.crypto import EncryptedTextField
 from tools.models import MCPServer, ToolDefinition
 from triggers.models import Hook, Schedule
 from widgets.models import Widget
+from workspaces.access import obj_workspace_id
+from workspaces.models import Membership, Workspace
 
 MASK = "••••••••"
 
@@ -38,6 +41,9 @@ class Audited:
     creates: bool = True
     # What names the object in the row, when str() would show a secret (a token's prefix).
     name_attr: str | None = None
+    # The attribute holding the id of the workspace the object belongs to ("pk" for a workspace);
+    # None: the model's own path to it (workspaces.access.obj_workspace_id).
+    workspace_attr: str | None = None
     fields: tuple[models.Field, ...] = field(default=(), compare=False)
 
     def __post_init__(self):
@@ -49,6 +55,15 @@ class Audited:
 
     def agent_of(self, instance) -> int | None:
         return getattr(instance, self.agent_attr) if self.agent_attr else None
+
+    def workspace_of(self, instance) -> int | None:
+        if self.workspace_attr:
+            return getattr(instance, self.workspace_attr)
+        try:
+            return obj_workspace_id(instance)
+        except ObjectDoesNotExist:
+            # Its parent (an agent, a suite) went first in a cascade.
+            return None
 
     def name_of(self, instance) -> str:
         return str(getattr(instance, self.name_attr) if self.name_attr else instance)
@@ -102,6 +117,9 @@ AUDITED = (
         agent_attr=None,
         name_attr="name",
     ),
+    # Who may do what where: a workspace's budgets, its members and their roles.
+    Audited(Workspace, agent_attr=None, workspace_attr="pk"),
+    Audited(Membership, agent_attr=None),
 )
 
 _BY_MODEL = {spec.model: spec for spec in AUDITED}

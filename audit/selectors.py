@@ -9,6 +9,7 @@ from django.db.models import Q, QuerySet
 from agents.models import Agent, AgentRelease, AgentTool, AgentVersion, ModelConfig
 from audit.models import ConfigChange
 from tools.models import ToolDefinition
+from workspaces.access import in_workspace
 
 
 def config_changes_of(*, instance) -> QuerySet[ConfigChange]:
@@ -36,10 +37,17 @@ def version_origin_change(*, version: AgentVersion) -> ConfigChange | None:
     return ConfigChange.objects.filter(made, at__lte=version.created_at).order_by("-at", "-id").first()
 
 
+def config_changes_visible_to(user) -> QuerySet[ConfigChange]:
+    """The changes of the workspace `user` acts in (every change, for a superuser acting
+    installation-wide)."""
+    return in_workspace(ConfigChange.objects.all(), user)
+
+
 def config_changes_for_export(
-    *, agent: Agent | None = None, since: datetime | None = None, until: datetime | None = None
+    *, user, agent: Agent | None = None, since: datetime | None = None, until: datetime | None = None
 ) -> QuerySet[ConfigChange]:
-    changes = ConfigChange.objects.all()
+    """What an export streams; `user` None: the command line, which reads the whole database."""
+    changes = ConfigChange.objects.all() if user is None else config_changes_visible_to(user)
     if agent is not None:
         changes = changes.filter(agent_id=agent.pk)
     if since is not None:

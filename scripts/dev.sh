@@ -60,9 +60,9 @@ $PY manage.py collectstatic --noinput -v0
 $PY manage.py agentry_ensure_admin --dev-default
 # Seeding creates only what is missing: a restart never undoes an operator's edit to a demo agent.
 if (( reset_demo )); then
-  $PY manage.py agentry_seed_demo --reset
+  $PY manage.py agentry_seed_demo --reset --dev-default
 else
-  $PY manage.py agentry_seed_demo
+  $PY manage.py agentry_seed_demo --dev-default
 fi
 
 pids=()
@@ -99,6 +99,8 @@ cat <<INFO
 Agentry is up (embedded defaults: SQLite in var/, filesystem broker, fake LLM on :$DEMO_LLM_PORT,
 demo order service on :$ORDERS_PORT; every process restarted if it exits: docs/embedded.md).
   Admin:     http://127.0.0.1:$PORT/admin/   user ${AGENTRY_ADMIN_USERNAME:-admin} / password ${AGENTRY_ADMIN_PASSWORD:-admin}
+  Research:  user researcher / password ${AGENTRY_DEMO_RESEARCHER_PASSWORD:-researcher}   (a builder in the demo's second
+             workspace; switch workspace with the menu in the page header: docs/workspaces.md)
   API docs:  http://127.0.0.1:$PORT/api/docs/
   Monitor:   http://127.0.0.1:$PORT/monitor/
   Demo:      .venv/bin/python manage.py agentry_demo      (seed 000's conversations, through the queue)

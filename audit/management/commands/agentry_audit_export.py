@@ -12,5 +12,5 @@ class Command(ExportCommand):
     agent_help = "only this agent's changes and its parts' (its slug)"
 
     def export_lines(self, filters):
-        changes = config_changes_for_export(agent=filters.agent, since=filters.since, until=filters.until)
+        changes = config_changes_for_export(user=None, agent=filters.agent, since=filters.since, until=filters.until)
         return config_change_lines(changes=changes, format=filters.format)
