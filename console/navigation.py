@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 from console.monitoring.views import TRY_PERMISSIONS, VIEW_PERMISSION
 from conversations.models import Approval
 from conversations.permissions import user_may_decide
+from workspaces.access import in_workspace
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,8 @@ def operator_links(user) -> list[OperatorLink]:
             )
         )
     if user.is_authenticated and user_may_decide(user):
-        pending = Approval.objects.filter(status=Approval.Status.PENDING).count()
+        # The workspace's own: another's waiting approvals are neither shown nor counted.
+        pending = in_workspace(Approval.objects.filter(status=Approval.Status.PENDING), user).count()
         links.append(
             OperatorLink(
                 "approvals",
