@@ -224,6 +224,9 @@ def test_the_switcher_offers_only_the_member_s_workspaces_and_a_member_of_both_s
     assert client.get(reverse("monitoring:run", args=[b.parked.pk])).status_code == 200
     assert client.get(reverse("monitoring:run", args=[a.parked.pk])).status_code == 404
     assert [card["id"] for card in client.get(reverse("approvals:poll")).json()["cards"]] == [b.approval.pk]
+    # The session's event stream follows the switch (an ended run with no events answers 204).
+    assert client.get(f"/api/v1/runs/{b.ended.pk}/events/").status_code == 204
+    assert client.get(f"/api/v1/runs/{a.ended.pk}/events/").status_code == 404
     # From a page of one object, the switch lands on the admin's index; elsewhere, never off-site.
     for target in [reverse("monitoring:run", args=[b.parked.pk]), "https://evil.example/", "//evil.example/x"]:
         back = client.post(reverse("workspace-switch"), {"workspace": a.workspace.pk, "next": target})
@@ -288,3 +291,15 @@ def test_the_run_json_of_an_operator_names_alpha_s_run(client, world):
     member(client, a.workspace, role=Role.OPERATOR)
     timeline = json.loads(client.get(reverse("monitoring:run-json", args=[a.parked.pk])).content)
     assert timeline["run"]["id"] == str(a.parked.pk)
+
+
+def test_the_run_export_action_leaves_out_bravo_s_runs(client, world):
+    a, b = world
+    member(client, a.workspace, role=Role.OPERATOR)
+    response = client.post(
+        reverse("admin:conversations_run_changelist"),
+        {"action": "export_runs_jsonl", "_selected_action": [str(a.ended.pk), str(b.ended.pk)]},
+    )
+    assert response.status_code == 200
+    lines = b"".join(response).decode()
+    assert str(a.ended.pk) in lines and str(b.ended.pk) not in lines and "bravo" not in lines
