@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Count, Min, Q, Sum
+from django.db.models import Count, Min, Q, QuerySet, Sum
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -265,10 +265,12 @@ def alert_firings_open() -> list[AlertFiring]:
     )
 
 
-def alert_rules_firing() -> list[tuple[str, bool]]:
-    """Every enabled rule, or any with an open firing, by name: whether it fires now."""
+def alert_rules_firing(rules: QuerySet[AlertRule] | None = None) -> list[tuple[str, bool]]:
+    """Every enabled rule (of `rules`: all by default), or any with an open firing, by name:
+    whether it fires now."""
     rules = (
-        AlertRule.objects.annotate(open=Count("firings", filter=Q(firings__resolved_at__isnull=True)))
+        (AlertRule.objects.all() if rules is None else rules)
+        .annotate(open=Count("firings", filter=Q(firings__resolved_at__isnull=True)))
         .filter(Q(enabled=True) | Q(open__gt=0))
         .order_by("name", "pk")
     )

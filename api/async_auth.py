@@ -10,6 +10,7 @@ from rest_framework import exceptions
 
 from api.auth import ApiTokenAuthentication
 from platform_site.asyncdb import db
+from workspaces.access import session_attach
 
 
 class AsyncApiError(Exception):
@@ -52,7 +53,9 @@ async def authenticate(request, *, allow_session: bool):
         missing = exc
     user = await request.auser()
     if user.is_authenticated:
-        return user
+        # A signed-in person's stream is of the workspace they chose in the header (as every
+        # other page of theirs), not merely their first.
+        return session_attach(user, request.session)
     raise missing
 
 

@@ -14,6 +14,7 @@ from conversations.export import CONTENT_TYPES, ledger_export_lines
 from conversations.models import Run
 from conversations.selectors import agent_config_visible_to
 from platform_site.thread_stream import thread_stream
+from workspaces.access import in_workspace
 
 EXPORT_PERMISSION = "conversations.export_run"
 
@@ -24,7 +25,8 @@ def user_may_export(user) -> bool:
 
 def _download(request, queryset, format: str) -> StreamingHttpResponse:
     # By id: the changelist's queryset carries its own annotations and ordering.
-    runs = Run.objects.filter(pk__in=queryset.values("pk"))
+    # Of the workspace the user acts in, whatever the changelist was given.
+    runs = in_workspace(Run.objects.filter(pk__in=queryset.values("pk")), request.user)
     requests = agent_config_visible_to(user=request.user)  # the system prompts in model calls' requests
     response = StreamingHttpResponse(
         thread_stream(lambda: ledger_export_lines(runs=runs, format=format, requests=requests)),

@@ -14,8 +14,10 @@ whose size does not grow with the ledger:
 - broker queue depths come from the monitoring page's cached probe;
 - alerts firing: one gauge per enabled rule (or rule still firing), 1 while it has an open firing.
 
-Scraped with `Authorization: Bearer <AGENTRY_METRICS_TOKEN>`, or by a staff member allowed to
-see runs in a browser session.
+Scraped with `Authorization: Bearer <AGENTRY_METRICS_TOKEN>` (the whole installation), or by a
+staff member allowed to see runs in a browser session (the workspace they act in, through
+workspaces.access.in_workspace). The per-agent families carry a `workspace` label (its slug);
+the totals keep their labels.
 """
 
 import hmac
@@ -31,6 +33,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from alerts.models import AlertRule
 from alerts.selectors import alert_rules_firing
 from console.monitoring.broker import queue_depths
 from conversations.models import Approval, LLMCall, Run, ToolInvocation
@@ -40,6 +43,7 @@ from conversations.workspace_usage import Period, workspaces_usage
 from engine.dispatch import ACTIVE_STATUSES
 from platform_site.error_responses import error_json
 from platform_site.http_methods import require_GET
+from workspaces.access import in_workspace
 
 # Seconds: from a fast tool to a model call that waits on a long answer.
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -68,7 +72,16 @@ def _histogram(name: str, documentation: str, rows) -> GaugeHistogramMetricFamil
     return GaugeHistogramMetricFamily(name, documentation, buckets=buckets, gsum_value=(counts["total"] or 0) / 1000)
 
 
+def _everything(queryset):
+    return queryset
+
+
 class LedgerCollector:
+    """`scope` narrows every read to what the scraper may see (the bearer token: everything)."""
+
+    def __init__(self, scope=_everything):
+        self.scope = scope
+
     def collect(self):
         yield from self._runs()
         yield from self._model_calls()
@@ -79,38 +92,43 @@ class LedgerCollector:
     def _runs(self):
         active = GaugeMetricFamily("agentry_runs", "Runs open now, by status.", labels=["status"])
         counts = dict(
-            Run.objects.filter(status__in=ACTIVE_STATUSES).values_list("status").annotate(n=Count("pk")).order_by()
+            self.scope(Run.objects.filter(status__in=ACTIVE_STATUSES))
+            .values_list("status")
+            .annotate(n=Count("pk"))
+            .order_by()
         )
         for status in ACTIVE_STATUSES:
             active.add_metric([status], counts.get(status, 0))
         yield active
         finished = CounterMetricFamily(
             "agentry_runs_finished",
-            "Runs ended, by agent, status and stop reason.",
-            labels=["agent", "status", "stop_reason"],
+            "Runs ended, by workspace, agent, status and stop reason.",
+            labels=["workspace", "agent", "status", "stop_reason"],
         )
         rows = (
-            RunHourly.objects.values_list("agent__slug", "status", "stop_reason")
+            self.scope(RunHourly.objects.all())
+            .values_list("agent__workspace__slug", "agent__slug", "status", "stop_reason")
             .annotate(n=Sum("runs"))
-            .order_by("agent__slug", "status", "stop_reason")
+            .order_by("agent__workspace__slug", "agent__slug", "status", "stop_reason")
         )
-        for agent, status, stop_reason, n in rows:
-            finished.add_metric([agent, status, stop_reason], n)
+        for workspace, agent, status, stop_reason, n in rows:
+            finished.add_metric([workspace, agent, status, stop_reason], n)
         yield finished
 
     def _model_calls(self):
-        labels = ["agent", "model"]
+        labels = ["workspace", "agent", "model"]
         calls = CounterMetricFamily("agentry_model_calls", "Model call attempts.", labels=[*labels, "status"])
         tokens = CounterMetricFamily("agentry_tokens", "Tokens used, by kind.", labels=[*labels, "kind"])
         cost = CounterMetricFamily("agentry_cost", "Cost of the model calls, in the prices' currency.", labels=labels)
         sums = {field: Sum(field) for field in USAGE_FIELDS if field in _TOKEN_KINDS}
         rows = (
-            LLMCallHourly.objects.values("agent__slug", "model_config__name")
+            self.scope(LLMCallHourly.objects.all())
+            .values("agent__workspace__slug", "agent__slug", "model_config__name")
             .annotate(calls=Sum("calls"), failed=Sum("failed"), cost=Sum("cost"), **sums)
-            .order_by("agent__slug", "model_config__name")
+            .order_by("agent__workspace__slug", "agent__slug", "model_config__name")
         )
         for row in rows:
-            key = [row["agent__slug"], row["model_config__name"]]
+            key = [row["agent__workspace__slug"], row["agent__slug"], row["model_config__name"]]
             calls.add_metric([*key, "succeeded"], row["calls"] - row["failed"])
             calls.add_metric([*key, "failed"], row["failed"])
             for field, kind in _TOKEN_KINDS.items():
@@ -120,12 +138,12 @@ class LedgerCollector:
         yield _histogram(
             "agentry_model_call_latency_seconds",
             "Latency of the model call attempts of the recent window.",
-            LLMCall.objects.filter(started_at__gte=_window_start()),
+            self.scope(LLMCall.objects.filter(started_at__gte=_window_start())),
         )
 
     def _tools(self):
         # Through the model call that asked for them: its start-time index bounds the scan.
-        recent = ToolInvocation.objects.filter(llm_call__started_at__gte=_window_start())
+        recent = self.scope(ToolInvocation.objects.filter(llm_call__started_at__gte=_window_start()))
         calls = GaugeMetricFamily(
             "agentry_tool_calls_recent",
             "Tool calls of the recent window, by tool and status.",
@@ -143,7 +161,7 @@ class LedgerCollector:
             if queue["depth"] is not None:
                 queued.add_metric([queue["name"]], queue["depth"])
         yield queued
-        pending = Approval.objects.filter(status=Approval.Status.PENDING).aggregate(
+        pending = self.scope(Approval.objects.filter(status=Approval.Status.PENDING)).aggregate(
             n=Count("pk"), oldest=Min("created_at")
         )
         yield GaugeMetricFamily("agentry_approvals_pending", "Approvals waiting for a decision.", value=pending["n"])
@@ -154,7 +172,7 @@ class LedgerCollector:
 
     def _alerts(self):
         firing = GaugeMetricFamily("agentry_alerts_firing", "1 while the alert rule fires, by rule.", labels=["rule"])
-        for rule, is_firing in alert_rules_firing():
+        for rule, is_firing in alert_rules_firing(self.scope(AlertRule.objects.all())):
             firing.add_metric([rule], int(is_firing))
         yield firing
 
@@ -230,7 +248,15 @@ def metrics(request):
         )
     if not bearer and not (request.user.is_staff and request.user.has_perm("conversations.view_run")):
         return error_json(request, 403, _("You are not allowed to read the metrics."), code="permission_denied")
-    return HttpResponse(generate_latest(_registry), content_type=CONTENT_TYPE_LATEST)
+    registry = _registry if bearer else _session_registry(request.user)
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+def _session_registry(user) -> CollectorRegistry:
+    """A signed-in scraper's metrics: of the workspace they act in only."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LedgerCollector(scope=lambda queryset: in_workspace(queryset, user)))
+    return registry
 
 
 urlpatterns = [path("metrics", metrics, name="metrics")]

@@ -12,6 +12,7 @@ from console.monitoring.views import TRY_PERMISSIONS, VIEW_PERMISSION
 from console.workspace_usage import VIEW_PERMISSION as USAGE_PERMISSION
 from conversations.models import Approval
 from conversations.permissions import user_may_decide
+from workspaces.access import in_workspace
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ def operator_links(user) -> list[OperatorLink]:
             )
         )
     if user.is_authenticated and user_may_decide(user):
-        pending = Approval.objects.filter(status=Approval.Status.PENDING).count()
+        # The workspace's own: another's waiting approvals are neither shown nor counted.
+        pending = in_workspace(Approval.objects.filter(status=Approval.Status.PENDING), user).count()
         links.append(
             OperatorLink(
                 "approvals",

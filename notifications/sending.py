@@ -25,8 +25,15 @@ from platform_site import outbound
 from platform_site.backoff import backoff_delay, is_retryable_status, parse_retry_after
 from platform_site.crypto import SecretDecryptionError
 from platform_site.signatures import webhook_signature
+from workspaces.membership import approver_emails
 
 RESPONSE_EXCERPT_CHARS = 2000
+# The events about an approval: its request, its escalation, its decision or expiry.
+APPROVAL_EVENT_TYPES = (
+    chat_formats.APPROVAL_REQUESTED,
+    chat_formats.APPROVAL_ESCALATED,
+    *chat_formats.APPROVAL_SETTLED,
+)
 RESPONSE_EXCERPT_BYTES = 4 * RESPONSE_EXCERPT_CHARS  # enough for the excerpt in any UTF-8 text
 
 
@@ -109,11 +116,25 @@ def _email_send(delivery: WebhookDelivery) -> Outcome:
         event_type=delivery.event_type, payload=delivery.payload, link=_approval_link(delivery.payload)
     )
     subject, body = chat_formats.email_text(message)
+    recipients = _email_recipients(delivery)
+    if not recipients:
+        return None, "", _("None of the addresses is a member who may decide this workspace's approvals."), False, None
     try:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, delivery.webhook.recipients)
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
     except Exception as exc:
         return None, "", f"{type(exc).__name__}: {exc}"[:RESPONSE_EXCERPT_CHARS], True, None
     return None, "", "", False, None
+
+
+def _email_recipients(delivery: WebhookDelivery) -> list[str]:
+    """The webhook's addresses; for an approval, only those of the members of the run's agent's
+    workspace who may decide its approvals: a request (its tool, its arguments) is not mailed to
+    another team or to someone who only reads."""
+    recipients = delivery.webhook.recipients
+    if delivery.event_type not in APPROVAL_EVENT_TYPES:
+        return recipients
+    approvers = approver_emails(workspace_id=delivery.webhook.agent.workspace_id)
+    return [address for address in recipients if address.lower() in approvers]
 
 
 def _post(url: str, body: bytes, headers: dict) -> tuple[Outcome, str]:

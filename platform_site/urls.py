@@ -20,6 +20,8 @@ urlpatterns = [
     path("favicon.ico", favicon),
     # Prometheus scrapes; bearer token or staff session (console.metrics).
     path("", include("console.metrics")),
+    # The header's workspace switcher (POST /workspace/).
+    path("", include("workspaces.urls")),
     path("monitor/", include("console.monitoring.urls")),
     path("api/v1/", include("api.urls")),
     path("approvals/", include("console.approvals.urls")),

@@ -19,6 +19,7 @@ from evals.compare import (
 from evals.models import EvalRun, EvalRunStatus
 from evals.selectors import eval_results_data
 from platform_site.http_methods import require_GET
+from workspaces.access import in_workspace
 
 VIEW_PERMISSION = "evals.view_evalrun"
 
@@ -50,8 +51,10 @@ def _threshold(request, name: str, default: float) -> float:
     return value
 
 
-def _finished(eval_run_id: int) -> EvalRun:
-    eval_run = get_object_or_404(EvalRun.objects.select_related("suite", "agent_version__agent"), pk=eval_run_id)
+def _finished(request, eval_run_id: int) -> EvalRun:
+    # Another workspace's eval run is not found (404), as one that does not exist.
+    eval_runs = in_workspace(EvalRun.objects.select_related("suite", "agent_version__agent"), request.user)
+    eval_run = get_object_or_404(eval_runs, pk=eval_run_id)
     if eval_run.status == EvalRunStatus.FAILED:
         raise BadParameter(
             _("Eval run %(id)s failed and has no results to compare: %(error)s")
@@ -71,8 +74,8 @@ def compare(request):
             max_cost_increase=_threshold(request, "max_cost_increase", DEFAULT_MAX_COST_INCREASE),
             max_latency_increase=_threshold(request, "max_latency_increase", DEFAULT_MAX_LATENCY_INCREASE),
         )
-        baseline = _finished(_id(request, "baseline"))
-        candidate = _finished(_id(request, "candidate"))
+        baseline = _finished(request, _id(request, "baseline"))
+        candidate = _finished(request, _id(request, "candidate"))
     except BadParameter as exc:
         return HttpResponseBadRequest(str(exc))
     base_cases, cand_cases = eval_case_results(eval_run=baseline), eval_case_results(eval_run=candidate)

@@ -29,7 +29,10 @@ class ForkChoices:
 
 def fork_choices(*, run: Run) -> ForkChoices:
     numbers = AgentVersion.objects.filter(agent_id=run.agent_id).order_by("-number").values_list("number", flat=True)
-    configs = ModelConfig.objects.order_by("name").values_list("pk", "name", "model")
+    # The run's workspace's model configs: a fork bills a key of its own workspace.
+    configs = (
+        ModelConfig.objects.filter(workspace=run.agent.workspace_id).order_by("name").values_list("pk", "name", "model")
+    )
     return ForkChoices(
         versions=[(DRAFT, _("draft")), (PUBLISHED, _("published"))] + [(str(n), f"v{n}") for n in numbers],
         models=[(pk, f"{name} ({model})") for pk, name, model in configs],

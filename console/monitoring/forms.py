@@ -8,6 +8,7 @@ from agents.run_choices import RunChoiceRefused, run_choice_check
 from agents.selectors import agents_usable_by
 from conversations.end_users import END_USER_MAX_CHARS, EndUserInvalid, end_user_clean
 from evals.models import EvalSuite
+from workspaces.access import in_workspace
 
 
 class AgentChoiceField(forms.ModelChoiceField):
@@ -90,5 +91,10 @@ class TryAgentForm(forms.Form):
 
 
 class EvalCaseFromRunForm(forms.Form):
-    suite = forms.ModelChoiceField(queryset=EvalSuite.objects.order_by("name"), label=_("Suite"))
+    suite = forms.ModelChoiceField(queryset=EvalSuite.objects.none(), label=_("Suite"))
     name = forms.CharField(max_length=100, label=_("Case name"))
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The suites of the workspace the user acts in.
+        self.fields["suite"].queryset = in_workspace(EvalSuite.objects.order_by("name"), user)

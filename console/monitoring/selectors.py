@@ -3,6 +3,9 @@
 Everything about the past comes from the hourly rollups (a few rows per hour, whatever the
 size of the ledger); what is happening now comes from the runs table through its status index
 (active runs are few); the broker and the workers are asked through cached probes.
+
+Each read is of the workspace the user acts in (workspaces.access.in_workspace); the broker's
+queues and the workers are the installation's, shared by every workspace.
 """
 
 from datetime import datetime, timedelta
@@ -26,24 +29,28 @@ from conversations.selectors import run_final_answer
 from conversations.usage import USAGE_FIELDS
 from engine.memory import memory_extraction_spent
 from evals.selectors import eval_runs_latest
+from workspaces.access import in_workspace, in_workspace_of
 
 RUN_COST_SCALE = Decimal(1).scaleb(-Run._meta.get_field("cost").decimal_places)
 ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_CHILDREN)
 ENDED_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED)
 
 
-def runs_now() -> dict[str, int]:
+def runs_now(*, user) -> dict[str, int]:
     counts = dict(
-        Run.objects.filter(status__in=ACTIVE_STATUSES).values_list("status").annotate(n=Count("id")).order_by()
+        in_workspace(Run.objects.filter(status__in=ACTIVE_STATUSES), user)
+        .values_list("status")
+        .annotate(n=Count("id"))
+        .order_by()
     )
     return {status: counts.get(status, 0) for status in ACTIVE_STATUSES}
 
 
-def stuck_runs(*, now: datetime, limit: int = 50) -> list[dict]:
+def stuck_runs(*, user, now: datetime, limit: int = 50) -> list[dict]:
     """Running runs whose lease lapsed (their worker is gone) or that run past the threshold."""
     threshold = now - timedelta(seconds=settings.AGENTRY_MONITOR_STUCK_SECONDS)
     runs = (
-        Run.objects.filter(status=RunStatus.RUNNING)
+        in_workspace(Run.objects.filter(status=RunStatus.RUNNING), user)
         .filter(Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True) | Q(started_at__lt=threshold))
         .select_related("agent")
         .order_by("started_at")[:limit]
@@ -69,10 +76,13 @@ def _hours(start: datetime, count: int) -> list[datetime]:
     return [start + timedelta(hours=i) for i in range(count)]
 
 
-def runs_by_hour(*, start: datetime, hours: int) -> list[dict]:
+def runs_by_hour(*, user, start: datetime, hours: int) -> list[dict]:
     counts: dict[tuple, int] = {}
     for hour, status, n in (
-        RunHourly.objects.filter(hour__gte=start).values_list("hour", "status").annotate(n=Sum("runs")).order_by()
+        in_workspace(RunHourly.objects.filter(hour__gte=start), user)
+        .values_list("hour", "status")
+        .annotate(n=Sum("runs"))
+        .order_by()
     ):
         counts[(hour, status)] = n
     return [
@@ -81,19 +91,18 @@ def runs_by_hour(*, start: datetime, hours: int) -> list[dict]:
     ]
 
 
-def outcomes(*, start: datetime) -> dict:
-    """Failure rates and the most frequent stop reasons and errors since `start`."""
-    by_status = dict(RunHourly.objects.filter(hour__gte=start).values_list("status").annotate(n=Sum("runs")).order_by())
+def outcomes(*, user, start: datetime) -> dict:
+    """Failure rates and the most frequent stop reasons and errors since `start`. The error
+    rollup has no agent to place it in a workspace: its rows are a superuser's only."""
+    run_rows = in_workspace(RunHourly.objects.filter(hour__gte=start), user)
+    by_status = dict(run_rows.values_list("status").annotate(n=Sum("runs")).order_by())
     ended, failed = sum(by_status.values()), by_status.get(RunStatus.FAILED, 0)
-    calls = LLMCallHourly.objects.filter(hour__gte=start).aggregate(calls=Sum("calls"), failed=Sum("failed"))
-    stop_reasons = (
-        RunHourly.objects.filter(hour__gte=start)
-        .values("status", "stop_reason")
-        .annotate(count=Sum("runs"))
-        .order_by("-count")[:10]
+    calls = in_workspace(LLMCallHourly.objects.filter(hour__gte=start), user).aggregate(
+        calls=Sum("calls"), failed=Sum("failed")
     )
+    stop_reasons = run_rows.values("status", "stop_reason").annotate(count=Sum("runs")).order_by("-count")[:10]
     errors = (
-        ErrorHourly.objects.filter(hour__gte=start)
+        in_workspace(ErrorHourly.objects.filter(hour__gte=start), user)
         .values("source", "message")
         .annotate(count=Sum("count"))
         .order_by("-count")[:10]
@@ -110,12 +119,11 @@ def outcomes(*, start: datetime) -> dict:
     }
 
 
-def model_latency(*, start: datetime) -> list[dict]:
+def model_latency(*, user, start: datetime) -> list[dict]:
     """p50 / p95 of successful model-call latency per model config (from the histograms)."""
     per_model: dict[int, dict] = {}
-    for model_id, calls, failed, hist in LLMCallHourly.objects.filter(hour__gte=start).values_list(
-        "model_config_id", "calls", "failed", "latency_histogram"
-    ):
+    hourly = in_workspace(LLMCallHourly.objects.filter(hour__gte=start), user)
+    for model_id, calls, failed, hist in hourly.values_list("model_config_id", "calls", "failed", "latency_histogram"):
         entry = per_model.setdefault(model_id, {"calls": 0, "failed": 0, "histograms": []})
         entry["calls"] += calls
         entry["failed"] += failed
@@ -137,13 +145,13 @@ def model_latency(*, start: datetime) -> list[dict]:
     return sorted(rows, key=lambda row: row["name"])
 
 
-def usage_by_agent_day(*, days: int, now: datetime) -> dict:
+def usage_by_agent_day(*, user, days: int, now: datetime) -> dict:
     """Tokens by kind and cost per agent per day (days in the site's time zone)."""
     today = timezone.localdate(now)
     first_day = today - timedelta(days=days - 1)
     start = floor_hour(timezone.make_aware(datetime.combine(first_day, datetime.min.time())))
     rows = (
-        LLMCallHourly.objects.filter(hour__gte=start)
+        in_workspace(LLMCallHourly.objects.filter(hour__gte=start), user)
         .values("hour", "agent_id")
         .annotate(cost=Sum("cost"), **{kind: Sum(kind) for kind in USAGE_FIELDS})
         .order_by()
@@ -170,14 +178,14 @@ def usage_by_agent_day(*, days: int, now: datetime) -> dict:
     return {"days": [day.isoformat() for day in day_list], "agents": agents}
 
 
-def memory_extractions(*, start: datetime, now: datetime) -> list[dict]:
+def memory_extractions(*, user, start: datetime, now: datetime) -> list[dict]:
     """Per agent that keeps long-term memory (or made extraction calls since `start`): its
     extraction calls that ended since then, how many succeeded (an answer that could not be
     used is a failed call), their tokens, and today's spend against its daily extraction budget
     (engine.memory). Read from the ledger by the calls' start, within the window only."""
-    ended = LLMCall.objects.filter(purpose=LLMCall.Purpose.MEMORY, started_at__gte=start, started_at__lte=now).exclude(
-        status=LLMCall.Status.STARTED
-    )
+    ended = in_workspace(
+        LLMCall.objects.filter(purpose=LLMCall.Purpose.MEMORY, started_at__gte=start, started_at__lte=now), user
+    ).exclude(status=LLMCall.Status.STARTED)
     counts = {
         row["run__agent_id"]: row
         for row in ended.values("run__agent_id")
@@ -188,7 +196,7 @@ def memory_extractions(*, start: datetime, now: datetime) -> list[dict]:
         )
         .order_by()
     }
-    agents = Agent.objects.filter(Q(memory_enabled=True) | Q(pk__in=counts)).order_by("name", "pk")
+    agents = in_workspace(Agent.objects.filter(Q(memory_enabled=True) | Q(pk__in=counts)), user).order_by("name", "pk")
     rows = []
     for agent in agents.only("pk", "name", "time_zone", "memory_enabled", "memory_daily_tokens"):
         row = counts.get(agent.pk, {})
@@ -212,8 +220,8 @@ def memory_extractions(*, start: datetime, now: datetime) -> list[dict]:
     return rows
 
 
-def alerts_open() -> list[dict]:
-    """The alert firings open now, oldest first."""
+def alerts_open(*, user) -> list[dict]:
+    """The open alert firings of the workspace's rules, oldest first."""
     return [
         {
             "id": firing.pk,
@@ -227,6 +235,7 @@ def alerts_open() -> list[dict]:
             "started_at": firing.started_at.isoformat(),
         }
         for firing in alert_firings_open()
+        if in_workspace_of(user, firing)
     ]
 
 
@@ -240,13 +249,13 @@ def _eval_score(eval_run) -> dict | None:
     }
 
 
-def live_versions(*, start: datetime) -> list[dict]:
+def live_versions(*, user, start: datetime) -> list[dict]:
     """Each published agent's live versions side by side (the published one, and a canary's
     candidate while one runs): runs since `start`, failure rate, stop reasons, tokens, cost and
     model latency. Read from the runs of those versions (the hourly rollups are per agent, not per
     version); the version foreign key's index keeps it to their runs."""
     agents = list(
-        Agent.objects.filter(published_version__isnull=False)
+        in_workspace(Agent.objects.filter(published_version__isnull=False), user)
         .select_related("published_version", "canary_version")
         .only(
             "name",
@@ -338,8 +347,9 @@ def rollup_freshness(*, now: datetime) -> dict:
     }
 
 
-def dashboard_snapshot(*, hours: int = 24, days: int = 7) -> dict:
-    """Everything the monitoring page shows, as plain JSON-ready data."""
+def dashboard_snapshot(*, user, hours: int = 24, days: int = 7) -> dict:
+    """Everything the monitoring page shows of the workspace `user` acts in, as plain JSON-ready
+    data."""
     now = timezone.now()
     start = floor_hour(now) - timedelta(hours=hours - 1)
     return {
@@ -349,15 +359,15 @@ def dashboard_snapshot(*, hours: int = 24, days: int = 7) -> dict:
         "hours": hours,
         "days": days,
         "rollups": rollup_freshness(now=now),
-        "runs_now": runs_now(),
-        "stuck_runs": stuck_runs(now=now),
+        "runs_now": runs_now(user=user),
+        "stuck_runs": stuck_runs(user=user, now=now),
         "stuck_after_seconds": settings.AGENTRY_MONITOR_STUCK_SECONDS,
-        "runs_by_hour": runs_by_hour(start=start, hours=hours),
-        "outcomes": outcomes(start=start),
-        "latency": model_latency(start=start),
-        "releases": live_versions(start=start),
-        "usage": usage_by_agent_day(days=days, now=now),
-        "memory": memory_extractions(start=start, now=now),
+        "runs_by_hour": runs_by_hour(user=user, start=start, hours=hours),
+        "outcomes": outcomes(user=user, start=start),
+        "latency": model_latency(user=user, start=start),
+        "releases": live_versions(user=user, start=start),
+        "usage": usage_by_agent_day(user=user, days=days, now=now),
+        "memory": memory_extractions(user=user, start=start, now=now),
         "broker": queue_depths(),
         "workers": workers_online(),
         "flower_url": settings.AGENTRY_FLOWER_URL,

@@ -45,6 +45,7 @@ from engine.operations import (
 from evals.services import eval_case_from_run
 from platform_site.http_methods import require_GET, require_POST
 from platform_site.logs import bind
+from workspaces.access import in_workspace
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +104,8 @@ def operator_required(*permissions: str, json: bool = False):
 
 def _snapshot(request, *, hours: int, days: int) -> dict:
     """The dashboard's data, headed by the open alert firings for those who may see them."""
-    snapshot = dashboard_snapshot(hours=hours, days=days)
-    snapshot["alerts"] = alerts_open() if request.user.has_perm(VIEW_FIRINGS_PERMISSION) else None
+    snapshot = dashboard_snapshot(user=request.user, hours=hours, days=days)
+    snapshot["alerts"] = alerts_open(user=request.user) if request.user.has_perm(VIEW_FIRINGS_PERMISSION) else None
     return snapshot
 
 
@@ -145,8 +146,11 @@ def dashboard_data(request):
     return JsonResponse(_snapshot(request, hours=hours, days=days), encoder=DjangoJSONEncoder)
 
 
-def _run(run_id) -> Run:
-    return get_object_or_404(Run.objects.select_related("agent", "agent_version"), pk=run_id)
+def _run(request, run_id) -> Run:
+    """The run, if it is of the workspace the user acts in (else 404, as if there were none)."""
+    return get_object_or_404(
+        in_workspace(Run.objects.select_related("agent", "agent_version"), request.user), pk=run_id
+    )
 
 
 def _with_fork_forms(request, run: Run, export: dict, rows: list[dict], bound: ForkForm | None) -> None:
@@ -162,7 +166,7 @@ def _with_fork_forms(request, run: Run, export: dict, rows: list[dict], bound: F
 def _timeline_page(request, run: Run, *, case_form=None, fork_form=None, status: int = 200):
     export = run_timeline_export(run=run, requests=agent_config_visible_to(user=request.user))
     if case_form is None and request.user.has_perm(ADD_EVAL_CASE_PERMISSION):
-        case_form = EvalCaseFromRunForm()
+        case_form = EvalCaseFromRunForm(user=request.user)
     rows = timeline_rows(export["steps"])
     _with_fork_forms(request, run, export, rows, fork_form)
     response = _page(
@@ -189,7 +193,7 @@ def _timeline_page(request, run: Run, *, case_form=None, fork_form=None, status:
 @require_GET
 @operator_required(VIEW_PERMISSION)
 def run_timeline_page(request, run_id):
-    return _timeline_page(request, _run(run_id))
+    return _timeline_page(request, _run(request, run_id))
 
 
 @require_POST
@@ -197,8 +201,8 @@ def run_timeline_page(request, run_id):
 def run_eval_case(request, run_id):
     """The run as a new case of an eval suite; the operator then fills in its expectations on the
     case's admin page. A bad choice shows the timeline again with the form's errors."""
-    run = _run(run_id)
-    form = EvalCaseFromRunForm(request.POST)
+    run = _run(request, run_id)
+    form = EvalCaseFromRunForm(request.POST, user=request.user)
     if form.is_valid():
         try:
             case = eval_case_from_run(run=run, suite=form.cleaned_data["suite"], name=form.cleaned_data["name"])
@@ -221,7 +225,7 @@ def run_eval_case(request, run_id):
 def run_fork_post(request, run_id, step):
     """A fork of the run from `step`, with the change the step's form asks for; then the fork
     beside its source. What cannot be forked shows the timeline again with the reason (400)."""
-    run = _run(run_id)
+    run = _run(request, run_id)
     form = ForkForm(
         request.POST, step=step, choices=fork_choices(run=run), tool_calls=step_tool_calls(run=run, step=step)
     )
@@ -252,7 +256,7 @@ def run_fork_post(request, run_id, step):
 @operator_required(VIEW_PERMISSION)
 def run_compare(request, run_id):
     """A fork beside its source from the fork step on, with the differences marked."""
-    fork = _run(run_id)
+    fork = _run(request, run_id)
     if fork.forked_from_id is None:
         raise Http404("this run is not a fork, or its source was deleted")
     try:
@@ -272,7 +276,7 @@ def run_compare(request, run_id):
 @operator_required(VIEW_PERMISSION, json=True)
 def run_timeline_json(request, run_id):
     return JsonResponse(
-        run_timeline_export(run=_run(run_id), requests=agent_config_visible_to(user=request.user)),
+        run_timeline_export(run=_run(request, run_id), requests=agent_config_visible_to(user=request.user)),
         encoder=DjangoJSONEncoder,
         json_dumps_params={"ensure_ascii": False, "indent": 2},
     )
@@ -285,7 +289,7 @@ def run_events_json(request, run_id):
         after = _int_param(request, "after", 0, 0, 2**31 - 1)
     except BadParameter as exc:
         return _json_error(str(exc))
-    run = get_object_or_404(Run, pk=run_id)
+    run = get_object_or_404(in_workspace(Run.objects.all(), request.user), pk=run_id)
     data = run_events_after(run=run, after=after)
     # A link to each approval the run waits for, for those who may decide it.
     may_decide = user_may_decide(request.user)
@@ -302,6 +306,8 @@ def run_events_json(request, run_id):
 def run_action(request, run_id, action):
     if action not in ACTIONS:
         raise Http404("no such action")
+    # Another workspace's run is not found, before anything is done to it.
+    get_object_or_404(in_workspace(Run.objects.all(), request.user), pk=run_id)
     try:
         ACTIONS[action](run_id=run_id, user=request.user)
     except Run.DoesNotExist:
@@ -329,6 +335,9 @@ def try_agent(request):
 @operator_required(*TRY_PERMISSIONS, json=True)
 def try_agent_send(request):
     form = TryAgentForm(request.POST, user=request.user)
+    if not form.is_valid() and form.has_error("agent", "invalid_choice"):
+        # An agent the user may not talk to (another workspace's, a group's): not found.
+        return _json_error(_("No such agent."), status=404)
     if not form.is_valid():
         first = next(iter(form.errors.items()))
         return JsonResponse({"message": f"{first[0]}: {' '.join(first[1])}", "extra": form.errors}, status=400)

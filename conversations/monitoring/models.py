@@ -48,20 +48,25 @@ class RunHourly(models.Model):
 
 
 class ErrorHourly(models.Model):
-    """How often each error was seen in one hour: failed runs' errors and failed model attempts'."""
+    """How often each error was seen in one hour, per agent: failed runs' errors and failed model
+    attempts'."""
 
     class Source(models.TextChoices):
         RUN = "run"
         LLM_CALL = "llm_call"
 
+    # Its workspace is its agent's (workspaces.access.in_workspace).
+    workspace_path = "agent__workspace"
     hour = models.DateTimeField()
+    # Empty only on rows rolled up before errors were counted per agent (a superuser's only).
+    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="+", null=True)
     source = models.CharField(max_length=16, choices=Source.choices)
     message = models.CharField(max_length=300)
     count = models.PositiveIntegerField(default=0)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["hour", "source", "message"], name="error_hourly_unique"),
+            models.UniqueConstraint(fields=["hour", "agent", "source", "message"], name="error_hourly_agent_unique"),
         ]
 
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Case, Count, FloatField, Max, Min, Q, Sum, Value, When
+from django.db.models import Case, Count, F, FloatField, Max, Min, Q, Sum, Value, When
 from django.db.models.functions import Cast, Floor, Greatest, Ln, TruncHour
 from django.utils import timezone
 
@@ -129,22 +129,23 @@ def _error_rows(start: datetime) -> list[ErrorHourly]:
         (
             ErrorHourly.Source.RUN,
             Run.objects.filter(PRODUCTION_RUNS, finished_at__gte=start, status=RunStatus.FAILED).annotate(
-                hour=TruncHour("finished_at", tzinfo=UTC)
+                hour=TruncHour("finished_at", tzinfo=UTC), of_agent=F("agent_id")
             ),
         ),
         (
             ErrorHourly.Source.LLM_CALL,
             LLMCall.objects.filter(PRODUCTION_CALLS, started_at__gte=start, status=LLMCall.Status.FAILED).annotate(
-                hour=TruncHour("started_at", tzinfo=UTC)
+                hour=TruncHour("started_at", tzinfo=UTC), of_agent=F("run__agent_id")
             ),
         ),
     ]
     for source, queryset in sources:
-        for group in queryset.values("hour", "error").annotate(n=Count("id")).order_by():
-            key = (group["hour"], source, error_summary(group["error"]))
+        for group in queryset.values("hour", "of_agent", "error").annotate(n=Count("id")).order_by():
+            key = (group["hour"], group["of_agent"], source, error_summary(group["error"]))
             counts[key] = counts.get(key, 0) + group["n"]
     return [
-        ErrorHourly(hour=hour, source=source, message=message, count=n) for (hour, source, message), n in counts.items()
+        ErrorHourly(hour=hour, agent_id=agent_id, source=source, message=message, count=n)
+        for (hour, agent_id, source, message), n in counts.items()
     ]
 
 

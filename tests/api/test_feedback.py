@@ -186,7 +186,7 @@ def test_add_to_eval_suite_makes_cases_of_the_runs_with_the_eval_permission_only
 # --- the dashboard -----------------------------------------------------------------------------
 
 
-def test_the_live_versions_table_counts_feedback_and_its_negative_rate_per_version(client, owner):
+def test_the_live_versions_table_counts_feedback_and_its_negative_rate_per_version(client, owner, admin_user):
     now = timezone.now()
     agent = make_agent(name="Rated")
     version = version_publish(agent=agent, user=user_with("agents.publish_agent"), note="v1").version
@@ -196,7 +196,7 @@ def test_the_live_versions_table_counts_feedback_and_its_negative_rate_per_versi
         run.save(update_fields=["agent_version"])
         RunFeedback.objects.create(run=run, rating=rating)
     ledger_run(agent, finished_at=now)  # not rated
-    [row] = live_versions(start=now - timedelta(hours=1))
+    [row] = live_versions(user=admin_user, start=now - timedelta(hours=1))
     [published] = row["versions"]
     assert published["feedback"] == 4 and published["negative_feedback"] == 3
     assert published["negative_feedback_rate"] == 0.75

@@ -86,6 +86,9 @@ def test_metrics_count_runs_calls_tokens_cost_tools_and_approvals(client, token,
     model = agent.model_config.name
 
     def value(name, **labels):
+        if "agent" in labels:
+            # The per-agent families name the agent's workspace too.
+            labels["workspace"] = agent.workspace.slug
         return samples[(name, frozenset(labels.items()))]
 
     assert value("agentry_runs", status="awaiting_approval") == 1

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 TRY = ("conversations.view_run", "conversations.add_run")
 
 
-def test_live_versions_compares_the_published_version_and_the_canary():
+def test_live_versions_compares_the_published_version_and_the_canary(admin_user):
     now = timezone.now()
     agent = make_agent(name="Canaried")
     make_agent(name="Never published")
@@ -60,7 +60,7 @@ def test_live_versions_compares_the_published_version_and_the_canary():
     )
     EvalRun.objects.create(suite=suite, agent_version=candidate, status="running")
 
-    [row] = live_versions(start=now - timedelta(hours=1))
+    [row] = live_versions(user=admin_user, start=now - timedelta(hours=1))
     published, canary = row["versions"]
     assert row["name"] == "Canaried"
     assert published == {

@@ -23,7 +23,7 @@ def broker_probes(monkeypatch):
     monkeypatch.setattr("console.monitoring.selectors.workers_online", lambda: {"online": []})
 
 
-def test_latency_percentiles_per_model_come_from_the_hourly_histograms(broker_probes):
+def test_latency_percentiles_per_model_come_from_the_hourly_histograms(broker_probes, admin_user):
     now = timezone.now()
     fast = make_agent(model_config=ModelConfigFactory(name="fast"))
     slow = make_agent(model_config=ModelConfigFactory(name="slow"))
@@ -35,7 +35,7 @@ def test_latency_percentiles_per_model_come_from_the_hourly_histograms(broker_pr
     ledger_call(run_fast, started_at=now, latency_ms=90000, status="failed", error="HTTP 500", iteration=101)
 
     rollups_refresh()
-    latency = {row["name"]: row for row in dashboard_snapshot()["latency"]}
+    latency = {row["name"]: row for row in dashboard_snapshot(user=admin_user)["latency"]}
 
     assert latency["fast"]["calls"] == 101 and latency["fast"]["failed"] == 1
     # True p50 = 500 ms and p95 = 950 ms; the failed 90 s attempt does not count.
@@ -44,7 +44,7 @@ def test_latency_percentiles_per_model_come_from_the_hourly_histograms(broker_pr
     assert 4400 <= latency["slow"]["p50_ms"] <= 5600
 
 
-def test_runs_by_hour_failure_rate_stop_reasons_and_top_errors(broker_probes):
+def test_runs_by_hour_failure_rate_stop_reasons_and_top_errors(broker_probes, admin_user):
     now = timezone.now()
     agent = make_agent()
     for _ in range(3):
@@ -70,7 +70,7 @@ def test_runs_by_hour_failure_rate_stop_reasons_and_top_errors(broker_probes):
     ledger_run(agent, status="running", finished_at=None)
 
     rollups_refresh()
-    snapshot = dashboard_snapshot(hours=6)
+    snapshot = dashboard_snapshot(user=admin_user, hours=6)
 
     outcomes = snapshot["outcomes"]
     assert (outcomes["runs_ended"], outcomes["runs_failed"]) == (7, 3)
@@ -95,7 +95,7 @@ def test_runs_by_hour_failure_rate_stop_reasons_and_top_errors(broker_probes):
     assert snapshot["runs_now"]["running"] == 1
 
 
-def test_tokens_and_cost_per_agent_per_day(broker_probes):
+def test_tokens_and_cost_per_agent_per_day(broker_probes, admin_user):
     now = timezone.now()
     alpha, beta = make_agent(name="alpha"), make_agent(name="beta")
     run_a, run_b = ledger_run(alpha, finished_at=now), ledger_run(beta, finished_at=now)
@@ -104,7 +104,7 @@ def test_tokens_and_cost_per_agent_per_day(broker_probes):
     ledger_call(run_b, started_at=now, prompt_tokens=50, completion_tokens=50, reasoning_tokens=20, cost="0.5")
 
     rollups_refresh(since=now - timedelta(days=2))
-    usage = dashboard_snapshot(days=3)["usage"]
+    usage = dashboard_snapshot(user=admin_user, days=3)["usage"]
 
     assert len(usage["days"]) == 3 and usage["days"][-1] == timezone.localdate(now).isoformat()
     alpha_days = {a["name"]: a for a in usage["agents"]}["alpha"]["per_day"]
@@ -144,11 +144,11 @@ def test_refresh_rebuilds_recent_hours_and_leaves_older_ones(broker_probes):
     assert RunHourly.objects.get().runs == 1
 
 
-def test_rollups_report_their_freshness(broker_probes):
-    assert dashboard_snapshot()["rollups"]["stale"] is True
+def test_rollups_report_their_freshness(broker_probes, admin_user):
+    assert dashboard_snapshot(user=admin_user)["rollups"]["stale"] is True
     before = timezone.now()
     rollups_refresh(since=before)
-    rollups = dashboard_snapshot()["rollups"]
+    rollups = dashboard_snapshot(user=admin_user)["rollups"]
     after = timezone.now()
     # The age counts from this refresh, whatever the machine's speed.
     assert rollups["stale"] is False
@@ -164,7 +164,7 @@ def test_error_summary_and_percentile_helpers():
     assert percentile({10: 1}, 0.5) == round(1.25**10.5)
 
 
-def test_an_evaluations_runs_and_calls_stay_out_of_the_rollups(broker_probes):
+def test_an_evaluations_runs_and_calls_stay_out_of_the_rollups(broker_probes, admin_user):
     now = timezone.now()
     agent = make_agent()
     ledger_run(agent, finished_at=now)
@@ -174,6 +174,6 @@ def test_an_evaluations_runs_and_calls_stay_out_of_the_rollups(broker_probes):
     ledger_call(evaluated, started_at=now, status="failed", error="HTTP 503", iteration=1)
 
     rollups_refresh()
-    outcomes = dashboard_snapshot(hours=6)["outcomes"]
+    outcomes = dashboard_snapshot(user=admin_user, hours=6)["outcomes"]
     assert (outcomes["runs_ended"], outcomes["runs_failed"]) == (1, 0)
     assert not LLMCallHourly.objects.exists()

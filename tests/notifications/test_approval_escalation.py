@@ -29,6 +29,8 @@ from tests.notifications.test_chat_webhooks import BOT_SECRET, PUBLIC_URL, ChatR
 from tests.support.api_server import WebhookReceiver
 from tests.support.factories import make_agent
 from tests.support.runs import advance, start_run
+from workspaces.membership import membership_set
+from workspaces.roles import Role
 
 ESCALATE_AFTER = 30
 INJECTION = '<a href="https://evil.example">click</a> @all'
@@ -76,6 +78,7 @@ def parked(scripted_agent, receivers):
         Webhook.objects.create(
             agent=agent, format="email", email_to=ESCALATION_EMAILS, escalation=True, secret="whsec_mail"
         )
+        approvers_join(agent, "ops@example.com", "lead@example.com")
         run = advance(start_run(agent, "record"))
         assert run.status == "awaiting_approval", run.error
         return run, Approval.objects.get(run=run)
@@ -88,6 +91,13 @@ def approver(db):
     user = User.objects.create_user("approver", password="approver-pass-1")
     user.groups.add(Group.objects.get(name="Approvers"))
     return user
+
+
+def approvers_join(agent, *emails: str) -> None:
+    """These addresses as approvers of the agent's workspace: approvals are mailed to them only."""
+    for email in emails:
+        user = User.objects.create_user(email.split("@")[0], email=email)
+        membership_set(user=user, workspace=agent.workspace, role=Role.APPROVER)
 
 
 def _after(approval: Approval, minutes: float):
@@ -269,6 +279,7 @@ def test_an_ordinary_email_webhook_gets_the_approval_request_not_the_escalation(
         approval_escalate_after_minutes=ESCALATE_AFTER,
     )
     Webhook.objects.create(agent=agent, format="email", email_to="ops@example.com", secret="whsec_mail")
+    approvers_join(agent, "ops@example.com")
     run = advance(start_run(agent, "record"))
     assert run.status == "awaiting_approval", run.error
     approval = Approval.objects.get(run=run)
@@ -300,9 +311,15 @@ def test_an_email_webhook_needs_valid_addresses_and_other_formats_a_url():
         ({"format": "slack", "url": ""}, "url"),
     ]:
         with pytest.raises(ValidationError) as refused:
-            Webhook(agent=agent, secret="whsec_x", **fields).full_clean()
+            Webhook(agent=agent, workspace=agent.workspace, secret="whsec_x", **fields).full_clean()
         assert field in refused.value.message_dict, fields
-    Webhook(agent=agent, secret="whsec_x", format="email", email_to="ops@example.com, lead@example.com").full_clean()
+    Webhook(
+        agent=agent,
+        workspace=agent.workspace,
+        secret="whsec_x",
+        format="email",
+        email_to="ops@example.com, lead@example.com",
+    ).full_clean()
 
 
 @pytest.mark.django_db
