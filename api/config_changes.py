@@ -10,6 +10,7 @@ from django.http import StreamingHttpResponse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from agents.models import Agent
 from api.async_auth import AsyncApiError, authenticate, throttle
 from api.throttles import ApiUserThrottle
 from audit.admin import VIEW_PERMISSION
@@ -19,6 +20,7 @@ from conversations.export import CONTENT_TYPES, ExportFilterError, export_filter
 from platform_site.asyncdb import db
 from platform_site.http_methods import require_GET
 from platform_site.thread_stream import thread_stream
+from workspaces.access import in_workspace
 
 
 @require_GET
@@ -35,6 +37,8 @@ async def config_changes_export(request):
                 agent=query.get("agent", ""),
                 since=query.get("since", ""),
                 until=query.get("until", ""),
+                # Another workspace's slug is "no agent has the slug", as a missing one is.
+                agents=in_workspace(Agent.objects.all(), user),
             )
         )
     except ExportFilterError as exc:

@@ -6,7 +6,14 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.db.models import Count
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -134,6 +141,7 @@ class EvalRunDetailSerializer(EvalRunSerializer):
         fields = EvalRunSerializer.Meta.fields + ["results"]
 
 
+@extend_schema_field(OpenApiTypes.INT)
 class WorkspaceSuiteField(serializers.PrimaryKeyRelatedField):
     """A suite of the workspace the request acts in; another workspace's is "does not exist"."""
 

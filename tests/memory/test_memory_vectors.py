@@ -78,9 +78,9 @@ def _remember(owner, *statements, embedding_model=None, run=None):
         )
 
 
-def _search(owner, query=QUERY, limit=1, **options) -> list[str]:
+def _search(owner, query=QUERY, limit=1, workspace_id=None, **options) -> list[str]:
     found = memory_search(
-        workspace_id=default_workspace_id(),
+        workspace_id=workspace_id or default_workspace_id(),
         scope=SCOPE,
         owner_id=owner.pk,
         end_user="u1",
@@ -259,12 +259,13 @@ def test_an_endpoint_answering_an_error_or_no_vectors_is_a_failure_too(owner, fa
 
 def test_without_an_embedding_model_not_one_statement_more(owner):
     snapshot = {"agent": {"id": 1}, "memory": {"space": "", "kinds": KINDS, "shown": 5, "ttl_days": None}}
+    workspace_id = default_workspace_id()
     with CaptureQueriesContext(connection) as looked_up:
         assert memory_embedding_model(snapshot) is None
         assert memory_embedding_model({"agent": {"id": 1}}) is None
     with CaptureQueriesContext(connection) as applied:
         memory_apply(
-            workspace_id=default_workspace_id(),
+            workspace_id=workspace_id,
             scope=SCOPE,
             owner_id=owner.pk,
             end_user="u1",
@@ -274,7 +275,7 @@ def test_without_an_embedding_model_not_one_statement_more(owner):
             ttl_days=None,
         )
     with CaptureQueriesContext(connection) as searched:
-        _search(owner, query="成都天气")
+        _search(owner, query="成都天气", workspace_id=workspace_id)
 
     # What memory_apply and memory_search took before vectors existed: savepoint, lock, held rows,
     # two inserts, the change rows, release; and one select.
