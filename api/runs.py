@@ -434,8 +434,10 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
     def cancel(self, request, pk=None):
         run = self.get_object()
         # Who may start runs may stop their own; anyone else's takes operating runs.
-        own = run_owned_by(run=run, user=request.user) and may_start_runs(request.user)
-        if not (own or user_may_operate(request.user)):
+        owned = run_owned_by(run=run, user=request.user)
+        if owned and not may_start_runs(request.user) and not user_may_operate(request.user):
+            raise PermissionDenied(_("Your token may not start or stop runs in this workspace."))
+        if not (owned or user_may_operate(request.user)):
             raise PermissionDenied(
                 _("This run belongs to another user's conversation; you may read it but not cancel it.")
             )

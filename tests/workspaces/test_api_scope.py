@@ -21,11 +21,13 @@ from engine.admission import AgentOutsideWorkspace, conversation_start
 from engine.delegation import _refusal as delegation_refusal
 from engine.forks import ForkInvalid, ForkRequest, run_fork
 from evals.models import EvalRun, EvalSuite
+from evals.replays import ReplayFilter, ReplayInvalid, replay_suite_create
 from knowledge.keyword import term_counts
 from memory.models import Memory
 from memory.services import memory_search
 from tests.support.factories import ModelConfigFactory, make_agent, make_user
 from tests.support.ledger import ledger_call, ledger_run
+from tests.support.runs import start_run
 from triggers.hooks import hook_signature
 from triggers.models import Hook
 from widgets.models import Widget
@@ -362,6 +364,17 @@ def test_a_fork_picks_no_model_config_of_another_workspace(world):
         content_type="application/json",
     )
     assert answered.status_code in (400, 404) and MARK not in answered.content.decode()
+
+
+def test_a_replay_judges_with_no_model_config_of_another_workspace(world):
+    ended = start_run(world["agent_a"], "hello")
+    Run.objects.filter(pk=ended.pk).update(status="completed", stop_reason="final_answer")
+    chosen = ReplayFilter(agent=world["agent_a"])
+    with pytest.raises(ReplayInvalid) as refused:
+        replay_suite_create(filter=chosen, rubric="Helpful?", judge=world["model_b"])
+    assert MARK not in str(refused.value)
+    suite = replay_suite_create(filter=chosen)
+    assert suite.workspace_id == world["a"].pk
 
 
 # What each role of A may do through the API (workspaces.roles.role_permissions).
