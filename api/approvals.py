@@ -7,9 +7,10 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from api.common import ErrorSerializer, JSONInputField
+from api.common import ErrorSerializer, JSONInputField, may_own
 from conversations.approvals.selectors import approvals_filter, approvals_visible_to
 from conversations.models import Approval
+from conversations.permissions import DECIDE_PERMISSION
 from engine.approvals import (
     APPROVE,
     REJECT,
@@ -160,6 +161,9 @@ class ApprovalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     @action(detail=True, methods=["post"])
     def decision(self, request, pk=None):
         approval = self.get_object()
+        # A role or token without the decision (a viewer's) reads the queue but decides nothing.
+        if not may_own(request.user, DECIDE_PERMISSION):
+            raise PermissionDenied(_("Your token may not decide approvals."))
         body = DecisionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data

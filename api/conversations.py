@@ -16,7 +16,14 @@ from rest_framework.response import Response
 
 from agents.releases import DRAFT, PUBLISHED, UnknownVersion
 from agents.run_choices import RunChoiceRefused, run_choice_check
-from api.common import ErrorSerializer, IdempotencyKeyMismatch, JSONInputField, agent_named, reject_nul
+from api.common import (
+    ErrorSerializer,
+    IdempotencyKeyMismatch,
+    JSONInputField,
+    agent_named,
+    reject_nul,
+    runs_start_check,
+)
 from api.runs import RunDetailSerializer
 from api.throttles import ApiUserThrottle, RunStartThrottle
 from conversations.end_users import END_USER_MAX_CHARS, EndUserInvalid, end_user_clean
@@ -210,6 +217,7 @@ class ConversationViewSet(
         responses={201: ConversationDetailSerializer, 400: ErrorSerializer},
     )
     def create(self, request, *args, **kwargs):
+        runs_start_check(request.user)
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         conversation = conversation_create(owner=request.user, **serializer.validated_data)
@@ -271,6 +279,8 @@ class ConversationViewSet(
     )
     @action(detail=True, methods=["post"], throttle_classes=[ApiUserThrottle, RunStartThrottle])
     def messages(self, request, pk=None):
+        # Before the lookup: the same 403 whichever id, so it says nothing of the conversation.
+        runs_start_check(request.user)
         conversation = self.get_object()
         if conversation.owner_id != request.user.pk:
             # Staff may be allowed to read other users' conversations, never to speak in them.

@@ -14,6 +14,7 @@ from conversations.end_users import EndUser, EndUserInvalid, end_user_clean, end
 from conversations.models import Conversation, Run
 from conversations.selectors import run_children_rows
 from knowledge.selectors import searches_prefetch
+from workspaces.access import in_workspace
 
 END_USER_PARAMETER = OpenApiParameter(
     "end_user",
@@ -66,7 +67,8 @@ class EndUserConversationList(_EndUserList):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model
             return Conversation.objects.none()
         end_user, agent = self.end_user_and_agent()
-        return end_user_conversations(person=EndUser(self.request.user.pk, end_user), agent_slug=agent)
+        conversations = end_user_conversations(person=EndUser(self.request.user.pk, end_user), agent_slug=agent)
+        return in_workspace(conversations, self.request.user)
 
 
 class EndUserRunList(_EndUserList):
@@ -90,6 +92,5 @@ class EndUserRunList(_EndUserList):
         end_user, agent = self.end_user_and_agent()
         # What RunSerializer reads of each run, as GET /runs/ reads it.
         person = EndUser(self.request.user.pk, end_user)
-        return end_user_runs(person=person, reader=self.request.user, agent_slug=agent).prefetch_related(
-            searches_prefetch(), Prefetch("children", queryset=run_children_rows())
-        )
+        runs = in_workspace(end_user_runs(person=person, reader=self.request.user, agent_slug=agent), self.request.user)
+        return runs.prefetch_related(searches_prefetch(), Prefetch("children", queryset=run_children_rows()))

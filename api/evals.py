@@ -6,7 +6,14 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.db.models import Count
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -17,6 +24,7 @@ from api.throttles import ApiUserThrottle, RunStartThrottle
 from evals.jsonl import CASE_FIELDS
 from evals.models import EvalCase, EvalResult, EvalRun, EvalSuite
 from evals.services import VersionNotFound, eval_run_start, eval_version_resolve
+from workspaces.access import current_workspace, in_workspace
 
 JSON_CASE_FIELDS = ("turns", "expected_tool_calls", "forbidden_tools", "answer_schema", "tool_results")
 
@@ -133,8 +141,16 @@ class EvalRunDetailSerializer(EvalRunSerializer):
         fields = EvalRunSerializer.Meta.fields + ["results"]
 
 
+@extend_schema_field(OpenApiTypes.INT)
+class WorkspaceSuiteField(serializers.PrimaryKeyRelatedField):
+    """A suite of the workspace the request acts in; another workspace's is "does not exist"."""
+
+    def get_queryset(self):
+        return in_workspace(EvalSuite.objects.all(), self.context["request"].user)
+
+
 class EvalRunCreateSerializer(serializers.Serializer):
-    suite = serializers.PrimaryKeyRelatedField(queryset=EvalSuite.objects.all())
+    suite = WorkspaceSuiteField()
     agent = serializers.CharField(max_length=100, help_text="Slug of an agent from GET /api/v1/agents/.")
     version = serializers.CharField(
         max_length=20, default=DRAFT, help_text='"draft" (the default), "published" or a version number.'
@@ -199,10 +215,12 @@ class EvalSuiteViewSet(
     }
 
     def get_queryset(self):
-        return EvalSuite.objects.annotate(case_count=Count("cases")).order_by("name")
+        suites = EvalSuite.objects.annotate(case_count=Count("cases")).order_by("name")
+        return in_workspace(suites, self.request.user)
 
     def perform_create(self, serializer):
-        serializer.save()
+        # In the workspace the token acts in (none chosen: the installation's first).
+        serializer.save(workspace=current_workspace(self.request.user))
         # Read back with its case count, as the list shows it.
         serializer.instance = self.get_queryset().get(pk=serializer.instance.pk)
 
@@ -279,7 +297,9 @@ class EvalRunViewSet(
     }
 
     def get_queryset(self):
-        runs = EvalRun.objects.select_related("agent_version__agent").order_by("-started_at")
+        runs = in_workspace(
+            EvalRun.objects.select_related("agent_version__agent").order_by("-started_at"), self.request.user
+        )
         if self.action == "retrieve":
             runs = runs.prefetch_related("results__case")
         return runs

@@ -15,6 +15,7 @@ from api.common import ErrorSerializer, reject_nul
 from conversations.feedback import RunNotFinished, run_feedback_set
 from conversations.models import Run, RunFeedback
 from platform_site.api_errors import ApiConflict
+from workspaces.access import in_workspace
 
 
 class FeedbackSerializer(serializers.ModelSerializer):
@@ -30,7 +31,8 @@ class FeedbackSerializer(serializers.ModelSerializer):
 
 
 def _own_run(*, user, run_id) -> Run:
-    run = Run.objects.filter(pk=run_id, conversation__owner=user).only("pk", "status").first()
+    own = Run.objects.filter(pk=run_id, conversation__owner=user).only("pk", "status")
+    run = in_workspace(own, user).first()
     if run is None:
         raise Http404
     return run

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from api.common import ErrorSerializer
 from api.throttles import HookFailureThrottle, HookThrottle
+from engine.admission import AgentOutsideWorkspace
 from platform_site.api_errors import ApiConflict, RequestTooLarge
 from platform_site.json_input import JSONInputError, json_loads_checked
 from triggers.hooks import (
@@ -135,6 +136,8 @@ class HookView(APIView):
             )
         except HookDeliveryReplayed as exc:
             raise ApiConflict(_replayed(exc.delivery.run_id)) from None
+        except AgentOutsideWorkspace:
+            raise Http404 from None  # as for a missing hook: nothing of the other workspace is said
         return Response({"run": str(run.pk), "delivery": delivery_id}, status=status.HTTP_202_ACCEPTED)
 
     def _throttle(self, request, throttle) -> None:

@@ -7,17 +7,19 @@ from django.http import Http404
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.selectors import agent_usable_by
-from api.common import ErrorSerializer
+from api.common import ErrorSerializer, may_own
 from api.end_users import END_USER_PARAMETER, end_user_from_path
 from conversations.end_users import EndUser, end_user_q
 from memory.channels import CHANNEL_PATTERN
 from memory.models import Memory, MemoryChange
 from memory.selectors import agent_memory_scope, end_user_memories
 from memory.services import memory_delete
+from workspaces.access import in_workspace
 
 
 class MemorySerializer(serializers.ModelSerializer):
@@ -72,6 +74,8 @@ class EndUserMemoryList(generics.ListAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model
             return Memory.objects.none()
+        if not may_own(self.request.user, "memory.view_memory"):
+            raise PermissionDenied(_("Your token may not read memories."))
         end_user = end_user_from_path(self.kwargs["end_user"])
         filters = MemoryFilterSerializer(data=self.request.query_params)
         filters.is_valid(raise_exception=True)
@@ -85,7 +89,9 @@ class EndUserMemoryList(generics.ListAPIView):
                 )
             scope = agent_memory_scope(agent=agent)
         channel = filters.validated_data.get("channel")
-        return end_user_memories(person=EndUser(self.request.user.pk, end_user), scope=scope, channel=channel)
+        # Only the workspace's: a space's name ("support") in another workspace is another space.
+        memories = end_user_memories(person=EndUser(self.request.user.pk, end_user), scope=scope, channel=channel)
+        return in_workspace(memories, self.request.user)
 
 
 class EndUserMemoryDetail(APIView):
@@ -99,8 +105,11 @@ class EndUserMemoryDetail(APIView):
         "it and what it said. 404 when your end user has no memory of this id.",
     )
     def delete(self, request, end_user, pk):
+        if not may_own(request.user, "memory.delete_memory"):
+            raise PermissionDenied(_("Your token may not delete memories."))
         end_user = end_user_from_path(end_user)
-        memory = Memory.objects.filter(end_user_q(EndUser(request.user.pk, end_user)), pk=pk).first()
+        mine = Memory.objects.filter(end_user_q(EndUser(request.user.pk, end_user)), pk=pk)
+        memory = in_workspace(mine, request.user).first()
         if memory is None:
             raise Http404
         try:

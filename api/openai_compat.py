@@ -13,9 +13,11 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions
 
 from agents.selectors import agents_usable_by
 from api.async_auth import AsyncApiError, authenticate, throttle, throttle_check, token_user
+from api.common import runs_start_check
 from api.completions import (
     CompletionRequest,
     CompletionRequestError,
@@ -182,6 +184,10 @@ def _admit(request) -> tuple[CompletionRequest, Run]:
     AdmissionRefused, answered in OpenAI's shape by platform_site.refusals.LimitReachedMiddleware."""
     # Bearer tokens only: without cookies there is no cross-site request to forge.
     user = token_user(request)
+    try:
+        runs_start_check(user)
+    except exceptions.PermissionDenied as exc:
+        raise AsyncApiError(403, str(exc.detail), code="permission_denied") from None
     throttle_check(request, user, [ApiUserThrottle, RunStartThrottle])
     parsed = completion_request_parse(_body(request))
     agent = completion_agent(user=user, slug=parsed.model)

@@ -28,6 +28,7 @@ from engine.operations import user_may_operate
 from engine.runs import run_cancel
 from knowledge.selectors import citations_of, searches_prefetch
 from platform_site.api_errors import ApiConflict
+from workspaces.access import may_start_runs
 
 # A run forked many times lists its newest forks; the rest are found by forked_from.
 FORKS_SHOWN = 20
@@ -432,7 +433,11 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         run = self.get_object()
-        if not (run_owned_by(run=run, user=request.user) or user_may_operate(request.user)):
+        # Who may start runs may stop their own; anyone else's takes operating runs.
+        owned = run_owned_by(run=run, user=request.user)
+        if owned and not may_start_runs(request.user) and not user_may_operate(request.user):
+            raise PermissionDenied(_("Your token may not start or stop runs in this workspace."))
+        if not (owned or user_may_operate(request.user)):
             raise PermissionDenied(
                 _("This run belongs to another user's conversation; you may read it but not cancel it.")
             )

@@ -23,7 +23,7 @@ from api.conversations import MessageCreateSerializer
 from api.events import last_event_id, run_events_response
 from api.throttles import ApiUserThrottle, WidgetThrottle
 from conversations.models import Conversation, RunTrigger
-from engine.admission import ConversationBusy, message_submit
+from engine.admission import AgentOutsideWorkspace, ConversationBusy, message_submit
 from platform_site.api_errors import ApiConflict
 from platform_site.asyncdb import db
 from platform_site.http_methods import require_GET
@@ -201,7 +201,10 @@ class WidgetMessagesView(WidgetView):
                 content=serializer.validated_data["content"],
                 user=self.widget.owner,
                 trigger=RunTrigger.WIDGET,
+                workspace_id=self.widget.workspace_id,
             )
+        except AgentOutsideWorkspace:
+            raise Http404 from None
         except ConversationBusy:
             raise ApiConflict(_("The agent is still answering the last message; wait for its answer.")) from None
         run = submission.run

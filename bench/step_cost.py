@@ -141,6 +141,7 @@ def _memories_seed(agent, count: int) -> str:
     ]
     for start in range(0, count, 20):  # memory_apply takes at most 20 proposals at once
         memory_apply(
+            workspace_id=agent.workspace_id,
             scope=memory_scope(snapshot),
             owner_id=None,
             end_user=end_user,

@@ -4,20 +4,49 @@ import hashlib
 import secrets
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from conversations.models import ApiToken
 from platform_site.rows import Columns
 from workspaces.access import Binding
 from workspaces.models import Membership, Workspace
-from workspaces.roles import role_permissions, scope_permissions
+from workspaces.roles import Role, role_permissions, scope_permissions, validate_scopes
 
 TOKEN_PREFIX = "agt_"
 
 
 def token_hash(plaintext: str) -> str:
     return hashlib.sha256(plaintext.encode()).hexdigest()
+
+
+class TokenGrantRefused(Exception):
+    """Why this token may not be minted (said to the person asking)."""
+
+
+def api_token_grant_check(*, creator, user, workspace: Workspace, role: str = "", scopes=()) -> None:
+    """Raises TokenGrantRefused unless `creator` may mint a token of `user` acting in `workspace`
+    with `role` and `scopes`: the creator is a member there (a superuser always may), and its owner
+    to mint one for another user; the token's user is a member too (else it opens nothing)."""
+    if role and (role == Role.CUSTOM or role not in Role.values):
+        choices = ", ".join(r for r in Role.values if r != Role.CUSTOM)
+        raise TokenGrantRefused(
+            _("Unknown role %(role)r; choose from: %(choices)s.") % {"role": role, "choices": choices}
+        )
+    try:
+        validate_scopes(list(scopes))
+    except ValidationError as exc:
+        raise TokenGrantRefused(" ".join(exc.messages)) from None
+    members = dict(Membership.objects.filter(workspace=workspace).values_list("user_id", "role"))
+    if not creator.is_superuser:
+        if creator.pk not in members:
+            raise TokenGrantRefused(_("You are not a member of this workspace."))
+        if user.pk != creator.pk and members[creator.pk] != Role.OWNER:
+            raise TokenGrantRefused(_("Only an owner of the workspace mints tokens for other members."))
+    if user.pk not in members and not user.is_superuser:
+        raise TokenGrantRefused(_("%(user)s is not a member of this workspace.") % {"user": user.get_username()})
 
 
 def api_token_create(*, user, name: str, workspace=None, role: str = "", scopes=()) -> tuple[ApiToken, str]:

@@ -25,7 +25,12 @@ def memory_demo_fresh_start(*, agent: Agent, end_user: str) -> int:
     """Delete what an earlier showing of the scene left the end user's memory holding (each an
     audited change), so the scene starts from nothing known about them; how many were deleted.
     The demo's conversations have no owner, as the CLI's have none."""
-    held = memory_held(scope=memory_scope(snapshot_build(agent=agent)), owner_id=None, end_user=end_user)
+    held = memory_held(
+        workspace_id=agent.workspace_id,
+        scope=memory_scope(snapshot_build(agent=agent)),
+        owner_id=None,
+        end_user=end_user,
+    )
     for memory in held:
         memory_delete(memory=memory, changed_by=None, source=MemoryChange.Source.OPERATOR, reason=FRESH_START_REASON)
     return len(held)

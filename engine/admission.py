@@ -40,6 +40,17 @@ class IdempotencyKeyReused(Exception):
     """The idempotency key was first used with other content."""
 
 
+class AgentOutsideWorkspace(Exception):
+    """The way in (a widget, a hook) acts in another workspace than the agent's: nothing is
+    started. Its caller answers as for a missing object (404), saying nothing of the agent."""
+
+
+def _workspace_check(agent: Agent, workspace_id: int | None) -> None:
+    # A widget or hook of workspace B never starts a run of A's agent, whatever its row says.
+    if workspace_id is not None and agent.workspace_id != workspace_id:
+        raise AgentOutsideWorkspace(f"agent {agent.pk} is not in workspace {workspace_id}")
+
+
 @dataclass
 class Submission:
     run: Run
@@ -84,6 +95,7 @@ def message_submit(
     version: str | int | AgentVersion | None = None,
     sandbox: dict | None = None,
     trigger: str = RunTrigger.API,
+    workspace_id: int | None = None,
 ) -> Submission:
     """A user message and the run that answers it, decided under a lock on the conversation.
 
@@ -94,7 +106,8 @@ def message_submit(
     `version` ("draft", "published" or a number, or an AgentVersion) runs that version instead of
     the released one; a version the agent lacks raises agents.releases.UnknownVersion. `sandbox`
     marks the run as an evaluation's, with the tool results its case gives (engine.tool_step).
-    `trigger` (RunTrigger) says which way in started the run.
+    `trigger` (RunTrigger) says which way in started the run; `workspace_id`, the workspace that
+    way in acts in (a widget's, a hook's): another workspace's agent is AgentOutsideWorkspace.
 
     First, before the lock, the agent's limits per end user for the conversation's end user
     (AdmissionRefused), as before every post: a post refused after them (busy, a replayed key)
@@ -110,6 +123,7 @@ def message_submit(
         conversation, active = conversation_lock_for_post(
             conversation_id=conversation.pk, active_statuses=ACTIVE_STATUSES
         )
+        _workspace_check(conversation.agent, workspace_id)
         if idempotency_key:
             previous = (
                 RunRequest.objects.filter(conversation=conversation, user=user, idempotency_key=idempotency_key)
@@ -207,6 +221,7 @@ def conversation_start(
     history: list[dict] = (),
     end_user: str = "",
     trigger: str = RunTrigger.API,
+    workspace_id: int | None = None,
 ) -> Run:
     """A new conversation of `agent` whose first run answers `content`, after `history` (earlier
     messages that belong to no run), as message_submit would start it. What message_submit
@@ -218,7 +233,9 @@ def conversation_start(
     published agent, an UPDATE of its version besides). The agent's limits per end user apply
     to `end_user` of `user` first, as in message_submit (AdmissionRefused), then its workspace's
     budgets and quotas: free for a workspace without limits when `agent` comes with its
-    workspace (agents.selectors.agent_usable_by, a hook's or a schedule's read), else one read."""
+    workspace (agents.selectors.agent_usable_by, a hook's or a schedule's read), else one read.
+    An agent outside the caller's workspace (AgentOutsideWorkspace) is refused before all that."""
+    _workspace_check(agent, workspace_id)
     end_user_limits_check(agent=agent, owner_id=user.pk if user else None, end_user=end_user, trigger=trigger)
     workspace = agent.workspace if Agent.workspace.is_cached(agent) else None
     workspace_limits_check(workspace=workspace, workspace_id=agent.workspace_id, trigger=trigger)

@@ -98,13 +98,22 @@ def _refusal(*, run: Run, spec: ToolSpec) -> str | None:
             f"{name} was not called: its agent is already working on this request higher up, and an "
             "agent cannot delegate to itself, directly or through others. Do the task yourself."
         )
-    if not Agent.objects.filter(pk=child_id, is_active=True).exists():
+    # The conversation's agent is the top of the chain: a delegate must be of its workspace.
+    owner = (
+        Conversation.objects.filter(pk=run.conversation_id)
+        .values("owner_id", "owner__is_superuser", "agent__workspace_id")
+        .first()
+    )
+    workspace_id = owner["agent__workspace_id"] if owner else None
+    # Another workspace's agent reads as one that is gone: nothing of it is said.
+    if not Agent.objects.filter(pk=child_id, is_active=True, workspace_id=workspace_id).exists():
         return f"{name} was not called: its agent is no longer available."
     # Delegation never widens access: the child's conversation is the caller's, who reads it
     # (and its export), so a caller who may not use the child agent directly gets no run of it.
-    owner = Conversation.objects.filter(pk=run.conversation_id).values("owner_id", "owner__is_superuser").first()
     if owner and owner["owner_id"] is not None:
-        usable = agents_usable(user_id=owner["owner_id"], superuser=owner["owner__is_superuser"])
+        usable = agents_usable(
+            user_id=owner["owner_id"], superuser=owner["owner__is_superuser"], workspace_id=workspace_id
+        )
         if not usable.filter(pk=child_id).exists():
             return (
                 f"{name} was not called: its agent is not available to the user of this conversation. "

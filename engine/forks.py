@@ -102,7 +102,7 @@ def run_fork(*, source: Run, request: ForkRequest, user) -> Run:
             % {"status": source.get_status_display()}
         )
     change = _change_checked(request)
-    model = _model(request) if change == ForkChange.MODEL else None
+    model = _model(request, workspace_id=source.agent.workspace_id) if change == ForkChange.MODEL else None
     if user is not None:
         # The same rule as a posted message's: a version named, a never-published version run
         # again or a model config the agent does not use takes its permission.
@@ -172,13 +172,14 @@ def _version(source: Run, request: ForkRequest):
         raise ForkInvalid(str(exc)) from None
 
 
-def _model(request: ForkRequest) -> ModelConfig:
-    # ModelConfig has no active flag: any config that exists may be tried, by a user allowed to
-    # choose it (agents.run_choices).
+def _model(request: ForkRequest, *, workspace_id: int) -> ModelConfig:
+    # ModelConfig has no active flag: any config of the run's agent's workspace may be tried, by
+    # a user allowed to choose it (agents.run_choices). Another workspace's config (its key, its
+    # bill) is "no such config", as a missing id is: its name is never said.
     given = request.model_config_id
     config = None
     if isinstance(given, int | str) and not isinstance(given, bool) and str(given).isdigit():
-        config = ModelConfig.objects.filter(pk=int(given)).first()
+        config = ModelConfig.objects.filter(pk=int(given), workspace_id=workspace_id).first()
     if config is None:
         raise ForkInvalid(_("There is no model config %(id)s.") % {"id": given})
     return config

@@ -167,8 +167,10 @@ EXTRACTION_SCHEMA = {
 
 @dataclass(frozen=True)
 class MemoryTarget:
-    """Whose memories a run reads and writes: the four parts of every memory key."""
+    """Whose memories a run reads and writes: the five parts of every memory key (the workspace
+    is the agent's: a shared space's name is its workspace's own)."""
 
+    workspace_id: int
     scope: str
     owner_id: int | None
     end_user: str
@@ -176,7 +178,13 @@ class MemoryTarget:
 
 
 def memory_target(
-    *, snapshot: AgentSnapshot, sandbox: dict | None, end_user: str, owner_id: int | None, metadata: dict
+    *,
+    workspace_id: int,
+    snapshot: AgentSnapshot,
+    sandbox: dict | None,
+    end_user: str,
+    owner_id: int | None,
+    metadata: dict,
 ) -> MemoryTarget | None:
     """The memories of a run of this version, in a conversation of `end_user` owned by
     `owner_id`, whose `metadata` says which channel vouched for the end user
@@ -188,13 +196,15 @@ def memory_target(
     channel = conversation_channel(metadata)
     if sandbox is not None:
         scope = sandbox.get("memory_scope")
-        return MemoryTarget(scope, owner_id, end_user, channel) if scope else None
-    return MemoryTarget(memory_scope(snapshot), owner_id, end_user, channel)
+        return MemoryTarget(workspace_id, scope, owner_id, end_user, channel) if scope else None
+    return MemoryTarget(workspace_id, memory_scope(snapshot), owner_id, end_user, channel)
 
 
-def conversation_memory_target(conversation: Conversation, *, run: Run, snapshot: AgentSnapshot):
-    """memory_target for `run` of `conversation` (a row already read)."""
+def conversation_memory_target(conversation: Conversation, *, run: Run, snapshot: AgentSnapshot, workspace_id: int):
+    """memory_target for `run` of `conversation` (a row already read), whose agent is in
+    `workspace_id`."""
     return memory_target(
+        workspace_id=workspace_id,
         snapshot=snapshot,
         sandbox=run.sandbox,
         end_user=conversation.end_user,
@@ -207,10 +217,16 @@ def run_memory_target(run: Run, snapshot: AgentSnapshot) -> MemoryTarget | None:
     """memory_target for `run`, its conversation read only when the version keeps memory."""
     if snapshot_memory(snapshot) is None:
         return None
-    found = Conversation.objects.filter(pk=run.conversation_id).only("end_user", "owner_id", "metadata").first()
+    # The agent's workspace in the same statement: part of the memory key.
+    found = (
+        Conversation.objects.filter(pk=run.conversation_id)
+        .select_related("agent")
+        .only("end_user", "owner_id", "metadata", "agent__workspace_id")
+        .first()
+    )
     if found is None:
         return None
-    return conversation_memory_target(found, run=run, snapshot=snapshot)
+    return conversation_memory_target(found, run=run, snapshot=snapshot, workspace_id=found.agent.workspace_id)
 
 
 def memory_rules(snapshot: AgentSnapshot) -> list | None:
@@ -319,6 +335,7 @@ def memories_recall(*, run: Run, snapshot: AgentSnapshot, messages: list[Message
     if target is None:
         return NO_RECALL
     found = memory_search(
+        workspace_id=target.workspace_id,
         scope=target.scope,
         owner_id=target.owner_id,
         channel=target.channel,
@@ -563,7 +580,12 @@ def _extract(run_id) -> list[MemoryChange] | None:
     kinds = snapshot_memory(snapshot)["kinds"]
     # Only the kinds kept, as a run is shown: the others are not the extraction's to change.
     held = memory_held(
-        scope=target.scope, owner_id=target.owner_id, channel=target.channel, end_user=target.end_user, kinds=kinds
+        workspace_id=target.workspace_id,
+        scope=target.scope,
+        owner_id=target.owner_id,
+        channel=target.channel,
+        end_user=target.end_user,
+        kinds=kinds,
     )
     request = ModelRequest(
         messages=extraction_messages(kinds=kinds, held=held, turns=turns),
@@ -621,6 +643,7 @@ def _extraction_apply(run: Run, snapshot: AgentSnapshot, target: MemoryTarget, a
     else:
         # Embedded before the transaction: a slow embedding endpoint holds no row lock.
         vectors = memory_vectors(
+            workspace_id=target.workspace_id,
             scope=target.scope,
             owner_id=target.owner_id,
             channel=target.channel,
@@ -647,6 +670,7 @@ def _extraction_apply(run: Run, snapshot: AgentSnapshot, target: MemoryTarget, a
         if failure is None:
             try:
                 applied = memory_apply(
+                    workspace_id=target.workspace_id,
                     scope=target.scope,
                     owner_id=target.owner_id,
                     channel=target.channel,

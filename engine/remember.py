@@ -68,12 +68,14 @@ def remember(*, ctx: ToolContext, statement: str, kind: str) -> str:
 
 
 def _remember(ctx: ToolContext, *, statement: str, kind: str) -> str:
-    run = Run.objects.select_related("conversation").get(pk=ctx.run_id)
+    run = Run.objects.select_related("conversation", "agent").get(pk=ctx.run_id)
     snapshot = version_snapshot(run.agent_version_id)
     memory = snapshot_memory(snapshot)
     if memory is None:
         raise ToolError(_("long-term memory is off for this agent; answer without remembering."))
-    target = conversation_memory_target(run.conversation, run=run, snapshot=snapshot)
+    target = conversation_memory_target(
+        run.conversation, run=run, snapshot=snapshot, workspace_id=run.agent.workspace_id
+    )
     if target is None:
         raise ToolError(_("this conversation has no end user to remember things about; answer without remembering."))
     # The model call that asked for this one: the change's audit row names it.
@@ -81,6 +83,7 @@ def _remember(ctx: ToolContext, *, statement: str, kind: str) -> str:
     call = LLMCall.objects.filter(pk=Subquery(asking)).only("pk").first()
     try:
         applied = memory_apply(
+            workspace_id=target.workspace_id,
             scope=target.scope,
             owner_id=target.owner_id,
             channel=target.channel,

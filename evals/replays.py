@@ -165,6 +165,9 @@ def replay_suite_create(
     rubric = rubric.strip()
     if rubric and judge is None:
         raise ReplayInvalid(_("A rubric needs a judge model."))
+    if judge is not None and judge.workspace_id != filter.agent.workspace_id:
+        # Another workspace's config (its key, its bill) is one that does not exist: no name said.
+        raise ReplayInvalid(_("There is no model config %(id)s.") % {"id": judge.pk})
     runs = list(replay_runs_select(filter))
     if not runs:
         raise ReplayInvalid(_("No production run matches the filter."))
@@ -177,6 +180,8 @@ def replay_suite_create(
     if not cases:
         raise ReplayInvalid(_("None of the matching runs stored a user message to replay."))
     suite = EvalSuite.objects.create(
+        # The agent's workspace: a replay's suite is its runs' workspace's.
+        workspace_id=filter.agent.workspace_id,
         name=name,
         description=_description(filter, count=len(cases), skipped=len(runs) - len(cases), rubric=bool(rubric)),
         judge_model_config=judge if rubric else None,

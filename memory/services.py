@@ -163,21 +163,35 @@ def _expiry(now: datetime, ttl_days: int | None) -> datetime | None:
     return None if ttl_days is None else now + timedelta(days=ttl_days)
 
 
-def _held(*, scope: str, owner_id: int | None, channel: str, end_user: str, now: datetime):
-    """The end user's unexpired memories: the key is all four of scope, owner, channel (memory.channels)
-    and end user id, in every read and write."""
-    return Memory.objects.filter(scope=scope, owner_id=owner_id, channel=channel, end_user=end_user).filter(
-        Q(expires_at__isnull=True) | Q(expires_at__gt=now)
-    )
+def _held(*, workspace_id: int, scope: str, owner_id: int | None, channel: str, end_user: str, now: datetime):
+    """The end user's unexpired memories: the key is all five of workspace (a space's name is
+    the workspace's own: "support" in two workspaces is two spaces), scope, owner, channel
+    (memory.channels) and end user id, in every read and write."""
+    return Memory.objects.filter(
+        workspace_id=workspace_id, scope=scope, owner_id=owner_id, channel=channel, end_user=end_user
+    ).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
 
 
 def memory_held(
-    *, scope: str, owner_id: int | None, end_user: str, channel: str = OWNER_CHANNEL, kinds: list[str] | None = None
+    *,
+    workspace_id: int,
+    scope: str,
+    owner_id: int | None,
+    end_user: str,
+    channel: str = OWNER_CHANNEL,
+    kinds: list[str] | None = None,
 ) -> list[Memory]:
     """The end user's unexpired memories in this scope and channel, newest first; only those of
     `kinds` if given (the kinds a version keeps: an operator who stops keeping one stops it being
     shown too)."""
-    held = _held(scope=scope, owner_id=owner_id, channel=channel, end_user=end_user, now=timezone.now())
+    held = _held(
+        workspace_id=workspace_id,
+        scope=scope,
+        owner_id=owner_id,
+        channel=channel,
+        end_user=end_user,
+        now=timezone.now(),
+    )
     if kinds:
         held = held.filter(kind__in=kinds)
     return list(held.order_by("-updated_at", "pk"))
@@ -185,6 +199,7 @@ def memory_held(
 
 def memory_search(
     *,
+    workspace_id: int,
     scope: str,
     owner_id: int | None,
     end_user: str,
@@ -203,7 +218,9 @@ def memory_search(
     `channel`, and of `kinds` if given (memory_held)."""
     if limit <= 0:
         return []
-    held = memory_held(scope=scope, owner_id=owner_id, channel=channel, end_user=end_user, kinds=kinds)
+    held = memory_held(
+        workspace_id=workspace_id, scope=scope, owner_id=owner_id, channel=channel, end_user=end_user, kinds=kinds
+    )
     rankings = []
     if query.strip():
         for method in KeywordMethod.values:
@@ -230,6 +247,7 @@ def _written(plan) -> list[str]:
 
 def memory_vectors(
     *,
+    workspace_id: int,
     scope: str,
     owner_id: int | None,
     end_user: str,
@@ -248,7 +266,8 @@ def memory_vectors(
     if embedding_model is None or run is None:
         return {}
     now = timezone.now()
-    rows = _held(scope=scope, owner_id=owner_id, channel=channel, end_user=end_user, now=now).order_by("pk")
+    key = {"scope": scope, "owner_id": owner_id, "channel": channel, "end_user": end_user}
+    rows = _held(workspace_id=workspace_id, now=now, **key).order_by("pk")
     held = [Held(id=str(memory.pk), kind=memory.kind, statement=memory.statement) for memory in rows]
     try:
         plan = consolidation_plan(proposals, held=held, kinds=kinds, rules=guardrails)
@@ -259,6 +278,7 @@ def memory_vectors(
 
 def memory_apply(
     *,
+    workspace_id: int,
     scope: str,
     owner_id: int | None,
     end_user: str,
@@ -290,6 +310,7 @@ def memory_apply(
         raise ValueError(f"unknown memory change source {source!r}")
     now = timezone.now()
     audit = {
+        "workspace_id": workspace_id,
         "scope": scope,
         "owner_id": owner_id,
         "channel": channel,
@@ -301,6 +322,7 @@ def memory_apply(
     }
     if vectors is None:
         vectors = memory_vectors(
+            workspace_id=workspace_id,
             scope=scope,
             owner_id=owner_id,
             channel=channel,
@@ -315,12 +337,11 @@ def memory_apply(
         # Two runs of one end user ending together consolidate one after the other: the held
         # rows are locked, and so is the end user's scope itself, which also covers the first
         # memory (no row to lock yet).
-        _end_user_lock(scope=scope, owner_id=owner_id, channel=channel, end_user=end_user)
+        key = {"scope": scope, "owner_id": owner_id, "channel": channel, "end_user": end_user}
+        _end_user_lock(workspace_id=workspace_id, **key)
         rows = {
             str(memory.pk): memory
-            for memory in _held(scope=scope, owner_id=owner_id, channel=channel, end_user=end_user, now=now)
-            .select_for_update()
-            .order_by("pk")
+            for memory in _held(workspace_id=workspace_id, now=now, **key).select_for_update().order_by("pk")
         }
         held = [Held(id=key, kind=memory.kind, statement=memory.statement) for key, memory in rows.items()]
         plan = consolidation_plan(proposals, held=held, kinds=kinds, rules=guardrails)
@@ -328,6 +349,7 @@ def memory_apply(
         changes = []
         for kind, statement in plan.adds:
             memory = Memory.objects.create(
+                workspace_id=workspace_id,
                 scope=scope,
                 owner_id=owner_id,
                 channel=channel,
@@ -344,7 +366,6 @@ def memory_apply(
             changes.append(
                 MemoryChange(
                     memory=memory,
-                    workspace_id=memory.workspace_id,
                     action=MemoryChange.Action.ADD,
                     after=statement,
                     **audit,
@@ -362,7 +383,6 @@ def memory_apply(
             changes.append(
                 MemoryChange(
                     memory=memory,
-                    workspace_id=memory.workspace_id,
                     action=MemoryChange.Action.UPDATE,
                     before=before,
                     after=statement,
@@ -374,7 +394,6 @@ def memory_apply(
             changes.append(
                 MemoryChange(
                     memory=memory,
-                    workspace_id=memory.workspace_id,
                     action=MemoryChange.Action.DELETE,
                     before=memory.statement,
                     reason=reason,
@@ -391,13 +410,14 @@ def memory_apply(
     return MemoryApplied(changes, refused=plan.refused, kept=plan.keeps)
 
 
-def _end_user_lock(*, scope: str, owner_id: int | None, channel: str, end_user: str) -> None:
+def _end_user_lock(*, workspace_id: int, scope: str, owner_id: int | None, channel: str, end_user: str) -> None:
     """Hold the end user's memories in `scope` and `channel` until the transaction ends. On
-    PostgreSQL a transaction-level advisory lock on a hash of the four; SQLite runs one writer
-    at a time."""
+    PostgreSQL a transaction-level advisory lock on a hash of the five parts of the key; SQLite
+    runs one writer at a time."""
     if connection.vendor != "postgresql":
         return
-    key = hashlib.blake2b(f"{scope}\x00{owner_id}\x00{channel}\x00{end_user}".encode(), digest_size=8).digest()
+    parts = f"{workspace_id}\x00{scope}\x00{owner_id}\x00{channel}\x00{end_user}"
+    key = hashlib.blake2b(parts.encode(), digest_size=8).digest()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(key, "big", signed=True)])
 
@@ -419,6 +439,7 @@ def memory_correction_check(*, memory: Memory, statement: str) -> str:
         raise MemoryRejected(_("Memories never hold secrets (keys, tokens, passwords)."))
     key = statement_key(statement)
     others = _held(
+        workspace_id=memory.workspace_id,
         scope=memory.scope,
         owner_id=memory.owner_id,
         channel=memory.channel,
@@ -443,6 +464,7 @@ def memory_correct(*, memory: Memory, statement: str, changed_by, source: str = 
         memory.save(update_fields=["statement", "terms", "embedding", "updated_at"])
         return MemoryChange.objects.create(
             memory=memory,
+            workspace_id=memory.workspace_id,
             scope=memory.scope,
             owner_id=memory.owner_id,
             channel=memory.channel,
@@ -461,6 +483,7 @@ def memory_delete(*, memory: Memory, changed_by, source: str, reason: str = "") 
         memory = _locked(memory)
         change = MemoryChange.objects.create(
             memory=memory,
+            workspace_id=memory.workspace_id,
             scope=memory.scope,
             owner_id=memory.owner_id,
             channel=memory.channel,

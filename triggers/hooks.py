@@ -221,7 +221,8 @@ def hook_deliver(*, hook: Hook, delivery_id: str, signature: str, content: str, 
     in a new conversation of the hook's agent owned by the hook's owner; handed to a worker
     after commit (engine.admission). HookDeliveryReplayed when the delivery id, or the signed
     request itself (`signature`, under another delivery id), was received before; AdmissionRefused
-    (nothing recorded: the delivery may be sent again) when the agent's limits per end user refuse it.
+    (nothing recorded: the delivery may be sent again) when the agent's limits per end user refuse it;
+    AgentOutsideWorkspace (nothing recorded) when the hook's agent is another workspace's.
 
     The delivery's row is written first: a second request with the id or the signature (at the
     same time, or later) fails on a unique constraint before it creates anything, and its
@@ -239,6 +240,7 @@ def hook_deliver(*, hook: Hook, delivery_id: str, signature: str, content: str, 
                 # Its end user is the hook's, not the owner's (memory.channels).
                 metadata=channel_metadata(hook_id=hook.pk, shared=hook.memory_shared),
                 trigger=RunTrigger.HOOK,
+                workspace_id=hook.workspace_id,
             )
             HookDelivery.objects.filter(pk=delivery.pk).update(run=run)
     except IntegrityError:

@@ -15,6 +15,7 @@ from memory.models import Memory, MemoryUse
 from memory.services import MemoryProposal, memory_apply
 from tests.support.factories import make_user
 from tests.support.runs import advance, start_run
+from workspaces.defaults import default_workspace_id
 
 ANSWER = {"scenarios": [{"match": ".", "steps": [{"content": "明天成都晴。"}]}]}
 
@@ -34,6 +35,7 @@ def remembered(agent, owner, end_user: str, *statements: str, kind: str = "fact"
     memories = []
     for statement in statements:
         [change] = memory_apply(
+            workspace_id=default_workspace_id(),
             scope=f"agent:{agent.pk}",
             owner_id=owner.pk,
             end_user=end_user,

@@ -16,6 +16,7 @@ from memory.models import Memory, MemoryChange, MemoryUse
 from memory.services import MemoryProposal, memory_apply
 from tests.support.factories import make_user
 from tests.support.runs import advance
+from workspaces.defaults import default_workspace_id
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -85,6 +86,7 @@ def test_a_case_recalls_what_an_earlier_conversation_told_and_forgets_what_chang
     owner = make_user()
     real = {"scope": f"agent:{agent.pk}", "owner_id": owner.pk, "end_user": "u1"}
     memory_apply(
+        workspace_id=default_workspace_id(),
         **real,
         proposals=[MemoryProposal(action="add", kind="fact", statement="住在北京")],
         source="api",

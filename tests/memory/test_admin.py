@@ -9,6 +9,7 @@ from memory.models import Memory, MemoryChange
 from memory.services import MemoryProposal, memory_apply
 from tests.support.factories import make_agent, make_user
 from tests.support.ledger import ledger_run
+from workspaces.defaults import default_workspace_id
 
 pytestmark = pytest.mark.django_db
 
@@ -23,6 +24,7 @@ def _operator(*codenames):
 def memory(owner):
     run = ledger_run(make_agent())
     memory_apply(
+        workspace_id=default_workspace_id(),
         scope="agent:1",
         owner_id=owner.pk,
         end_user="u-42",
@@ -99,6 +101,7 @@ def test_deleting_takes_the_delete_permission_and_leaves_an_audit_row(client, me
 
 def test_the_bulk_delete_action_writes_an_audit_row_per_memory(client, memory, owner):
     memory_apply(
+        workspace_id=default_workspace_id(),
         scope="agent:1",
         owner_id=owner.pk,
         end_user="u-42",

@@ -11,12 +11,14 @@ from memory.models import Memory, MemoryChange
 from memory.services import MemoryProposal, memory_apply
 from tests.support.api import client_for
 from tests.support.factories import make_agent, make_user
+from workspaces.defaults import default_workspace_id
 
 pytestmark = pytest.mark.django_db
 
 
 def _remember(owner, end_user: str, statement: str, *, scope: str = "agent:1", kind: str = "fact") -> Memory:
     [change] = memory_apply(
+        workspace_id=default_workspace_id(),
         scope=scope,
         owner_id=owner.pk,
         end_user=end_user,

@@ -21,6 +21,7 @@ from triggers.hooks import hook_deliver
 from triggers.models import Hook
 from widgets.models import Widget
 from widgets.services import widget_conversation_open
+from workspaces.defaults import default_workspace_id
 
 ANSWER = {"scenarios": [{"match": ".", "steps": [{"content": "好的。"}]}]}
 SPACE = "shop"
@@ -41,6 +42,7 @@ def _channels(agent, owner):
 
 def _hold(owner, statement: str, channel: str, kind: str = "fact") -> Memory:
     [change] = memory_apply(
+        workspace_id=default_workspace_id(),
         scope=SPACE,
         owner_id=owner.pk,
         channel=channel,

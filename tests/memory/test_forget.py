@@ -49,6 +49,7 @@ from tests.support.api import client_for
 from tests.support.factories import make_user
 from tests.support.llm import agent_on, echo_script
 from tests.support.runs import advance, ask, start_run
+from workspaces.defaults import default_workspace_id
 
 pytestmark = pytest.mark.django_db
 
@@ -450,7 +451,12 @@ def _platform_end_user(agent, secret: str = SECRET, conversations: int = 5) -> l
 
 def _remembered(agent, owner_id) -> list[str]:
     """What a run of the agent for this end user would be shown."""
-    return [m.statement for m in memory_held(scope=f"agent:{agent.pk}", owner_id=owner_id, end_user=END_USER)]
+    return [
+        m.statement
+        for m in memory_held(
+            workspace_id=default_workspace_id(), scope=f"agent:{agent.pk}", owner_id=owner_id, end_user=END_USER
+        )
+    ]
 
 
 def test_the_admin_confirmation_counts_the_conversations_of_an_end_user_with_no_owner(client, agent_with_webhook):

@@ -40,6 +40,7 @@ from tests.support.factories import ModelConfigFactory, make_agent, make_user
 from tests.support.ledger import ledger_run
 from tests.support.llm import assert_totals_match_calls
 from tests.support.runs import advance, start_run
+from workspaces.defaults import default_workspace_id
 
 pytestmark = pytest.mark.django_db
 
@@ -64,6 +65,7 @@ def _remember(owner, *statements, embedding_model=None, run=None):
     """Each statement added by its own apply, oldest first."""
     for statement in statements:
         memory_apply(
+            workspace_id=default_workspace_id(),
             scope=SCOPE,
             owner_id=owner.pk,
             end_user="u1",
@@ -76,8 +78,16 @@ def _remember(owner, *statements, embedding_model=None, run=None):
         )
 
 
-def _search(owner, query=QUERY, limit=1, **options) -> list[str]:
-    found = memory_search(scope=SCOPE, owner_id=owner.pk, end_user="u1", query=query, limit=limit, **options)
+def _search(owner, query=QUERY, limit=1, workspace_id=None, **options) -> list[str]:
+    found = memory_search(
+        workspace_id=workspace_id or default_workspace_id(),
+        scope=SCOPE,
+        owner_id=owner.pk,
+        end_user="u1",
+        query=query,
+        limit=limit,
+        **options,
+    )
     return [memory.statement for memory in found]
 
 
@@ -97,6 +107,7 @@ def test_a_query_close_by_embedding_ranks_its_memory_first_only_with_an_embeddin
 
 def test_each_apply_embeds_its_statements_in_one_call_of_the_run_and_a_search_its_query(owner, embedder, run):
     memory_apply(
+        workspace_id=default_workspace_id(),
         scope=SCOPE,
         owner_id=owner.pk,
         end_user="u1",
@@ -115,6 +126,7 @@ def test_each_apply_embeds_its_statements_in_one_call_of_the_run_and_a_search_it
 
     # An update embeds the new statement, and only it.
     memory_apply(
+        workspace_id=default_workspace_id(),
         scope=SCOPE,
         owner_id=owner.pk,
         end_user="u1",
@@ -140,6 +152,7 @@ def test_an_apply_embeds_before_it_takes_the_end_users_lock_and_the_call_counts_
     are on the run's totals."""
     with CaptureQueriesContext(connection) as applied:
         memory_apply(
+            workspace_id=default_workspace_id(),
             scope=SCOPE,
             owner_id=owner.pk,
             end_user="u1",
@@ -185,7 +198,15 @@ def test_memories_without_a_vector_of_this_model_are_embedded_by_the_next_search
 def test_a_search_embeds_at_most_one_batch_of_missing_vectors_and_the_next_the_rest(owner, embedder, run):
     statements = [f"Fact {n}" for n in range(70)]
     Memory.objects.bulk_create(
-        Memory(scope=SCOPE, owner=owner, end_user="u1", kind="fact", statement=text, terms=term_counts(text))
+        Memory(
+            workspace_id=default_workspace_id(),
+            scope=SCOPE,
+            owner=owner,
+            end_user="u1",
+            kind="fact",
+            statement=text,
+            terms=term_counts(text),
+        )
         for text in statements
     )
 
@@ -238,11 +259,13 @@ def test_an_endpoint_answering_an_error_or_no_vectors_is_a_failure_too(owner, fa
 
 def test_without_an_embedding_model_not_one_statement_more(owner):
     snapshot = {"agent": {"id": 1}, "memory": {"space": "", "kinds": KINDS, "shown": 5, "ttl_days": None}}
+    workspace_id = default_workspace_id()
     with CaptureQueriesContext(connection) as looked_up:
         assert memory_embedding_model(snapshot) is None
         assert memory_embedding_model({"agent": {"id": 1}}) is None
     with CaptureQueriesContext(connection) as applied:
         memory_apply(
+            workspace_id=workspace_id,
             scope=SCOPE,
             owner_id=owner.pk,
             end_user="u1",
@@ -252,7 +275,7 @@ def test_without_an_embedding_model_not_one_statement_more(owner):
             ttl_days=None,
         )
     with CaptureQueriesContext(connection) as searched:
-        _search(owner, query="成都天气")
+        _search(owner, query="成都天气", workspace_id=workspace_id)
 
     # What memory_apply and memory_search took before vectors existed: savepoint, lock, held rows,
     # two inserts, the change rows, release; and one select.
@@ -292,6 +315,7 @@ def test_the_version_pins_the_embedding_model_and_a_run_searches_with_it(owner, 
     scope = f"agent:{agent.pk}"
     for statement in STATEMENTS:
         memory_apply(
+            workspace_id=default_workspace_id(),
             scope=scope,
             owner_id=owner.pk,
             end_user="u1",

@@ -24,6 +24,7 @@ from memory.services import (
 )
 from tests.support.factories import make_agent, make_user
 from tests.support.ledger import ledger_run
+from workspaces.defaults import default_workspace_id
 
 pytestmark = pytest.mark.django_db
 
@@ -33,6 +34,7 @@ KINDS = ["fact", "preference", "event", "instruction"]
 
 def apply(owner, *proposals, end_user="u1", ttl_days=None, **options):
     return memory_apply(
+        workspace_id=default_workspace_id(),
         scope=options.pop("scope", SCOPE),
         owner_id=owner.pk,
         end_user=end_user,
@@ -45,7 +47,10 @@ def apply(owner, *proposals, end_user="u1", ttl_days=None, **options):
 
 
 def held(owner, end_user="u1", scope=SCOPE) -> list[str]:
-    return [m.statement for m in memory_held(scope=scope, owner_id=owner.pk, end_user=end_user)]
+    return [
+        m.statement
+        for m in memory_held(workspace_id=default_workspace_id(), scope=scope, owner_id=owner.pk, end_user=end_user)
+    ]
 
 
 def test_the_scope_is_the_shared_space_else_the_agent_s_own():
@@ -200,7 +205,7 @@ def test_a_memory_shown_to_a_run_lives_its_lifetime_again(owner):
 def test_search_puts_the_relevant_memories_first_and_fills_up_with_the_newest(owner):
     for statement in ("住在成都", "喜欢喝绿茶", "有一只猫叫咪咪", "对花生过敏"):
         apply(owner, MemoryProposal("add", "fact", statement))
-    search = dict(scope=SCOPE, owner_id=owner.pk, end_user="u1")
+    search = dict(workspace_id=default_workspace_id(), scope=SCOPE, owner_id=owner.pk, end_user="u1")
 
     assert [m.statement for m in memory_search(**search, query="成都明天天气如何？", limit=2)] == [
         "住在成都",
@@ -213,7 +218,12 @@ def test_search_puts_the_relevant_memories_first_and_fills_up_with_the_newest(ow
         "喜欢喝绿茶",
     ]
     assert memory_search(**search, query="成都", limit=0) == []
-    assert memory_search(scope=SCOPE, owner_id=owner.pk, end_user="u2", query="成都", limit=5) == []
+    assert (
+        memory_search(
+            workspace_id=default_workspace_id(), scope=SCOPE, owner_id=owner.pk, end_user="u2", query="成都", limit=5
+        )
+        == []
+    )
 
 
 def test_an_operator_corrects_a_memory_with_a_change_row(owner):

@@ -12,6 +12,7 @@ from memory.models import MemoryUse
 from memory.services import MemoryProposal, memory_apply
 from tests.support.factories import make_agent, make_user
 from tests.support.ledger import ledger_call, ledger_run
+from workspaces.defaults import default_workspace_id
 
 pytestmark = pytest.mark.django_db
 
@@ -29,6 +30,7 @@ def _run_with_memories(owner, *, calls: int = 2):
     then updated 住在成都 to 住在重庆."""
     earlier = ledger_run(make_agent())
     changes = memory_apply(
+        workspace_id=default_workspace_id(),
         scope="agent:1",
         owner_id=owner.pk,
         end_user="u1",
@@ -44,6 +46,7 @@ def _run_with_memories(owner, *, calls: int = 2):
         for rank, change in enumerate(changes, start=1):
             MemoryUse.objects.create(llm_call=call, run=run, memory=change.memory, rank=rank)
     memory_apply(
+        workspace_id=default_workspace_id(),
         scope="agent:1",
         owner_id=owner.pk,
         end_user="u1",

@@ -97,8 +97,8 @@ def test_a_memory_is_shown_as_quoted_data_that_cannot_leave_its_block():
 
 
 def test_whose_memories_a_run_reads():
-    target = partial(memory_target, metadata={})
-    assert target(snapshot=SNAPSHOT, sandbox=None, end_user="u1", owner_id=3) == MemoryTarget("agent:7", 3, "u1", "")
+    target = partial(memory_target, workspace_id=1, metadata={})
+    assert target(snapshot=SNAPSHOT, sandbox=None, end_user="u1", owner_id=3) == MemoryTarget(1, "agent:7", 3, "u1", "")
     shared = {**SNAPSHOT, "memory": {**SNAPSHOT["memory"], "space": "support"}}
     assert target(snapshot=shared, sandbox=None, end_user="u1", owner_id=3).scope == "support"
     # An evaluation's run: its eval run's scope, never the agent's; without one, no memory.
@@ -125,7 +125,9 @@ def test_whose_memories_a_run_reads():
     ],
 )
 def test_a_run_reads_the_memories_of_the_channel_its_conversation_came_through(metadata, channel):
-    target = memory_target(snapshot=SNAPSHOT, sandbox=None, end_user="u1", owner_id=3, metadata=metadata)
+    target = memory_target(
+        workspace_id=1, snapshot=SNAPSHOT, sandbox=None, end_user="u1", owner_id=3, metadata=metadata
+    )
     assert target.channel == channel
 
 
