@@ -44,8 +44,8 @@ END_USER = "eu-shared"
 METHODS = ("get", "post", "put", "patch", "delete")
 # Authenticated by their own secrets, not an API token: a token of A is no credential there.
 OWN_CREDENTIALS = {"hook", "widget-conversations", "widget-conversation", "widget-messages", "widget-run-events"}
-# The configuration audit has no workspace of its own yet: its rows are swept once it has.
-AUDIT_ROWS = {"config-changes-export"}
+# Every route's rows are swept, the configuration audit's included (its rows carry a workspace).
+AUDIT_ROWS: set[str] = set()
 
 
 def _routes():
