@@ -12,6 +12,7 @@ from agents.providers.parameters import agent_problems, parameter_problems
 from platform_site.crypto import EncryptedTextField
 from tools.approval_policy import validate_rule
 from tools.models import tool_name_validator
+from workspaces.references import references_check
 
 
 class ProviderKind(models.TextChoices):
@@ -565,6 +566,7 @@ class Agent(models.Model):
         return self.name
 
     def clean(self):
+        references_check(self)
         if self.tool_choice == ToolChoice.TOOL and not self.tool_choice_name:
             raise ValidationError({"tool_choice_name": "Name the tool the model must call."})
         if self.tool_choice != ToolChoice.TOOL and self.tool_choice_name:
@@ -631,6 +633,7 @@ class AgentTool(models.Model):
         return self.description_override or self.tool.description
 
     def clean(self):
+        references_check(self)
         if self.approval == self.Approval.RULE:
             try:
                 validate_rule(self.approval_rule, self.tool.parameters if self.tool_id else None)
@@ -713,6 +716,7 @@ class GuardrailRule(models.Model):
         return f"{self.get_kind_display()} ({self.get_side_display()}, {self.get_action_display()})"
 
     def clean(self):
+        references_check(self)
         if self.kind == self.Kind.BLOCKED_TERMS:
             terms = guardrails.terms_parse(self.terms)
             if not terms:
@@ -780,6 +784,7 @@ class AgentDelegate(models.Model):
         return f"{self.parent} → {self.child} ({self.tool_name})"
 
     def clean(self):
+        references_check(self)
         if not (self.parent_id and self.child_id):
             return
         if self.tool_name and AgentTool.objects.filter(agent_id=self.parent_id, tool__name=self.tool_name).exists():

@@ -9,6 +9,8 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from workspaces.references import references_check
+
 # Ages (stuck runs, waiting approvals) are thresholds in minutes, up to a week.
 MAX_AGE_MINUTES = 7 * 24 * 60
 
@@ -130,6 +132,7 @@ class AlertRule(models.Model):
         return str(_("everything"))
 
     def clean(self):
+        references_check(self)
         errors = {}
         if self.agent_id and self.model_config_id:
             errors["model_config"] = _("Choose an agent or a model config, not both.")

@@ -27,6 +27,7 @@ from evals.models import EvalSuite
 from evals.services import eval_case_from_run
 from memory.forget import EndUserBusy, EndUserUnknown, end_user_forget, end_user_reach
 from platform_site.admin_mixins import ReadOnlyAdminMixin
+from workspaces.admin_scope import WorkspaceScopedAdmin
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ class ForgetEndUserMixin:
 
 
 @admin.register(EndUserErasure)
-class EndUserErasureAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class EndUserErasureAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     """Audit rows of forgotten end users: who asked, how, what went. Never edited."""
 
     list_display = ["created_at", "digest", "channel", "requested_by_username", "conversations", "memories"]
@@ -148,7 +149,7 @@ class EvalSuiteChoiceForm(forms.Form):
 
 
 @admin.register(RunFeedback)
-class RunFeedbackAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class RunFeedbackAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     """End users' ratings of runs: the review list reads the negative ones first, newest first
     (the (rating, created_at) index), each a click away from its run's timeline."""
 

@@ -769,6 +769,9 @@ class RunPurge(models.Model):
     Written in the same transactions as the deletions it counts, so its counts never claim more
     or less than was removed. Kept as text too (agent slug, user name) so it outlives both."""
 
+    # Its workspace is its agent's (workspaces.access.in_workspace): once the agent is deleted,
+    # only a superuser acting installation-wide reads it.
+    workspace_path = "agent__workspace"
     agent = models.ForeignKey(
         "agents.Agent", on_delete=models.SET_NULL, null=True, related_name="+", verbose_name=_("agent")
     )

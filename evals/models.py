@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_LATENCY_INCREASE, DEFAULT_MAX_RATE_DROP
 from evals.matching import ExpectationInvalid, expected_calls_check, pattern_check, schema_check
 from tools.arguments import contains_nul
+from workspaces.references import references_check
 
 
 class EvalSuite(models.Model):
@@ -43,6 +44,9 @@ class EvalSuite(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        references_check(self)
 
 
 def _turns_check(turns) -> None:
@@ -264,6 +268,7 @@ class EvalCase(models.Model):
             return None
 
     def clean(self):
+        references_check(self)
         checks = [
             ("turns", lambda: _turns_check(self.turns)),
             ("expected_tool_calls", lambda: expected_calls_check(self.expected_tool_calls)),
@@ -340,6 +345,9 @@ class EvalRun(models.Model):
 
     def __str__(self):
         return f"{self.suite} × {self.agent_version} ({self.status})"
+
+    def clean(self):
+        references_check(self)
 
 
 class EvalResult(models.Model):
@@ -444,3 +452,6 @@ class ReleaseGate(models.Model):
 
     def __str__(self):
         return f"{self.agent} ← {self.suite}"
+
+    def clean(self):
+        references_check(self)

@@ -11,6 +11,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from workspaces.references import references_check
+
 
 class KeywordMethod(models.TextChoices):
     JIEBA = "jieba", _("jieba words + BM25")
@@ -104,6 +106,7 @@ class KnowledgeBase(models.Model):
         return self.name
 
     def clean(self):
+        references_check(self)
         if self.chunk_overlap >= self.chunk_size:
             raise ValidationError({"chunk_overlap": _("The overlap must be smaller than the chunk size.")})
 
@@ -142,6 +145,7 @@ class Document(models.Model):
         return self.title
 
     def clean(self):
+        references_check(self)
         if not isinstance(self.tags, list) or not all(isinstance(t, str) and 0 < len(t) <= 100 for t in self.tags):
             raise ValidationError({"tags": _('Use a JSON list of short strings, e.g. ["returns", "zh"].')})
         if self.source == self.Source.URL and not self.url:

@@ -14,6 +14,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.models import email_list, validate_email_list
 from platform_site.crypto import EncryptedTextField
+from workspaces.references import references_check
 
 
 class Webhook(models.Model):
@@ -104,6 +105,9 @@ class Webhook(models.Model):
 
     def __str__(self):
         return f"{self.agent} → {self.target}"
+
+    def clean(self):
+        references_check(self)
 
     @property
     def recipients(self) -> list[str]:

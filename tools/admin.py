@@ -21,6 +21,7 @@ from tools.services import (
     tool_definitions_openapi_changes,
     tool_definitions_sync_from_registry,
 )
+from workspaces.admin_scope import WorkspaceScopedAdmin, WorkspaceScopedInline
 
 
 def _asks(approval: dict) -> str:
@@ -73,7 +74,7 @@ class SuperuserOnlyFieldsMixin:
 
 
 @admin.register(ToolDefinition)
-class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.ModelAdmin):
+class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     form = ToolDefinitionForm
     list_display = [
         "name",
@@ -237,7 +238,7 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
         return TemplateResponse(request, "admin/tools/tooldefinition/import_openapi.html", context)
 
 
-class MCPToolInline(admin.TabularInline):
+class MCPToolInline(WorkspaceScopedInline, admin.TabularInline):
     model = ToolDefinition
     fields = ["name", "mcp_tool_name", "side_effect", "approval_policy", "is_active"]
     readonly_fields = fields
@@ -251,7 +252,7 @@ class MCPToolInline(admin.TabularInline):
 
 
 @admin.register(MCPServer)
-class MCPServerAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.ModelAdmin):
+class MCPServerAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     form = MCPServerForm
     list_display = ["name", "transport", "trusted", "is_active", "tool_count", "discovered_at", "last_error"]
     list_filter = ["transport", "trusted", "is_active"]

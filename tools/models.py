@@ -11,6 +11,7 @@ from jsonschema.exceptions import SchemaError
 from platform_site.crypto import EncryptedTextField
 from tools.approval_policy import ApprovalExpiry, ApprovalPolicy, validate_rule
 from tools.registry import registry
+from workspaces.references import references_check
 
 # Providers accept ^[a-zA-Z0-9_-]{1,64}$ for function names (OpenAI's rule, the strictest).
 tool_name_validator = RegexValidator(
@@ -270,6 +271,7 @@ class ToolDefinition(models.Model):
         return self.name
 
     def clean(self):
+        references_check(self)
         if self.approval_policy == ApprovalPolicy.RULE:
             try:
                 validate_rule(self.approval_rule, self.parameters)

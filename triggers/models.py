@@ -14,6 +14,7 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from platform_site.crypto import EncryptedTextField
+from workspaces.references import references_check
 
 
 class Schedule(models.Model):
@@ -96,6 +97,9 @@ class Schedule(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        references_check(self)
 
 
 class ScheduleFire(models.Model):
@@ -183,6 +187,9 @@ class Hook(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        references_check(self)
 
 
 class HookDelivery(models.Model):

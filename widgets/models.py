@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from platform_site.crypto import EncryptedTextField
 from widgets.origins import origins_validate
+from workspaces.references import references_check
 
 
 class WidgetLanguage(models.TextChoices):
@@ -71,3 +72,6 @@ class Widget(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        references_check(self)
