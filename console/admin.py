@@ -637,7 +637,8 @@ class WebhookForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # A form posted without a format (as before formats existed) keeps Agentry's.
-        self.fields["format"].required = False
+        if "format" in self.fields:  # absent for someone who may only view the webhook
+            self.fields["format"].required = False
 
     def clean_format(self):
         return self.cleaned_data.get("format") or Webhook.Format.AGENTRY

@@ -21,6 +21,7 @@ from tools.services import (
     tool_definitions_openapi_changes,
     tool_definitions_sync_from_registry,
 )
+from workspaces.access import binding_of
 from workspaces.admin_scope import WorkspaceScopedAdmin, WorkspaceScopedInline
 
 
@@ -221,7 +222,9 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, Workspa
                     # Asked again with the document in the text box: an upload is not sent twice.
                     form = OpenAPIImportForm({**source, "confirmed": ",".join(changes)})
                 else:
-                    report = tool_definitions_import_openapi(**source, may_replace=changes)
+                    report = tool_definitions_import_openapi(
+                        **source, may_replace=changes, workspace_id=binding_of(request.user).workspace_id
+                    )
                     level = messages.SUCCESS if report.created or report.updated else messages.WARNING
                     self.message_user(request, _("OpenAPI import: %(summary)s.") % {"summary": report.summary()}, level)
                     return redirect("admin:tools_tooldefinition_changelist")

@@ -12,6 +12,7 @@ superuser acting installation-wide sees the field and chooses."""
 from django.contrib import admin
 from django.contrib.admin.utils import NotRelationField, get_fields_from_path
 from django.core.exceptions import FieldDoesNotExist
+from django.http import Http404
 from django.utils.translation import gettext_lazy as _
 
 from workspaces.access import binding_of, in_workspace, obj_workspace_id, workspace_lookup
@@ -94,6 +95,14 @@ class _RelationsScoped:
 
 class WorkspaceScopedAdmin(_RelationsScoped):
     """For a ModelAdmin of a workspace's model (see the module's docstring)."""
+
+    def get_object(self, request, object_id, from_field=None):
+        # Django's admin answers an id it cannot find with a redirect and a message naming it;
+        # another workspace's object (and a missing one, alike) is a 404.
+        obj = super().get_object(request, object_id, from_field)
+        if obj is None:
+            raise Http404
+        return obj
 
     def get_list_filter(self, request):
         return [_scoped_list_filter(self.model, entry) for entry in super().get_list_filter(request)]
