@@ -12,6 +12,7 @@ from agents.providers.parameters import agent_problems, parameter_problems
 from platform_site.crypto import EncryptedTextField
 from tools.approval_policy import validate_rule
 from tools.models import tool_name_validator
+from workspaces.defaults import FirstWorkspaceByDefault
 from workspaces.references import references_check
 
 
@@ -40,7 +41,7 @@ class ReasoningEffort(models.TextChoices):
     HIGH = "high", _("high")
 
 
-class ModelConfig(models.Model):
+class ModelConfig(FirstWorkspaceByDefault, models.Model):
     """How to reach one model: endpoint, credentials, sampling parameters and prices."""
 
     # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
@@ -257,7 +258,7 @@ def validate_email_list(value: str) -> None:
             raise ValidationError(_("%(address)s is not an email address.") % {"address": address[:100]}) from None
 
 
-class Agent(models.Model):
+class Agent(FirstWorkspaceByDefault, models.Model):
     # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
     workspace = models.ForeignKey(
         "workspaces.Workspace",
@@ -641,7 +642,7 @@ class AgentTool(models.Model):
                 raise ValidationError({"approval_rule": exc.messages}) from exc
 
 
-class GuardrailRule(models.Model):
+class GuardrailRule(FirstWorkspaceByDefault, models.Model):
     """One check an agent makes on what the requester wrote (input: the user's messages, and a
     chat completion's own system, developer and assistant turns), on its model's final answer
     (output) or on both. The detectors are agents.guardrails; a run enforces the rules of the

@@ -9,6 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from workspaces.defaults import FirstWorkspaceByDefault
 from workspaces.references import references_check
 
 # Ages (stuck runs, waiting approvals) are thresholds in minutes, up to a week.
@@ -24,7 +25,7 @@ def validate_no_control_characters(value: str) -> None:
         raise ValidationError(_("Must not contain line breaks or other control characters."), code="control_characters")
 
 
-class AlertRule(models.Model):
+class AlertRule(FirstWorkspaceByDefault, models.Model):
     class Kind(models.TextChoices):
         TOKENS = "tokens", _("Tokens per window")
         COST = "cost", _("Cost per window")

@@ -121,8 +121,11 @@ class ForgetEndUserMixin:
 
 
 @admin.register(EndUserErasure)
-class EndUserErasureAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
-    """Audit rows of forgotten end users: who asked, how, what went. Never edited."""
+class EndUserErasureAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Audit rows of forgotten end users: who asked, how, what went. Never edited.
+
+    Installation-wide: an erasure names no agent (an end user's rows may span several), so it
+    has no workspace yet; it holds a keyed hash and counts, never the id."""
 
     list_display = ["created_at", "digest", "channel", "requested_by_username", "conversations", "memories"]
     list_filter = ["channel"]

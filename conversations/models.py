@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from workspaces.defaults import FirstWorkspaceByDefault
 from workspaces.roles import Role, validate_scopes
 
 
@@ -669,7 +670,7 @@ class RunEvent(models.Model):
         return f"{self.seq} {self.type}"
 
 
-class ApiToken(models.Model):
+class ApiToken(FirstWorkspaceByDefault, models.Model):
     """A per-user API credential. Only a hash is stored; the token is shown once, at creation."""
 
     # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).

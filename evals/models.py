@@ -10,10 +10,11 @@ from django.utils.translation import gettext_lazy as _
 from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_LATENCY_INCREASE, DEFAULT_MAX_RATE_DROP
 from evals.matching import ExpectationInvalid, expected_calls_check, pattern_check, schema_check
 from tools.arguments import contains_nul
+from workspaces.defaults import FirstWorkspaceByDefault
 from workspaces.references import references_check
 
 
-class EvalSuite(models.Model):
+class EvalSuite(FirstWorkspaceByDefault, models.Model):
     # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
     workspace = models.ForeignKey(
         "workspaces.Workspace",

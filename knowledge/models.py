@@ -11,6 +11,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from workspaces.defaults import FirstWorkspaceByDefault
 from workspaces.references import references_check
 
 
@@ -19,7 +20,7 @@ class KeywordMethod(models.TextChoices):
     TRIGRAM = "trigram", _("character trigrams + BM25")
 
 
-class KnowledgeBase(models.Model):
+class KnowledgeBase(FirstWorkspaceByDefault, models.Model):
     class OnNothingFound(models.TextChoices):
         FALLBACK = "fallback", _("answer the fallback")
         HANDOFF = "handoff", _("hand off to a person")
