@@ -27,6 +27,7 @@ from evals.models import EvalSuite
 from evals.services import eval_case_from_run
 from memory.forget import EndUserBusy, EndUserUnknown, end_user_forget, end_user_reach
 from platform_site.admin_mixins import ReadOnlyAdminMixin
+from workspaces.access import in_workspace
 from workspaces.admin_scope import WorkspaceScopedAdmin
 
 log = logging.getLogger(__name__)
@@ -202,6 +203,7 @@ class RunFeedbackAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmi
         """Each selected feedback's run as a new case of the chosen suite (evals'
         eval_case_from_run), named after the run; the operator then writes its expectations."""
         form = EvalSuiteChoiceForm(request.POST if "apply" in request.POST else None)
+        form.fields["suite"].queryset = in_workspace(form.fields["suite"].queryset, request.user)
         if not form.is_valid():
             return TemplateResponse(
                 request,

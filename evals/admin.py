@@ -29,6 +29,7 @@ from evals.services import (
     eval_version_resolve,
 )
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyInline
+from workspaces.access import binding_of, in_workspace
 from workspaces.admin_scope import WorkspaceScopedAdmin, WorkspaceScopedInline
 
 
@@ -80,7 +81,11 @@ class EvalSuiteAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
         if request.method == "POST" and form.is_valid():
             try:
                 text = form.cleaned_data["file"].read().decode("utf-8")
-                count = eval_cases_import(suite_name=form.cleaned_data["suite"], lines=text.splitlines())
+                count = eval_cases_import(
+                    suite_name=form.cleaned_data["suite"],
+                    lines=text.splitlines(),
+                    workspace_id=binding_of(request.user).workspace_id,
+                )
             except UnicodeDecodeError:
                 form.add_error("file", _("The file is not UTF-8 text."))
             except CaseLineInvalid as exc:
@@ -206,7 +211,7 @@ class ReplayForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.user = user
         self.fields["agent"].queryset = agents_usable_by(user=user).order_by("name")
-        self.fields["judge"].queryset = ModelConfig.objects.order_by("name")
+        self.fields["judge"].queryset = in_workspace(ModelConfig.objects.order_by("name"), user)
 
     def clean(self):
         data = super().clean()

@@ -3,11 +3,13 @@
 Every ModelAdmin and inline of a model with a workspace (its own `workspace` field or a
 `workspace_path`) mixes in WorkspaceScopedAdmin (or WorkspaceScopedInline). Its queryset goes
 through workspaces.access.in_workspace, so another workspace's object is not listed, counted or
-searched, and its change, history and delete pages are a 404 (Django's admin looks the object up
-in get_queryset). The choices of a foreign key, a many-to-many, an autocomplete (answered by the
-related model's admin, itself scoped) and a related-object list filter are the workspace's. An
-object saved with its own `workspace` field is saved in the workspace the person acts in; only a
-superuser acting installation-wide sees the field and chooses."""
+searched, and its change, history and delete pages are a 404 (looked up in get_queryset; a
+missing object is a 404 alike, where Django's admin would redirect naming its id). The choices
+of a foreign key, a many-to-many, an autocomplete (answered by the related model's admin, itself
+scoped) and a related-object list filter are the workspace's. An object with its own `workspace`
+field is saved in the workspace the person acts in; only a superuser acting installation-wide
+sees the field and chooses (empty: the first workspace). What an object refers to must be of its
+workspace: the models' clean() (workspaces.references)."""
 
 from django.contrib import admin
 from django.contrib.admin.utils import NotRelationField, get_fields_from_path

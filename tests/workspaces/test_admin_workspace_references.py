@@ -2,8 +2,12 @@
 inline rows and every service calling full_clean agree); the admin saves a new object in the
 workspace its author acts in; an API token gets its workspace, role and scopes at creation."""
 
+import json
+
 import pytest
 from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
 
 from agents.models import Agent, AgentDelegate, AgentTool, GuardrailRule, ModelConfig
 from alerts.models import AlertRule
@@ -225,3 +229,17 @@ def test_an_openapi_import_never_changes_another_workspaces_tool(two_workspaces)
 
     report = tool_definitions_import_openapi(document=document, prefix="ours", workspace_id=first.pk)
     assert ToolDefinition.objects.get(name="ours-tool").workspace == first
+
+
+def test_importing_eval_cases_never_writes_into_another_workspaces_suite(client, two_workspaces):
+    first, member, _a, b = two_workspaces
+    client.force_login(member)
+    line = json.dumps({"name": "case-new", "turns": [{"role": "user", "content": "hi"}]})
+    url = reverse("admin:evals_evalsuite_import")
+
+    page = client.post(url, {"suite": b["suite"].name, "file": SimpleUploadedFile("c.jsonl", line.encode())})
+    assert page.status_code == 400
+    assert not b["suite"].cases.filter(name="case-new").exists()
+
+    assert client.post(url, {"suite": "ours", "file": SimpleUploadedFile("c.jsonl", line.encode())}).status_code == 302
+    assert EvalSuite.objects.get(name="ours").workspace == first
