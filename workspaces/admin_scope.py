@@ -116,6 +116,13 @@ class WorkspaceScopedAdmin(_RelationsScoped):
         fields = [name for name in fields if name != "workspace"]
         return ["workspace", *fields] if chooses_workspace(request) else fields
 
+    def get_readonly_fields(self, request, obj=None):
+        readonly = list(super().get_readonly_fields(request, obj))
+        # Chosen once: an object moved to another workspace would leave behind what refers to it.
+        if obj is not None and _owns_workspace(self.model) and chooses_workspace(request):
+            readonly.append("workspace")
+        return readonly
+
     def get_fieldsets(self, request, obj=None):
         fieldsets = super().get_fieldsets(request, obj)
         if not _owns_workspace(self.model) or not self.fieldsets:

@@ -243,3 +243,12 @@ def test_importing_eval_cases_never_writes_into_another_workspaces_suite(client,
 
     assert client.post(url, {"suite": "ours", "file": SimpleUploadedFile("c.jsonl", line.encode())}).status_code == 302
     assert EvalSuite.objects.get(name="ours").workspace == first
+
+
+def test_a_superuser_sees_an_objects_workspace_but_does_not_move_it(admin_client, two_workspaces):
+    first, _member, a, _b = two_workspaces
+    page = admin_client.get(f"/admin/agents/agent/{a['agent'].pk}/change/")
+    assert page.status_code == 200
+    form = page.context["adminform"].form
+    assert "workspace" not in form.fields
+    assert "workspace" in page.context["adminform"].readonly_fields
