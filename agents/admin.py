@@ -33,6 +33,7 @@ from agents.snapshot import callable_tool_names
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyAdminMixin
 from platform_site.crypto import mask
 from platform_site.http_methods import require_POST
+from workspaces.admin_scope import WorkspaceScopedAdmin, WorkspaceScopedInline
 
 RETENTION_PERMISSION = "conversations.delete_run"
 RELEASE_FIELDS = {"id", "published_version", "canary_version", "canary_percent"}
@@ -84,7 +85,7 @@ class ModelConfigForm(forms.ModelForm):
 
 
 @admin.register(ModelConfig)
-class ModelConfigAdmin(JSONInputAdminMixin, admin.ModelAdmin):
+class ModelConfigAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     form = ModelConfigForm
     list_display = [
         "name",
@@ -288,7 +289,7 @@ COMPACT_INLINE_WIDGETS = {
 }
 
 
-class AgentToolInline(admin.TabularInline):
+class AgentToolInline(WorkspaceScopedInline, admin.TabularInline):
     model = AgentTool
     formfield_overrides = COMPACT_INLINE_WIDGETS
     formset = AgentToolFormSet
@@ -296,7 +297,7 @@ class AgentToolInline(admin.TabularInline):
     autocomplete_fields = ["tool"]
 
 
-class GuardrailRuleInline(admin.StackedInline):
+class GuardrailRuleInline(WorkspaceScopedInline, admin.StackedInline):
     """Checks on the user's message and the model's answer; the model's clean() validates a
     pattern (compiles, bounded, not catastrophic) before it is saved. Stacked: eight fields in a
     row did not fit a laptop's screen."""
@@ -322,7 +323,7 @@ class AgentDelegateFormSet(AgentInlineFormSet):
                 form.add_error("child", problem)
 
 
-class AgentDelegateInline(admin.TabularInline):
+class AgentDelegateInline(WorkspaceScopedInline, admin.TabularInline):
     """Agents as tools: other agents this one may hand a task to (cycles and over-deep chains
     are refused by AgentDelegate.clean)."""
 
@@ -336,7 +337,7 @@ class AgentDelegateInline(admin.TabularInline):
 
 
 @admin.register(Agent)
-class AgentAdmin(AgentReleaseAdminMixin, admin.ModelAdmin):
+class AgentAdmin(AgentReleaseAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     form = AgentForm
     list_display = ["name", "slug", "model_config", "max_iterations", "is_active", "updated_at"]
     list_filter = ["is_active", "model_config"]
@@ -480,7 +481,7 @@ class AgentAdmin(AgentReleaseAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(AgentVersion)
-class AgentVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class AgentVersionAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["agent", "number", "config_hash", "created_at", "published_at", "published_by"]
     list_filter = ["agent"]
     list_select_related = ["agent", "published_by"]
@@ -497,7 +498,7 @@ class AgentVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(AgentRelease)
-class AgentReleaseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class AgentReleaseAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     """The audit trail of release actions: written only by agents.releases, never edited."""
 
     list_display = ["at", "agent", "action", "version_number", "previous_number", "canary_percent", "user", "note"]
@@ -525,7 +526,7 @@ class AgentReleaseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(AgentUsageDay)
-class AgentUsageDayAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class AgentUsageDayAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["agent", "day", "shard", "total_tokens", "cost", "calls"]
     list_filter = ["agent"]
     list_select_related = ["agent"]

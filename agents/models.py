@@ -12,6 +12,8 @@ from agents.providers.parameters import agent_problems, parameter_problems
 from platform_site.crypto import EncryptedTextField
 from tools.approval_policy import validate_rule
 from tools.models import tool_name_validator
+from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.references import references_check
 
 
 class ProviderKind(models.TextChoices):
@@ -39,7 +41,7 @@ class ReasoningEffort(models.TextChoices):
     HIGH = "high", _("high")
 
 
-class ModelConfig(models.Model):
+class ModelConfig(FirstWorkspaceByDefault, models.Model):
     """How to reach one model: endpoint, credentials, sampling parameters and prices."""
 
     # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
@@ -258,7 +260,7 @@ def validate_email_list(value: str) -> None:
             raise ValidationError(_("%(address)s is not an email address.") % {"address": address[:100]}) from None
 
 
-class Agent(models.Model):
+class Agent(FirstWorkspaceByDefault, models.Model):
     # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
     workspace = models.ForeignKey(
         "workspaces.Workspace",
@@ -569,6 +571,7 @@ class Agent(models.Model):
         return self.name
 
     def clean(self):
+        references_check(self)
         if self.tool_choice == ToolChoice.TOOL and not self.tool_choice_name:
             raise ValidationError({"tool_choice_name": "Name the tool the model must call."})
         if self.tool_choice != ToolChoice.TOOL and self.tool_choice_name:
@@ -635,6 +638,7 @@ class AgentTool(models.Model):
         return self.description_override or self.tool.description
 
     def clean(self):
+        references_check(self)
         if self.approval == self.Approval.RULE:
             try:
                 validate_rule(self.approval_rule, self.tool.parameters if self.tool_id else None)
@@ -642,7 +646,7 @@ class AgentTool(models.Model):
                 raise ValidationError({"approval_rule": exc.messages}) from exc
 
 
-class GuardrailRule(models.Model):
+class GuardrailRule(FirstWorkspaceByDefault, models.Model):
     """One check an agent makes on what the requester wrote (input: the user's messages, and a
     chat completion's own system, developer and assistant turns), on its model's final answer
     (output) or on both. The detectors are agents.guardrails; a run enforces the rules of the
@@ -719,6 +723,7 @@ class GuardrailRule(models.Model):
         return f"{self.get_kind_display()} ({self.get_side_display()}, {self.get_action_display()})"
 
     def clean(self):
+        references_check(self)
         if self.kind == self.Kind.BLOCKED_TERMS:
             terms = guardrails.terms_parse(self.terms)
             if not terms:
@@ -786,6 +791,7 @@ class AgentDelegate(models.Model):
         return f"{self.parent} → {self.child} ({self.tool_name})"
 
     def clean(self):
+        references_check(self)
         if not (self.parent_id and self.child_id):
             return
         if self.tool_name and AgentTool.objects.filter(agent_id=self.parent_id, tool__name=self.tool_name).exists():

@@ -6,10 +6,11 @@ from django.utils.translation import gettext_lazy
 
 from alerts.models import AlertFiring, AlertRule
 from platform_site.admin_mixins import ReadOnlyAdminMixin
+from workspaces.admin_scope import WorkspaceScopedAdmin
 
 
 @admin.register(AlertRule)
-class AlertRuleAdmin(admin.ModelAdmin):
+class AlertRuleAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["name", "kind", "scope", "window", "threshold", "enabled", "send_webhooks"]
     list_filter = ["enabled", "kind", "window"]
     list_select_related = ["agent", "model_config"]
@@ -48,7 +49,7 @@ class OpenFilter(admin.SimpleListFilter):
 
 
 @admin.register(AlertFiring)
-class AlertFiringAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class AlertFiringAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["rule", "summary", "value", "threshold", "started_at", "resolved_at", "resolved_value"]
     list_filter = [OpenFilter, "rule__kind", "rule"]
     list_select_related = ["rule"]

@@ -9,6 +9,9 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.references import references_check
+
 # Ages (stuck runs, waiting approvals) are thresholds in minutes, up to a week.
 MAX_AGE_MINUTES = 7 * 24 * 60
 
@@ -22,7 +25,7 @@ def validate_no_control_characters(value: str) -> None:
         raise ValidationError(_("Must not contain line breaks or other control characters."), code="control_characters")
 
 
-class AlertRule(models.Model):
+class AlertRule(FirstWorkspaceByDefault, models.Model):
     class Kind(models.TextChoices):
         TOKENS = "tokens", _("Tokens per window")
         COST = "cost", _("Cost per window")
@@ -132,6 +135,7 @@ class AlertRule(models.Model):
         return str(_("everything"))
 
     def clean(self):
+        references_check(self)
         errors = {}
         if self.agent_id and self.model_config_id:
             errors["model_config"] = _("Choose an agent or a model config, not both.")

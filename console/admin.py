@@ -45,6 +45,8 @@ from platform_site.admin_mixins import ReadOnlyAdminMixin, ReadOnlyInline, json_
 from platform_site.crypto import mask
 from platform_site.signatures import webhook_secret_generate
 from tools.arguments import arguments_hash
+from workspaces.admin_scope import WorkspaceScopedAdmin, WorkspaceScopedInline, chooses_workspace
+from workspaces.roles import Scope
 
 # The admin is the operators' home: it carries the product's name, and its index and header
 # link to the operator pages (templates/admin/base_site.html, admin/agentry_index.html).
@@ -67,14 +69,14 @@ def estimated_mark(usage_estimated: bool) -> str:
     return format_html('<span title="{}">≈</span>', _("tokens estimated: a model server reported no usage"))
 
 
-class MessageInline(ReadOnlyInline):
+class MessageInline(WorkspaceScopedInline, ReadOnlyInline):
     model = Message
     fields = ["order", "role", "content", "tool_calls", "tool_call_id", "name", "run"]
     readonly_fields = fields
 
 
 @admin.register(Conversation)
-class ConversationAdmin(ForgetEndUserMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class ConversationAdmin(ForgetEndUserMixin, ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["short_id", "agent", "owner", "end_user_column", "title", "message_count", "created_at"]
     list_filter = ["agent", HasEndUserFilter, EndUserFilter]
     list_select_related = ["agent", "owner"]
@@ -148,21 +150,21 @@ class GuardrailFilter(admin.SimpleListFilter):
         return queryset.filter(Exists(triggers))
 
 
-class GuardrailTriggerInline(ReadOnlyInline):
+class GuardrailTriggerInline(WorkspaceScopedInline, ReadOnlyInline):
     model = GuardrailTrigger
     fields = ["side", "kind", "rule_id", "action", "matched", "count", "samples", "created_at"]
     readonly_fields = fields
     show_change_link = False
 
 
-class RunEventInline(ReadOnlyInline):
+class RunEventInline(WorkspaceScopedInline, ReadOnlyInline):
     model = RunEvent
     fields = ["seq", "type", "payload", "created_at"]
     readonly_fields = fields
     show_change_link = False
 
 
-class KnowledgeSearchInline(ReadOnlyInline):
+class KnowledgeSearchInline(WorkspaceScopedInline, ReadOnlyInline):
     """The run's knowledge searches: what it looked up and which passages it was given."""
 
     model = KnowledgeSearch
@@ -172,7 +174,7 @@ class KnowledgeSearchInline(ReadOnlyInline):
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = [
         "short_id",
         "question",
@@ -360,7 +362,7 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(LLMCall)
-class LLMCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class LLMCallAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = [
         "id",
         "run",
@@ -393,7 +395,7 @@ class LLMCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(ToolInvocation)
-class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ToolInvocationAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["id", "run", "tool_name", "status", "simulated", "copied", "truncated", "latency_ms", "created_at"]
     list_filter = ["status", "simulated", "copied", "tool_name"]
     raw_id_fields = ["run", "llm_call"]
@@ -402,7 +404,7 @@ class ToolInvocationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Approval)
-class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ApprovalAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     """Audit rows, read-only; approvers may still decide pending ones with the two actions."""
 
     list_display = [
@@ -514,7 +516,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(RunEvent)
-class RunEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class RunEventAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["id", "run", "seq", "type", "created_at"]
     list_filter = ["type"]
     raw_id_fields = ["run"]
@@ -523,25 +525,40 @@ class RunEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     """A token acts as its user, so only a superuser may mint one, or reopen a revoked one, for
     someone else; anyone else manages their own tokens."""
 
-    list_display = ["name", "user", "prefix", "is_active", "created_at", "last_used_at"]
-    list_filter = ["is_active"]
+    list_display = ["name", "user", "role", "prefix", "is_active", "created_at", "last_used_at"]
+    list_filter = ["is_active", "role"]
     list_select_related = ["user"]
     search_fields = ["name", "user__username", "prefix"]
     raw_id_fields = ["user"]
     readonly_fields = ["prefix", "created_at", "last_used_at"]
 
     def get_fields(self, request, obj=None):
-        # The secret is generated on save; afterwards a token can only be renamed or revoked.
+        # The secret is generated on save; afterwards a token can only be renamed or revoked: what
+        # it may do (its workspace, role and scopes) is chosen once, at creation.
         if obj is None:
-            return ["user", "name"] if request.user.is_superuser else ["name"]
-        return ["user", "name", "prefix", "is_active", "created_at", "last_used_at"]
+            fields = ["user", "name"] if request.user.is_superuser else ["name"]
+            fields += ["role", "scopes"]
+            return ["workspace", *fields] if chooses_workspace(request) else fields
+        return ["user", "name", "workspace", "role", "scopes", "prefix", "is_active", "created_at", "last_used_at"]
 
     def get_readonly_fields(self, request, obj=None):
-        return self.readonly_fields + (["user"] if obj else [])
+        return self.readonly_fields + (["user", "workspace", "role", "scopes"] if obj else [])
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "scopes":
+            # Ticked from the known scopes (the model's validator checks them again).
+            return forms.TypedMultipleChoiceField(
+                choices=Scope.choices,
+                required=False,
+                widget=forms.CheckboxSelectMultiple,
+                label=db_field.verbose_name,
+                help_text=_("None ticked: everything the role allows."),
+            )
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     def has_change_permission(self, request, obj=None):
         if obj is not None and obj.user_id != request.user.pk and not request.user.is_superuser:
@@ -552,7 +569,13 @@ class ApiTokenAdmin(admin.ModelAdmin):
         if change:
             return super().save_model(request, obj, form, change)
         user = obj.user if request.user.is_superuser else request.user
-        token, plaintext = api_token_create(user=user, name=obj.name)
+        token, plaintext = api_token_create(
+            user=user,
+            name=obj.name,
+            workspace=obj.workspace if obj.workspace_id is not None else None,
+            role=obj.role,
+            scopes=obj.scopes,
+        )
         obj.pk, obj.user, obj.prefix, obj.key_hash = token.pk, user, token.prefix, token.key_hash
         self.message_user(
             request,
@@ -614,7 +637,8 @@ class WebhookForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # A form posted without a format (as before formats existed) keeps Agentry's.
-        self.fields["format"].required = False
+        if "format" in self.fields:  # absent for someone who may only view the webhook
+            self.fields["format"].required = False
 
     def clean_format(self):
         return self.cleaned_data.get("format") or Webhook.Format.AGENTRY
@@ -640,7 +664,7 @@ class WebhookForm(forms.ModelForm):
         return cleaned
 
 
-class WebhookAttemptInline(ReadOnlyInline):
+class WebhookAttemptInline(WorkspaceScopedInline, ReadOnlyInline):
     model = WebhookAttempt
     fields = ["number", "http_status", "error", "will_retry", "duration_ms", "response_body", "created_at"]
     readonly_fields = fields
@@ -648,7 +672,7 @@ class WebhookAttemptInline(ReadOnlyInline):
 
 
 @admin.register(Webhook)
-class WebhookAdmin(admin.ModelAdmin):
+class WebhookAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     form = WebhookForm
     list_display = [
         "target",
@@ -724,7 +748,7 @@ class WebhookAdmin(admin.ModelAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class WebhookDeliveryAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["short_id", "event_type", "webhook", "status", "attempts", "created_at", "finished_at"]
     list_filter = ["status", "event_type"]
     list_select_related = ["webhook"]
@@ -760,7 +784,7 @@ class WebhookDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(RunPurge)
-class RunPurgeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class RunPurgeAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     """Tombstones of retention purges: what was removed, by whose policy. Never edited."""
 
     list_display = ["created_at", "agent_slug", "retention_days", "cutoff", "runs", "policy_set_by_username"]

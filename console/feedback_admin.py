@@ -27,6 +27,8 @@ from evals.models import EvalSuite
 from evals.services import eval_case_from_run
 from memory.forget import EndUserBusy, EndUserUnknown, end_user_forget, end_user_reach
 from platform_site.admin_mixins import ReadOnlyAdminMixin
+from workspaces.access import in_workspace
+from workspaces.admin_scope import WorkspaceScopedAdmin
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +123,10 @@ class ForgetEndUserMixin:
 
 @admin.register(EndUserErasure)
 class EndUserErasureAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Audit rows of forgotten end users: who asked, how, what went. Never edited."""
+    """Audit rows of forgotten end users: who asked, how, what went. Never edited.
+
+    Installation-wide: an erasure names no agent (an end user's rows may span several), so it
+    has no workspace yet; it holds a keyed hash and counts, never the id."""
 
     list_display = ["created_at", "digest", "channel", "requested_by_username", "conversations", "memories"]
     list_filter = ["channel"]
@@ -148,7 +153,7 @@ class EvalSuiteChoiceForm(forms.Form):
 
 
 @admin.register(RunFeedback)
-class RunFeedbackAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class RunFeedbackAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     """End users' ratings of runs: the review list reads the negative ones first, newest first
     (the (rating, created_at) index), each a click away from its run's timeline."""
 
@@ -198,6 +203,7 @@ class RunFeedbackAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         """Each selected feedback's run as a new case of the chosen suite (evals'
         eval_case_from_run), named after the run; the operator then writes its expectations."""
         form = EvalSuiteChoiceForm(request.POST if "apply" in request.POST else None)
+        form.fields["suite"].queryset = in_workspace(form.fields["suite"].queryset, request.user)
         if not form.is_valid():
             return TemplateResponse(
                 request,

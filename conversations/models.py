@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from workspaces.defaults import FirstWorkspaceByDefault
 from workspaces.roles import Role, validate_scopes
 
 
@@ -669,7 +670,7 @@ class RunEvent(models.Model):
         return f"{self.seq} {self.type}"
 
 
-class ApiToken(models.Model):
+class ApiToken(FirstWorkspaceByDefault, models.Model):
     """A per-user API credential. Only a hash is stored; the token is shown once, at creation."""
 
     # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
@@ -771,6 +772,9 @@ class RunPurge(models.Model):
     Written in the same transactions as the deletions it counts, so its counts never claim more
     or less than was removed. Kept as text too (agent slug, user name) so it outlives both."""
 
+    # Its workspace is its agent's (workspaces.access.in_workspace): once the agent is deleted,
+    # only a superuser acting installation-wide reads it.
+    workspace_path = "agent__workspace"
     agent = models.ForeignKey(
         "agents.Agent", on_delete=models.SET_NULL, null=True, related_name="+", verbose_name=_("agent")
     )

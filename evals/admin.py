@@ -29,9 +29,11 @@ from evals.services import (
     eval_version_resolve,
 )
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyInline
+from workspaces.access import binding_of, in_workspace
+from workspaces.admin_scope import WorkspaceScopedAdmin, WorkspaceScopedInline
 
 
-class EvalCaseInline(JSONInputAdminMixin, admin.StackedInline):
+class EvalCaseInline(JSONInputAdminMixin, WorkspaceScopedInline, admin.StackedInline):
     model = EvalCase
     extra = 0
 
@@ -49,7 +51,7 @@ IMPORT_PERMISSIONS = ("evals.add_evalsuite", "evals.add_evalcase", "evals.change
 
 
 @admin.register(EvalCase)
-class EvalCaseAdmin(JSONInputAdminMixin, admin.ModelAdmin):
+class EvalCaseAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     """A case on its own page, where one made from a run's timeline is finished (its suite's page
     edits the same cases inline)."""
 
@@ -60,7 +62,7 @@ class EvalCaseAdmin(JSONInputAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(EvalSuite)
-class EvalSuiteAdmin(admin.ModelAdmin):
+class EvalSuiteAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["name", "description", "created_at"]
     search_fields = ["name"]
     inlines = [EvalCaseInline]
@@ -79,7 +81,11 @@ class EvalSuiteAdmin(admin.ModelAdmin):
         if request.method == "POST" and form.is_valid():
             try:
                 text = form.cleaned_data["file"].read().decode("utf-8")
-                count = eval_cases_import(suite_name=form.cleaned_data["suite"], lines=text.splitlines())
+                count = eval_cases_import(
+                    suite_name=form.cleaned_data["suite"],
+                    lines=text.splitlines(),
+                    workspace_id=binding_of(request.user).workspace_id,
+                )
             except UnicodeDecodeError:
                 form.add_error("file", _("The file is not UTF-8 text."))
             except CaseLineInvalid as exc:
@@ -205,7 +211,7 @@ class ReplayForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.user = user
         self.fields["agent"].queryset = agents_usable_by(user=user).order_by("name")
-        self.fields["judge"].queryset = ModelConfig.objects.order_by("name")
+        self.fields["judge"].queryset = in_workspace(ModelConfig.objects.order_by("name"), user)
 
     def clean(self):
         data = super().clean()
@@ -230,7 +236,7 @@ class ReplayForm(forms.Form):
         )
 
 
-class EvalResultInline(ReadOnlyInline):
+class EvalResultInline(WorkspaceScopedInline, ReadOnlyInline):
     model = EvalResult
     fields = [
         "case",
@@ -270,7 +276,7 @@ class EvalResultInline(ReadOnlyInline):
 
 
 @admin.register(EvalRun)
-class EvalRunAdmin(admin.ModelAdmin):
+class EvalRunAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["id", "suite", "agent_version", "repetitions", "status", "completion", "created_by", "started_at"]
     list_filter = ["status", "suite", "agent_version__agent"]
     list_select_related = ["suite", "agent_version__agent", "created_by"]
@@ -399,7 +405,7 @@ class EvalRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(ReleaseGate)
-class ReleaseGateAdmin(admin.ModelAdmin):
+class ReleaseGateAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     """Who may loosen the gate is who may change it (evals.change_releasegate), not who publishes."""
 
     list_display = [

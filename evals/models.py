@@ -10,9 +10,11 @@ from django.utils.translation import gettext_lazy as _
 from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_LATENCY_INCREASE, DEFAULT_MAX_RATE_DROP
 from evals.matching import ExpectationInvalid, expected_calls_check, pattern_check, schema_check
 from tools.arguments import contains_nul
+from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.references import references_check
 
 
-class EvalSuite(models.Model):
+class EvalSuite(FirstWorkspaceByDefault, models.Model):
     # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
     workspace = models.ForeignKey(
         "workspaces.Workspace",
@@ -45,6 +47,9 @@ class EvalSuite(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        references_check(self)
 
 
 def _turns_check(turns) -> None:
@@ -266,6 +271,7 @@ class EvalCase(models.Model):
             return None
 
     def clean(self):
+        references_check(self)
         checks = [
             ("turns", lambda: _turns_check(self.turns)),
             ("expected_tool_calls", lambda: expected_calls_check(self.expected_tool_calls)),
@@ -342,6 +348,9 @@ class EvalRun(models.Model):
 
     def __str__(self):
         return f"{self.suite} × {self.agent_version} ({self.status})"
+
+    def clean(self):
+        references_check(self)
 
 
 class EvalResult(models.Model):
@@ -446,3 +455,6 @@ class ReleaseGate(models.Model):
 
     def __str__(self):
         return f"{self.agent} ← {self.suite}"
+
+    def clean(self):
+        references_check(self)

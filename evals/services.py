@@ -331,12 +331,15 @@ def eval_runs_sweep(*, now: datetime | None = None) -> dict[str, int]:
     return counts
 
 
-def eval_cases_import(*, suite_name: str, lines) -> int:
+def eval_cases_import(*, suite_name: str, lines, workspace_id: int | None = None) -> int:
     """Cases from JSONL lines (jsonl.case_from_line) into the suite of that name (created if
-    new), all or none; a case with the name of one already in the suite replaces it. Raises
-    CaseLineInvalid naming the first bad line."""
+    new, in `workspace_id`: the first workspace when None), all or none; a case with the name of
+    one already in the suite replaces it. Raises CaseLineInvalid naming the first bad line, or
+    when the name is another workspace's suite's."""
     with transaction.atomic():
-        suite, _created = EvalSuite.objects.get_or_create(name=suite_name)
+        suite, _created = EvalSuite.objects.get_or_create(name=suite_name, defaults={"workspace_id": workspace_id})
+        if workspace_id is not None and suite.workspace_id != workspace_id:
+            raise CaseLineInvalid(_("The suite name is already used; choose another."))
         count = 0
         for number, line in enumerate(lines, start=1):
             if not line.strip():

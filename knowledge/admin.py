@@ -16,13 +16,14 @@ from knowledge.models import Chunk, Document, DocumentUpload, EmbeddingCall, Kno
 from knowledge.retrieval import search
 from knowledge.services import base_index_enqueue, document_file_store, document_upload, knowledge_base_save
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyAdminMixin, ReadOnlyInline
+from workspaces.admin_scope import WorkspaceScopedAdmin, WorkspaceScopedInline
 
 # Settings whose change makes the stored chunks or vectors stale.
 _INDEX_FIELDS = {"chunk_size", "chunk_overlap", "embedding_model"}
 
 
 @admin.register(KnowledgeBase)
-class KnowledgeBaseAdmin(admin.ModelAdmin):
+class KnowledgeBaseAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["name", "status", "progress", "keyword_method", "embedding_model", "search_tool"]
     list_filter = ["status", "keyword_method"]
     list_select_related = ["embedding_model", "search_tool"]
@@ -165,7 +166,7 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):
         return redirect(page)
 
 
-class ChunkInline(ReadOnlyInline):
+class ChunkInline(WorkspaceScopedInline, ReadOnlyInline):
     model = Chunk
     fields = ["ordinal", "text", "has_embedding"]
     readonly_fields = fields
@@ -177,7 +178,7 @@ class ChunkInline(ReadOnlyInline):
 
 
 @admin.register(Document)
-class DocumentAdmin(JSONInputAdminMixin, admin.ModelAdmin):
+class DocumentAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     form = DocumentForm
     list_display = ["title", "base", "source", "status", "chunk_count", "reason", "updated_at"]
     list_filter = ["status", "source", "base"]
@@ -246,7 +247,7 @@ class DocumentAdmin(JSONInputAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(KnowledgeSearch)
-class KnowledgeSearchAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class KnowledgeSearchAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["id", "base", "run", "query", "passage_count", "fallback", "handed_off", "created_at"]
     list_filter = ["fallback", "handed_off", "base"]
     list_select_related = ["base"]
@@ -260,7 +261,7 @@ class KnowledgeSearchAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(EmbeddingCall)
-class EmbeddingCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class EmbeddingCallAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["id", "base", "document", "llm_call"]
     list_filter = ["base"]
     list_select_related = ["base", "document", "llm_call"]

@@ -46,7 +46,8 @@ class DocumentForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         # An upload's title defaults to its file name (then to the title the worker finds in the
         # file); a URL's to the URL (then to the page's title).
-        self.fields["title"].required = False
+        if "title" in self.fields:  # absent for someone who may only view the document
+            self.fields["title"].required = False
         self.title_from_content = False
 
     def clean(self):

@@ -11,13 +11,16 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.references import references_check
+
 
 class KeywordMethod(models.TextChoices):
     JIEBA = "jieba", _("jieba words + BM25")
     TRIGRAM = "trigram", _("character trigrams + BM25")
 
 
-class KnowledgeBase(models.Model):
+class KnowledgeBase(FirstWorkspaceByDefault, models.Model):
     class OnNothingFound(models.TextChoices):
         FALLBACK = "fallback", _("answer the fallback")
         HANDOFF = "handoff", _("hand off to a person")
@@ -106,6 +109,7 @@ class KnowledgeBase(models.Model):
         return self.name
 
     def clean(self):
+        references_check(self)
         if self.chunk_overlap >= self.chunk_size:
             raise ValidationError({"chunk_overlap": _("The overlap must be smaller than the chunk size.")})
 
@@ -144,6 +148,7 @@ class Document(models.Model):
         return self.title
 
     def clean(self):
+        references_check(self)
         if not isinstance(self.tags, list) or not all(isinstance(t, str) and 0 < len(t) <= 100 for t in self.tags):
             raise ValidationError({"tags": _('Use a JSON list of short strings, e.g. ["returns", "zh"].')})
         if self.source == self.Source.URL and not self.url:

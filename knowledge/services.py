@@ -69,6 +69,7 @@ def knowledge_base_save(*, base: KnowledgeBase) -> KnowledgeBase:
     """Save the base, creating its search tool on first save and keeping its description current."""
     if base.search_tool_id is None:
         base.search_tool = ToolDefinition.objects.create(
+            workspace_id=base.workspace_id,
             name=_tool_name(base.name),
             description=_tool_description(base),
             parameters=SEARCH_PARAMETERS,

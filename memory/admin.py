@@ -14,6 +14,7 @@ from django.utils.translation import gettext_lazy as _
 from memory.models import Memory, MemoryChange
 from memory.services import MemoryRejected, memory_correct, memory_correction_check, memory_delete
 from platform_site.admin_mixins import ReadOnlyAdminMixin, ReadOnlyInline
+from workspaces.admin_scope import WorkspaceScopedAdmin, WorkspaceScopedInline
 
 
 def _run_link(run_id):
@@ -23,7 +24,7 @@ def _run_link(run_id):
     return format_html('<a href="{}">{}</a>', reverse("monitoring:run", args=[run_id]), str(run_id)[:8])
 
 
-class MemoryChangeInline(ReadOnlyInline):
+class MemoryChangeInline(WorkspaceScopedInline, ReadOnlyInline):
     model = MemoryChange
     fk_name = "memory"
     show_change_link = False
@@ -48,7 +49,7 @@ class MemoryForm(forms.ModelForm):
 
 
 @admin.register(Memory)
-class MemoryAdmin(admin.ModelAdmin):
+class MemoryAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     form = MemoryForm
     list_display = [
         "statement",
@@ -109,7 +110,7 @@ class MemoryAdmin(admin.ModelAdmin):
 
 
 @admin.register(MemoryChange)
-class MemoryChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class MemoryChangeAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["created_at", "action", "source", "end_user", "owner", "scope", "before", "after", "run_link"]
     list_filter = ["action", "source", "scope"]
     search_fields = ["=end_user", "before", "after", "=owner__username"]

@@ -12,6 +12,8 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from workspaces.defaults import FirstWorkspaceByDefault
+
 
 class MemoryKind(models.TextChoices):
     FACT = "fact", _("Fact")
@@ -20,7 +22,7 @@ class MemoryKind(models.TextChoices):
     INSTRUCTION = "instruction", _("Instruction")
 
 
-class Memory(models.Model):
+class Memory(FirstWorkspaceByDefault, models.Model):
     # The workspace of the agent (or shared space) that keeps it: part of every read and write key.
     workspace = models.ForeignKey(
         "workspaces.Workspace",
@@ -87,7 +89,7 @@ class Memory(models.Model):
         return self.statement[:80]
 
 
-class MemoryChange(models.Model):
+class MemoryChange(FirstWorkspaceByDefault, models.Model):
     """One change to a memory, and who made it: the audit trail an operator reads."""
 
     class Action(models.TextChoices):

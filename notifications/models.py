@@ -14,9 +14,11 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.models import email_list, validate_email_list
 from platform_site.crypto import EncryptedTextField
+from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.references import references_check
 
 
-class Webhook(models.Model):
+class Webhook(FirstWorkspaceByDefault, models.Model):
     """Where an agent's run outcomes and approval requests are POSTed, signed with the secret."""
 
     # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
@@ -106,6 +108,9 @@ class Webhook(models.Model):
 
     def __str__(self):
         return f"{self.agent} → {self.target}"
+
+    def clean(self):
+        references_check(self)
 
     @property
     def recipients(self) -> list[str]:

@@ -21,6 +21,8 @@ from tools.services import (
     tool_definitions_openapi_changes,
     tool_definitions_sync_from_registry,
 )
+from workspaces.access import binding_of
+from workspaces.admin_scope import WorkspaceScopedAdmin, WorkspaceScopedInline
 
 
 def _asks(approval: dict) -> str:
@@ -73,7 +75,7 @@ class SuperuserOnlyFieldsMixin:
 
 
 @admin.register(ToolDefinition)
-class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.ModelAdmin):
+class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     form = ToolDefinitionForm
     list_display = [
         "name",
@@ -220,7 +222,9 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
                     # Asked again with the document in the text box: an upload is not sent twice.
                     form = OpenAPIImportForm({**source, "confirmed": ",".join(changes)})
                 else:
-                    report = tool_definitions_import_openapi(**source, may_replace=changes)
+                    report = tool_definitions_import_openapi(
+                        **source, may_replace=changes, workspace_id=binding_of(request.user).workspace_id
+                    )
                     level = messages.SUCCESS if report.created or report.updated else messages.WARNING
                     self.message_user(request, _("OpenAPI import: %(summary)s.") % {"summary": report.summary()}, level)
                     return redirect("admin:tools_tooldefinition_changelist")
@@ -237,7 +241,7 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.M
         return TemplateResponse(request, "admin/tools/tooldefinition/import_openapi.html", context)
 
 
-class MCPToolInline(admin.TabularInline):
+class MCPToolInline(WorkspaceScopedInline, admin.TabularInline):
     model = ToolDefinition
     fields = ["name", "mcp_tool_name", "side_effect", "approval_policy", "is_active"]
     readonly_fields = fields
@@ -251,7 +255,7 @@ class MCPToolInline(admin.TabularInline):
 
 
 @admin.register(MCPServer)
-class MCPServerAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, admin.ModelAdmin):
+class MCPServerAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     form = MCPServerForm
     list_display = ["name", "transport", "trusted", "is_active", "tool_count", "discovered_at", "last_error"]
     list_filter = ["transport", "trusted", "is_active"]

@@ -11,6 +11,8 @@ from jsonschema.exceptions import SchemaError
 from platform_site.crypto import EncryptedTextField
 from tools.approval_policy import ApprovalExpiry, ApprovalPolicy, validate_rule
 from tools.registry import registry
+from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.references import references_check
 
 # Providers accept ^[a-zA-Z0-9_-]{1,64}$ for function names (OpenAI's rule, the strictest).
 tool_name_validator = RegexValidator(
@@ -49,7 +51,7 @@ mcp_server_name_validator = RegexValidator(
 )
 
 
-class MCPServer(models.Model):
+class MCPServer(FirstWorkspaceByDefault, models.Model):
     """A Model Context Protocol server whose tools agents can use (seed 000's "server-tool" names)."""
 
     class Transport(models.TextChoices):
@@ -132,7 +134,7 @@ def url_placeholders(template: str) -> list[str]:
     return URL_PLACEHOLDER.findall(template)
 
 
-class ToolDefinition(models.Model):
+class ToolDefinition(FirstWorkspaceByDefault, models.Model):
     class Kind(models.TextChoices):
         PYTHON = "python", _("Python (registered callable)")
         HTTP = "http", _("HTTP endpoint")
@@ -274,6 +276,7 @@ class ToolDefinition(models.Model):
         return self.name
 
     def clean(self):
+        references_check(self)
         if self.approval_policy == ApprovalPolicy.RULE:
             try:
                 validate_rule(self.approval_rule, self.parameters)

@@ -139,6 +139,7 @@ def mcp_server_discover(*, server: MCPServer) -> ImportReport:
                 continue
             if existing is None:
                 existing = ToolDefinition.objects.create(
+                    workspace_id=server.workspace_id,
                     mcp_server=server,
                     mcp_tool_name=remote.name,
                     **fields,
@@ -193,19 +194,28 @@ def tool_definitions_openapi_changes(*, document: str, base_url: str = "", prefi
 
 
 def tool_definitions_import_openapi(
-    *, document: str, base_url: str = "", prefix: str = "", may_replace: Collection[str] | None = None
+    *,
+    document: str,
+    base_url: str = "",
+    prefix: str = "",
+    may_replace: Collection[str] | None = None,
+    workspace_id: int | None = None,
 ) -> ImportReport:
     """One HTTP ToolDefinition per operation of an OpenAPI 3 document (JSON or YAML).
 
     GET operations are reads; the others are writes that need approval until an operator
     decides otherwise. Re-importing updates the tools of the same names; with `may_replace`
     given, only the existing tools it names may change (the others are skipped), since an
-    import can point a tool that agents already use at another URL.
+    import can point a tool that agents already use at another URL. New tools join
+    `workspace_id` (the first workspace when None); another workspace's tool is never changed.
     """
     report = ImportReport()
     with transaction.atomic():
         for name, fields, operation in _openapi_plan(document=document, base_url=base_url, prefix=prefix):
             existing = ToolDefinition.objects.select_for_update().filter(name=name).first()
+            if existing is not None and workspace_id is not None and existing.workspace_id != workspace_id:
+                report.skipped.append(f"{name}: the name is already used")
+                continue
             if existing is not None and existing.kind != ToolDefinition.Kind.HTTP:
                 report.skipped.append(f"{name}: the name is already used by a {existing.kind} tool")
                 continue
@@ -214,6 +224,7 @@ def tool_definitions_import_openapi(
                 continue
             tool = existing or ToolDefinition(
                 name=name,
+                workspace_id=workspace_id,
                 side_effect="read" if operation.method == "GET" else "write",
                 approval_policy=ApprovalPolicy.AUTO if operation.method == "GET" else ApprovalPolicy.ALWAYS,
                 idempotent=operation.method == "GET",

@@ -17,6 +17,7 @@ from platform_site.admin_mixins import OwnedSecretAdminMixin
 from platform_site.public_url import public_url, public_url_doubt
 from triggers.hooks import hook_secret_new, hook_secret_rotate, hook_templates_check
 from triggers.models import Hook, HookDelivery
+from workspaces.admin_scope import WorkspaceScopedAdmin
 
 RECENT_DELIVERIES = 20
 
@@ -38,7 +39,7 @@ class HookForm(forms.ModelForm):
 
 
 @admin.register(Hook)
-class HookAdmin(OwnedSecretAdminMixin, admin.ModelAdmin):
+class HookAdmin(OwnedSecretAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     form = HookForm
     list_display = ["name", "agent", "enabled", "hook_url", "owner", "created_at"]
     list_filter = ["enabled", "agent"]

@@ -14,9 +14,11 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from platform_site.crypto import EncryptedTextField
+from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.references import references_check
 
 
-class Schedule(models.Model):
+class Schedule(FirstWorkspaceByDefault, models.Model):
     class Kind(models.TextChoices):
         CRON = "cron", _("Cron expression")
         INTERVAL = "interval", _("Interval")
@@ -99,6 +101,9 @@ class Schedule(models.Model):
     def __str__(self):
         return self.name
 
+    def clean(self):
+        references_check(self)
+
 
 class ScheduleFire(models.Model):
     """One fire of a schedule: the run it started, or why it started none."""
@@ -138,7 +143,7 @@ class ScheduleFire(models.Model):
         ]
 
 
-class Hook(models.Model):
+class Hook(FirstWorkspaceByDefault, models.Model):
     """An agent's inbound hook: POST /api/v1/hooks/<id>/ with a signed JSON body starts a run."""
 
     # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
@@ -187,6 +192,9 @@ class Hook(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        references_check(self)
 
 
 class HookDelivery(models.Model):

@@ -15,6 +15,7 @@ from conversations.end_users import EndUserInvalid, end_user_clean
 from platform_site.admin_mixins import JSONInputAdminMixin
 from triggers.models import Schedule
 from triggers.schedules import schedule_check, schedule_save, schedules_pause, schedules_resume
+from workspaces.admin_scope import WorkspaceScopedAdmin
 
 FIRES_SHOWN = 20
 _CHECKED = ("agent", "name", "kind", "cron", "interval_seconds", "time_zone", "message", "variables")
@@ -46,7 +47,7 @@ class ScheduleForm(forms.ModelForm):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(JSONInputAdminMixin, admin.ModelAdmin):
+class ScheduleAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     form = ScheduleForm
     list_display = ["name", "agent", "when", "enabled", "next_fire_at", "last_fired_at"]
     list_filter = ["enabled", "kind", "agent"]

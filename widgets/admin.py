@@ -19,12 +19,13 @@ from platform_site.public_url import public_url, public_url_doubt
 from widgets.models import Widget
 from widgets.services import widget_secret_new, widget_secret_rotate, widget_usable
 from widgets.tokens import end_user_token_sign
+from workspaces.admin_scope import WorkspaceScopedAdmin
 
 SNIPPET = '<script src="{script}" data-widget="{widget}" data-token="END-USER TOKEN" data-lang="{lang}"></script>'
 
 
 @admin.register(Widget)
-class WidgetAdmin(OwnedSecretAdminMixin, admin.ModelAdmin):
+class WidgetAdmin(OwnedSecretAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["name", "agent", "enabled", "language", "owner", "created_at"]
     list_filter = ["enabled", "language", "agent"]
     list_select_related = ["agent", "owner"]

@@ -10,6 +10,8 @@ from django.utils.translation import gettext_lazy as _
 
 from platform_site.crypto import EncryptedTextField
 from widgets.origins import origins_validate
+from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.references import references_check
 
 
 class WidgetLanguage(models.TextChoices):
@@ -17,7 +19,7 @@ class WidgetLanguage(models.TextChoices):
     ENGLISH = "en", "English"
 
 
-class Widget(models.Model):
+class Widget(FirstWorkspaceByDefault, models.Model):
     # The public id: the page's script tag names the widget by it (data-widget).
     # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
     workspace = models.ForeignKey(
@@ -73,3 +75,6 @@ class Widget(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        references_check(self)

@@ -31,3 +31,14 @@ def first_workspace_fill_connect(models) -> None:
     """Saving one of these models without a workspace puts it in the first workspace."""
     for model in models:
         pre_save.connect(_first_workspace_fill, sender=model, dispatch_uid=f"first_workspace_fill:{model._meta.label}")
+
+
+class FirstWorkspaceByDefault:
+    """For a model with its own `workspace`: full_clean() of an object without one validates it
+    as saving it would store it, in the first workspace, instead of refusing the empty field.
+    (A form that leaves the field out, or empty, excludes it and the pre_save fill applies.)"""
+
+    def clean_fields(self, exclude=None):
+        if self.workspace_id is None and (exclude is None or "workspace" not in exclude):
+            self.workspace_id = default_workspace_id()
+        super().clean_fields(exclude=exclude)

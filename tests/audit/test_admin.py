@@ -189,6 +189,7 @@ def test_the_admin_exports_the_selected_changes(client, superuser):
     assert "agents.modelconfig" in lines[1] and "one" in lines[1]
 
 
-def test_a_missing_history_is_a_redirect_not_an_error(client, superuser):
+def test_a_missing_history_is_a_404_not_an_error(client, superuser):
+    # A 404, as another workspace's object's history is (workspaces.admin_scope).
     response = client.get(reverse("admin:agents_agent_history", args=[999999]))
-    assert response.status_code == 302
+    assert response.status_code == 404
