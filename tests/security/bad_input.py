@@ -13,6 +13,10 @@ from evals.models import EvalCase, EvalRun, EvalSuite
 ROUTES = {
     "": {"GET"},  # the front door: links to every operator page
     "language/": {"POST"},  # the language switcher
+    "workspace/": {"POST"},  # the workspace switcher
+    "workspace/usage/": {"GET"},  # the current workspace's usage against its budgets
+    "oidc/authenticate/": {"GET"},  # single sign-on: off to the provider
+    "oidc/callback/": {"GET"},  # single sign-on: back from the provider
     "jsi18n/": {"GET"},  # the operator pages' scripts' strings
     "health/": None,  # any method: load balancers probe it
     "metrics": {"GET"},  # Prometheus scrapes: bearer token or a staff session
