@@ -17,7 +17,7 @@ from audit.registry import AUDITED
 from audit.selectors import config_changes_of, version_origin_change
 from conversations.export import CONTENT_TYPES
 from platform_site.admin_mixins import ReadOnlyAdminMixin
-from workspaces.access import in_workspace
+from workspaces.admin_scope import WorkspaceScopedAdmin
 
 VIEW_PERMISSION = "audit.view_configchange"
 # The history page shows the latest changes; the rest are in the filtered list it links to.
@@ -35,7 +35,7 @@ def _export(changes, format: str) -> StreamingHttpResponse:
 
 
 @admin.register(ConfigChange)
-class ConfigChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ConfigChangeAdmin(WorkspaceScopedAdmin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Written by the audit's receivers only; viewing needs *Can view configuration change*."""
 
     list_display = ["at", "action", "source", "content_type", "object_repr", "actor_label", "changed_fields"]
@@ -60,10 +60,6 @@ class ConfigChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     ]
     readonly_fields = fields
     actions = ["export_jsonl", "export_csv"]
-
-    def get_queryset(self, request):
-        # The list, a change's page and the export actions: the current workspace's changes.
-        return in_workspace(super().get_queryset(request), request.user)
 
     @admin.display(description=_("fields"))
     def changed_fields(self, obj):

@@ -12,7 +12,8 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from workspaces.access import binding_of, in_workspace, in_workspace_of, may
+from workspaces.access import binding_of, in_workspace_of, may
+from workspaces.admin_scope import WorkspaceScopedAdmin
 from workspaces.membership import last_owner
 from workspaces.models import Membership, Workspace
 from workspaces.roles import Role
@@ -87,7 +88,11 @@ class MembershipForm(forms.ModelForm):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
+    """A workspace's members, for those who may view them (every role but approver); adding,
+    changing a role and removing need workspaces.manage_members (owners). The mixin keeps the
+    list to the workspace the person acts in and adds a member to it."""
+
     form = MembershipForm
     list_display = ["user", "workspace", "role", "from_sso", "created_at"]
     list_filter = ["role", "from_sso"]
@@ -96,28 +101,22 @@ class MembershipAdmin(admin.ModelAdmin):
     # No bulk delete: each removal is checked for the last owner (delete_view).
     actions = None
 
-    def get_queryset(self, request):
-        return in_workspace(super().get_queryset(request), request.user)
-
     def get_readonly_fields(self, request, obj=None):
-        # A member's role changes; who and where does not (remove and add instead).
-        return ["workspace", "user", "from_sso"] if obj is not None else ["from_sso"]
-
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        if db_field.name == "workspace":
-            kwargs["queryset"] = _own_workspaces(Workspace.objects.all(), request.user)
-            kwargs["initial"] = binding_of(request.user).workspace_id
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+        # A member's role changes; who does not (remove and add instead).
+        readonly = list(super().get_readonly_fields(request, obj))
+        return [*readonly, "user", "from_sso"] if obj is not None else [*readonly, "from_sso"]
 
     def _manages(self, request, obj) -> bool:
         user = request.user
         return may(user, MANAGE_MEMBERS) and (obj is None or in_workspace_of(user, obj))
 
     def has_module_permission(self, request):
-        return self._manages(request, None)
+        return self.has_view_permission(request)
 
     def has_view_permission(self, request, obj=None):
-        return self._manages(request, obj)
+        user = request.user
+        viewer = may(user, "workspaces.view_membership") and (obj is None or in_workspace_of(user, obj))
+        return viewer or self._manages(request, obj)
 
     def has_add_permission(self, request):
         return self._manages(request, None)
