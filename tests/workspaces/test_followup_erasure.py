@@ -130,6 +130,8 @@ def test_the_admin_action_forgets_in_the_workspace_chosen_and_lists_its_erasures
     erasure = EndUserErasure.objects.get()
     assert erasure.workspace == a and erasure.channel == "admin"
 
-    EndUserErasure.objects.create(workspace=b, end_user_digest="b" * 64, requested_by_username="zulu-eraser")
+    other = EndUserErasure.objects.create(workspace=b, end_user_digest="b" * 64, requested_by_username="zulu-eraser")
     erasures = client.get(reverse("admin:conversations_endusererasure_changelist")).content.decode()
     assert "zulu-eraser" not in erasures and operator.username in erasures
+    assert client.get(reverse("admin:conversations_endusererasure_change", args=[other.pk])).status_code == 404
+    assert client.get(reverse("admin:conversations_endusererasure_change", args=[erasure.pk])).status_code == 200
