@@ -20,6 +20,7 @@ from alerts.models import AlertFiring, AlertRule
 from conversations.models import TERMINAL_STATUSES, Approval, LLMCall, Run, RunFeedback, RunStatus
 from conversations.monitoring.models import LLMCallHourly, RollupState, RunHourly
 from conversations.monitoring.rollups import PRODUCTION_CALLS, PRODUCTION_RUNS, floor_hour
+from workspaces.access import of_workspace
 
 WINDOWS = {AlertRule.Window.HOUR: timedelta(hours=1), AlertRule.Window.DAY: timedelta(days=1)}
 HOUR = timedelta(hours=1)
@@ -51,9 +52,14 @@ def _spans(*, start: datetime, now: datetime) -> tuple[list[tuple[datetime, date
     return [(start, first), (last, end)], (first, last)
 
 
+def _of_rule(queryset: QuerySet, rule: AlertRule) -> QuerySet:
+    """A rule counts only the ledger of its own workspace's agents, "everything" included."""
+    return of_workspace(queryset, rule.workspace_id)
+
+
 def _calls(rule: AlertRule):
     # What the rollups count too, so a window's sum does not depend on how much of it they answer.
-    calls = LLMCall.objects.filter(PRODUCTION_CALLS)
+    calls = _of_rule(LLMCall.objects.filter(PRODUCTION_CALLS), rule)
     if rule.agent_id:
         return calls.filter(run__agent_id=rule.agent_id)
     if rule.model_config_id:
@@ -62,11 +68,12 @@ def _calls(rule: AlertRule):
 
 
 def _call_rollups(rule: AlertRule):
+    rollups = _of_rule(LLMCallHourly.objects.all(), rule)
     if rule.agent_id:
-        return LLMCallHourly.objects.filter(agent_id=rule.agent_id)
+        return rollups.filter(agent_id=rule.agent_id)
     if rule.model_config_id:
-        return LLMCallHourly.objects.filter(model_config_id=rule.model_config_id)
-    return LLMCallHourly.objects.all()
+        return rollups.filter(model_config_id=rule.model_config_id)
+    return rollups
 
 
 def window_usage(*, rule: AlertRule, now: datetime) -> dict:
@@ -101,8 +108,8 @@ def window_usage(*, rule: AlertRule, now: datetime) -> dict:
 def window_runs(*, rule: AlertRule, now: datetime) -> dict:
     """Runs that ended in the rule's window (for its agent, or all), and how many failed."""
     spans, hours = _spans(start=now - WINDOWS[rule.window], now=now)
-    runs = Run.objects.filter(PRODUCTION_RUNS, status__in=TERMINAL_STATUSES)
-    rollups = RunHourly.objects.all()
+    runs = _of_rule(Run.objects.filter(PRODUCTION_RUNS, status__in=TERMINAL_STATUSES), rule)
+    rollups = _of_rule(RunHourly.objects.all(), rule)
     if rule.agent_id:
         runs, rollups = runs.filter(agent_id=rule.agent_id), rollups.filter(agent_id=rule.agent_id)
     totals = {"ended": 0, "failed": 0}
@@ -129,6 +136,7 @@ def window_feedback(*, rule: AlertRule, now: datetime) -> dict:
     feedback = RunFeedback.objects.filter(
         rating__in=(1, -1), created_at__gte=now - WINDOWS[rule.window], created_at__lte=now
     )
+    feedback = _of_rule(feedback, rule)
     if rule.agent_id:
         feedback = feedback.filter(run__agent_id=rule.agent_id)
     return feedback.aggregate(total=Count("pk"), negative=Count("pk", filter=Q(rating=-1)))
@@ -225,6 +233,7 @@ def alert_rule_measure(*, rule: AlertRule, now: datetime) -> Measurement:
         return _extraction_rate(rule, now)
     elif rule.kind == AlertRule.Kind.STUCK_RUNS:
         runs = Run.objects.filter(status__in=OPEN_STATUSES, created_at__lt=now - timedelta(minutes=int(threshold)))
+        runs = _of_rule(runs, rule)
         if rule.agent_id:
             runs = runs.filter(agent_id=rule.agent_id)
         count, value = _oldest(runs, "created_at", now)
@@ -239,7 +248,7 @@ def alert_rule_measure(*, rule: AlertRule, now: datetime) -> Measurement:
         }
         return Measurement(value, count > 0, text)
     else:
-        approvals = Approval.objects.filter(status=Approval.Status.PENDING)
+        approvals = _of_rule(Approval.objects.filter(status=Approval.Status.PENDING), rule)
         if rule.agent_id:
             approvals = approvals.filter(run__agent_id=rule.agent_id)
         count, value = _oldest(approvals, "created_at", now)

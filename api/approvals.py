@@ -7,7 +7,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from api.common import ErrorSerializer, JSONInputField, may_own
+from api.common import ErrorSerializer, JSONInputField
 from conversations.approvals.selectors import approvals_filter, approvals_visible_to
 from conversations.models import Approval
 from conversations.permissions import DECIDE_PERMISSION
@@ -20,6 +20,7 @@ from engine.approvals import (
     approval_decide,
 )
 from platform_site.api_errors import ApiConflict
+from workspaces.access import may_act_on_own
 
 
 class ApprovalSerializer(serializers.ModelSerializer):
@@ -162,7 +163,7 @@ class ApprovalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     def decision(self, request, pk=None):
         approval = self.get_object()
         # A role or token without the decision (a viewer's) reads the queue but decides nothing.
-        if not may_own(request.user, DECIDE_PERMISSION):
+        if not may_act_on_own(request.user, DECIDE_PERMISSION):
             raise PermissionDenied(_("Your token may not decide approvals."))
         body = DecisionSerializer(data=request.data)
         body.is_valid(raise_exception=True)

@@ -8,8 +8,7 @@ from agents.models import Agent
 from agents.selectors import agent_usable_by
 from platform_site.json_input import JSONInputError, json_loads_checked
 from tools.arguments import contains_nul
-from workspaces.access import binding_of, may, may_start_runs
-from workspaces.roles import Role
+from workspaces.access import may_start_runs
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -31,18 +30,6 @@ def runs_start_check(user) -> None:
     (workspaces.access.may_start_runs)."""
     if not may_start_runs(user):
         raise exceptions.PermissionDenied(_("Your token may not start runs in this workspace."))
-
-
-def may_own(user, perm: str) -> bool:
-    """Whether `user` may act on their own records (their end users' memories, say) with `perm`:
-    an account with the custom role may, as every account could before workspaces; a role needs
-    `perm` in its workspace; a token's ceiling applies either way."""
-    binding = binding_of(user)
-    if binding.limit is not None and perm not in binding.limit:
-        return False
-    if binding.role == Role.CUSTOM or (binding.workspace is None and user.is_superuser):
-        return True
-    return may(user, perm)
 
 
 def agent_named(*, user, slug: str) -> Agent:

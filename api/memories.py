@@ -12,14 +12,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.selectors import agent_usable_by
-from api.common import ErrorSerializer, may_own
+from api.common import ErrorSerializer
 from api.end_users import END_USER_PARAMETER, end_user_from_path
 from conversations.end_users import EndUser, end_user_q
 from memory.channels import CHANNEL_PATTERN
 from memory.models import Memory, MemoryChange
 from memory.selectors import agent_memory_scope, end_user_memories
 from memory.services import memory_delete
-from workspaces.access import in_workspace
+from workspaces.access import in_workspace, may_act_on_own
 
 
 class MemorySerializer(serializers.ModelSerializer):
@@ -74,7 +74,7 @@ class EndUserMemoryList(generics.ListAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user, only the model
             return Memory.objects.none()
-        if not may_own(self.request.user, "memory.view_memory"):
+        if not may_act_on_own(self.request.user, "memory.view_memory"):
             raise PermissionDenied(_("Your token may not read memories."))
         end_user = end_user_from_path(self.kwargs["end_user"])
         filters = MemoryFilterSerializer(data=self.request.query_params)
@@ -105,7 +105,7 @@ class EndUserMemoryDetail(APIView):
         "it and what it said. 404 when your end user has no memory of this id.",
     )
     def delete(self, request, end_user, pk):
-        if not may_own(request.user, "memory.delete_memory"):
+        if not may_act_on_own(request.user, "memory.delete_memory"):
             raise PermissionDenied(_("Your token may not delete memories."))
         end_user = end_user_from_path(end_user)
         mine = Memory.objects.filter(end_user_q(EndUser(request.user.pk, end_user)), pk=pk)

@@ -10,7 +10,16 @@ from api.feedback import RunFeedbackView
 from api.forks import RunForkView
 from api.hooks import HookView
 
-router = DefaultRouter(trailing_slash=True)
+
+class ApiRouter(DefaultRouter):
+    """No `.json` twin of each route: nothing documents them, and a view that does not take DRF's
+    `format` argument answered one with a 500 (a POST to .../decision.json). Content is chosen by
+    the Accept header (or ?format=) on the documented routes."""
+
+    include_format_suffixes = False
+
+
+router = ApiRouter(trailing_slash=True)
 router.register("agents", agents.AgentViewSet, basename="agent")
 router.register("conversations", conversations.ConversationViewSet, basename="conversation")
 router.register("runs", runs.RunViewSet, basename="run")

@@ -162,7 +162,7 @@ class WidgetConversationsView(WidgetView):
                 end_user=self.end_user,
                 conversation_id=serializer.validated_data.get("conversation"),
             )
-        except Conversation.DoesNotExist:
+        except (Conversation.DoesNotExist, AgentOutsideWorkspace):
             raise Http404 from None
         return self.answer(conversation, status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 

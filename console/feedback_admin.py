@@ -25,7 +25,7 @@ from conversations.models import EndUserErasure, RunFeedback
 from conversations.permissions import FORGET_PERMISSION
 from evals.models import EvalSuite
 from evals.services import eval_case_from_run
-from memory.forget import EndUserBusy, EndUserUnknown, end_user_forget, end_user_reach
+from memory.forget import EndUserBusy, EndUserUnknown, end_user_forget, end_user_reach, forget_scope
 from platform_site.admin_mixins import ReadOnlyAdminMixin
 from workspaces.access import in_workspace
 from workspaces.admin_scope import WorkspaceScopedAdmin
@@ -58,7 +58,7 @@ class ForgetEndUserMixin:
                 {
                     **self.admin_site.each_context(request),
                     "title": _("Forget end users"),
-                    "end_users": self._described(end_users),
+                    "end_users": self._described(end_users, forget_scope(request.user)),
                     "conversations": queryset,
                     "opts": self.model._meta,
                     "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
@@ -95,10 +95,10 @@ class ForgetEndUserMixin:
                 )
         return None
 
-    def _described(self, end_users) -> list[dict]:
+    def _described(self, end_users, workspace_id: int | None) -> list[dict]:
         """Each person with their owner's name and what forgetting them reaches (end_user_reach,
-        as the erasure finds it): their conversations, and the runs holding their words, copies
-        (delegated runs, forks, replays) included."""
+        as the erasure finds it, in the workspace the operator acts in): their conversations, and
+        the runs holding their words, copies (delegated runs, forks, replays) included."""
         owners = dict(
             get_user_model()
             .objects.filter(pk__in={person.owner_id for person in end_users})
@@ -106,7 +106,7 @@ class ForgetEndUserMixin:
         )
         described = []
         for person in end_users:
-            reach = end_user_reach(person=person)
+            reach = end_user_reach(person=person, workspace_id=workspace_id)
             described.append(
                 {
                     # No owner: the platform's own end user (the command line, the demo, a schedule or hook).
@@ -122,11 +122,12 @@ class ForgetEndUserMixin:
 
 
 @admin.register(EndUserErasure)
-class EndUserErasureAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class EndUserErasureAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     """Audit rows of forgotten end users: who asked, how, what went. Never edited.
 
-    Installation-wide: an erasure names no agent (an end user's rows may span several), so it
-    has no workspace yet; it holds a keyed hash and counts, never the id."""
+    Each is its workspace's (where the end user was forgotten); one with no workspace, made by a
+    superuser acting installation-wide, is a superuser's only. It holds a keyed hash and counts,
+    never the id."""
 
     list_display = ["created_at", "digest", "channel", "requested_by_username", "conversations", "memories"]
     list_filter = ["channel"]

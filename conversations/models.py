@@ -855,6 +855,18 @@ class EndUserErasure(models.Model):
         API = "api", _("API")
         ADMIN = "admin", _("Admin")
 
+    # The workspace whose end user was forgotten (an application's token, a member in the admin
+    # act in one); empty: a superuser acting installation-wide forgot them in every workspace,
+    # so it is never filled with the first workspace (workspaces.defaults).
+    workspace_fill = False
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
     end_user_digest = models.CharField(max_length=64, db_index=True, verbose_name=_("end user digest"))
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,

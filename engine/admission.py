@@ -45,8 +45,9 @@ class AgentOutsideWorkspace(Exception):
     started. Its caller answers as for a missing object (404), saying nothing of the agent."""
 
 
-def _workspace_check(agent: Agent, workspace_id: int | None) -> None:
-    # A widget or hook of workspace B never starts a run of A's agent, whatever its row says.
+def agent_workspace_check(agent: Agent, workspace_id: int | None) -> None:
+    """A widget or hook of workspace B never opens a conversation with, or starts a run of, A's
+    agent, whatever its row says (AgentOutsideWorkspace)."""
     if workspace_id is not None and agent.workspace_id != workspace_id:
         raise AgentOutsideWorkspace(f"agent {agent.pk} is not in workspace {workspace_id}")
 
@@ -123,7 +124,7 @@ def message_submit(
         conversation, active = conversation_lock_for_post(
             conversation_id=conversation.pk, active_statuses=ACTIVE_STATUSES
         )
-        _workspace_check(conversation.agent, workspace_id)
+        agent_workspace_check(conversation.agent, workspace_id)
         if idempotency_key:
             previous = (
                 RunRequest.objects.filter(conversation=conversation, user=user, idempotency_key=idempotency_key)
@@ -235,7 +236,7 @@ def conversation_start(
     budgets and quotas: free for a workspace without limits when `agent` comes with its
     workspace (agents.selectors.agent_usable_by, a hook's or a schedule's read), else one read.
     An agent outside the caller's workspace (AgentOutsideWorkspace) is refused before all that."""
-    _workspace_check(agent, workspace_id)
+    agent_workspace_check(agent, workspace_id)
     end_user_limits_check(agent=agent, owner_id=user.pk if user else None, end_user=end_user, trigger=trigger)
     workspace = agent.workspace if Agent.workspace.is_cached(agent) else None
     workspace_limits_check(workspace=workspace, workspace_id=agent.workspace_id, trigger=trigger)

@@ -10,6 +10,10 @@ reasons, run events' payloads, guardrail matches, knowledge search queries, the 
 requests that started the runs, the conversations' titles, metadata and summaries, their
 feedback and every memory about them with its audit trail and uses.
 
+Forgetting is confined to the workspace the person asking acts in (forget_scope): an
+application's token acts in its own, so another workspace's conversations, runs, memories and
+copies of the same end user stay; a superuser acting installation-wide forgets them everywhere.
+
 Their words are followed wherever they were copied (end_user_reach): the runs of delegated
 agents their runs started (asked what the end user asked), forks of any of these runs (and
 forks of forks: the fork's copied steps, its edited message or tool result in Run.fork_change,
@@ -59,6 +63,7 @@ from conversations.models import (
 )
 from knowledge.models import KnowledgeSearch
 from memory.models import Memory, MemoryChange, MemoryUse
+from workspaces.access import binding_of, of_workspace
 
 # What a forgotten model call's request and response become: not {} or null, which read as a
 # call that sent nothing or got no answer.
@@ -71,6 +76,24 @@ class EndUserUnknown(Exception):
 
 class EndUserBusy(Exception):
     """A run of the end user is still in progress."""
+
+
+def forget_scope(user) -> int | None:
+    """The workspace that forgetting by `user` is confined to: the one they act in (a token's
+    own, a member's choice). None, every workspace: a superuser acting installation-wide, or no
+    one (the installation's own code). Anyone else acting nowhere has no end user to forget."""
+    if user is None:
+        return None
+    binding = binding_of(user)
+    if binding.workspace is not None:
+        return binding.workspace.pk
+    if user.is_superuser:
+        return None
+    raise EndUserUnknown
+
+
+def _scoped(queryset, workspace_id: int | None):
+    return queryset if workspace_id is None else of_workspace(queryset, workspace_id)
 
 
 def end_user_digest(*, owner_id: int | None, end_user: str) -> str:
@@ -119,41 +142,45 @@ class Reach:
         return not self.own_conversation_ids and not self.has_memories
 
 
-def _runs_of(conversation_ids: set) -> set:
-    return set(Run.objects.filter(conversation_id__in=conversation_ids).values_list("pk", flat=True))
+def _runs_of(conversation_ids: set, workspace_id: int | None) -> set:
+    runs = _scoped(Run.objects.filter(conversation_id__in=conversation_ids), workspace_id)
+    return set(runs.values_list("pk", flat=True))
 
 
-def _copies_of(run_ids: set) -> set:
+def _copies_of(run_ids: set, workspace_id: int | None) -> set:
     """The runs made from these runs' content: delegated children, forks, and the runs made from
-    the registered apps' copies."""
+    the registered apps' copies; of the workspace only, when confined to one."""
     found = set(
         Run.objects.filter(Q(parent_run_id__in=run_ids) | Q(forked_from_id__in=run_ids)).values_list("pk", flat=True)
     )
     for copies in _run_copies:
         found |= copies.runs(run_ids=run_ids)
-    return found
+    if workspace_id is None or not found:
+        return found
+    return set(of_workspace(Run.objects.filter(pk__in=found), workspace_id).values_list("pk", flat=True))
 
 
-def end_user_reach(*, person: EndUser, lock: bool = False) -> Reach:
-    """Everything of `person` that forgetting them changes: their conversations (locked with
-    `lock`), all runs of these, every run copied from those (_copies_of), those runs'
-    conversations and all their runs, and so on until nothing new is found (a few rounds: a
-    fork of a fork of a delegated run is three)."""
-    own = Conversation.objects.filter(end_user_q(person))
+def end_user_reach(*, person: EndUser, workspace_id: int | None = None, lock: bool = False) -> Reach:
+    """Everything of `person` that forgetting them changes (in one workspace, or with None in
+    every one): their conversations (locked with `lock`), all runs of these, every run copied
+    from those (_copies_of), those runs' conversations and all their runs, and so on until
+    nothing new is found (a few rounds: a fork of a fork of a delegated run is three)."""
+    own = _scoped(Conversation.objects.filter(end_user_q(person)), workspace_id)
     own_ids = set((own.select_for_update() if lock else own).values_list("pk", flat=True))
     conversations, runs = set(), set()
     new_conversations, new_runs = set(own_ids), set()
     while new_conversations or new_runs:
         conversations |= new_conversations
-        new_runs = (new_runs | _runs_of(new_conversations)) - runs
+        new_runs = (new_runs | _runs_of(new_conversations, workspace_id)) - runs
         runs |= new_runs
-        copied = _copies_of(new_runs) - runs if new_runs else set()
+        copied = _copies_of(new_runs, workspace_id) - runs if new_runs else set()
         new_conversations = (
             set(Run.objects.filter(pk__in=copied).values_list("conversation_id", flat=True)) - conversations
         )
         new_runs = copied
     has_memories = (
-        Memory.objects.filter(end_user_q(person)).exists() or MemoryChange.objects.filter(end_user_q(person)).exists()
+        _scoped(Memory.objects.filter(end_user_q(person)), workspace_id).exists()
+        or _scoped(MemoryChange.objects.filter(end_user_q(person)), workspace_id).exists()
     )
     return Reach(
         own_conversation_ids=frozenset(own_ids),
@@ -221,21 +248,23 @@ def _messages_erase(conversation_ids: set) -> int:
     return messages.update(content="", screened_content=None, reasoning=None)
 
 
-def _memories_delete(*, person: EndUser, run_ids: set) -> dict[str, int]:
-    memories = Memory.objects.filter(end_user_q(person))
+def _memories_delete(*, person: EndUser, run_ids: set, workspace_id: int | None) -> dict[str, int]:
+    memories = _scoped(Memory.objects.filter(end_user_q(person)), workspace_id)
     uses = MemoryUse.objects.filter(Q(memory__in=memories.values("pk")) | Q(run_id__in=run_ids))
-    changes = MemoryChange.objects.filter(end_user_q(person) | Q(run_id__in=run_ids))
+    changes = _scoped(MemoryChange.objects.filter(end_user_q(person) | Q(run_id__in=run_ids)), workspace_id)
     counts = {"memory_uses": uses.delete()[0], "memory_changes": changes.delete()[0]}
     counts["memories"] = memories.delete()[0]
     return counts
 
 
 def end_user_forget(*, person: EndUser, requested_by, channel: str) -> EndUserErasure:
-    """Forget the person (see the module's docstring) and write the audit row saying who asked,
-    through which channel, and how many rows of each kind were deleted or anonymised.
+    """Forget the person (see the module's docstring) in the workspace `requested_by` acts in
+    (forget_scope), and write the audit row saying who asked, through which channel, in which
+    workspace, and how many rows of each kind were deleted or anonymised.
     Raises EndUserUnknown when there is nothing of theirs, EndUserBusy while a run in reach goes on."""
+    workspace_id = forget_scope(requested_by)
     with transaction.atomic():
-        reach = end_user_reach(person=person, lock=True)
+        reach = end_user_reach(person=person, workspace_id=workspace_id, lock=True)
         run_ids, conversation_ids = set(reach.run_ids), set(reach.conversation_ids)
         runs = Run.objects.filter(pk__in=run_ids)
         if runs.exclude(status__in=TERMINAL_STATUSES).exists():
@@ -243,9 +272,10 @@ def end_user_forget(*, person: EndUser, requested_by, channel: str) -> EndUserEr
         if reach.empty:
             raise EndUserUnknown(person.end_user)
         events = RunEvent.objects.filter(run_id__in=run_ids)
+        memories = _memories_delete(person=person, run_ids=run_ids, workspace_id=workspace_id)
         counts = {
             "feedback_deleted": RunFeedback.objects.filter(run_id__in=run_ids).delete()[0],
-            **{f"{kind}_deleted": n for kind, n in _memories_delete(person=person, run_ids=run_ids).items()},
+            **{f"{kind}_deleted": n for kind, n in memories.items()},
             **_runs_erase(run_ids),
             **{kind: n for copies in _run_copies for kind, n in copies.erase(run_ids=run_ids).items()},
             "messages_anonymised": _messages_erase(conversation_ids),
@@ -275,6 +305,7 @@ def end_user_forget(*, person: EndUser, requested_by, channel: str) -> EndUserEr
         }
         LLMCall.objects.filter(run_id__in=run_ids, response__isnull=False).update(response=ERASED)
         return EndUserErasure.objects.create(
+            workspace_id=workspace_id,
             end_user_digest=end_user_digest(owner_id=person.owner_id, end_user=person.end_user),
             requested_by=requested_by,
             requested_by_username=requested_by.get_username() if requested_by else "",

@@ -65,7 +65,10 @@ def alert_notify(*, firing: AlertFiring, event_type: str) -> None:
     rule = firing.rule
     if rule.send_webhooks:
         webhook_alert_deliveries_create(
-            event_type=event_type, payload=_payload(firing, event_type), agent_id=rule.agent_id
+            event_type=event_type,
+            payload=_payload(firing, event_type),
+            agent_id=rule.agent_id,
+            workspace_id=rule.workspace_id,
         )
     recipients = rule.recipients
     if not recipients:

@@ -25,6 +25,7 @@ from conversations.usage import usage_values
 from notifications import chat_formats
 from notifications.models import ALERT_EVENT_TYPES, Webhook, WebhookDelivery
 from platform_site.celery import app
+from workspaces.access import of_workspace
 
 # Sent by name: notifications.tasks wraps notifications.sending, which this module does not import.
 WEBHOOK_DELIVER_TASK = "notifications.tasks.webhook_deliver_task"
@@ -139,13 +140,16 @@ def webhook_redeliver(*, delivery_ids) -> int:
     return len(deliveries)
 
 
-def webhook_alert_deliveries_create(*, event_type: str, payload: dict, agent_id: int | None) -> list[WebhookDelivery]:
+def webhook_alert_deliveries_create(
+    *, event_type: str, payload: dict, agent_id: int | None, workspace_id: int
+) -> list[WebhookDelivery]:
     """In the alert's transaction: one delivery per active webhook subscribed to alerts, sent
     after commit. An alert on one agent goes to that agent's subscribed webhooks; an alert on a
-    model config or on everything concerns every agent, so it goes to all subscribed webhooks."""
+    model config or on everything concerns every agent of the rule's workspace, so it goes to
+    all of that workspace's subscribed webhooks, never another's."""
     if event_type not in ALERT_EVENT_TYPES:
         raise ValueError(f"not an alert event type: {event_type}")
-    hooks = Webhook.objects.filter(is_active=True, receives_alerts=True)
+    hooks = of_workspace(Webhook.objects.filter(is_active=True, receives_alerts=True), workspace_id)
     if agent_id is not None:
         hooks = hooks.filter(agent_id=agent_id)
     deliveries = [

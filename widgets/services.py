@@ -6,6 +6,7 @@ from django.db.models import QuerySet
 
 from conversations.models import TERMINAL_STATUSES, Conversation, Run
 from conversations.services import conversation_create
+from engine.admission import agent_workspace_check
 from memory.channels import channel_metadata
 from widgets.models import Widget
 
@@ -40,7 +41,10 @@ def widget_runs(*, widget: Widget, end_user: str) -> QuerySet[Run]:
 
 def widget_conversation_open(*, widget: Widget, end_user: str, conversation_id=None) -> tuple[Conversation, bool]:
     """(conversation, created): the end user's conversation `conversation_id` if it is theirs
-    through this widget (Conversation.DoesNotExist if not), else a new one."""
+    through this widget (Conversation.DoesNotExist if not), else a new one. A widget whose agent
+    is another workspace's opens nothing (engine.admission.AgentOutsideWorkspace), as admission
+    starts nothing for it."""
+    agent_workspace_check(widget.agent, widget.workspace_id)
     if conversation_id is not None:
         return widget_conversations(widget=widget, end_user=end_user).get(pk=conversation_id), False
     conversation = conversation_create(

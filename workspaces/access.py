@@ -120,10 +120,20 @@ def in_workspace(queryset: QuerySet, user) -> QuerySet:
     binding = binding_of(user)
     if binding.workspace is None:
         return queryset if (user is not None and user.is_superuser) else queryset.none()
+    if workspace_lookup(queryset.model) is None:
+        return queryset if user.is_superuser else queryset.none()
+    return of_workspace(queryset, binding.workspace.pk)
+
+
+def of_workspace(queryset: QuerySet, workspace_id: int) -> QuerySet:
+    """`queryset` narrowed to one workspace's rows, by the model's path to its workspace: what
+    `in_workspace` does for a user, for work that knows its workspace but has no user (an alert
+    rule's evaluation, a command given --workspace). A model with no workspace path has no rows
+    of any workspace."""
     path = workspace_lookup(queryset.model)
     if path is None:
-        return queryset if user.is_superuser else queryset.none()
-    return queryset.filter(**{f"{path}_id": binding.workspace.pk})
+        return queryset.none()
+    return queryset.filter(**{f"{path}_id": workspace_id})
 
 
 def in_workspace_of(user, obj) -> bool:
@@ -152,18 +162,25 @@ def may(user, perm: str) -> bool:
     return bool(user is not None and user.is_active and user.has_perm(perm))
 
 
-def may_start_runs(user) -> bool:
-    """Talking to an agent (new conversations and messages): an account with the custom role may,
-    as every account could before workspaces; other roles need `conversations.add_run`
-    (owner, builder, operator); a token's ceiling applies either way."""
+def may_act_on_own(user, perm: str) -> bool:
+    """Whether `user` may do `perm` on what is their own (talking to an agent, their end users'
+    memories, deciding their runs' approvals): an account with the custom role may, as every
+    account could before workspaces, and so may a superuser acting installation-wide; a role
+    needs `perm` in its workspace; a token's ceiling applies either way."""
     if user is None or not user.is_active:
         return False
     binding = binding_of(user)
-    if binding.limit is not None and "conversations.add_run" not in binding.limit:
+    if binding.limit is not None and perm not in binding.limit:
         return False
     if binding.role == Role.CUSTOM or (binding.workspace is None and user.is_superuser):
         return True
-    return user.has_perm("conversations.add_run")
+    return user.has_perm(perm)
+
+
+def may_start_runs(user) -> bool:
+    """Talking to an agent (new conversations and messages): `conversations.add_run` on one's own
+    (owner, builder, operator; the custom role as before workspaces)."""
+    return may_act_on_own(user, "conversations.add_run")
 
 
 class WorkspaceRoleBackend(BaseBackend):

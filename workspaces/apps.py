@@ -19,10 +19,13 @@ class WorkspacesConfig(AppConfig):
         # before workspaces existed (with its own Django permissions only).
         first_workspace_join_connect()
         checks.register(sign_on_check)
+        # A model whose empty workspace means "installation-wide" says so with
+        # `workspace_fill = False` (an erasure by a superuser acting installation-wide).
         first_workspace_fill_connect(
             model
             for model in apps.get_models()
-            if any(
+            if getattr(model, "workspace_fill", True)
+            and any(
                 getattr(field, "related_model", None) is Workspace and field.name == "workspace"
                 for field in model._meta.concrete_fields
             )

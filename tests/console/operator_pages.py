@@ -120,7 +120,9 @@ def seed() -> Seeded:
         run=run, side="input", rule_id=rule.pk, kind="blocked_terms", action="flag", matched="密码"
     )
     RunFeedback.objects.create(run=run, rating=-1, comment="城市不对", created_by=operator)
-    EndUserErasure.objects.create(end_user_digest="0" * 64, requested_by=operator, channel="admin", counts={})
+    EndUserErasure.objects.create(
+        workspace=agent.workspace, end_user_digest="0" * 64, requested_by=operator, channel="admin", counts={}
+    )
     memory = Memory.objects.create(
         scope=f"agent:{agent.pk}", owner=operator, end_user="用户-1", kind="fact", statement="住在成都", source_run=run
     )

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from agents.models import AgentDelegate, AgentRelease, AgentTool, AgentUsageDay, GuardrailRule
 from alerts.models import AlertFiring, AlertRule
-from conversations.models import RunFeedback, RunPurge
+from conversations.models import EndUserErasure, RunFeedback, RunPurge
 from conversations.tokens import api_token_create
 from evals.models import EvalCase, EvalRun, EvalSuite, ReleaseGate
 from knowledge.models import Chunk, Document, EmbeddingCall, KnowledgeBase, KnowledgeSearch
@@ -74,4 +74,7 @@ def workspace_seed(workspace: Workspace, tag: str, *, token_user) -> dict:
     RunFeedback.objects.create(run=run, rating=1, comment=tag)
     RunPurge.objects.create(agent=agent, agent_slug=agent.slug, retention_days=1, cutoff=timezone.now())
     api_token_create(user=token_user, name=f"token-{tag}", workspace=workspace)
+    EndUserErasure.objects.create(
+        workspace=workspace, end_user_digest=tag * 4, requested_by_username=f"erasure-{tag}", channel="api"
+    )
     return {"agent": agent, "model": model, "tool": tool, "server": server, "suite": suite, "base": base}

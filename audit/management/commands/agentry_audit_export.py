@@ -13,4 +13,6 @@ class Command(ExportCommand):
 
     def export_lines(self, filters):
         changes = config_changes_for_export(user=None, agent=filters.agent, since=filters.since, until=filters.until)
+        # A workspace's changes: its objects', its own and its memberships' (ConfigChange.workspace).
+        changes = self.scoped(changes)
         return config_change_lines(changes=changes, format=filters.format)

@@ -13,6 +13,6 @@ class Command(ExportCommand):
     agent_help = "only this agent's runs (its slug)"
 
     def export_lines(self, filters):
-        runs = runs_for_export(agent=filters.agent, since=filters.since, until=filters.until)
+        runs = self.scoped(runs_for_export(agent=filters.agent, since=filters.since, until=filters.until))
         # Run by the operator at the machine, who reads the agents' configuration anyway.
         return ledger_export_lines(runs=runs, format=filters.format, requests=True)

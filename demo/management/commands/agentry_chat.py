@@ -8,6 +8,8 @@ from conversations.models import Conversation, RunTrigger
 from demo.cli import RunWaitTimeout, approval_waiting_lines, format_run_tree, run_tree_wait, site_url
 from engine.admission import conversation_start, message_post
 from engine.admission_limits import AdmissionRefused
+from workspaces.access import of_workspace
+from workspaces.cli import workspace_argument, workspace_argument_add
 
 
 class Command(BaseCommand):
@@ -27,6 +29,7 @@ class Command(BaseCommand):
             "them): a new conversation is theirs, and the agent's memory of them applies. Forget them in the admin, "
             "or through the API with ?owner=none (staff with the permission to forget end users)",
         )
+        workspace_argument_add(parser, rows="agents and conversations")
         parser.add_argument(
             "--timeout", type=float, default=120, help="seconds to wait for the run, approvals included"
         )
@@ -37,8 +40,9 @@ class Command(BaseCommand):
             "else http://127.0.0.1:8000 as scripts/dev.sh serves it by default)",
         )
 
-    def handle(self, *args, message, agent, conversation, timeout, end_user, url, **options):
+    def handle(self, *args, message, agent, conversation, timeout, end_user, url, workspace="", **options):
         self.base_url, self.timeout = url or site_url(), timeout
+        self.workspace = workspace_argument(workspace)
         try:
             end_user = end_user_clean(end_user)
         except EndUserInvalid as exc:
@@ -60,9 +64,9 @@ class Command(BaseCommand):
         """The run that answers `message`: in the conversation given, else in a new one, written
         only if its message is admitted."""
         if conversation:
-            conv = Conversation.objects.filter(pk=conversation).first()
+            conv = self._scoped(Conversation.objects.filter(pk=conversation)).first()
             if conv is None:
-                raise CommandError(f"No conversation {conversation}.")
+                raise CommandError(f"No conversation {conversation}{self._where()}.")
             # A conversation's end user is fixed when it starts; an application's end user of the
             # same id is another person, whom the command does not speak for.
             if end_user and not end_user_conversations(person=EndUser(None, end_user)).filter(pk=conv.pk).exists():
@@ -70,12 +74,25 @@ class Command(BaseCommand):
                     f"Conversation {conversation} is not with end user {end_user!r} of the platform's own (no owner)."
                 )
             return message_post(conversation=conv, content=message, trigger=RunTrigger.CLI)
-        found = Agent.objects.filter(slug=agent).first()
+        found = self._scoped(Agent.objects.filter(slug=agent)).first()
         if found is None:
-            raise CommandError(f"No agent with slug {agent!r}; run agentry_seed_demo first.")
+            raise CommandError(f"No agent with slug {agent!r}{self._where()}; run agentry_seed_demo first.")
         return conversation_start(
-            agent=found, user=None, content=message, title=message[:80], end_user=end_user, trigger=RunTrigger.CLI
+            agent=found,
+            user=None,
+            content=message,
+            title=message[:80],
+            end_user=end_user,
+            trigger=RunTrigger.CLI,
+            workspace_id=self.workspace.pk if self.workspace else None,
         )
+
+    def _scoped(self, queryset):
+        # With --workspace, that workspace's agents and conversations only (as a member's lists).
+        return queryset if self.workspace is None else of_workspace(queryset, self.workspace.pk)
+
+    def _where(self) -> str:
+        return f" in workspace {self.workspace.slug!r}" if self.workspace else ""
 
     def _report_pending(self, approval):
         # Approving, editing or rejecting happens elsewhere (a delegated run's calls too); the
