@@ -60,6 +60,12 @@ def tool_definitions_sync_from_registry(*, workspace_ids: Iterable[int] | None =
     return created, updated
 
 
+def workspace_builtin_tools(sender, workspace, **kwargs):
+    """workspaces.models.workspace_built_ins: a workspace's built-in tools no agent uses, which go
+    with it when it is deleted (one an agent uses keeps it, as the agent does)."""
+    return ToolDefinition.objects.filter(workspace=workspace, kind=ToolDefinition.Kind.PYTHON, agent_tools=None)
+
+
 def workspace_builtin_tools_create(sender, instance, created, raw=False, **kwargs) -> None:
     """post_save of Workspace: a new workspace gets the built-in tools, as the sync makes them,
     in one statement (it has no tool yet to update)."""

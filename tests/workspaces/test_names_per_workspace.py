@@ -5,6 +5,7 @@ second workspace uses them."""
 
 import pytest
 from django.db import IntegrityError, transaction
+from django.db.models import ProtectedError
 from rest_framework.test import APIClient
 
 from agents.models import AgentTool, ModelConfig
@@ -179,3 +180,21 @@ def test_an_agent_of_a_second_workspace_uses_the_built_in_calculator(fake_llm, p
     assert (invocation.tool_name, invocation.status) == ("calculator", "succeeded")
     assert "42" in str(invocation.result)
     assert last_answer(run) == "it is 42"
+
+
+def test_an_empty_workspace_is_deleted_with_its_built_in_tools_and_one_in_use_is_kept(admin_client, places):
+    _a, b, _owner_a, _owner_b = places
+    empty = Workspace.objects.create(name="Empty", slug="empty")
+    page = admin_client.get(f"/admin/workspaces/workspace/{empty.pk}/delete/")
+    assert page.status_code == 200 and not page.context["protected"]
+    assert admin_client.post(f"/admin/workspaces/workspace/{empty.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not Workspace.objects.filter(pk=empty.pk).exists()
+    assert not ToolDefinition.objects.filter(workspace_id=empty.pk).exists()
+
+    # A workspace with an agent stays, with every tool it had.
+    make_agent(workspace=b, model_config=ModelConfigFactory(workspace=b), tools=["calculator"])
+    page = admin_client.get(f"/admin/workspaces/workspace/{b.pk}/delete/")
+    assert page.context["protected"]
+    with pytest.raises(ProtectedError):
+        b.delete()
+    assert ToolDefinition.objects.filter(workspace=b, kind="python").count() == len(registry.names())
