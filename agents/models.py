@@ -13,6 +13,7 @@ from platform_site.crypto import EncryptedTextField
 from tools.approval_policy import validate_rule
 from tools.models import tool_name_validator
 from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.names import name_unique_in_workspace
 from workspaces.references import references_check
 
 
@@ -53,7 +54,7 @@ class ModelConfig(FirstWorkspaceByDefault, models.Model):
         related_name="+",
         verbose_name=_("workspace"),
     )
-    name = models.CharField(_("name"), max_length=100, unique=True)
+    name = models.CharField(_("name"), max_length=100)
     provider = models.CharField(
         _("provider"), max_length=32, choices=ProviderKind.choices, default=ProviderKind.OPENAI_COMPATIBLE
     )
@@ -180,6 +181,7 @@ class ModelConfig(FirstWorkspaceByDefault, models.Model):
                 condition=models.Q(max_tokens__isnull=True) | models.Q(max_tokens__gte=1),
                 name="model_config_max_tokens_positive",
             ),
+            name_unique_in_workspace("model_config_name_per_workspace"),
         ]
 
     def __str__(self):

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.names import name_unique_in_workspace
 from workspaces.references import references_check
 
 # Ages (stuck runs, waiting approvals) are thresholds in minutes, up to a week.
@@ -54,9 +55,7 @@ class AlertRule(FirstWorkspaceByDefault, models.Model):
         related_name="+",
         verbose_name=_("workspace"),
     )
-    name = models.CharField(
-        max_length=200, unique=True, validators=[validate_no_control_characters], verbose_name=_("name")
-    )
+    name = models.CharField(max_length=200, validators=[validate_no_control_characters], verbose_name=_("name"))
     kind = models.CharField(max_length=20, choices=Kind.choices, verbose_name=_("kind"))
     agent = models.ForeignKey(
         "agents.Agent",
@@ -118,6 +117,7 @@ class AlertRule(FirstWorkspaceByDefault, models.Model):
             models.CheckConstraint(
                 condition=Q(agent__isnull=True) | Q(model_config__isnull=True), name="alert_rule_one_scope"
             ),
+            name_unique_in_workspace("alert_rule_name_per_workspace"),
         ]
 
     def __str__(self):

@@ -25,6 +25,8 @@ from evals.jsonl import CASE_FIELDS
 from evals.models import EvalCase, EvalResult, EvalRun, EvalSuite
 from evals.services import VersionNotFound, eval_run_start, eval_version_resolve
 from workspaces.access import current_workspace, in_workspace
+from workspaces.defaults import default_workspace_id
+from workspaces.names import NAME_TAKEN
 
 JSON_CASE_FIELDS = ("turns", "expected_tool_calls", "forbidden_tools", "answer_schema", "tool_results")
 
@@ -46,6 +48,19 @@ class EvalSuiteSerializer(serializers.ModelSerializer):
     class Meta:
         model = EvalSuite
         fields = ["id", "name", "description", "created_at", "cases"]
+
+    def validate_name(self, name: str) -> str:
+        # Names are the workspace's (workspaces.names): the suite is made where the token acts
+        # (none chosen: the first workspace), and another workspace's suite of this name is
+        # neither refused nor confirmed.
+        workspace = current_workspace(self.context["request"].user)
+        workspace_id = workspace.pk if workspace is not None else default_workspace_id()
+        taken = EvalSuite.objects.filter(workspace_id=workspace_id, name=name)
+        if self.instance is not None:
+            taken = taken.exclude(pk=self.instance.pk)
+        if taken.exists():
+            raise serializers.ValidationError(NAME_TAKEN)
+        return name
 
 
 class EvalCaseSerializer(serializers.ModelSerializer):

@@ -131,8 +131,8 @@ def _agents(stack: Stack) -> dict:
     from tools.models import ToolDefinition
 
     # A new fake model port each time: the demo rows follow it (the database outlives a run).
-    demo_seed(llm_base_url=f"{stack.llm_base}/v1", stream=False, reset=True)
-    tools = list(ToolDefinition.objects.filter(name__in=DEMO_TOOLS))
+    demo = demo_seed(llm_base_url=f"{stack.llm_base}/v1", stream=False, reset=True)
+    tools = list(ToolDefinition.objects.filter(workspace_id=demo.workspace_id, name__in=DEMO_TOOLS))
 
     def agent(slug: str, script: dict, *, stream=False, approval=None) -> Agent:
         model = stack.script(f"bench-{slug}", script)

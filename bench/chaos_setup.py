@@ -65,6 +65,7 @@ def chaos_agent(*, llm_api_base: str, model: str, counting_url: str) -> Agent:
             "memory_enabled": True,
         },
     )
-    for tool in (write, ToolDefinition.objects.get(name="mojitianqi-DayWeather")):
+    weather = ToolDefinition.objects.get(workspace_id=agent.workspace_id, name="mojitianqi-DayWeather")
+    for tool in (write, weather):
         AgentTool.objects.get_or_create(agent=agent, tool=tool)
     return agent

@@ -198,7 +198,7 @@ def stack_stress(args: argparse.Namespace) -> int:
     )
     agent = Agent.objects.get(slug="customer-service")
     version = eval_version_resolve(agent=agent, version="draft")
-    suite = EvalSuite.objects.get(name=DEMO_SUITE)
+    suite = EvalSuite.objects.get(workspace_id=agent.workspace_id, name=DEMO_SUITE)
     evals = args.bursts if args.evals is None else args.evals
     print(
         f"embedded stack in {var_dir}: {args.runs} runs in {args.bursts} bursts, {evals} eval runs "

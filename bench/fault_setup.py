@@ -53,7 +53,7 @@ def fault_agents(
                 "max_iterations": 6,
             },
         )
-        for tool in ToolDefinition.objects.filter(name__in=TOOLS):
+        for tool in ToolDefinition.objects.filter(workspace_id=agent.workspace_id, name__in=TOOLS):
             AgentTool.objects.get_or_create(agent=agent, tool=tool)
         agents.append(agent)
     return agents

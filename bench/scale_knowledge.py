@@ -86,9 +86,10 @@ def base_of_size(size: int):
 
     from knowledge.models import Chunk, KnowledgeBase
     from knowledge.services import knowledge_base_save
+    from workspaces.defaults import default_workspace_id
 
     name = f"scale-knowledge {size}"
-    base = KnowledgeBase.objects.filter(name=name).first()
+    base = KnowledgeBase.objects.filter(workspace_id=default_workspace_id(), name=name).first()
     if base is not None and Chunk.objects.filter(document__base=base).count() == size:
         return base
     began = time.monotonic()

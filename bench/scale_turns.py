@@ -76,7 +76,7 @@ def _agent(llm_base: str):
             "context_token_budget": CONTEXT_TOKEN_BUDGET,
         },
     )
-    for tool in ToolDefinition.objects.filter(name__in=DEMO_TOOLS):
+    for tool in ToolDefinition.objects.filter(workspace_id=agent.workspace_id, name__in=DEMO_TOOLS):
         AgentTool.objects.update_or_create(agent=agent, tool=tool, defaults={"approval": "inherit"})
     return agent
 

@@ -56,7 +56,7 @@ def step_cost_agent(llm_base: str, *, memory: bool):
             "memory_enabled": memory,
         },
     )
-    for tool in ToolDefinition.objects.filter(name__in=DEMO_TOOLS):
+    for tool in ToolDefinition.objects.filter(workspace_id=agent.workspace_id, name__in=DEMO_TOOLS):
         AgentTool.objects.update_or_create(agent=agent, tool=tool, defaults={"approval": "inherit"})
     return agent
 

@@ -23,6 +23,7 @@ from knowledge.models import Document, KnowledgeBase
 from knowledge.services import base_index, knowledge_base_save
 from tools.approval_policy import ApprovalPolicy
 from tools.models import ToolDefinition
+from workspaces.defaults import default_workspace_id
 
 # The fake model's script for every agent of the demo (its file stem).
 SCRIPT = "customer_service"
@@ -112,6 +113,7 @@ def _order_tools(order_service_url: str, *, reset: bool) -> list[ToolDefinition]
     seed = ToolDefinition.objects.update_or_create if reset else ToolDefinition.objects.get_or_create
     for name, description, parameters, method, url, side_effect, approval in specs:
         tool, _ = seed(
+            workspace_id=default_workspace_id(),
             name=name,
             defaults={
                 "description": description,
@@ -140,7 +142,7 @@ def faq_seed(*, reset: bool = False) -> KnowledgeBase:
     no embedding model needed); documents whose text did not change keep their chunks. Without
     `reset`, an existing base and its documents keep an operator's edits (only missing or
     unindexed documents are indexed)."""
-    base = KnowledgeBase.objects.filter(name=FAQ_NAME).first()
+    base = KnowledgeBase.objects.filter(workspace_id=default_workspace_id(), name=FAQ_NAME).first()
     if base is not None and not reset:
         return _faq_documents_seed(base=base, reset=False)
     base = base or KnowledgeBase(name=FAQ_NAME)
@@ -223,6 +225,7 @@ def customer_service_seed(
     `reset`, bring them back to the demo's configuration); the router."""
     seed = ModelConfig.objects.update_or_create if reset else ModelConfig.objects.get_or_create
     model, _ = seed(
+        workspace_id=default_workspace_id(),
         name="customer-service-demo",
         defaults={
             "base_url": llm_base_url,

@@ -7,6 +7,7 @@ from agents.models import Agent, AgentTool, ModelConfig
 from agents.releases import version_publish
 from tools.models import ToolDefinition
 from tools.services import tool_definitions_sync_from_registry
+from workspaces.defaults import default_workspace_id
 
 DEMO_TOOLS = ["mojitianqi-DayWeather", "gaodedetu-plan_driving", "gaodedetu-plan_bicycle"]
 DEMO_SYSTEM_PROMPT = "今天是 {{ now_cn }} 。# 角色\n你是一名强子开发的智能客服。\n\n"
@@ -75,11 +76,12 @@ def _demo_model(*, llm_base_url: str, stream: bool, seed) -> ModelConfig:
         "price_output_per_million": "1.50",
         "price_cached_input_per_million": "0.03",
     }
-    return seed(ModelConfig, {"name": "demo"}, model_defaults)
+    # The demo's own rows are in the installation's first workspace, where names are looked up.
+    return seed(ModelConfig, {"workspace_id": default_workspace_id(), "name": "demo"}, model_defaults)
 
 
 def _demo_tools_link(*, agent: Agent, reset: bool) -> None:
-    for tool in ToolDefinition.objects.filter(name__in=DEMO_TOOLS):
+    for tool in ToolDefinition.objects.filter(workspace_id=agent.workspace_id, name__in=DEMO_TOOLS):
         link, created = AgentTool.objects.get_or_create(agent=agent, tool=tool)
         if reset and not created and link.description_override:
             link.description_override = ""

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from evals.models import EvalCase
 from evals.services import eval_cases_import
+from workspaces.defaults import default_workspace_id
 
 DEMO_SUITE = "seed-000"
 DEMO_CASES = Path(__file__).resolve().parent / "fixtures" / "seed000.jsonl"
@@ -16,6 +17,7 @@ def demo_suite_seed(*, reset: bool = False) -> int:
     with `reset`, every shipped case replaces the one of its name. Returns how many were written."""
     lines = [line for line in DEMO_CASES.read_text(encoding="utf-8").splitlines() if line.strip()]
     if not reset:
-        present = set(EvalCase.objects.filter(suite__name=DEMO_SUITE).values_list("name", flat=True))
+        cases = EvalCase.objects.filter(suite__workspace_id=default_workspace_id(), suite__name=DEMO_SUITE)
+        present = set(cases.values_list("name", flat=True))
         lines = [line for line in lines if json.loads(line)["name"] not in present]
     return eval_cases_import(suite_name=DEMO_SUITE, lines=lines)

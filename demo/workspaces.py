@@ -37,9 +37,8 @@ def research_workspace_seed(*, llm_base_url: str, password: str | None, stream: 
     seed = _reset_or_create if reset else _get_or_create
     model = seed(
         ModelConfig,
-        {"name": RESEARCH_MODEL},
+        {"workspace": workspace, "name": RESEARCH_MODEL},
         {
-            "workspace": workspace,
             "base_url": llm_base_url,
             "model": "demo",
             "stream": stream,

@@ -31,6 +31,7 @@ from evals.services import (
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyInline
 from workspaces.access import binding_of, in_workspace
 from workspaces.admin_scope import WorkspaceScopedAdmin, WorkspaceScopedInline
+from workspaces.defaults import default_workspace_id
 
 
 class EvalCaseInline(JSONInputAdminMixin, WorkspaceScopedInline, admin.StackedInline):
@@ -79,12 +80,11 @@ class EvalSuiteAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
             raise PermissionDenied
         form = CasesImportForm(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
+            workspace_id = binding_of(request.user).workspace_id or default_workspace_id()
             try:
                 text = form.cleaned_data["file"].read().decode("utf-8")
                 count = eval_cases_import(
-                    suite_name=form.cleaned_data["suite"],
-                    lines=text.splitlines(),
-                    workspace_id=binding_of(request.user).workspace_id,
+                    suite_name=form.cleaned_data["suite"], lines=text.splitlines(), workspace_id=workspace_id
                 )
             except UnicodeDecodeError:
                 form.add_error("file", _("The file is not UTF-8 text."))
@@ -92,7 +92,7 @@ class EvalSuiteAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
                 form.add_error("file", str(exc))
             else:
                 self.message_user(request, _("Imported %(count)d cases.") % {"count": count}, messages.SUCCESS)
-                suite = EvalSuite.objects.get(name=form.cleaned_data["suite"])
+                suite = EvalSuite.objects.get(workspace_id=workspace_id, name=form.cleaned_data["suite"])
                 return HttpResponseRedirect(reverse("admin:evals_evalsuite_change", args=[suite.pk]))
         context = {
             **self.admin_site.each_context(request),

@@ -11,6 +11,7 @@ from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_LATENCY_INCREAS
 from evals.matching import ExpectationInvalid, expected_calls_check, pattern_check, schema_check
 from tools.arguments import contains_nul
 from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.names import name_unique_in_workspace
 from workspaces.references import references_check
 
 
@@ -24,7 +25,7 @@ class EvalSuite(FirstWorkspaceByDefault, models.Model):
         related_name="+",
         verbose_name=_("workspace"),
     )
-    name = models.CharField(max_length=100, unique=True, verbose_name=_("name"))
+    name = models.CharField(max_length=100, verbose_name=_("name"))
     description = models.TextField(blank=True, default="", verbose_name=_("description"))
     judge_model_config = models.ForeignKey(
         "agents.ModelConfig",
@@ -44,6 +45,7 @@ class EvalSuite(FirstWorkspaceByDefault, models.Model):
         verbose_name = _("eval suite")
         verbose_name_plural = _("eval suites")
         ordering = ["name"]
+        constraints = [name_unique_in_workspace("eval_suite_name_per_workspace")]
 
     def __str__(self):
         return self.name

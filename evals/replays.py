@@ -174,7 +174,7 @@ def replay_suite_create(
     name = (name or "").strip() or f"replay {filter.agent.slug} {timezone.now():%Y-%m-%dT%H:%M:%S.%f}"
     if len(name) > 100:
         raise ReplayInvalid(_("The suite's name is at most 100 characters."))
-    if EvalSuite.objects.filter(name=name).exists():
+    if EvalSuite.objects.filter(workspace_id=filter.agent.workspace_id, name=name).exists():
         raise ReplayInvalid(_("A suite named %(name)s exists already.") % {"name": name})
     cases = [case for position, run in enumerate(runs) if (case := _case_of(run, position=position, rubric=rubric))]
     if not cases:

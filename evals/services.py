@@ -33,6 +33,7 @@ from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite
 from evals.scoring import FINAL_ANSWER, expectations_of, score_run, unanswered_check
 from evals.selectors import eval_results_data, run_case_material, run_observation
 from platform_site.celery import app
+from workspaces.defaults import default_workspace_id
 
 log = logging.getLogger(__name__)
 
@@ -332,14 +333,14 @@ def eval_runs_sweep(*, now: datetime | None = None) -> dict[str, int]:
 
 
 def eval_cases_import(*, suite_name: str, lines, workspace_id: int | None = None) -> int:
-    """Cases from JSONL lines (jsonl.case_from_line) into the suite of that name (created if
-    new, in `workspace_id`: the first workspace when None), all or none; a case with the name of
-    one already in the suite replaces it. Raises CaseLineInvalid naming the first bad line, or
-    when the name is another workspace's suite's."""
+    """Cases from JSONL lines (jsonl.case_from_line) into the workspace's suite of that name
+    (`workspace_id`: the first workspace when None; created if new), all or none; a case with the
+    name of one already in the suite replaces it. Raises CaseLineInvalid naming the first bad line.
+    Another workspace's suite of the same name is neither written nor in the way."""
     with transaction.atomic():
-        suite, _created = EvalSuite.objects.get_or_create(name=suite_name, defaults={"workspace_id": workspace_id})
-        if workspace_id is not None and suite.workspace_id != workspace_id:
-            raise CaseLineInvalid(_("The suite name is already used; choose another."))
+        suite, _created = EvalSuite.objects.get_or_create(
+            workspace_id=workspace_id or default_workspace_id(), name=suite_name
+        )
         count = 0
         for number, line in enumerate(lines, start=1):
             if not line.strip():

@@ -12,6 +12,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.names import name_unique_in_workspace
 from workspaces.references import references_check
 
 
@@ -39,7 +40,7 @@ class KnowledgeBase(FirstWorkspaceByDefault, models.Model):
         related_name="+",
         verbose_name=_("workspace"),
     )
-    name = models.CharField(_("name"), max_length=100, unique=True)
+    name = models.CharField(_("name"), max_length=100)
     description = models.TextField(
         _("description"),
         blank=True,
@@ -104,6 +105,7 @@ class KnowledgeBase(FirstWorkspaceByDefault, models.Model):
     class Meta:
         verbose_name = _("knowledge base")
         verbose_name_plural = _("knowledge bases")
+        constraints = [name_unique_in_workspace("knowledge_base_name_per_workspace")]
 
     def __str__(self):
         return self.name

@@ -18,6 +18,7 @@ from knowledge.models import Chunk, Document, DocumentUpload, KnowledgeBase, Kno
 from knowledge.parsing import text_from_bytes_limited
 from knowledge.retrieval import Passage
 from tools.models import ToolDefinition
+from workspaces.defaults import default_workspace_id
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +48,11 @@ SEARCH_PARAMETERS = {
 }
 
 
-def _tool_name(name: str) -> str:
+def _tool_name(name: str, workspace_id: int) -> str:
+    """A tool name for the base's search, free in its workspace (tool names are per workspace)."""
     stem = slugify(name).replace("-", "_")[:40] or hashlib.sha256(name.encode()).hexdigest()[:8]
     candidate, n = f"search_{stem}", 1
-    while ToolDefinition.objects.filter(name=candidate).exists():
+    while ToolDefinition.objects.filter(workspace_id=workspace_id, name=candidate).exists():
         n += 1
         candidate = f"search_{stem}_{n}"
     return candidate
@@ -68,9 +70,11 @@ def _tool_description(base: KnowledgeBase) -> str:
 def knowledge_base_save(*, base: KnowledgeBase) -> KnowledgeBase:
     """Save the base, creating its search tool on first save and keeping its description current."""
     if base.search_tool_id is None:
+        # Saved without a workspace, the base joins the first (workspaces.defaults): its tool too.
+        base.workspace_id = base.workspace_id or default_workspace_id()
         base.search_tool = ToolDefinition.objects.create(
             workspace_id=base.workspace_id,
-            name=_tool_name(base.name),
+            name=_tool_name(base.name, base.workspace_id),
             description=_tool_description(base),
             parameters=SEARCH_PARAMETERS,
             kind=ToolDefinition.Kind.KNOWLEDGE,

@@ -191,7 +191,11 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, Workspa
             raise PermissionDenied
         # A state change, so only on POST (the button's form carries the CSRF token).
         if request.method == "POST":
-            created, updated = tool_definitions_sync_from_registry()
+            # The workspace the person acts in; a superuser acting installation-wide, every one.
+            workspace = binding_of(request.user).workspace
+            created, updated = tool_definitions_sync_from_registry(
+                workspace_ids=None if workspace is None else [workspace.pk]
+            )
             self.message_user(
                 request,
                 _("Built-in tools synced: %(created)s created, %(updated)s updated.")
@@ -207,8 +211,9 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, Workspa
         changes = []
         if request.method == "POST" and form.is_valid():
             source = {key: form.cleaned_data[key] for key in ("document", "base_url", "prefix")}
+            workspace_id = binding_of(request.user).workspace_id
             try:
-                changes = tool_definitions_openapi_changes(**source)
+                changes = tool_definitions_openapi_changes(**source, workspace_id=workspace_id)
                 if changes and not self.has_change_permission(request):
                     form.add_error(
                         None,
@@ -222,9 +227,7 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, Workspa
                     # Asked again with the document in the text box: an upload is not sent twice.
                     form = OpenAPIImportForm({**source, "confirmed": ",".join(changes)})
                 else:
-                    report = tool_definitions_import_openapi(
-                        **source, may_replace=changes, workspace_id=binding_of(request.user).workspace_id
-                    )
+                    report = tool_definitions_import_openapi(**source, may_replace=changes, workspace_id=workspace_id)
                     level = messages.SUCCESS if report.created or report.updated else messages.WARNING
                     self.message_user(request, _("OpenAPI import: %(summary)s.") % {"summary": report.summary()}, level)
                     return redirect("admin:tools_tooldefinition_changelist")

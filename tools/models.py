@@ -12,6 +12,7 @@ from platform_site.crypto import EncryptedTextField
 from tools.approval_policy import ApprovalExpiry, ApprovalPolicy, validate_rule
 from tools.registry import registry
 from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.names import name_unique_in_workspace
 from workspaces.references import references_check
 
 # Providers accept ^[a-zA-Z0-9_-]{1,64}$ for function names (OpenAI's rule, the strictest).
@@ -67,7 +68,7 @@ class MCPServer(FirstWorkspaceByDefault, models.Model):
         related_name="+",
         verbose_name=_("workspace"),
     )
-    name = models.CharField(_("name"), max_length=32, unique=True, validators=[mcp_server_name_validator])
+    name = models.CharField(_("name"), max_length=32, validators=[mcp_server_name_validator])
     description = models.TextField(_("description"), blank=True)
     transport = models.CharField(_("transport"), max_length=16, choices=Transport.choices, default=Transport.STDIO)
     command = models.CharField(
@@ -113,6 +114,7 @@ class MCPServer(FirstWorkspaceByDefault, models.Model):
     class Meta:
         verbose_name_plural = _("MCP servers")
         verbose_name = _("MCP server")
+        constraints = [name_unique_in_workspace("mcp_server_name_per_workspace")]
 
     def __str__(self):
         return self.name
@@ -162,7 +164,7 @@ class ToolDefinition(FirstWorkspaceByDefault, models.Model):
         related_name="+",
         verbose_name=_("workspace"),
     )
-    name = models.CharField(_("name"), max_length=64, unique=True, validators=[tool_name_validator])
+    name = models.CharField(_("name"), max_length=64, validators=[tool_name_validator])
     description = models.TextField(_("description"), help_text=_("When the model should use it, and what it returns."))
     parameters = models.JSONField(
         _("parameters"),
@@ -271,6 +273,7 @@ class ToolDefinition(FirstWorkspaceByDefault, models.Model):
     class Meta:
         verbose_name = _("tool definition")
         verbose_name_plural = _("tool definitions")
+        constraints = [name_unique_in_workspace("tool_definition_name_per_workspace")]
 
     def __str__(self):
         return self.name

@@ -2,7 +2,7 @@
 
 import hashlib
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
@@ -14,6 +14,8 @@ from tools.approval_policy import ApprovalPolicy
 from tools.mcp_sessions import MCPUnavailable, ServerConfig, pool
 from tools.models import MCPServer, ToolDefinition, validate_parameters_schema
 from tools.registry import registry
+from workspaces.defaults import default_workspace_id
+from workspaces.models import Workspace
 
 
 def registered_tool_fields(tool) -> dict:
@@ -30,20 +32,45 @@ def registered_tool_fields(tool) -> dict:
     }
 
 
-def tool_definitions_sync_from_registry() -> tuple[int, int]:
-    """Create or update one python ToolDefinition per registered tool. Returns (created, updated)."""
+def registered_tool_row(tool, workspace_id: int) -> ToolDefinition:
+    """A registered tool's ToolDefinition in a workspace, unsaved, as the sync creates it."""
+    fields = registered_tool_fields(tool)
+    return ToolDefinition(workspace_id=workspace_id, name=tool.name, approval_policy=tool.approval_policy, **fields)
+
+
+def tool_definitions_sync_from_registry(*, workspace_ids: Iterable[int] | None = None) -> tuple[int, int]:
+    """Create or update one python ToolDefinition per registered tool in each of these workspaces
+    (None: every workspace), since an agent uses only its own workspace's tools. Returns
+    (created, updated) over them all."""
+    if workspace_ids is None:
+        workspace_ids = Workspace.objects.order_by("pk").values_list("pk", flat=True)
     created = updated = 0
-    for tool in registry.all():
-        fields = registered_tool_fields(tool)
-        _, was_created = ToolDefinition.objects.update_or_create(
-            name=tool.name,
-            defaults=fields,
-            # The approval policy is the operator's to change: a sync sets it on creation only.
-            create_defaults={**fields, "approval_policy": tool.approval_policy},
-        )
-        created += was_created
-        updated += not was_created
+    for workspace_id in workspace_ids:
+        for tool in registry.all():
+            fields = registered_tool_fields(tool)
+            _, was_created = ToolDefinition.objects.update_or_create(
+                workspace_id=workspace_id,
+                name=tool.name,
+                defaults=fields,
+                # The approval policy is the operator's to change: a sync sets it on creation only.
+                create_defaults={**fields, "approval_policy": tool.approval_policy},
+            )
+            created += was_created
+            updated += not was_created
     return created, updated
+
+
+def workspace_builtin_tools(sender, workspace, **kwargs):
+    """workspaces.models.workspace_built_ins: a workspace's built-in tools no agent uses, which go
+    with it when it is deleted (one an agent uses keeps it, as the agent does)."""
+    return ToolDefinition.objects.filter(workspace=workspace, kind=ToolDefinition.Kind.PYTHON, agent_tools=None)
+
+
+def workspace_builtin_tools_create(sender, instance, created, raw=False, **kwargs) -> None:
+    """post_save of Workspace: a new workspace gets the built-in tools, as the sync makes them,
+    in one statement (it has no tool yet to update)."""
+    if created and not raw:
+        ToolDefinition.objects.bulk_create(registered_tool_row(tool, instance.pk) for tool in registry.all())
 
 
 @dataclass
@@ -93,9 +120,9 @@ def _side_effect_defaults(annotations) -> dict:
     }
 
 
-def _claimable(name: str, owned: dict) -> str | None:
-    """Why a discovered or imported name cannot be used, if it is taken by another tool."""
-    existing = ToolDefinition.objects.filter(name=name).first()
+def _claimable(name: str, owned: dict, workspace_id: int) -> str | None:
+    """Why a discovered name cannot be used, if it is taken by another tool of the workspace."""
+    existing = ToolDefinition.objects.filter(workspace_id=workspace_id, name=name).first()
     if existing is not None and existing.pk not in owned:
         return f"{name}: the name is already used by another tool"
     return None
@@ -133,7 +160,7 @@ def mcp_server_discover(*, server: MCPServer) -> ImportReport:
                 "is_active": True,
             }
             existing = by_remote_name.get(remote.name)
-            problem = _claimable(name, owned)
+            problem = _claimable(name, owned, server.workspace_id)
             if problem:
                 report.skipped.append(problem)
                 continue
@@ -185,10 +212,17 @@ def _changes_existing(tool: ToolDefinition | None, fields: dict) -> bool:
     return tool is not None and any(getattr(tool, key) != value for key, value in fields.items())
 
 
-def tool_definitions_openapi_changes(*, document: str, base_url: str = "", prefix: str = "") -> list[str]:
-    """Names of the existing HTTP tools an import of this document would change (sorted)."""
+def tool_definitions_openapi_changes(
+    *, document: str, base_url: str = "", prefix: str = "", workspace_id: int | None = None
+) -> list[str]:
+    """Names of the workspace's existing HTTP tools an import of this document would change
+    (sorted; `workspace_id` None: the first workspace's, where such an import writes)."""
     plan = _openapi_plan(document=document, base_url=base_url, prefix=prefix)
-    existing = ToolDefinition.objects.filter(name__in=[name for name, _, _ in plan], kind=ToolDefinition.Kind.HTTP)
+    existing = ToolDefinition.objects.filter(
+        workspace_id=workspace_id or default_workspace_id(),
+        name__in=[name for name, _, _ in plan],
+        kind=ToolDefinition.Kind.HTTP,
+    )
     by_name = {tool.name: tool for tool in existing}
     return sorted(name for name, fields, _ in plan if _changes_existing(by_name.get(name), fields))
 
@@ -207,15 +241,14 @@ def tool_definitions_import_openapi(
     decides otherwise. Re-importing updates the tools of the same names; with `may_replace`
     given, only the existing tools it names may change (the others are skipped), since an
     import can point a tool that agents already use at another URL. New tools join
-    `workspace_id` (the first workspace when None); another workspace's tool is never changed.
+    `workspace_id` (the first workspace when None); names are the workspace's, so another
+    workspace's tool of the same name is neither changed nor in the way.
     """
+    workspace_id = workspace_id or default_workspace_id()
     report = ImportReport()
     with transaction.atomic():
         for name, fields, operation in _openapi_plan(document=document, base_url=base_url, prefix=prefix):
-            existing = ToolDefinition.objects.select_for_update().filter(name=name).first()
-            if existing is not None and workspace_id is not None and existing.workspace_id != workspace_id:
-                report.skipped.append(f"{name}: the name is already used")
-                continue
+            existing = ToolDefinition.objects.select_for_update().filter(workspace_id=workspace_id, name=name).first()
             if existing is not None and existing.kind != ToolDefinition.Kind.HTTP:
                 report.skipped.append(f"{name}: the name is already used by a {existing.kind} tool")
                 continue

@@ -7,6 +7,7 @@ the workspace they act in. A workspace always keeps an owner."""
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -15,7 +16,7 @@ from django.utils.translation import gettext_lazy
 from workspaces.access import binding_of, in_workspace_of, may
 from workspaces.admin_scope import WorkspaceScopedAdmin
 from workspaces.membership import last_owner
-from workspaces.models import Membership, Workspace
+from workspaces.models import Membership, Workspace, built_ins_of
 from workspaces.roles import Role
 
 MANAGE_MEMBERS = "workspaces.manage_members"
@@ -71,6 +72,22 @@ class WorkspaceAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return request.user.is_active and request.user.is_superuser
+
+    def get_deleted_objects(self, objs, request):
+        # What deleting would take and what would refuse it, as Workspace.delete does it: its
+        # built-in rows gone first (here in a transaction rolled back), so they are neither
+        # listed as protecting an empty workspace nor left behind.
+        with transaction.atomic():
+            for workspace in objs:
+                for rows in built_ins_of(workspace):
+                    rows.delete()
+            found = super().get_deleted_objects(objs, request)
+            transaction.set_rollback(True)
+        return found
+
+    def delete_queryset(self, request, queryset):
+        for workspace in queryset:  # each through Workspace.delete, its built-in rows with it
+            workspace.delete()
 
 
 class MembershipForm(forms.ModelForm):

@@ -64,15 +64,26 @@ def _scoped_list_filter(model, entry):
 
 
 def _form_in_workspace(form_class, workspace):
-    """`form_class` whose new object is in `workspace` before it is validated (its clean()
-    checks that what it refers to is of the same workspace)."""
+    """`form_class` whose object's workspace takes part in its validation. A new object is in
+    `workspace` (when given) before it is validated: its clean() checks that what it refers to
+    is of the same workspace. And its workspace is validated with it even where the field is not
+    on the form (hidden, or read-only once saved): Django's form leaves out every check of a
+    field it does not show, so a name taken in the workspace (workspaces.names) would pass the
+    form and the database would refuse it with a 500 instead of a form error."""
 
     def __init__(self, *args, **kwargs):
         form_class.__init__(self, *args, **kwargs)
-        if self.instance._state.adding:
+        if workspace is not None and self.instance._state.adding:
             self.instance.workspace = workspace
 
-    return type(form_class.__name__, (form_class,), {"__init__": __init__, "__module__": form_class.__module__})
+    def _get_validation_exclusions(self):
+        exclude = form_class._get_validation_exclusions(self)
+        if self.instance.workspace_id is not None:
+            exclude.discard("workspace")
+        return exclude
+
+    attrs = {"__init__": __init__, "_get_validation_exclusions": _get_validation_exclusions}
+    return type(form_class.__name__, (form_class,), {**attrs, "__module__": form_class.__module__})
 
 
 class _RelationsScoped:
@@ -137,9 +148,8 @@ class WorkspaceScopedAdmin(_RelationsScoped):
 
     def get_form(self, request, obj=None, **kwargs):
         form = super().get_form(request, obj, **kwargs)
-        workspace = binding_of(request.user).workspace
-        if _owns_workspace(self.model) and workspace is not None:
-            form = _form_in_workspace(form, workspace)
+        if _owns_workspace(self.model):
+            form = _form_in_workspace(form, binding_of(request.user).workspace)
         return form
 
 

@@ -6,7 +6,11 @@ credentials allow (docs/workspaces.md)."""
 from django.core.management.base import CommandError
 from django.utils.translation import gettext as _
 
+from workspaces.defaults import default_workspace_id
 from workspaces.models import Workspace
+
+# For a command that looks configuration up by name (names are a workspace's): which workspace.
+NAMES_HELP = "the workspace's slug, whose names are meant (default: the installation's first workspace)"
 
 
 def workspace_argument_add(parser, *, rows: str) -> None:
@@ -26,3 +30,10 @@ def workspace_argument(slug: str) -> Workspace | None:
     if workspace is None:
         raise CommandError(_("--workspace: no workspace has the slug %(slug)r.") % {"slug": slug})
     return workspace
+
+
+def workspace_id_or_first(slug: str | None) -> int:
+    """The id of the workspace `--workspace` names; not given, the installation's first. For a
+    command that looks a tool, model config or suite up by name (names are a workspace's)."""
+    workspace = workspace_argument(slug or "")
+    return default_workspace_id() if workspace is None else workspace.pk

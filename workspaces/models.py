@@ -7,12 +7,23 @@ belongs to workspaces through a Membership with a role (workspaces.roles)."""
 
 from django.conf import settings
 from django.core.validators import MinValueValidator, RegexValidator
-from django.db import models
+from django.db import models, transaction
+from django.dispatch import Signal
 from django.utils.translation import gettext_lazy as _
 
 from workspaces.roles import Role
 
 workspace_slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9-]{0,48}$", _("Use lowercase letters, digits and '-'."))
+
+# Asks for the rows a workspace has from its creation, which an app above this one gives it (the
+# built-in tools: tools.services): each receiver returns a queryset of them, or None. They go
+# with the workspace, so they never keep an otherwise empty workspace from being deleted.
+workspace_built_ins = Signal()
+
+
+def built_ins_of(workspace) -> list[models.QuerySet]:
+    replies = workspace_built_ins.send(sender=Workspace, workspace=workspace)
+    return [rows for _receiver, rows in replies if rows is not None]
 
 
 class Workspace(models.Model):
@@ -49,6 +60,14 @@ class Workspace(models.Model):
 
     def __str__(self):
         return self.name
+
+    def delete(self, *args, **kwargs):
+        # Its built-in rows first, in the same transaction: the delete of a workspace that still
+        # has anything else is refused (every workspace column protects) and undoes theirs.
+        with transaction.atomic():
+            for rows in built_ins_of(self):
+                rows.delete()
+            return super().delete(*args, **kwargs)
 
 
 class Membership(models.Model):

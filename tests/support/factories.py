@@ -15,8 +15,8 @@ from agents.models import Agent, AgentTool, ModelConfig
 from conversations.tokens import api_token_create
 from tools.models import ToolDefinition
 from tools.registry import registry
-from tools.services import registered_tool_fields, tool_definitions_sync_from_registry
-from workspaces.defaults import default_workspace_id
+from tools.services import registered_tool_row, tool_definitions_sync_from_registry
+from workspaces.models import Workspace
 
 
 class ModelConfigFactory(factory.django.DjangoModelFactory):
@@ -43,24 +43,23 @@ class AgentFactory(factory.django.DjangoModelFactory):
 
 
 def registered_tools_synced() -> None:
-    """Every registered tool as its ToolDefinition row, as tools.services' sync makes it, in one
-    statement where none is there yet (a test's first agent) and none where all are: the sync is
-    an update_or_create per tool, about 60 statements and 70 ms on a loaded 2-core machine, and
-    about a thousand tests make agents. A partial set goes through the sync itself."""
-    present = set(ToolDefinition.objects.values_list("name", flat=True))
-    tools = registry.all()
-    if not present:
-        ToolDefinition.objects.bulk_create(
-            ToolDefinition(
-                name=tool.name,
-                approval_policy=tool.approval_policy,
-                workspace_id=default_workspace_id(),
-                **registered_tool_fields(tool),
-            )
-            for tool in tools
-        )
-    elif any(tool.name not in present for tool in tools):
-        tool_definitions_sync_from_registry()
+    """Every registered tool as its ToolDefinition row in every workspace, as tools.services' sync
+    makes them, in one statement where a workspace has none yet (a test's first agent; a workspace
+    made since has them from its creation) and none where all are: the sync is an update_or_create
+    per tool and workspace, about 60 statements and 70 ms per workspace on a loaded 2-core
+    machine, and about a thousand tests make agents. A partial set goes through the sync itself."""
+    names = set(registry.names())
+    present = {workspace_id: set() for workspace_id in Workspace.objects.values_list("pk", flat=True)}
+    rows = ToolDefinition.objects.filter(name__in=names)
+    for workspace_id, name in rows.values_list("workspace_id", "name"):
+        present[workspace_id].add(name)
+    empty = [workspace_id for workspace_id, found in present.items() if not found]
+    ToolDefinition.objects.bulk_create(
+        registered_tool_row(tool, workspace_id) for workspace_id in empty for tool in registry.all()
+    )
+    partial = [workspace_id for workspace_id, found in present.items() if found and found != names]
+    if partial:
+        tool_definitions_sync_from_registry(workspace_ids=partial)
 
 
 def make_agent(*, tools: list[str] = (), approval: dict | None = None, **fields) -> Agent:
@@ -70,7 +69,7 @@ def make_agent(*, tools: list[str] = (), approval: dict | None = None, **fields)
     for name in tools:
         AgentTool.objects.create(
             agent=agent,
-            tool=ToolDefinition.objects.get(name=name),
+            tool=ToolDefinition.objects.get(workspace_id=agent.workspace_id, name=name),
             approval=(approval or {}).get(name, AgentTool.Approval.INHERIT),
         )
     return agent

@@ -222,10 +222,12 @@ def test_an_openapi_import_never_changes_another_workspaces_tool(two_workspaces)
         '{"openapi": "3.0.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://x.example.com"}],'
         ' "paths": {"/p": {"get": {"operationId": "tool", "responses": {"200": {"description": "ok"}}}}}}'
     )
+    # Names are the workspace's (workspaces.names): the import makes the first workspace's own.
     report = tool_definitions_import_openapi(document=document, prefix=MARKER, workspace_id=first.pk)
-    assert report.skipped == [f"{MARKER}-tool: the name is already used"] and not report.updated
+    assert report.created == [f"{MARKER}-tool"] and not report.updated and not report.skipped
     theirs.refresh_from_db()
     assert (theirs.description, theirs.workspace) == ("theirs", b["agent"].workspace)
+    assert ToolDefinition.objects.get(workspace=first, name=f"{MARKER}-tool").http_url == "https://x.example.com/p"
 
     report = tool_definitions_import_openapi(document=document, prefix="ours", workspace_id=first.pk)
     assert ToolDefinition.objects.get(name="ours-tool").workspace == first
@@ -237,9 +239,11 @@ def test_importing_eval_cases_never_writes_into_another_workspaces_suite(client,
     line = json.dumps({"name": "case-new", "turns": [{"role": "user", "content": "hi"}]})
     url = reverse("admin:evals_evalsuite_import")
 
+    # Their suite's name is a new suite of this workspace (names are the workspace's).
     page = client.post(url, {"suite": b["suite"].name, "file": SimpleUploadedFile("c.jsonl", line.encode())})
-    assert page.status_code == 400
+    assert page.status_code == 302
     assert not b["suite"].cases.filter(name="case-new").exists()
+    assert EvalSuite.objects.get(workspace=first, name=b["suite"].name).cases.get().name == "case-new"
 
     assert client.post(url, {"suite": "ours", "file": SimpleUploadedFile("c.jsonl", line.encode())}).status_code == 302
     assert EvalSuite.objects.get(name="ours").workspace == first

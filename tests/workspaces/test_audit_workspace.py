@@ -15,6 +15,7 @@ from agents.models import Agent, AgentTool, ModelConfig
 from audit.models import Action, ConfigChange
 from conversations.tokens import api_token_create
 from tests.support.factories import ModelConfigFactory, make_agent, make_user
+from tools.models import ToolDefinition
 from workspaces.defaults import default_workspace_id
 from workspaces.membership import membership_set
 from workspaces.models import Membership, Workspace
@@ -76,12 +77,16 @@ def test_members_and_their_role_changes_are_audited_in_their_workspace(two):
     membership_set(user=person, workspace=empty, role=Role.OWNER)
     pk = empty.pk
     empty.delete()
-    assert list(ConfigChange.objects.filter(workspace_id=pk).values_list("action", flat=True).order_by("id")) == [
+    rows = ConfigChange.objects.filter(workspace_id=pk).order_by("id")
+    tools = ContentType.objects.get_for_model(ToolDefinition)
+    assert [row.action for row in rows if row.content_type_id != tools.pk] == [
         Action.CREATE,
         Action.CREATE,
         Action.DELETE,
         Action.DELETE,
     ]
+    # Its built-in tools (made with it, workspaces.names) went with it, each delete a row.
+    assert {row.action for row in rows if row.content_type_id == tools.pk} == {Action.DELETE}
 
 
 def _owner_of(workspace):

@@ -38,7 +38,9 @@ def test_the_demo_seeds_a_second_workspace_with_its_own_model_agent_and_builder(
     # Everything the demo had stays in the first workspace.
     assert Agent.objects.get(slug="customer-service").workspace == default
     assert ModelConfig.objects.get(name="demo").workspace == default
-    assert set(ToolDefinition.objects.values_list("workspace_id", flat=True)) == {default.pk}
+    # The registered (python) tools, the demo's included, are in every workspace (workspaces.names).
+    assert set(ToolDefinition.objects.values_list("workspace_id", flat=True)) == {default.pk, research.pk}
+    assert ToolDefinition.objects.exclude(kind="python").count() == 0
     assert set(EvalSuite.objects.values_list("workspace_id", flat=True)) == {default.pk}
     agent = Agent.objects.get(slug=RESEARCH_AGENT)
     assert agent.workspace == research and agent.model_config.workspace == research

@@ -25,6 +25,7 @@ from demo.seed import demo_memory_seed
 from engine.admission import message_post
 from engine.approvals import APPROVE, approval_decide
 from tools.models import ToolDefinition
+from workspaces.defaults import default_workspace_id
 
 # Seed 000's three conversations: the first two share one conversation, as in the seed.
 QUESTIONS = [
@@ -170,7 +171,8 @@ class Command(BaseCommand):
 
     def _warn_other_order_service(self, url: str) -> None:
         # Seeding leaves an existing tool's URL as it is: say so when it is not this service.
-        elsewhere = ToolDefinition.objects.filter(name__in=["get_order", "change_address"]).exclude(
+        names = ["get_order", "change_address"]
+        elsewhere = ToolDefinition.objects.filter(workspace_id=default_workspace_id(), name__in=names).exclude(
             http_url__startswith=f"{url}/"
         )
         for tool in elsewhere:

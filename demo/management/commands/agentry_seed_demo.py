@@ -9,6 +9,7 @@ from demo.seed import DEGRADED_DESCRIPTION, DEMO_WEATHER_TOOL, demo_degrade_draf
 from demo.suite import DEMO_SUITE, demo_suite_seed
 from demo.workspaces import RESEARCHER, RESEARCHER_DEV_PASSWORD, research_workspace_seed
 from evals.models import EvalCase
+from workspaces.defaults import default_workspace_id
 from workspaces.models import Workspace
 
 User = get_user_model()
@@ -56,7 +57,7 @@ class Command(BaseCommand):
         )
         self._research_seed(llm_base_url=llm_base_url, stream=not no_stream, reset=reset, dev_default=dev_default)
         written = demo_suite_seed(reset=reset)
-        total = EvalCase.objects.filter(suite__name=DEMO_SUITE).count()
+        total = EvalCase.objects.filter(suite__workspace_id=default_workspace_id(), suite__name=DEMO_SUITE).count()
         self.stdout.write(self.style.SUCCESS(f"Eval suite {DEMO_SUITE}: {total} cases ({written} written now)"))
         if degraded_version:
             demo_degrade_draft(agent=agent)

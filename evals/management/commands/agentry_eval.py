@@ -80,7 +80,8 @@ class Command(BaseCommand):
                 eval_agent_check(user=self.user, agent=found)
             except EvalNotAllowed as exc:
                 raise CommandError(str(exc)) from exc
-        eval_suite = EvalSuite.objects.filter(name=suite).first()
+        # The agent's workspace's suite: suite names are per workspace.
+        eval_suite = EvalSuite.objects.filter(workspace_id=found.workspace_id, name=suite).first()
         if eval_suite is None:
             raise CommandError(f"No eval suite named {suite!r}.")
         if not eval_suite.cases.exists():

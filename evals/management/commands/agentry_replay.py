@@ -65,7 +65,7 @@ class Command(BaseCommand):
         if found is None:
             raise CommandError(f"No agent with slug {agent!r}.")
         user = self._user(options["user"], found)
-        judge = self._judge(options["judge"])
+        judge = self._judge(options["judge"], found)
         try:
             candidate_version = eval_version_resolve(agent=found, version=version)
             baseline_version = None if against is None else eval_version_resolve(agent=found, version=against)
@@ -121,10 +121,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         return user
 
-    def _judge(self, name: str | None) -> ModelConfig | None:
+    def _judge(self, name: str | None, agent: Agent) -> ModelConfig | None:
         if name is None:
             return None
-        judge = ModelConfig.objects.filter(name=name).first()
+        # The agent's workspace's model config: names are per workspace, and the judge bills its key.
+        judge = ModelConfig.objects.filter(workspace_id=agent.workspace_id, name=name).first()
         if judge is None:
             raise CommandError(f"No model config named {name!r}.")
         return judge

@@ -4,6 +4,7 @@ from django.utils.translation import gettext as _
 from agents.models import ModelConfig
 from fakellm.testing import serve_in_thread
 from knowledge.evaluation import faq_questions, retrieval_check
+from workspaces.cli import NAMES_HELP, workspace_id_or_first
 
 
 class Command(BaseCommand):
@@ -18,6 +19,7 @@ class Command(BaseCommand):
             "--embedding-model-config", help=_("Name of the ModelConfig of a real /embeddings endpoint.")
         )
         parser.add_argument("--no-vectors", action="store_true", help=_("Keyword search only."))
+        parser.add_argument("--workspace", help=NAMES_HELP)
 
     def handle(self, *args, **options):
         stop = None
@@ -25,7 +27,8 @@ class Command(BaseCommand):
         if options["no_vectors"]:
             config = None
         elif name:
-            config = ModelConfig.objects.filter(name=name).first()
+            workspace_id = workspace_id_or_first(options["workspace"])
+            config = ModelConfig.objects.filter(workspace_id=workspace_id, name=name).first()
             if config is None:
                 raise CommandError(_("No model config is named %(name)s.") % {"name": name})
         else:
