@@ -87,7 +87,9 @@ def test_baseline_passes_and_the_degraded_draft_is_caught(worker, fake_llm, caps
     weather = next(tool for tool in draft.snapshot["tools"] if tool["name"] == WEATHER)
     assert weather["description"] == "Returns data."
     # Degraded for this agent's draft only: the shared tool and the published version keep theirs.
-    assert ToolDefinition.objects.get(name=WEATHER).description.startswith("获取国内指定日期的天气")
+    assert ToolDefinition.objects.get(name=WEATHER, workspace_id=agent.workspace_id).description.startswith(
+        "获取国内指定日期的天气"
+    )
     assert next(t for t in published.snapshot["tools"] if t["name"] == WEATHER)["description"].startswith("获取")
 
     call_command("agentry_eval", agent.slug, suite=DEMO_SUITE, version="published", against="published")
