@@ -12,7 +12,7 @@ from agents.providers.parameters import agent_problems, parameter_problems
 from platform_site.crypto import EncryptedTextField
 from tools.approval_policy import validate_rule
 from tools.models import tool_name_validator
-from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.defaults import InWorkspace
 from workspaces.names import name_unique_in_workspace
 from workspaces.references import references_check
 
@@ -42,18 +42,9 @@ class ReasoningEffort(models.TextChoices):
     HIGH = "high", _("high")
 
 
-class ModelConfig(FirstWorkspaceByDefault, models.Model):
+class ModelConfig(InWorkspace):
     """How to reach one model: endpoint, credentials, sampling parameters and prices."""
 
-    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
-    workspace = models.ForeignKey(
-        "workspaces.Workspace",
-        on_delete=models.PROTECT,
-        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
-        blank=True,
-        related_name="+",
-        verbose_name=_("workspace"),
-    )
     name = models.CharField(_("name"), max_length=100)
     provider = models.CharField(
         _("provider"), max_length=32, choices=ProviderKind.choices, default=ProviderKind.OPENAI_COMPATIBLE
@@ -262,16 +253,7 @@ def validate_email_list(value: str) -> None:
             raise ValidationError(_("%(address)s is not an email address.") % {"address": address[:100]}) from None
 
 
-class Agent(FirstWorkspaceByDefault, models.Model):
-    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
-    workspace = models.ForeignKey(
-        "workspaces.Workspace",
-        on_delete=models.PROTECT,
-        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
-        blank=True,
-        related_name="+",
-        verbose_name=_("workspace"),
-    )
+class Agent(InWorkspace):
     name = models.CharField(_("name"), max_length=200)
     slug = models.SlugField(_("slug"), max_length=100, unique=True)
     description = models.TextField(_("description"), blank=True)
@@ -648,7 +630,7 @@ class AgentTool(models.Model):
                 raise ValidationError({"approval_rule": exc.messages}) from exc
 
 
-class GuardrailRule(FirstWorkspaceByDefault, models.Model):
+class GuardrailRule(InWorkspace):
     """One check an agent makes on what the requester wrote (input: the user's messages, and a
     chat completion's own system, developer and assistant turns), on its model's final answer
     (output) or on both. The detectors are agents.guardrails; a run enforces the rules of the
@@ -673,15 +655,6 @@ class GuardrailRule(FirstWorkspaceByDefault, models.Model):
         REDACT = guardrails.ACTION_REDACT, _("redact")
         FLAG = guardrails.ACTION_FLAG, _("flag for review")
 
-    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
-    workspace = models.ForeignKey(
-        "workspaces.Workspace",
-        on_delete=models.PROTECT,
-        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
-        blank=True,
-        related_name="+",
-        verbose_name=_("workspace"),
-    )
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="guardrail_rules", verbose_name=_("agent"))
     side = models.CharField(_("side"), max_length=8, choices=Side.choices, default=Side.BOTH)
     kind = models.CharField(_("kind"), max_length=20, choices=Kind.choices)

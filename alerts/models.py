@@ -9,7 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.defaults import InWorkspace
 from workspaces.names import name_unique_in_workspace
 from workspaces.references import references_check
 
@@ -26,7 +26,7 @@ def validate_no_control_characters(value: str) -> None:
         raise ValidationError(_("Must not contain line breaks or other control characters."), code="control_characters")
 
 
-class AlertRule(FirstWorkspaceByDefault, models.Model):
+class AlertRule(InWorkspace):
     class Kind(models.TextChoices):
         TOKENS = "tokens", _("Tokens per window")
         COST = "cost", _("Cost per window")
@@ -46,15 +46,6 @@ class AlertRule(FirstWorkspaceByDefault, models.Model):
     AGENT_ONLY = (Kind.STUCK_RUNS, Kind.APPROVAL_AGE)
 
     # Unique: it names the rule in emails, webhooks and the metrics' `rule` label.
-    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
-    workspace = models.ForeignKey(
-        "workspaces.Workspace",
-        on_delete=models.PROTECT,
-        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
-        blank=True,
-        related_name="+",
-        verbose_name=_("workspace"),
-    )
     name = models.CharField(max_length=200, validators=[validate_no_control_characters], verbose_name=_("name"))
     kind = models.CharField(max_length=20, choices=Kind.choices, verbose_name=_("kind"))
     agent = models.ForeignKey(

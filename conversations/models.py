@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.defaults import InWorkspace
 from workspaces.roles import Role, validate_scopes
 
 
@@ -670,18 +670,9 @@ class RunEvent(models.Model):
         return f"{self.seq} {self.type}"
 
 
-class ApiToken(FirstWorkspaceByDefault, models.Model):
+class ApiToken(InWorkspace):
     """A per-user API credential. Only a hash is stored; the token is shown once, at creation."""
 
-    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
-    workspace = models.ForeignKey(
-        "workspaces.Workspace",
-        on_delete=models.PROTECT,
-        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
-        blank=True,
-        related_name="+",
-        verbose_name=_("workspace"),
-    )
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens", verbose_name=_("user")
     )
@@ -856,9 +847,8 @@ class EndUserErasure(models.Model):
         ADMIN = "admin", _("Admin")
 
     # The workspace whose end user was forgotten (an application's token, a member in the admin
-    # act in one); empty: a superuser acting installation-wide forgot them in every workspace,
-    # so it is never filled with the first workspace (workspaces.defaults).
-    workspace_fill = False
+    # act in one); empty: a superuser acting installation-wide forgot them in every workspace
+    # (not an InWorkspace: never filled with the first workspace).
     workspace = models.ForeignKey(
         "workspaces.Workspace",
         on_delete=models.PROTECT,

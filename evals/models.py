@@ -10,21 +10,12 @@ from django.utils.translation import gettext_lazy as _
 from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_LATENCY_INCREASE, DEFAULT_MAX_RATE_DROP
 from evals.matching import ExpectationInvalid, expected_calls_check, pattern_check, schema_check
 from tools.arguments import contains_nul
-from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.defaults import InWorkspace
 from workspaces.names import name_unique_in_workspace
 from workspaces.references import references_check
 
 
-class EvalSuite(FirstWorkspaceByDefault, models.Model):
-    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
-    workspace = models.ForeignKey(
-        "workspaces.Workspace",
-        on_delete=models.PROTECT,
-        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
-        blank=True,
-        related_name="+",
-        verbose_name=_("workspace"),
-    )
+class EvalSuite(InWorkspace):
     name = models.CharField(max_length=100, verbose_name=_("name"))
     description = models.TextField(blank=True, default="", verbose_name=_("description"))
     judge_model_config = models.ForeignKey(

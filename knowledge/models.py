@@ -11,7 +11,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.defaults import InWorkspace
 from workspaces.names import name_unique_in_workspace
 from workspaces.references import references_check
 
@@ -21,7 +21,7 @@ class KeywordMethod(models.TextChoices):
     TRIGRAM = "trigram", _("character trigrams + BM25")
 
 
-class KnowledgeBase(FirstWorkspaceByDefault, models.Model):
+class KnowledgeBase(InWorkspace):
     class OnNothingFound(models.TextChoices):
         FALLBACK = "fallback", _("answer the fallback")
         HANDOFF = "handoff", _("hand off to a person")
@@ -31,15 +31,6 @@ class KnowledgeBase(FirstWorkspaceByDefault, models.Model):
         INDEXING = "indexing", _("Indexing")
         FAILED = "failed", _("Failed")
 
-    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
-    workspace = models.ForeignKey(
-        "workspaces.Workspace",
-        on_delete=models.PROTECT,
-        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
-        blank=True,
-        related_name="+",
-        verbose_name=_("workspace"),
-    )
     name = models.CharField(_("name"), max_length=100)
     description = models.TextField(
         _("description"),

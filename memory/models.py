@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.defaults import InWorkspace
 
 
 class MemoryKind(models.TextChoices):
@@ -22,16 +22,7 @@ class MemoryKind(models.TextChoices):
     INSTRUCTION = "instruction", _("Instruction")
 
 
-class Memory(FirstWorkspaceByDefault, models.Model):
-    # The workspace of the agent (or shared space) that keeps it: part of every read and write key.
-    workspace = models.ForeignKey(
-        "workspaces.Workspace",
-        on_delete=models.PROTECT,
-        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
-        blank=True,
-        related_name="+",
-        verbose_name=_("workspace"),
-    )
+class Memory(InWorkspace):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # Whose memories these are: an agent's own ("agent:<id>") or a shared space's name
     # (Agent.memory_space), and the end user they are about.
@@ -89,7 +80,7 @@ class Memory(FirstWorkspaceByDefault, models.Model):
         return self.statement[:80]
 
 
-class MemoryChange(FirstWorkspaceByDefault, models.Model):
+class MemoryChange(InWorkspace):
     """One change to a memory, and who made it: the audit trail an operator reads."""
 
     class Action(models.TextChoices):
@@ -107,15 +98,6 @@ class MemoryChange(FirstWorkspaceByDefault, models.Model):
         LIFETIME = "lifetime", _("The memory's lifetime")
 
     # Kept when the memory is deleted (the change says what it held), removed with the end user.
-    # The workspace of the agent (or shared space) that keeps it: part of every read and write key.
-    workspace = models.ForeignKey(
-        "workspaces.Workspace",
-        on_delete=models.PROTECT,
-        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
-        blank=True,
-        related_name="+",
-        verbose_name=_("workspace"),
-    )
     memory = models.ForeignKey(
         Memory, on_delete=models.SET_NULL, null=True, blank=True, related_name="changes", verbose_name=_("memory")
     )

@@ -14,22 +14,13 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.models import email_list, validate_email_list
 from platform_site.crypto import EncryptedTextField
-from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.defaults import InWorkspace
 from workspaces.references import references_check
 
 
-class Webhook(FirstWorkspaceByDefault, models.Model):
+class Webhook(InWorkspace):
     """Where an agent's run outcomes and approval requests are POSTed, signed with the secret."""
 
-    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
-    workspace = models.ForeignKey(
-        "workspaces.Workspace",
-        on_delete=models.PROTECT,
-        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
-        blank=True,
-        related_name="+",
-        verbose_name=_("workspace"),
-    )
     agent = models.ForeignKey(
         "agents.Agent", on_delete=models.CASCADE, related_name="webhooks", verbose_name=_("agent")
     )

@@ -11,7 +11,7 @@ from jsonschema.exceptions import SchemaError
 from platform_site.crypto import EncryptedTextField
 from tools.approval_policy import ApprovalExpiry, ApprovalPolicy, validate_rule
 from tools.registry import registry
-from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.defaults import InWorkspace
 from workspaces.names import name_unique_in_workspace
 from workspaces.references import references_check
 
@@ -52,22 +52,13 @@ mcp_server_name_validator = RegexValidator(
 )
 
 
-class MCPServer(FirstWorkspaceByDefault, models.Model):
+class MCPServer(InWorkspace):
     """A Model Context Protocol server whose tools agents can use (seed 000's "server-tool" names)."""
 
     class Transport(models.TextChoices):
         STDIO = "stdio", _("stdio (a local command)")
         STREAMABLE_HTTP = "streamable_http", _("streamable HTTP")
 
-    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
-    workspace = models.ForeignKey(
-        "workspaces.Workspace",
-        on_delete=models.PROTECT,
-        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
-        blank=True,
-        related_name="+",
-        verbose_name=_("workspace"),
-    )
     name = models.CharField(_("name"), max_length=32, validators=[mcp_server_name_validator])
     description = models.TextField(_("description"), blank=True)
     transport = models.CharField(_("transport"), max_length=16, choices=Transport.choices, default=Transport.STDIO)
@@ -136,7 +127,7 @@ def url_placeholders(template: str) -> list[str]:
     return URL_PLACEHOLDER.findall(template)
 
 
-class ToolDefinition(FirstWorkspaceByDefault, models.Model):
+class ToolDefinition(InWorkspace):
     class Kind(models.TextChoices):
         PYTHON = "python", _("Python (registered callable)")
         HTTP = "http", _("HTTP endpoint")
@@ -155,15 +146,6 @@ class ToolDefinition(FirstWorkspaceByDefault, models.Model):
         READ = "read", _("read")
         WRITE = "write", _("write")
 
-    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
-    workspace = models.ForeignKey(
-        "workspaces.Workspace",
-        on_delete=models.PROTECT,
-        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
-        blank=True,
-        related_name="+",
-        verbose_name=_("workspace"),
-    )
     name = models.CharField(_("name"), max_length=64, validators=[tool_name_validator])
     description = models.TextField(_("description"), help_text=_("When the model should use it, and what it returns."))
     parameters = models.JSONField(

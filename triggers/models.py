@@ -14,11 +14,11 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from platform_site.crypto import EncryptedTextField
-from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.defaults import InWorkspace
 from workspaces.references import references_check
 
 
-class Schedule(FirstWorkspaceByDefault, models.Model):
+class Schedule(InWorkspace):
     class Kind(models.TextChoices):
         CRON = "cron", _("Cron expression")
         INTERVAL = "interval", _("Interval")
@@ -36,15 +36,6 @@ class Schedule(FirstWorkspaceByDefault, models.Model):
         ONCE = "once", _("Run once for the fires missed")
         SKIP = "skip", _("Skip the fires missed")
 
-    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
-    workspace = models.ForeignKey(
-        "workspaces.Workspace",
-        on_delete=models.PROTECT,
-        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
-        blank=True,
-        related_name="+",
-        verbose_name=_("workspace"),
-    )
     agent = models.ForeignKey(
         "agents.Agent", on_delete=models.CASCADE, related_name="schedules", verbose_name=_("agent")
     )
@@ -143,18 +134,9 @@ class ScheduleFire(models.Model):
         ]
 
 
-class Hook(FirstWorkspaceByDefault, models.Model):
+class Hook(InWorkspace):
     """An agent's inbound hook: POST /api/v1/hooks/<id>/ with a signed JSON body starts a run."""
 
-    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
-    workspace = models.ForeignKey(
-        "workspaces.Workspace",
-        on_delete=models.PROTECT,
-        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
-        blank=True,
-        related_name="+",
-        verbose_name=_("workspace"),
-    )
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="hooks", verbose_name=_("agent"))
     name = models.CharField(_("name"), max_length=200)

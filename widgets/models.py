@@ -10,7 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from platform_site.crypto import EncryptedTextField
 from widgets.origins import origins_validate
-from workspaces.defaults import FirstWorkspaceByDefault
+from workspaces.defaults import InWorkspace
 from workspaces.references import references_check
 
 
@@ -19,17 +19,8 @@ class WidgetLanguage(models.TextChoices):
     ENGLISH = "en", "English"
 
 
-class Widget(FirstWorkspaceByDefault, models.Model):
+class Widget(InWorkspace):
     # The public id: the page's script tag names the widget by it (data-widget).
-    # The workspace that owns it; saved without one, it joins the first (workspaces.defaults).
-    workspace = models.ForeignKey(
-        "workspaces.Workspace",
-        on_delete=models.PROTECT,
-        # Blank passes validation: saved without one, it gets the first (workspaces.defaults).
-        blank=True,
-        related_name="+",
-        verbose_name=_("workspace"),
-    )
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="widgets", verbose_name=_("agent"))
     name = models.CharField(_("name"), max_length=200)

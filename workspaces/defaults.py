@@ -4,8 +4,8 @@ An installation upgraded to workspaces has one workspace that owns everything; c
 a configuration object without naming a workspace (an older script, a fixture, the demo) keeps
 working and puts it there. Forms and the API name the workspace the request acts in."""
 
-from django.db import connection
-from django.db.models.signals import pre_save
+from django.db import connection, models
+from django.utils.translation import gettext_lazy as _
 
 from workspaces.models import Workspace
 
@@ -22,23 +22,31 @@ def default_workspace_id() -> int:
     return Workspace.objects.get_or_create(slug="default", defaults={"name": "Default"})[0].pk
 
 
-def _first_workspace_fill(sender, instance, raw=False, **kwargs):
-    if instance.workspace_id is None and not raw:
-        instance.workspace_id = default_workspace_id()
+class InWorkspace(models.Model):
+    """A configuration object owned by one workspace (its `workspace`). Saved or validated
+    without one, it is the installation's first: code that names no workspace (an older script,
+    a fixture, the demo) keeps working as before workspaces. Forms and the API name the
+    workspace the request acts in."""
 
+    workspace = models.ForeignKey(
+        "workspaces.Workspace",
+        on_delete=models.PROTECT,
+        # Blank passes validation: the first workspace is filled in below.
+        blank=True,
+        related_name="+",
+        verbose_name=_("workspace"),
+    )
 
-def first_workspace_fill_connect(models) -> None:
-    """Saving one of these models without a workspace puts it in the first workspace."""
-    for model in models:
-        pre_save.connect(_first_workspace_fill, sender=model, dispatch_uid=f"first_workspace_fill:{model._meta.label}")
+    class Meta:
+        abstract = True
 
-
-class FirstWorkspaceByDefault:
-    """For a model with its own `workspace`: full_clean() of an object without one validates it
-    as saving it would store it, in the first workspace, instead of refusing the empty field.
-    (A form that leaves the field out, or empty, excludes it and the pre_save fill applies.)"""
+    def save(self, *args, **kwargs):
+        if self.workspace_id is None:
+            self.workspace_id = default_workspace_id()
+        super().save(*args, **kwargs)
 
     def clean_fields(self, exclude=None):
+        # Validated as it will be stored, so clean() can check its references' workspace.
         if self.workspace_id is None and (exclude is None or "workspace" not in exclude):
             self.workspace_id = default_workspace_id()
         super().clean_fields(exclude=exclude)
