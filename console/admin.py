@@ -3,6 +3,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.core.exceptions import ValidationError
 from django.db.models import Exists, F, OuterRef
 from django.db.models.functions import Substr
 from django.template.loader import render_to_string
@@ -34,7 +35,7 @@ from conversations.models import (
 )
 from conversations.permissions import user_may_decide
 from conversations.selectors import agent_config_visible_to, run_timeline
-from conversations.tokens import api_token_create
+from conversations.tokens import TokenGrantRefused, api_token_create, api_token_grant_check
 from engine.approvals import ApprovalError, approval_decide
 from engine.operations import user_may_operate
 from knowledge.models import KnowledgeSearch
@@ -46,6 +47,8 @@ from platform_site.crypto import mask
 from platform_site.signatures import webhook_secret_generate
 from tools.arguments import arguments_hash
 from workspaces.admin_scope import WorkspaceScopedAdmin, WorkspaceScopedInline, chooses_workspace
+from workspaces.defaults import default_workspace_id
+from workspaces.models import Workspace
 from workspaces.roles import Scope
 
 # The admin is the operators' home: it carries the product's name, and its index and header
@@ -524,10 +527,37 @@ class RunEventAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     show_full_result_count = False
 
 
+class ApiTokenForm(forms.ModelForm):
+    """A new token is refused unless `creator` may mint it (conversations.tokens's one rule, the
+    command's too): a token whose user is not a member of its workspace would open nothing."""
+
+    creator = None  # the signed-in person (ApiTokenAdmin.get_form)
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.instance.pk is not None or self.creator is None:
+            return cleaned
+        # The workspace the person acts in (set on the instance), a superuser's choice, or the first.
+        workspace = cleaned.get("workspace") or (self.instance.workspace if self.instance.workspace_id else None)
+        try:
+            api_token_grant_check(
+                creator=self.creator,
+                user=cleaned.get("user") or self.creator,
+                workspace=workspace or Workspace.objects.get(pk=default_workspace_id()),
+                role=cleaned.get("role", ""),
+                scopes=cleaned.get("scopes") or [],
+            )
+        except TokenGrantRefused as exc:
+            raise ValidationError(str(exc)) from None
+        return cleaned
+
+
 @admin.register(ApiToken)
 class ApiTokenAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     """A token acts as its user, so only a superuser may mint one, or reopen a revoked one, for
     someone else; anyone else manages their own tokens."""
+
+    form = ApiTokenForm
 
     list_display = ["name", "user", "role", "prefix", "is_active", "created_at", "last_used_at"]
     list_filter = ["is_active", "role"]
@@ -547,6 +577,10 @@ class ApiTokenAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return self.readonly_fields + (["user", "workspace", "role", "scopes"] if obj else [])
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        return type(form.__name__, (form,), {"creator": request.user})
 
     def formfield_for_dbfield(self, db_field, request, **kwargs):
         if db_field.name == "scopes":

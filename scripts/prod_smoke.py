@@ -98,8 +98,11 @@ def main() -> int:
                 "shell",
                 "-c",
                 "from django.contrib.auth.models import User; from conversations.tokens import api_token_create; "
+                "from workspaces.membership import membership_set; from workspaces.models import Workspace; "
                 "u = User.objects.create_user(username='smoke', password=None); "
-                "print(api_token_create(user=u, name='smoke')[1])",
+                # The demo seeds a second workspace: a new account joins one only when asked to.
+                "w = Workspace.objects.get(slug='default'); membership_set(user=u, workspace=w, role='custom'); "
+                "print(api_token_create(user=u, name='smoke', workspace=w)[1])",
             ],
             cwd=ROOT,
             env=env,
