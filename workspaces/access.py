@@ -186,9 +186,11 @@ def may_start_runs(user) -> bool:
 class WorkspaceRoleBackend(BaseBackend):
     """Django permissions from the member's role in the workspace the request acts in.
 
-    Listed before ModelBackend: a token's ceiling (its role or scopes) refuses a permission
-    outright (PermissionDenied stops Django asking the other backends), so a narrow token cannot
-    borrow its owner's wider Django permissions."""
+    Listed before ModelBackend, and exact: a member with a role holds that role's permissions
+    there and no others (PermissionDenied stops Django asking the other backends), so Django
+    groups and permissions given to a person apply only where their role is custom. A token's
+    ceiling (its role or scopes) refuses alike, so a narrow token cannot borrow its owner's
+    wider permissions."""
 
     def authenticate(self, request, **credentials):
         return None
@@ -207,16 +209,28 @@ class WorkspaceRoleBackend(BaseBackend):
             granted = granted & binding.limit
         return granted
 
+    def _exact(self, user_obj) -> bool:
+        # A role answers alone; custom (or no workspace) leaves the rest to ModelBackend.
+        return binding_of(user_obj).role not in (None, Role.CUSTOM)
+
     def has_perm(self, user_obj, perm, obj=None):
         if user_obj.is_anonymous:
             return False
         binding = binding_of(user_obj)
         if binding.limit is not None and perm not in binding.limit:
             raise PermissionDenied
-        return perm in self._granted(user_obj)
+        if perm in self._granted(user_obj):
+            return True
+        if self._exact(user_obj):
+            raise PermissionDenied
+        return False
 
     def has_module_perms(self, user_obj, app_label):
-        return any(perm.startswith(app_label + ".") for perm in self._granted(user_obj))
+        if any(perm.startswith(app_label + ".") for perm in self._granted(user_obj)):
+            return True
+        if self._exact(user_obj) or binding_of(user_obj).limit is not None:
+            raise PermissionDenied
+        return False
 
     def get_all_permissions(self, user_obj, obj=None):
         return set(self._granted(user_obj))
