@@ -27,8 +27,7 @@ def test_admin_in_chinese_then_english_with_the_switcher(page, transactional_db)
     page.wait_for_url("**/admin/")
 
     assert page.locator("html").get_attribute("lang") == "zh-hans"
-    assert page.locator("#operator-pages h2").inner_text() == "运维页面"
-    assert page.locator("#operator-pages li[data-page=approvals] a").inner_text() == "审批队列"
+    assert page.locator("#group-operate tr[data-page=approvals] a").inner_text() == "审批队列"
     assert page.title() == "运维 | Agentry"
     assert page.locator(".language-switcher button[data-language=zh-hans]").get_attribute("aria-pressed") == "true"
     ARTIFACTS.mkdir(exist_ok=True)
@@ -44,8 +43,8 @@ def test_admin_in_chinese_then_english_with_the_switcher(page, transactional_db)
     page.click(".language-switcher button[data-language=en]")
     page.wait_for_function("document.documentElement.lang === 'en'")
     assert page.url.endswith("/admin/")
-    assert page.locator("#operator-pages h2").inner_text() == "Operator pages"
-    assert page.locator("#operator-pages li[data-page=approvals] a").inner_text() == "Approval queue"
+    assert page.locator("#group-operate caption").inner_text().strip().lower() == "operate"
+    assert page.locator("#group-operate tr[data-page=approvals] a").inner_text() == "Approval queue"
     assert page.title() == "Operations | Agentry"
 
     # The choice outlasts the page: the monitoring page comes in English too, though the

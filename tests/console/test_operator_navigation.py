@@ -57,7 +57,7 @@ def test_the_admin_is_branded_and_links_every_operator_page_with_the_pending_cou
         "api-docs": reverse("api-docs"),
     }
     assert '<span class="operator-count" title="pending approvals">2</span>' in page
-    index = page.split('id="operator-pages"')[1]
+    index = page.split('id="task-index"')[1]
     for url in _links(page).values():
         assert f'href="{url}"' in index
     # Every admin page carries the same header, the monitoring pages too.

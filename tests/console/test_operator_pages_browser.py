@@ -49,8 +49,8 @@ def test_every_operator_page_is_reached_by_clicking_from_the_admin(page, operato
 
     _enter(page, operator)
     assert page.locator("#site-name").inner_text() == "Agentry"
-    index = page.locator("#operator-pages")
-    assert index.locator("li").all_inner_texts()[0].startswith("Monitoring")
+    index = page.locator("#group-operate")
+    assert index.locator("tr.operator-page").all_inner_texts()[0].startswith("Monitoring")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "admin-index.png"), full_page=True)
 
