@@ -9,8 +9,9 @@ from django.db import models
 from django.db.models import F
 from django.http import Http404
 from django.template.response import TemplateResponse
-from django.urls import path
+from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -339,7 +340,7 @@ class AgentDelegateInline(WorkspaceScopedInline, admin.TabularInline):
 @admin.register(Agent)
 class AgentAdmin(AgentReleaseAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     form = AgentForm
-    list_display = ["name", "slug", "model_config", "max_iterations", "is_active", "updated_at"]
+    list_display = ["name", "slug", "model_config", "max_iterations", "is_active", "updated_at", "hub_link"]
     list_filter = ["is_active", "model_config"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
@@ -451,6 +452,13 @@ class AgentAdmin(AgentReleaseAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin)
             },
         ),
     ]
+
+    @admin.display(description=_("agent's page"))
+    def hub_link(self, obj):
+        # By name: the page is the console's, which this app does not import.
+        return format_html(
+            '<a href="{}" class="agent-hub-link">{}</a>', reverse("monitoring:agent", args=[obj.slug]), _("Open")
+        )
 
     def get_formsets_with_inlines(self, request, obj=None):
         # This request's inline formsets, each told of the others (AgentInlineFormSet).

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
+from agents.models import Agent
 from console.monitoring.views import TRY_PERMISSIONS, VIEW_PERMISSION
 from console.workspace_usage import VIEW_PERMISSION as USAGE_PERMISSION
 from conversations.models import Approval
@@ -85,3 +86,19 @@ def operator_links(user) -> list[OperatorLink]:
         )
     )
     return links
+
+
+# The front door lists the workspace's agents up to this many; the admin's list has them all.
+FRONT_DOOR_AGENTS = 100
+
+
+def agent_links(user) -> list[OperatorLink]:
+    """Each agent of the workspace the user acts in, linked to its page (for those who may open
+    it), by name."""
+    if not _is_operator(user, VIEW_PERMISSION):
+        return []
+    agents = in_workspace(Agent.objects.order_by("name", "pk"), user).values_list("name", "slug", "description")
+    return [
+        OperatorLink(slug, name, reverse("monitoring:agent", args=[slug]), description)
+        for name, slug, description in agents[:FRONT_DOOR_AGENTS]
+    ]

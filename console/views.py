@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from django.views.i18n import set_language
 
-from console.navigation import OperatorLink, operator_links
+from console.navigation import OperatorLink, agent_links, operator_links
 from platform_site.error_responses import error_json
 from platform_site.http_methods import require_GET, require_POST
 
@@ -33,7 +33,9 @@ def _entry_links(user) -> list[OperatorLink]:
 
 @require_GET
 def home(request):
-    return render(request, "console/home.html", {"links": _entry_links(request.user)})
+    return render(
+        request, "console/home.html", {"links": _entry_links(request.user), "agents": agent_links(request.user)}
+    )
 
 
 @require_POST

@@ -24,6 +24,13 @@ from workspaces.admin_scope import WorkspaceScopedAdmin
 SNIPPET = '<script src="{script}" data-widget="{widget}" data-token="END-USER TOKEN" data-lang="{lang}"></script>'
 
 
+def embed_snippet(widget: Widget, *, request=None) -> str:
+    """What another site pastes to show `widget`, its script's address absolute (the widget's page
+    and its agent's page show the same)."""
+    script = public_url(reverse("widget-script"), request=request)
+    return SNIPPET.format(script=script, widget=widget.pk, lang=widget.language)
+
+
 @admin.register(Widget)
 class WidgetAdmin(OwnedSecretAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = ["name", "agent", "enabled", "language", "owner", "created_at"]
@@ -64,9 +71,8 @@ class WidgetAdmin(OwnedSecretAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin)
         sign any token). The hosted page is on this site, whose origin the widget's API always
         allows: the preview needs no change to the widget's allowed origins."""
         chat = reverse("widget-chat", kwargs={"widget_id": widget.pk})
-        script = public_url(reverse("widget-script"), request=request)
         embedding = {
-            "embed_snippet": SNIPPET.format(script=script, widget=widget.pk, lang=widget.language),
+            "embed_snippet": embed_snippet(widget, request=request),
             "hosted_page": public_url(chat, request=request) + "?token=…",
             "public_url_doubt": public_url_doubt(request),
         }

@@ -60,6 +60,7 @@ def stuck_runs(*, user, now: datetime, limit: int = 50) -> list[dict]:
             "id": str(run.pk),
             "agent": run.agent.name,
             "agent_id": run.agent_id,
+            "agent_slug": run.agent.slug,
             "reason": "lease lapsed" if not run.lease_expires_at or run.lease_expires_at < now else "running too long",
             "started_at": run.started_at.isoformat() if run.started_at else None,
             "running_seconds": int((now - run.started_at).total_seconds()) if run.started_at else None,
@@ -198,7 +199,7 @@ def memory_extractions(*, user, start: datetime, now: datetime) -> list[dict]:
     }
     agents = in_workspace(Agent.objects.filter(Q(memory_enabled=True) | Q(pk__in=counts)), user).order_by("name", "pk")
     rows = []
-    for agent in agents.only("pk", "name", "time_zone", "memory_enabled", "memory_daily_tokens"):
+    for agent in agents.only("pk", "name", "slug", "time_zone", "memory_enabled", "memory_daily_tokens"):
         row = counts.get(agent.pk, {})
         calls, succeeded = row.get("calls", 0), row.get("succeeded", 0)
         spent = memory_extraction_spent(agent_id=agent.pk, time_zone=agent.time_zone, now=now)
@@ -206,6 +207,7 @@ def memory_extractions(*, user, start: datetime, now: datetime) -> list[dict]:
             {
                 "id": agent.pk,
                 "name": agent.name,
+                "slug": agent.slug,
                 "enabled": agent.memory_enabled,
                 "calls": calls,
                 "succeeded": succeeded,
@@ -259,6 +261,7 @@ def live_versions(*, user, start: datetime) -> list[dict]:
         .select_related("published_version", "canary_version")
         .only(
             "name",
+            "slug",
             "canary_percent",
             "published_version",
             "canary_version",
@@ -331,7 +334,7 @@ def live_versions(*, user, start: datetime) -> list[dict]:
                     "eval": _eval_score(evaluated.get(version.pk)),
                 }
             )
-        rows.append({"id": agent.pk, "name": agent.name, "versions": columns})
+        rows.append({"id": agent.pk, "name": agent.name, "slug": agent.slug, "versions": columns})
     return rows
 
 

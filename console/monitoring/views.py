@@ -18,8 +18,10 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 
+from agents.models import Agent
 from agents.releases import UnknownVersion
 from alerts.permissions import VIEW_FIRINGS_PERMISSION
+from console.agent_hub import agent_for_hub, agent_hub
 from console.monitoring.event_lines import event_lines
 from console.monitoring.fork_comparison import fork_comparison
 from console.monitoring.fork_forms import ForkForm, fork_choices, fork_forms, step_tool_calls
@@ -144,6 +146,16 @@ def dashboard_data(request):
     except BadParameter as exc:
         return _json_error(str(exc))
     return JsonResponse(_snapshot(request, hours=hours, days=days), encoder=DjangoJSONEncoder)
+
+
+@require_GET
+@operator_required(VIEW_PERMISSION)
+def agent_page(request, slug):
+    """An agent's page (the hub): an agent of another workspace is a 404, as if there were none."""
+    agent = get_object_or_404(agent_for_hub(in_workspace(Agent.objects.all(), request.user)), slug=slug)
+    return _page(
+        request, "monitoring/agent_hub.html", title=agent.name, agent=agent, **agent_hub(agent=agent, request=request)
+    )
 
 
 def _run(request, run_id) -> Run:

@@ -108,6 +108,7 @@ def pages(a) -> list[str]:
         reverse("monitoring:panel"),
         reverse("monitoring:data"),
         reverse("monitoring:try"),
+        reverse("monitoring:agent", args=[a.agent.slug]),
         reverse("monitoring:run", args=[a.parked.pk]),
         reverse("monitoring:run-json", args=[a.parked.pk]),
         reverse("monitoring:run-events", args=[a.parked.pk]),
@@ -184,6 +185,7 @@ def test_bravo_s_urls_are_404_for_a_member_of_alpha(client, world):
     a, b = world
     member(client, a.workspace, role=Role.OPERATOR)
     for url in [
+        reverse("monitoring:agent", args=[b.agent.slug]),
         reverse("monitoring:run", args=[b.parked.pk]),
         reverse("monitoring:run-json", args=[b.parked.pk]),
         reverse("monitoring:run-events", args=[b.parked.pk]),
@@ -223,6 +225,8 @@ def test_the_switcher_offers_only_the_member_s_workspaces_and_a_member_of_both_s
     assert "bravo-agent-name" in data and "alpha-agent-name" not in data
     assert client.get(reverse("monitoring:run", args=[b.parked.pk])).status_code == 200
     assert client.get(reverse("monitoring:run", args=[a.parked.pk])).status_code == 404
+    assert client.get(reverse("monitoring:agent", args=[b.agent.slug])).status_code == 200
+    assert client.get(reverse("monitoring:agent", args=[a.agent.slug])).status_code == 404
     assert [card["id"] for card in client.get(reverse("approvals:poll")).json()["cards"]] == [b.approval.pk]
     # The session's event stream follows the switch (an ended run with no events answers 204).
     assert client.get(f"/api/v1/runs/{b.ended.pk}/events/").status_code == 204
