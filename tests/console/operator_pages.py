@@ -298,6 +298,7 @@ def pages(seeded: Seeded) -> list[str]:
         reverse("admin:conversations_run_changelist") + "?guardrail=flag",
         reverse("monitoring:dashboard"),
         reverse("monitoring:try"),
+        reverse("monitoring:agent", args=[agent.slug]),
         reverse("monitoring:run", args=[seeded.run.pk]),
         reverse("monitoring:run", args=[seeded.approval.run_id]),
         reverse("monitoring:run", args=[seeded.fork.pk]),
