@@ -38,6 +38,7 @@ ROUTES = {
     "monitor/runs/{run}/fork/{step}/": {"POST"},
     "monitor/runs/{run}/{action}/": {"POST"},
     "monitor/try/": {"GET"},
+    "monitor/agents/{agent}/": {"GET"},  # an agent's page
     "monitor/try/send/": {"POST"},
     "api/v1/": {"GET"},
     "api/v1/runs/{run}/events/": {"GET"},
@@ -107,6 +108,7 @@ _CONVERTERS = {
     "<uuid:hook_id>": "{hook}",
     "<uuid:widget_id>": "{widget}",
     "<uuid:conversation_id>": "{conversation}",
+    "<slug:slug>": "{agent}",
 }
 _REGEX_GROUPS = re.compile(r"\(\?P<(\w+)>[^)]*\)")
 
