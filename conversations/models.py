@@ -294,6 +294,12 @@ class Run(models.Model):
     children_cost = models.DecimalField(
         max_digits=16, decimal_places=8, default=0, verbose_name=_("delegated runs' cost")
     )
+    # What the API client attached to the run (conversations.run_labels checks them): short tags
+    # and string-to-string metadata, shown with the run. Columns with a constant default cost
+    # nothing on the runs that carry none (no rewrite when added, a few bytes a row); operators
+    # find runs by them through RunLabel, written only when there are some.
+    tags = models.JSONField(default=list, blank=True, editable=False, verbose_name=_("tags"))
+    metadata = models.JSONField(default=dict, blank=True, editable=False, verbose_name=_("metadata"))
 
     class Meta:
         verbose_name = _("run")
@@ -358,6 +364,35 @@ class Run(models.Model):
         if self.started_at and self.finished_at:
             return int((self.finished_at - self.started_at).total_seconds() * 1000)
         return None
+
+
+class RunLabel(models.Model):
+    """One of a run's tags (key "") or metadata pairs, as a row the runs list filters by.
+
+    A lookup table rather than a query into Run.tags / Run.metadata: JSON containment (`@>`)
+    is PostgreSQL's only (SQLite has no JSON `contains` lookup), and a GIN index on the run
+    table would be paid by every run's INSERT, labelled or not. Here a run without labels
+    writes nothing, and a labelled one writes one row per label in the statement that inserts
+    it (engine.admission), so the post still costs one round trip."""
+
+    # Its workspace is its parent's (workspaces.access.in_workspace).
+    workspace_path = "run__agent__workspace"
+    # Indexed by run_label_run_idx, which leads with it (retention deletes a run's labels by run).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="labels", verbose_name=_("run"), db_index=False)
+    key = models.CharField(max_length=64, blank=True, verbose_name=_("key"))
+    value = models.CharField(max_length=512, verbose_name=_("value"))
+
+    class Meta:
+        verbose_name = _("run label")
+        verbose_name_plural = _("run labels")
+        indexes = [
+            # ?tag= and ?meta=key:value: the runs carrying a label, found by the label.
+            models.Index(fields=["key", "value", "run"], name="run_label_lookup_idx"),
+            models.Index(fields=["run"], name="run_label_run_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.key}:{self.value}" if self.key else self.value
 
 
 class LLMCall(models.Model):

@@ -29,6 +29,7 @@ from conversations.models import (
     Message,
     Run,
     RunEvent,
+    RunLabel,
     RunPurge,
     RunRequest,
     RunStatus,
@@ -160,6 +161,7 @@ def _runs_delete(run_ids: list) -> dict[str, int]:
         ("events", RunEvent),
         ("guardrail_triggers", GuardrailTrigger),
         ("run_requests", RunRequest),
+        ("run_labels", RunLabel),
     ):
         counts[kind] = _execute(f"DELETE FROM {_table(model)} WHERE {_column(model, 'run')} IN ({marks})", keys)
     # A fork outlives its source: it keeps its copied steps and loses only the link.

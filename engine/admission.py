@@ -20,6 +20,7 @@ from conversations import events
 from conversations.batch import Batch, event_add, row_insert
 from conversations.events import EventType
 from conversations.models import Conversation, Run, RunRequest, RunTrigger
+from conversations.run_labels import run_labels
 from conversations.selectors import conversation_lock_for_post
 from conversations.services import conversation_create, messages_append
 from engine.admission_limits import conversation_limits_check, end_user_limits_check, workspace_limits_check
@@ -97,6 +98,8 @@ def message_submit(
     sandbox: dict | None = None,
     trigger: str = RunTrigger.API,
     workspace_id: int | None = None,
+    tags: Sequence[str] = (),
+    metadata: dict[str, str] | None = None,
 ) -> Submission:
     """A user message and the run that answers it, decided under a lock on the conversation.
 
@@ -109,6 +112,7 @@ def message_submit(
     marks the run as an evaluation's, with the tool results its case gives (engine.tool_step).
     `trigger` (RunTrigger) says which way in started the run; `workspace_id`, the workspace that
     way in acts in (a widget's, a hook's): another workspace's agent is AgentOutsideWorkspace.
+    `tags` and `metadata`, checked by the caller (conversations.run_labels), go on the new run.
 
     First, before the lock, the agent's limits per end user for the conversation's end user
     (AdmissionRefused), as before every post: a post refused after them (busy, a replayed key)
@@ -151,6 +155,8 @@ def message_submit(
             idempotency_key=idempotency_key,
             sandbox=sandbox,
             trigger=trigger,
+            tags=tags,
+            metadata=metadata,
         )
         if active and policy == ConcurrentMessages.INTERRUPT:
             # After commit and outside the conversation lock: the engine locks a run, then its
@@ -171,6 +177,8 @@ def _run_submit(
     idempotency_key: str = "",
     sandbox: dict | None = None,
     trigger: str,
+    tags: Sequence[str] = (),
+    metadata: dict[str, str] | None = None,
 ) -> Run:
     """In the caller's transaction: the run of `pinned` that answers `content`, waiting for the
     `active` runs if there are any, else admitted at once. The run, what was posted, its first
@@ -191,9 +199,13 @@ def _run_submit(
         event_seq=1,
         # A child of the caller's span when the request carried a traceparent.
         **run_trace_fields(),
+        tags=list(tags),
+        metadata=metadata or {},
     )
     batch = Batch()
     row_insert(batch, "new_run", run, returning=("id", "event_seq"), guard=True)
+    for index, label in enumerate(run_labels(run)):
+        row_insert(batch, f"label_{index}", label)
     request = RunRequest(
         run=run,
         conversation=conversation,
@@ -223,6 +235,8 @@ def conversation_start(
     end_user: str = "",
     trigger: str = RunTrigger.API,
     workspace_id: int | None = None,
+    tags: Sequence[str] = (),
+    run_metadata: dict[str, str] | None = None,
 ) -> Run:
     """A new conversation of `agent` whose first run answers `content`, after `history` (earlier
     messages that belong to no run), as message_submit would start it. What message_submit
@@ -235,7 +249,8 @@ def conversation_start(
     to `end_user` of `user` first, as in message_submit (AdmissionRefused), then its workspace's
     budgets and quotas: free for a workspace without limits when `agent` comes with its
     workspace (agents.selectors.agent_usable_by, a hook's or a schedule's read), else one read.
-    An agent outside the caller's workspace (AgentOutsideWorkspace) is refused before all that."""
+    An agent outside the caller's workspace (AgentOutsideWorkspace) is refused before all that.
+    `metadata` is the conversation's; `tags` and `run_metadata` go on its run (message_submit)."""
     agent_workspace_check(agent, workspace_id)
     end_user_limits_check(agent=agent, owner_id=user.pk if user else None, end_user=end_user, trigger=trigger)
     workspace = agent.workspace if Agent.workspace.is_cached(agent) else None
@@ -254,7 +269,15 @@ def conversation_start(
         )
         if history:
             messages_append(conversation_id=conversation.pk, run_id=None, messages=list(history))
-        return _run_submit(conversation=conversation, pinned=pinned, content=content, user=user, trigger=trigger)
+        return _run_submit(
+            conversation=conversation,
+            pinned=pinned,
+            content=content,
+            user=user,
+            trigger=trigger,
+            tags=tags,
+            metadata=run_metadata,
+        )
 
 
 def message_post(

@@ -110,6 +110,7 @@ def test_the_sweep_purges_old_finished_runs_with_all_their_rows_and_leaves_a_tom
     assert tombstone.counts == {
         "runs": 5,
         "run_requests": 5,
+        "run_labels": 0,
         "messages": 10,
         "llm_calls": 5 * ROWS_PER_RUN["llm_calls"],
         "tool_invocations": 5 * ROWS_PER_RUN["tool_invocations"],
