@@ -11,10 +11,12 @@ its system and developer text and the assistant turns the client made up reach t
 the rules let them (engine.guardrails). A block answers finish_reason "content_filter".
 
 OpenAI's `user` field (the application's id for its end user) becomes the conversation's end
-user: the agent's limits per end user and its long-term memory go by it.
+user: the agent's limits per end user and its long-term memory go by it. Its `metadata` (string
+pairs, bounded as OpenAI bounds them) goes on the run and the conversation: the runs list
+filters by it.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.utils.translation import gettext as _
@@ -23,6 +25,7 @@ from agents.models import Agent
 from agents.selectors import agent_usable_by
 from conversations.end_users import EndUserInvalid, end_user_clean
 from conversations.models import Approval, Message, Run, RunStatus, RunTrigger, StopReason
+from conversations.run_labels import LabelsInvalid, metadata_clean
 from conversations.selectors import run_with_final_answer
 from engine.admission import conversation_start
 
@@ -57,6 +60,7 @@ class CompletionRequest:
     stream: bool
     include_usage: bool
     end_user: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 def _text(content, param: str) -> str:
@@ -101,6 +105,10 @@ def completion_request_parse(body) -> CompletionRequest:
         end_user = end_user_clean(end_user)
     except EndUserInvalid as exc:
         raise CompletionRequestError(str(exc), param="user") from None
+    try:
+        metadata = metadata_clean(body.get("metadata"))
+    except LabelsInvalid as exc:
+        raise CompletionRequestError(exc.message, param="metadata") from None
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise CompletionRequestError(_("Must be an object."), param="stream_options")
@@ -151,6 +159,7 @@ def completion_request_parse(body) -> CompletionRequest:
         stream=stream,
         include_usage=bool(options.get("include_usage")),
         end_user=end_user,
+        metadata=metadata,
     )
 
 
@@ -175,10 +184,11 @@ def completion_start(*, user, agent: Agent, request: CompletionRequest) -> Run:
         user=user,
         content=request.content,
         title=request.content[:80],
-        metadata={"source": "chat.completions"},
+        metadata={**request.metadata, "source": "chat.completions"},
         history=opening + request.history,
         end_user=request.end_user,
         trigger=RunTrigger.OPENAI,
+        run_metadata=request.metadata,
     )
 
 

@@ -28,6 +28,16 @@ from api.runs import RunDetailSerializer
 from api.throttles import ApiUserThrottle, RunStartThrottle
 from conversations.end_users import END_USER_MAX_CHARS, EndUserInvalid, end_user_clean
 from conversations.models import Conversation, Message, Run, RunTrigger
+from conversations.run_labels import (
+    MAX_METADATA_KEYS,
+    MAX_TAGS,
+    METADATA_KEY_MAX_CHARS,
+    METADATA_VALUE_MAX_CHARS,
+    TAG_MAX_CHARS,
+    LabelsInvalid,
+    metadata_clean,
+    tags_clean,
+)
 from conversations.selectors import conversation_for_post, conversations_visible_to, runs_visible_to
 from conversations.services import conversation_create, conversation_update
 from engine.admission import ConversationBusy, IdempotencyKeyReused, message_submit
@@ -124,7 +134,48 @@ class ConversationUpdateSerializer(serializers.Serializer):
         return _metadata_checked(metadata)
 
 
-class MessageCreateSerializer(serializers.Serializer):
+class _StringField(serializers.CharField):
+    """A string, not a number turned into one: /v1's metadata refuses numbers too."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def _labels_checked(clean, value):
+    try:
+        return clean(value)
+    except LabelsInvalid as exc:
+        raise serializers.ValidationError(exc.message) from None
+
+
+class RunLabelsSerializer(serializers.Serializer):
+    """Tags and metadata for the run a request starts (conversations.run_labels): the runs list
+    filters by them (?tag=, ?meta=key:value)."""
+
+    tags = serializers.ListField(
+        child=_StringField(max_length=TAG_MAX_CHARS, trim_whitespace=False),
+        required=False,
+        max_length=MAX_TAGS,
+        help_text=f"Up to {MAX_TAGS} tags of at most {TAG_MAX_CHARS} characters: letters, digits and _ - . / "
+        "(starting with a letter or digit).",
+    )
+    metadata = serializers.DictField(
+        child=_StringField(max_length=METADATA_VALUE_MAX_CHARS, allow_blank=True, trim_whitespace=False),
+        required=False,
+        help_text=f"Up to {MAX_METADATA_KEYS} string pairs, for the run: keys of at most {METADATA_KEY_MAX_CHARS} "
+        f"characters without a colon, values of at most {METADATA_VALUE_MAX_CHARS}.",
+    )
+
+    def validate_tags(self, tags):
+        return _labels_checked(tags_clean, tags)
+
+    def validate_metadata(self, metadata):
+        return _labels_checked(metadata_clean, metadata)
+
+
+class MessageCreateSerializer(RunLabelsSerializer):
     content = serializers.CharField(trim_whitespace=False, help_text="The user's message.")
     version = serializers.CharField(
         required=False,
@@ -275,7 +326,14 @@ class ConversationViewSet(
         description="Posts a user message and starts the run that answers it (202 with the run, status "
         "`queued`); follow it with GET /runs/{id}/events/ (Server-Sent Events) or read GET /runs/{id}/ until it "
         "ends. Send an `Idempotency-Key` header to retry safely.",
-        examples=[OpenApiExample("A question", value={"content": "我在成都，明天天气如何？"}, request_only=True)],
+        examples=[
+            OpenApiExample("A question", value={"content": "我在成都，明天天气如何？"}, request_only=True),
+            OpenApiExample(
+                "A question with tags and metadata",
+                value={"content": "Where is my order?", "tags": ["support", "vip"], "metadata": {"customer": "acme"}},
+                request_only=True,
+            ),
+        ],
     )
     @action(detail=True, methods=["post"], throttle_classes=[ApiUserThrottle, RunStartThrottle])
     def messages(self, request, pk=None):
@@ -308,6 +366,8 @@ class ConversationViewSet(
                 idempotency_key=key,
                 version=version,
                 trigger=RunTrigger.API,
+                tags=serializer.validated_data.get("tags", ()),
+                metadata=serializer.validated_data.get("metadata"),
             )
         except UnknownVersion as exc:
             raise serializers.ValidationError({"version": [str(exc)]}) from None

@@ -17,6 +17,7 @@ from rest_framework.response import Response
 
 from api.common import ErrorSerializer, NewestFirstCursorPagination
 from conversations.models import Run, RunStatus, RunTrigger, StopReason
+from conversations.run_filters import SOURCES, RunFilterInvalid, runs_filtered
 from conversations.selectors import (
     run_children_rows,
     run_owned_by,
@@ -133,6 +134,14 @@ class RunSerializer(serializers.ModelSerializer):
         help_text='For a fork: what it changed, e.g. {"kind": "version", "version": 3, "real_writes": false, '
         '"by": "alice"}; null for a run that is not a fork.'
     )
+    tags = serializers.ListField(
+        child=serializers.CharField(), read_only=True, help_text="The tags the request that started the run gave it."
+    )
+    metadata = serializers.DictField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="The metadata (string pairs) the request that started the run gave it.",
+    )
     trigger = serializers.ChoiceField(
         choices=RunTrigger.choices,
         read_only=True,
@@ -171,6 +180,8 @@ class RunSerializer(serializers.ModelSerializer):
             "forked_from",
             "fork_step",
             "fork_change",
+            "tags",
+            "metadata",
         ]
         extra_kwargs = {
             "parent_run": {"help_text": "The run that delegated to this one (agents as tools), or null."},
@@ -360,9 +371,53 @@ STEP_SCHEMA = PolymorphicProxySerializer(
 
 
 class RunFilterSerializer(serializers.Serializer):
+    """The list's query parameters: the model's own fields here, the rest as the admin's runs
+    list reads them (conversations.run_filters)."""
+
     conversation = serializers.UUIDField(required=False)
     status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
     trigger = serializers.ChoiceField(choices=RunTrigger.choices, required=False, help_text="What started the run.")
+    source = serializers.ChoiceField(
+        choices=SOURCES,
+        required=False,
+        help_text="What started the run, as trigger, except that fork means a fork that changed something and "
+        "replay a fork that changed nothing.",
+    )
+    agent = serializers.CharField(required=False, max_length=100, help_text="Slug of the run's agent.")
+    version = serializers.IntegerField(
+        required=False, min_value=1, max_value=2**31 - 1, help_text="The agent's version number; needs agent."
+    )
+    tag = serializers.CharField(required=False, max_length=100, help_text="Runs carrying this tag.")
+    meta = serializers.CharField(
+        required=False, max_length=700, help_text="Runs whose metadata has this pair, written key:value."
+    )
+    cost_min = serializers.DecimalField(max_digits=14, decimal_places=8, required=False, min_value=0)
+    cost_max = serializers.DecimalField(max_digits=14, decimal_places=8, required=False, min_value=0)
+    duration_min = serializers.DecimalField(
+        max_digits=12, decimal_places=3, required=False, min_value=0, help_text="Seconds from start to end."
+    )
+    duration_max = serializers.DecimalField(
+        max_digits=12, decimal_places=3, required=False, min_value=0, help_text="Seconds from start to end."
+    )
+
+    def validate(self, attrs):
+        if "version" in attrs and "agent" not in attrs:
+            raise serializers.ValidationError({"version": [_("Give the agent too: a version number is the agent's.")]})
+        return attrs
+
+
+def runs_listed(runs, filters: dict):
+    """`runs` narrowed by the list's validated parameters."""
+    filters = dict(filters)
+    runs = runs.filter(**{name: filters.pop(name) for name in ("conversation", "status", "trigger") if name in filters})
+    if "agent" in filters:
+        runs = runs.filter(agent__slug=filters.pop("agent"))
+    if "version" in filters:
+        runs = runs.filter(agent_version__number=filters.pop("version"))
+    try:
+        return runs_filtered(runs, {name: str(value) for name, value in filters.items()})
+    except RunFilterInvalid as exc:
+        raise serializers.ValidationError({exc.field: [exc.message]}) from None
 
 
 @extend_schema_view(
@@ -372,7 +427,8 @@ class RunFilterSerializer(serializers.Serializer):
         description="Runs of the conversations you may see, newest first, with status, stop reason, tokens, "
         "cost and duration, and what started each (`trigger`). Texts longer than "
         f"{LIST_TEXT_CHARS} characters (question, answer, error) are cut short and a fork's edited text is left "
-        "out: GET /runs/{id}/ has them whole. Filter by conversation, status or trigger. Paged by cursor: "
+        "out: GET /runs/{id}/ has them whole. Filter by conversation, status, trigger or source, agent and "
+        "version, tag, metadata pair (meta=key:value), cost and duration ranges. Paged by cursor: "
         "follow `next` (older runs) and "
         "`previous`; there is no page number or total count, so a page costs the same however large the ledger.",
     ),
@@ -402,7 +458,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         if self.action == "list":
             filters = RunFilterSerializer(data=self.request.query_params)
             filters.is_valid(raise_exception=True)
-            runs = runs.filter(**filters.validated_data)
+            runs = runs_listed(runs, filters.validated_data)
         return runs
 
     @extend_schema(
