@@ -1,10 +1,12 @@
+import uuid
+
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import ValidationError
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, F, OuterRef, Q
 from django.db.models.functions import Substr
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -21,6 +23,7 @@ from console.feedback_admin import ForgetEndUserMixin
 from console.formatting import plain_amount, short_id_html
 from console.monitoring.admin_actions import cancel_runs, requeue_runs, retry_runs
 from console.monitoring.presenters import approval_edit, duration_text
+from console.run_list_filters import CostFilter, DurationFilter, MetaFilter, SourceFilter, TagFilter, VersionFilter
 from conversations.models import (
     ApiToken,
     Approval,
@@ -78,13 +81,39 @@ class MessageInline(WorkspaceScopedInline, ReadOnlyInline):
     readonly_fields = fields
 
 
+def thread_link(conversation_id):
+    """The conversation's short id, opening its thread view (every run as one chat)."""
+    return format_html(
+        '<a href="{}" class="thread-link" title="{}">{}</a>',
+        reverse("monitoring:conversation", args=[conversation_id]),
+        _("the conversation as one thread"),
+        short_id_html(conversation_id),
+    )
+
+
 @admin.register(Conversation)
 class ConversationAdmin(ForgetEndUserMixin, ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
-    list_display = ["short_id", "agent", "owner", "end_user_column", "title", "message_count", "created_at"]
+    list_display = [
+        "short_id",
+        "thread",
+        "agent",
+        "owner",
+        "end_user_column",
+        "title",
+        "message_count",
+        "created_at",
+    ]
     list_filter = ["agent", HasEndUserFilter, EndUserFilter]
     list_select_related = ["agent", "owner"]
     search_fields = ["id", "title", "end_user__exact"]
+    readonly_fields = ["thread"]
     inlines = [MessageInline]
+
+    @admin.display(description=gettext_lazy("thread"))
+    def thread(self, obj):
+        return format_html(
+            '<a href="{}" class="thread-link">{}</a>', reverse("monitoring:conversation", args=[obj.pk]), _("thread")
+        )
 
     @admin.display(description=gettext_lazy("conversation"), ordering="id")
     def short_id(self, obj):
@@ -182,6 +211,7 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
         "short_id",
         "question",
         "agent",
+        "conversation_column",
         "end_user_column",
         "version",
         "status_text",
@@ -196,14 +226,24 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
         "status",
         "stop_reason",
         "trigger",
+        SourceFilter,
         "agent",
+        VersionFilter,
+        TagFilter,
+        MetaFilter,
+        CostFilter,
+        DurationFilter,
         HasErrorFilter,
         GuardrailFilter,
         ForkFilter,
         RunEndUserFilter,
     ]
     list_select_related = ["agent"]
-    search_fields = ["id", "conversation__id"]
+    # Searched by exact values only (get_search_results): a run id, a conversation id, an end user.
+    search_fields = ["id", "conversation__id", "conversation__end_user"]
+    search_help_text = gettext_lazy(
+        "A run's id, a conversation's id (its whole id) or an end user's id. Question text is not searched."
+    )
     raw_id_fields = ["conversation", "agent_version", "parent_run", "parent_tool_invocation", "forked_from"]
     show_full_result_count = False
     date_hierarchy = "created_at"
@@ -219,6 +259,8 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
                     "status",
                     "stop_reason",
                     "trigger",
+                    "tags",
+                    "metadata",
                     "error",
                     "cancel_requested",
                 ]
@@ -285,6 +327,24 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     @admin.display(description=gettext_lazy("end user"), ordering="conversation__end_user")
     def end_user_column(self, obj):
         return end_user_link(getattr(obj, "end_user", ""))
+
+    @admin.display(description=gettext_lazy("conversation"))
+    def conversation_column(self, obj):
+        return thread_link(obj.conversation_id)
+
+    def get_search_results(self, request, queryset, search_term):
+        """Exact matches only, each by an index: a whole id as the run's or its conversation's
+        (primary key, run_conversation_idx), any other text as an end user's id
+        (conversation_end_user_idx). A LIKE over ids or question text would read every run of
+        the ledger (10 million rows at the scale benchmark) for each search."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        try:
+            key = uuid.UUID(term)
+        except ValueError:
+            return queryset.filter(conversation__end_user=term), False
+        return queryset.filter(Q(pk=key) | Q(conversation_id=key)), False
 
     @admin.display(description=gettext_lazy("run"), ordering="id")
     def short_id(self, obj):
