@@ -29,9 +29,10 @@ from console.monitoring.forms import EvalCaseFromRunForm, TryAgentForm
 from console.monitoring.presenters import dashboard_context, fork_context, run_outcome, timeline_rows
 from console.monitoring.selectors import alerts_open, dashboard_snapshot, run_events_after
 from console.monitoring.services import ConversationNotFound, try_message_post
+from console.monitoring.thread import conversation_thread
 from console.monitoring.timeline import run_timeline_export
 from console.monitoring.waterfall import run_waterfall
-from conversations.models import TERMINAL_STATUSES, Run
+from conversations.models import TERMINAL_STATUSES, Conversation, Run
 from conversations.permissions import FORK_PERMISSION, user_may_decide
 from conversations.selectors import agent_config_visible_to
 from engine.admission import ConversationBusy
@@ -56,6 +57,9 @@ VIEW_PERMISSION = "conversations.view_run"
 # The try page starts runs, and follows them on the run's timeline and events.
 TRY_PERMISSIONS = ("conversations.add_run", VIEW_PERMISSION)
 ADD_EVAL_CASE_PERMISSION = "evals.add_evalcase"
+# A conversation's thread is paged by runs; past this page a request is refused, not an OFFSET
+# scan over a runaway conversation.
+THREAD_PAGES_MAX = 10_000
 
 
 class BadParameter(ValueError):
@@ -155,6 +159,26 @@ def agent_page(request, slug):
     agent = get_object_or_404(agent_for_hub(in_workspace(Agent.objects.all(), request.user)), slug=slug)
     return _page(
         request, "monitoring/agent_hub.html", title=agent.name, agent=agent, **agent_hub(agent=agent, request=request)
+    )
+
+
+@require_GET
+@operator_required(VIEW_PERMISSION)
+def conversation_thread_page(request, conversation_id):
+    """Every run of a conversation as one chat (another workspace's conversation is a 404)."""
+    conversation = get_object_or_404(
+        in_workspace(Conversation.objects.select_related("agent"), request.user), pk=conversation_id
+    )
+    try:
+        page = _int_param(request, "page", 1, 1, THREAD_PAGES_MAX)
+    except BadParameter as exc:
+        return HttpResponseBadRequest(str(exc))
+    return _page(
+        request,
+        "monitoring/conversation_thread.html",
+        title=_("Conversation %(id)s") % {"id": conversation.pk},
+        conversation=conversation,
+        **conversation_thread(conversation=conversation, page=page),
     )
 
 

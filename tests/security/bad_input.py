@@ -30,6 +30,7 @@ ROUTES = {
     "monitor/": {"GET"},
     "monitor/panel/": {"GET"},
     "monitor/data.json": {"GET"},
+    "monitor/conversations/{conversation}/": {"GET"},  # a conversation's thread
     "monitor/runs/{run}/": {"GET"},
     "monitor/runs/{run}/timeline.json": {"GET"},
     "monitor/runs/{run}/events.json": {"GET"},
@@ -182,7 +183,11 @@ BAD_BODIES = {
     "deep-1000": MEDIUM.encode(),
     "huge-number": b'{"agent": "x", "metadata": {"n": 1e999}, "arguments": {"n": -1e999}}',
 }
-BAD_QUERY = "agent=%ED%A0%80&status=%ff&tool=%ED%B0%80&page=%ED%A0%80&last_event_id=%ED%A0%80&hours=%ED%A0%80"
+BAD_QUERY = (
+    "agent=%ED%A0%80&status=%ff&tool=%ED%B0%80&page=%ED%A0%80&last_event_id=%ED%A0%80&hours=%ED%A0%80"
+    # The runs lists' filters (conversations.run_filters).
+    "&tag=%ED%A0%80&meta=%ff&source=%ff&cost_min=%ED%A0%80&duration_max=%ff&version=%ff"
+)
 
 
 def eval_ids(*, agent_version) -> dict:
