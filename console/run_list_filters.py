@@ -109,7 +109,6 @@ class InputFilter(admin.ListFilter):
 
     template = "admin/input_filter.html"
     inputs: tuple[tuple[str, str, str], ...] = ()
-    placeholder = ""
 
     def __init__(self, request, params, model, model_admin):
         super().__init__(request, params, model, model_admin)
@@ -138,7 +137,6 @@ class InputFilter(admin.ListFilter):
                 "label": label,
                 "kind": kind,
                 "value": self.used_parameters.get(name, ""),
-                "placeholder": self.placeholder if kind == "text" else "",
             }
             for name, label, kind in self.inputs
         ]
@@ -170,7 +168,6 @@ class TagFilter(InputFilter):
 class MetaFilter(InputFilter):
     title = gettext_lazy("metadata")
     inputs = (("meta", gettext_lazy("Key:value"), "text"),)
-    placeholder = "customer:acme"
 
     def narrow(self, queryset):
         meta = self.used_parameters.get("meta")

@@ -300,6 +300,7 @@ def pages(seeded: Seeded) -> list[str]:
         reverse("monitoring:try"),
         reverse("monitoring:agent", args=[agent.slug]),
         reverse("monitoring:run", args=[seeded.run.pk]),
+        reverse("monitoring:conversation", args=[seeded.run.conversation_id]),
         reverse("monitoring:run", args=[seeded.approval.run_id]),
         reverse("monitoring:run", args=[seeded.fork.pk]),
         reverse("monitoring:run-compare", args=[seeded.fork.pk]),
