@@ -52,6 +52,7 @@ PURGE_KINDS = (
     "events",
     "guardrail_triggers",
     "run_requests",
+    "run_labels",
     "runs",
     "conversations",
 )
@@ -242,6 +243,7 @@ def _dry_counts(runs: QuerySet[Run]) -> dict[str, int]:
         "events": events.count(),
         "guardrail_triggers": GuardrailTrigger.objects.filter(run__in=ids).count(),
         "run_requests": RunRequest.objects.filter(run__in=ids).count(),
+        "run_labels": RunLabel.objects.filter(run__in=ids).count(),
         "runs": runs.count(),
     }
 

@@ -58,6 +58,7 @@ from conversations.models import (
     Run,
     RunEvent,
     RunFeedback,
+    RunLabel,
     RunRequest,
     ToolInvocation,
 )
@@ -273,6 +274,10 @@ def end_user_forget(*, person: EndUser, requested_by, channel: str) -> EndUserEr
             raise EndUserUnknown(person.end_user)
         events = RunEvent.objects.filter(run_id__in=run_ids)
         memories = _memories_delete(person=person, run_ids=run_ids, workspace_id=workspace_id)
+        # The tags and metadata a client attached to their runs may name them: blanked, with the
+        # lookup rows the runs list filters by.
+        labels_deleted = RunLabel.objects.filter(run_id__in=run_ids).delete()[0]
+        runs.update(tags=[], metadata={})
         counts = {
             "feedback_deleted": RunFeedback.objects.filter(run_id__in=run_ids).delete()[0],
             **{f"{kind}_deleted": n for kind, n in memories.items()},
@@ -296,6 +301,7 @@ def end_user_forget(*, person: EndUser, requested_by, channel: str) -> EndUserEr
             "run_requests_anonymised": RunRequest.objects.filter(
                 Q(run_id__in=run_ids) | Q(conversation_id__in=conversation_ids)
             ).update(content="", content_hash="", idempotency_key=""),
+            "run_labels_deleted": labels_deleted,
             "runs_anonymised": len(run_ids),
             # Of those, the forks (of their runs, or of a copy of one).
             "forked_runs_anonymised": runs.filter(forked_from__isnull=False).count(),

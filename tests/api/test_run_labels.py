@@ -10,7 +10,9 @@ import pytest
 from django.utils import timezone
 
 from api.completions import CompletionRequestError, completion_request_parse, completion_start
+from conversations.end_users import EndUser
 from conversations.models import Run, RunLabel
+from memory.forget import end_user_forget
 from tests.security.privileges import user_with
 from tests.support.api import client_for
 from tests.support.factories import make_agent
@@ -167,3 +169,19 @@ def test_a_bad_filter_is_a_400_naming_it(api, params, field):
     response = api.get("/api/v1/runs/", params)
     assert response.status_code == 400, response.content
     assert field in response.json()["extra"]["fields"], response.json()
+
+
+def test_forgetting_an_end_user_blanks_their_runs_tags_and_metadata(api_user, agent, no_enqueue):
+    api = client_for(api_user)
+    conversation = api.post("/api/v1/conversations/", {"agent": agent.slug, "end_user": "alice"}, format="json")
+    response = api.post(
+        f"/api/v1/conversations/{conversation.json()['id']}/messages/",
+        {"content": "hi", "tags": ["vip"], "metadata": {"email": "alice@example.com"}},
+        format="json",
+    )
+    run = Run.objects.get(pk=response.json()["id"])
+    Run.objects.filter(pk=run.pk).update(status="completed")
+    erasure = end_user_forget(person=EndUser(api_user.pk, "alice"), requested_by=api_user, channel="api")
+    run.refresh_from_db()
+    assert run.tags == [] and run.metadata == {}
+    assert not RunLabel.objects.exists() and erasure.counts["run_labels_deleted"] == 2

@@ -20,6 +20,7 @@ from conversations.models import (
     Message,
     Run,
     RunEvent,
+    RunLabel,
     RunPurge,
     RunRequest,
     ToolInvocation,
@@ -80,6 +81,8 @@ def test_the_sweep_purges_old_finished_runs_with_all_their_rows_and_leaves_a_tom
     # Another agent keeps everything.
     (forever,) = ledger_seed(make_agent(slug="forever"), 1, created_at=_ago(400))
     _delivery(old[0], status="delivered", created_at=_ago(1))
+    # A tag and a metadata pair: their lookup rows go with the run.
+    RunLabel.objects.bulk_create([RunLabel(run=old[2], key="", value="vip"), RunLabel(run=old[2], key="k", value="v")])
     # A conversation whose summary was written by a model call of a purged run.
     (summarised,) = ledger_seed(agent, 1, created_at=_ago(5))
     Conversation.objects.filter(pk=summarised.conversation_id).update(
@@ -94,7 +97,7 @@ def test_the_sweep_purges_old_finished_runs_with_all_their_rows_and_leaves_a_tom
 
     remaining = set(Run.objects.values_list("pk", flat=True))
     assert remaining == {r.pk for r in recent} | {old_active.pk, beside_active.pk, forever.pk, summarised.pk}
-    for model in (LLMCall, ToolInvocation, Approval, RunEvent, RunRequest, Message):
+    for model in (LLMCall, ToolInvocation, Approval, RunEvent, RunRequest, RunLabel, Message):
         assert not model.objects.filter(run__in=[r.pk for r in old]).exists(), model
     assert not WebhookDelivery.objects.exists() and not WebhookAttempt.objects.exists()
     # The conversations left empty went too; the one still holding a run stays, its summary text kept.
@@ -110,7 +113,7 @@ def test_the_sweep_purges_old_finished_runs_with_all_their_rows_and_leaves_a_tom
     assert tombstone.counts == {
         "runs": 5,
         "run_requests": 5,
-        "run_labels": 0,
+        "run_labels": 2,
         "messages": 10,
         "llm_calls": 5 * ROWS_PER_RUN["llm_calls"],
         "tool_invocations": 5 * ROWS_PER_RUN["tool_invocations"],
