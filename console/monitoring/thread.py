@@ -46,6 +46,7 @@ def conversation_thread(*, conversation: Conversation, page: int) -> dict:
             "created_at",
             "started_at",
             "finished_at",
+            "tags",
             "agent_version__number",
         )[start : start + RUNS_PER_PAGE + 1]
     )

@@ -77,6 +77,7 @@ def test_the_thread_shows_every_run_as_one_chat(client, staff, conversation):
         tools=[("weather", "succeeded", None), ("test-counter", "succeeded", "approved")],
         total_tokens=321,
         cost=Decimal("0.0042"),
+        tags=["vip"],
     )
     second = turn(conversation, question="And tomorrow?", answer="Rain.", status="failed", stop_reason="provider_error")
     page = client.get(thread_url(conversation.pk))
@@ -87,6 +88,7 @@ def test_the_thread_shows_every_run_as_one_chat(client, staff, conversation):
     assert positions == sorted(positions)
     assert "2 tool calls" in text and "<code>test-counter</code>" in text and "approval: Approved" in text
     assert "321 tokens" in text and "v1" in text and "Provider error" in text
+    assert reverse("admin:conversations_run_changelist") + "?tag=vip" in text
     for run in (first, second):
         assert reverse("monitoring:run", args=[run.pk]) in text
     assert reverse("monitoring:agent", args=["thread-agent"]) in text
