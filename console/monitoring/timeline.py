@@ -180,6 +180,9 @@ def run_timeline_export(*, run: Run, requests: bool) -> dict:
             "status": run.status,
             "stop_reason": run.stop_reason,
             "error": run.error,
+            # What the API client attached to the run (conversations.run_labels).
+            "tags": run.tags,
+            "metadata": run.metadata,
             # What was asked and what the run answered, so the story reads from its two ends.
             "question": run_question(run=run),
             "answer": answer.content if answer is not None else None,

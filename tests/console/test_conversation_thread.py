@@ -154,3 +154,10 @@ def test_it_is_linked_from_the_timeline_and_the_conversation_admin(client, staff
     assert (
         url in client.get(reverse("admin:conversations_conversation_change", args=[conversation.pk])).content.decode()
     )
+
+
+def test_the_timeline_shows_the_run_s_tags_and_metadata_linked_to_the_filtered_list(client, staff, conversation):
+    run = turn(conversation, question="q", answer="a", tags=["vip"], metadata={"customer": "acme corp"})
+    page = client.get(reverse("monitoring:run", args=[run.pk])).content.decode()
+    runs = reverse("admin:conversations_run_changelist")
+    assert f'{runs}?tag=vip"' in page and f'{runs}?meta=customer%3Aacme%20corp"' in page
