@@ -22,12 +22,26 @@ AGENT_FIELDS = (
     "tool_choice",
     "tool_choice_name",
     "parallel_tool_calls",
+    "context_max_turns",
+    "context_tool_result_max_chars",
+    "context_token_budget",
     "run_token_budget",
+    "run_cost_budget",
     "run_timeout_seconds",
 )
 # The model config's parameters a snapshot carries and a test may change. They belong to the
 # model config, which other agents may share: a run takes them, "save as draft" does not.
-MODEL_FIELDS = ("temperature", "top_p", "max_tokens", "seed", "frequency_penalty", "presence_penalty")
+MODEL_FIELDS = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "seed",
+    "frequency_penalty",
+    "presence_penalty",
+    "reasoning_effort",
+    "thinking",
+    "thinking_budget_tokens",
+)
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,11 @@ class PlaygroundForm(forms.Form):
             label=_("Tools"),
             widget=forms.CheckboxSelectMultiple,
         )
-        for name in ("run_token_budget", "run_timeout_seconds", "tool_choice_name"):
-            self.fields[name].required = False
+        # The admin's form leaves these empty for "no limit" or "none".
+        for name in AGENT_FIELDS:
+            field = Agent._meta.get_field(name)
+            if field.blank:
+                self.fields[name].required = False
 
     def edits(self) -> PlaygroundEdits:
         """The cleaned form as edits of the agent's saved configuration: the model's parameters

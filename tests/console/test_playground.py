@@ -264,6 +264,9 @@ def test_send_answers_with_both_runs(client, operator, agent):
     assert data["live"]["timeline_url"] == reverse("monitoring:run", args=[live.pk])
     # Their events and timeline are the run pages' own, open to the same operator.
     assert client.get(data["draft"]["events_url"]).json()["run"]["status"] == "queued"
+    # The draft's timeline says its version is the playground's, not a numbered one.
+    assert 'id="run-playground-version"' in client.get(data["draft"]["timeline_url"]).content.decode()
+    assert 'id="run-playground-version"' not in client.get(data["live"]["timeline_url"]).content.decode()
 
 
 @pytest.mark.parametrize(
