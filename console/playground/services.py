@@ -15,6 +15,7 @@ from agents.models import Agent, AgentVersion
 from agents.playground import PlaygroundEdits, playground_snapshot, playground_version
 from agents.releases import version_by_id
 from agents.services import agent_version_current
+from agents.snapshot import snapshot_hash
 from conversations.models import TERMINAL_STATUSES, Message, Run, RunTrigger
 from conversations.services import conversation_create, messages_append
 from engine.admission import message_submit
@@ -133,7 +134,12 @@ def playground_send(
 
 
 def playground_eval(*, agent: Agent, user, edits: PlaygroundEdits, suite: EvalSuite) -> EvalRun:
-    """An eval run of `suite` on the edited draft's playground version (evals.services, as the
-    admin and the command start one); evals.services.EvalNotAllowed as there."""
-    version = playground_version(agent=agent, snapshot=playground_snapshot(agent=agent, edits=edits))
-    return eval_run_start(suite=suite, agent_version=version, repetitions=1, user=user)
+    """An eval run of `suite` on the edited draft (evals.services, as the admin and the command
+    start one); evals.services.EvalNotAllowed as there. A draft with no unsaved edits is
+    evaluated as the agent's own draft version, so that the run counts for its release gate
+    (evals.gate reads the eval runs of the version to publish); otherwise as a playground version."""
+    snapshot = playground_snapshot(agent=agent, edits=edits)
+    saved = agent_version_current(agent=agent)
+    if saved.config_hash != snapshot_hash(snapshot):
+        saved = playground_version(agent=agent, snapshot=snapshot)
+    return eval_run_start(suite=suite, agent_version=saved, repetitions=1, user=user)

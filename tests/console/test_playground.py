@@ -206,6 +206,12 @@ def test_an_eval_run_starts_on_the_draft(agent, staff):
     assert eval_run.agent_version.playground
     assert eval_run.agent_version.snapshot["agent"]["system_prompt"] == PROMPT + " Be brief."
     assert eval_run.results.get().run.trigger == RunTrigger.EVAL
+    # Saved, the same draft is evaluated as the agent's own draft version: what its release gate reads.
+    playground_save(agent=agent, edits=_edits(agent))
+    agent.refresh_from_db()
+    saved = playground_eval(agent=agent, user=staff, edits=_edits(agent), suite=suite)
+    assert not saved.agent_version.playground and saved.agent_version == agent_version_current(agent=agent)
+    assert saved.agent_version.config_hash == eval_run.agent_version.config_hash
 
 
 # Views
