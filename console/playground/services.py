@@ -45,6 +45,7 @@ class Turns:
 class PlaygroundPair:
     draft: Run
     live: Run
+    content: str  # the user message both answer
 
 
 def past_runs(*, agent: Agent):
@@ -130,7 +131,7 @@ def playground_send(
     with transaction.atomic():
         draft_run = _side_start(agent=agent, user=user, version=draft_version, turns=turns, side=DRAFT, source=source)
         live_run = _side_start(agent=agent, user=user, version=live, turns=turns, side=LIVE, source=source)
-    return PlaygroundPair(draft=draft_run, live=live_run)
+    return PlaygroundPair(draft=draft_run, live=live_run, content=turns.content)
 
 
 def playground_eval(*, agent: Agent, user, edits: PlaygroundEdits, suite: EvalSuite) -> EvalRun:

@@ -144,7 +144,11 @@ def playground_send_view(request, slug):
         else _("live: the saved draft (version %(number)s, never published)") % {"number": live.number}
     )
     return JsonResponse(
-        {"draft": _side(pair.draft, _("edited draft (playground version)")), "live": _side(pair.live, live_label)},
+        {
+            "content": pair.content,
+            "draft": _side(pair.draft, _("edited draft (playground version)")),
+            "live": _side(pair.live, live_label),
+        },
         status=201,
     )
 

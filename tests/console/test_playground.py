@@ -264,6 +264,7 @@ def test_send_answers_with_both_runs(client, operator, agent):
     response = client.post(page_url(agent, "send"), _form(agent))
     assert response.status_code == 201, response.content
     data = response.json()
+    assert data["content"] == "Weather?"
     draft, live = Run.objects.get(pk=data["draft"]["run_id"]), Run.objects.get(pk=data["live"]["run_id"])
     assert draft.agent_version.playground and live.agent_version_id == agent.published_version_id
     assert data["draft"]["events_url"] == reverse("monitoring:run-events", args=[draft.pk])

@@ -82,6 +82,7 @@ def test_try_a_prompt_change_beside_the_live_version_without_publishing(worker, 
     page.wait_for_selector("#side-live .side-answer:not(.pending)")
     assert page.inner_text("#side-draft .side-answer") == "Draft: sunny, 25 degrees."
     assert page.inner_text("#side-live .side-answer") == "Live: sunny."
+    assert page.inner_text("#side-draft .side-question") == "Weather in Hangzhou?"
     assert "tokens" in page.inner_text("#side-draft .side-status")
     assert page.get_attribute("#side-draft", "data-status") == "completed"
     assert page.locator("#side-live a.side-timeline").get_attribute("href").startswith("/monitor/runs/")

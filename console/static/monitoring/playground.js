@@ -22,9 +22,10 @@
   }
 
   // One side's view: version, status line, answer, tool calls, and its timeline link.
-  function sideView(name, run) {
+  function sideView(name, run, question) {
     const body = document.querySelector(`#side-${name} .side-body`);
     const version = element("p", "side-version", run.version);
+    const asked = element("div", "bubble user side-question", question);
     const status = element("p", "side-status", gettext("queued"));
     const answer = element("div", "bubble assistant pending side-answer", "…");
     const calls = element("ul", "side-calls");
@@ -32,7 +33,7 @@
     link.href = run.timeline_url;
     const linkLine = element("p");
     linkLine.append(link);
-    body.replaceChildren(version, status, answer, calls, linkLine);
+    body.replaceChildren(version, asked, status, answer, calls, linkLine);
     body.closest("section").dataset.status = "queued";
     return { body, status, answer, calls };
   }
@@ -50,8 +51,8 @@
     );
   }
 
-  async function follow(name, run) {
-    const view = sideView(name, run);
+  async function follow(name, run, question) {
+    const view = sideView(name, run, question);
     let after = 0;
     for (;;) {
       const response = await fetch(`${run.events_url}?after=${after}`, { credentials: "same-origin" });
@@ -94,7 +95,7 @@
         return;
       }
       state.textContent = gettext("both runs queued");
-      await Promise.all([follow("draft", data.draft), follow("live", data.live)]);
+      await Promise.all([follow("draft", data.draft, data.content), follow("live", data.live, data.content)]);
       state.textContent = gettext("both runs ended");
     } catch (error) {
       state.textContent = interpolate(gettext("error: %(message)s"), error, true);
