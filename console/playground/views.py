@@ -17,7 +17,7 @@ from django.utils.translation import gettext as _
 
 from agents.models import Agent
 from agents.playground import AGENT_FIELDS, MODEL_FIELDS
-from agents.playground import playground_save as agent_save
+from agents.playground import playground_save
 from agents.selectors import agents_usable_by
 from console.monitoring.views import TRY_PERMISSIONS, operator_required
 from console.playground.forms import EvalForm, PlaygroundForm, SendForm
@@ -162,7 +162,7 @@ def playground_save_view(request, slug):
         return _form_error(form)
     edits = form.edits()
     try:
-        agent_save(agent=agent, edits=edits)
+        playground_save(agent=agent, edits=edits)
     except ValidationError as exc:
         return _validation_error(exc, form)
     log.info("agent %s saved from the playground by %s", agent.slug, request.user.get_username())

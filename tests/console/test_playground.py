@@ -296,6 +296,17 @@ def test_bad_input_is_a_400_with_a_message(client, operator, agent, changes, wor
     assert not Run.objects.filter(trigger=RunTrigger.PLAYGROUND).exists()
 
 
+def test_the_workspaces_limits_hold_for_playground_messages(client, operator, agent):
+    # A playground message is a person's, billed like the try page's: not exempt as a fork is.
+    Workspace.objects.filter(pk=agent.workspace_id).update(max_runs_in_flight=2)
+    assert client.post(page_url(agent, "send"), _form(agent)).status_code == 201
+    response = client.post(page_url(agent, "send"), _form(agent))
+    assert response.status_code == 429 and response["Retry-After"]
+    assert response.json()["message"]
+    # Both sides or neither: the refused message started no run.
+    assert Run.objects.filter(trigger=RunTrigger.PLAYGROUND).count() == 2
+
+
 def test_another_workspaces_objects_are_refused(client, operator, agent):
     bravo = Workspace.objects.create(name="Bravo", slug="bravo")
     their_config = ModelConfigFactory(workspace=bravo)
