@@ -16,8 +16,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from agents.models import Agent
-from agents.playground import AGENT_FIELDS, MODEL_FIELDS
-from agents.playground import playground_save
+from agents.playground import AGENT_FIELDS, MODEL_FIELDS, playground_save
 from agents.selectors import agents_usable_by
 from console.monitoring.views import TRY_PERMISSIONS, operator_required
 from console.playground.forms import EvalForm, PlaygroundForm, SendForm
