@@ -43,19 +43,22 @@ def _error(message: str, status: int = 400, extra: dict | None = None) -> JsonRe
     return JsonResponse({"message": message, "extra": extra or {}}, status=status)
 
 
-def _form_error(form) -> JsonResponse:
-    field, errors = next(iter(form.errors.items()))
+def _first_error(form, errors: dict) -> JsonResponse:
+    """The first problem, named by the form's label of its field (none for the whole form's)."""
+    field, messages = next(iter(errors.items()))
     label = form.fields[field].label if field in form.fields else ""
-    message = f"{label}: {' '.join(errors)}" if label else " ".join(errors)
-    return _error(message, extra=form.errors)
+    text = " ".join(messages)
+    return _error(f"{label}: {text}" if label else text, extra=errors)
+
+
+def _form_error(form) -> JsonResponse:
+    return _first_error(form, form.errors)
 
 
 def _validation_error(exc: ValidationError, form) -> JsonResponse:
-    """A model's validation error, named by the form's label of the field it is about."""
+    """A model's validation error (agents.playground runs the models' own checks)."""
     if hasattr(exc, "error_dict"):
-        field, errors = next(iter(exc.message_dict.items()))
-        label = form.fields[field].label if field in form.fields else field
-        return _error(f"{label}: {' '.join(errors)}", extra=exc.message_dict)
+        return _first_error(form, exc.message_dict)
     return _error(" ".join(exc.messages))
 
 
