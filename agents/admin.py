@@ -490,12 +490,15 @@ class AgentAdmin(AgentReleaseAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin)
 
 @admin.register(AgentVersion)
 class AgentVersionAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
-    list_display = ["agent", "number", "config_hash", "created_at", "published_at", "published_by"]
-    list_filter = ["agent"]
+    # Playground versions (the runs of the prompt playground point at them) are listed marked
+    # as such, so a run's version can always be opened, never mistaken for a numbered one.
+    list_display = ["agent", "number", "playground", "config_hash", "created_at", "published_at", "published_by"]
+    list_filter = ["agent", "playground"]
     list_select_related = ["agent", "published_by"]
     readonly_fields = [
         "agent",
         "number",
+        "playground",
         "config_hash",
         "snapshot",
         "created_at",

@@ -820,16 +820,36 @@ class AgentVersion(models.Model):
         verbose_name=_("published by"),
     )
     note = models.TextField(_("note"), blank=True, default="")
+    # A version the prompt playground wrote for an edited draft that was never saved
+    # (console.playground): its runs must point at exactly what they ran, so it is a version,
+    # but it is nobody's configuration. It has no number of its own (0: numbers count the
+    # agent's real versions, with no gaps for try-outs), is never the agent's draft or latest
+    # version, is left out of the versions lists and choices, and no release action takes it
+    # (agents.releases). A flag, not another model: the engine, timelines and evals read a run's
+    # version the same way whatever wrote it.
+    playground = models.BooleanField(_("playground"), default=False, editable=False)
 
     class Meta:
         verbose_name = _("agent version")
         verbose_name_plural = _("agent versions")
         constraints = [
-            models.UniqueConstraint(fields=["agent", "number"], name="agent_version_number_unique"),
+            models.UniqueConstraint(
+                fields=["agent", "number"],
+                condition=models.Q(playground=False),
+                name="agent_version_number_unique",
+            ),
+            # Playground versions are deduplicated by their configuration's hash.
+            models.UniqueConstraint(
+                fields=["agent", "config_hash"],
+                condition=models.Q(playground=True),
+                name="agent_version_playground_hash_unique",
+            ),
         ]
         indexes = [models.Index(fields=["agent", "config_hash"])]
 
     def __str__(self):
+        if self.playground:
+            return f"{self.agent} playground {self.config_hash[:8]}"
         return f"{self.agent} v{self.number}"
 
 

@@ -127,7 +127,10 @@ class AgentReleaseAdminMixin:
         form = DiffForm(request.GET)
         if not form.is_valid():
             return self._versions_page(request, agent, error=_("Choose two version numbers to compare."), status=400)
-        found = {v.number: v for v in AgentVersion.objects.filter(agent=agent, number__in=form.cleaned_data.values())}
+        found = {
+            v.number: v
+            for v in AgentVersion.objects.filter(agent=agent, number__in=form.cleaned_data.values(), playground=False)
+        }
         old, new = found.get(form.cleaned_data["a"]), found.get(form.cleaned_data["b"])
         if old is None or new is None:
             return self._versions_page(request, agent, error=_("The agent has no such version."), status=400)
@@ -154,7 +157,9 @@ class AgentReleaseAdminMixin:
                 case "publish":
                     release = version_publish(agent=agent, user=user, note=note)
                 case "rollback":
-                    version = AgentVersion.objects.filter(agent=agent, number=data["version"] or 0).first()
+                    version = AgentVersion.objects.filter(
+                        agent=agent, number=data["version"] or 0, playground=False
+                    ).first()
                     if version is None:
                         raise UnknownVersion(_("The agent has no such version."))
                     release = version_rollback(agent=agent, version=version, user=user, note=note)

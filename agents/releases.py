@@ -103,7 +103,7 @@ def version_target(*, agent: Agent, target: str | int) -> AgentVersion:
         if agent.published_version_id is None:
             raise UnknownVersion(_("The agent has never been published."))
         return version_by_id(version_id=agent.published_version_id)
-    version = AgentVersion.objects.filter(agent=agent, number=target).first()
+    version = AgentVersion.objects.filter(agent=agent, number=target, playground=False).first()
     if version is None:
         raise UnknownVersion(_("The agent has no version %(number)s.") % {"number": target})
     return version
@@ -117,6 +117,9 @@ def _locked(agent: Agent) -> Agent:
 def _record(
     *, agent: Agent, action: str, version: AgentVersion, previous_id, user, note: str, share=None, **fields
 ) -> AgentRelease:
+    if version.playground:
+        # A playground's try-out is nobody's configuration: save it as the draft first.
+        raise ReleaseRefused(_("A playground version cannot be released; save it as the agent's draft first."))
     if version.published_at is None and action in (
         ReleaseAction.PUBLISH,
         ReleaseAction.ROLLBACK,

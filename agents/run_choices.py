@@ -67,7 +67,7 @@ def _agent_uses(*, agent_id: int, config_id: int) -> bool:
     if Agent.objects.filter(Q(model_config_id=config_id) | Q(fallback_model_config_id=config_id), pk=agent_id).exists():
         return True
     return (
-        AgentVersion.objects.filter(agent_id=agent_id)
+        AgentVersion.objects.filter(agent_id=agent_id, playground=False)
         .filter(Q(snapshot__model__id=config_id) | Q(snapshot__fallback_model__id=config_id))
         .exists()
     )

@@ -135,7 +135,8 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
     # per agent) in a fixed order: it changes exactly when one of them does.
     with connection.cursor() as cursor:
         cursor.execute(
-            f'SELECT (SELECT v."id" FROM "{versions}" v WHERE v."agent_id" = %s ORDER BY v."number" DESC LIMIT 1), '
+            f'SELECT (SELECT v."id" FROM "{versions}" v WHERE v."agent_id" = %s AND NOT v."playground" '
+            'ORDER BY v."number" DESC LIMIT 1), '
             f'{_config_columns()}, c."slug", c."is_active" '
             f'FROM "{configs}" m LEFT JOIN "{configs}" f ON f."id" = %s '
             f'LEFT JOIN "{links}" l ON l."agent_id" = %s LEFT JOIN "{tools}" t ON t."id" = l."tool_id" '
@@ -162,7 +163,7 @@ def agent_versions(*, agent: Agent, limit: int = 200) -> QuerySet[AgentVersion]:
     """The agent's latest versions, newest first, without their snapshots (a page lists them).
     An agent served as a draft writes a version per saved change, so the list is bounded."""
     return (
-        AgentVersion.objects.filter(agent=agent)
+        AgentVersion.objects.filter(agent=agent, playground=False)
         .select_related("published_by")
         .defer("snapshot")
         .order_by("-number")[:limit]

@@ -31,7 +31,8 @@ def agent_version_current(*, agent: Agent) -> AgentVersion:
             return known[1]
     snapshot = snapshot_build(agent=agent)
     digest = snapshot_hash(snapshot)
-    version = AgentVersion.objects.filter(agent=agent).order_by("-number").first()
+    # Playground versions (AgentVersion.playground) are never the draft, even with the same hash.
+    version = AgentVersion.objects.filter(agent=agent, playground=False).order_by("-number").first()
     if version is None or version.config_hash != digest:
         try:
             with transaction.atomic():
@@ -40,7 +41,7 @@ def agent_version_current(*, agent: Agent) -> AgentVersion:
                 )
         except IntegrityError:
             # Another request wrote the same next number first; its snapshot is at least as new.
-            return AgentVersion.objects.filter(agent=agent).order_by("-number").first()
+            return AgentVersion.objects.filter(agent=agent, playground=False).order_by("-number").first()
     # Kept only if the state did not move while the snapshot was read, so the build saw that
     # state (short of an edit and its exact undo both landing within those milliseconds).
     if keyed and agent_config_state(agent=agent)[0] == state:

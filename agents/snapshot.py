@@ -383,13 +383,16 @@ def callable_tool_names(*, links: Iterable[AgentTool], delegates: Iterable[Agent
     return {link.tool.name for link in tools} | {delegate.tool_name for delegate in agents}
 
 
-def snapshot_build(*, agent: Agent) -> AgentSnapshot:
-    """The agent's configuration now, as a version would pin it.
+def snapshot_build(*, agent: Agent, links: Iterable[AgentTool] | None = None) -> AgentSnapshot:
+    """The agent's configuration now, as a version would pin it. `links` (unsaved ones may be
+    among them) stand for the agent's own tool links: the prompt playground's tool selection.
 
     Posts reuse a version while agents.selectors.agent_config_state is unchanged: that read
     must cover every row read here."""
+    if links is None:
+        links = AgentTool.objects.filter(agent=agent).select_related("tool").order_by("tool__name")
     links, delegates = callable_tools(
-        links=AgentTool.objects.filter(agent=agent).select_related("tool").order_by("tool__name"),
+        links=links,
         delegates=AgentDelegate.objects.filter(parent=agent).select_related("child").order_by("tool_name"),
     )
     snapshot: AgentSnapshot = {

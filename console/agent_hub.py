@@ -126,7 +126,7 @@ def _identity(agent: Agent) -> dict:
 
 
 def _versions(agent: Agent) -> dict:
-    draft = AgentVersion.objects.filter(agent=agent).defer("snapshot").order_by("-number").first()
+    draft = AgentVersion.objects.filter(agent=agent, playground=False).defer("snapshot").order_by("-number").first()
     return {
         "published": agent.published_version,
         "canary": agent.canary_version,

@@ -188,6 +188,9 @@ class RunTrigger(models.TextChoices):
     FORK = "fork", _("fork")
     EVAL = "eval", _("evaluation or replay")
     DELEGATION = "delegation", _("delegation")
+    # The prompt playground (console.playground): a sandboxed run, like a fork's, kept out of
+    # production figures.
+    PLAYGROUND = "playground", _("prompt playground")
 
 
 class Run(models.Model):

@@ -157,7 +157,8 @@ def call_decision(
 # recorded one for a fork of this run (engine.forks.recorded_calls leaves these out).
 NOT_RUN_IN_FORK = "not run in a fork"
 NOT_RUN_IN_EVALUATION = "not run in an evaluation"
-NOT_RUN = (NOT_RUN_IN_FORK, NOT_RUN_IN_EVALUATION)
+NOT_RUN_IN_PLAYGROUND = "not run in the playground"
+NOT_RUN = (NOT_RUN_IN_FORK, NOT_RUN_IN_EVALUATION, NOT_RUN_IN_PLAYGROUND)
 
 # A fork's write call that a person may let run for real (Run.sandbox["real_writes"]): the
 # approval's reason says what approving it means.
@@ -204,6 +205,13 @@ def _sandbox_decision(
         return Execute(invocation.arguments)
     if sandbox.get("real_writes") == "approval" and spec["kind"] != DELEGATE_KIND:
         return AskApproval(REAL_WRITE_REASON) if approval is None else None
+    if "playground" in sandbox:
+        return Settled(
+            Status.ERROR,
+            f"Tool {spec['name']} was not run: this is a prompt playground's test run, which never changes "
+            "anything outside it.",
+            error=NOT_RUN_IN_PLAYGROUND,
+        )
     if "fork" in sandbox:
         return Settled(
             Status.ERROR,

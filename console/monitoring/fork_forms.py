@@ -28,7 +28,11 @@ class ForkChoices:
 
 
 def fork_choices(*, run: Run) -> ForkChoices:
-    numbers = AgentVersion.objects.filter(agent_id=run.agent_id).order_by("-number").values_list("number", flat=True)
+    numbers = (
+        AgentVersion.objects.filter(agent_id=run.agent_id, playground=False)
+        .order_by("-number")
+        .values_list("number", flat=True)
+    )
     # The run's workspace's model configs: a fork bills a key of its own workspace.
     configs = (
         ModelConfig.objects.filter(workspace=run.agent.workspace_id).order_by("name").values_list("pk", "name", "model")

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from console.monitoring import views
+from console.playground import views as playground
 
 app_name = "monitoring"
 
@@ -10,6 +11,10 @@ urlpatterns = [
     path("data.json", views.dashboard_data, name="data"),
     path("agents/<slug:slug>/", views.agent_page, name="agent"),
     path("conversations/<uuid:conversation_id>/", views.conversation_thread_page, name="conversation"),
+    path("agents/<slug:slug>/playground/", playground.playground_page, name="playground"),
+    path("agents/<slug:slug>/playground/send/", playground.playground_send_view, name="playground-send"),
+    path("agents/<slug:slug>/playground/save/", playground.playground_save_view, name="playground-save"),
+    path("agents/<slug:slug>/playground/eval/", playground.playground_eval_view, name="playground-eval"),
     path("runs/<uuid:run_id>/", views.run_timeline_page, name="run"),
     path("runs/<uuid:run_id>/timeline.json", views.run_timeline_json, name="run-json"),
     path("runs/<uuid:run_id>/events.json", views.run_events_json, name="run-events"),

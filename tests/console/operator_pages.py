@@ -299,6 +299,7 @@ def pages(seeded: Seeded) -> list[str]:
         reverse("monitoring:dashboard"),
         reverse("monitoring:try"),
         reverse("monitoring:agent", args=[agent.slug]),
+        reverse("monitoring:playground", args=[agent.slug]),
         reverse("monitoring:run", args=[seeded.run.pk]),
         reverse("monitoring:conversation", args=[seeded.run.conversation_id]),
         reverse("monitoring:run", args=[seeded.approval.run_id]),

@@ -40,6 +40,10 @@ ROUTES = {
     "monitor/runs/{run}/{action}/": {"POST"},
     "monitor/try/": {"GET"},
     "monitor/agents/{agent}/": {"GET"},  # an agent's page
+    "monitor/agents/{agent}/playground/": {"GET"},  # its prompt playground
+    "monitor/agents/{agent}/playground/send/": {"POST"},
+    "monitor/agents/{agent}/playground/save/": {"POST"},
+    "monitor/agents/{agent}/playground/eval/": {"POST"},
     "monitor/try/send/": {"POST"},
     "api/v1/": {"GET"},
     "api/v1/runs/{run}/events/": {"GET"},

@@ -186,6 +186,7 @@ def test_bravo_s_urls_are_404_for_a_member_of_alpha(client, world):
     member(client, a.workspace, role=Role.OPERATOR)
     for url in [
         reverse("monitoring:agent", args=[b.agent.slug]),
+        reverse("monitoring:playground", args=[b.agent.slug]),
         reverse("monitoring:run", args=[b.parked.pk]),
         reverse("monitoring:run-json", args=[b.parked.pk]),
         reverse("monitoring:run-events", args=[b.parked.pk]),
@@ -200,6 +201,7 @@ def test_bravo_s_urls_are_404_for_a_member_of_alpha(client, world):
         (reverse("approvals:preview", args=[b.approval.pk]), {}),
         (reverse("monitoring:run-action", args=[b.parked.pk, "cancel"]), {}),
         (reverse("monitoring:try-send"), {"agent": b.agent.pk, "content": "hi"}),
+        (reverse("monitoring:playground-send", args=[b.agent.slug]), {"content": "hi"}),
         (reverse("workspace-switch"), {"workspace": b.workspace.pk, "next": "/monitor/"}),
     ]:
         assert client.post(url, data).status_code == 404, url
