@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0030_end_user_erasure_workspace'),
+        ('conversations', '0031_run_tags_metadata'),
     ]
 
     operations = [
