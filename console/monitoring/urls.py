@@ -9,6 +9,7 @@ urlpatterns = [
     path("panel/", views.dashboard_panel, name="panel"),
     path("data.json", views.dashboard_data, name="data"),
     path("agents/<slug:slug>/", views.agent_page, name="agent"),
+    path("agents/<slug:slug>/release/", views.agent_release, name="agent-release"),
     path("runs/<uuid:run_id>/", views.run_timeline_page, name="run"),
     path("runs/<uuid:run_id>/timeline.json", views.run_timeline_json, name="run-json"),
     path("runs/<uuid:run_id>/events.json", views.run_events_json, name="run-events"),

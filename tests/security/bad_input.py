@@ -39,6 +39,7 @@ ROUTES = {
     "monitor/runs/{run}/{action}/": {"POST"},
     "monitor/try/": {"GET"},
     "monitor/agents/{agent}/": {"GET"},  # an agent's page
+    "monitor/agents/{agent}/release/": {"POST"},  # a release action from the agent's page
     "monitor/try/send/": {"POST"},
     "api/v1/": {"GET"},
     "api/v1/runs/{run}/events/": {"GET"},
