@@ -4,6 +4,7 @@ every address absolute; another workspace's agent is a 404 and a staff member wi
 operator permission a 403; the statement count does not grow with the agent's runs; and every
 list that shows an agent links to its page."""
 
+import io
 import re
 from datetime import timedelta
 from urllib.parse import parse_qs, urlsplit
@@ -11,16 +12,20 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from agents.models import AgentDelegate, GuardrailRule
+from agents.models import Agent, AgentDelegate, GuardrailRule
 from agents.releases import version_publish
 from agents.services import agent_version_current
 from conversations.models import Approval, GuardrailTrigger, RunFeedback
 from conversations.monitoring.rollups import rollups_refresh
+from demo.customer_service import customer_service_seed
+from demo.seed import demo_memory_seed
+from demo.workspaces import RESEARCH_AGENT
 from evals.models import EvalRun, EvalRunStatus, EvalSuite
 from notifications.models import Webhook
 from tests.support.factories import ModelConfigFactory, make_agent
@@ -28,10 +33,12 @@ from tests.support.ledger import ledger_call, ledger_run
 from tests.support.ledger_seed import ledger_seed
 from triggers.models import Hook, Schedule
 from widgets.models import Widget
+from workspaces.defaults import default_workspace_id
 from workspaces.models import Workspace
 
 pytestmark = pytest.mark.django_db
 
+DEMO_LLM = "http://127.0.0.1:9/v1"
 PROMPT = "You answer questions about the weather in Hangzhou. " * 20
 
 
@@ -374,7 +381,19 @@ def test_statement_count_does_not_grow_with_the_agent_s_history(client, staff):
     few = _statements(client, agent)
     for days_ago in range(1, 7):
         ledger_seed(agent, 3, created_at=now - timedelta(days=days_ago))
-    ledger_seed(agent, 1, created_at=now - timedelta(minutes=1))
+    runs = ledger_seed(agent, 4, created_at=now - timedelta(minutes=1))
+    # More of everything else the page reads: ratings, flags, approvals waiting, a failure,
+    # versions and releases.
+    Approval.objects.filter(run__in=runs[:2]).update(status=Approval.Status.PENDING)
+    for run, rating in zip(runs, (1, -1, -1), strict=False):
+        RunFeedback.objects.create(run=run, rating=rating)
+        GuardrailTrigger.objects.create(run=run, side="input", rule_id=1, kind="pattern", action="flag")
+    ledger_run(agent, status="failed", stop_reason="provider_error", error="boom", finished_at=now)
+    for note in ("second", "third"):
+        agent.system_prompt = note
+        agent.save()
+        version_publish(agent=agent, user=staff, note=note)
+        agent.refresh_from_db()
     rollups_refresh(since=now - timedelta(days=8))
     assert _statements(client, agent) == few
     assert few <= 40, few
@@ -416,3 +435,23 @@ def test_every_list_that_shows_an_agent_links_to_its_page(client, staff, seeded)
     # The approval queue's cards.
     queue = client.get(reverse("approvals:queue")).content.decode()
     assert f'agent <strong><a href="{url}" class="agent-hub-link">Weather desk</a></strong>' in queue
+
+
+def _demo_seed() -> None:
+    """What docs/demo.md's commands seed: seed 000's agent, the agent that remembers, seed 001's
+    customer service and the research workspace (on a model server nobody calls here)."""
+    call_command("agentry_seed_demo", llm_base_url=DEMO_LLM, stdout=io.StringIO())
+    demo_memory_seed(llm_base_url=DEMO_LLM)
+    customer_service_seed(llm_base_url=DEMO_LLM, order_service_url="http://127.0.0.1:9")
+
+
+def test_the_front_door_links_every_demo_agent(client, staff):
+    _demo_seed()
+    front = client.get("/").content.decode()
+    default_agents = Agent.objects.filter(workspace_id=default_workspace_id())
+    assert default_agents.count() >= 6  # customer-service, the memory agent, the four cs-* agents
+    for agent in default_agents:
+        assert f'<li class="card" data-agent="{agent.slug}"><a href="{hub_url(agent)}">' in front, agent.slug
+        assert client.get(hub_url(agent)).status_code == 200, agent.slug
+    # The research workspace's agent is on its members' front door, not on this one.
+    assert RESEARCH_AGENT not in front
