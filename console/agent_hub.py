@@ -17,13 +17,15 @@ from agents.models import Agent, AgentDelegate, AgentTool, AgentVersion, Guardra
 from agents.releases import PUBLISH_PERMISSION
 from agents.selectors import agent_releases, agent_versions, tool_approvals_now, tools_in_force
 from agents.snapshot import SnapshotInvalid, snapshot_build, snapshot_hash, snapshot_parse
+from alerts.models import AlertFiring
+from alerts.permissions import VIEW_FIRINGS_PERMISSION
 from console.formatting import fixed_amount
 from conversations.models import Approval, GuardrailTrigger, Run, RunFeedback, RunStatus
 from conversations.monitoring import histogram
 from conversations.monitoring.models import LLMCallHourly, RunHourly
 from conversations.monitoring.rollups import floor_hour
 from conversations.usage import USAGE_FIELDS
-from evals.models import EvalRun
+from evals.models import EvalRun, ReleaseGate
 from knowledge.models import KnowledgeBase
 from notifications.models import Webhook
 from platform_site.public_url import public_url
@@ -197,7 +199,7 @@ def _day_range(day) -> dict:
     return {"created_at__day": day.day, "created_at__month": day.month, "created_at__year": day.year}
 
 
-def _quality(agent: Agent, *, start: datetime) -> dict:
+def _quality(agent: Agent, *, start: datetime, may_see_alerts: bool) -> dict:
     eval_runs = list(
         EvalRun.objects.filter(agent_version__agent=agent)
         .select_related("suite", "agent_version")
@@ -216,6 +218,11 @@ def _quality(agent: Agent, *, start: datetime) -> dict:
         .count()
     )
     feedback_list = {"run__agent__id__exact": agent.pk, "created_at__gte": since}
+    gate = ReleaseGate.objects.filter(agent=agent).select_related("suite").only("enabled", "suite__name").first()
+    # The alert rules on this agent firing now, for those who may read firings (as the dashboard).
+    open_alerts = (
+        AlertFiring.objects.filter(rule__agent=agent, resolved_at__isnull=True).count() if may_see_alerts else None
+    )
     return {
         "eval_runs": [
             # A run that failed or is still going has no metrics yet.
@@ -232,6 +239,10 @@ def _quality(agent: Agent, *, start: datetime) -> dict:
         "negative": feedback["negative"],
         "negative_url": _changelist("conversations_runfeedback", **feedback_list, rating__exact=-1),
         "feedback_url": _changelist("conversations_runfeedback", run__agent__id__exact=agent.pk),
+        "gate": gate,
+        "gate_url": reverse("admin:evals_releasegate_change", args=[gate.pk]) if gate else "",
+        "open_alerts": open_alerts,
+        "open_alerts_url": _changelist("alerts_alertfiring", state="open", rule__agent__id__exact=agent.pk),
         "flagged": flagged,
         "flagged_url": _changelist(
             "conversations_run", agent__id__exact=agent.pk, guardrail="flag", created_at__gte=since
@@ -375,7 +386,7 @@ def agent_hub(*, agent: Agent, request) -> dict:
     return {
         "identity": _identity(agent),
         "versions": _versions(agent, may_publish=request.user.has_perm(PUBLISH_PERMISSION)),
-        "quality": _quality(agent, start=start),
+        "quality": _quality(agent, start=start, may_see_alerts=request.user.has_perm(VIEW_FIRINGS_PERMISSION)),
         "traffic": _traffic(agent, start=start),
         "reach": _reach(agent, request=request),
         "change_url": reverse("admin:agents_agent_change", args=[agent.pk]),

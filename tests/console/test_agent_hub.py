@@ -21,12 +21,13 @@ from django.utils import timezone
 from agents.models import Agent, AgentDelegate, GuardrailRule
 from agents.releases import version_publish
 from agents.services import agent_version_current
+from alerts.models import AlertFiring, AlertRule
 from conversations.models import Approval, GuardrailTrigger, RunFeedback
 from conversations.monitoring.rollups import rollups_refresh
 from demo.customer_service import customer_service_seed
 from demo.seed import demo_memory_seed
 from demo.workspaces import RESEARCH_AGENT
-from evals.models import EvalRun, EvalRunStatus, EvalSuite
+from evals.models import EvalRun, EvalRunStatus, EvalSuite, ReleaseGate
 from notifications.models import Webhook
 from tests.support.factories import ModelConfigFactory, make_agent
 from tests.support.ledger import ledger_call, ledger_run
@@ -255,8 +256,17 @@ def test_release_actions_check_csrf(seeded, publisher):
 
 
 def test_quality(client, seeded):
-    text = _section(_page(client, seeded["agent"]), "quality")
     agent = seeded["agent"]
+    suite = EvalSuite.objects.get(name="Weather suite")
+    ReleaseGate.objects.create(agent=agent, suite=suite, enabled=False)
+    rule = AlertRule.objects.create(
+        name="Weather failures", kind=AlertRule.Kind.FAILURE_RATE, agent=agent, threshold=10
+    )
+    AlertFiring.objects.create(rule=rule, value=30, threshold=10, summary="30 % failed")
+    text = _section(_page(client, agent), "quality")
+    # Alerts are for those who may read firings, as on the dashboard.
+    assert 'id="hub-alerts"' not in text
+    assert "Weather suite</a> (off)" in _section(text + "</section>", "gate")
     assert "Weather suite" in text and "75.0 %" in text
     negative = _href(text, "hub-negative")
     assert urlsplit(negative).path == reverse("admin:conversations_runfeedback_changelist")
@@ -266,7 +276,9 @@ def test_quality(client, seeded):
     assert 'id="hub-flagged">1<' in text
     # Each number opens the list it counts.
     client.force_login(_superuser())
-    for element_id in ("hub-negative", "hub-positive", "hub-flagged"):
+    text = _section(_page(client, agent), "quality")
+    assert 'id="hub-alerts">1<' in text
+    for element_id in ("hub-negative", "hub-positive", "hub-flagged", "hub-alerts"):
         listing = client.get(_href(text, element_id))
         assert listing.status_code == 200 and listing.context["cl"].result_count == 1, element_id
     flagged = parse_qs(urlsplit(_href(text, "hub-flagged")).query)
