@@ -195,7 +195,7 @@ def test_publish_canary_and_rollback_from_the_page(client, seeded, publisher):
     assert _release(client, agent, action="rollback", version="1", note="back").status_code == 302
     agent.refresh_from_db()
     assert agent.published_version.number == 1
-    assert "Roll back: version 1." in client.get(hub).content.decode() or agent.published_version.number == 1
+    assert "version 1." in client.get(hub).content.decode()  # the success message
     # A version the agent does not have is refused, not a 500.
     assert _release(client, agent, action="rollback", version="99", note="x").status_code == 302
     assert "The agent has no such version." in client.get(hub).content.decode()
@@ -205,6 +205,16 @@ def test_publish_canary_and_rollback_from_the_page(client, seeded, publisher):
     assert _release(client, agent, action="publish", note="new prompt").status_code == 302
     agent.refresh_from_db()
     assert agent.published_version.number == 3
+    # A canary of a newer draft, aborted: the live version stays.
+    agent.system_prompt = "A third prompt."
+    agent.save()
+    assert _release(client, agent, action="canary_start", percent="5", note="small").status_code == 302
+    agent.refresh_from_db()
+    assert agent.canary_version.number == 4
+    assert _release(client, agent, action="canary_abort", note="worse").status_code == 302
+    agent.refresh_from_db()
+    assert agent.canary_version is None and agent.published_version.number == 3
+    assert "Roll back the canary" not in _section(_page(client, agent), "versions")
     # A form the page did not send: 400 with the page and its errors.
     response = _release(client, agent, action="explode")
     assert response.status_code == 400 and 'id="hub-release-errors"' in response.content.decode()
