@@ -427,6 +427,8 @@ def test_every_list_that_shows_an_agent_links_to_its_page(client, staff, seeded)
     assert f'href="{url}"' in front and 'id="front-door-agents"' in front
     dashboard = client.get(reverse("monitoring:dashboard")).content.decode()
     assert f'href="{url}" class="agent-hub-link"' in dashboard
+    # The tokens-per-agent-per-day rows too.
+    assert re.search(rf'<tr><td><a href="{url}" class="agent-hub-link">Weather desk</a></td><td>\d{{4}}-', dashboard)
     timeline = client.get(reverse("monitoring:run", args=[seeded["failed"].pk])).content.decode()
     assert f'href="{url}" id="run-agent-link"' in timeline
     staff.is_superuser = True
