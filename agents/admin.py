@@ -27,6 +27,7 @@ from agents.models import (
     GuardrailRule,
     ModelConfig,
 )
+from agents.page_links import agent_column
 from agents.prompting import system_prompt_check
 from agents.providers.calibration import Calibration
 from agents.release_admin import AgentReleaseAdminMixin
@@ -492,7 +493,8 @@ class AgentAdmin(AgentReleaseAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin)
 class AgentVersionAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     # Playground versions (the runs of the prompt playground point at them) are listed marked
     # as such, so a run's version can always be opened, never mistaken for a numbered one.
-    list_display = ["agent", "number", "playground", "config_hash", "created_at", "published_at", "published_by"]
+    list_display = ["agent_link", "number", "playground", "config_hash", "created_at", "published_at", "published_by"]
+    agent_link = agent_column()
     list_filter = ["agent", "playground"]
     list_select_related = ["agent", "published_by"]
     readonly_fields = [
@@ -512,7 +514,8 @@ class AgentVersionAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdm
 class AgentReleaseAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     """The audit trail of release actions: written only by agents.releases, never edited."""
 
-    list_display = ["at", "agent", "action", "version_number", "previous_number", "canary_percent", "user", "note"]
+    list_display = ["at", "agent_link", "action", "version_number", "previous_number", "canary_percent", "user", "note"]
+    agent_link = agent_column()
     list_filter = ["action", "agent"]
     list_select_related = ["agent", "user"]
     search_fields = ["agent__name", "agent__slug", "note"]
@@ -538,7 +541,8 @@ class AgentReleaseAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdm
 
 @admin.register(AgentUsageDay)
 class AgentUsageDayAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
-    list_display = ["agent", "day", "shard", "total_tokens", "cost", "calls"]
+    list_display = ["agent_link", "day", "shard", "total_tokens", "cost", "calls"]
+    agent_link = agent_column()
     list_filter = ["agent"]
     list_select_related = ["agent"]
     date_hierarchy = "day"

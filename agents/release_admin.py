@@ -18,11 +18,7 @@ from agents.releases import (
     PUBLISH_PERMISSION,
     ReleaseRefused,
     UnknownVersion,
-    canary_abort,
-    canary_promote,
-    canary_start,
-    version_publish,
-    version_rollback,
+    release_apply,
 )
 from agents.selectors import agent_releases, agent_versions
 from agents.snapshot import snapshot_build, snapshot_hash
@@ -150,25 +146,8 @@ class AgentReleaseAdminMixin:
         form = ReleaseForm(request.POST)
         if not form.is_valid():
             return self._versions_page(request, agent, form=form, error=_("Check the form."), status=400)
-        data, user = form.cleaned_data, request.user
-        note = data["note"] or ""
         try:
-            match data["action"]:
-                case "publish":
-                    release = version_publish(agent=agent, user=user, note=note)
-                case "rollback":
-                    version = AgentVersion.objects.filter(
-                        agent=agent, number=data["version"] or 0, playground=False
-                    ).first()
-                    if version is None:
-                        raise UnknownVersion(_("The agent has no such version."))
-                    release = version_rollback(agent=agent, version=version, user=user, note=note)
-                case "canary_start":
-                    release = canary_start(agent=agent, percent=data["percent"] or 0, user=user, note=note)
-                case "canary_promote":
-                    release = canary_promote(agent=agent, user=user, note=note)
-                case _:
-                    release = canary_abort(agent=agent, user=user, note=note)
+            release = release_apply(agent=agent, user=request.user, **form.cleaned_data)
         except (ReleaseRefused, UnknownVersion) as exc:
             return self._versions_page(request, agent, form=form, error=str(exc), status=400)
         done = {"action": release.get_action_display(), "number": release.version.number}

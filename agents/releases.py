@@ -245,3 +245,27 @@ def canary_promote(*, agent: Agent, user, note: str = "") -> AgentRelease:
 def canary_abort(*, agent: Agent, user, note: str = "") -> AgentRelease:
     """End the canary, keeping the published version; its conversations move back at their next message."""
     return _canary_end(agent=agent, promote=False, user=user, note=note)
+
+
+def release_apply(
+    *, agent: Agent, user, action: str, note: str = "", percent: int | None = None, version: int | None = None
+) -> AgentRelease:
+    """One release action by name, as the release forms post it (the admin's versions page, the
+    agent's page): publish, rollback (to version number `version`), canary_start (`percent`),
+    canary_promote, canary_abort."""
+    note = note or ""
+    match action:
+        case "publish":
+            return version_publish(agent=agent, user=user, note=note)
+        case "rollback":
+            target = AgentVersion.objects.filter(agent=agent, number=version or 0, playground=False).first()
+            if target is None:
+                raise UnknownVersion(_("The agent has no such version."))
+            return version_rollback(agent=agent, version=target, user=user, note=note)
+        case "canary_start":
+            return canary_start(agent=agent, percent=percent or 0, user=user, note=note)
+        case "canary_promote":
+            return canary_promote(agent=agent, user=user, note=note)
+        case "canary_abort":
+            return canary_abort(agent=agent, user=user, note=note)
+    raise ValueError(f"unknown release action {action!r}")

@@ -55,3 +55,7 @@ class AlertFiringAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmi
     list_select_related = ["rule"]
     search_fields = ["summary", "rule__name"]
     show_full_result_count = False
+
+    def lookup_allowed(self, lookup, value, request=None):
+        # The agent's page links the firings of the rules on one agent, by its id.
+        return lookup == "rule__agent__id__exact" or super().lookup_allowed(lookup, value, request)

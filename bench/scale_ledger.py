@@ -10,6 +10,7 @@ grows to 10 million by adding 5. Use a database of its own; nothing is cleaned u
 
 Per size, through the Django stack in this process:
 - the monitoring dashboard's data (GET /monitor/data.json, what the page polls), median;
+- an agent's page (GET /monitor/agents/<slug>/, the first bench agent's: a quarter of the ledger), median;
 - the runs list API (GET /api/v1/runs/, first page and filtered by status, with a token), p95;
 - one run's timeline (GET /monitor/runs/<id>/timeline.json), median over runs picked at random;
 - export runs per second (the JSONL export of one day's runs, read to the end);
@@ -257,10 +258,13 @@ def _reads(console, api) -> dict:
     runs_page, failed_page = _getter(api, "/api/v1/runs/"), _getter(api, "/api/v1/runs/?status=failed")
     runs_page()
     failed_page()
+    agent_page = _getter(console, "/monitor/agents/scale-ledger-1/")
+    agent_page()
     timelines = [_getter(console, f"/monitor/runs/{run_id}/timeline.json") for run_id in _sample_runs(REPEAT)]
     timeline_ms = [_timed(get, 1)[0] for get in timelines]
     return {
         "dashboard_ms": statistics.median(_timed(dashboard, REPEAT // 2)),
+        "agent_page_ms": statistics.median(_timed(agent_page, REPEAT // 2)),
         "runs_list_p95_ms": percentile(_timed(runs_page, REPEAT), 0.95),
         "runs_filtered_p95_ms": percentile(_timed(failed_page, REPEAT), 0.95),
         "timeline_ms": statistics.median(timeline_ms),

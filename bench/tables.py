@@ -34,6 +34,7 @@ COLUMNS = {
         ("llm_calls", "model calls", "{:,}"),
         ("generate_s", "added in (s)", "{:.0f}"),
         ("dashboard_ms", "dashboard (ms)", "{:.1f}"),
+        ("agent_page_ms", "agent's page (ms)", "{:.1f}"),
         ("runs_list_p95_ms", "runs list p95 (ms)", "{:.1f}"),
         ("runs_filtered_p95_ms", "runs list by status p95 (ms)", "{:.1f}"),
         ("timeline_ms", "timeline (ms)", "{:.1f}"),

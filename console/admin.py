@@ -16,6 +16,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from agents.page_links import agent_column
 from console.approvals.diff import arguments_diff
 from console.end_user_filters import EndUserFilter, HasEndUserFilter, RunEndUserFilter, end_user_link
 from console.export_actions import export_runs_csv, export_runs_jsonl, user_may_export
@@ -96,13 +97,14 @@ class ConversationAdmin(ForgetEndUserMixin, ReadOnlyAdminMixin, WorkspaceScopedA
     list_display = [
         "short_id",
         "thread",
-        "agent",
+        "agent_link",
         "owner",
         "end_user_column",
         "title",
         "message_count",
         "created_at",
     ]
+    agent_link = agent_column()
     list_filter = ["agent", HasEndUserFilter, EndUserFilter]
     list_select_related = ["agent", "owner"]
     search_fields = ["id", "title", "end_user__exact"]
@@ -210,7 +212,7 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = [
         "short_id",
         "question",
-        "agent",
+        "agent_link",
         "conversation_column",
         "end_user_column",
         "version",
@@ -239,6 +241,7 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
         RunEndUserFilter,
     ]
     list_select_related = ["agent"]
+    agent_link = agent_column()
     # Searched by exact values only (get_search_results): a run id, a conversation id, an end user.
     search_fields = ["id", "conversation__id", "conversation__end_user"]
     search_help_text = gettext_lazy(
@@ -446,6 +449,10 @@ class LLMCallAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     search_fields = ["run__id"]
     show_full_result_count = False
 
+    def lookup_allowed(self, lookup, value, request=None):
+        # The agent's page links its model calls (console.agent_hub): one agent's, by id.
+        return lookup == "run__agent__id__exact" or super().lookup_allowed(lookup, value, request)
+
     def get_fields(self, request, obj=None):
         fields = super().get_fields(request, obj)
         # The request holds the agent's rendered system prompt: the export's rule (only for
@@ -473,7 +480,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = [
         "id",
         "tool",
-        "agent",
+        "agent_link",
         "status",
         "kind",
         "edited",
@@ -513,9 +520,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     def tool(self, obj):
         return obj.invocation.tool_name
 
-    @admin.display(description=gettext_lazy("agent"))
-    def agent(self, obj):
-        return obj.run.agent
+    agent_link = agent_column("run__agent")
 
     @admin.display(description=gettext_lazy("edited"), boolean=True)
     def edited(self, obj):
@@ -771,7 +776,7 @@ class WebhookAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     list_display = [
         "target",
         "format",
-        "agent",
+        "agent_link",
         "conversation",
         "is_active",
         "receives_alerts",
@@ -781,6 +786,7 @@ class WebhookAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     ]
     list_filter = ["format", "is_active", "receives_alerts", "escalation", "agent"]
     list_select_related = ["agent"]
+    agent_link = agent_column()
     raw_id_fields = ["conversation"]
     readonly_fields = ["secret_status"]
 

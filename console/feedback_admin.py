@@ -19,6 +19,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from agents.page_links import agent_column
 from console.formatting import short_id, short_id_html
 from conversations.end_users import end_users_of
 from conversations.models import EndUserErasure, RunFeedback
@@ -158,7 +159,7 @@ class RunFeedbackAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmi
     """End users' ratings of runs: the review list reads the negative ones first, newest first
     (the (rating, created_at) index), each a click away from its run's timeline."""
 
-    list_display = ["rating_text", "comment_start", "run_link", "agent", "version", "created_at"]
+    list_display = ["rating_text", "comment_start", "run_link", "agent_link", "version", "created_at"]
     list_filter = ["rating", "run__agent", ("created_at", admin.DateFieldListFilter)]
     list_select_related = ["run__agent"]
     search_fields = ["run__id", "comment"]
@@ -191,9 +192,7 @@ class RunFeedbackAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmi
             short_id(obj.run_id),
         )
 
-    @admin.display(description=gettext_lazy("agent"), ordering="run__agent__name")
-    def agent(self, obj):
-        return obj.run.agent
+    agent_link = agent_column("run__agent")
 
     @admin.display(description=gettext_lazy("version"), ordering="run__agent_version__number")
     def version(self, obj):

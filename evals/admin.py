@@ -12,6 +12,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from agents.models import Agent, ModelConfig
+from agents.page_links import agent_column
 from agents.releases import DRAFT
 from agents.selectors import agents_usable_by
 from conversations.models import StopReason
@@ -277,7 +278,18 @@ class EvalResultInline(WorkspaceScopedInline, ReadOnlyInline):
 
 @admin.register(EvalRun)
 class EvalRunAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
-    list_display = ["id", "suite", "agent_version", "repetitions", "status", "completion", "created_by", "started_at"]
+    list_display = [
+        "id",
+        "suite",
+        "agent_link",
+        "agent_version",
+        "repetitions",
+        "status",
+        "completion",
+        "created_by",
+        "started_at",
+    ]
+    agent_link = agent_column("agent_version__agent")
     list_filter = ["status", "suite", "agent_version__agent"]
     list_select_related = ["suite", "agent_version__agent", "created_by"]
     readonly_fields = [
@@ -409,7 +421,7 @@ class ReleaseGateAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     """Who may loosen the gate is who may change it (evals.change_releasegate), not who publishes."""
 
     list_display = [
-        "agent",
+        "agent_link",
         "suite",
         "repetitions",
         "max_rate_drop",
@@ -420,4 +432,5 @@ class ReleaseGateAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
     ]
     list_filter = ["enabled"]
     list_select_related = ["agent", "suite"]
+    agent_link = agent_column()
     autocomplete_fields = ["agent"]

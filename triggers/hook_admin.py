@@ -13,6 +13,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from agents.page_links import agent_column
 from platform_site.admin_mixins import OwnedSecretAdminMixin
 from platform_site.public_url import public_url, public_url_doubt
 from triggers.hooks import hook_secret_new, hook_secret_rotate, hook_templates_check
@@ -41,7 +42,8 @@ class HookForm(forms.ModelForm):
 @admin.register(Hook)
 class HookAdmin(OwnedSecretAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     form = HookForm
-    list_display = ["name", "agent", "enabled", "hook_url", "owner", "created_at"]
+    list_display = ["name", "agent_link", "enabled", "hook_url", "owner", "created_at"]
+    agent_link = agent_column()
     list_filter = ["enabled", "agent"]
     list_select_related = ["agent", "owner"]
     search_fields = ["name", "agent__slug"]

@@ -10,6 +10,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from agents.page_links import agent_column
 from agents.selectors import agents_usable_by
 from conversations.end_users import EndUserInvalid, end_user_clean
 from platform_site.admin_mixins import JSONInputAdminMixin
@@ -49,7 +50,8 @@ class ScheduleForm(forms.ModelForm):
 @admin.register(Schedule)
 class ScheduleAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     form = ScheduleForm
-    list_display = ["name", "agent", "when", "enabled", "next_fire_at", "last_fired_at"]
+    list_display = ["name", "agent_link", "when", "enabled", "next_fire_at", "last_fired_at"]
+    agent_link = agent_column()
     list_filter = ["enabled", "kind", "agent"]
     list_select_related = ["agent"]
     search_fields = ["name", "agent__name", "agent__slug"]

@@ -13,6 +13,7 @@ from django.contrib.admin.utils import unquote
 from django.urls import reverse
 from django.utils.translation import gettext_lazy
 
+from agents.page_links import agent_column
 from platform_site.admin_mixins import OwnedSecretAdminMixin
 from platform_site.crypto import SecretDecryptionError
 from platform_site.public_url import public_url, public_url_doubt
@@ -33,7 +34,8 @@ def embed_snippet(widget: Widget, *, request=None) -> str:
 
 @admin.register(Widget)
 class WidgetAdmin(OwnedSecretAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
-    list_display = ["name", "agent", "enabled", "language", "owner", "created_at"]
+    list_display = ["name", "agent_link", "enabled", "language", "owner", "created_at"]
+    agent_link = agent_column()
     list_filter = ["enabled", "language", "agent"]
     list_select_related = ["agent", "owner"]
     search_fields = ["name", "agent__slug"]

@@ -166,7 +166,9 @@ def usage_by_agent_day(*, user, days: int, now: datetime) -> dict:
         cell["cost"] += row["cost"] or 0
         for kind in USAGE_FIELDS:
             cell[kind] += row[kind] or 0
-    names = dict(Agent.objects.filter(pk__in={agent for _, agent in cells}).values_list("pk", "name"))
+    named = list(Agent.objects.filter(pk__in={agent for _, agent in cells}).values_list("pk", "name", "slug"))
+    names = {pk: name for pk, name, _slug in named}
+    slugs = {pk: slug for pk, _name, slug in named}
     day_list = [first_day + timedelta(days=i) for i in range(days)]
     empty = {"cost": Decimal(0), **dict.fromkeys(USAGE_FIELDS, 0)}
     agents = []
@@ -175,7 +177,7 @@ def usage_by_agent_day(*, user, days: int, now: datetime) -> dict:
         for day in day_list:
             cell = cells.get((day, agent_id), empty)
             per_day.append({"day": day.isoformat(), **cell, "cost": str(cell["cost"])})
-        agents.append({"id": agent_id, "name": name, "per_day": per_day})
+        agents.append({"id": agent_id, "name": name, "slug": slugs[agent_id], "per_day": per_day})
     return {"days": [day.isoformat() for day in day_list], "agents": agents}
 
 

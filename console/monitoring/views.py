@@ -19,7 +19,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 
 from agents.models import Agent
-from agents.releases import UnknownVersion
+from agents.release_admin import ReleaseForm
+from agents.releases import PUBLISH_PERMISSION, ReleaseRefused, UnknownVersion, release_apply
 from alerts.permissions import VIEW_FIRINGS_PERMISSION
 from console.agent_hub import agent_for_hub, agent_hub
 from console.monitoring.event_lines import event_lines
@@ -152,14 +153,51 @@ def dashboard_data(request):
     return JsonResponse(_snapshot(request, hours=hours, days=days), encoder=DjangoJSONEncoder)
 
 
+def _hub_agent(request, slug) -> Agent:
+    # An agent of another workspace is a 404, as if there were none.
+    return get_object_or_404(agent_for_hub(in_workspace(Agent.objects.all(), request.user)), slug=slug)
+
+
+def _hub_page(request, agent: Agent, *, release_form=None, status: int = 200):
+    return render(
+        request,
+        "monitoring/agent_hub.html",
+        {
+            **admin.site.each_context(request),
+            "title": agent.name,
+            "agent": agent,
+            "release_form": release_form or ReleaseForm(),
+            **agent_hub(agent=agent, request=request),
+        },
+        status=status,
+    )
+
+
 @require_GET
 @operator_required(VIEW_PERMISSION)
 def agent_page(request, slug):
-    """An agent's page (the hub): an agent of another workspace is a 404, as if there were none."""
-    agent = get_object_or_404(agent_for_hub(in_workspace(Agent.objects.all(), request.user)), slug=slug)
-    return _page(
-        request, "monitoring/agent_hub.html", title=agent.name, agent=agent, **agent_hub(agent=agent, request=request)
-    )
+    """An agent's page (the hub)."""
+    return _hub_page(request, _hub_agent(request, slug))
+
+
+@require_POST
+@operator_required(VIEW_PERMISSION, PUBLISH_PERMISSION)
+def agent_release(request, slug):
+    """A release action from the agent's page: the services and the permission of the admin's
+    versions page (agents.release_admin); a refusal (a release check, a canary running) is
+    said on the page, not raised."""
+    agent = _hub_agent(request, slug)
+    form = ReleaseForm(request.POST)
+    if not form.is_valid():
+        return _hub_page(request, agent, release_form=form, status=400)
+    try:
+        release = release_apply(agent=agent, user=request.user, **form.cleaned_data)
+    except (ReleaseRefused, UnknownVersion) as exc:
+        messages.error(request, str(exc))
+    else:
+        done = {"action": release.get_action_display(), "number": release.version.number}
+        messages.success(request, _("%(action)s: version %(number)s.") % done)
+    return redirect(reverse("monitoring:agent", args=[agent.slug]) + "#hub-versions")
 
 
 @require_GET

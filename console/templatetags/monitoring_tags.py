@@ -4,6 +4,7 @@ import json
 
 from django import template
 
+from agents.page_links import agent_page_link
 from console import formatting
 from console.monitoring.labels import run_status_text, stop_reason_text
 from console.monitoring.missing import missing_process
@@ -23,6 +24,12 @@ def amount(value) -> str:
 def short_id(value) -> str:
     """The id's first characters, the whole id in the tooltip."""
     return formatting.short_id_html(value)
+
+
+@register.filter
+def agent_link(agent) -> str:
+    """The agent's name linked to its page (agents.page_links: the admin lists' column too)."""
+    return agent_page_link(agent)
 
 
 @register.filter

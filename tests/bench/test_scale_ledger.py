@@ -69,11 +69,12 @@ def test_the_quick_ledger_axis_prints_its_table_and_targets(transactional_db):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
-    assert "| model calls | added in (s) | dashboard (ms) |" in out
+    assert "| model calls | added in (s) | dashboard (ms) | agent's page (ms) |" in out
     # About 20,000 calls: the warm-up runs' few count towards the size.
     rows = [line for line in out.splitlines() if line.startswith(("| 19,9", "| 20,0"))]
     assert len(rows) == 1, out
     assert "–" not in rows[0], rows[0]  # every figure measured at the quick size
     assert "dashboard at 10M calls (ms): – (target ≤ 300): not measured" in out
+    assert "agent's page at 10M calls (ms): – (target ≤ 300): not measured" in out
     # The purged month was written again: the ledger keeps its size for the next measurement.
     assert LLMCall.objects.filter(model_name="scale-ledger").count() > 19_900

@@ -69,6 +69,8 @@ def test_the_eval_runs_their_suite_and_the_cases_link_to_their_pages(compared):
     assert reverse("admin:evals_evalrun_change", args=[baseline.pk]) in runs
     assert reverse("admin:evals_evalrun_change", args=[candidate.pk]) in runs
     assert reverse("admin:evals_evalsuite_change", args=[suite.pk]) in runs
+    agent = baseline.agent_version.agent
+    assert f'<a href="{reverse("monitoring:agent", args=[agent.slug])}" class="agent-hub-link">{agent.name}</a>' in runs
     for case in suite.cases.all():
         assert reverse("admin:evals_evalcase_change", args=[case.pk]) in _row(page, f'data-case="{case.name}"')
 

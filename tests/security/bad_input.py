@@ -44,6 +44,7 @@ ROUTES = {
     "monitor/agents/{agent}/playground/send/": {"POST"},
     "monitor/agents/{agent}/playground/save/": {"POST"},
     "monitor/agents/{agent}/playground/eval/": {"POST"},
+    "monitor/agents/{agent}/release/": {"POST"},  # a release action from the agent's page
     "monitor/try/send/": {"POST"},
     "api/v1/": {"GET"},
     "api/v1/runs/{run}/events/": {"GET"},

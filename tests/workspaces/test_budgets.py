@@ -362,6 +362,7 @@ def test_the_usage_page_shows_today_and_the_month_against_the_limits_and_each_ag
     assert agents == {"alpha": (400, 400, 1), "beta": (0, month_tokens - 400, 0)}
     html = response.content.decode()
     assert 'data-agent="alpha"' in html and "other-agent" not in html and "Other" not in html
+    assert f'<a href="{reverse("monitoring:agent", args=["alpha"])}" class="agent-hub-link">Alpha</a>' in html
 
 
 def test_the_usage_page_reads_the_same_statements_for_one_agent_or_many(limited):
