@@ -363,7 +363,9 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
 
     @admin.display(description=gettext_lazy("version"), ordering="agent_version__number")
     def version(self, obj):
-        return getattr(obj, "version_number", None)
+        # A playground version is numbered 0 (agents.playground): named, never shown as "v0".
+        number = getattr(obj, "version_number", None)
+        return _("playground") if number == 0 else number
 
     @admin.display(description=gettext_lazy("status"), ordering="status")
     def status_text(self, obj):

@@ -48,6 +48,7 @@ def conversation_thread(*, conversation: Conversation, page: int) -> dict:
             "finished_at",
             "tags",
             "agent_version__number",
+            "agent_version__playground",
         )[start : start + RUNS_PER_PAGE + 1]
     )
     earlier = len(newest_first) > RUNS_PER_PAGE
