@@ -1,0 +1,96 @@
+"""The operator's pages in real Chromium, in English and in Simplified Chinese, on a 1,366 × 768
+laptop screen: axe-core finds no WCAG 2 A/AA violation, Tab reaches every control in order with
+a visible focus and leaves the page at the end, no page scrolls sideways, and every control has a
+name (tests/support/accessibility.py). A screenshot of each page in each language is kept in
+test-artifacts/a11y-<page>-<language>.png.
+
+A new page is one line in PAGES: its name and how to find its URL in the seeded rows."""
+
+import pytest
+from django.conf import settings
+from django.test import Client
+from django.urls import reverse
+
+from tests.console.operator_pages import seed
+from tests.support.accessibility import LAPTOP, page_problems
+from tests.support.workers import ARTIFACTS
+
+pytestmark = pytest.mark.browser
+
+PAGES = {
+    "front-door": lambda seeded: "/",
+    "admin-index": lambda seeded: reverse("admin:index"),
+    "agent-hub": lambda seeded: reverse("monitoring:agent", args=[seeded.agent.slug]),
+    "runs": lambda seeded: reverse("admin:conversations_run_changelist"),
+    "run-timeline": lambda seeded: reverse("monitoring:run", args=[seeded.run.pk]),
+    "run-admin": lambda seeded: reverse("admin:conversations_run_change", args=[seeded.run.pk]),
+    "dashboard": lambda seeded: reverse("monitoring:dashboard"),
+    "approvals": lambda seeded: reverse("approvals:queue"),
+    "try": lambda seeded: reverse("monitoring:try"),
+    "agents": lambda seeded: reverse("admin:agents_agent_changelist"),
+    "agent-form": lambda seeded: reverse("admin:agents_agent_change", args=[seeded.agent.pk]),
+}
+# The browser's Accept-Language for each of the site's languages, and the <html lang> it gets.
+LANGUAGES = {"en": ("en-US", "en"), "zh-hans": ("zh-CN", "zh-hans")}
+
+
+@pytest.fixture
+def seeded(transactional_db):
+    return seed()
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize("name", PAGES)
+def test_the_page_is_accessible(chromium, live_server, seeded, name, language):
+    locale, lang = LANGUAGES[language]
+    context = chromium.new_context(viewport=LAPTOP, base_url=live_server.url, locale=locale)
+    # Signed in through the session cookie: the login form is not the page under test.
+    client = Client()
+    client.force_login(seeded.operator)
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": live_server.url}])
+    try:
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        response = page.goto(PAGES[name](seeded))
+        assert response.status == 200, page.url
+        page.wait_for_load_state("networkidle")
+        assert page.locator("html").get_attribute("lang") == lang
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"a11y-{name}-{language}.png"), full_page=True)
+        problems = page_problems(page)
+    finally:
+        context.close()
+    assert not problems, f"{len(problems)} accessibility problem(s) on {name} ({language}):\n" + "\n".join(problems)
+
+
+CLEAN = """<!doctype html><html lang="en"><head><title>Clean</title></head><body><main><h1>Clean</h1>
+<form><label for="city">City</label> <input id="city"> <button>Look up</button></form>
+<p>See <a href="#help">the help</a>.</p></main></body></html>"""
+# One of each problem: a box with no label, a button whose focus is invisible, a block wider
+# than the window, a link Tab never stops on (its focus is sent on), and a box that holds focus.
+FAULTY = """<!doctype html><html lang="en"><head><title>Faulty</title>
+<style>#quiet:focus { outline: none; }</style></head><body><main><h1>Faulty</h1>
+<input id="bare"> <button id="quiet">Go</button>
+<a href="#a" id="sent-on" onfocus="document.getElementById('holder').focus()">On</a>
+<div id="wide" style="width: 2000px">wide</div>
+<label>Holds <input id="holder" onkeydown="if (event.key === 'Tab') event.preventDefault()"></label>
+</main></body></html>"""
+
+
+def test_the_checks_report_each_kind_of_problem_and_pass_a_clean_page(chromium):
+    context = chromium.new_context(viewport=LAPTOP)
+    try:
+        page = context.new_page()
+        page.set_content(CLEAN)
+        assert page_problems(page) == []
+        page.set_content(FAULTY)
+        problems = "\n".join(page_problems(page))
+    finally:
+        context.close()
+    assert "axe label (critical): #bare" in problems
+    assert 'name: control without an accessible name: <input id="bare">' in problems
+    assert "keyboard: no visible focus indicator on button#quiet" in problems
+    assert "overflow: the page is 2" in problems and "widest: div#wide" in problems
+    assert "keyboard: 1 control(s) never get focus with Tab" in problems and 'id="sent-on"' in problems
+    assert "keyboard: focus stays on input#holder" in problems
