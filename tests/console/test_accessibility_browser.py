@@ -39,16 +39,22 @@ def seeded(transactional_db):
     return seed()
 
 
+def _signed_in(chromium, live_server, user, *, locale="en-US"):
+    """A laptop-sized browser context signed in as `user` through the session cookie: the
+    login form is not the page under test."""
+    context = chromium.new_context(viewport=LAPTOP, base_url=live_server.url, locale=locale)
+    client = Client()
+    client.force_login(user)
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": live_server.url}])
+    return context
+
+
 @pytest.mark.parametrize("language", LANGUAGES)
 @pytest.mark.parametrize("name", PAGES)
 def test_the_page_is_accessible(chromium, live_server, seeded, name, language):
     locale, lang = LANGUAGES[language]
-    context = chromium.new_context(viewport=LAPTOP, base_url=live_server.url, locale=locale)
-    # Signed in through the session cookie: the login form is not the page under test.
-    client = Client()
-    client.force_login(seeded.operator)
-    session = client.cookies[settings.SESSION_COOKIE_NAME].value
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": live_server.url}])
+    context = _signed_in(chromium, live_server, seeded.operator, locale=locale)
     try:
         page = context.new_page()
         page.set_default_timeout(20_000)
@@ -94,3 +100,27 @@ def test_the_checks_report_each_kind_of_problem_and_pass_a_clean_page(chromium):
     assert "overflow: the page is 2" in problems and "widest: div#wide" in problems
     assert "keyboard: 1 control(s) never get focus with Tab" in problems and 'id="sent-on"' in problems
     assert "keyboard: focus stays on input#holder" in problems
+
+
+def test_a_dashboard_refresh_leaves_keyboard_focus_where_it_was(chromium, live_server, seeded):
+    context = _signed_in(chromium, live_server, seeded.operator)
+    # The page's clock is the test's: the panel's refresh comes when the test moves time on.
+    context.clock.install()
+    try:
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        page.goto(reverse("monitoring:dashboard"))
+        page.wait_for_load_state("networkidle")
+        link = page.locator("#monitor a.agent-hub-link").first
+        link.focus()
+        href = link.get_attribute("href")
+        seconds = float(page.locator("#monitor").get_attribute("data-refresh-seconds"))
+        page.clock.run_for(int(seconds * 1000))
+        page.wait_for_function("document.getElementById('monitor').dataset.refreshedAt")
+        focused = page.evaluate(
+            "({inPanel: document.getElementById('monitor').contains(document.activeElement),"
+            " href: document.activeElement.getAttribute('href')})"
+        )
+    finally:
+        context.close()
+    assert focused == {"inPanel": True, "href": href}
