@@ -14,6 +14,7 @@ from django.urls import reverse
 from tests.console.operator_pages import seed
 from tests.support.accessibility import LAPTOP, page_problems
 from tests.support.workers import ARTIFACTS
+from triggers.models import Hook
 
 pytestmark = pytest.mark.browser
 
@@ -26,6 +27,11 @@ PAGES = {
     "run-admin": lambda seeded: reverse("admin:conversations_run_change", args=[seeded.run.pk]),
     "dashboard": lambda seeded: reverse("monitoring:dashboard"),
     "approvals": lambda seeded: reverse("approvals:queue"),
+    "approval-history": lambda seeded: reverse("approvals:history"),
+    "eval-compare": lambda seeded: (
+        reverse("evals:compare") + f"?baseline={seeded.baseline.pk}&candidate={seeded.candidate.pk}"
+    ),
+    "hook-form": lambda seeded: reverse("admin:triggers_hook_change", args=[Hook.objects.get().pk]),
     "try": lambda seeded: reverse("monitoring:try"),
     "agents": lambda seeded: reverse("admin:agents_agent_changelist"),
     "agent-form": lambda seeded: reverse("admin:agents_agent_change", args=[seeded.agent.pk]),
