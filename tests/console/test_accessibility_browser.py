@@ -31,6 +31,7 @@ PAGES = {
     "eval-compare": lambda seeded: (
         reverse("evals:compare") + f"?baseline={seeded.baseline.pk}&candidate={seeded.candidate.pk}"
     ),
+    "memories": lambda seeded: reverse("admin:memory_memory_changelist"),
     "hook-form": lambda seeded: reverse("admin:triggers_hook_change", args=[Hook.objects.get().pk]),
     "try": lambda seeded: reverse("monitoring:try"),
     "agents": lambda seeded: reverse("admin:agents_agent_changelist"),
