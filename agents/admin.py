@@ -32,7 +32,7 @@ from agents.prompting import system_prompt_check
 from agents.providers.calibration import Calibration
 from agents.release_admin import AgentReleaseAdminMixin
 from agents.snapshot import callable_tool_names
-from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyAdminMixin
+from platform_site.admin_mixins import JSONInputAdminMixin, LabelledTabularInline, ReadOnlyAdminMixin
 from platform_site.crypto import mask
 from platform_site.http_methods import require_POST
 from workspaces.admin_scope import WorkspaceScopedAdmin, WorkspaceScopedInline
@@ -291,7 +291,7 @@ COMPACT_INLINE_WIDGETS = {
 }
 
 
-class AgentToolInline(WorkspaceScopedInline, admin.TabularInline):
+class AgentToolInline(WorkspaceScopedInline, LabelledTabularInline):
     model = AgentTool
     formfield_overrides = COMPACT_INLINE_WIDGETS
     formset = AgentToolFormSet
@@ -325,7 +325,7 @@ class AgentDelegateFormSet(AgentInlineFormSet):
                 form.add_error("child", problem)
 
 
-class AgentDelegateInline(WorkspaceScopedInline, admin.TabularInline):
+class AgentDelegateInline(WorkspaceScopedInline, LabelledTabularInline):
     """Agents as tools: other agents this one may hand a task to (cycles and over-deep chains
     are refused by AgentDelegate.clean)."""
 

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
+from memory.channels import OWNER_CHANNEL
 from memory.models import Memory, MemoryChange
 from memory.services import MemoryRejected, memory_correct, memory_correction_check, memory_delete
 from platform_site.admin_mixins import ReadOnlyAdminMixin, ReadOnlyInline
@@ -34,6 +35,17 @@ class MemoryChangeInline(WorkspaceScopedInline, ReadOnlyInline):
     @admin.display(description=_("run"))
     def run_link(self, obj):
         return _run_link(obj.run_id)
+
+
+class ChannelFilter(admin.AllValuesFieldListFilter):
+    """The channel filter: the owner's own channel is stored empty (memory.channels), and a
+    link with no text has no name for anyone, a screen reader included; it reads "owner"."""
+
+    def choices(self, changelist):
+        for choice in super().choices(changelist):
+            if choice["display"] == OWNER_CHANNEL:
+                choice["display"] = _("owner")
+            yield choice
 
 
 class MemoryForm(forms.ModelForm):
@@ -62,7 +74,7 @@ class MemoryAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
         "updated_at",
         "expires_at",
     ]
-    list_filter = ["kind", "scope", "channel"]
+    list_filter = ["kind", "scope", ("channel", ChannelFilter)]
     # An end user's id is searched whole (it is the application's, often a number).
     search_fields = ["=end_user", "statement", "=owner__username"]
     list_select_related = ["owner"]

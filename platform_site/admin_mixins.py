@@ -1,7 +1,8 @@
 """Admin behaviour shared by many models: ledger rows can be read, never added, changed or
 deleted; JSON read there is shown as indented JSON; typed JSON is parsed with the same limits as
 the API's; an owned object's signing secret is shown once and then only replaced (and said to
-be unreadable when the keys cannot decrypt it)."""
+be unreadable when the keys cannot decrypt it); a tabular inline's boxes are named for screen
+readers."""
 
 import json
 
@@ -100,6 +101,27 @@ class ReadOnlyAdminMixin(JSONDisplayMixin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class _LabelledFieldsFormSet:
+    def add_fields(self, form, index):
+        super().add_fields(form, index)
+        for field in form.fields.values():
+            # A relation's box is wrapped (RelatedFieldWidgetWrapper) and the inner widget is the
+            # one rendered; the wrapper's own attrs are the first form's, shared by the copies.
+            widget = getattr(field.widget, "widget", field.widget)
+            if field.label:
+                widget.attrs.setdefault("aria-label", field.label)
+
+
+class LabelledTabularInline(admin.TabularInline):
+    """A tabular inline whose fields have names for screen readers: a row's boxes sit under the
+    table's column headings with no <label> of their own, so each is named by its field's label
+    (the delete box too). Django's own tabular template has no such label."""
+
+    def get_formset(self, request, obj=None, **kwargs):
+        formset = super().get_formset(request, obj, **kwargs)
+        return type(formset.__name__, (_LabelledFieldsFormSet, formset), {})
 
 
 class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):
