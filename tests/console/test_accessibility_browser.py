@@ -23,6 +23,12 @@ PAGES = {
     "admin-index": lambda seeded: reverse("admin:index"),
     "agent-hub": lambda seeded: reverse("monitoring:agent", args=[seeded.agent.slug]),
     "runs": lambda seeded: reverse("admin:conversations_run_changelist"),
+    "runs-filtered": lambda seeded: (
+        reverse("admin:conversations_run_changelist")
+        + f"?agent__id__exact={seeded.agent.pk}&cost_min=0&cost_max=100&duration_max=3600&tag=orders"
+    ),
+    "thread": lambda seeded: reverse("monitoring:conversation", args=[seeded.run.conversation_id]),
+    "playground": lambda seeded: reverse("monitoring:playground", args=[seeded.agent.slug]),
     "run-timeline": lambda seeded: reverse("monitoring:run", args=[seeded.run.pk]),
     "run-admin": lambda seeded: reverse("admin:conversations_run_change", args=[seeded.run.pk]),
     "dashboard": lambda seeded: reverse("monitoring:dashboard"),
