@@ -6,6 +6,7 @@ lets a caller choose (a posted message's `version`, a fork's version or model co
 - A run that repeats another run's version (a fork with no version named) repeats a version that
   has served live traffic freely: one that was published, or any of an agent never published
   (its draft was live). Another one (a draft a tester ran) takes that permission too.
+- An edited draft of the prompt playground (a playground version) takes it always.
 - A model config other than one the agent uses (its model, its fallback, or one of its versions'
   models or fallbacks) takes the permission to change model configs: that permission is what
   lets an operator point a config anywhere and test its connection, billing its key.
@@ -35,7 +36,12 @@ def run_choice_check(
     `version`: what the caller named (a str or int), or the AgentVersion a run repeats; None:
     the live one. `model_config`: a config the run uses instead of its version's; None: its own.
     Nothing is read when nothing is chosen."""
-    if isinstance(version, AgentVersion):
+    if isinstance(version, AgentVersion) and version.playground:
+        # An edited draft of the prompt playground has served no traffic, whatever the agent's
+        # history: trying it is testing a version.
+        if not user.has_perm(TEST_VERSION_PERMISSION):
+            raise RunChoiceRefused(_("Trying an edited draft takes the permission to test agent versions."))
+    elif isinstance(version, AgentVersion):
         # An agent never published runs its draft live: any of its versions served live traffic.
         if (
             version.published_at is None

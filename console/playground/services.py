@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 from agents.models import Agent, AgentVersion
 from agents.playground import PlaygroundEdits, playground_snapshot, playground_version
 from agents.releases import version_by_id
+from agents.run_choices import run_choice_check
 from agents.services import agent_version_current
 from agents.snapshot import snapshot_hash
 from conversations.models import TERMINAL_STATUSES, Message, Run, RunTrigger
@@ -124,8 +125,13 @@ def playground_send(
     """Two runs queued once this commits, each in a new conversation of `user`: the edited
     draft's (a playground version) and the live version's, answering `content`, or `source`'s
     user message after its conversation's earlier turns. ValidationError on a bad edit,
-    PastRunInvalid, engine.admission_limits.AdmissionRefused at the workspace's limits."""
+    PastRunInvalid, engine.admission_limits.AdmissionRefused at the workspace's limits;
+    agents.run_choices.RunChoiceRefused when the user may not run what the draft chose."""
     draft_version = playground_version(agent=agent, snapshot=playground_snapshot(agent=agent, edits=edits))
+    # The one rule for what a caller may choose to run (as a posted version or a fork's model):
+    # a draft of a published agent is a version never published, and another model config bills
+    # another key.
+    run_choice_check(user=user, agent_id=agent.pk, version=draft_version, model_config=edits.model_config)
     turns = turns_of(run=source) if source is not None else Turns(history=[], content=content, recorded=[])
     live = live_version(agent=agent)
     with transaction.atomic():

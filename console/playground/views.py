@@ -17,6 +17,7 @@ from django.utils.translation import gettext as _
 
 from agents.models import Agent
 from agents.playground import AGENT_FIELDS, MODEL_FIELDS, playground_save
+from agents.run_choices import RunChoiceRefused
 from agents.selectors import agents_usable_by
 from console.monitoring.views import TRY_PERMISSIONS, operator_required
 from console.playground.forms import EvalForm, PlaygroundForm, SendForm
@@ -134,6 +135,8 @@ def playground_send_view(request, slug):
         return _validation_error(exc, form)
     except PastRunInvalid as exc:
         return _error(str(exc))
+    except RunChoiceRefused as exc:
+        return _error(str(exc), status=403)
     except AdmissionRefused as exc:
         response = _error(exc.message, status=429)
         response["Retry-After"] = str(exc.retry_after)

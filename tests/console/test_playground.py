@@ -20,6 +20,7 @@ from django.utils import timezone
 from agents.models import AgentTool, AgentVersion, ModelConfig
 from agents.playground import PlaygroundEdits, playground_save
 from agents.releases import ReleaseRefused, UnknownVersion, version_publish, version_rollback, version_target
+from agents.run_choices import RunChoiceRefused
 from agents.selectors import agent_versions
 from agents.services import agent_version_current
 from alerts.models import AlertRule
@@ -62,6 +63,14 @@ def _edits(agent, **changes) -> PlaygroundEdits:
         model_params=changes.pop("model_params", {}),
         tools=changes.pop("tools", None),
     )
+
+
+@pytest.fixture
+def staff(staff):
+    """The on-call member who may also test agent versions: trying an edited draft is testing one
+    (agents.run_choices)."""
+    staff.user_permissions.add(Permission.objects.get(content_type__app_label="agents", codename="test_agent_version"))
+    return get_user_model().objects.get(pk=staff.pk)
 
 
 # Services
@@ -242,7 +251,7 @@ def operator(client):
     user = get_user_model().objects.create_user("playground-op", password="pw", is_staff=True)
     user.user_permissions.add(
         *Permission.objects.filter(
-            codename__in=["view_run", "add_run", "view_agent", "change_agent"],
+            codename__in=["view_run", "add_run", "view_agent", "change_agent", "test_agent_version"],
             content_type__app_label__in=["conversations", "agents"],
         )
     )
@@ -334,6 +343,10 @@ def test_permissions(client, agent):
     user.user_permissions.add(Permission.objects.get(content_type__app_label="agents", codename="view_agent"))
     client.force_login(get_user_model().objects.get(pk=user.pk))
     assert client.get(page_url(agent)).status_code == 200
+    # Trying an edited draft is testing a version (agents.run_choices): a 403 that says so.
+    refused = client.post(page_url(agent, "send"), _form(agent))
+    assert refused.status_code == 403 and "test agent versions" in refused.json()["message"]
+    assert not Run.objects.filter(trigger=RunTrigger.PLAYGROUND).exists()
     assert 'id="playground-save"' not in client.get(page_url(agent)).content.decode()
     assert client.post(page_url(agent, "save"), _form(agent)).status_code == 403
     assert client.post(page_url(agent, "eval"), _form(agent)).status_code == 403
@@ -389,3 +402,16 @@ def test_statement_count_does_not_grow_with_the_agent_s_history(client, operator
         Message.objects.create(conversation=source.conversation, order=1, role="user", content="hi", run=source)
     assert _statements(client, agent) == few
     assert few <= 25, few
+
+
+def test_another_model_config_takes_the_permission_to_change_model_configs(agent, staff):
+    """A config the agent never used bills another key: the rule of every way in that lets a
+    caller choose a model (agents.run_choices), as for a fork."""
+    other = ModelConfigFactory(workspace_id=agent.workspace_id)
+    with pytest.raises(RunChoiceRefused, match="change model configs"):
+        playground_send(agent=agent, user=staff, edits=_edits(agent, model_config=other), content="x")
+    assert not Run.objects.filter(trigger=RunTrigger.PLAYGROUND).exists()
+    staff.user_permissions.add(Permission.objects.get(content_type__app_label="agents", codename="change_modelconfig"))
+    staff = get_user_model().objects.get(pk=staff.pk)
+    pair = playground_send(agent=agent, user=staff, edits=_edits(agent, model_config=other), content="x")
+    assert pair.draft.trigger == RunTrigger.PLAYGROUND
