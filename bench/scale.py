@@ -11,8 +11,9 @@ docs/benchmark.md between its scale markers. The axes:
 - runs in flight (bench.scale_runs): the full stack against the bare loop at 200, 1,000, 2,000;
 - conversation length (bench.scale_turns): one step's CPU and statements at 1, 50, 200 prior turns;
 - knowledge base size (bench.scale_knowledge, when present): search and indexing at 1,000 to 100,000 chunks;
-- ledger size (bench.scale_ledger): the dashboard, runs list, a timeline, export and retention at 1 to
-  10 million model calls.
+- ledger size (bench.scale_ledger): the dashboard, runs list, a timeline, the operator's pages (an
+  agent's page, the admin's runs list by each filter), export and retention at 1 to 10 million
+  model calls.
 """
 
 import argparse
@@ -128,6 +129,8 @@ def ledger_targets(rows: list[dict]) -> list[Target]:
             1.1,
             at_most=True,
         ),
+        # Issue 55: the agent's page and the runs list as operators filter it answer within 300 ms.
+        _bounded("slowest operator page at 10M calls (ms)", row.get("pages_slowest_ms"), 300, at_most=True),
     ]
 
 
@@ -146,6 +149,10 @@ def axis_section(axis: str, rows: list[dict] | None, note: str = "") -> str:
     if not rows:
         return "\n\n".join(parts)
     parts.append(markdown_table(rows, COLUMNS.get(axis)))
+    if axis == "ledger" and any(row.get("pages") for row in rows):
+        from bench.scale_ledger import pages_rows
+
+        parts.append(markdown_table(pages_rows(rows), COLUMNS["ledger_pages"]))
     if axis in TARGETS:
         parts.append(targets_text(TARGETS[axis](rows)))
     return "\n\n".join(parts)
