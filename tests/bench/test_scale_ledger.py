@@ -95,9 +95,7 @@ def test_the_quick_ledger_axis_prints_its_table_and_targets(transactional_db):
 
 
 def test_the_page_reads_are_the_agents_page_and_the_runs_list_by_each_filter():
-    reads = dict(
-        page_reads(slug="bench", agent_id=7, version_id=9, conversation_id="c0ffee", day=date(2026, 3, 4))
-    )
+    reads = dict(page_reads(slug="bench", agent_id=7, version_id=9, conversation_id="c0ffee", day=date(2026, 3, 4)))
     assert reads["agent's page"] == "/monitor/agents/bench/"
     assert reads["playground"] == "/monitor/agents/bench/playground/"
     assert reads["conversation thread"] == "/monitor/conversations/c0ffee/"

@@ -2,8 +2,7 @@
 (console.run_changelist): a count that stops a few pages past the one shown, a date hierarchy
 from the list's first and last date, and the joined columns for the page's rows only."""
 
-from datetime import date, datetime
-from datetime import timezone as tz
+from datetime import UTC, date, datetime
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -50,7 +49,7 @@ def runs():
     """Five runs of one agent: two in January 2026, none in February, three in March."""
     agent = make_agent()
     days = [(1, 5), (1, 20), (3, 2), (3, 2), (3, 9)]
-    return [ledger_run(agent, created_at=datetime(2026, month, day, 12, tzinfo=tz.utc)) for month, day in days]
+    return [ledger_run(agent, created_at=datetime(2026, month, day, 12, tzinfo=UTC)) for month, day in days]
 
 
 def _list(client, params=None):
@@ -104,14 +103,31 @@ def test_the_date_hierarchy_lists_the_periods_between_the_first_and_last_run(sup
     assert not [sql for sql in statements if 'MIN("conversations_run"."created_at")' in sql]
 
 
-def test_the_list_costs_the_same_statements_whatever_the_ledger_holds(superuser_client, runs, monkeypatch):
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"agent__id__exact": "AGENT"},
+        {"status__exact": "completed"},
+        {"stop_reason__exact": "final_answer"},
+        {"trigger__exact": "api"},
+        {"guardrail": "flag"},
+        {"has_error": "no"},
+        {"fork": "no"},
+        {"created_at__year": "2026", "created_at__month": "3"},
+        {"agent__id__exact": "AGENT", "created_at__year": "2026", "created_at__month": "3", "created_at__day": "2"},
+    ],
+    ids=lambda params: "&".join(params) or "unfiltered",
+)
+def test_the_list_costs_the_same_statements_whatever_the_ledger_holds(superuser_client, runs, monkeypatch, params):
     from console.admin import RunAdmin
 
     monkeypatch.setattr(RunAdmin, "list_per_page", 2)
     agent = runs[0].agent
-    _, few = _list(superuser_client, {"agent__id__exact": agent.pk})
-    for day in range(10, 20):
-        ledger_run(agent, created_at=datetime(2026, 3, day, 12, tzinfo=tz.utc))
-    _, more = _list(superuser_client, {"agent__id__exact": agent.pk})
+    params = {key: str(agent.pk) if value == "AGENT" else value for key, value in params.items()}
+    _, few = _list(superuser_client, params)
+    for day in range(2, 12):
+        ledger_run(agent, created_at=datetime(2026, 3, day, 12, tzinfo=UTC))
+    _, more = _list(superuser_client, params)
     assert len(more) == len(few) <= 12, more
     assert Run.objects.count() == 15
