@@ -57,8 +57,8 @@ COLUMNS = {
     ],
     # The operator's pages at each ledger size (bench.scale_ledger.page_reads), a row a page.
     "ledger_pages": [
-        ("llm_calls", "model calls", "{:,}"),
         ("page", "page", "{}"),
+        ("llm_calls", "model calls", "{:,}"),
         ("median_ms", "median (ms)", "{:.1f}"),
         ("p95_ms", "p95 (ms)", "{:.1f}"),
         ("statements", "statements", "{}"),

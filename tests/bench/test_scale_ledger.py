@@ -87,6 +87,10 @@ def test_the_quick_ledger_axis_prints_its_table_and_targets(transactional_db):
     assert len(rows) == 1, out
     assert "–" not in rows[0], rows[0]  # every figure measured at the quick size
     assert "dashboard at 10M calls (ms): – (target ≤ 300): not measured" in out
+    # The operator's pages, a row each, and their target.
+    assert "| page | model calls | median (ms) | p95 (ms) | statements |" in out
+    assert "| agent's page | 20,0" in out or "| agent's page | 19,9" in out, out
+    assert "slowest operator page at 10M calls (ms): – (target ≤ 300): not measured" in out
     # The purged month was written again: the ledger keeps its size for the next measurement.
     assert LLMCall.objects.filter(model_name="scale-ledger").count() > 19_900
 
