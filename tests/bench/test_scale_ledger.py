@@ -16,6 +16,7 @@ from bench.scale_ledger import (
     NOT_AVAILABLE,
     _clients,
     ledger_grow,
+    ledger_reads,
     page_measure,
     page_reads,
     page_table,
@@ -152,3 +153,17 @@ def test_each_page_is_measured_on_a_tiny_ledger_and_a_missing_route_or_filter_is
     for always in ("agent's page", "runs list", "runs list: agent", "runs list: trigger", "runs list: agent's day"):
         assert by_page[always]["status"] == "ok", by_page[always]
     assert {row["status"] for row in table} <= {"ok", NOT_AVAILABLE}
+
+
+@pytest.mark.django_db
+def test_reads_only_measures_the_ledger_present_and_adds_nothing():
+    ledger_grow(40)
+    before = _counts()
+    [row] = ledger_reads()
+    assert _counts()["calls"] == before["calls"] == row["llm_calls"] == 40
+    assert _counts()["runs"] == before["runs"]  # no live run, export or retention wrote or purged any
+    for key in ("dashboard_ms", "runs_list_p95_ms", "runs_filtered_p95_ms", "timeline_ms", "pages_slowest_ms"):
+        assert row[key] > 0, key
+    assert row["pages_slowest"] in {page["page"] for page in row["pages"] if page["status"] == "ok"}
+    table = markdown_table([row], COLUMNS["ledger_reads"])
+    assert table.splitlines()[2].startswith("| 40 |") and "–" not in table
