@@ -59,7 +59,12 @@ class RunChangeList(ChangeList):
 
     def get_results(self, request):
         super().get_results(request)
-        self.result_list = self.model_admin.page_rows(self.result_list)
+        if self.result_count == 0:
+            # The count found no row: no page to read. A filter that few runs pass and no index
+            # serves (a cost range) would read every run of the ledger a second time for it.
+            self.result_list = self.queryset.none()
+        else:
+            self.result_list = self.model_admin.page_rows(self.result_list)
 
 
 def periods_between(first: date, last: date, kind: str) -> list[date]:

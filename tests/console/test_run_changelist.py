@@ -99,8 +99,10 @@ def test_the_date_hierarchy_lists_the_periods_between_the_first_and_last_run(sup
     assert all(short in march for short in shown)
 
     empty, statements = _list(superuser_client, {"status__exact": "failed"})
-    # An empty list reads no bounds at all.
+    # An empty list reads no bounds and no page: its count was the one read of the runs.
+    assert "0 runs" in empty
     assert not [sql for sql in statements if 'MIN("conversations_run"."created_at")' in sql]
+    assert len([sql for sql in statements if 'FROM "conversations_run"' in sql]) == 1, statements
 
 
 @pytest.mark.parametrize(
