@@ -11,8 +11,9 @@ docs/benchmark.md between its scale markers. The axes:
 - runs in flight (bench.scale_runs): the full stack against the bare loop at 200, 1,000, 2,000;
 - conversation length (bench.scale_turns): one step's CPU and statements at 1, 50, 200 prior turns;
 - knowledge base size (bench.scale_knowledge, when present): search and indexing at 1,000 to 100,000 chunks;
-- ledger size (bench.scale_ledger): the dashboard, runs list, a timeline, export and retention at 1 to
-  10 million model calls.
+- ledger size (bench.scale_ledger): the dashboard, runs list, a timeline, the operator's pages (an
+  agent's page, the admin's runs list by each filter), export and retention at 1 to 10 million
+  model calls.
 """
 
 import argparse
@@ -115,11 +116,10 @@ def ledger_targets(rows: list[dict]) -> list[Target]:
     """Issue 43 §2, at 10 million model calls (the first point holding as many, within 0.1 %: a
     point counts the calls present, and a ledger grown by a version that rounded down held a
     few calls fewer than asked): dashboard ≤ 300 ms, runs list p95 ≤ 100 ms, a timeline ≤ 100
-    ms, and live runs slowed by retention by at most 10 %; issue 55: an agent's page ≤ 300 ms."""
+    ms, and live runs slowed by retention by at most 10 %."""
     row = next((r for r in rows if r["llm_calls"] >= 9_990_000), {})
     return [
         _bounded("dashboard at 10M calls (ms)", row.get("dashboard_ms"), 300, at_most=True),
-        _bounded("agent's page at 10M calls (ms)", row.get("agent_page_ms"), 300, at_most=True),
         _bounded("runs list p95 at 10M calls (ms)", row.get("runs_list_p95_ms"), 100, at_most=True),
         _bounded("runs list by status p95 at 10M calls (ms)", row.get("runs_filtered_p95_ms"), 100, at_most=True),
         _bounded("timeline at 10M calls (ms)", row.get("timeline_ms"), 100, at_most=True),
@@ -129,6 +129,8 @@ def ledger_targets(rows: list[dict]) -> list[Target]:
             1.1,
             at_most=True,
         ),
+        # Issue 55: the agent's page and the runs list as operators filter it answer within 300 ms.
+        _bounded("slowest operator page at 10M calls (ms)", row.get("pages_slowest_ms"), 300, at_most=True),
     ]
 
 
@@ -147,6 +149,10 @@ def axis_section(axis: str, rows: list[dict] | None, note: str = "") -> str:
     if not rows:
         return "\n\n".join(parts)
     parts.append(markdown_table(rows, COLUMNS.get(axis)))
+    if axis == "ledger" and any(row.get("pages") for row in rows):
+        from bench.scale_ledger import pages_rows
+
+        parts.append(markdown_table(pages_rows(rows), COLUMNS["ledger_pages"]))
     if axis in TARGETS:
         parts.append(targets_text(TARGETS[axis](rows)))
     return "\n\n".join(parts)
@@ -174,7 +180,6 @@ PLOTTED = {  # axis: x key, [(y key, label)] on the left, [(y key, label)] on th
         "llm_calls",
         [
             ("dashboard_ms", "dashboard (ms)"),
-            ("agent_page_ms", "agent's page (ms)"),
             ("runs_list_p95_ms", "runs list p95 (ms)"),
             ("timeline_ms", "timeline (ms)"),
         ],

@@ -34,7 +34,6 @@ COLUMNS = {
         ("llm_calls", "model calls", "{:,}"),
         ("generate_s", "added in (s)", "{:.0f}"),
         ("dashboard_ms", "dashboard (ms)", "{:.1f}"),
-        ("agent_page_ms", "agent's page (ms)", "{:.1f}"),
         ("runs_list_p95_ms", "runs list p95 (ms)", "{:.1f}"),
         ("runs_filtered_p95_ms", "runs list by status p95 (ms)", "{:.1f}"),
         ("timeline_ms", "timeline (ms)", "{:.1f}"),
@@ -45,6 +44,24 @@ COLUMNS = {
         ("retention_seconds", "purge with rest (s)", "{:.0f}"),
         ("retention_rows_per_s", "rows/s", "{:,.0f}"),
         ("retention_slowdown", "live run wall beside it ÷ none", "{:.2f}"),
+        ("pages_slowest_ms", "slowest operator page (ms)", "{:.1f}"),
+    ],
+    # bench.scale_ledger --reads-only: the reads alone, the ledger as it is.
+    "ledger_reads": [
+        ("llm_calls", "model calls", "{:,}"),
+        ("dashboard_ms", "dashboard (ms)", "{:.1f}"),
+        ("runs_list_p95_ms", "runs list p95 (ms)", "{:.1f}"),
+        ("runs_filtered_p95_ms", "runs list by status p95 (ms)", "{:.1f}"),
+        ("timeline_ms", "timeline (ms)", "{:.1f}"),
+        ("pages_slowest_ms", "slowest operator page (ms)", "{:.1f}"),
+    ],
+    # The operator's pages at each ledger size (bench.scale_ledger.page_reads), a row a page.
+    "ledger_pages": [
+        ("page", "page", "{}"),
+        ("llm_calls", "model calls", "{:,}"),
+        ("median_ms", "median (ms)", "{:.1f}"),
+        ("p95_ms", "p95 (ms)", "{:.1f}"),
+        ("statements", "statements", "{}"),
     ],
 }
 GENERIC = "{:,.4g}"

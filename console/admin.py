@@ -24,6 +24,13 @@ from console.feedback_admin import ForgetEndUserMixin
 from console.formatting import plain_amount, short_id_html
 from console.monitoring.admin_actions import cancel_runs, requeue_runs, retry_runs
 from console.monitoring.presenters import approval_edit, duration_text
+from console.run_changelist import (
+    CappedPaginator,
+    RunChangeList,
+    action_checkbox_html,
+    choice_label,
+    count_cap,
+)
 from console.run_list_filters import CostFilter, DurationFilter, MetaFilter, SourceFilter, TagFilter, VersionFilter
 from conversations.models import (
     ApiToken,
@@ -35,6 +42,9 @@ from conversations.models import (
     Run,
     RunEvent,
     RunPurge,
+    RunStatus,
+    RunTrigger,
+    StopReason,
     ToolInvocation,
 )
 from conversations.permissions import user_may_decide
@@ -217,7 +227,7 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
         "end_user_column",
         "version",
         "status_text",
-        "trigger",
+        "trigger_text",
         "tokens",
         "estimated",
         "cost_text",
@@ -314,17 +324,21 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
     def has_export_permission(self, request):
         return user_may_export(request.user)
 
-    def get_queryset(self, request):
-        # The question and the version number come with the list's one query, without loading
-        # whole messages or version snapshots.
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                question_start=Substr("request__content", 1, QUESTION_CHARS + 1),
-                version_number=F("agent_version__number"),
-                end_user=F("conversation__end_user"),
-            )
+    def get_changelist(self, request, **kwargs):
+        return RunChangeList
+
+    def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
+        # A bounded count (console.run_changelist): an exact one read the whole ledger.
+        return CappedPaginator(queryset, per_page, orphans, allow_empty_first_page, cap=count_cap(request, per_page))
+
+    def page_rows(self, rows):
+        # The question and the version number come with the page's one query, without loading
+        # whole messages or version snapshots; only the page's rows join their tables
+        # (RunChangeList), not the count and the date hierarchy's bounds.
+        return rows.annotate(
+            question_start=Substr("request__content", 1, QUESTION_CHARS + 1),
+            version_number=F("agent_version__number"),
+            end_user=F("conversation__end_user"),
         )
 
     @admin.display(description=gettext_lazy("end user"), ordering="conversation__end_user")
@@ -367,11 +381,19 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
         number = getattr(obj, "version_number", None)
         return _("playground") if number == 0 else number
 
+    def action_checkbox(self, obj):
+        return action_checkbox_html(obj)
+
     @admin.display(description=gettext_lazy("status"), ordering="status")
     def status_text(self, obj):
+        status = choice_label(RunStatus, obj.status)
         if obj.stop_reason and obj.stop_reason != obj.status:
-            return f"{obj.get_status_display()} ({obj.get_stop_reason_display().lower()})"
-        return obj.get_status_display()
+            return f"{status} ({choice_label(StopReason, obj.stop_reason).lower()})"
+        return status
+
+    @admin.display(description=gettext_lazy("trigger"), ordering="trigger")
+    def trigger_text(self, obj):
+        return choice_label(RunTrigger, obj.trigger)
 
     @admin.display(description=gettext_lazy("tokens"), ordering="total_tokens")
     def tokens(self, obj):

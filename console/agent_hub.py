@@ -203,7 +203,15 @@ def _quality(agent: Agent, *, start: datetime, may_see_alerts: bool) -> dict:
     eval_runs = list(
         EvalRun.objects.filter(agent_version__agent=agent)
         .select_related("suite", "agent_version")
-        .only("status", "metrics", "started_at", "finished_at", "suite__name", "agent_version__number", "agent_version__playground")
+        .only(
+            "status",
+            "metrics",
+            "started_at",
+            "finished_at",
+            "suite__name",
+            "agent_version__number",
+            "agent_version__playground",
+        )
         .order_by("-started_at")[:5]
     )
     since = _since(start)

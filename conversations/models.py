@@ -5,7 +5,7 @@ import uuid
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import ExpressionWrapper, F, Q
 from django.utils.translation import gettext_lazy as _
 
 from workspaces.defaults import InWorkspace
@@ -352,6 +352,18 @@ class Run(models.Model):
                 fields=["parent_tool_invocation"],
                 condition=Q(parent_tool_invocation__isnull=False),
                 name="run_parent_tool_call_idx",
+            ),
+            # The runs list by duration (?duration_min / ?duration_max, finished_at - started_at):
+            # without it a range few runs fall in read every run of the ledger (0.85 s at 10
+            # million model calls; 36 ms with it, bench.scale_ledger). Ended runs only, one entry
+            # each, written by the update that ends the run: that update changes the status and
+            # finished_at, both indexed already, so it writes into every index anyway; started_at
+            # is set by the update that starts the run, which changes the status too. No update
+            # that was heap-only (HOT) stops being so.
+            models.Index(
+                ExpressionWrapper(F("finished_at") - F("started_at"), output_field=models.DurationField()),
+                name="run_duration_idx",
+                condition=Q(started_at__isnull=False, finished_at__isnull=False),
             ),
         ]
 

@@ -10,10 +10,12 @@ scan stops once a page is full. What each one reads (EXPLAIN on PostgreSQL, docs
 - version: agent_version_id, by the foreign key's own index (run_agent_version_id_…).
 - tag, meta: RunLabel's run_label_lookup_idx (key, value, run), then the runs by primary key.
   Written only for runs that carry labels, so unlabelled traffic pays nothing for it.
-- cost and duration ranges: no index. An index on cost would be written by every step that adds
-  to a run's cost (a non-HOT update per step, as run_status_idx's comment explains), and one on
-  finished_at - started_at by every run's end; both ranges are meant to be combined with an
-  agent, a version or the date, whose indexes bound the scan.
+- duration range: run_duration_idx, a partial index on finished_at - started_at of ended runs,
+  written once at a run's end (an update that already writes every index, since it changes the
+  status); 852 ms → 20-64 ms at the scale benchmark's 2.5 million runs.
+- cost range: no index. One on cost would be written by every step that adds to a run's cost (a
+  non-HOT update per step, as run_status_idx's comment explains); the range is meant to be
+  combined with an agent, a version or the date, whose indexes bound the scan.
 """
 
 from dataclasses import dataclass
