@@ -23,6 +23,8 @@ from knowledge.models import Document, KnowledgeBase
 from knowledge.services import base_index, knowledge_base_save
 from tools.approval_policy import ApprovalPolicy
 from tools.models import ToolDefinition
+from widgets.models import Widget
+from widgets.services import widget_secret_new
 from workspaces.defaults import default_workspace_id
 
 # The fake model's script for every agent of the demo (its file stem).
@@ -243,3 +245,28 @@ def customer_service_seed(
     order_tools = _order_tools(order_service_url, reset=reset)
     faq = faq_seed(reset=reset)
     return _agents_seed(model=model, order_tools=order_tools, faq=faq, reset=reset)
+
+
+DEMO_WIDGET = "客服咨询（演示）"
+
+
+def demo_widget_seed(*, agent: Agent, owner) -> Widget:
+    """The router's chat widget, made once: the demo agent's page then shows an embed snippet to
+    copy (docs/demo.md). Its conversations are `owner`'s; its secret is made here and shown
+    nowhere (the admin replaces it when a site needs one)."""
+    widget = Widget.objects.filter(agent=agent, name=DEMO_WIDGET).first()
+    if widget is not None:
+        return widget
+    widget = Widget(
+        agent=agent,
+        workspace_id=agent.workspace_id,
+        name=DEMO_WIDGET,
+        owner=owner,
+        secret=widget_secret_new(),
+        allowed_origins="http://127.0.0.1:8000\nhttp://localhost:8000",
+        title="在线客服",
+        greeting="您好，请问有什么可以帮您？",
+    )
+    widget.full_clean()
+    widget.save()
+    return widget

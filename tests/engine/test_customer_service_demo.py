@@ -9,6 +9,7 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.urls import reverse
 
 from agents.models import Agent, AgentDelegate, AgentTool
 from conversations.models import Approval, Run, RunStatus, ToolInvocation
@@ -17,14 +18,17 @@ from demo.customer_service import (
     _AGENTS,
     AFTER_SALES,
     CUSTOMER_SERVICE_QUESTIONS,
+    DEMO_WIDGET,
     FALLBACK_ANSWER,
     ORDERS,
     QUALITY,
     ROUTER,
     customer_service_seed,
+    demo_widget_seed,
 )
 from demo.orders import order_service_start, order_service_start_or_reuse
 from knowledge.models import Chunk, Document, KnowledgeSearch
+from widgets.models import Widget
 
 
 def _root(question: str) -> Run:
@@ -170,3 +174,16 @@ def test_order_service(orders):
     assert httpx.post(f"{orders}/orders/DD20261130001/address", json={"address": ""}).status_code == 400
     assert httpx.post(f"{orders}/orders/DD20261130001/address", content=b"not json").status_code == 400
     assert httpx.post(f"{orders}/orders/DD20261130001/address", json=["x"]).status_code == 400
+
+
+@pytest.mark.django_db
+def test_the_router_gets_one_widget_whose_snippet_its_page_shows(client):
+    """docs/demo.md: a newcomer finds the demo agent's widget snippet on its page."""
+    router = customer_service_seed(llm_base_url="http://127.0.0.1:9/v1", order_service_url="http://127.0.0.1:9")
+    owner = get_user_model().objects.create_superuser("demo-admin", password="pw")
+    widget = demo_widget_seed(agent=router, owner=owner)
+    assert demo_widget_seed(agent=router, owner=owner).pk == widget.pk
+    assert Widget.objects.filter(agent=router).count() == 1 and widget.owner == owner
+    client.force_login(owner)
+    page = client.get(reverse("monitoring:agent", args=[router.slug])).content.decode()
+    assert str(widget.pk) in page and DEMO_WIDGET in page

@@ -18,7 +18,7 @@ from demo.cli import (
     run_tree_wait,
     run_wait,
 )
-from demo.customer_service import CUSTOMER_SERVICE_QUESTIONS, customer_service_seed
+from demo.customer_service import CUSTOMER_SERVICE_QUESTIONS, customer_service_seed, demo_widget_seed
 from demo.memory import MEMORY_END_USER, MEMORY_QUESTIONS, extraction_wait, memory_demo_fresh_start
 from demo.orders import order_service_start_or_reuse
 from demo.seed import demo_memory_seed
@@ -152,6 +152,7 @@ class Command(BaseCommand):
         url, server = order_service_start_or_reuse(port=order_service_port)
         try:
             router = customer_service_seed(llm_base_url=llm_base_url, order_service_url=url, reset=reset)
+            demo_widget_seed(agent=router, owner=self.approver)
             where = f"order service at {url}" + (" (already running)" if server is None else "")
             self.stdout.write(self.style.SUCCESS(f"Customer-service demo ready: {router.name}, {where}"))
             self._warn_other_order_service(url)
