@@ -71,13 +71,13 @@ WITH spec AS (
         id, conversation_id, agent_id, agent_version_id, status, stop_reason, error, cancel_requested, iterations,
         prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, total_tokens, usage_estimated, cost,
         lease_owner, claims, recoveries, event_seq, trace_id, trace_parent_span_id, trace_span_id, children_cost,
-        children_tokens, depth, trigger, created_at, started_at, finished_at)
+        children_tokens, depth, trigger, created_at, started_at, finished_at, tags, metadata)
     SELECT md5('r' || %(salt)s || i)::uuid, md5('c' || %(salt)s || i)::uuid, agent_id, version_id,
            CASE WHEN fate < 0.05 THEN 'failed' WHEN fate < 0.07 THEN 'cancelled' ELSE 'completed' END,
            CASE WHEN fate < 0.05 THEN 'provider_error' WHEN fate < 0.07 THEN 'cancelled' ELSE 'final_answer' END,
            CASE WHEN fate < 0.05 THEN 'The model could not be reached: HTTP 503' ELSE '' END,
            false, %(calls_per_run)s, 4000, 400, 1000, 0, 4400, false, 0.0012, '', 1, 0, 3, '', '', '', 0, 0, 0,
-           'api', ts, ts, ts + interval '8 seconds'
+           'api', ts, ts, ts + interval '8 seconds', '[]', '{}'
     FROM spec
     RETURNING id, agent_id, status, started_at
 ), calls AS (
