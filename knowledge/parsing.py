@@ -5,7 +5,7 @@ half a minute of CPU, a 78 KB one inflates to 80 MB. So documents are parsed onl
 (the indexing task), and there in a child process, the way the python tools' sandbox runs the
 calculator (tools/executors/sandbox.py): forked from the same fork server (Django preloaded, no
 lock of another thread inherited), with setrlimit on CPU time and address space, killed when
-its wall-clock timeout passes. Whatever the file does, the worker gets a title and a text or an
+its wall-clock timeout passes. Whatever the file does, the worker gets a title and sections of text or an
 ExtractionFailed whose message says which limit was passed; the document is marked failed with it.
 """
 
@@ -15,7 +15,8 @@ import signal
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from knowledge.extract import ExtractionFailed, text_from_bytes
+from knowledge.extract import IMAGE, PDF, ExtractionFailed, file_kind, sections_from_bytes
+from knowledge.sections import Section, section_text
 from tools.executors.sandbox import child_limits_apply
 
 # One fork server per process, shared with the python tools' sandbox (which sets the same preload).
@@ -28,11 +29,11 @@ def _child(conn, data: bytes, filename: str, content_type: str, cpu_seconds: int
     # document's bytes the child was handed.
     child_limits_apply(cpu_seconds=cpu_seconds, memory_bytes=memory_bytes)
     try:
-        title, text = text_from_bytes(data, filename=filename, content_type=content_type)
-        if len(text) > max_chars:
+        title, sections = sections_from_bytes(data, filename=filename, content_type=content_type)
+        if sum(len(section_text(section)) + 2 for section in sections) - 2 > max_chars:
             conn.send(("failed", _("The document's text is longer than %(n)s characters.") % {"n": max_chars}))
         else:
-            conn.send(("ok", title, text))
+            conn.send(("ok", title, sections))
     except ExtractionFailed as exc:
         conn.send(("failed", str(exc)))
     except MemoryError:
@@ -43,11 +44,22 @@ def _child(conn, data: bytes, filename: str, content_type: str, cpu_seconds: int
         conn.close()
 
 
-def text_from_bytes_limited(data: bytes, *, filename: str, content_type: str) -> tuple[str, str]:
-    """(title found in the content or "", text) of the file, read in a limited child process.
-    Raises ExtractionFailed when the file cannot be read or passes a limit."""
-    cpu_seconds = settings.AGENTRY_KNOWLEDGE_PARSE_CPU_SECONDS
+def _memory_mb(data: bytes, filename: str, content_type: str) -> int:
+    """The child's memory allowance: more for a file OCR may read (an image, a PDF whose pages
+    may be scans), whose models need about 1 GB of address space."""
+    try:
+        kind = file_kind(filename=filename, content_type=content_type, head=data[:8])
+    except ExtractionFailed:
+        kind = ""  # the child reports it
     memory_mb = settings.AGENTRY_KNOWLEDGE_PARSE_MEMORY_MB
+    return max(memory_mb, settings.AGENTRY_KNOWLEDGE_OCR_MEMORY_MB) if kind in (PDF, IMAGE) else memory_mb
+
+
+def sections_from_bytes_limited(data: bytes, *, filename: str, content_type: str) -> tuple[str, list[Section]]:
+    """(title found in the content or "", sections with their locations) of the file, read in a
+    limited child process. Raises ExtractionFailed when the file cannot be read or passes a limit."""
+    cpu_seconds = settings.AGENTRY_KNOWLEDGE_PARSE_CPU_SECONDS
+    memory_mb = _memory_mb(data, filename, content_type)
     timeout = settings.AGENTRY_KNOWLEDGE_PARSE_TIMEOUT_SECONDS
     max_chars = settings.AGENTRY_KNOWLEDGE_MAX_TEXT_CHARS
     receiver, sender = _context.Pipe(duplex=False)

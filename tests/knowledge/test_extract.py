@@ -44,5 +44,5 @@ def test_the_kind_is_read_from_the_name_the_type_or_the_first_bytes(filename, co
 
 
 def test_other_kinds_are_refused():
-    with pytest.raises(ExtractionFailed, match="Upload text, Markdown, HTML or PDF files."):
-        file_kind(filename="a.docx", content_type="application/vnd.openxmlformats", head=b"PK\x03\x04")
+    with pytest.raises(ExtractionFailed, match="Upload text, Markdown, HTML, CSV, PDF, Word"):
+        file_kind(filename="a.exe", content_type="application/octet-stream", head=b"MZ\x90\x00")
