@@ -10,12 +10,15 @@ ExtractionFailed whose message says which limit was passed; the document is mark
 """
 
 import multiprocessing
+import resource
 import signal
+import time
 
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from knowledge.extract import IMAGE, PDF, ExtractionFailed, file_kind, sections_from_bytes
+from knowledge import ocr
+from knowledge.extract import ExtractionFailed, sections_from_bytes
 from knowledge.sections import Section, section_text
 from tools.executors.sandbox import child_limits_apply
 
@@ -24,10 +27,29 @@ _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(["tools.sandbox_preload"])
 
 
-def _child(conn, data: bytes, filename: str, content_type: str, cpu_seconds: int, memory_bytes: int, max_chars: int):
+def _ocr_allowance(conn, ocr_cpu_seconds: int):
+    """What the child does when it first reads a page by OCR: it raises its soft limits to the
+    hard ones (OCR's allowance) and tells the parent, which then waits OCR's wall-clock limit."""
+
+    def allow():
+        resource.setrlimit(resource.RLIMIT_AS, (resource.getrlimit(resource.RLIMIT_AS)[1],) * 2)
+        resource.setrlimit(resource.RLIMIT_CPU, (ocr_cpu_seconds, resource.getrlimit(resource.RLIMIT_CPU)[1]))
+        conn.send(("ocr",))
+
+    return allow
+
+
+def _child(conn, data: bytes, filename: str, content_type: str, limits: dict, max_chars: int):
     # The same limits as the python tools' sandbox; the memory allowance comes on top of the
-    # document's bytes the child was handed.
-    child_limits_apply(cpu_seconds=cpu_seconds, memory_bytes=memory_bytes)
+    # document's bytes the child was handed. The hard limits are OCR's allowance, the soft ones
+    # the ordinary allowance, raised only when a page is read by OCR (its models need about 1 GB
+    # and a dense page seconds of CPU): a document without a scan never gets more.
+    child_limits_apply(cpu_seconds=limits["ocr_cpu_seconds"], memory_bytes=limits["ocr_memory_bytes"])
+    hard_as = resource.getrlimit(resource.RLIMIT_AS)[1]
+    extra = limits["ocr_memory_bytes"] - limits["memory_bytes"]
+    resource.setrlimit(resource.RLIMIT_AS, (hard_as - extra, hard_as))
+    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_seconds"], resource.getrlimit(resource.RLIMIT_CPU)[1]))
+    ocr.before_first_use(_ocr_allowance(conn, limits["ocr_cpu_seconds"]))
     try:
         title, sections = sections_from_bytes(data, filename=filename, content_type=content_type)
         if sum(len(section_text(section)) + 2 for section in sections) - 2 > max_chars:
@@ -44,41 +66,53 @@ def _child(conn, data: bytes, filename: str, content_type: str, cpu_seconds: int
         conn.close()
 
 
-def _memory_mb(data: bytes, filename: str, content_type: str) -> int:
-    """The child's memory allowance: more for a file OCR may read (an image, a PDF whose pages
-    may be scans), whose models need about 1 GB of address space."""
-    try:
-        kind = file_kind(filename=filename, content_type=content_type, head=data[:8])
-    except ExtractionFailed:
-        kind = ""  # the child reports it
-    memory_mb = settings.AGENTRY_KNOWLEDGE_PARSE_MEMORY_MB
-    return max(memory_mb, settings.AGENTRY_KNOWLEDGE_OCR_MEMORY_MB) if kind in (PDF, IMAGE) else memory_mb
+def _outcome(receiver, started: float, limits: dict) -> tuple:
+    """The child's last message; ("ocr",) on the way moves the deadline to OCR's."""
+    deadline = started + limits["timeout"]
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not receiver.poll(remaining):
+            raise ExtractionFailed(
+                _("Reading the document took longer than its time limit (%(n)s s); it was stopped.")
+                % {"n": limits["timeout"]}
+            )
+        try:
+            outcome = receiver.recv()
+        except EOFError:
+            return ("died",)
+        if outcome[0] != "ocr":
+            return outcome
+        limits.update(
+            ocr=True,
+            timeout=max(limits["timeout"], limits["ocr_timeout"]),
+            cpu_seconds=limits["ocr_cpu_seconds"],
+            memory_bytes=limits["ocr_memory_bytes"],
+        )
+        deadline = started + limits["timeout"]
 
 
 def sections_from_bytes_limited(data: bytes, *, filename: str, content_type: str) -> tuple[str, list[Section]]:
     """(title found in the content or "", sections with their locations) of the file, read in a
     limited child process. Raises ExtractionFailed when the file cannot be read or passes a limit."""
     cpu_seconds = settings.AGENTRY_KNOWLEDGE_PARSE_CPU_SECONDS
-    memory_mb = _memory_mb(data, filename, content_type)
-    timeout = settings.AGENTRY_KNOWLEDGE_PARSE_TIMEOUT_SECONDS
+    memory_bytes = settings.AGENTRY_KNOWLEDGE_PARSE_MEMORY_MB * 1024 * 1024
+    limits = {
+        "cpu_seconds": cpu_seconds,
+        "memory_bytes": memory_bytes,
+        "timeout": settings.AGENTRY_KNOWLEDGE_PARSE_TIMEOUT_SECONDS,
+        "ocr_cpu_seconds": max(cpu_seconds, settings.AGENTRY_KNOWLEDGE_OCR_CPU_SECONDS),
+        "ocr_memory_bytes": max(memory_bytes, settings.AGENTRY_KNOWLEDGE_OCR_MEMORY_MB * 1024 * 1024),
+        "ocr_timeout": settings.AGENTRY_KNOWLEDGE_OCR_TIMEOUT_SECONDS,
+    }
     max_chars = settings.AGENTRY_KNOWLEDGE_MAX_TEXT_CHARS
     receiver, sender = _context.Pipe(duplex=False)
     process = _context.Process(
-        target=_child,
-        args=(sender, data, filename, content_type, cpu_seconds, memory_mb * 1024 * 1024, max_chars),
-        daemon=True,
+        target=_child, args=(sender, data, filename, content_type, dict(limits), max_chars), daemon=True
     )
     process.start()
     sender.close()
     try:
-        if not receiver.poll(timeout):
-            raise ExtractionFailed(
-                _("Reading the document took longer than its time limit (%(n)s s); it was stopped.") % {"n": timeout}
-            )
-        try:
-            outcome = receiver.recv()
-        except EOFError:
-            outcome = ("died",)
+        outcome = _outcome(receiver, time.monotonic(), limits)
     finally:
         receiver.close()
         if process.is_alive():
@@ -90,11 +124,13 @@ def sections_from_bytes_limited(data: bytes, *, filename: str, content_type: str
         raise ExtractionFailed(outcome[1])
     if outcome[0] == "memory":
         raise ExtractionFailed(
-            _("Reading the document needed more memory than its limit (%(n)s MB); it was stopped.") % {"n": memory_mb}
+            _("Reading the document needed more memory than its limit (%(n)s MB); it was stopped.")
+            % {"n": limits["memory_bytes"] // (1024 * 1024)}
         )
     if process.exitcode in (-signal.SIGXCPU, -signal.SIGKILL):
         raise ExtractionFailed(
-            _("Reading the document used more CPU time than its limit (%(n)s s); it was stopped.") % {"n": cpu_seconds}
+            _("Reading the document used more CPU time than its limit (%(n)s s); it was stopped.")
+            % {"n": limits["cpu_seconds"]}
         )
     raise ExtractionFailed(
         _("The document's reader stopped unexpectedly (exit code %(code)s).") % {"code": process.exitcode}

@@ -577,9 +577,12 @@ AGENTRY_KNOWLEDGE_MAX_TEXT_CHARS = int(os.environ.get("AGENTRY_KNOWLEDGE_MAX_TEX
 # they declare more entries or more uncompressed bytes than this (a zip bomb).
 AGENTRY_KNOWLEDGE_ZIP_MAX_ENTRIES = int(os.environ.get("AGENTRY_KNOWLEDGE_ZIP_MAX_ENTRIES", "5000"))
 AGENTRY_KNOWLEDGE_ZIP_MAX_BYTES = int(os.environ.get("AGENTRY_KNOWLEDGE_ZIP_MAX_BYTES", "200000000"))
-# Scanned pages and images are read by OCR (rapidocr on onnxruntime, CPU), in the same child, which
-# then may map this much instead of AGENTRY_KNOWLEDGE_PARSE_MEMORY_MB: the models need about 1 GB.
+# Scanned pages and images are read by OCR (rapidocr on onnxruntime, CPU), in the same child: from
+# its first OCR page on, the child's limits are these instead of the PARSE ones (the models need
+# about 1 GB of address space, a dense page 1 to 3 s of CPU).
 AGENTRY_KNOWLEDGE_OCR_MEMORY_MB = int(os.environ.get("AGENTRY_KNOWLEDGE_OCR_MEMORY_MB", "1536"))
+AGENTRY_KNOWLEDGE_OCR_CPU_SECONDS = int(os.environ.get("AGENTRY_KNOWLEDGE_OCR_CPU_SECONDS", "300"))
+AGENTRY_KNOWLEDGE_OCR_TIMEOUT_SECONDS = int(os.environ.get("AGENTRY_KNOWLEDGE_OCR_TIMEOUT_SECONDS", "600"))
 AGENTRY_KNOWLEDGE_OCR_MAX_PIXELS = int(os.environ.get("AGENTRY_KNOWLEDGE_OCR_MAX_PIXELS", "40000000"))
 AGENTRY_KNOWLEDGE_OCR_MAX_PAGES = int(os.environ.get("AGENTRY_KNOWLEDGE_OCR_MAX_PAGES", "100"))
 CELERY_TASK_ROUTES["evals.tasks.eval_run_collect_task"] = {"queue": "maintenance"}

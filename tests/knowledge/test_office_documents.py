@@ -169,9 +169,16 @@ def test_an_empty_file_is_a_form_error_and_nothing_is_stored(admin_client, name)
     assert not Document.objects.filter(base=base).exists()
 
 
-def test_ocr_past_the_cpu_limit_is_a_failed_document(upload, settings):
+def test_a_scan_gets_ocrs_allowance_and_past_it_is_a_failed_document(upload, settings):
+    # The ordinary limits would stop OCR's model at once; the child raises them to OCR's when it
+    # reads its first page by OCR, and only then.
     settings.AGENTRY_KNOWLEDGE_PARSE_CPU_SECONDS = 1
+    settings.AGENTRY_KNOWLEDGE_PARSE_MEMORY_MB = 64
+    document, _response = upload(make_base(), "receipt.pdf", DOCUMENTS["scanned-delivery-receipt.pdf"])
+    assert document.status == "indexed" and _locations(document) == [{"page": 1}, {"page": 2}]
+
+    settings.AGENTRY_KNOWLEDGE_OCR_CPU_SECONDS = 2
     pages = [[f"第{i}页 page {i}", "扫描件 scanned text " * 3] for i in range(1, 9)]
-    document, _response = upload(make_base(), "long-scan.pdf", scan_pdf(pages))
+    document, _response = upload(make_base(name="long"), "long-scan.pdf", scan_pdf(pages))
     assert document.status == "failed"
-    assert document.error == "Reading the document used more CPU time than its limit (1 s); it was stopped."
+    assert document.error == "Reading the document used more CPU time than its limit (2 s); it was stopped."

@@ -102,7 +102,6 @@ def test_a_reader_that_needs_more_memory_than_allowed_is_stopped(store, settings
 
 def test_a_stream_under_the_parsers_own_limit_still_meets_the_memory_limit(store, settings):
     settings.AGENTRY_KNOWLEDGE_PARSE_MEMORY_MB = 32
-    settings.AGENTRY_KNOWLEDGE_OCR_MEMORY_MB = 32  # a PDF's child may otherwise map OCR's allowance
     document = _indexed(store(make_base(), "big.pdf", bomb_pdf(60_000_000)))
     assert document.status == "failed" and document.error.startswith("The PDF cannot be read: ")
 
