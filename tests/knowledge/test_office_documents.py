@@ -93,9 +93,12 @@ def test_reindexing_the_stored_text_keeps_the_locations(upload):
     assert {c.location["sheet"] for c in chunks} == {"运费 Shipping"}
 
 
-def test_the_search_tool_and_the_citations_name_the_page_sheet_or_slide(upload):
+def test_the_search_tool_and_the_citations_name_the_page_sheet_or_slide(upload, admin_client):
     base = make_base()
-    upload(base, "loyalty-training.pptx", DOCUMENTS["loyalty-training.pptx"])
+    deck, _response = upload(base, "loyalty-training.pptx", DOCUMENTS["loyalty-training.pptx"])
+    # The document's admin page lists its chunks with their locations.
+    page = admin_client.get(reverse("admin:knowledge_document_change", args=[deck.pk])).content.decode()
+    assert "slide 1" in page and "slide 2" in page
     upload(base, "shipping-rates.xlsx", DOCUMENTS["shipping-rates.xlsx"])
     passages = search(base=base, query="积分什么时候过期 points expire", top_k=1, mode=Mode.KEYWORD)
     chunk = passages[0].chunk
