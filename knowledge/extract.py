@@ -19,8 +19,8 @@ from pypdf import PdfReader
 from pypdf.errors import LimitReachedError
 
 from knowledge.ocr import OcrFailed, image_open, image_text, pixels_check
-from knowledge.office import DOCX, PPTX, XLSX, ContainerError, container_kind, docx_sections, pptx_sections
-from knowledge.sections import Section, sections_join
+from knowledge.office import DOCX, PPTX, XLSX, container_kind, docx_sections, pptx_sections
+from knowledge.sections import Section
 from knowledge.tables import csv_sections, xlsx_sections
 from platform_site.outbound import OutboundBlocked, guarded_request
 from tools.html_text import html_to_text
@@ -147,8 +147,8 @@ def markdown_title(text: str) -> str:
 
 
 def _page_scan(page) -> str:
-    """The text of a page without a text layer: its images, read by OCR (the largest first, as
-    a scanner stores a page as one image)."""
+    """The text of a page without a text layer: its images, read by OCR in order (a scanner
+    stores a page as one image). Each image's size is checked before any is decoded."""
     images = []
     for _name, ref in (page.get("/Resources") or {}).get("/XObject", {}).items():
         xobject = ref.get_object()
@@ -230,11 +230,9 @@ def sections_from_bytes(data: bytes, *, filename: str = "", content_type: str = 
             text = _decode(data)
             title = markdown_title(text) if kind == MARKDOWN else ""
             sections = [Section(text)]
-    except (ContainerError, OcrFailed) as exc:
-        raise ExtractionFailed(str(exc)) from exc
-    except ValueError as exc:
-        if isinstance(exc, ExtractionFailed):
-            raise
+    except ExtractionFailed:
+        raise
+    except ValueError as exc:  # the readers' own (ContainerError, OcrFailed, a CSV error): the file's
         raise ExtractionFailed(str(exc)) from exc
     for section in sections:
         section.text = section.text.replace("\x00", "")
@@ -243,12 +241,6 @@ def sections_from_bytes(data: bytes, *, filename: str = "", content_type: str = 
     if not sections:
         raise ExtractionFailed(_("No text was found in the document."))
     return title, sections
-
-
-def text_from_bytes(data: bytes, *, filename: str = "", content_type: str = "") -> tuple[str, str]:
-    """(title found in the content or "", text): the sections joined."""
-    title, sections = sections_from_bytes(data, filename=filename, content_type=content_type)
-    return title, sections_join(sections)
 
 
 def url_fetch(url: str) -> tuple[bytes, str, str]:

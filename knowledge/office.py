@@ -80,7 +80,15 @@ def container_kind(data: bytes) -> str:
 
 
 def _cells(row) -> str:
-    return " | ".join(" ".join(cell.text.split()) for cell in row.cells)
+    # python-docx lists a merged cell once per grid column it spans, as the same object.
+    cells = list(row.cells)
+    texts = [" ".join(cell.text.split()) for cell in {id(cell): cell for cell in cells}.values()]
+    return " | ".join(texts) if any(texts) else ""
+
+
+def _table(rows) -> str:
+    """A table's rows, a line each (empty rows left out)."""
+    return "\n".join(line for line in (_cells(row) for row in rows) if line)
 
 
 def docx_sections(data: bytes) -> tuple[str, list[Section]]:
@@ -101,7 +109,7 @@ def docx_sections(data: bytes) -> tuple[str, list[Section]]:
 
     for block in document.iter_inner_content():
         if isinstance(block, Table):
-            lines.append("\n".join(_cells(row) for row in block.rows))
+            lines.append(_table(block.rows))
             continue
         text = block.text.strip()
         style = (block.style.name if block.style is not None else "") or ""
@@ -124,7 +132,7 @@ def _shape_texts(shapes) -> list[str]:
         if shape.shape_type == 6:  # a group: its shapes, in order (MSO_SHAPE_TYPE.GROUP)
             texts.extend(_shape_texts(shape.shapes))
         elif getattr(shape, "has_table", False) and shape.has_table:
-            texts.append("\n".join(_cells(row) for row in shape.table.rows))
+            texts.append(_table(shape.table.rows))
         elif getattr(shape, "has_text_frame", False) and shape.has_text_frame and shape.text_frame.text.strip():
             texts.append(shape.text_frame.text.strip())
     return texts

@@ -150,3 +150,28 @@ def test_the_upload_check_reads_the_container_not_the_name():
     assert file_kind(filename="upload", content_type="application/octet-stream", head=b"PK\x03\x04") == OFFICE
     with pytest.raises(ExtractionFailed, match="named a.docx but its content is a PDF"):
         file_kind(filename="a.docx", content_type="", head=b"%PDF-1.7")
+
+
+def test_tables_in_slides_and_merged_word_cells_read_once():
+    import docx
+    import pptx
+    from pptx.util import Inches
+
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    table = slide.shapes.add_table(2, 2, Inches(1), Inches(1), Inches(4), Inches(2)).table
+    for (row, column), text in {(0, 0): "型号 Model", (0, 1): "价格 Price", (1, 0): "X1", (1, 1): "99"}.items():
+        table.cell(row, column).text = text
+    out = io.BytesIO()
+    deck.save(out)
+    _title, [section] = sections_from_bytes(out.getvalue(), filename="deck.pptx")
+    assert section.text == "型号 Model | 价格 Price\nX1 | 99" and section.location == {"slide": 1}
+
+    document = docx.Document()
+    grid = document.add_table(rows=2, cols=3)
+    grid.cell(0, 0).merge(grid.cell(0, 1)).text = "合并 merged"
+    grid.cell(0, 2).text = "c"
+    out = io.BytesIO()
+    document.save(out)
+    _title, [section] = sections_from_bytes(out.getvalue(), filename="merged.docx")
+    assert section.text == "合并 merged | c"
