@@ -44,11 +44,12 @@ def _child(conn, data: bytes, filename: str, content_type: str, limits: dict, ma
     # document's bytes the child was handed. The hard limits are OCR's allowance, the soft ones
     # the ordinary allowance, raised only when a page is read by OCR (its models need about 1 GB
     # and a dense page seconds of CPU): a document without a scan never gets more.
+    with open("/proc/self/statm") as statm:
+        start = int(statm.read().split()[0]) * resource.getpagesize()
     child_limits_apply(cpu_seconds=limits["ocr_cpu_seconds"], memory_bytes=limits["ocr_memory_bytes"])
-    hard_as = resource.getrlimit(resource.RLIMIT_AS)[1]
-    extra = limits["ocr_memory_bytes"] - limits["memory_bytes"]
-    resource.setrlimit(resource.RLIMIT_AS, (hard_as - extra, hard_as))
-    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_seconds"], resource.getrlimit(resource.RLIMIT_CPU)[1]))
+    hard_as, hard_cpu = resource.getrlimit(resource.RLIMIT_AS)[1], resource.getrlimit(resource.RLIMIT_CPU)[1]
+    resource.setrlimit(resource.RLIMIT_AS, (min(start + limits["memory_bytes"], hard_as), hard_as))
+    resource.setrlimit(resource.RLIMIT_CPU, (min(limits["cpu_seconds"], hard_cpu), hard_cpu))
     ocr.before_first_use(_ocr_allowance(conn, limits["ocr_cpu_seconds"]))
     try:
         title, sections = sections_from_bytes(data, filename=filename, content_type=content_type)
