@@ -9,7 +9,18 @@ import json
 from pathlib import Path
 
 QUESTIONS = Path(__file__).resolve().parent / "fixtures" / "formats" / "questions.json"
+# The font .ci/run installs (Debian's fonts-wqy-microhei) when no Chinese font is there; else
+# another Chinese font the machine has (.ci/run installs none then).
 CJK_FONT = "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"
+_OTHER_CJK_FONTS = ("wqy-*.tt?", "NotoSansCJK*.tt?", "NotoSerifCJK*.tt?", "DroidSansFallback*.ttf")
+
+
+def _cjk_font() -> str:
+    if Path(CJK_FONT).exists():
+        return CJK_FONT
+    fonts = Path("/usr/share/fonts")
+    found = (path for pattern in _OTHER_CJK_FONTS for path in sorted(fonts.rglob(pattern)))
+    return str(next(found, CJK_FONT))
 
 
 def _docx(title: str, parts: list[tuple[str, list[str]]], table: list[list[str]] | None = None) -> bytes:
@@ -69,7 +80,7 @@ def scan_image(lines: list[str], *, width: int = 1240, line_height: int = 70):
     """A page as a scanner would give it: text drawn in black on white, as a Pillow image."""
     from PIL import Image, ImageDraw, ImageFont
 
-    font = ImageFont.truetype(CJK_FONT, 30)
+    font = ImageFont.truetype(_cjk_font(), 30)
     image = Image.new("RGB", (width, 120 + line_height * len(lines)), "white")
     draw = ImageDraw.Draw(image)
     for i, line in enumerate(lines):
