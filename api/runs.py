@@ -79,6 +79,10 @@ class CitationSerializer(serializers.Serializer):
     knowledge_base = serializers.CharField()
     document = serializers.IntegerField()
     title = serializers.CharField()
+    location = serializers.CharField(
+        help_text='Where the passage is in its file, e.g. "page 3", "slide 2", "sheet Prices, rows 1–12"; '
+        '"" for a whole file.'
+    )
     chunk = serializers.IntegerField()
     score = serializers.FloatField()
     tool_call_id = serializers.CharField()

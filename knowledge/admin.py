@@ -14,6 +14,7 @@ from knowledge.admin_forms import BaseSearchForm, BaseUploadForm, DocumentForm
 from knowledge.embeddings import EmbeddingFailed
 from knowledge.models import Chunk, Document, DocumentUpload, EmbeddingCall, KnowledgeBase, KnowledgeSearch
 from knowledge.retrieval import search
+from knowledge.sections import location_label
 from knowledge.services import base_index_enqueue, document_file_store, document_upload, knowledge_base_save
 from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyAdminMixin, ReadOnlyInline
 from workspaces.admin_scope import WorkspaceScopedAdmin, WorkspaceScopedInline
@@ -168,9 +169,13 @@ class KnowledgeBaseAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
 
 class ChunkInline(WorkspaceScopedInline, ReadOnlyInline):
     model = Chunk
-    fields = ["ordinal", "text", "has_embedding"]
+    fields = ["ordinal", "where", "text", "has_embedding"]
     readonly_fields = fields
     show_change_link = False
+
+    @admin.display(description=gettext_lazy("location"))
+    def where(self, obj):
+        return location_label(obj.location)
 
     @admin.display(description=gettext_lazy("embedded"), boolean=True)
     def has_embedding(self, obj):

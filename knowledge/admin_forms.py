@@ -30,7 +30,8 @@ class DocumentForm(forms.ModelForm):
         label=_("file"),
         required=False,
         help_text=_(
-            "Text, Markdown, HTML or PDF. It is read on a worker after you save: the document is "
+            "Text, Markdown, HTML, CSV, PDF (scanned pages are read by OCR), Word, Excel, PowerPoint or a PNG/JPEG "
+            "image. It is read on a worker after you save: the document is "
             "pending until then, and failed with the reason if it cannot be read. Uploading again "
             "replaces the document's chunks."
         ),
@@ -80,7 +81,9 @@ class BaseUploadForm(forms.Form):
     """An upload on a knowledge base's page: a new document, or a new version of the base's
     document uploaded from a file of the same name."""
 
-    upload = forms.FileField(label=_("file"), help_text=_("Text, Markdown, HTML or PDF."))
+    upload = forms.FileField(
+        label=_("file"), help_text=_("Text, Markdown, HTML, CSV, PDF, Word, Excel, PowerPoint or a PNG/JPEG image.")
+    )
 
     def clean_upload(self):
         upload = self.cleaned_data["upload"]

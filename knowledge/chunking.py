@@ -65,3 +65,33 @@ def chunk_text(text: str, *, size: int, overlap: int) -> list[str]:
     if current:
         chunks.append(_join(current))
     return chunks
+
+
+def chunk_rows(header: str, rows: list[str], *, size: int) -> list[str]:
+    """A table's rows in chunks of at most `size` characters, each starting with the header row,
+    so a row read alone still says what its columns are; a row longer than a chunk is cut."""
+    chunks: list[str] = []
+    current = header
+    room = max(size - len(header) - 1, size // 2)
+    for row in rows:
+        for piece in (row[i : i + room] for i in range(0, len(row), room)) if row else ():
+            if current != header and len(current) + 1 + len(piece) > size:
+                chunks.append(current)
+                current = header
+            current = f"{current}\n{piece}" if current else piece
+    if current != header or not chunks:
+        chunks.append(current)
+    return [chunk for chunk in chunks if chunk.strip()]
+
+
+def chunk_sections(sections, *, size: int, overlap: int) -> list[tuple[dict, str]]:
+    """(location, text) of each chunk, cut section by section (knowledge.sections): a chunk never
+    straddles two pages, slides or sheet regions, so its location is one."""
+    chunks = []
+    for section in sections:
+        if section.header:
+            pieces = chunk_rows(section.header, section.text.split("\n"), size=size)
+        else:
+            pieces = chunk_text(section.text, size=size, overlap=overlap)
+        chunks.extend((section.location, piece) for piece in pieces)
+    return chunks

@@ -44,7 +44,11 @@ def _unanswered(base: KnowledgeBase) -> str:
 
 
 def _render(passages) -> str:
-    blocks = [f"[C{p.chunk.pk}] {p.chunk.document.title} (score {p.score:.4f})\n{p.chunk.text}" for p in passages]
+    blocks = [
+        f"[C{p.chunk.pk}] {p.chunk.document.title}{f', {p.location}' if p.location else ''} (score {p.score:.4f})\n"
+        f"{p.chunk.text}"
+        for p in passages
+    ]
     return (
         _("Passages (cite the ids you use, like [C%(id)s]):") % {"id": passages[0].chunk.pk}
         + "\n\n"

@@ -126,6 +126,9 @@ class Document(models.Model):
     filename = models.CharField(_("file name"), max_length=300, blank=True)
     tags = models.JSONField(_("tags"), default=list, blank=True)
     text = models.TextField(_("text"), blank=True)
+    # Where each part of the text is in the file read ([{"location", "header", "chars"}], see
+    # knowledge.sections): re-indexing the text without the file keeps the chunks' locations.
+    sections = models.JSONField(_("sections"), default=list, blank=True, editable=False)
     content_hash = models.CharField(_("content hash"), max_length=64, blank=True)
     status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.PENDING)
     error = models.TextField(_("error"), blank=True, default="")
@@ -182,6 +185,9 @@ class Chunk(models.Model):
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks", verbose_name=_("document"))
     ordinal = models.PositiveIntegerField(_("ordinal"))
     text = models.TextField(_("text"))
+    # Where in the file the chunk is, for citations: {"page": 3}, {"slide": 2}, {"sheet": …,
+    # "rows": [first, last]}, {"heading": …} or {} (knowledge.sections.location_label).
+    location = models.JSONField(_("location"), default=dict, blank=True)
     # Term counts of the chunk for both keyword methods ({"jieba": {...}, "trigram": {...}}),
     # computed once at indexing so a search only reads them.
     terms = models.JSONField(_("terms"), default=dict)

@@ -14,6 +14,7 @@ from knowledge import arrays
 from knowledge.embeddings import cosine, embed
 from knowledge.keyword import TERMS, bm25
 from knowledge.models import Chunk, Document, KnowledgeBase
+from knowledge.sections import location_label
 from knowledge.selectors import base_chunks
 
 RRF_K = 60
@@ -31,6 +32,11 @@ class Passage:
     score: float
     keyword_score: float | None
     vector_score: float | None
+
+    @property
+    def location(self) -> str:
+        """Where the passage is in its file ("page 3"), "" for a whole file."""
+        return location_label(self.chunk.location)
 
 
 def rrf(rankings: list[list[int]], *, k: int = RRF_K) -> list[tuple[int, float]]:
@@ -207,7 +213,11 @@ def rrf_rows(keyword_rank: np.ndarray, vector_rank: np.ndarray, size: int) -> tu
 def _passages(chunk_ids, ranked, score, keyword, vector) -> list[Passage]:
     ids = [int(chunk_ids[row]) for row in ranked]
     # Only the passages' rows are read: their terms and vectors are not needed.
-    chunks = Chunk.objects.select_related("document").defer("document__text", "terms", "embedding").in_bulk(ids)
+    chunks = (
+        Chunk.objects.select_related("document")
+        .defer("document__text", "document__sections", "terms", "embedding")
+        .in_bulk(ids)
+    )
     (keyword_scores, has_keyword), (vector_scores, has_vector) = keyword, vector
     return [
         Passage(

@@ -13,7 +13,7 @@ def base_chunks(*, base: KnowledgeBase, document_ids=None, tags=None, without=()
     chunks = (
         Chunk.objects.filter(document__base=base, document__status="indexed")
         .select_related("document")
-        .defer("document__text", *without)
+        .defer("document__text", "document__sections", *without)
     )
     if document_ids:
         chunks = chunks.filter(document_id__in=document_ids)
@@ -36,6 +36,8 @@ def citations_of(searches) -> list[dict]:
                     "knowledge_base": search.base.name,
                     "document": passage["document"],
                     "title": passage["title"],
+                    # Searches recorded before locations were kept have none.
+                    "location": passage.get("location", ""),
                     "chunk": passage["chunk"],
                     "score": passage["score"],
                     "tool_call_id": search.tool_call_id,

@@ -10,13 +10,14 @@ from django.utils.translation import gettext as _
 
 from conversations.models import Run
 from knowledge import arrays
-from knowledge.chunking import chunk_text
+from knowledge.chunking import chunk_sections
 from knowledge.embeddings import EmbeddingFailed, embed
 from knowledge.extract import ExtractionFailed, url_fetch
 from knowledge.keyword import term_counts
 from knowledge.models import Chunk, Document, DocumentUpload, KnowledgeBase, KnowledgeSearch
-from knowledge.parsing import text_from_bytes_limited
+from knowledge.parsing import sections_from_bytes_limited
 from knowledge.retrieval import Passage
+from knowledge.sections import Section, sections_from_outline, sections_join, sections_outline
 from tools.models import ToolDefinition
 from workspaces.defaults import default_workspace_id
 
@@ -154,6 +155,13 @@ def _found_title(document: Document, found: str) -> str:
     return found
 
 
+def _outline(sections: list[Section]) -> list:
+    # A text typed in (one section without a location) needs no outline to be cut again.
+    return (
+        [] if len(sections) == 1 and not sections[0].location and not sections[0].header else sections_outline(sections)
+    )
+
+
 def document_index(*, document: Document) -> int:
     """Read (an uploaded file, in a limited child process), fetch (a URL document), cut, index
     and embed the document, replacing its chunks in one transaction; the number of chunks.
@@ -162,21 +170,23 @@ def document_index(*, document: Document) -> int:
     upload = DocumentUpload.objects.filter(document=document).first()
     title = document.title
     if upload is not None:
-        found, text = text_from_bytes_limited(
+        found, sections = sections_from_bytes_limited(
             bytes(upload.data), filename=upload.filename, content_type=upload.content_type
         )
         if upload.title_from_content:
             title = _found_title(document, found)
     elif document.source == Document.Source.URL:
         body, path, content_type = url_fetch(document.url)
-        found, text = text_from_bytes_limited(body, filename=path, content_type=content_type)
+        found, sections = sections_from_bytes_limited(body, filename=path, content_type=content_type)
         if document.title == document.url[:300]:
             title = _found_title(document, found)
     else:
-        text = document.text
-    pieces = chunk_text(text, size=base.chunk_size, overlap=base.chunk_overlap)
-    if not pieces:
+        sections = sections_from_outline(document.text, document.sections)
+    text = sections_join(sections)
+    located = chunk_sections(sections, size=base.chunk_size, overlap=base.chunk_overlap)
+    if not located:
         raise ExtractionFailed(_("No text was found in the document."))
+    pieces = [piece for _location, piece in located]
     vectors = (
         embed(pieces, config=base.embedding_model, base=base, document=document)
         if base.embedding_model_id
@@ -190,16 +200,17 @@ def document_index(*, document: Document) -> int:
             return 0
         Chunk.objects.filter(document=document).delete()
         Chunk.objects.bulk_create(
-            Chunk(document=document, ordinal=i, text=piece, terms=counts, embedding=vector)
-            for i, (piece, counts, vector) in enumerate(zip(pieces, terms, vectors, strict=True))
+            Chunk(document=document, ordinal=i, text=piece, location=location, terms=counts, embedding=vector)
+            for i, ((location, piece), counts, vector) in enumerate(zip(located, terms, vectors, strict=True))
         )
         document.text, document.title = text, title
+        document.sections = _outline(sections)
         document.content_hash = _content_hash(text)
         document.status, document.error = Document.Status.INDEXED, ""
         fields = ["content_hash", "status", "error", "updated_at"]
         if upload is not None or document.source == Document.Source.URL:
             # Only what this indexing read: a text set meanwhile is indexed by its own task.
-            fields += ["text", "title"]
+            fields += ["text", "title", "sections"]
         document.save(update_fields=fields)
         if upload is not None:
             upload.delete()
@@ -284,6 +295,7 @@ def knowledge_search_record(
                 "chunk": p.chunk.pk,
                 "document": p.chunk.document_id,
                 "title": p.chunk.document.title,
+                "location": p.location,
                 "score": round(p.score, 6),
                 "keyword_score": None if p.keyword_score is None else round(p.keyword_score, 6),
                 "vector_score": None if p.vector_score is None else round(p.vector_score, 6),

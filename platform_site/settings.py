@@ -573,6 +573,18 @@ AGENTRY_KNOWLEDGE_PARSE_MEMORY_MB = int(os.environ.get("AGENTRY_KNOWLEDGE_PARSE_
 # Wall clock, for a child that waits rather than computes; CPU time is the limit that usually bites.
 AGENTRY_KNOWLEDGE_PARSE_TIMEOUT_SECONDS = int(os.environ.get("AGENTRY_KNOWLEDGE_PARSE_TIMEOUT_SECONDS", "60"))
 AGENTRY_KNOWLEDGE_MAX_TEXT_CHARS = int(os.environ.get("AGENTRY_KNOWLEDGE_MAX_TEXT_CHARS", "1000000"))
+# Word, Excel and PowerPoint files are zip containers: refused before anything is inflated when
+# they declare more entries or more uncompressed bytes than this (a zip bomb).
+AGENTRY_KNOWLEDGE_ZIP_MAX_ENTRIES = int(os.environ.get("AGENTRY_KNOWLEDGE_ZIP_MAX_ENTRIES", "5000"))
+AGENTRY_KNOWLEDGE_ZIP_MAX_BYTES = int(os.environ.get("AGENTRY_KNOWLEDGE_ZIP_MAX_BYTES", "200000000"))
+# Scanned pages and images are read by OCR (rapidocr on onnxruntime, CPU), in the same child: from
+# its first OCR page on, the child's limits are these instead of the PARSE ones (the models need
+# about 1 GB of address space, a dense page 1 to 3 s of CPU).
+AGENTRY_KNOWLEDGE_OCR_MEMORY_MB = int(os.environ.get("AGENTRY_KNOWLEDGE_OCR_MEMORY_MB", "1536"))
+AGENTRY_KNOWLEDGE_OCR_CPU_SECONDS = int(os.environ.get("AGENTRY_KNOWLEDGE_OCR_CPU_SECONDS", "300"))
+AGENTRY_KNOWLEDGE_OCR_TIMEOUT_SECONDS = int(os.environ.get("AGENTRY_KNOWLEDGE_OCR_TIMEOUT_SECONDS", "600"))
+AGENTRY_KNOWLEDGE_OCR_MAX_PIXELS = int(os.environ.get("AGENTRY_KNOWLEDGE_OCR_MAX_PIXELS", "40000000"))
+AGENTRY_KNOWLEDGE_OCR_MAX_PAGES = int(os.environ.get("AGENTRY_KNOWLEDGE_OCR_MAX_PAGES", "100"))
 CELERY_TASK_ROUTES["evals.tasks.eval_run_collect_task"] = {"queue": "maintenance"}
 # Eval runs still running are collected on this beat, and failed once running this many hours.
 CELERY_TASK_ROUTES["evals.tasks.eval_runs_sweep_task"] = {"queue": "maintenance"}

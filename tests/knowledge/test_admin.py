@@ -133,7 +133,12 @@ def test_a_file_name_another_document_has_as_title_is_a_form_error(admin_client,
 @pytest.mark.parametrize(
     ("name", "data", "fields", "error"),
     [
-        ("a.exe", b"MZ\x00\x01", {"content_type": "application/octet-stream"}, "Upload text, Markdown, HTML or PDF"),
+        (
+            "a.exe",
+            b"MZ\x00\x01",
+            {"content_type": "application/octet-stream"},
+            "Upload text, Markdown, HTML, CSV, PDF, Word",
+        ),
         ("a.txt", b"", {}, "The submitted file is empty"),
         ("a.txt", b"x" * 101, {}, "The file is larger than 100 bytes."),
         ("a.txt", b"ok", {"tags": '"not a list"'}, "JSON list"),
@@ -309,7 +314,7 @@ def test_an_upload_on_the_base_page_is_stored_and_queued(admin_client, sent, dja
     response = admin_client.post(
         upload_url, {"upload": SimpleUploadedFile("a.exe", b"MZ", content_type="application/octet-stream")}, follow=True
     )
-    assert "Upload text, Markdown, HTML or PDF files." in response.content.decode()
+    assert "Upload text, Markdown, HTML, CSV, PDF, Word (.docx), Excel (.xlsx)" in response.content.decode()
     assert Document.objects.count() == 1 and not DocumentUpload.objects.exists()
 
 

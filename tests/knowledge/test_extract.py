@@ -2,7 +2,17 @@
 
 import pytest
 
-from knowledge.extract import HTML, MARKDOWN, PDF, TEXT, ExtractionFailed, file_kind, markdown_title, text_from_bytes
+from knowledge.extract import (
+    HTML,
+    MARKDOWN,
+    PDF,
+    TEXT,
+    ExtractionFailed,
+    file_kind,
+    markdown_title,
+    sections_from_bytes,
+)
+from knowledge.sections import Section
 
 
 @pytest.mark.parametrize(
@@ -22,8 +32,8 @@ def test_a_markdown_title_is_its_first_level_one_heading(text, title):
 
 def test_a_markdown_file_is_titled_by_its_heading_and_a_text_file_is_not():
     text = "# 退货政策\n\n七天无理由退货。".encode()
-    assert text_from_bytes(text, filename="returns.md") == ("退货政策", "# 退货政策\n\n七天无理由退货。")
-    assert text_from_bytes(text, filename="returns.txt")[0] == ""
+    assert sections_from_bytes(text, filename="returns.md") == ("退货政策", [Section("# 退货政策\n\n七天无理由退货。")])
+    assert sections_from_bytes(text, filename="returns.txt")[0] == ""
 
 
 @pytest.mark.parametrize(
@@ -44,5 +54,5 @@ def test_the_kind_is_read_from_the_name_the_type_or_the_first_bytes(filename, co
 
 
 def test_other_kinds_are_refused():
-    with pytest.raises(ExtractionFailed, match="Upload text, Markdown, HTML or PDF files."):
-        file_kind(filename="a.docx", content_type="application/vnd.openxmlformats", head=b"PK\x03\x04")
+    with pytest.raises(ExtractionFailed, match="Upload text, Markdown, HTML, CSV, PDF, Word"):
+        file_kind(filename="a.exe", content_type="application/octet-stream", head=b"MZ\x90\x00")

@@ -145,7 +145,7 @@ def test_a_knowledge_tool_cannot_be_made_by_hand():
 def test_an_unexpected_error_fails_the_document_and_the_base_does_not_stay_indexing():
     base = make_base()
     document = Document.objects.create(base=base, title="x", text="text")
-    with mock.patch("knowledge.services.chunk_text", side_effect=RuntimeError("boom")):
+    with mock.patch("knowledge.services.chunk_sections", side_effect=RuntimeError("boom")):
         base_index(base_id=base.pk, document_ids=[document.pk])
     document.refresh_from_db()
     base.refresh_from_db()

@@ -41,6 +41,7 @@ def test_the_agent_searches_cites_and_the_api_returns_the_citations(scripted_age
         "knowledge_base": "FAQ",
         "document": returns.pk,
         "title": "zh-returns.md",
+        "location": "",
         "chunk": first["chunk"],
         "score": first["score"],
         "tool_call_id": invocation.tool_call_id,

@@ -9,6 +9,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from knowledge.models import Document, DocumentUpload
+from knowledge.sections import Section
 from knowledge.services import BASE_INDEX_TASK, base_index
 from tests.knowledge.helpers import bomb_pdf, make_base, minimal_pdf, pdf_with_stream, slow_pdf
 
@@ -37,7 +38,7 @@ def store(admin_client, django_capture_on_commit_callbacks):
         with (
             mock.patch("knowledge.services.current_app.send_task") as send,
             mock.patch("knowledge.extract.PdfReader", side_effect=AssertionError("parsed in the web process")),
-            mock.patch("knowledge.services.text_from_bytes_limited", side_effect=AssertionError("parsed in web")),
+            mock.patch("knowledge.services.sections_from_bytes_limited", side_effect=AssertionError("parsed in web")),
             django_capture_on_commit_callbacks(execute=True),
         ):
             response = _upload(admin_client, base, name, data, content_type)
@@ -150,9 +151,9 @@ def test_a_file_uploaded_again_while_the_first_is_read_wins(store):
         DocumentUpload.objects.create(
             document=document, filename="a.txt", content_type="text/plain", data="新的退货政策。".encode(), size=21
         )
-        return "", data.decode()
+        return "", [Section(data.decode())]
 
-    with mock.patch("knowledge.services.text_from_bytes_limited", side_effect=upload_again):
+    with mock.patch("knowledge.services.sections_from_bytes_limited", side_effect=upload_again):
         _indexed(document)
     document.refresh_from_db()
     # The first read is dropped: the new file is read by its own queued indexing.
