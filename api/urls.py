@@ -3,7 +3,19 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from api import agents, attachments, config_changes, conversations, end_users, evals, events, exports, memories, runs, widget
+from api import (
+    agents,
+    attachments,
+    config_changes,
+    conversations,
+    end_users,
+    evals,
+    events,
+    exports,
+    memories,
+    runs,
+    widget,
+)
 from api.approvals import ApprovalViewSet
 from api.erasure import EndUserErasureView
 from api.feedback import RunFeedbackView
