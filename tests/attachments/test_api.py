@@ -156,3 +156,14 @@ def test_the_upload_route_may_carry_an_attachments_body_and_others_may_not(setti
     assert body_limit({"path": URL, "headers": []}) == 21_000_000
     assert body_limit({"path": f"{URL}00000000-0000-0000-0000-000000000000/", "headers": []}) == 4_000_000
     assert body_limit({"path": "/api/v1/conversations/", "headers": []}) == 4_000_000
+
+
+def test_a_download_reads_a_pinned_number_of_statements(stored, owner, django_assert_max_num_queries):
+    api = client_for(owner)
+    attachment_id = _upload(api, samples.png()).json()["id"]
+    # The token with its user and binding (one statement), then the attachment: whatever their number.
+    for n in range(3):
+        _upload(api, samples.png(color=(n, n, n)))
+    with django_assert_max_num_queries(2):
+        response = api.get(f"{URL}{attachment_id}/content/")
+    assert response.status_code == 200

@@ -4,7 +4,7 @@ accepted one is typed from its bytes, and an image's metadata does not survive."
 import io
 
 import pytest
-from PIL import Image
+from PIL import Image, PngImagePlugin
 
 from attachments.sniff import AttachmentRefused, name_clean, sniff
 from tests.attachments import samples
@@ -123,3 +123,24 @@ def test_a_non_image_is_stored_as_uploaded():
 )
 def test_names_are_cleaned(raw, clean):
     assert name_clean(raw) == clean
+
+
+def _with_metadata(kind: str) -> tuple[bytes, str]:
+    image, out = Image.new("RGB", (20, 20), (1, 2, 3)), io.BytesIO()
+    if kind == "png":
+        text = PngImagePlugin.PngInfo()
+        text.add_text("Comment", "secret-place")
+        image.save(out, "PNG", exif=samples.gps_exif(), pnginfo=text)
+    elif kind == "webp":
+        image.save(out, "WEBP", exif=samples.gps_exif())
+    else:
+        image.convert("P").save(out, "GIF", comment=b"secret-place")
+    return out.getvalue(), f"a.{kind}"
+
+
+@pytest.mark.parametrize("kind", ["png", "webp", "gif"])
+def test_every_image_type_loses_its_metadata(kind):
+    data, name = _with_metadata(kind)
+    assert b"secret-place" in data or b"PhoneMaker" in data
+    stored = sniff(data, name, max_pixels=LIMIT).data
+    assert b"secret-place" not in stored and b"PhoneMaker" not in stored
