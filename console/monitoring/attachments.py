@@ -5,6 +5,7 @@ the permission to read everyone's conversations, another owner's is a 404)."""
 
 from django.http import Http404
 
+from attachments.permissions import VIEW_PERMISSION
 from attachments.responses import attachment_response
 from attachments.selectors import attachment_for
 from attachments.services import AttachmentMissing
@@ -13,7 +14,7 @@ from platform_site.http_methods import require_GET
 
 
 @require_GET
-@operator_required("attachments.view_attachment")
+@operator_required(VIEW_PERMISSION)
 def attachment_download(request, attachment_id):
     attachment = attachment_for(user=request.user, attachment_id=attachment_id)
     if attachment is None:

@@ -167,3 +167,20 @@ def test_a_download_reads_a_pinned_number_of_statements(stored, owner, django_as
     with django_assert_max_num_queries(2):
         response = api.get(f"{URL}{attachment_id}/content/")
     assert response.status_code == 200
+
+
+def test_the_operators_group_holds_the_download_permission_and_the_conversation_rule_still_applies(stored, owner):
+    from django.contrib.auth.models import Group, Permission
+
+    attachment_id = _upload(client_for(owner), samples.png()).json()["id"]
+    operator = make_user(staff=True, groups=[Group.objects.get(name="Operators")])
+    assert operator.has_perm("attachments.view_attachment")
+    pages = Client()
+    pages.force_login(operator)
+    url = f"/monitor/attachments/{attachment_id}/"
+    # Another owner's attachment, as another owner's conversation: only with the permission to
+    # read everyone's conversations.
+    assert pages.get(url).status_code == 404
+    operator.user_permissions.add(Permission.objects.get(codename="view_conversation"))
+    pages.force_login(type(operator).objects.get(pk=operator.pk))
+    assert pages.get(url).status_code == 200
