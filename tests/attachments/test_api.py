@@ -184,3 +184,12 @@ def test_the_operators_group_holds_the_download_permission_and_the_conversation_
     operator.user_permissions.add(Permission.objects.get(codename="view_conversation"))
     pages.force_login(type(operator).objects.get(pk=operator.pk))
     assert pages.get(url).status_code == 200
+
+
+def test_a_token_scoped_to_approvals_reads_no_attachment(stored, owner):
+    attachment_id = _upload(client_for(owner), samples.png()).json()["id"]
+    _, plaintext = api_token_create(user=owner, name="approvals only", scopes=["approvals"])
+    narrow = APIClient()
+    narrow.credentials(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
+    assert narrow.get(f"{URL}{attachment_id}/content/").status_code == 403
+    assert _upload(narrow, samples.gif(), name="a.gif").status_code == 403
