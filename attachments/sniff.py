@@ -3,9 +3,10 @@
 Never the client's Content-Type and never the name: the type is read from the bytes (magic
 numbers; Pillow decodes images), and a name whose extension says otherwise is refused. Accepted:
 
-- images: PNG, JPEG, GIF, WebP, decoded by Pillow under a pixel limit (every frame counted; a
-  decompression bomb is refused before it is decoded) and re-encoded, which drops EXIF, GPS,
-  XMP and comments: the stored copy is the one a model or a person sees;
+- images: PNG, JPEG (a phone's MPO as the JPEG of its first picture), GIF and WebP (an
+  animated WebP as its first frame), decoded by Pillow under a pixel limit (every frame of a GIF
+  counted; a decompression bomb is refused before it is decoded) and re-encoded, which drops
+  EXIF, GPS, XMP and comments: the stored copy is the one a model or a person sees;
 - files: PDF, Word (.docx), Excel (.xlsx), PowerPoint (.pptx) and UTF-8 text (plain, Markdown,
   CSV, JSON);
 - audio: WAV and MP3 (duration read from the header), Ogg (Opus or Vorbis; duration from the
@@ -66,7 +67,17 @@ EXTENSIONS = {
     "audio/flac": {"flac"},
     "audio/mp4": {"m4a"},
 }
-_PILLOW_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
+# MPO: a phone camera's JPEG with a second, smaller picture appended (its preview or depth map);
+# read and stored as the JPEG of its first picture.
+_PILLOW_FORMATS = {
+    "PNG": "image/png",
+    "JPEG": "image/jpeg",
+    "MPO": "image/jpeg",
+    "GIF": "image/gif",
+    "WEBP": "image/webp",
+}
+# Formats whose every frame is stored (animations); of the others only the first is decoded.
+_ANIMATED = {"GIF"}
 _OFFICE = {
     "word/document.xml": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "xl/workbook.xml": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
@@ -130,7 +141,7 @@ def _image(data: bytes, *, max_pixels: int) -> Sniffed:
                     "type", _("Images must be PNG, JPEG, GIF or WebP; this is %(format)s.") % {"format": image.format}
                 )
             width, height = image.size
-            frames = getattr(image, "n_frames", 1)
+            frames = getattr(image, "n_frames", 1) if image.format in _ANIMATED else 1
             # Checked on the header, before a pixel is decoded: that is what a bomb is.
             if width * height * frames > max_pixels:
                 raise AttachmentRefused(

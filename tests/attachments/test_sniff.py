@@ -144,3 +144,12 @@ def test_every_image_type_loses_its_metadata(kind):
     assert b"secret-place" in data or b"PhoneMaker" in data
     stored = sniff(data, name, max_pixels=LIMIT).data
     assert b"secret-place" not in stored and b"PhoneMaker" not in stored
+
+
+def test_a_phone_cameras_mpo_is_stored_as_the_jpeg_of_its_first_picture():
+    first, preview, out = Image.new("RGB", (40, 30), (1, 2, 3)), Image.new("RGB", (20, 15)), io.BytesIO()
+    first.save(out, "MPO", save_all=True, append_images=[preview], exif=samples.gps_exif())
+    sniffed = sniff(out.getvalue(), "IMG_0002.JPG", max_pixels=LIMIT)
+    stored = Image.open(io.BytesIO(sniffed.data))
+    assert (sniffed.media_type, stored.format, getattr(stored, "n_frames", 1)) == ("image/jpeg", "JPEG", 1)
+    assert b"PhoneMaker" not in sniffed.data
