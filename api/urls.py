@@ -3,7 +3,19 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from api import agents, config_changes, conversations, end_users, evals, events, exports, memories, runs, widget
+from api import (
+    agents,
+    attachments,
+    config_changes,
+    conversations,
+    end_users,
+    evals,
+    events,
+    exports,
+    memories,
+    runs,
+    widget,
+)
 from api.approvals import ApprovalViewSet
 from api.erasure import EndUserErasureView
 from api.feedback import RunFeedbackView
@@ -49,6 +61,13 @@ urlpatterns = [
         name="end-user-memory",
     ),
     path("end-users/<path:end_user>/", EndUserErasureView.as_view(), name="end-user"),
+    path("attachments/", attachments.AttachmentUploadView.as_view(), name="attachments"),
+    path("attachments/<uuid:attachment_id>/", attachments.AttachmentDetailView.as_view(), name="attachment"),
+    path(
+        "attachments/<uuid:attachment_id>/content/",
+        attachments.AttachmentContentView.as_view(),
+        name="attachment-content",
+    ),
     # Signed by the hook's secret, not an API token (api.hooks).
     path("hooks/<uuid:hook_id>/", HookView.as_view(), name="hook"),
     # Authenticated by an end-user token the widget's secret signed, not an API token (api.widget).

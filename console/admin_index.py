@@ -44,7 +44,7 @@ GROUPS: tuple[TaskGroup, ...] = (
         "operate",
         _("Operate"),
         _("Watch the runs, decide approvals, review what guardrails flagged, try an agent."),
-        models=("conversations.Run", "conversations.Conversation", "conversations.Approval"),
+        models=("conversations.Run", "conversations.Conversation", "conversations.Approval", "attachments.Attachment"),
         pages=("monitoring", "guardrails", "approvals", "try", "workspace-usage"),
     ),
     TaskGroup(

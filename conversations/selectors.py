@@ -76,12 +76,17 @@ def agent_config_visible_to(*, user) -> bool:
     return _sees_everyones(user, "agents.view_agent")
 
 
+def sees_everyones_conversations(*, user) -> bool:
+    """Whether `user` reads every conversation of the workspace, not only their own: staff with
+    the view permission on conversations. What belongs to a conversation's identity (an
+    attachment) is read by the same rule."""
+    return _sees_everyones(user, "conversations.view_conversation")
+
+
 def conversations_visible_to(*, user) -> QuerySet[Conversation]:
     """A user's own conversations; staff with the view permission see everyone's."""
     conversations = in_workspace(Conversation.objects.select_related("agent"), user)
-    return (
-        conversations if _sees_everyones(user, "conversations.view_conversation") else conversations.filter(owner=user)
-    )
+    return conversations if sees_everyones_conversations(user=user) else conversations.filter(owner=user)
 
 
 def conversation_for_post(*, user, conversation_id) -> Conversation | None:

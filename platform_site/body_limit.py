@@ -13,8 +13,9 @@ trickles a byte now and then would otherwise hold its connection and its buffere
 (uvicorn itself waits for ever for a request's headers: put a proxy with a header timeout in
 front of a web exposed to the internet.)
 
-Two limits (platform_site/settings.py): AGENTRY_MAX_BODY_BYTES for every request, and
-AGENTRY_MAX_UPLOAD_BODY_BYTES for the knowledge admin's forms, which upload documents.
+Three limits (platform_site/settings.py): AGENTRY_MAX_BODY_BYTES for every request,
+AGENTRY_MAX_UPLOAD_BODY_BYTES for the knowledge admin's forms, which upload documents, and
+AGENTRY_MAX_ATTACHMENT_BODY_BYTES for the API's attachment upload.
 """
 
 import asyncio
@@ -31,6 +32,9 @@ from platform_site.error_responses import error_json
 # The knowledge admin's forms (a document's, a base's with its upload): a file may be as large
 # as a document may be (AGENTRY_KNOWLEDGE_MAX_FILE_BYTES).
 UPLOAD_PATHS = re.compile(r"^/admin/knowledge/[a-z]+/(add|[^/]+/[a-z_]+)/$")
+# The API's attachment upload: one file as large as an attachment may be (AGENTRY_ATTACHMENT_MAX_BYTES),
+# for any caller (it is refused after the body for a bad token, as every API write is).
+ATTACHMENT_UPLOAD_PATH = "/api/v1/attachments/"
 
 
 class BodyTooLarge(Exception):
@@ -60,6 +64,8 @@ def _header(scope, name: bytes) -> str | None:
 def body_limit(scope) -> int:
     """The largest body the request may carry. The upload limit is for a signed-in operator's
     form: a request without a session cookie cannot be one, and keeps the general limit."""
+    if _path(scope) == ATTACHMENT_UPLOAD_PATH:
+        return max(settings.AGENTRY_MAX_ATTACHMENT_BODY_BYTES, settings.AGENTRY_MAX_BODY_BYTES)
     if UPLOAD_PATHS.match(_path(scope)):
         cookies = parse_cookie(_header(scope, b"cookie") or "")
         if settings.SESSION_COOKIE_NAME in cookies:

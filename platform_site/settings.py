@@ -94,6 +94,8 @@ INSTALLED_APPS = [
     "triggers",
     "widgets",
     "notifications",
+    # Above the ledger it links to (messages, runs) and the registries it joins.
+    "attachments",
     # Its admin wraps the audited models' admins, so it comes after the apps that register them.
     "audit",
     "api",
@@ -239,6 +241,50 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+
+# --- Attachments: images, files and audio sent with messages (docs/attachments.md) ------------
+# Their bytes: under AGENTRY_VAR_DIR/attachments, or in an S3-compatible bucket when
+# AGENTRY_ATTACHMENTS_S3_BUCKET is set (django-storages; the other variables are optional: an
+# endpoint for MinIO, Ceph, R2 and the like, a region, keys when not from the environment's
+# usual AWS credentials, a key prefix, "path" addressing for servers without virtual hosts).
+AGENTRY_ATTACHMENTS_S3_BUCKET = os.environ.get("AGENTRY_ATTACHMENTS_S3_BUCKET", "")
+if AGENTRY_ATTACHMENTS_S3_BUCKET:
+    STORAGES["attachments"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": AGENTRY_ATTACHMENTS_S3_BUCKET,
+            "endpoint_url": os.environ.get("AGENTRY_ATTACHMENTS_S3_ENDPOINT_URL") or None,
+            "region_name": os.environ.get("AGENTRY_ATTACHMENTS_S3_REGION") or None,
+            "access_key": os.environ.get("AGENTRY_ATTACHMENTS_S3_ACCESS_KEY_ID") or None,
+            "secret_key": os.environ.get("AGENTRY_ATTACHMENTS_S3_SECRET_ACCESS_KEY") or None,
+            "location": os.environ.get("AGENTRY_ATTACHMENTS_S3_PREFIX", "attachments"),
+            "addressing_style": os.environ.get("AGENTRY_ATTACHMENTS_S3_ADDRESSING_STYLE") or None,
+            # Private objects, downloaded through Agentry's own gated view, never by a signed URL.
+            "default_acl": None,
+            "querystring_auth": False,
+            "file_overwrite": False,
+        },
+    }
+else:
+    STORAGES["attachments"] = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(VAR_DIR / "attachments"), "base_url": None},
+    }
+# One attachment's bytes (before an image is re-encoded, and after).
+AGENTRY_ATTACHMENT_MAX_BYTES = int(os.environ.get("AGENTRY_ATTACHMENT_MAX_BYTES", str(20 * 1000 * 1000)))
+# An image's pixels, all frames together: checked on its header, before it is decoded.
+AGENTRY_ATTACHMENT_MAX_PIXELS = int(os.environ.get("AGENTRY_ATTACHMENT_MAX_PIXELS", str(25 * 1000 * 1000)))
+AGENTRY_ATTACHMENTS_PER_MESSAGE = int(os.environ.get("AGENTRY_ATTACHMENTS_PER_MESSAGE", "10"))
+# A workspace's attachments together, unless the workspace sets its own (Workspace.attachment_bytes_limit).
+AGENTRY_ATTACHMENT_WORKSPACE_BYTES = int(
+    os.environ.get("AGENTRY_ATTACHMENT_WORKSPACE_BYTES", str(5 * 1000 * 1000 * 1000))
+)
+# An attachment no message uses is deleted by the daily sweep once this old (an upload never
+# sent, or one whose messages the retention policy purged).
+AGENTRY_ATTACHMENT_UNUSED_HOURS = float(os.environ.get("AGENTRY_ATTACHMENT_UNUSED_HOURS", "24"))
+for _name in ("AGENTRY_ATTACHMENT_MAX_BYTES", "AGENTRY_ATTACHMENT_MAX_PIXELS", "AGENTRY_ATTACHMENTS_PER_MESSAGE"):
+    if globals()[_name] < 1:
+        raise ImproperlyConfigured(f"{_name} must be at least 1.")
 
 LOGIN_URL = "/admin/login/"
 
@@ -568,6 +614,9 @@ AGENTRY_KNOWLEDGE_MAX_FILE_BYTES = int(os.environ.get("AGENTRY_KNOWLEDGE_MAX_FIL
 AGENTRY_MAX_UPLOAD_BODY_BYTES = int(
     os.environ.get("AGENTRY_MAX_UPLOAD_BODY_BYTES", str(AGENTRY_KNOWLEDGE_MAX_FILE_BYTES + 1_000_000))
 )
+# POST /api/v1/attachments/ may carry a body this large: one attachment and the form around it
+# (platform_site.body_limit).
+AGENTRY_MAX_ATTACHMENT_BODY_BYTES = AGENTRY_ATTACHMENT_MAX_BYTES + 1_000_000
 AGENTRY_KNOWLEDGE_PARSE_CPU_SECONDS = int(os.environ.get("AGENTRY_KNOWLEDGE_PARSE_CPU_SECONDS", "20"))
 AGENTRY_KNOWLEDGE_PARSE_MEMORY_MB = int(os.environ.get("AGENTRY_KNOWLEDGE_PARSE_MEMORY_MB", "512"))
 # Wall clock, for a child that waits rather than computes; CPU time is the limit that usually bites.

@@ -49,6 +49,15 @@ class WorkspaceAdmin(admin.ModelAdmin):
                 "description": gettext_lazy("For the whole workspace: every agent, every way in. Empty: no limit."),
             },
         ),
+        (
+            gettext_lazy("Attachments"),
+            {
+                "fields": ["attachment_bytes_limit"],
+                "description": gettext_lazy(
+                    "The bytes the workspace's attachments may take together. Empty: the installation's default."
+                ),
+            },
+        ),
     ]
 
     def get_queryset(self, request):

@@ -51,6 +51,10 @@ class Workspace(models.Model):
     max_runs_in_flight = models.PositiveIntegerField(
         _("max runs in flight"), null=True, blank=True, validators=[MinValueValidator(1)]
     )
+    # The bytes its attachments may take together; empty = AGENTRY_ATTACHMENT_WORKSPACE_BYTES.
+    attachment_bytes_limit = models.PositiveBigIntegerField(
+        _("attachment storage limit (bytes)"), null=True, blank=True, validators=[MinValueValidator(1)]
+    )
 
     class Meta:
         verbose_name = _("workspace")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from console.monitoring import views
+from console.monitoring import attachments, views
 from console.playground import views as playground
 
 app_name = "monitoring"
@@ -24,6 +24,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/compare/", views.run_compare, name="run-compare"),
     path("runs/<uuid:run_id>/fork/<int:step>/", views.run_fork_post, name="run-fork"),
     path("runs/<uuid:run_id>/<slug:action>/", views.run_action, name="run-action"),
+    path("attachments/<uuid:attachment_id>/", attachments.attachment_download, name="attachment-download"),
     path("try/", views.try_agent, name="try"),
     path("try/send/", views.try_agent_send, name="try-send"),
 ]

@@ -38,6 +38,7 @@ ROUTES = {
     "monitor/runs/{run}/compare/": {"GET"},
     "monitor/runs/{run}/fork/{step}/": {"POST"},
     "monitor/runs/{run}/{action}/": {"POST"},
+    "monitor/attachments/{attachment}/": {"GET"},  # an attachment's download, for operators
     "monitor/try/": {"GET"},
     "monitor/agents/{agent}/": {"GET"},  # an agent's page
     "monitor/agents/{agent}/playground/": {"GET"},  # its prompt playground
@@ -74,6 +75,9 @@ ROUTES = {
     "api/v1/end-users/{end_user}/": {"DELETE"},  # forget the end user
     "api/v1/runs/{run}/feedback/": {"GET", "POST"},
     "api/v1/runs/{run}/fork/": {"POST"},
+    "api/v1/attachments/": {"POST"},  # upload (multipart)
+    "api/v1/attachments/{attachment}/": {"GET"},
+    "api/v1/attachments/{attachment}/content/": {"GET"},  # the download
     "api/v1/hooks/{hook}/": {"POST"},  # signed by the hook's secret, not a token
     # The chat widget's API: an end-user token signed by the widget's secret, not an API token.
     "api/v1/widget/{widget}/conversations/": {"POST"},
@@ -114,6 +118,7 @@ _CONVERTERS = {
     "<uuid:hook_id>": "{hook}",
     "<uuid:widget_id>": "{widget}",
     "<uuid:conversation_id>": "{conversation}",
+    "<uuid:attachment_id>": "{attachment}",
     "<slug:slug>": "{agent}",
 }
 _REGEX_GROUPS = re.compile(r"\(\?P<(\w+)>[^)]*\)")

@@ -41,6 +41,7 @@ def live(api_server, fake_llm, monkeypatch):
         "end_user": "u1",
         "memory": "00000000-0000-0000-0000-000000000000",
         "hook": "00000000-0000-0000-0000-000000000000",
+        "attachment": "00000000-0000-0000-0000-000000000000",
         "widget": "00000000-0000-0000-0000-000000000000",
         **eval_ids(agent_version=run.agent_version),
     }

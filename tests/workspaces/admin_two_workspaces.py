@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from agents.models import AgentDelegate, AgentRelease, AgentTool, AgentUsageDay, GuardrailRule
 from alerts.models import AlertFiring, AlertRule
+from attachments.models import Attachment, AttachmentUse
 from conversations.models import EndUserErasure, RunFeedback, RunPurge
 from conversations.tokens import api_token_create
 from evals.models import EvalCase, EvalRun, EvalSuite, ReleaseGate
@@ -77,4 +78,16 @@ def workspace_seed(workspace: Workspace, tag: str, *, token_user) -> dict:
     EndUserErasure.objects.create(
         workspace=workspace, end_user_digest=tag * 4, requested_by_username=f"erasure-{tag}", channel="api"
     )
+    attachment = Attachment.objects.create(
+        workspace=workspace,
+        owner=token_user,
+        end_user=f"user-{tag}",
+        kind="image",
+        media_type="image/png",
+        size=1,
+        sha256=tag * 4,
+        name=f"photo-{tag}.png",
+        storage_key=f"{workspace.pk}/photo-{tag}",
+    )
+    AttachmentUse.objects.create(attachment=attachment, message=run.messages.first(), run=run, position=0)
     return {"agent": agent, "model": model, "tool": tool, "server": server, "suite": suite, "base": base}

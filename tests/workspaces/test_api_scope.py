@@ -14,6 +14,7 @@ from django.urls import URLPattern, URLResolver, reverse
 from django.utils import timezone
 
 from api import urls as api_urls
+from attachments.models import Attachment
 from conversations.models import Approval, Conversation, Run, ToolInvocation
 from conversations.services import conversation_create
 from conversations.tokens import api_token_create
@@ -121,10 +122,22 @@ def world():
     hook_b = Hook.objects.create(
         workspace=b, agent=agent_b, name=f"{MARK}-hook", secret="whsec_b", message="{{ payload.note }}", owner=both
     )
+    attachment_b = Attachment.objects.create(
+        workspace=b,
+        owner=both,
+        end_user=END_USER,
+        kind="image",
+        media_type="image/png",
+        size=1,
+        sha256="0" * 64,
+        name=f"{MARK}-photo.png",
+        storage_key=f"sweep/{uuid.uuid4().hex}",
+    )
     return {
         "a": a,
         "b": b,
         "members": members,
+        "attachment_b": attachment_b,
         "agent_a": agent_a,
         "agent_b": agent_b,
         "model_b": model_b,
@@ -159,6 +172,7 @@ def _ids(world) -> dict:
         "conversation_id": world["conversation_b"].pk,
         "widget_id": world["widget_b"].pk,
         "hook_id": world["hook_b"].pk,
+        "attachment_id": world["attachment_b"].pk,
         "end_user": END_USER,
     }
 
@@ -226,6 +240,7 @@ def _b_identifiers(world) -> list[str]:
         str(world["memory_b"].pk),
         str(world["widget_b"].pk),
         str(world["hook_b"].pk),
+        str(world["attachment_b"].pk),
         world["agent_b"].slug,
     ]
 

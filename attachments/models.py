@@ -1,0 +1,112 @@
+"""Attachments: the images, files and audio clips sent with messages.
+
+A row describes bytes kept in the "attachments" storage (settings.STORAGES): what they are, as
+sniffed from the bytes themselves (attachments.sniff), their size and SHA-256, an image's
+dimensions and an audio clip's duration, and whose they are. An attachment belongs to a
+workspace and to the same identity a conversation has, its owner (the token's user, None for the
+platform's own) and end user, so that an end user's files are theirs only and are forgotten with
+them. The bytes of identical uploads by the same identity are stored once (the digest is unique
+per workspace, owner and end user). AttachmentUse records which message (and run) used it."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from workspaces.defaults import InWorkspace
+
+
+class AttachmentKind(models.TextChoices):
+    IMAGE = "image", _("image")
+    FILE = "file", _("file")
+    AUDIO = "audio", _("audio")
+
+
+class Attachment(InWorkspace):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(_("kind"), max_length=10, choices=AttachmentKind.choices)
+    # Sniffed from the bytes, never the client's Content-Type nor the name's extension.
+    media_type = models.CharField(_("media type"), max_length=100)
+    size = models.PositiveBigIntegerField(_("size in bytes"))
+    # Of the bytes stored (for an image, its re-encoded copy without metadata).
+    sha256 = models.CharField(_("SHA-256"), max_length=64)
+    width = models.PositiveIntegerField(_("width"), null=True, blank=True)
+    height = models.PositiveIntegerField(_("height"), null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(_("duration (ms)"), null=True, blank=True)
+    name = models.CharField(_("file name"), max_length=200, blank=True, default="")
+    # The storage's name for the bytes: one per row, so deleting one identity's copy never
+    # touches another's.
+    storage_key = models.CharField(_("storage key"), max_length=300, unique=True, editable=False)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("uploaded by"),
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="attachments",
+        verbose_name=_("owner"),
+    )
+    end_user = models.CharField(_("end user"), max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("attachment")
+        verbose_name_plural = _("attachments")
+        ordering = ["-created_at"]
+        constraints = [
+            # Two partial constraints rather than one: NULL owners are distinct in a plain
+            # unique constraint, and the platform's own end users have none.
+            models.UniqueConstraint(
+                fields=["workspace", "owner", "end_user", "sha256"],
+                condition=Q(owner__isnull=False),
+                name="attachment_digest_owner_uniq",
+            ),
+            models.UniqueConstraint(
+                fields=["workspace", "end_user", "sha256"],
+                condition=Q(owner__isnull=True),
+                name="attachment_digest_platform_uniq",
+            ),
+        ]
+        indexes = [
+            # The workspace's quota sums its sizes; the unused sweep reads by age.
+            models.Index(fields=["workspace", "created_at"], name="attachment_ws_created_idx"),
+            models.Index(fields=["owner", "end_user"], name="attachment_owner_end_user_idx"),
+        ]
+
+    def __str__(self):
+        return self.name or str(self.pk)
+
+
+class AttachmentUse(models.Model):
+    """A message's attachment, at its place among the message's parts. Cascades with the
+    message and the run: the ledger's purge deletes rows pointing at what it deletes
+    (conversations.retention._dependants_release), and an attachment left unused goes on the
+    daily sweep (attachments.retention)."""
+
+    workspace_path = "attachment__workspace"
+    attachment = models.ForeignKey(
+        Attachment, on_delete=models.CASCADE, related_name="uses", verbose_name=_("attachment")
+    )
+    message = models.ForeignKey(
+        "conversations.Message", on_delete=models.CASCADE, related_name="+", verbose_name=_("message")
+    )
+    run = models.ForeignKey(
+        "conversations.Run", on_delete=models.CASCADE, null=True, blank=True, related_name="+", verbose_name=_("run")
+    )
+    position = models.PositiveSmallIntegerField(_("position"))
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("attachment use")
+        verbose_name_plural = _("attachment uses")
+        constraints = [models.UniqueConstraint(fields=["message", "position"], name="attachment_use_position_uniq")]
+        indexes = [models.Index(fields=["run"], name="attachment_use_run_idx")]
