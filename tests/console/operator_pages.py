@@ -4,6 +4,7 @@ admin shows: for the sweeps that look at all of them at once (the Chinese sweep,
 `seed()` writes the rows; `pages()` lists the URLs (admin index and app indexes, every registered
 ModelAdmin's changelist, add and change page, the agent's release pages, the operator pages)."""
 
+import io
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -13,11 +14,13 @@ from django.contrib.auth import get_user_model
 from django.test import RequestFactory
 from django.urls import reverse
 from django.utils import timezone
+from PIL import Image
 
 from agents.models import AgentDelegate, AgentUsageDay, GuardrailRule
 from agents.releases import version_publish
 from agents.services import agent_version_current
 from alerts.models import AlertFiring, AlertRule
+from attachments.services import attachment_store
 from conversations.models import (
     Approval,
     EndUserErasure,
@@ -81,6 +84,13 @@ def _eval_run(suite: EvalSuite, case: EvalCase, version, run: Run, *, passed: bo
     eval_run.metrics = eval_metrics(eval_results_data(eval_run=eval_run), repetitions=1)
     eval_run.save(update_fields=["metrics"])
     return eval_run
+
+
+def _png() -> bytes:
+    """A small photo, as a customer would attach one."""
+    out = io.BytesIO()
+    Image.new("RGB", (32, 24), (200, 120, 40)).save(out, "PNG")
+    return out.getvalue()
 
 
 def seed() -> Seeded:
@@ -257,6 +267,9 @@ def seed() -> Seeded:
         owner=operator,
         title="在线客服",
         greeting="您好，请问有什么可以帮您？",
+    )
+    attachment_store(
+        workspace=agent.workspace, uploaded_by=operator, owner=operator, end_user="顾客-7", data=_png(), name="发票.png"
     )
     return Seeded(
         operator=operator,
