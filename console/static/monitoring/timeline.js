@@ -4,29 +4,10 @@
   const status = document.getElementById("copy-status");
   if (!button) return;
 
-  function copyWithSelection(text) {
-    const area = document.createElement("textarea");
-    area.value = text;
-    area.setAttribute("readonly", "");
-    area.style.position = "fixed";
-    area.style.opacity = "0";
-    document.body.appendChild(area);
-    area.select();
-    const ok = document.execCommand("copy");
-    area.remove();
-    return ok;
-  }
-
   button.addEventListener("click", async () => {
     const data = JSON.parse(document.getElementById(button.dataset.source).textContent);
     const text = JSON.stringify(data, null, 2);
-    let ok = false;
-    try {
-      await navigator.clipboard.writeText(text);
-      ok = true;
-    } catch (error) {
-      ok = copyWithSelection(text);
-    }
+    const ok = await window.agentryCopy(text);
     status.textContent = ok
       ? interpolate(gettext("copied (%(count)s characters)"), { count: text.length }, true)
       : gettext("copy failed: open the JSON link instead");
