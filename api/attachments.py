@@ -121,6 +121,8 @@ class AttachmentDetailView(APIView):
         operation_id="attachments_retrieve",
         responses={200: AttachmentSerializer, 404: ErrorSerializer},
         summary="Read an attachment's record",
+        description="Its kind and media type (read from the bytes), size, SHA-256, dimensions or duration, name "
+        "and end user; another workspace's, owner's or end user's attachment is a 404.",
     )
     def get(self, request, attachment_id):
         return Response(AttachmentSerializer(_readable(request, attachment_id)).data)

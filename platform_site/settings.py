@@ -554,6 +554,7 @@ SPECTACULAR_SETTINGS.update(
             {"name": "eval-runs", "description": "Eval runs of a suite on an agent version, and their metrics."},
             {"name": "openai", "description": "The OpenAI-compatible endpoints: an agent answers as a model."},
             {"name": "hooks", "description": "Signed requests from other systems that start runs."},
+            {"name": "attachments", "description": "Files uploaded for conversations: their records and their bytes."},
             {
                 "name": "widget",
                 "description": "The chat widget's API, for widget.js: authenticated by an end-user token signed "
