@@ -2,7 +2,7 @@ import re
 from dataclasses import asdict
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
@@ -15,7 +15,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from agents.connection_check import model_config_test
+from agents.connection_check import SAVE_CHECK_TIMEOUT_SECONDS, model_config_test
 from agents.delegation import access_problem
 from agents.models import (
     Agent,
@@ -84,6 +84,10 @@ class ModelConfigForm(forms.ModelForm):
             for name, value in asdict(Calibration()).items():
                 setattr(self.instance, name, value)
         return super().save(commit)
+
+
+# The fields whose change is checked against the server on save (ModelConfigAdmin.save_model).
+CONNECTION_FIELDS = {"provider", "base_url", "model", "new_api_key", "clear_api_key"}
 
 
 @admin.register(ModelConfig)
@@ -174,6 +178,27 @@ class ModelConfigAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdm
             "completion": calibration.completion_ratio,
             "calls": calibration.calibration_calls,
         }
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        # A new config, or a changed address, model, provider or key, is tried at once (one tiny
+        # chat request, capped at SAVE_CHECK_TIMEOUT_SECONDS): a typo shows now, not in the first
+        # run that fails. The save stands either way; "Test connection" on the page asks again.
+        if change and not set(form.changed_data) & CONNECTION_FIELDS:
+            return
+        report = model_config_test(config=obj, list_models=False, chat_timeout=SAVE_CHECK_TIMEOUT_SECONDS)
+        if report.ok:
+            messages.success(
+                request,
+                _("Connection checked: %(model)s answered in %(ms)s ms.")
+                % {"model": report.model, "ms": report.latency_ms},
+            )
+        else:
+            messages.warning(
+                request,
+                _("Saved, but the connection check failed: %(error)s Test it again from the config's page.")
+                % {"error": report.error},
+            )
 
     @admin.display(description=_("stored key"))
     def key_status(self, obj):

@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 # An operator waits for the page: a model that needs longer than this to say "OK" fails the test.
 CHAT_TIMEOUT_SECONDS = 30.0
+# The check run when a config's connection is saved: the operator's save waits for it.
+SAVE_CHECK_TIMEOUT_SECONDS = 10.0
 LIST_TIMEOUT_SECONDS = 10.0
 # Small enough to cost nothing, large enough for a model that starts with a few tokens of preamble.
 ANSWER_TOKENS = 16
@@ -65,7 +67,7 @@ def _tiny(model: dict) -> dict:
     return model
 
 
-def _chat(report: ConnectionReport, model: dict, api_key: str) -> None:
+def _chat(report: ConnectionReport, model: dict, api_key: str, timeout: float = CHAT_TIMEOUT_SECONDS) -> None:
     provider = get_provider(model["provider"])
     body = provider.build_request(
         model=model,
@@ -76,7 +78,7 @@ def _chat(report: ConnectionReport, model: dict, api_key: str) -> None:
     )
     started = time.monotonic()
     try:
-        response = provider.send(model=model, api_key=api_key, body=body, timeout_cap=CHAT_TIMEOUT_SECONDS)
+        response = provider.send(model=model, api_key=api_key, body=body, timeout_cap=timeout)
     except ProviderError as exc:
         report.error, report.http_status = exc.message, exc.http_status
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
@@ -131,17 +133,24 @@ def _scrubbed(text: str, api_key: str) -> str:
     return text.replace(api_key, mask(api_key)) if api_key and text else text
 
 
-def model_config_test(*, config: ModelConfig) -> ConnectionReport:
+def model_config_test(
+    *, config: ModelConfig, list_models: bool = True, chat_timeout: float = CHAT_TIMEOUT_SECONDS
+) -> ConnectionReport:
+    """One tiny chat request to the config's server as the engine would send it, then (with
+    `list_models`) its models list. The check on save asks the chat alone, capped shorter: the
+    operator waits for it."""
     model = _tiny(_model_snapshot(config))
     api_key = config.api_key or ""
     base = model["base_url"].rstrip("/")
     path = "/messages" if model["provider"] == ProviderKind.ANTHROPIC else "/chat/completions"
     report = ConnectionReport(url=base + path, model=model["model"], models_url=base + "/models")
     try:
-        _chat(report, model, api_key)
+        _chat(report, model, api_key, chat_timeout)
     except ProviderError as exc:  # an unknown provider kind: nothing was sent
         report.error = exc.message
-    if report.ok or report.http_status:
+    if not list_models:
+        report.models_error = "Not asked."
+    elif report.ok or report.http_status:
         _list_models(report, model, api_key)
     else:
         # Unreachable for the chat request: asking the same server again only doubles the wait.

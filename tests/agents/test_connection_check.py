@@ -176,3 +176,48 @@ def test_a_new_config_is_saved_with_its_key(admin_client):
     response = admin_client.post(reverse("admin:agents_modelconfig_add"), data)
     assert response.status_code == 302
     assert ModelConfig.objects.get(name="local").api_key == KEY
+
+
+def _form(**fields) -> dict:
+    return {
+        "name": "local",
+        "provider": "openai_compatible",
+        "stop": "[]",
+        "response_format": "text",
+        "extra_params": "{}",
+        "connect_timeout_seconds": 10,
+        "read_timeout_seconds": 120,
+        "max_retries": 2,
+        "price_input_per_million": 0,
+        "price_output_per_million": 0,
+        "price_cached_input_per_million": 0,
+        **fields,
+    }
+
+
+def _messages(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]] if response.context else []
+
+
+def test_saving_a_connection_checks_it_and_the_save_stands_either_way(admin_client, fake_llm):
+    name = fake_llm.script("checked-on-save", {"fallback": {"content": "OK"}})
+    response = admin_client.post(
+        reverse("admin:agents_modelconfig_add"), _form(base_url=fake_llm.api_base, model=name), follow=True
+    )
+    assert any(m.startswith(f"Connection checked: {name} answered in") for m in _messages(response))
+    config = ModelConfig.objects.get(name="local")
+    asked = len(fake_llm.requests(name))
+    assert asked == 1
+
+    # A change that touches no part of the connection asks nothing.
+    change = reverse("admin:agents_modelconfig_change", args=[config.pk])
+    response = admin_client.post(change, _form(base_url=fake_llm.api_base, model=name, temperature="0.2"), follow=True)
+    assert not any("onnection" in m for m in _messages(response))
+    assert len(fake_llm.requests(name)) == asked
+
+    # A closed port: saved, and the warning says why and what to do.
+    response = admin_client.post(change, _form(base_url="http://127.0.0.1:9/v1", model=name), follow=True)
+    [warning] = [m for m in _messages(response) if m.startswith("Saved, but the connection check failed")]
+    assert "127.0.0.1:9" in warning
+    config.refresh_from_db()
+    assert config.base_url == "http://127.0.0.1:9/v1"
