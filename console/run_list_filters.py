@@ -105,7 +105,8 @@ class VersionFilter(admin.SimpleListFilter):
 
 class InputFilter(admin.ListFilter):
     """A filter whose values are typed: `inputs` are (parameter, label, kind) with kind "text"
-    or "number"; `narrow` filters by the parameters' values."""
+    or "number". Each subclass defines `narrow(queryset)`, which filters by the parameters' values
+    and raises RunFilterInvalid on a bad one."""
 
     template = "admin/input_filter.html"
     inputs: tuple[tuple[str, str, str], ...] = ()
@@ -151,9 +152,6 @@ class InputFilter(admin.ListFilter):
             return self.narrow(queryset)
         except RunFilterInvalid as exc:
             raise IncorrectLookupParameters(exc.message) from None
-
-    def narrow(self, queryset):
-        raise NotImplementedError
 
 
 class TagFilter(InputFilter):
