@@ -42,6 +42,23 @@ class ReasoningEffort(models.TextChoices):
     HIGH = "high", _("high")
 
 
+INPUT_KINDS = ("text", "image", "audio", "file")
+
+
+def input_kinds_default() -> list[str]:
+    return ["text"]
+
+
+def validate_input_kinds(value) -> None:
+    if not isinstance(value, list) or not all(isinstance(kind, str) for kind in value):
+        raise ValidationError(_('A list of kinds, e.g. ["text", "image"].'))
+    unknown = [kind for kind in value if kind not in INPUT_KINDS]
+    if unknown or "text" not in value or len(set(value)) != len(value):
+        raise ValidationError(
+            _("Name each kind once, text included, from: %(known)s.") % {"known": ", ".join(INPUT_KINDS)}
+        )
+
+
 class ModelConfig(InWorkspace):
     """How to reach one model: endpoint, credentials, sampling parameters and prices."""
 
@@ -99,6 +116,16 @@ class ModelConfig(InWorkspace):
             "OpenAI, vLLM and llama.cpp's server do). The platform's own calls that expect JSON (memory "
             "extraction) then ask for it; the agent's answers follow the response format above."
         ),
+    )
+    # What the model takes in a message besides text (attachments.parts): a part of a kind it
+    # does not take is refused when posted, or turned into text first where the agent says how
+    # (agents.Agent's conversions).
+    input_kinds = models.JSONField(
+        _("input kinds"),
+        default=input_kinds_default,
+        blank=True,
+        validators=[validate_input_kinds],
+        help_text=_('What the model takes in a message: a list of "text", "image", "audio", "file".'),
     )
     thinking = models.CharField(
         _("thinking"),

@@ -85,6 +85,8 @@ class ModelSnapshot(TypedDict):
     # Only for configs that can hold an answer to a JSON Schema, so the others pin the same
     # snapshot (and hash) as before the setting existed.
     structured_output: NotRequired[bool]
+    # Only for configs that take more than text (agents.models.INPUT_KINDS), for the same reason.
+    input_kinds: NotRequired[list[str]]
 
 
 class ToolApproval(TypedDict):
@@ -251,7 +253,14 @@ def _model_snapshot(config: ModelConfig) -> ModelSnapshot:
     }
     if config.structured_output:
         model["structured_output"] = True
+    if config.input_kinds and list(config.input_kinds) != ["text"]:
+        model["input_kinds"] = list(config.input_kinds)
     return model
+
+
+def model_input_kinds(model: ModelSnapshot) -> list[str]:
+    """What a snapshot's model takes in a message (text only for snapshots pinned before)."""
+    return model.get("input_kinds") or ["text"]
 
 
 def model_snapshot(config: ModelConfig) -> ModelSnapshot:

@@ -1,5 +1,5 @@
 """The operator's read-only view of attachments: what was uploaded, by whom, for which end user,
-and the messages that used it. Rows are written by attachments.services only; the bytes are
+and the runs that sent it. Rows are written by attachments.services only; the bytes are
 downloaded from the console's route (attachments are never shown inline)."""
 
 from django.contrib import admin
@@ -16,13 +16,11 @@ class AttachmentUseInline(WorkspaceScopedInline, ReadOnlyInline):
     model = AttachmentUse
     fk_name = "attachment"
     show_change_link = False
-    fields = ["created_at", "run_link", "message", "position"]
+    fields = ["created_at", "run_link", "position"]
     readonly_fields = fields
 
     @admin.display(description=_("run"))
     def run_link(self, obj):
-        if obj.run_id is None:
-            return "–"
         return format_html('<a href="{}">{}</a>', reverse("monitoring:run", args=[obj.run_id]), str(obj.run_id)[:8])
 
 

@@ -6,7 +6,8 @@ dimensions and an audio clip's duration, and whose they are. An attachment belon
 workspace and to the same identity a conversation has, its owner (the token's user, None for the
 platform's own) and end user, so that an end user's files are theirs only and are forgotten with
 them. The bytes of identical uploads by the same identity are stored once (the digest is unique
-per workspace, owner and end user). AttachmentUse records which message (and run) used it."""
+per workspace, owner and end user). AttachmentUse records which run sent it to a model; the
+message that carries it describes it in its own `parts` (attachments.parts)."""
 
 import uuid
 
@@ -87,26 +88,24 @@ class Attachment(InWorkspace):
 
 
 class AttachmentUse(models.Model):
-    """A message's attachment, at its place among the message's parts. Cascades with the
-    message and the run: the ledger's purge deletes rows pointing at what it deletes
+    """An attachment sent by a run, at its place among the parts the run's messages carry (its
+    user message's, and for a chat completion the earlier messages it was posted with). Cascades
+    with the run: the ledger's purge deletes rows pointing at what it deletes
     (conversations.retention._dependants_release), and an attachment left unused goes on the
-    daily sweep (attachments.retention)."""
+    daily sweep (attachments.retention). Which message carries it is that message's `parts`
+    (attachments.parts): the user message of a run that waits its turn is written only when the
+    run is admitted, after this row."""
 
     workspace_path = "attachment__workspace"
     attachment = models.ForeignKey(
         Attachment, on_delete=models.CASCADE, related_name="uses", verbose_name=_("attachment")
     )
-    message = models.ForeignKey(
-        "conversations.Message", on_delete=models.CASCADE, related_name="+", verbose_name=_("message")
-    )
-    run = models.ForeignKey(
-        "conversations.Run", on_delete=models.CASCADE, null=True, blank=True, related_name="+", verbose_name=_("run")
-    )
+    run = models.ForeignKey("conversations.Run", on_delete=models.CASCADE, related_name="+", verbose_name=_("run"))
     position = models.PositiveSmallIntegerField(_("position"))
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
 
     class Meta:
         verbose_name = _("attachment use")
         verbose_name_plural = _("attachment uses")
-        constraints = [models.UniqueConstraint(fields=["message", "position"], name="attachment_use_position_uniq")]
-        indexes = [models.Index(fields=["run"], name="attachment_use_run_idx")]
+        # Leads with the run: also the index the run's purge and erasure read by.
+        constraints = [models.UniqueConstraint(fields=["run", "position"], name="attachment_use_run_position_uniq")]

@@ -48,7 +48,7 @@ def attachments_unused_expire(*, hours: float | None = None, now=None, batch_siz
 def attachments_erase(*, run_ids) -> dict[str, int]:
     """Forgetting an end user: the attachments of their runs' messages and of their identity in
     the conversations reached go, bytes included."""
-    used = AttachmentUse.objects.filter(Q(run_id__in=run_ids) | Q(message__run_id__in=run_ids)).values("attachment_id")
+    used = AttachmentUse.objects.filter(run_id__in=run_ids).values("attachment_id")
     people = (
         Conversation.objects.filter(runs__in=run_ids)
         .exclude(end_user="")
@@ -68,7 +68,7 @@ def attachments_erase(*, run_ids) -> dict[str, int]:
 
 
 def _keeps_nothing(conversation: OuterRef) -> Exists:
-    # An attachment keeps no conversation: its uses go with the conversation's messages.
+    # An attachment keeps no conversation: its uses go with the conversation's runs.
     return Exists(AttachmentUse.objects.filter(pk__isnull=True))
 
 

@@ -12,12 +12,12 @@ from django.core.files.base import ContentFile, File
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
-from attachments.limits import per_message_check, quota_check, size_check
+from attachments.limits import quota_check, size_check
 from attachments.models import Attachment, AttachmentUse
 from attachments.selectors import attachment_identical
 from attachments.sniff import AttachmentRefused, name_clean, sniff
 from attachments.storage import attachment_storage
-from conversations.models import Message, Run
+from conversations.models import Run
 from workspaces.models import Workspace
 
 READ_CHUNK = 1024 * 1024
@@ -143,23 +143,15 @@ def attachment_delete(*, attachment: Attachment) -> None:
         attachments_bytes_delete([attachment.storage_key])
 
 
-def attachments_use(*, message: Message, attachments: Sequence[Attachment], run: Run | None = None) -> list:
-    """Record that `message` carries these attachments, in this order (and the run that answers
-    it). Refused past the per-message count, and for an attachment that is not of the message's
-    conversation's workspace, owner and end user: a reference never reaches someone else's."""
-    per_message_check(len(attachments))
-    conversation = message.conversation
-    workspace_id = conversation.agent.workspace_id
+def attachment_uses(*, run: Run, workspace_id: int, owner_id: int | None, end_user: str, attachments) -> list:
+    """The rows recording that `run` sends these attachments, in this order, unsaved: the caller
+    writes them with the run (engine.admission). Refused for an attachment that is not of the
+    run's workspace, owner and end user: a reference never reaches someone else's. (Each way in
+    checks a message's count with limits.per_message_check before it reads the parts.)"""
     for attachment in attachments:
-        if (attachment.workspace_id, attachment.owner_id, attachment.end_user) != (
-            workspace_id,
-            conversation.owner_id,
-            conversation.end_user,
-        ):
+        if (attachment.workspace_id, attachment.owner_id, attachment.end_user) != (workspace_id, owner_id, end_user):
             raise AttachmentRefused("identity", _("Attachment %(id)s is not found.") % {"id": attachment.pk})
-    return AttachmentUse.objects.bulk_create(
-        [
-            AttachmentUse(attachment=attachment, message=message, run=run, position=position)
-            for position, attachment in enumerate(attachments)
-        ]
-    )
+    return [
+        AttachmentUse(attachment=attachment, run=run, position=position)
+        for position, attachment in enumerate(attachments)
+    ]

@@ -119,6 +119,9 @@ class Message(models.Model):
     # instead of scanning the message again.
     # null, not "": a message redacted to nothing is screened too.
     screened_content = models.TextField(null=True, blank=True, verbose_name=_("content as models see it"))  # noqa: DJ001
+    # The attachments the message carries after its text, in order (attachments.parts); null for
+    # a text-only message.
+    parts = models.JSONField(null=True, blank=True, verbose_name=_("attachments"))
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
@@ -790,6 +793,8 @@ class RunRequest(models.Model):
         verbose_name=_("user"),
     )
     content = models.TextField(verbose_name=_("content"))
+    # The attachments posted with it (attachments.parts), given to its user message on admission.
+    parts = models.JSONField(null=True, blank=True, verbose_name=_("attachments"))
     idempotency_key = models.CharField(max_length=200, blank=True, default="", verbose_name=_("idempotency key"))
     content_hash = models.CharField(max_length=64, verbose_name=_("content hash"))
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))

@@ -16,6 +16,9 @@ from agents.models import Agent, AgentVersion, ConcurrentMessages
 from agents.releases import release_choice, version_by_id, version_target
 from agents.services import agent_version_current
 from agents.snapshot import snapshot_parse
+from attachments.models import Attachment
+from attachments.parts import parts_of
+from attachments.services import attachment_uses
 from conversations import events
 from conversations.batch import Batch, event_add, row_insert
 from conversations.events import EventType
@@ -59,8 +62,10 @@ class Submission:
     replayed: bool = False
 
 
-def _content_hash(content: str) -> str:
-    return hashlib.sha256(content.encode()).hexdigest()
+def _content_hash(content: str, attachments: Sequence[Attachment] = ()) -> str:
+    """What an idempotency key promises to repeat: the text, and the attachments sent with it."""
+    posted = content if not attachments else "\n".join([content, *(str(a.pk) for a in attachments)])
+    return hashlib.sha256(posted.encode()).hexdigest()
 
 
 def _version_for(conversation: Conversation, target: str | int | AgentVersion | None) -> AgentVersion:
@@ -100,6 +105,7 @@ def message_submit(
     workspace_id: int | None = None,
     tags: Sequence[str] = (),
     metadata: dict[str, str] | None = None,
+    attachments: Sequence[Attachment] = (),
 ) -> Submission:
     """A user message and the run that answers it, decided under a lock on the conversation.
 
@@ -113,6 +119,8 @@ def message_submit(
     `trigger` (RunTrigger) says which way in started the run; `workspace_id`, the workspace that
     way in acts in (a widget's, a hook's): another workspace's agent is AgentOutsideWorkspace.
     `tags` and `metadata`, checked by the caller (conversations.run_labels), go on the new run.
+    `attachments` (stored by attachments.services.attachment_store, of the conversation's owner
+    and end user) are the message's parts after its text, in order, recorded as the run's uses.
 
     First, before the lock, the agent's limits per end user for the conversation's end user
     (AdmissionRefused), as before every post: a post refused after them (busy, a replayed key)
@@ -121,7 +129,7 @@ def message_submit(
     (AdmissionRefused), from its limits read with the conversation's row.
     """
     conversation_limits_check(conversation=conversation, trigger=trigger)
-    digest = _content_hash(content)
+    digest = _content_hash(content, attachments)
     with transaction.atomic():
         # Only the conversation's row is locked: locking its agent's too would queue every post
         # to that agent behind one another. Its active runs are read after the lock.
@@ -157,6 +165,7 @@ def message_submit(
             trigger=trigger,
             tags=tags,
             metadata=metadata,
+            attachments=attachments,
         )
         if active and policy == ConcurrentMessages.INTERRUPT:
             # After commit and outside the conversation lock: the engine locks a run, then its
@@ -179,11 +188,14 @@ def _run_submit(
     trigger: str,
     tags: Sequence[str] = (),
     metadata: dict[str, str] | None = None,
+    attachments: Sequence[Attachment] = (),
+    earlier_attachments: Sequence[Attachment] = (),
 ) -> Run:
-    """In the caller's transaction: the run of `pinned` that answers `content`, waiting for the
-    `active` runs if there are any, else admitted at once. The run, what was posted, its first
-    event and (admitted at once) its user message are one statement: the post's writes cost one
-    round trip, not five."""
+    """In the caller's transaction: the run of `pinned` that answers `content` and carries
+    `attachments`, waiting for the `active` runs if there are any, else admitted at once. The
+    run, what was posted, its first event, its attachments' uses (`earlier_attachments`, those
+    of the history it was posted with, first) and (admitted at once) its user message are one
+    statement: the post's writes cost one round trip, not five."""
     timeout = snapshot_parse(pinned.snapshot)["agent"]["run_timeout_seconds"]
     now = timezone.now()
     run = Run(
@@ -206,20 +218,33 @@ def _run_submit(
     row_insert(batch, "new_run", run, returning=("id", "event_seq"), guard=True)
     for index, label in enumerate(run_labels(run)):
         row_insert(batch, f"label_{index}", label)
+    parts = parts_of(attachments)
     request = RunRequest(
         run=run,
         conversation=conversation,
         user=user,
         content=content,
+        parts=parts,
         idempotency_key=idempotency_key,
-        content_hash=digest or _content_hash(content),
+        content_hash=digest or _content_hash(content, attachments),
     )
     row_insert(batch, "request", request)
+    sent = [*earlier_attachments, *attachments]
+    if sent:
+        uses = attachment_uses(
+            run=run,
+            workspace_id=conversation.agent.workspace_id,
+            owner_id=conversation.owner_id,
+            end_user=conversation.end_user,
+            attachments=sent,
+        )
+        for index, use in enumerate(uses):
+            row_insert(batch, f"attachment_{index}", use)
     payload = events.run_queued(agent_version=pinned.number, waiting_for=[str(r.pk) for r in active] or None)
     # No wake-up: the run's id reaches a client (who could stream it) only after this commits.
     event_add(batch, run_id=run.pk, type=EventType.RUN_QUEUED, payload=payload, wake=False)
     if not active:
-        run_admit(run, content, stamped=True, batch=batch)
+        run_admit(run, content, parts=parts, stamped=True, batch=batch)
     batch.execute()
     return run
 
@@ -237,6 +262,8 @@ def conversation_start(
     workspace_id: int | None = None,
     tags: Sequence[str] = (),
     run_metadata: dict[str, str] | None = None,
+    attachments: Sequence[Attachment] = (),
+    history_attachments: Sequence[Attachment] = (),
 ) -> Run:
     """A new conversation of `agent` whose first run answers `content`, after `history` (earlier
     messages that belong to no run), as message_submit would start it. What message_submit
@@ -250,7 +277,9 @@ def conversation_start(
     budgets and quotas: free for a workspace without limits when `agent` comes with its
     workspace (agents.selectors.agent_usable_by, a hook's or a schedule's read), else one read.
     An agent outside the caller's workspace (AgentOutsideWorkspace) is refused before all that.
-    `metadata` is the conversation's; `tags` and `run_metadata` go on its run (message_submit)."""
+    `metadata` is the conversation's; `tags` and `run_metadata` go on its run (message_submit).
+    `attachments` are the new message's parts (message_submit); `history_attachments`, those the
+    history's messages carry in their own `parts`, recorded as the run's uses too."""
     agent_workspace_check(agent, workspace_id)
     end_user_limits_check(agent=agent, owner_id=user.pk if user else None, end_user=end_user, trigger=trigger)
     workspace = agent.workspace if Agent.workspace.is_cached(agent) else None
@@ -277,6 +306,8 @@ def conversation_start(
             trigger=trigger,
             tags=tags,
             metadata=run_metadata,
+            attachments=attachments,
+            earlier_attachments=history_attachments,
         )
 
 

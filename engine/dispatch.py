@@ -63,11 +63,14 @@ def _send_run(run_id) -> None:
         log.exception("run %s committed but not sent to the broker; the sweeper will send it again", run_id)
 
 
-def run_admit(run: Run, content: str, *, stamped: bool = False, batch: Batch | None = None) -> None:
-    """Give the run its user message and hand it to a worker once this transaction commits
-    (`stamped` as for run_enqueue). With `batch`, the message is one of its writes: the caller
-    executes it in this transaction (the hand-over waits for the commit either way)."""
-    message = [{"role": Message.Role.USER, "content": content}]
+def run_admit(
+    run: Run, content: str, *, parts: list[dict] | None = None, stamped: bool = False, batch: Batch | None = None
+) -> None:
+    """Give the run its user message (its text, and its attachments' `parts`) and hand it to a
+    worker once this transaction commits (`stamped` as for run_enqueue). With `batch`, the
+    message is one of its writes: the caller executes it in this transaction (the hand-over waits
+    for the commit either way)."""
+    message = [{"role": Message.Role.USER, "content": content, **({"parts": parts} if parts else {})}]
     if batch is None:
         messages_append(conversation_id=run.conversation_id, run_id=run.pk, messages=message)
     else:
@@ -91,5 +94,5 @@ def conversation_admit_next(*, conversation_id) -> Run | None:
             return None
         run = waiting.select_related("request").order_by("request__id").first()
         if run is not None:
-            run_admit(run, run.request.content)
+            run_admit(run, run.request.content, parts=run.request.parts)
         return run

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from attachments.models import Attachment, AttachmentUse
 from attachments.retention import attachments_unused_expire
-from attachments.services import attachment_store, attachments_use
+from attachments.services import attachment_store, attachment_uses
 from conversations.end_users import EndUser
 from conversations.models import Conversation, Message, Run
 from conversations.retention import runs_purge
@@ -39,7 +39,16 @@ def _sent(run, attachment, end_user=""):
     message = Message.objects.create(
         conversation=run.conversation, run=run, order=0, role=Message.Role.USER, content="see"
     )
-    attachments_use(message=message, attachments=[attachment], run=run)
+    conversation = run.conversation
+    AttachmentUse.objects.bulk_create(
+        attachment_uses(
+            run=run,
+            workspace_id=conversation.agent.workspace_id,
+            owner_id=conversation.owner_id,
+            end_user=conversation.end_user,
+            attachments=[attachment],
+        )
+    )
     return message
 
 

@@ -9,11 +9,13 @@ from django.contrib.auth.models import Permission
 from PIL import Image
 
 from attachments import services
+from attachments.limits import per_message_check
 from attachments.models import Attachment, AttachmentUse
 from attachments.selectors import attachment_for, attachments_visible_to
-from attachments.services import attachment_delete, attachment_read, attachment_store, attachments_use
+from attachments.services import attachment_delete, attachment_read, attachment_store
 from attachments.sniff import AttachmentRefused
 from conversations.models import Conversation, Message
+from engine.admission import message_submit
 from tests.attachments import samples
 from tests.attachments.conftest import files_in
 from tests.support.factories import make_agent, make_user
@@ -107,28 +109,50 @@ def test_delete_takes_the_bytes_after_commit(stored, workspace, django_capture_o
     assert not Attachment.objects.exists() and files_in(stored) == []
 
 
-def _message(agent, owner, end_user=""):
-    conversation = Conversation.objects.create(agent=agent, owner=owner, end_user=end_user)
-    return Message.objects.create(conversation=conversation, order=0, role=Message.Role.USER, content="look")
+def _conversation(agent, owner, end_user=""):
+    return Conversation.objects.create(agent=agent, owner=owner, end_user=end_user)
 
 
-def test_a_message_uses_its_identitys_attachments_up_to_the_limit(stored, workspace, settings):
+def test_a_message_carries_its_identitys_attachments_as_parts(stored, workspace, django_capture_on_commit_callbacks):
     owner = make_user()
     agent = make_agent()
-    message = _message(agent, owner, end_user="eu-1")
+    conversation = _conversation(agent, owner, end_user="eu-1")
     mine = [_store(workspace, owner, f"note {n}".encode(), name=f"{n}.txt", end_user="eu-1") for n in range(3)]
-    uses = attachments_use(message=message, attachments=mine)
-    assert [use.position for use in uses] == [0, 1, 2]
-    settings.AGENTRY_ATTACHMENTS_PER_MESSAGE = 10
-    many = [mine[0]] * 100
-    with pytest.raises(AttachmentRefused) as caught:
-        attachments_use(message=_message(agent, owner, end_user="eu-1"), attachments=many)
-    assert caught.value.code == "count"
+    with django_capture_on_commit_callbacks():
+        run = message_submit(conversation=conversation, content="look", user=owner, attachments=mine).run
+    message = Message.objects.get(run=run, role=Message.Role.USER)
+    assert [part["attachment"] for part in message.parts] == [str(a.pk) for a in mine]
+    assert message.parts[0] == {
+        "type": "file",
+        "attachment": str(mine[0].pk),
+        "media_type": "text/plain",
+        "name": "0.txt",
+        "size": 6,
+    }
+    uses = AttachmentUse.objects.filter(run=run).order_by("position")
+    assert [(use.attachment_id, use.position) for use in uses] == [(a.pk, n) for n, a in enumerate(mine)]
     others = _store(workspace, owner, b"theirs", name="t.txt", end_user="eu-2")
     with pytest.raises(AttachmentRefused) as caught:
-        attachments_use(message=_message(agent, owner, end_user="eu-1"), attachments=[others])
+        message_submit(
+            conversation=_conversation(agent, owner, end_user="eu-1"), content="x", user=owner, attachments=[others]
+        )
     assert caught.value.code == "identity"
     assert AttachmentUse.objects.count() == 3
+
+
+def test_a_message_text_only_keeps_no_parts(stored, django_capture_on_commit_callbacks):
+    owner, agent = make_user(), make_agent()
+    with django_capture_on_commit_callbacks():
+        run = message_submit(conversation=_conversation(agent, owner), content="hi", user=owner).run
+    assert Message.objects.get(run=run).parts is None and run.request.parts is None
+
+
+def test_the_count_per_message_is_checked(settings):
+    settings.AGENTRY_ATTACHMENTS_PER_MESSAGE = 10
+    per_message_check(10)
+    with pytest.raises(AttachmentRefused) as caught:
+        per_message_check(100)
+    assert caught.value.code == "count"
 
 
 def test_who_reads_an_attachment(stored, workspace):
