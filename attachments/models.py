@@ -109,3 +109,41 @@ class AttachmentUse(models.Model):
         verbose_name_plural = _("attachment uses")
         # Leads with the run: also the index the run's purge and erasure read by.
         constraints = [models.UniqueConstraint(fields=["run", "position"], name="attachment_use_run_position_uniq")]
+
+
+class PartTextMethod(models.TextChoices):
+    TRANSCRIPTION = "transcription", _("transcription")
+    OCR = "ocr", _("OCR")
+    DESCRIPTION = "description", _("description")
+
+
+class PartText(models.Model):
+    """An attachment turned into text for a model that does not take its kind: an audio clip
+    transcribed, an image read by OCR or described by a model. Made once per attachment and
+    method, by the first run that needed it (its ledger: the model call that made it, if a model
+    did); later steps and runs send this text in the part's place."""
+
+    workspace_path = "attachment__workspace"
+    attachment = models.ForeignKey(
+        Attachment, on_delete=models.CASCADE, related_name="texts", verbose_name=_("attachment")
+    )
+    method = models.CharField(_("method"), max_length=20, choices=PartTextMethod.choices)
+    text = models.TextField(_("text"), blank=True, default="")
+    run = models.ForeignKey(
+        "conversations.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", verbose_name=_("run")
+    )
+    llm_call = models.ForeignKey(
+        "conversations.LLMCall",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("LLM call"),
+    )
+    duration_ms = models.PositiveIntegerField(_("duration (ms)"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("attachment text")
+        verbose_name_plural = _("attachment texts")
+        constraints = [models.UniqueConstraint(fields=["attachment", "method"], name="part_text_method_uniq")]

@@ -433,6 +433,10 @@ class LLMCall(models.Model):
         # Long-term memory: what a completed run's conversation tells about its end user
         # (engine.memory), iteration = the run's last step.
         MEMORY = "memory", _("Memory")
+        # A part the agent's model does not take, turned into text before the step that sends it
+        # (attachments.models.PartText): an audio clip transcribed, an image described.
+        TRANSCRIPTION = "transcription", _("Transcription")
+        DESCRIPTION = "description", _("Description")
 
     # Empty only for calls made outside a run: embeddings of documents being indexed (the
     # knowledge app links those to their base).
@@ -465,6 +469,10 @@ class LLMCall(models.Model):
     completion_tokens = models.PositiveIntegerField(default=0, verbose_name=_("completion tokens"))
     cached_tokens = models.PositiveIntegerField(default=0, verbose_name=_("cached tokens"))
     reasoning_tokens = models.PositiveIntegerField(default=0, verbose_name=_("reasoning tokens"))
+    # Of the prompt tokens, those of images and of audio the call sent (attachments.parts), by
+    # the provider's published rules where its server does not report them apart.
+    image_tokens = models.PositiveIntegerField(default=0, verbose_name=_("image tokens"))
+    audio_tokens = models.PositiveIntegerField(default=0, verbose_name=_("audio tokens"))
     total_tokens = models.PositiveIntegerField(default=0, verbose_name=_("total tokens"))
     usage_estimated = models.BooleanField(default=False, verbose_name=_("usage estimated"))
     cost = models.DecimalField(max_digits=14, decimal_places=8, default=0, verbose_name=_("cost"))
