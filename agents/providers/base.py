@@ -20,12 +20,12 @@ class Usage:
     completion_tokens: int = 0
     cached_tokens: int = 0
     reasoning_tokens: int = 0
+    total_tokens: int = 0
+    estimated: bool = False
     # Of prompt_tokens: those of images and audio (as the server reports, else by the provider's
     # published rules).
     image_tokens: int = 0
     audio_tokens: int = 0
-    total_tokens: int = 0
-    estimated: bool = False
 
 
 @dataclass

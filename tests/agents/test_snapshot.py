@@ -43,11 +43,11 @@ def _http_tool() -> ToolDefinition:
 
 @pytest.mark.django_db
 def test_the_types_name_every_stored_key_and_no_other():
-    # Optional keys present: models that keep to a schema (structured_output).
+    # Optional keys present: models that keep to a schema (structured_output) and take images.
     agent = make_agent(
         tools=["test-echo"],
-        model_config=ModelConfigFactory(structured_output=True),
-        fallback_model_config=ModelConfigFactory(structured_output=True),
+        model_config=ModelConfigFactory(structured_output=True, input_kinds=["text", "image"]),
+        fallback_model_config=ModelConfigFactory(structured_output=True, input_kinds=["text", "image"]),
         memory_enabled=True,
     )
     AgentTool.objects.create(agent=agent, tool=_http_tool())
