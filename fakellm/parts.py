@@ -70,24 +70,26 @@ NO_PARTS = RequestParts()
 # The providers' published rules.
 
 
+def _scaled(width: int, height: int, side: int, limit: int) -> tuple[int, int]:
+    """Both edges scaled by limit/side when side is over the limit, rounded down (in integers,
+    so 3000x1500 to a 1568 long edge is 1568x784, not 1567x784)."""
+    if side <= limit:
+        return width, height
+    return width * limit // side, height * limit // side
+
+
 def openai_image_tokens(width: int, height: int, detail: str) -> int:
     """85 for detail "low"; else fit within 2048x2048, shortest side down to 768, 170 a 512px tile."""
     if detail == "low":
         return 85
-    if max(width, height) > 2048:
-        ratio = 2048 / max(width, height)
-        width, height = int(width * ratio), int(height * ratio)
-    if min(width, height) > 768:
-        ratio = 768 / min(width, height)
-        width, height = int(width * ratio), int(height * ratio)
+    width, height = _scaled(width, height, max(width, height), 2048)
+    width, height = _scaled(width, height, min(width, height), 768)
     return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
 
 
 def anthropic_image_tokens(width: int, height: int) -> int:
     """Long edge down to 1568 keeping the aspect, then width * height / 750."""
-    if max(width, height) > 1568:
-        ratio = 1568 / max(width, height)
-        width, height = int(width * ratio), int(height * ratio)
+    width, height = _scaled(width, height, max(width, height), 1568)
     return math.ceil(width * height / 750)
 
 
