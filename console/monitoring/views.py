@@ -24,6 +24,7 @@ from agents.release_admin import ReleaseForm
 from agents.releases import PUBLISH_PERMISSION, ReleaseRefused, UnknownVersion, release_apply
 from alerts.permissions import VIEW_FIRINGS_PERMISSION
 from attachments.parts import part_of
+from attachments.permissions import VIEW_PERMISSION as VIEW_ATTACHMENT_PERMISSION
 from attachments.sniff import AttachmentRefused
 from console.agent_hub import agent_for_hub, agent_hub
 from console.monitoring.event_lines import event_lines
@@ -246,6 +247,9 @@ def _timeline_page(request, run: Run, *, case_form=None, fork_form=None, status:
         case_form = EvalCaseFromRunForm(user=request.user)
     rows = timeline_rows(export["steps"])
     _with_fork_forms(request, run, export, rows, fork_form)
+    # Thumbnails and links to the downloads for those who may download (console.monitoring.attachments).
+    shown = export["run"]["question_parts"] or export["part_texts"]
+    readable = bool(shown) and request.user.has_perm(VIEW_ATTACHMENT_PERMISSION)
     response = _page(
         request,
         "monitoring/run_timeline.html",
@@ -257,6 +261,7 @@ def _timeline_page(request, run: Run, *, case_form=None, fork_form=None, status:
             export=export, now=timezone.now(), run_url=lambda run_id: reverse("monitoring:run", args=[run_id])
         ),
         rows=rows,
+        attachments_readable=readable,
         events=event_lines(export=export),
         case_form=case_form,
         # A refused fork: its errors head the page too (its step may have no form to show them).
