@@ -250,6 +250,9 @@ def _timeline_page(request, run: Run, *, case_form=None, fork_form=None, status:
     # Thumbnails and links to the downloads for those who may download (console.monitoring.attachments).
     shown = export["run"]["question_parts"] or export["part_texts"]
     readable = bool(shown) and request.user.has_perm(VIEW_ATTACHMENT_PERMISSION)
+    # Each pre-step's call by its number in the steps' table.
+    numbers = {row["step"]["id"]: row["number"] for row in rows if row["step"]["kind"] == "llm_call"}
+    part_texts = [{**text, "step": numbers.get(text["llm_call_id"])} for text in export["part_texts"]]
     response = _page(
         request,
         "monitoring/run_timeline.html",
@@ -262,6 +265,7 @@ def _timeline_page(request, run: Run, *, case_form=None, fork_form=None, status:
         ),
         rows=rows,
         attachments_readable=readable,
+        part_texts=part_texts,
         events=event_lines(export=export),
         case_form=case_form,
         # A refused fork: its errors head the page too (its step may have no form to show them).

@@ -86,7 +86,7 @@ def test_the_timeline_shows_thumbnails_chips_media_tokens_and_pre_steps(client, 
     assert "of the prompt: images 85 · audio 0" in page
     texts = page[page.index('id="part-texts"') :]
     assert "the handle came off" in texts and "transcription" in texts
-    assert f'href="#llm-call-{transcription.pk}"' in texts and f'id="llm-call-{transcription.pk}"' in page
+    assert f'<a href="#llm-call-{transcription.pk}">step 1</a>' in texts and f'id="llm-call-{transcription.pk}"' in page
 
     data = client.get(reverse("monitoring:run-json", args=[run.pk])).json()
     assert [part["name"] for part in data["run"]["question_parts"]] == ["mug.png", "note.wav"]
