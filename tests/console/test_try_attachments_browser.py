@@ -70,7 +70,8 @@ def test_the_try_page_sends_an_image_and_the_timeline_shows_it(chromium, live_se
     page.click("#try-send")
     page.wait_for_selector('section.try-run[data-status="completed"]')
     assert page.locator("#transcript .attachment-parts img").get_attribute("alt") == "mug.png"
-    assert "what is broken here?" in page.locator(".bubble.assistant").last.inner_text()
+    # The fake model saw the image through the provider's wire: its size and average colour.
+    assert page.locator(".bubble.assistant").last.inner_text() == "what is broken here?\n[image 40x30 #c81e1e]"
     assert page.locator("#try-tray .item").count() == 0
     run = Run.objects.get(pk=page.locator("section.try-run").first.get_attribute("data-run"))
     assert [use.attachment.name for use in AttachmentUse.objects.filter(run=run)] == ["mug.png"]
@@ -83,5 +84,6 @@ def test_the_try_page_sends_an_image_and_the_timeline_shows_it(chromium, live_se
         "() => { const img = document.querySelector('#run-question-parts img'); "
         "return img.complete && img.naturalWidth === 40; }"
     )
+    assert page.locator("#steps .media-tokens").first.inner_text().startswith("of the prompt: images ")
     page.screenshot(path=str(ARTIFACTS / "timeline-attachment.png"), full_page=True)
     context.close()

@@ -266,7 +266,8 @@ def test_the_widget_attaches_images_and_shows_their_thumbnails(api_server, worke
 
     page.locator("textarea").fill("what is broken here?")
     page.locator("textarea").press("Enter")
-    page.locator(".msg.assistant").filter(has_text="what is broken here?").wait_for()
+    # The fake model saw the image through the provider's wire: its size and average colour.
+    page.locator(".msg.assistant").filter(has_text="what is broken here?\n[image 40x30 #c81e1e]").wait_for()
     thumb = page.locator(".log .parts img.thumb")
     assert thumb.count() == 1 and thumb.evaluate("n => n.naturalWidth") == 40
     assert page.locator(".tray .item").count() == 0
