@@ -231,14 +231,16 @@ class WidgetMessagesView(WidgetView):
         serializer = WidgetMessageSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         named = serializer.validated_data["attachments"]
-        owner = self.owner()
         # The agent's limits per end user are admission's, as on every other way in.
         try:
-            attachments = attachments_named(user=owner, attachment_ids=named, end_user=self.end_user) if named else ()
+            # A text message reads nothing more (the owner's workspace binding costs a read).
+            attachments = (
+                attachments_named(user=self.owner(), attachment_ids=named, end_user=self.end_user) if named else ()
+            )
             submission = message_submit(
                 conversation=conversation,
                 content=serializer.validated_data["content"],
-                user=owner,
+                user=self.widget.owner,
                 trigger=RunTrigger.WIDGET,
                 workspace_id=self.widget.workspace_id,
                 attachments=attachments,

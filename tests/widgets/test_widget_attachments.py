@@ -8,7 +8,9 @@ import uuid
 import pytest
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from attachments.models import Attachment, AttachmentUse
 from conversations.models import Message, Run
@@ -185,3 +187,11 @@ def test_an_upload_needs_exactly_one_file(widget):
     two = {"file": [SimpleUploadedFile("a.png", samples.png()), SimpleUploadedFile("b.png", samples.png())]}
     assert client.post(url, two).status_code == 400
     assert client.post(url, {"x": 1}, content_type="application/json").status_code == 415
+
+
+def test_a_text_message_reads_no_attachment(widget):
+    client = _client(widget, _someone())
+    conversation = _conversation(widget, client)
+    with CaptureQueriesContext(connection) as queries:
+        assert _send(widget, client, conversation).status_code == 202
+    assert not [q["sql"] for q in queries.captured_queries if "attachments_" in q["sql"]]
