@@ -86,6 +86,12 @@ urlpatterns = [
         widget.WidgetMessagesView.as_view(),
         name="widget-messages",
     ),
+    path("widget/<uuid:widget_id>/attachments/", widget.WidgetAttachmentsView.as_view(), name="widget-attachments"),
+    path(
+        "widget/<uuid:widget_id>/attachments/<uuid:attachment_id>/content/",
+        widget.WidgetAttachmentContentView.as_view(),
+        name="widget-attachment-content",
+    ),
     path("widget/<uuid:widget_id>/runs/<uuid:run_id>/events/", widget.widget_run_events, name="widget-run-events"),
     *router.urls,
 ]

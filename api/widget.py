@@ -13,6 +13,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers, status
+from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -22,9 +23,14 @@ from api.common import ErrorSerializer
 from api.conversations import MessageCreateSerializer
 from api.events import last_event_id, run_events_response
 from api.throttles import ApiUserThrottle, WidgetThrottle
+from attachments.parts import part_of
+from attachments.responses import attachment_response
+from attachments.selectors import attachment_for, attachments_named
+from attachments.services import AttachmentMissing, attachment_store
+from attachments.sniff import AttachmentRefused
 from conversations.models import Conversation, RunTrigger
 from engine.admission import AgentOutsideWorkspace, ConversationBusy, message_submit
-from platform_site.api_errors import ApiConflict
+from platform_site.api_errors import ApiConflict, RequestTooLarge
 from platform_site.asyncdb import db
 from platform_site.http_methods import require_GET
 from widgets.origins import origin_allowed
@@ -37,6 +43,7 @@ from widgets.services import (
     widget_usable,
 )
 from widgets.tokens import TokenRefused, end_user_token_verify
+from workspaces.access import Binding, workspace_bind
 
 PREFLIGHT_MAX_AGE = 600
 
@@ -117,6 +124,13 @@ class WidgetView(APIView):
         patch_vary_headers(response, ["Origin"])
         return response
 
+    def owner(self):
+        """The widget's owner, acting in the widget's workspace (whatever the owner's own
+        memberships): the identity its end users' attachments belong to."""
+        owner = self.widget.owner
+        workspace_bind(owner, Binding(workspace=self.widget.workspace, role=None))
+        return owner
+
     def conversation(self, conversation_id) -> Conversation:
         conversation = widget_conversations(widget=self.widget, end_user=self.end_user).filter(pk=conversation_id)
         found = conversation.first()
@@ -136,10 +150,32 @@ class ConversationOpenSerializer(serializers.Serializer):
 
 
 class WidgetMessageSerializer(serializers.Serializer):
-    content = serializers.CharField(trim_whitespace=False)
+    content = serializers.CharField(trim_whitespace=False, allow_blank=True)
+    attachments = serializers.ListField(
+        child=serializers.CharField(max_length=64),
+        required=False,
+        default=list,
+        help_text="Ids of attachments the end user uploaded through this widget (…/attachments/), in order.",
+    )
 
     def validate_content(self, content: str) -> str:
-        return MessageCreateSerializer.validate_content(self, content)
+        # Blank only with attachments (validate): a photo may say it all.
+        return MessageCreateSerializer.validate_content(self, content) if content.strip() else content
+
+    def validate(self, data):
+        if not data["content"].strip() and not data["attachments"]:
+            raise serializers.ValidationError({"content": [_("This field may not be blank.")]})
+        return data
+
+
+class WidgetUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(allow_empty_file=True, help_text="An image, a document, text or audio.")
+
+
+def _refusal(exc: AttachmentRefused, field: str) -> exceptions.APIException:
+    if exc.code == "size":
+        return RequestTooLarge(str(exc))
+    return serializers.ValidationError({field: [str(exc)]}, code=exc.code)
 
 
 class WidgetConversationsView(WidgetView):
@@ -194,21 +230,84 @@ class WidgetMessagesView(WidgetView):
         conversation = self.conversation(conversation_id)
         serializer = WidgetMessageSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        named = serializer.validated_data["attachments"]
         # The agent's limits per end user are admission's, as on every other way in.
         try:
+            # A text message reads nothing more (the owner's workspace binding costs a read).
+            attachments = (
+                attachments_named(user=self.owner(), attachment_ids=named, end_user=self.end_user) if named else ()
+            )
             submission = message_submit(
                 conversation=conversation,
                 content=serializer.validated_data["content"],
                 user=self.widget.owner,
                 trigger=RunTrigger.WIDGET,
                 workspace_id=self.widget.workspace_id,
+                attachments=attachments,
             )
+        except AttachmentRefused as exc:
+            raise _refusal(exc, "attachments") from None
         except AgentOutsideWorkspace:
             raise Http404 from None
         except ConversationBusy:
             raise ApiConflict(_("The agent is still answering the last message; wait for its answer.")) from None
         run = submission.run
         return Response({"run": str(run.pk), "status": run.status}, status=status.HTTP_202_ACCEPTED)
+
+
+class WidgetAttachmentsView(WidgetView):
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(
+        tags=["widget"],
+        operation_id="widget_attachment_upload",
+        summary="Upload the end user's attachment",
+        description="One file (multipart, field `file`) for the end user's next message to name in `attachments`. "
+        "Its type is read from its bytes; an image is re-encoded without its metadata. 201 with its id, kind, "
+        "media type, size and dimensions or duration; 400 when refused (empty, damaged, of an unknown or "
+        "mismatched type, past the workspace's quota), 413 past the size limit.",
+        request={"multipart/form-data": WidgetUploadSerializer},
+        responses={201: None, 400: ErrorSerializer, 401: ErrorSerializer, 413: ErrorSerializer},
+    )
+    def post(self, request, widget_id):
+        if len(request.FILES) != 1 or len(request.FILES.getlist("file")) != 1:
+            raise serializers.ValidationError({"file": [_("Send exactly one file, in the field `file`.")]})
+        serializer = WidgetUploadSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        upload = serializer.validated_data["file"]
+        owner = self.owner()
+        try:
+            attachment = attachment_store(
+                workspace=self.widget.workspace,
+                uploaded_by=owner,
+                owner=owner,
+                end_user=self.end_user,
+                data=upload,
+                name=upload.name or "",
+            )
+        except AttachmentRefused as exc:
+            raise _refusal(exc, "file") from None
+        return Response({"id": str(attachment.pk), **part_of(attachment)}, status=status.HTTP_201_CREATED)
+
+
+class WidgetAttachmentContentView(WidgetView):
+    @extend_schema(
+        tags=["widget"],
+        operation_id="widget_attachment_content",
+        summary="Download the end user's attachment",
+        description="The bytes of an attachment of the token's end user through this widget (else 404), as a "
+        "download (Content-Disposition: attachment, X-Content-Type-Options: nosniff); the widget shows an "
+        "image's as its thumbnail.",
+        responses={(200, "application/octet-stream"): None, 401: ErrorSerializer, 404: ErrorSerializer},
+    )
+    def get(self, request, widget_id, attachment_id):
+        attachment = attachment_for(user=self.owner(), attachment_id=attachment_id, end_user=self.end_user)
+        if attachment is None:
+            raise Http404
+        try:
+            return attachment_response(attachment)
+        except AttachmentMissing:
+            raise Http404 from None
 
 
 def _stream_run(request, widget_id, run_id) -> tuple[dict, str | None]:

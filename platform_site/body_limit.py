@@ -15,7 +15,8 @@ front of a web exposed to the internet.)
 
 Three limits (platform_site/settings.py): AGENTRY_MAX_BODY_BYTES for every request,
 AGENTRY_MAX_UPLOAD_BODY_BYTES for the knowledge admin's forms, which upload documents, and
-AGENTRY_MAX_ATTACHMENT_BODY_BYTES for the API's attachment upload.
+AGENTRY_MAX_ATTACHMENT_BODY_BYTES for the attachment uploads (the API's, the widget's and the try
+page's).
 """
 
 import asyncio
@@ -34,7 +35,10 @@ from platform_site.error_responses import error_json
 UPLOAD_PATHS = re.compile(r"^/admin/knowledge/[a-z]+/(add|[^/]+/[a-z_]+)/$")
 # The API's attachment upload: one file as large as an attachment may be (AGENTRY_ATTACHMENT_MAX_BYTES),
 # for any caller (it is refused after the body for a bad token, as every API write is).
-ATTACHMENT_UPLOAD_PATH = "/api/v1/attachments/"
+# The widget's (an end-user token, checked after the body too) and the try page's (a session's,
+# like the knowledge admin's forms) take one file each as well.
+ATTACHMENT_UPLOAD_PATHS = re.compile(r"^/api/v1/(attachments|widget/[0-9a-f-]{36}/attachments)/$")
+TRY_UPLOAD_PATH = "/monitor/try/attachments/"
 
 
 class BodyTooLarge(Exception):
@@ -64,12 +68,16 @@ def _header(scope, name: bytes) -> str | None:
 def body_limit(scope) -> int:
     """The largest body the request may carry. The upload limit is for a signed-in operator's
     form: a request without a session cookie cannot be one, and keeps the general limit."""
-    if _path(scope) == ATTACHMENT_UPLOAD_PATH:
+    path = _path(scope)
+    if ATTACHMENT_UPLOAD_PATHS.match(path):
         return max(settings.AGENTRY_MAX_ATTACHMENT_BODY_BYTES, settings.AGENTRY_MAX_BODY_BYTES)
-    if UPLOAD_PATHS.match(_path(scope)):
+    if UPLOAD_PATHS.match(path) or path == TRY_UPLOAD_PATH:
         cookies = parse_cookie(_header(scope, b"cookie") or "")
         if settings.SESSION_COOKIE_NAME in cookies:
-            return max(settings.AGENTRY_MAX_UPLOAD_BODY_BYTES, settings.AGENTRY_MAX_BODY_BYTES)
+            upload = settings.AGENTRY_MAX_UPLOAD_BODY_BYTES
+            if path == TRY_UPLOAD_PATH:
+                upload = settings.AGENTRY_MAX_ATTACHMENT_BODY_BYTES
+            return max(upload, settings.AGENTRY_MAX_BODY_BYTES)
     return settings.AGENTRY_MAX_BODY_BYTES
 
 

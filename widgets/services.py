@@ -2,6 +2,7 @@
 
 import secrets
 
+from django.conf import settings
 from django.db.models import QuerySet
 
 from conversations.models import TERMINAL_STATUSES, Conversation, Run
@@ -57,19 +58,36 @@ def widget_conversation_open(*, widget: Widget, end_user: str, conversation_id=N
 
 
 def widget_conversation_state(*, conversation: Conversation) -> dict:
-    """What the chat panel shows after a page load: the user's and the agent's messages with text,
-    and the run still answering, if any, to follow its events."""
-    messages = conversation.messages.filter(role__in=["user", "assistant"]).exclude(content="").order_by("order")
+    """What the chat panel shows after a page load: the user's and the agent's messages with text
+    or attachments (each with its parts, attachments.parts), and the run still answering, if any,
+    to follow its events."""
+    messages = (
+        conversation.messages.filter(role__in=["user", "assistant"])
+        .exclude(content="", parts__isnull=True)
+        .order_by("order")
+    )
     active = (
         conversation.runs.exclude(status__in=TERMINAL_STATUSES).order_by("-created_at").values_list("pk", flat=True)
     )
     active_run = active.first()
     return {
         "id": str(conversation.pk),
-        "messages": [{"role": m.role, "content": m.content, "created_at": m.created_at} for m in messages],
+        "messages": [
+            {"role": m.role, "content": m.content, "parts": m.parts or [], "created_at": m.created_at} for m in messages
+        ],
         "active_run": str(active_run) if active_run else None,
     }
 
 
 def widget_public(*, widget: Widget) -> dict:
-    return {"title": widget.title or widget.agent.name, "greeting": widget.greeting, "language": widget.language}
+    """The widget as its script shows it, with the attachment limits it checks before uploading
+    (the server checks them again: attachments.limits)."""
+    return {
+        "title": widget.title or widget.agent.name,
+        "greeting": widget.greeting,
+        "language": widget.language,
+        "attachments": {
+            "max_bytes": settings.AGENTRY_ATTACHMENT_MAX_BYTES,
+            "per_message": settings.AGENTRY_ATTACHMENTS_PER_MESSAGE,
+        },
+    }

@@ -1,3 +1,5 @@
+import uuid
+
 from django import forms
 from django.db.models import Exists, OuterRef
 from django.utils.translation import gettext_lazy as _
@@ -24,6 +26,21 @@ class AgentChoiceField(forms.ModelChoiceField):
         return _("%(name)s (sub-agent, called by %(callers)s)") % {"name": obj.name, "callers": ", ".join(callers)}
 
 
+class AttachmentIdsField(forms.Field):
+    """The ids of the attachments a message names, in order (a form's repeated field)."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value) -> list[uuid.UUID]:
+        ids = []
+        for item in value or []:
+            try:
+                ids.append(uuid.UUID(str(item)))
+            except ValueError:
+                raise forms.ValidationError(_("Not an attachment's id: %(value)s"), params={"value": item}) from None
+        return ids
+
+
 class TryAgentForm(forms.Form):
     agent = AgentChoiceField(
         queryset=Agent.objects.none(),
@@ -31,9 +48,11 @@ class TryAgentForm(forms.Form):
         help_text=_("Sub-agents come last: they are meant to be called by another agent, with its task."),
     )
     content = forms.CharField(
-        max_length=20000, label=_("Message"), widget=forms.Textarea(attrs={"rows": 3, "cols": 80})
+        required=False, max_length=20000, label=_("Message"), widget=forms.Textarea(attrs={"rows": 3, "cols": 80})
     )
     conversation = forms.UUIDField(required=False, widget=forms.HiddenInput)
+    # Uploaded first (TryAttachmentForm), each for this agent and end user.
+    attachments = AttachmentIdsField(required=False)
     end_user = forms.CharField(
         required=False,
         max_length=END_USER_MAX_CHARS,
@@ -88,6 +107,27 @@ class TryAgentForm(forms.Form):
         except RunChoiceRefused as exc:
             raise forms.ValidationError(str(exc)) from None
         return chosen
+
+    def clean(self):
+        data = super().clean()
+        # Blank only with attachments: a photo may say it all.
+        if not (data.get("content") or "").strip() and not data.get("attachments") and "content" not in self.errors:
+            self.add_error("content", forms.ValidationError(_("This field is required."), code="required"))
+        return data
+
+
+class TryAttachmentForm(forms.Form):
+    """One file for the try page's next message to this agent, as this end user."""
+
+    agent = forms.ModelChoiceField(queryset=Agent.objects.none(), label=_("Agent"))
+    end_user = forms.CharField(required=False, max_length=END_USER_MAX_CHARS, label=_("End user"))
+    file = forms.FileField(allow_empty_file=True, label=_("File"))
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].queryset = agents_usable_by(user=user)
+
+    clean_end_user = TryAgentForm.clean_end_user
 
 
 class EvalCaseFromRunForm(forms.Form):

@@ -449,12 +449,13 @@ def run_tool_calls(*, run: Run) -> list[dict]:
     return calls
 
 
-def run_question(*, run: Run) -> str | None:
-    """What the run was asked: its user message, or while it waits its turn (or for a delegated
-    run, whose task its parent wrote) the content it was posted with."""
-    content = (
-        Message.objects.filter(run=run, role=Message.Role.USER).order_by("order").values_list("content", flat=True)
-    ).first()
-    if content is None:
-        content = RunRequest.objects.filter(run=run).values_list("content", flat=True).first()
-    return content
+def run_question(*, run: Run) -> tuple[str | None, list[dict]]:
+    """What the run was asked, and the attachments it carried (its parts, attachments.parts; []
+    for none), in the same read: its user message, or while it waits its turn (or for a
+    delegated run, whose task its parent wrote) what it was posted with."""
+    asked = Message.objects.filter(run=run, role=Message.Role.USER).order_by("order").values_list("content", "parts")
+    found = asked.first()
+    if found is None:
+        found = RunRequest.objects.filter(run=run).values_list("content", "parts").first()
+    content, parts = found or (None, None)
+    return content, parts or []

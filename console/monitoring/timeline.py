@@ -2,13 +2,16 @@
 answered), each model call and tool call in order (request, response, tokens by kind, cost,
 latency, arguments, result, approval and decider, delegated runs and their durations), its
 guardrail triggers, the long-term memories it was shown and wrote, its events, and its forks
-(the run it was forked from, the runs forked from it; copied calls are marked). The timeline
+(the run it was forked from, the runs forked from it; copied calls are marked). What the user
+sent besides text: the attachments their message carried (its parts), and what the run turned
+into text for a model that does not take them (the pre-steps: PartText rows). The timeline
 page shows it and copies it; a fixed number of queries whatever the run's size (one reads the
-runs its delegate calls started)."""
+runs its delegate calls started; one the pre-steps' texts, only for a run with attachments)."""
 
+from attachments.models import PartText
 from console.formatting import fixed_amount
 from console.monitoring.selectors import run_question
-from conversations.models import GuardrailTrigger, Run, RunEvent
+from conversations.models import GuardrailTrigger, LLMCall, Run, RunEvent
 from conversations.selectors import run_final_answer, run_timeline
 from conversations.usage import USAGE_FIELDS
 from memory.models import MemoryChange, MemoryUse
@@ -33,6 +36,9 @@ def _llm_call(call, *, requests: bool) -> dict:
         "http_status": call.http_status,
         "finish_reason": call.finish_reason,
         "tokens": {kind: getattr(call, kind) for kind in USAGE_FIELDS},
+        # Shares of prompt_tokens: what the images and the audio the call sent counted for.
+        "image_tokens": call.image_tokens,
+        "audio_tokens": call.audio_tokens,
         "usage_estimated": call.usage_estimated,
         "cost": fixed_amount(call.cost),
         "latency_ms": call.latency_ms,
@@ -142,6 +148,35 @@ def _memories(run: Run) -> dict:
     }
 
 
+# The calls that turn an attachment into text (PartText.llm_call); OCR makes its text with none.
+PRE_STEP_PURPOSES = {LLMCall.Purpose.TRANSCRIPTION, LLMCall.Purpose.DESCRIPTION}
+
+
+def _part_texts(run: Run, *, parts: list[dict], steps: list[dict]) -> list[dict]:
+    """The attachments this run turned into text, in the order they were made. Read only when
+    the run's message carried attachments or one of its calls is a pre-step's: a text-only run's
+    timeline costs no query more."""
+    if not parts and not any(step.get("purpose") in PRE_STEP_PURPOSES for step in steps):
+        return []
+    texts = PartText.objects.filter(run=run).select_related("attachment").order_by("created_at", "id")
+    return [
+        {
+            "id": text.pk,
+            "method": text.method,
+            "method_label": str(text.get_method_display()),
+            "attachment": str(text.attachment_id),
+            "name": text.attachment.name,
+            "kind": text.attachment.kind,
+            "media_type": text.attachment.media_type,
+            "text": text.text,
+            "llm_call_id": text.llm_call_id,
+            "duration_ms": text.duration_ms,
+            "created_at": _iso(text.created_at),
+        }
+        for text in texts
+    ]
+
+
 def _forks(run: Run) -> list[dict]:
     """The runs forked from this one, oldest first."""
     forks = Run.objects.filter(forked_from=run).order_by("created_at", "id")
@@ -160,6 +195,7 @@ def _forks(run: Run) -> list[dict]:
 
 def run_timeline_export(*, run: Run, requests: bool) -> dict:
     answer = run_final_answer(run=run)
+    question, parts = run_question(run=run)
     steps = [
         _llm_call(step["obj"], requests=requests) if step["kind"] == "llm_call" else _tool_invocation(step["obj"])
         for step in run_timeline(run=run)
@@ -184,7 +220,9 @@ def run_timeline_export(*, run: Run, requests: bool) -> dict:
             "tags": run.tags,
             "metadata": run.metadata,
             # What was asked and what the run answered, so the story reads from its two ends.
-            "question": run_question(run=run),
+            "question": question,
+            # The attachments the question carried, in order (attachments.parts' descriptors).
+            "question_parts": parts,
             "answer": answer.content if answer is not None else None,
             "iterations": run.iterations,
             "tokens": {kind: getattr(run, kind) for kind in USAGE_FIELDS},
@@ -215,5 +253,6 @@ def run_timeline_export(*, run: Run, requests: bool) -> dict:
         # What matched is masked for personal data (agents.guardrails): never the number itself.
         "guardrails": [{**trigger, "created_at": _iso(trigger["created_at"])} for trigger in triggers],
         "memories": _memories(run),
+        "part_texts": _part_texts(run, parts=parts, steps=steps),
         "events": [{**event, "created_at": _iso(event["created_at"])} for event in events],
     }

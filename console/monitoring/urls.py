@@ -27,4 +27,5 @@ urlpatterns = [
     path("attachments/<uuid:attachment_id>/", attachments.attachment_download, name="attachment-download"),
     path("try/", views.try_agent, name="try"),
     path("try/send/", views.try_agent_send, name="try-send"),
+    path("try/attachments/", views.try_agent_attach, name="try-attach"),
 ]

@@ -7,6 +7,7 @@ forking them (fork_run), or starting them (add_run) - being staff is not enough.
 import logging
 from functools import wraps
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -22,14 +23,17 @@ from agents.models import Agent
 from agents.release_admin import ReleaseForm
 from agents.releases import PUBLISH_PERMISSION, ReleaseRefused, UnknownVersion, release_apply
 from alerts.permissions import VIEW_FIRINGS_PERMISSION
+from attachments.parts import part_of
+from attachments.permissions import VIEW_PERMISSION as VIEW_ATTACHMENT_PERMISSION
+from attachments.sniff import AttachmentRefused
 from console.agent_hub import agent_for_hub, agent_hub
 from console.monitoring.event_lines import event_lines
 from console.monitoring.fork_comparison import fork_comparison
 from console.monitoring.fork_forms import ForkForm, fork_choices, fork_forms, step_tool_calls
-from console.monitoring.forms import EvalCaseFromRunForm, TryAgentForm
+from console.monitoring.forms import EvalCaseFromRunForm, TryAgentForm, TryAttachmentForm
 from console.monitoring.presenters import dashboard_context, fork_context, run_outcome, timeline_rows
 from console.monitoring.selectors import alerts_open, dashboard_snapshot, run_events_after
-from console.monitoring.services import ConversationNotFound, try_message_post
+from console.monitoring.services import ConversationNotFound, try_attachment_store, try_message_post
 from console.monitoring.thread import conversation_thread
 from console.monitoring.timeline import run_timeline_export
 from console.monitoring.waterfall import run_waterfall
@@ -243,6 +247,12 @@ def _timeline_page(request, run: Run, *, case_form=None, fork_form=None, status:
         case_form = EvalCaseFromRunForm(user=request.user)
     rows = timeline_rows(export["steps"])
     _with_fork_forms(request, run, export, rows, fork_form)
+    # Thumbnails and links to the downloads for those who may download (console.monitoring.attachments).
+    shown = export["run"]["question_parts"] or export["part_texts"]
+    readable = bool(shown) and request.user.has_perm(VIEW_ATTACHMENT_PERMISSION)
+    # Each pre-step's call by its number in the steps' table.
+    numbers = {row["step"]["id"]: row["number"] for row in rows if row["step"]["kind"] == "llm_call"}
+    part_texts = [{**text, "step": numbers.get(text["llm_call_id"])} for text in export["part_texts"]]
     response = _page(
         request,
         "monitoring/run_timeline.html",
@@ -254,6 +264,8 @@ def _timeline_page(request, run: Run, *, case_form=None, fork_form=None, status:
             export=export, now=timezone.now(), run_url=lambda run_id: reverse("monitoring:run", args=[run_id])
         ),
         rows=rows,
+        attachments_readable=readable,
+        part_texts=part_texts,
         events=event_lines(export=export),
         case_form=case_form,
         # A refused fork: its errors head the page too (its step may have no form to show them).
@@ -402,7 +414,39 @@ def run_action(request, run_id, action):
 @operator_required(*TRY_PERMISSIONS)
 def try_agent(request):
     form = TryAgentForm(initial={"agent": request.GET.get("agent")}, user=request.user)
-    return _page(request, "monitoring/try_agent.html", title=_("Try an agent"), form=form)
+    limits = {
+        "max_bytes": settings.AGENTRY_ATTACHMENT_MAX_BYTES,
+        "per_message": settings.AGENTRY_ATTACHMENTS_PER_MESSAGE,
+    }
+    return _page(request, "monitoring/try_agent.html", title=_("Try an agent"), form=form, limits=limits)
+
+
+def _form_error(form) -> JsonResponse:
+    field, errors = next(iter(form.errors.items()))
+    return JsonResponse({"message": f"{field}: {' '.join(errors)}", "extra": form.errors}, status=400)
+
+
+@require_POST
+@operator_required(*TRY_PERMISSIONS, json=True)
+def try_agent_attach(request):
+    """One file for the next message (multipart: agent, end_user, file): its id and part."""
+    if len(request.FILES) != 1 or len(request.FILES.getlist("file")) != 1:
+        return _json_error(_("Send exactly one file, in the field `file`."))
+    form = TryAttachmentForm(request.POST, request.FILES, user=request.user)
+    if not form.is_valid() and form.has_error("agent", "invalid_choice"):
+        return _json_error(_("No such agent."), status=404)
+    if not form.is_valid():
+        return _form_error(form)
+    try:
+        attachment = try_attachment_store(
+            agent=form.cleaned_data["agent"],
+            user=request.user,
+            end_user=form.cleaned_data["end_user"],
+            upload=form.cleaned_data["file"],
+        )
+    except AttachmentRefused as exc:
+        return _json_error(str(exc), status=413 if exc.code == "size" else 400)
+    return JsonResponse({"id": str(attachment.pk), **part_of(attachment)}, status=201)
 
 
 @require_POST
@@ -413,8 +457,7 @@ def try_agent_send(request):
         # An agent the user may not talk to (another workspace's, a group's): not found.
         return _json_error(_("No such agent."), status=404)
     if not form.is_valid():
-        first = next(iter(form.errors.items()))
-        return JsonResponse({"message": f"{first[0]}: {' '.join(first[1])}", "extra": form.errors}, status=400)
+        return _form_error(form)
     try:
         run = try_message_post(
             agent=form.cleaned_data["agent"],
@@ -423,8 +466,9 @@ def try_agent_send(request):
             conversation_id=form.cleaned_data["conversation"],
             version=form.cleaned_data["version"],
             end_user=form.cleaned_data["end_user"],
+            attachment_ids=form.cleaned_data["attachments"],
         )
-    except (ConversationNotFound, UnknownVersion) as exc:
+    except (ConversationNotFound, UnknownVersion, AttachmentRefused) as exc:
         return _json_error(str(exc))
     except AdmissionRefused as exc:
         # Speaking as an end user, the page is one more way in: the agent's limits per end user hold.

@@ -20,12 +20,15 @@ from agents.models import AgentDelegate, AgentUsageDay, GuardrailRule
 from agents.releases import version_publish
 from agents.services import agent_version_current
 from alerts.models import AlertFiring, AlertRule
+from attachments.models import PartText
+from attachments.parts import parts_of
 from attachments.services import attachment_store
 from conversations.models import (
     Approval,
     EndUserErasure,
     GuardrailTrigger,
     LLMCall,
+    Message,
     Run,
     RunEvent,
     RunFeedback,
@@ -60,6 +63,8 @@ class Seeded:
     baseline: EvalRun
     candidate: EvalRun
     fork: Run
+    # A run whose message carried an image, described for the model before its step.
+    pictured: Run | None = None
 
 
 def _eval_run(suite: EvalSuite, case: EvalCase, version, run: Run, *, passed: bool) -> EvalRun:
@@ -268,8 +273,24 @@ def seed() -> Seeded:
         title="在线客服",
         greeting="您好，请问有什么可以帮您？",
     )
-    attachment_store(
+    invoice = attachment_store(
         workspace=agent.workspace, uploaded_by=operator, owner=operator, end_user="顾客-7", data=_png(), name="发票.png"
+    )
+    pictured = ledger_run(agent, finished_at=now)
+    Message.objects.create(
+        conversation=pictured.conversation,
+        run=pictured,
+        role="user",
+        order=1,
+        content="这张发票的金额是多少？",
+        parts=parts_of([invoice]),
+    )
+    described = ledger_call(pictured, started_at=now, iteration=1)
+    LLMCall.objects.filter(pk=described.pk).update(purpose=LLMCall.Purpose.DESCRIPTION)
+    step = ledger_call(pictured, started_at=now, iteration=1)
+    LLMCall.objects.filter(pk=step.pk).update(image_tokens=85)
+    PartText.objects.create(
+        attachment=invoice, method="description", text="一张发票，金额 120 元", run=pictured, llm_call=described
     )
     return Seeded(
         operator=operator,
@@ -279,6 +300,7 @@ def seed() -> Seeded:
         baseline=baseline,
         candidate=candidate,
         fork=fork,
+        pictured=pictured,
     )
 
 

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 
-from tests.console.operator_pages import seed
+from tests.console.operator_pages import _png, seed
 from tests.support.accessibility import LAPTOP, page_problems
 from tests.support.workers import ARTIFACTS
 from triggers.models import Hook
@@ -30,6 +30,8 @@ PAGES = {
     "thread": lambda seeded: reverse("monitoring:conversation", args=[seeded.run.conversation_id]),
     "playground": lambda seeded: reverse("monitoring:playground", args=[seeded.agent.slug]),
     "run-timeline": lambda seeded: reverse("monitoring:run", args=[seeded.run.pk]),
+    # A message's image as a thumbnail, its description as a pre-step, a call's image tokens.
+    "run-timeline-attachments": lambda seeded: reverse("monitoring:run", args=[seeded.pictured.pk]),
     "run-admin": lambda seeded: reverse("admin:conversations_run_change", args=[seeded.run.pk]),
     "dashboard": lambda seeded: reverse("monitoring:dashboard"),
     "approvals": lambda seeded: reverse("approvals:queue"),
@@ -95,6 +97,30 @@ FAULTY = """<!doctype html><html lang="en"><head><title>Faulty</title>
 <div id="wide" style="width: 2000px">wide</div>
 <label>Holds <input id="holder" onkeydown="if (event.key === 'Tab') event.preventDefault()"></label>
 </main></body></html>"""
+
+
+def test_the_try_page_with_files_waiting_is_accessible(chromium, live_server, seeded):
+    """The try page's tray (a thumbnail and a chip, each with its remove button) passes the same
+    checks as its empty state."""
+    context = _signed_in(chromium, live_server, seeded.operator)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        page.goto(reverse("monitoring:try"))
+        page.wait_for_load_state("networkidle")
+        page.locator("#try-files").set_input_files(
+            [
+                {"name": "发票.png", "mimeType": "image/png", "buffer": _png()},
+                {"name": "notes.txt", "mimeType": "text/plain", "buffer": "订单 42".encode()},
+            ]
+        )
+        page.locator("#try-tray .item").nth(1).wait_for()
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "a11y-try-attachments-en.png"), full_page=True)
+        problems = page_problems(page)
+    finally:
+        context.close()
+    assert not problems, "\n".join(problems)
 
 
 def test_the_checks_report_each_kind_of_problem_and_pass_a_clean_page(chromium):

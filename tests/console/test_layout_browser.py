@@ -86,8 +86,8 @@ def test_the_runs_list_fits_and_marks_only_estimated_usage(laptop, seeded):
         cell = laptop.locator(f"#result_list td.field-{column}").first.bounding_box()
         assert cell["x"] + cell["width"] <= results["x"] + results["width"] + 1, column
     marks = laptop.locator("#result_list td.field-estimated").all_inner_texts()
-    # Four runs in the seed, one of them with estimated usage: one mark, the others blank.
-    assert len(marks) == 4 and sorted(mark.strip() for mark in marks) == ["", "", "", "≈"]
+    # Five runs in the seed, one of them with estimated usage: one mark, the others blank.
+    assert len(marks) == 5 and sorted(mark.strip() for mark in marks) == ["", "", "", "", "≈"]
     # The model calls' list marks them the same way.
     laptop.goto("/admin/conversations/llmcall/")
     assert laptop.locator("#result_list td.field-estimated img").count() == 0

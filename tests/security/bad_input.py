@@ -47,6 +47,7 @@ ROUTES = {
     "monitor/agents/{agent}/playground/eval/": {"POST"},
     "monitor/agents/{agent}/release/": {"POST"},  # a release action from the agent's page
     "monitor/try/send/": {"POST"},
+    "monitor/try/attachments/": {"POST"},  # one file for the try page's next message
     "api/v1/": {"GET"},
     "api/v1/runs/{run}/events/": {"GET"},
     "api/v1/agents/": {"GET"},
@@ -83,6 +84,8 @@ ROUTES = {
     "api/v1/widget/{widget}/conversations/": {"POST"},
     "api/v1/widget/{widget}/conversations/{conversation}/": {"GET"},
     "api/v1/widget/{widget}/conversations/{conversation}/messages/": {"POST"},
+    "api/v1/widget/{widget}/attachments/": {"POST"},  # the end user's upload
+    "api/v1/widget/{widget}/attachments/{attachment}/content/": {"GET"},  # the end user's download
     "api/v1/widget/{widget}/runs/{run}/events/": {"GET"},
     "widget.js": {"GET"},  # the widget's script, for other sites' pages
     "chat/{widget}/": {"GET"},  # the widget's hosted page

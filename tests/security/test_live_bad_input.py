@@ -19,7 +19,7 @@ from tests.support.factories import token_for
 
 pytestmark = [pytest.mark.e2e]
 # Page endpoints that answer JSON; the other pages answer a form with its errors again (HTML).
-JSON_ROUTES = {"approvals/{approval}/preview/", "monitor/try/send/"}
+JSON_ROUTES = {"approvals/{approval}/preview/", "monitor/try/send/", "monitor/try/attachments/"}
 
 
 @pytest.fixture

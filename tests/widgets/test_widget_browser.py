@@ -1,10 +1,14 @@
 """The chat widget embedded on another origin, in real Chromium (Debian's package, driven by
 Playwright), against the ASGI server and a real worker: a conversation with a streamed answer
-and a tool step, kept across a reload, and forged or expired end-user tokens refused.
+and a tool step, kept across a reload, forged or expired end-user tokens refused, and images
+attached by the file chooser, a drop and a paste, sent and shown as thumbnails again after a
+reload.
 
 The page is served by a second server on another port of 127.0.0.1, which is another origin:
 every call of the widget to Agentry is cross-origin, as on a customer's site."""
 
+import base64
+import io
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,6 +17,7 @@ from pathlib import Path
 import jwt
 import pytest
 from django.contrib.auth.models import User
+from PIL import Image
 
 from tests.support.browser import chromium_browser
 from tests.support.factories import ModelConfigFactory, make_agent
@@ -199,4 +204,98 @@ def test_the_widget_shows_a_pending_approval_and_goes_on_once_it_is_decided(
     approval_decide(approval_id=approval.pk, user=owner, decision="approve", channel="page")
     page.locator(".note.approval").filter(has_text="Approval decided: test-echo").wait_for()
     page.locator(".msg.assistant").filter(has_text="You said heron").wait_for()
+    context.close()
+
+
+def _png(size, color) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", size, color).save(out, "PNG")
+    return out.getvalue()
+
+
+# A File made in the page from base64, given to the panel as a drop or to the text box as a paste.
+HAND_OVER = """([kind, name, data]) => {
+    const root = document.querySelector("[data-agentry-widget]").shadowRoot;
+    const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+    const transfer = new DataTransfer();
+    transfer.items.add(new File([bytes], name, {type: "image/png"}));
+    if (kind === "paste") {
+        root.querySelector("textarea").dispatchEvent(
+            new ClipboardEvent("paste", {clipboardData: transfer, bubbles: true, cancelable: true}));
+    } else {
+        const panel = root.querySelector(".panel");
+        panel.dispatchEvent(new DragEvent("dragover", {dataTransfer: transfer, bubbles: true, cancelable: true}));
+        panel.dispatchEvent(new DragEvent("drop", {dataTransfer: transfer, bubbles: true, cancelable: true}));
+    }
+}"""
+
+
+def test_the_widget_attaches_images_and_shows_their_thumbnails(api_server, worker, fake_llm, browser, site):
+    agent = make_agent(
+        model_config=ModelConfigFactory(base_url=fake_llm.api_base, model="echo", input_kinds=["text", "image"]),
+    )
+    origin = f"http://127.0.0.1:{site.server_address[1]}"
+    owner = User.objects.create_user("widget-attacher", password="owner-pass-1")
+    widget = Widget.objects.create(agent=agent, name="shop", secret=SECRET, owner=owner, allowed_origins=origin)
+    site.pages = {"/": _page_html(api_server.base_url, widget, end_user_token_sign(widget=widget, end_user="erin"))}
+
+    context = browser.new_context(viewport={"width": 1000, "height": 760})
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    page.goto(f"{origin}/")
+    page.locator(".launcher").click()
+    page.locator(".panel .title").wait_for()
+    attach = page.get_by_role("button", name="Attach a file")
+    attach.focus()
+    with page.expect_file_chooser() as chooser:
+        page.keyboard.press("Enter")
+    chooser.value.set_files([{"name": "mug.png", "mimeType": "image/png", "buffer": _png((40, 30), (200, 30, 30))}])
+    page.evaluate(HAND_OVER, ["drop", "dropped.png", base64.b64encode(_png((8, 8), (0, 0, 255))).decode()])
+    page.evaluate(HAND_OVER, ["paste", "pasted.png", base64.b64encode(_png((16, 16), (0, 255, 0))).decode()])
+    page.locator(".tray img.thumb").nth(2).wait_for()
+    assert page.locator(".tray img.thumb").evaluate_all("nodes => nodes.map((n) => n.alt)") == [
+        "mug.png",
+        "dropped.png",
+        "pasted.png",
+    ]
+    # Thumbnails before sending are the files themselves, never an upload.
+    assert page.locator(".tray img.thumb").first.evaluate("n => n.src").startswith("blob:")
+    page.get_by_role("button", name="Remove dropped.png").click()
+    page.get_by_role("button", name="Remove pasted.png").press("Enter")
+    assert page.locator(".tray .item").count() == 1
+
+    page.locator("textarea").fill("what is broken here?")
+    page.locator("textarea").press("Enter")
+    # The fake model saw the image through the provider's wire: its size and average colour.
+    page.locator(".msg.assistant").filter(has_text="what is broken here?\n[image 40x30 #c81e1e]").wait_for()
+    thumb = page.locator(".log .parts img.thumb")
+    assert thumb.count() == 1 and thumb.evaluate("n => n.naturalWidth") == 40
+    assert page.locator(".tray .item").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "widget-attachment.png"))
+
+    # After a reload the thumbnail is the end user's download, fetched with their token.
+    page.reload()
+    page.locator(".msg.user").filter(has_text="what is broken here?").wait_for()
+    stored = page.locator(".log .parts img.thumb")
+    stored.wait_for()
+    page.wait_for_function(
+        """() => {
+            const img = document.querySelector("[data-agentry-widget]").shadowRoot.querySelector(".log .parts img");
+            return img && img.complete && img.naturalWidth === 40;
+        }"""
+    )
+    assert stored.get_attribute("alt") == "mug.png"
+
+    # A file past the limit (20 MB by default) is refused in the widget's language before any upload.
+    page.evaluate(
+        """() => {
+            const root = document.querySelector("[data-agentry-widget]").shadowRoot;
+            const transfer = new DataTransfer();
+            transfer.items.add(new File([new Uint8Array(30 * 1000 * 1000)], "huge.png", {type: "image/png"}));
+            root.querySelector("textarea").dispatchEvent(
+                new ClipboardEvent("paste", {clipboardData: transfer, bubbles: true, cancelable: true}));
+        }"""
+    )
+    page.locator(".error").filter(has_text="huge.png is larger than").wait_for()
+    assert page.locator(".tray .item").count() == 0
     context.close()

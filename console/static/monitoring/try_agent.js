@@ -1,6 +1,9 @@
 // Try an agent: post the message, then poll the run's events until it ends. Each run gets its
 // own section (status in words, a link to its timeline and to any approval it waits for, a card
 // per tool call, and its raw events folded away), so one message's steps never mix with the next's.
+// Files chosen with the attach button, pasted into the message or dropped on the form wait in a
+// tray (images as thumbnails, others as chips; each removable) and are uploaded one by one when
+// the message is sent, which names them.
 (function () {
   const form = document.getElementById("try-form");
   if (!form) return;
@@ -9,6 +12,111 @@
   const state = document.getElementById("try-state");
   const sendButton = document.getElementById("try-send");
   const POLL_MS = 400;
+  const tray = document.getElementById("try-tray");
+  const fileInput = document.getElementById("try-files");
+  const maxBytes = Number(form.dataset.maxBytes) || 0;
+  const perMessage = Number(form.dataset.perMessage) || 0;
+  let pending = [];
+
+  function sizeText(bytes) {
+    if (bytes >= 1000 * 1000) return `${(bytes / 1000 / 1000).toFixed(1)} MB`;
+    return bytes >= 1000 ? `${Math.round(bytes / 1000)} KB` : `${bytes} B`;
+  }
+
+  function isImage(type) {
+    return /^image\/(png|jpeg|gif|webp)$/.test(type || "");
+  }
+
+  // A file as shown: an image's thumbnail from its object URL, else a chip with name and size.
+  function partNode(file, url) {
+    if (url) {
+      const img = element("img", "attachment-thumb");
+      img.src = url;
+      img.alt = file.name;
+      return img;
+    }
+    return element("span", "attachment-chip", `${file.name} · ${sizeText(file.size)}`);
+  }
+
+  function addFiles(files) {
+    for (const file of files) {
+      if (perMessage && pending.length >= perMessage) {
+        state.textContent = interpolate(gettext("A message may carry at most %(count)s attachments."), { count: perMessage }, true);
+        return;
+      }
+      if (maxBytes && file.size > maxBytes) {
+        state.textContent = interpolate(gettext("%(name)s is larger than %(limit)s, the most a file may be."), { name: file.name, limit: sizeText(maxBytes) }, true);
+        continue;
+      }
+      const entry = { file, url: isImage(file.type) ? URL.createObjectURL(file) : null };
+      const item = element("div", "item");
+      const remove = element("button", "button remove", "×");
+      remove.type = "button";
+      remove.setAttribute("aria-label", interpolate(gettext("Remove %(name)s"), { name: file.name }, true));
+      remove.addEventListener("click", () => {
+        pending = pending.filter((other) => other !== entry);
+        item.remove();
+        form.elements.content.focus();
+      });
+      item.append(partNode(file, entry.url), remove);
+      entry.item = item;
+      pending.push(entry);
+      tray.append(item);
+    }
+  }
+
+  function clearTray() {
+    pending = [];
+    tray.replaceChildren();
+  }
+
+  // The waiting files, uploaded in order for this agent and end user: their ids, or an Error
+  // with the server's reason.
+  async function uploadAll(entries) {
+    const ids = [];
+    for (const entry of entries) {
+      const body = new FormData();
+      body.append("csrfmiddlewaretoken", form.elements.csrfmiddlewaretoken.value);
+      body.append("agent", form.elements.agent.value);
+      body.append("end_user", form.elements.end_user.value);
+      body.append("file", entry.file, entry.file.name);
+      state.textContent = interpolate(gettext("uploading %(name)s…"), { name: entry.file.name }, true);
+      const response = await fetch(form.dataset.attachUrl, { method: "POST", body, credentials: "same-origin" });
+      const data = await response.json().catch(() => ({ message: `HTTP ${response.status}` }));
+      if (!response.ok) throw new Error(`${entry.file.name}: ${data.message}`);
+      ids.push(data.id);
+    }
+    return ids;
+  }
+
+  document.getElementById("try-attach").addEventListener("click", () => fileInput.click());
+  fileInput.addEventListener("change", () => {
+    addFiles(fileInput.files);
+    fileInput.value = "";
+  });
+  form.elements.content.addEventListener("paste", (event) => {
+    const files = event.clipboardData && event.clipboardData.files;
+    if (files && files.length) {
+      event.preventDefault();
+      addFiles(files);
+    }
+  });
+  form.addEventListener("dragover", (event) => {
+    if (event.dataTransfer && Array.from(event.dataTransfer.types).includes("Files")) {
+      event.preventDefault();
+      form.classList.add("dropping");
+    }
+  });
+  form.addEventListener("dragleave", (event) => {
+    if (!form.contains(event.relatedTarget)) form.classList.remove("dropping");
+  });
+  form.addEventListener("drop", (event) => {
+    form.classList.remove("dropping");
+    if (event.dataTransfer && event.dataTransfer.files.length) {
+      event.preventDefault();
+      addFiles(event.dataTransfer.files);
+    }
+  });
 
   function bubble(role, text) {
     const div = document.createElement("div");
@@ -171,6 +279,7 @@
   function restart() {
     form.elements.conversation.value = "";
     transcript.replaceChildren();
+    clearTray(); // uploaded for the other agent or end user: not theirs to send
   }
   form.elements.agent.addEventListener("change", restart);
   form.elements.end_user.addEventListener("change", restart);
@@ -178,21 +287,30 @@
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const body = new FormData(form);
+    const entries = pending.slice();
     sendButton.disabled = true;
-    state.textContent = gettext("sending…");
     try {
+      for (const id of await uploadAll(entries)) body.append("attachments", id);
+      state.textContent = gettext("sending…");
       const response = await fetch(form.action, { method: "POST", body, credentials: "same-origin" });
       const data = await response.json();
       if (!response.ok) {
         state.textContent = data.message;
         return;
       }
-      bubble("user", body.get("content"));
+      if (entries.length) {
+        const parts = element("div", "attachment-parts user");
+        entries.forEach((entry) => parts.append(partNode(entry.file, entry.url)));
+        transcript.appendChild(parts);
+        pending = pending.filter((entry) => !entries.includes(entry));
+        entries.forEach((entry) => entry.item.remove());
+      }
+      if (body.get("content")) bubble("user", body.get("content"));
       form.elements.conversation.value = data.conversation_id;
       form.elements.content.value = "";
       await follow(data);
     } catch (error) {
-      state.textContent = interpolate(gettext("error: %(message)s"), error, true);
+      state.textContent = interpolate(gettext("error: %(message)s"), { message: error.message }, true);
     } finally {
       sendButton.disabled = false;
     }

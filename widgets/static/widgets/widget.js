@@ -12,6 +12,11 @@
  * Plain script, no build step, no request anywhere but to the Agentry site it came from. The
  * panel lives in a shadow root, so the page's CSS cannot reach it; everything shown from the
  * server or the user is set as textContent, never as HTML.
+ *
+ * Attachments: the attach button, a pasted image or files dropped on the panel wait under the
+ * text box (images as thumbnails, other files as chips with name and size; each can be removed)
+ * and are uploaded one by one when the message is sent, which then names them. Thumbnails of
+ * earlier messages are the end user's own downloads, fetched with the token as a blob.
  */
 (function () {
   "use strict";
@@ -35,6 +40,11 @@
       noToken: "This chat cannot start: the page gave no end-user token.",
       network: "The chat service cannot be reached.",
       refused: "The chat refused this page: ",
+      attach: "Attach a file",
+      remove: "Remove ",
+      tooLarge: "{name} is larger than {limit}, the most a file may be.",
+      tooMany: "A message may carry at most {count} attachments.",
+      uploading: "Uploading {name}…",
     },
     "zh-hans": {
       open: "咨询",
@@ -49,6 +59,11 @@
       noToken: "无法开始对话：页面没有提供终端用户令牌。",
       network: "无法连接聊天服务。",
       refused: "聊天服务拒绝了此页面：",
+      attach: "添加附件",
+      remove: "移除 ",
+      tooLarge: "{name} 超过了单个文件的上限 {limit}。",
+      tooMany: "每条消息最多可带 {count} 个附件。",
+      uploading: "正在上传 {name}…",
     },
   };
   var TERMINAL = ["run.completed", "run.failed", "run.cancelled", "run.expired"];
@@ -67,6 +82,23 @@
   var token = "";
   var conversationId = null;
   var storageKey = null;
+  // What the widget's API says a message may carry (widget.attachments); checked again there.
+  var limits = { max_bytes: 0, per_message: 0 };
+  // The files waiting to be sent: {file, url (an object URL for an image), node}.
+  var pending = [];
+
+  function format(text, values) {
+    return text.replace(/\{(\w+)\}/g, function (all, key) {
+      return values[key] === undefined ? all : String(values[key]);
+    });
+  }
+
+  function sizeText(bytes) {
+    if (bytes >= 1000 * 1000) {
+      return (bytes / 1000 / 1000).toFixed(1) + " MB";
+    }
+    return bytes >= 1000 ? Math.round(bytes / 1000) + " KB" : bytes + " B";
+  }
 
   // The end user the token names, for the storage key only: the server checks the signature.
   function tokenEndUser(value) {
@@ -132,6 +164,19 @@
     "textarea { flex: 1; resize: none; height: 40px; padding: 9px 10px; border: 1px solid #c9cdd4; border-radius: 8px; font-size: 14px; }",
     "form button { border: 0; border-radius: 8px; padding: 0 16px; background: #2f5bea; color: #fff; font-size: 14px; cursor: pointer; }",
     "form button:disabled { background: #9aa8d8; cursor: default; }",
+    "form button.attach { padding: 0 10px; background: #eef0f4; color: #1c1e21; font-size: 18px; }",
+    "form button:focus-visible, .tray button:focus-visible { outline: 2px solid #1c1e21; outline-offset: 2px; }",
+    ".tray { display: flex; flex-wrap: wrap; gap: 6px; padding: 0 12px; }",
+    ".tray:empty { display: none; }",
+    ".tray .item { position: relative; padding-top: 8px; }",
+    ".tray button { position: absolute; top: 0; right: -6px; width: 22px; height: 22px; border: 0; border-radius: 11px;",
+    "  background: #1c1e21; color: #fff; font-size: 13px; line-height: 22px; padding: 0; cursor: pointer; }",
+    ".thumb { display: block; width: 64px; height: 64px; object-fit: cover; border-radius: 6px; background: #eef0f4; }",
+    ".chip { display: inline-block; max-width: 200px; padding: 6px 8px; border-radius: 6px; background: #eef0f4;",
+    "  color: #1c1e21; font-size: 12px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }",
+    ".parts { display: flex; flex-wrap: wrap; gap: 6px; justify-content: flex-end; }",
+    ".panel.dropping .log { outline: 2px dashed #2f5bea; outline-offset: -6px; }",
+    ".hidden-input { display: none; }",
   ].join("\n");
 
   function el(tag, className, text) {
@@ -166,10 +211,23 @@
   input.setAttribute("aria-label", t.placeholder);
   var sendButton = el("button", "send", t.send);
   sendButton.type = "submit";
+  var fileInput = el("input", "hidden-input");
+  fileInput.type = "file";
+  fileInput.multiple = true;
+  fileInput.tabIndex = -1;
+  fileInput.setAttribute("aria-hidden", "true");
+  var attachButton = el("button", "attach", "+");
+  attachButton.type = "button";
+  attachButton.setAttribute("aria-label", t.attach);
+  attachButton.title = t.attach;
+  var tray = el("div", "tray");
+  form.appendChild(attachButton);
+  form.appendChild(fileInput);
   form.appendChild(input);
   form.appendChild(sendButton);
   panel.appendChild(header);
   panel.appendChild(log);
+  panel.appendChild(tray);
   panel.appendChild(form);
   root.appendChild(style);
   if (!full) {
@@ -191,13 +249,121 @@
     sendButton.disabled = busy;
   }
 
+  // ---- Attachments ----
+
+  function isImage(type) {
+    return /^image\/(png|jpeg|gif|webp)$/.test(type || "");
+  }
+
+  // An attachment as shown: a thumbnail for an image (its src given later, once fetched), a
+  // chip with its name and size for anything else.
+  function partNode(name, size, image) {
+    if (image) {
+      var img = el("img", "thumb");
+      img.alt = name;
+      return img;
+    }
+    return el("span", "chip", name + " · " + sizeText(size));
+  }
+
+  function refuseFile(message) {
+    showError(message);
+    return false;
+  }
+
+  function attachable(file) {
+    if (limits.per_message && pending.length >= limits.per_message) {
+      return refuseFile(format(t.tooMany, { count: limits.per_message }));
+    }
+    if (limits.max_bytes && file.size > limits.max_bytes) {
+      return refuseFile(format(t.tooLarge, { name: file.name, limit: sizeText(limits.max_bytes) }));
+    }
+    return true;
+  }
+
+  function addFiles(files) {
+    Array.prototype.forEach.call(files || [], function (file) {
+      if (!attachable(file)) {
+        return;
+      }
+      var entry = { file: file, url: isImage(file.type) ? URL.createObjectURL(file) : null };
+      var name = file.name || "image";
+      var node = partNode(name, file.size, !!entry.url);
+      if (entry.url) {
+        node.src = entry.url;
+      }
+      var item = el("div", "item");
+      var remove = el("button", "remove", "×");
+      remove.type = "button";
+      remove.setAttribute("aria-label", t.remove + name);
+      remove.addEventListener("click", function () {
+        pending = pending.filter(function (other) {
+          return other !== entry;
+        });
+        if (entry.url) {
+          URL.revokeObjectURL(entry.url);
+        }
+        item.remove();
+        input.focus();
+      });
+      item.appendChild(node);
+      item.appendChild(remove);
+      entry.node = item;
+      pending.push(entry);
+      tray.appendChild(item);
+    });
+  }
+
+  attachButton.addEventListener("click", function () {
+    fileInput.click();
+  });
+  fileInput.addEventListener("change", function () {
+    addFiles(fileInput.files);
+    fileInput.value = "";
+  });
+  input.addEventListener("paste", function (event) {
+    var files = event.clipboardData && event.clipboardData.files;
+    if (files && files.length) {
+      event.preventDefault();
+      addFiles(files);
+    }
+  });
+  panel.addEventListener("dragover", function (event) {
+    if (event.dataTransfer && Array.prototype.indexOf.call(event.dataTransfer.types, "Files") >= 0) {
+      event.preventDefault();
+      panel.classList.add("dropping");
+    }
+  });
+  panel.addEventListener("dragleave", function (event) {
+    if (event.target === panel || !panel.contains(event.relatedTarget)) {
+      panel.classList.remove("dropping");
+    }
+  });
+  panel.addEventListener("drop", function (event) {
+    panel.classList.remove("dropping");
+    if (event.dataTransfer && event.dataTransfer.files.length) {
+      event.preventDefault();
+      addFiles(event.dataTransfer.files);
+    }
+  });
+
   // ---- The API ----
 
+  // The server's messages in the widget's language, whatever the browser's.
+  function headers(json) {
+    var all = { Authorization: "Bearer " + token, "Accept-Language": lang };
+    if (json) {
+      all["Content-Type"] = "application/json";
+    }
+    return all;
+  }
+
   function call(method, path, body) {
+    var form = typeof FormData !== "undefined" && body instanceof FormData;
     return fetch(api + path, {
       method: method,
-      headers: { Authorization: "Bearer " + token, "Content-Type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
+      headers: headers(!form),
+      body: body === undefined || form ? body : JSON.stringify(body),
       credentials: "omit",
     }).then(function (response) {
       return response
@@ -213,6 +379,9 @@
 
   function refusal(result) {
     var message = (result.data && result.data.message) || String(result.status);
+    if (result.status === 413 && limits.max_bytes) {
+      message = format(t.tooLarge, { name: result.name || "", limit: sizeText(limits.max_bytes) });
+    }
     return result.status === 401 || result.status === 403 ? t.refused + message : message;
   }
 
@@ -226,14 +395,88 @@
       closeButton.textContent = t.close;
       sendButton.textContent = t.send;
       input.placeholder = t.placeholder;
+      attachButton.setAttribute("aria-label", t.attach);
+      attachButton.title = t.attach;
+        }
+    if (widget.attachments) {
+      limits = widget.attachments;
     }
     log.textContent = "";
     if (widget.greeting) {
       add(el("div", "msg greeting", widget.greeting));
     }
     (state.messages || []).forEach(function (message) {
-      add(el("div", "msg " + (message.role === "user" ? "user" : "assistant"), message.content));
+      var role = message.role === "user" ? "user" : "assistant";
+      if (message.parts && message.parts.length) {
+        add(storedParts(message.parts));
+      }
+      if (message.content) {
+        add(el("div", "msg " + role, message.content));
+      }
     });
+  }
+
+  // An earlier message's attachments: an image's thumbnail is its download, fetched with the
+  // token (an <img> cannot send it) and shown from a blob.
+  function storedParts(parts) {
+    var row = el("div", "parts");
+    parts.forEach(function (part) {
+      var image = part.type === "image" && isImage(part.media_type);
+      var node = partNode(part.name || part.media_type, part.size, image);
+      row.appendChild(node);
+      if (image) {
+        fetch(api + "/attachments/" + encodeURIComponent(part.attachment) + "/content/", {
+          headers: headers(false),
+          credentials: "omit",
+        })
+          .then(function (response) {
+            return response.ok ? response.blob() : null;
+          })
+          .then(function (blob) {
+            if (blob) {
+              node.src = URL.createObjectURL(blob);
+            }
+          })
+          .catch(function () {
+            return null;
+          });
+      }
+    });
+    return row;
+  }
+
+  function sentParts(entries) {
+    var row = el("div", "parts");
+    entries.forEach(function (entry) {
+      var node = partNode(entry.file.name || "image", entry.file.size, !!entry.url);
+      if (entry.url) {
+        node.src = entry.url; // kept: the thumbnail stays in the conversation
+      }
+      row.appendChild(node);
+    });
+    return row;
+  }
+
+  // The waiting files, uploaded in order: their ids, or the first refusal.
+  function uploadAll(entries) {
+    var ids = [];
+    return entries
+      .reduce(function (previous, entry) {
+        return previous.then(function () {
+          var body = new FormData();
+          body.append("file", entry.file, entry.file.name || "image");
+          return call("POST", "/attachments/", body).then(function (result) {
+            if (result.status !== 201) {
+              result.name = entry.file.name;
+              throw new Error((entry.file.name ? entry.file.name + ": " : "") + refusal(result));
+            }
+            ids.push(result.data.id);
+          });
+        });
+      }, Promise.resolve())
+      .then(function () {
+        return ids;
+      });
   }
 
   var opening = null;
@@ -344,16 +587,37 @@
 
   function send(text) {
     setBusy(true);
+    var entries = pending.slice();
+    var id = null;
     return conversation()
-      .then(function (id) {
-        return call("POST", "/conversations/" + encodeURIComponent(id) + "/messages/", { content: text });
+      .then(function (opened) {
+        id = opened;
+        return uploadAll(entries);
+      })
+      .then(function (ids) {
+        var body = { content: text };
+        if (ids.length) {
+          body.attachments = ids;
+        }
+        return call("POST", "/conversations/" + encodeURIComponent(id) + "/messages/", body);
       })
       .then(function (result) {
         if (result.status !== 202) {
           throw new Error(refusal(result));
         }
-        add(el("div", "msg user", text));
+        if (entries.length) {
+          add(sentParts(entries));
+        }
+        if (text) {
+          add(el("div", "msg user", text));
+        }
         input.value = "";
+        pending = pending.filter(function (entry) {
+          return entries.indexOf(entry) < 0;
+        });
+        entries.forEach(function (entry) {
+          entry.node.remove();
+        });
         follow(result.data.run);
       })
       .catch(function (error) {
@@ -365,8 +629,8 @@
   form.addEventListener("submit", function (event) {
     event.preventDefault();
     var text = input.value;
-    if (text.trim() && !sendButton.disabled) {
-      send(text);
+    if ((text.trim() || pending.length) && !sendButton.disabled) {
+      send(text.trim() ? text : "");
     }
   });
   input.addEventListener("keydown", function (event) {
