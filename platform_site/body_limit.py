@@ -15,7 +15,8 @@ front of a web exposed to the internet.)
 
 Three limits (platform_site/settings.py): AGENTRY_MAX_BODY_BYTES for every request,
 AGENTRY_MAX_UPLOAD_BODY_BYTES for the knowledge admin's forms, which upload documents, and
-AGENTRY_MAX_ATTACHMENT_BODY_BYTES for the API's attachment upload.
+AGENTRY_MAX_ATTACHMENT_BODY_BYTES for the API's attachment upload and the ways in that carry
+attachments in a message's body (REST multipart messages, /v1's data: URLs).
 """
 
 import asyncio
@@ -35,6 +36,10 @@ UPLOAD_PATHS = re.compile(r"^/admin/knowledge/[a-z]+/(add|[^/]+/[a-z_]+)/$")
 # The API's attachment upload: one file as large as an attachment may be (AGENTRY_ATTACHMENT_MAX_BYTES),
 # for any caller (it is refused after the body for a bad token, as every API write is).
 ATTACHMENT_UPLOAD_PATH = "/api/v1/attachments/"
+# The ways in that take a message's attachments in its body: a REST message as multipart form
+# data, a chat completion's data: URLs and base64. Each takes as much as the upload does (larger
+# files go by reference: uploaded first, then named).
+ATTACHMENT_BODY_PATHS = re.compile(r"^/api/v1/conversations/[^/]+/messages/$|^/v1/chat/completions$")
 
 
 class BodyTooLarge(Exception):
@@ -64,7 +69,7 @@ def _header(scope, name: bytes) -> str | None:
 def body_limit(scope) -> int:
     """The largest body the request may carry. The upload limit is for a signed-in operator's
     form: a request without a session cookie cannot be one, and keeps the general limit."""
-    if _path(scope) == ATTACHMENT_UPLOAD_PATH:
+    if _path(scope) == ATTACHMENT_UPLOAD_PATH or ATTACHMENT_BODY_PATHS.match(_path(scope)):
         return max(settings.AGENTRY_MAX_ATTACHMENT_BODY_BYTES, settings.AGENTRY_MAX_BODY_BYTES)
     if UPLOAD_PATHS.match(_path(scope)):
         cookies = parse_cookie(_header(scope, b"cookie") or "")
