@@ -22,7 +22,7 @@ from attachments.sniff import AttachmentRefused
 from conversations.models import Message, Run, RunRequest
 from tests.attachments import samples
 from tests.support.api import client_for
-from tests.support.factories import make_user
+from tests.support.factories import make_user, token_for
 from tests.support.servers import serve
 
 pytestmark = pytest.mark.django_db
@@ -380,3 +380,40 @@ def test_the_cli_refuses_a_file_saying_why(stored, agent, tmp_path, no_enqueue, 
         call_command("agentry_chat", "look", agent=agent.slug, attach=[str(path)])
     assert str(refused.value) == f"--attach {path}: {reason}"
     assert not Run.objects.exists()
+
+
+def test_the_ways_that_carry_files_in_a_message_may_have_an_uploads_body(settings):
+    from platform_site.body_limit import body_limit
+
+    settings.AGENTRY_MAX_BODY_BYTES = 4_000_000
+    settings.AGENTRY_MAX_ATTACHMENT_BODY_BYTES = 21_000_000
+    conversation = "/api/v1/conversations/6a1e8d8e-0000-4000-8000-000000000000"
+    assert body_limit({"path": f"{conversation}/messages/", "headers": []}) == 21_000_000
+    assert body_limit({"path": "/v1/chat/completions", "headers": []}) == 21_000_000
+    assert body_limit({"path": f"{conversation}/", "headers": []}) == 4_000_000
+    assert body_limit({"path": f"{conversation}/messages/x/", "headers": []}) == 4_000_000
+    assert body_limit({"path": "/v1/chat/completions/x", "headers": []}) == 4_000_000
+
+
+# Commits: the token is read on a thread of the async view.
+@pytest.mark.django_db(transaction=True)
+def test_a_chat_completion_may_carry_more_json_than_a_form_but_no_more_than_an_upload(settings, agent, alice):
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    settings.AGENTRY_MAX_ATTACHMENT_BODY_BYTES = 5000
+    post = async_to_sync(AsyncClient().post)
+    headers = {"Authorization": f"Bearer {token_for(alice)}"}
+    body = {"model": "no-such-agent", "messages": [{"role": "user", "content": "x" * 3000}]}
+    # Past the form limit and read: the agent is what is missing.
+    assert post("/v1/chat/completions", body, content_type="application/json", headers=headers).status_code == 404
+    body["messages"][0]["content"] = "x" * 6000
+    response = post("/v1/chat/completions", body, content_type="application/json", headers=headers)
+    assert response.status_code == 413
+    assert response.json()["error"] == {
+        "message": "The request body is larger than 5000 bytes.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "request_too_large",
+    }
