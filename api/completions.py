@@ -353,19 +353,23 @@ def completion_start(*, user, agent: Agent, request: CompletionRequest) -> Run:
             history.append(turn)
         attachments = _stored(parts=request.parts_in, **stored)
     title = request.content[:80] or ", ".join(a.name or a.kind for a in attachments)[:80]
-    return conversation_start(
-        agent=agent,
-        user=user,
-        content=request.content,
-        title=title,
-        metadata={**request.metadata, "source": "chat.completions"},
-        history=opening + history,
-        end_user=request.end_user,
-        trigger=RunTrigger.OPENAI,
-        run_metadata=request.metadata,
-        attachments=attachments,
-        history_attachments=earlier,
-    )
+    try:
+        return conversation_start(
+            agent=agent,
+            user=user,
+            content=request.content,
+            title=title,
+            metadata={**request.metadata, "source": "chat.completions"},
+            history=opening + history,
+            end_user=request.end_user,
+            trigger=RunTrigger.OPENAI,
+            run_metadata=request.metadata,
+            attachments=attachments,
+            history_attachments=earlier,
+        )
+    except AttachmentRefused as exc:
+        # Admission's refusal of a part the agent's models cannot be sent.
+        raise _refused(exc, "messages") from None
 
 
 @dataclass

@@ -19,7 +19,7 @@ from attachments.services import attachment_read
 from conversations.models import Run
 from tests.attachments import samples
 from tests.support.api import client_for
-from tests.support.factories import make_user, token_for
+from tests.support.factories import ModelConfigFactory, make_agent, make_user, token_for
 
 OVERSIZE_LIMIT = 5_000
 
@@ -40,6 +40,16 @@ FILES = {
 FILE_WAYS = ("upload", "multipart", "v1-file", "v1-image")
 # An image_url's data: URL carries no name: a PNG in it is a PNG whatever it was called.
 NOT_APPLICABLE = {("v1-image", "wrong-extension")}
+
+
+@pytest.fixture
+def agent():
+    """The suite's plain agent, on a model config that takes every kind of part (never called)."""
+    return make_agent(
+        tools=["test-echo"],
+        slug="helper",
+        model_config=ModelConfigFactory(input_kinds=["text", "image", "audio", "file"]),
+    )
 
 
 @pytest.fixture

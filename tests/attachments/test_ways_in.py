@@ -22,10 +22,20 @@ from attachments.sniff import AttachmentRefused
 from conversations.models import Message, Run, RunRequest
 from tests.attachments import samples
 from tests.support.api import client_for
-from tests.support.factories import make_user, token_for
+from tests.support.factories import ModelConfigFactory, make_agent, make_user, token_for
 from tests.support.servers import serve
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def agent():
+    """The suite's plain agent, on a model config that takes every kind of part (never called)."""
+    return make_agent(
+        tools=["test-echo"],
+        slug="helper",
+        model_config=ModelConfigFactory(input_kinds=["text", "image", "audio", "file"]),
+    )
 
 
 @pytest.fixture
@@ -417,3 +427,36 @@ def test_a_chat_completion_may_carry_more_json_than_a_form_but_no_more_than_an_u
         "param": None,
         "code": "request_too_large",
     }
+
+
+# --- a part the agent's model does not take (admission's check, where it exists) --------------------
+
+
+@pytest.fixture
+def text_only_agent():
+    pytest.importorskip("engine.admission_parts", reason="admission refuses parts a model does not take")
+    return make_agent(slug="text-only", model_config=ModelConfigFactory(input_kinds=["text"]))
+
+
+def test_every_way_in_answers_a_part_the_model_does_not_take_with_a_4xx(
+    stored, text_only_agent, alice, no_enqueue, tmp_path
+):
+    api = client_for(alice)
+    url = f"/api/v1/conversations/{conversation_of(api, text_only_agent)}/messages/"
+    photo = uploaded(api, samples.png(), "photo.png")
+    response = api.post(url, {"content": "look", "attachments": [photo]}, format="json")
+    assert response.status_code == 400 and response.json()["message"].startswith("attachments: "), response.content
+    response = api.post(url, {"content": "look", "attachments": [SimpleUploadedFile("a.png", samples.png())]})
+    assert response.status_code == 400, response.content
+    body = completion(
+        text_only_agent,
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_url(samples.png())}}]},
+    )
+    with pytest.raises(CompletionRequestError) as refused:
+        completion_start(user=alice, agent=text_only_agent, request=completion_request_parse(body))
+    assert (refused.value.status, refused.value.param) == (400, "messages")
+    path = tmp_path / "photo.png"
+    path.write_bytes(samples.png())
+    with pytest.raises(CommandError, match="^--attach: "):
+        call_command("agentry_chat", "look", agent=text_only_agent.slug, attach=[str(path)])
+    assert not Run.objects.exists()

@@ -66,6 +66,9 @@ class Command(BaseCommand):
         except AdmissionRefused as exc:
             # The agent's limits per end user hold here as on every other way in.
             raise CommandError(f"{exc.message} Try again in {exc.retry_after} s.") from None
+        except AttachmentRefused as exc:
+            # A part the agent's models cannot be sent (admission's refusal).
+            raise CommandError(f"--attach: {exc}") from None
         self.started = time.monotonic()
         try:
             run = run_tree_wait(run_id=run.pk, timeout=timeout, on_pending=self._report_pending)
