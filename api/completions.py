@@ -10,6 +10,14 @@ The agent's input guardrails check every turn of the request, not only the last 
 its system and developer text and the assistant turns the client made up reach the model only as
 the rules let them (engine.guardrails). A block answers finish_reason "content_filter".
 
+A user message may carry OpenAI content parts besides text: `image_url` (a data: URL, or an
+http(s) URL fetched through the outbound guard, attachments.fetch), `input_audio` (base64 and its
+format) and `file` (a data: URL in `file_data`, with its `filename`; a `file_id` names OpenAI's
+own file store, which Agentry does not keep). Parsing them is pure (completion_request_parse);
+storing them (attachments.services.attachment_store, as the token's user and the request's end
+user) is completion_start's, before the run: the last user message's parts become its
+attachments, the earlier ones' go with the history. The worker only ever reads stored bytes.
+
 OpenAI's `user` field (the application's id for its end user) becomes the conversation's end
 user: the agent's limits per end user and its long-term memory go by it. Its `metadata` (string
 pairs, bounded as OpenAI bounds them) goes on the run and the conversation: the runs list
@@ -23,6 +31,13 @@ from django.utils.translation import gettext as _
 
 from agents.models import Agent
 from agents.selectors import agent_usable_by
+from attachments.data_urls import base64_decode, data_url_decode, declared_check
+from attachments.fetch import attachment_url_fetch, fetch_deadline
+from attachments.limits import per_message_check
+from attachments.models import Attachment
+from attachments.parts import parts_of
+from attachments.services import attachment_store
+from attachments.sniff import AttachmentRefused
 from conversations.end_users import EndUserInvalid, end_user_clean
 from conversations.models import Approval, Message, Run, RunStatus, RunTrigger, StopReason
 from conversations.run_labels import LabelsInvalid, metadata_clean
@@ -52,6 +67,20 @@ class CompletionRequestError(Exception):
 
 
 @dataclass
+class PartIn:
+    """A content part as the request gave it, decoded but not yet judged: its bytes (or the URL
+    to fetch them from), the name to store it under, the type the client declared for it, and
+    the kind its part type promises ("" for a `file`, which may be any)."""
+
+    param: str
+    data: bytes | None = None
+    url: str = ""
+    name: str = ""
+    declared: str = ""
+    kind: str = ""
+
+
+@dataclass
 class CompletionRequest:
     model: str
     system: str
@@ -61,6 +90,108 @@ class CompletionRequest:
     include_usage: bool
     end_user: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
+    # The last user message's parts; the history's are in each turn's "parts_in".
+    parts_in: list[PartIn] = field(default_factory=list)
+
+
+ATTACHMENT_PART_TYPES = ("image_url", "input_audio", "file")
+AUDIO_FORMAT_CHARS = 10
+
+
+def _refused(exc: AttachmentRefused, param: str) -> CompletionRequestError:
+    return CompletionRequestError(
+        str(exc), param=param, status=413 if exc.code == "size" else 400, code=f"attachment_{exc.code}"
+    )
+
+
+def _image_part(part: dict, param: str) -> PartIn:
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, dict) else image
+    if not isinstance(url, str) or not url:
+        raise CompletionRequestError(_("Required: image_url.url, a data: URL or an http(s) URL."), param=param)
+    scheme = url.split(":", 1)[0].lower()
+    if scheme in ("http", "https"):
+        return PartIn(param=param, url=url, kind="image")
+    if scheme != "data":
+        raise CompletionRequestError(_("image_url.url must be a data: URL or an http(s) URL."), param=param)
+    declared, data = data_url_decode(url)
+    if declared and not declared.startswith("image/"):
+        raise AttachmentRefused(
+            "mismatch", _("An image_url's data: URL must declare an image, not %(type)s.") % {"type": declared[:100]}
+        )
+    return PartIn(param=param, data=data, declared=declared, kind="image")
+
+
+def _audio_part(part: dict, param: str) -> PartIn:
+    audio = part.get("input_audio")
+    if not isinstance(audio, dict):
+        raise CompletionRequestError(_("Required: input_audio, an object with data and format."), param=param)
+    audio_format = audio.get("format")
+    if not isinstance(audio_format, str) or not audio_format.isalnum() or len(audio_format) > AUDIO_FORMAT_CHARS:
+        raise CompletionRequestError(
+            _("input_audio.format must name the audio's format, e.g. wav or mp3."), param=param
+        )
+    # The format is the name's extension: attachments.sniff refuses one the bytes do not bear out.
+    data = base64_decode(audio.get("data"))
+    return PartIn(param=param, data=data, name=f"audio.{audio_format.lower()}", kind="audio")
+
+
+def _file_part(part: dict, param: str) -> PartIn:
+    file = part.get("file")
+    if not isinstance(file, dict):
+        raise CompletionRequestError(_("Required: file, an object with file_data and filename."), param=param)
+    if file.get("file_id") is not None:
+        raise CompletionRequestError(
+            _(
+                "file_id is not supported: Agentry keeps no OpenAI file store. Send the file itself in file_data "
+                "(a data: URL), or upload it to /api/v1/attachments/ and post to the REST API."
+            ),
+            param=param,
+            code="file_id_unsupported",
+        )
+    name = file.get("filename", "")
+    if not isinstance(name, str):
+        raise CompletionRequestError(_("file.filename must be a string."), param=param)
+    declared, data = data_url_decode(file.get("file_data"))
+    return PartIn(param=param, data=data, name=name, declared=declared)
+
+
+_PART_READERS = {"image_url": _image_part, "input_audio": _audio_part, "file": _file_part}
+
+
+def _content(content, param: str, *, role: str) -> tuple[str, list[PartIn]]:
+    """A message's text and its attachment parts (only a user message may have any). The count
+    is checked before a part is decoded."""
+    if not isinstance(content, list) or all(isinstance(part, dict) and part.get("type") == "text" for part in content):
+        return _text(content, param), []
+    texts, parts = [], []
+    for index, part in enumerate(content):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise CompletionRequestError(_("Must be a content part, an object with a type."), param=f"{param}[{index}]")
+        if part["type"] not in ("text", *ATTACHMENT_PART_TYPES):
+            raise CompletionRequestError(
+                _("Unknown content part type %(type)r: send text, image_url, input_audio or file.")
+                % {"type": part["type"][:50]},
+                param=f"{param}[{index}].type",
+            )
+    if role != "user":
+        raise CompletionRequestError(
+            _("Only user messages may carry images, audio and files; this one may hold text parts only."), param=param
+        )
+    try:
+        per_message_check(sum(part["type"] != "text" for part in content))
+    except AttachmentRefused as exc:
+        raise _refused(exc, param) from None
+    for index, part in enumerate(content):
+        if part["type"] == "text":
+            texts.append(part)
+            continue
+        part_param = f"{param}[{index}]"
+        try:
+            parts.append(_PART_READERS[part["type"]](part, part_param))
+        except AttachmentRefused as exc:
+            raise _refused(exc, part_param) from None
+    return _text(texts, param), parts
 
 
 def _text(content, param: str) -> str:
@@ -73,7 +204,7 @@ def _text(content, param: str) -> str:
     ):
         text = "\n".join(part["text"] for part in content)
     else:
-        raise CompletionRequestError(_("Must be a string or a list of text parts."), param=param)
+        raise CompletionRequestError(_("Must be a string or a list of content parts."), param=param)
     if "\x00" in text:
         raise CompletionRequestError(_("Must not contain the NUL character (U+0000)."), param=param)
     if len(text) > settings.AGENTRY_MESSAGE_MAX_CHARS:
@@ -132,7 +263,7 @@ def completion_request_parse(body) -> CompletionRequest:
                 raise CompletionRequestError(
                     _("Tool calls are not accepted: the agent calls its own tools."), param=param
                 )
-            system.append(_text(message.get("content"), f"{param}.content"))
+            system.append(_content(message.get("content"), f"{param}.content", role=role)[0])
             continue
         if role not in ("user", "assistant"):
             raise CompletionRequestError(
@@ -141,9 +272,12 @@ def completion_request_parse(body) -> CompletionRequest:
             )
         if message.get("tool_calls") or message.get("function_call"):
             raise CompletionRequestError(_("Tool calls are not accepted: the agent calls its own tools."), param=param)
-        turns.append({"role": role, "content": _text(message.get("content"), f"{param}.content")})
-    if not turns or turns[-1]["role"] != "user" or not turns[-1]["content"].strip():
-        raise CompletionRequestError(_("The last message must be a user message with text."), param="messages")
+        text, parts = _content(message.get("content"), f"{param}.content", role=role)
+        turns.append({"role": role, "content": text, **({"parts_in": parts} if parts else {})})
+    if not turns or turns[-1]["role"] != "user" or not (turns[-1]["content"].strip() or turns[-1].get("parts_in")):
+        raise CompletionRequestError(
+            _("The last message must be a user message with text or attachments."), param="messages"
+        )
     system_text = "\n\n".join(text for text in system if text.strip())
     if len(system_text) > settings.AGENTRY_MESSAGE_MAX_CHARS:
         raise CompletionRequestError(
@@ -156,6 +290,7 @@ def completion_request_parse(body) -> CompletionRequest:
         system=system_text,
         history=turns[:-1],
         content=turns[-1]["content"],
+        parts_in=turns[-1].get("parts_in", []),
         stream=stream,
         include_usage=bool(options.get("include_usage")),
         end_user=end_user,
@@ -175,21 +310,66 @@ def completion_agent(*, user, slug: str) -> Agent:
     return agent
 
 
+def _stored(*, user, agent: Agent, end_user: str, parts: list[PartIn], deadline: float) -> list[Attachment]:
+    """The parts stored as attachments of the request's identity, in order: fetched first if
+    named by URL, then sniffed (attachment_store), then held to what the part promised."""
+    attachments = []
+    for part in parts:
+        try:
+            data, name = (part.data, part.name) if part.url == "" else attachment_url_fetch(part.url, deadline=deadline)
+            attachment = attachment_store(
+                workspace=agent.workspace, uploaded_by=user, owner=user, end_user=end_user, data=data, name=name
+            )
+            if part.kind and attachment.kind != part.kind:
+                raise AttachmentRefused(
+                    "mismatch",
+                    _("This part must be %(kind)s; it is %(media_type)s.")
+                    % {"kind": part.kind, "media_type": attachment.media_type},
+                )
+            declared_check(part.declared, attachment.media_type)
+        except AttachmentRefused as exc:
+            # What was stored before the refusal is used by no message: the daily sweep deletes it.
+            raise _refused(exc, part.param) from None
+        attachments.append(attachment)
+    return attachments
+
+
 def completion_start(*, user, agent: Agent, request: CompletionRequest) -> Run:
     """Every request is a new conversation: the client's history (its system text first) and
-    its last user message, and the run that answers it."""
+    its last user message, and the run that answers it. Their parts are stored first (_stored):
+    a text-only request does nothing more than before."""
     opening = [{"role": Message.Role.SYSTEM, "content": request.system}] if request.system else []
-    return conversation_start(
-        agent=agent,
-        user=user,
-        content=request.content,
-        title=request.content[:80],
-        metadata={**request.metadata, "source": "chat.completions"},
-        history=opening + request.history,
-        end_user=request.end_user,
-        trigger=RunTrigger.OPENAI,
-        run_metadata=request.metadata,
-    )
+    history, earlier, attachments = request.history, [], []
+    if request.parts_in or any("parts_in" in turn for turn in history):
+        deadline = fetch_deadline()
+        stored = {"user": user, "agent": agent, "end_user": request.end_user, "deadline": deadline}
+        history = []
+        for turn in request.history:
+            turn = dict(turn)
+            if parts_in := turn.pop("parts_in", None):
+                turn_attachments = _stored(parts=parts_in, **stored)
+                turn["parts"] = parts_of(turn_attachments)
+                earlier.extend(turn_attachments)
+            history.append(turn)
+        attachments = _stored(parts=request.parts_in, **stored)
+    title = request.content[:80] or ", ".join(a.name or a.kind for a in attachments)[:80]
+    try:
+        return conversation_start(
+            agent=agent,
+            user=user,
+            content=request.content,
+            title=title,
+            metadata={**request.metadata, "source": "chat.completions"},
+            history=opening + history,
+            end_user=request.end_user,
+            trigger=RunTrigger.OPENAI,
+            run_metadata=request.metadata,
+            attachments=attachments,
+            history_attachments=earlier,
+        )
+    except AttachmentRefused as exc:
+        # Admission's refusal of a part the agent's models cannot be sent.
+        raise _refused(exc, "messages") from None
 
 
 @dataclass

@@ -8,7 +8,14 @@ from django.http import Http404
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
@@ -24,8 +31,15 @@ from api.common import (
     reject_nul,
     runs_start_check,
 )
+from api.message_attachments import (
+    AttachmentPartSerializer,
+    AttachmentsField,
+    message_attachments,
+    parts_out,
+)
 from api.runs import RunDetailSerializer
 from api.throttles import ApiUserThrottle, RunStartThrottle
+from attachments.sniff import AttachmentRefused
 from conversations.end_users import END_USER_MAX_CHARS, EndUserInvalid, end_user_clean
 from conversations.models import Conversation, Message, Run, RunTrigger
 from conversations.run_labels import (
@@ -48,9 +62,17 @@ IDEMPOTENCY_KEY_MAX_CHARS = 200
 
 
 class MessageSerializer(serializers.ModelSerializer):
+    attachments = serializers.SerializerMethodField(
+        help_text="The images, files and audio clips the message carries after its text, in order."
+    )
+
     class Meta:
         model = Message
-        fields = ["order", "role", "content", "tool_calls", "tool_call_id", "name", "run", "created_at"]
+        fields = ["order", "role", "content", "attachments", "tool_calls", "tool_call_id", "name", "run", "created_at"]
+
+    @extend_schema_field(AttachmentPartSerializer(many=True))
+    def get_attachments(self, message: Message) -> list[dict]:
+        return parts_out(message.parts, self.context["request"])
 
 
 class RunBriefSerializer(serializers.ModelSerializer):
@@ -176,7 +198,18 @@ class RunLabelsSerializer(serializers.Serializer):
 
 
 class MessageCreateSerializer(RunLabelsSerializer):
-    content = serializers.CharField(trim_whitespace=False, help_text="The user's message.")
+    content = serializers.CharField(
+        trim_whitespace=False,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The user's message; may be empty when attachments are sent.",
+    )
+    attachments = AttachmentsField(
+        required=False,
+        help_text="Ids of attachments uploaded for the conversation's end user (POST /api/v1/attachments/), sent "
+        "after the text in this order; in multipart form data, files too. At most AGENTRY_ATTACHMENTS_PER_MESSAGE.",
+    )
     version = serializers.CharField(
         required=False,
         max_length=20,
@@ -191,15 +224,30 @@ class MessageCreateSerializer(RunLabelsSerializer):
             return int(version)
         raise serializers.ValidationError(_('Must be "draft", "published" or a version number.'))
 
+    def validate(self, attrs):
+        if not attrs.get("attachments") and not attrs["content"].strip():
+            key = "blank" if "content" in self.initial_data else "required"
+            raise serializers.ValidationError({"content": [self.fields["content"].error_messages[key]]}, code=key)
+        return attrs
+
     def validate_content(self, content: str) -> str:
-        if not content.strip():
-            raise serializers.ValidationError(_("This field may not be blank."))
         limit = settings.AGENTRY_MESSAGE_MAX_CHARS
         if len(content) > limit:
             raise serializers.ValidationError(
                 _("Ensure this field has no more than %(limit)s characters.") % {"limit": limit}
             )
         return content
+
+
+class MessageCreateFormSerializer(MessageCreateSerializer):
+    """The same message as multipart form data: its files stored and sent in order."""
+
+    attachments = serializers.ListField(
+        child=serializers.FileField(),
+        required=False,
+        help_text="Files to send after the text, in order (each read as POST /api/v1/attachments/ reads one), "
+        "and ids of uploaded attachments.",
+    )
 
 
 def _idempotency_key(request) -> str:
@@ -298,7 +346,7 @@ class ConversationViewSet(
         return Response(ConversationSerializer(conversation, context=self.get_serializer_context()).data)
 
     @extend_schema(
-        request=MessageCreateSerializer,
+        request={"application/json": MessageCreateSerializer, "multipart/form-data": MessageCreateFormSerializer},
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
@@ -309,11 +357,16 @@ class ConversationViewSet(
         ],
         responses={
             202: RunDetailSerializer,
-            400: ErrorSerializer,
+            400: OpenApiResponse(
+                ErrorSerializer,
+                description="Bad input; or an attachment id not found for the conversation's end user, or a file "
+                "refused (empty, damaged, a polyglot, markup, too many pixels, past the quota), or too many.",
+            ),
             403: OpenApiResponse(
                 ErrorSerializer,
                 description="The conversation is another user's, or a version was asked for without the permission.",
             ),
+            413: OpenApiResponse(ErrorSerializer, description="A file is larger than an attachment may be."),
             409: OpenApiResponse(ErrorSerializer, description="The agent rejects messages while a run is active."),
             422: OpenApiResponse(ErrorSerializer, description="The Idempotency-Key was used with other content."),
             429: OpenApiResponse(
@@ -325,12 +378,19 @@ class ConversationViewSet(
         summary="Send a message and start a run",
         description="Posts a user message and starts the run that answers it (202 with the run, status "
         "`queued`); follow it with GET /runs/{id}/events/ (Server-Sent Events) or read GET /runs/{id}/ until it "
-        "ends. Send an `Idempotency-Key` header to retry safely.",
+        "ends. Send an `Idempotency-Key` header to retry safely. Images, files and audio go in `attachments`: ids "
+        "of uploads (POST /api/v1/attachments/ with the conversation's end user), or, as multipart form data, the "
+        "files themselves; the text may then be empty.",
         examples=[
             OpenApiExample("A question", value={"content": "我在成都，明天天气如何？"}, request_only=True),
             OpenApiExample(
                 "A question with tags and metadata",
                 value={"content": "Where is my order?", "tags": ["support", "vip"], "metadata": {"customer": "acme"}},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "A photo uploaded before",
+                value={"content": "这个产品坏了，怎么办？", "attachments": ["0b9f6c1e-5a4d-4a8e-9c61-3f2d7e8a1b20"]},
                 request_only=True,
             ),
         ],
@@ -343,6 +403,11 @@ class ConversationViewSet(
         if conversation.owner_id != request.user.pk:
             # Staff may be allowed to read other users' conversations, never to speak in them.
             raise PermissionDenied(_("This conversation belongs to another user; you may read it but not post in it."))
+        stray = set(request.FILES) - {"attachments"}
+        if stray:
+            raise serializers.ValidationError(
+                {sorted(stray)[0]: [_("Send files in the field `attachments`.")]}, code="attachments"
+            )
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         version = serializer.validated_data.get("version")
@@ -356,6 +421,11 @@ class ConversationViewSet(
                 f"The agent {conversation.agent.slug!r} is not available any more: "
                 "it was disabled or your access to it was removed."
             )
+        # Files are stored before admission: one a busy conversation or a limit then refuses is
+        # used by no message, and the daily sweep deletes it (attachments.retention).
+        attachments = message_attachments(
+            user=request.user, conversation=conversation, items=serializer.validated_data.get("attachments", ())
+        )
         # The agent's limits per end user are admission's (AdmissionRefused: the 429 of
         # platform_site.api_errors).
         try:
@@ -368,7 +438,11 @@ class ConversationViewSet(
                 trigger=RunTrigger.API,
                 tags=serializer.validated_data.get("tags", ()),
                 metadata=serializer.validated_data.get("metadata"),
+                attachments=attachments,
             )
+        except AttachmentRefused as exc:
+            # Another identity's attachment (attachments.services.attachment_uses): not found.
+            raise serializers.ValidationError({"attachments": [str(exc)]}, code=exc.code) from None
         except UnknownVersion as exc:
             raise serializers.ValidationError({"version": [str(exc)]}) from None
         except ConversationBusy as exc:

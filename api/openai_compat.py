@@ -10,7 +10,6 @@ import contextlib
 import json
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
@@ -50,15 +49,26 @@ def _error(status: int, message: str, *, code: str, param: str | None = None, he
     )
 
 
+def body_max_bytes() -> int:
+    """A request may carry its images, audio and files inline (data: URLs, base64): its JSON may
+    be as large as an attachment's upload (platform_site.body_limit lets that much in)."""
+    return max(settings.AGENTRY_MAX_ATTACHMENT_BODY_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+
+
 def _body(request):
+    limit = body_max_bytes()
+    too_large = CompletionRequestError(
+        f"The request body is larger than {limit} bytes.", status=413, code="request_too_large"
+    )
+    if int(request.META.get("CONTENT_LENGTH") or 0) > limit:
+        raise too_large
+    # Read here rather than through request.body, whose limit (DATA_UPLOAD_MAX_MEMORY_SIZE) is
+    # for form fields and JSON without files.
+    body = request.read(limit + 1)
+    if len(body) > limit:
+        raise too_large
     try:
-        return json_loads_checked(request.body)
-    except RequestDataTooBig:
-        raise CompletionRequestError(
-            f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
-            status=413,
-            code="request_too_large",
-        ) from None
+        return json_loads_checked(body)
     except JSONInputError as exc:
         raise CompletionRequestError(str(exc)) from None
 

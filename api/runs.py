@@ -16,6 +16,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from api.common import ErrorSerializer, NewestFirstCursorPagination
+from api.message_attachments import AttachmentPartSerializer, parts_out
 from conversations.models import Run, RunStatus, RunTrigger, StopReason
 from conversations.run_filters import SOURCES, RunFilterInvalid, runs_filtered
 from conversations.selectors import (
@@ -101,6 +102,9 @@ class RunSerializer(serializers.ModelSerializer):
     agent_version = serializers.IntegerField(source="agent_version.number", read_only=True)
     error = serializers.SerializerMethodField()
     input = serializers.SerializerMethodField()
+    input_attachments = serializers.SerializerMethodField(
+        help_text="The images, files and audio clips sent after the input's text, in order."
+    )
     output = serializers.SerializerMethodField()
     usage = UsageSerializer(
         source="*",
@@ -166,6 +170,7 @@ class RunSerializer(serializers.ModelSerializer):
             "error",
             "cancel_requested",
             "input",
+            "input_attachments",
             "output",
             "iterations",
             "usage",
@@ -205,6 +210,12 @@ class RunSerializer(serializers.ModelSerializer):
     def get_input(self, run: Run) -> str | None:
         request = getattr(run, "request", None)
         return request.content if request else None
+
+    @extend_schema_field(AttachmentPartSerializer(many=True))
+    def get_input_attachments(self, run: Run) -> list[dict]:
+        """The attachments sent with the input, read with it (no extra query)."""
+        request = getattr(run, "request", None)
+        return parts_out(request.parts if request else None, self.context["request"])
 
     def get_output(self, run: Run) -> str | None:
         """The final answer, once the run has completed (runs_visible_to annotates it)."""

@@ -16,7 +16,8 @@ front of a web exposed to the internet.)
 Three limits (platform_site/settings.py): AGENTRY_MAX_BODY_BYTES for every request,
 AGENTRY_MAX_UPLOAD_BODY_BYTES for the knowledge admin's forms, which upload documents, and
 AGENTRY_MAX_ATTACHMENT_BODY_BYTES for the attachment uploads (the API's, the widget's and the try
-page's).
+page's) and the ways in that carry attachments in a message's body (REST multipart messages,
+/v1's data: URLs).
 """
 
 import asyncio
@@ -39,6 +40,10 @@ UPLOAD_PATHS = re.compile(r"^/admin/knowledge/[a-z]+/(add|[^/]+/[a-z_]+)/$")
 # like the knowledge admin's forms) take one file each as well.
 ATTACHMENT_UPLOAD_PATHS = re.compile(r"^/api/v1/(attachments|widget/[0-9a-f-]{36}/attachments)/$")
 TRY_UPLOAD_PATH = "/monitor/try/attachments/"
+# The ways in that take a message's attachments in its body: a REST message as multipart form
+# data, a chat completion's data: URLs and base64. Each takes as much as the upload does (larger
+# files go by reference: uploaded first, then named).
+ATTACHMENT_BODY_PATHS = re.compile(r"^/api/v1/conversations/[^/]+/messages/$|^/v1/chat/completions$")
 
 
 class BodyTooLarge(Exception):
@@ -69,7 +74,7 @@ def body_limit(scope) -> int:
     """The largest body the request may carry. The upload limit is for a signed-in operator's
     form: a request without a session cookie cannot be one, and keeps the general limit."""
     path = _path(scope)
-    if ATTACHMENT_UPLOAD_PATHS.match(path):
+    if ATTACHMENT_UPLOAD_PATHS.match(path) or ATTACHMENT_BODY_PATHS.match(path):
         return max(settings.AGENTRY_MAX_ATTACHMENT_BODY_BYTES, settings.AGENTRY_MAX_BODY_BYTES)
     if UPLOAD_PATHS.match(path) or path == TRY_UPLOAD_PATH:
         cookies = parse_cookie(_header(scope, b"cookie") or "")

@@ -10,6 +10,8 @@ destination:
 - `guarded_request()` / `mcp_http_client()`: everything a tool reaches. A model chooses
   the arguments (and a server chooses redirects), so these connect only to public
   addresses unless the host is in AGENTRY_OUTBOUND_ALLOWLIST (see platform_site.netguard).
+- `guarded_request(..., allowlist=ATTACHMENT_URLS)`: images an API client names by URL
+  (attachments.fetch), checked against AGENTRY_ATTACHMENT_URL_ALLOWLIST, a list of its own.
 - `guarded_request(..., allowlist=WEBHOOKS)`: webhook targets. Their URLs are typed by
   people, not models, but a URL field in the admin must not become a way to reach the
   metadata service or a database port either; internal receivers are listed in
@@ -41,6 +43,7 @@ from platform_site.netguard import GuardedAsyncBackend, GuardedBackend, Outbound
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "ATTACHMENT_URLS",
     "TOOLS",
     "WEBHOOKS",
     "OutboundBlocked",
@@ -54,6 +57,8 @@ __all__ = [
 # Which allowlist setting a guarded request is checked against.
 TOOLS = "AGENTRY_OUTBOUND_ALLOWLIST"
 WEBHOOKS = "AGENTRY_WEBHOOK_ALLOWLIST"
+ATTACHMENT_URLS = "AGENTRY_ATTACHMENT_URL_ALLOWLIST"
+GUARDED = (TOOLS, WEBHOOKS, ATTACHMENT_URLS)
 
 _lock = threading.Lock()
 _clients: dict[str, httpx.Client] = {}
@@ -86,7 +91,7 @@ def _client(kind: str) -> httpx.Client:
                 _clients.clear()
                 _clients_pid = os.getpid()
             if kind not in _clients:
-                if kind in (TOOLS, WEBHOOKS):
+                if kind in GUARDED:
                     _clients[kind] = httpx.Client(
                         transport=_GuardedTransport(kind), follow_redirects=False, trust_env=False
                     )
@@ -183,6 +188,8 @@ def guarded_request(
     through the guard again; headers named in secret_headers never follow a redirect to
     another origin. With follow_redirects=False a 3xx is returned as it is. Raises
     OutboundBlocked, or httpx errors for transport failures."""
+    if allowlist not in GUARDED:
+        raise ValueError(f"{allowlist!r} is not one of the guard's allowlists")
     try:
         _check_url(httpx.URL(url))
     except httpx.InvalidURL as exc:

@@ -282,6 +282,14 @@ AGENTRY_ATTACHMENT_WORKSPACE_BYTES = int(
 # An attachment no message uses is deleted by the daily sweep once this old (an upload never
 # sent, or one whose messages the retention policy purged).
 AGENTRY_ATTACHMENT_UNUSED_HOURS = float(os.environ.get("AGENTRY_ATTACHMENT_UNUSED_HOURS", "24"))
+# An image a /v1 request names by an http(s) URL is fetched through the outbound guard: public
+# addresses only, unless its host is listed here (kept apart from the tools' list, so that a host
+# allowed for tools is not opened to every API client), within this many seconds for all the
+# request's URLs together.
+AGENTRY_ATTACHMENT_URL_ALLOWLIST = env_list("AGENTRY_ATTACHMENT_URL_ALLOWLIST")
+AGENTRY_ATTACHMENT_FETCH_SECONDS = float(os.environ.get("AGENTRY_ATTACHMENT_FETCH_SECONDS", "10"))
+if AGENTRY_ATTACHMENT_FETCH_SECONDS <= 0:
+    raise ImproperlyConfigured("AGENTRY_ATTACHMENT_FETCH_SECONDS must be above 0.")
 for _name in ("AGENTRY_ATTACHMENT_MAX_BYTES", "AGENTRY_ATTACHMENT_MAX_PIXELS", "AGENTRY_ATTACHMENTS_PER_MESSAGE"):
     if globals()[_name] < 1:
         raise ImproperlyConfigured(f"{_name} must be at least 1.")
@@ -336,6 +344,7 @@ SPECTACULAR_SETTINGS = {
         "ToolInvocationStatusEnum": "conversations.models.ToolInvocation.Status",
         "LLMCallStatusEnum": "conversations.models.LLMCall.Status",
         "EvalRunStatusEnum": "evals.models.EvalRunStatus",
+        "AttachmentKindEnum": "attachments.models.AttachmentKind",
     },
 }
 

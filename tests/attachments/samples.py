@@ -1,6 +1,7 @@
 """Files for the attachment tests, made on the fly: small, and each one the bad input it names."""
 
 import io
+import random
 import struct
 import wave
 import zipfile
@@ -82,3 +83,21 @@ def ogg_opus(seconds=2.0) -> bytes:
 
 
 SVG_WITH_SCRIPT = b'<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'
+
+
+def noise_png(size=(64, 64)) -> bytes:
+    """A PNG that does not compress: its size in bytes is about 3 × its pixels."""
+    out = io.BytesIO()
+    pixels = random.Random(0).randbytes(size[0] * size[1] * 3)
+    Image.frombytes("RGB", size, pixels).save(out, "PNG")
+    return out.getvalue()
+
+
+def jpeg_with_zip() -> bytes:
+    """A JPEG with a zip archive appended: a picture to one reader, an archive to another."""
+    return jpeg() + zip_bytes(("payload.txt",))
+
+
+def gifar() -> bytes:
+    """A GIF with a Java archive appended (a "GIFAR")."""
+    return gif() + zip_bytes(("META-INF/MANIFEST.MF", "Evil.class"))

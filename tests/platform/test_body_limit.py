@@ -30,7 +30,12 @@ def small_limits_server(django_db_setup, django_db_blocker):
     server = ApiServer(
         database_url=_database_url() + "?application_name=agentry-body-limit-web",
         name="body-limit-web",
-        env={"AGENTRY_MAX_BODY_BYTES": str(LIMIT), "AGENTRY_MAX_UPLOAD_BODY_BYTES": str(UPLOAD_LIMIT)},
+        env={
+            "AGENTRY_MAX_BODY_BYTES": str(LIMIT),
+            "AGENTRY_MAX_UPLOAD_BODY_BYTES": str(UPLOAD_LIMIT),
+            # /v1 carries attachments inline: its limit is the attachment upload's (1001000 here).
+            "AGENTRY_ATTACHMENT_MAX_BYTES": "1000",
+        },
     ).start()
     yield server
     server.stop()
