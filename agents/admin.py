@@ -104,11 +104,26 @@ class ModelConfigAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdm
         "key_status",
         "updated_at",
     ]
-    list_filter = ["provider", "stream", "stream_tools_unsupported"]
+    list_filter = ["purpose", "provider", "stream", "stream_tools_unsupported"]
     search_fields = ["name", "model", "base_url"]
     readonly_fields = ["key_status", "estimate_calibration"]
     fieldsets = [
-        (None, {"fields": ["name", "provider", "base_url", "model", "key_status", "new_api_key", "clear_api_key"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "name",
+                    "purpose",
+                    "provider",
+                    "base_url",
+                    "model",
+                    "input_kinds",
+                    "key_status",
+                    "new_api_key",
+                    "clear_api_key",
+                ]
+            },
+        ),
         (
             _("Parameters"),
             {
@@ -139,7 +154,14 @@ class ModelConfigAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdm
         (_("Timeouts and retries"), {"fields": ["connect_timeout_seconds", "read_timeout_seconds", "max_retries"]}),
         (
             _("Prices per million tokens"),
-            {"fields": ["price_input_per_million", "price_cached_input_per_million", "price_output_per_million"]},
+            {
+                "fields": [
+                    "price_input_per_million",
+                    "price_cached_input_per_million",
+                    "price_output_per_million",
+                    "price_audio_per_minute",
+                ]
+            },
         ),
         (
             _("Token estimates"),
@@ -474,6 +496,23 @@ class AgentAdmin(AgentReleaseAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin)
                     "memory_ttl_days",
                     "memory_embedding_model",
                     "memory_daily_tokens",
+                ],
+            },
+        ),
+        (
+            _("Attachments the model does not take"),
+            {
+                "description": _(
+                    "A part of a kind the model (and its fallback) does not take, per its input kinds: refused "
+                    "with 400 when posted, or turned into text before the model is called. The text is kept "
+                    "with the attachment and screened by the input guardrails like typed text."
+                ),
+                "fields": [
+                    "audio_parts",
+                    "transcription_model_config",
+                    "image_parts",
+                    "description_model_config",
+                    "file_parts",
                 ],
             },
         ),

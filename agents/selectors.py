@@ -112,6 +112,8 @@ def _config_columns() -> str:
         ("gm", ModelConfig),
         ("d", AgentDelegate),
         ("e", ModelConfig),
+        ("tm", ModelConfig),
+        ("dm", ModelConfig),
     )
     return ", ".join(
         Columns(model, config_fields if model is ModelConfig else None, alias).sql for alias, model in aliases
@@ -143,6 +145,7 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
             f'LEFT JOIN "{rules}" g ON g."agent_id" = %s LEFT JOIN "{configs}" gm ON gm."id" = g."model_config_id" '
             f'LEFT JOIN "{delegates}" d ON d."parent_id" = %s LEFT JOIN "{agents}" c ON c."id" = d."child_id" '
             f'LEFT JOIN "{configs}" e ON e."id" = %s '
+            f'LEFT JOIN "{configs}" tm ON tm."id" = %s LEFT JOIN "{configs}" dm ON dm."id" = %s '
             'WHERE m."id" = %s ORDER BY l."id", g."id", d."id"',
             [
                 agent.pk,
@@ -151,6 +154,8 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
                 agent.pk,
                 agent.pk,
                 agent.memory_embedding_model_id,
+                agent.transcription_model_config_id,
+                agent.description_model_config_id,
                 agent.model_config_id,
             ],
         )

@@ -29,6 +29,7 @@ import json
 from agents.prompting import render_system_prompt
 from agents.providers.base import estimate_message_tokens, estimate_prompt_tokens, estimate_tokens
 from agents.snapshot import AgentSnapshot
+from attachments.parts import wire_content
 from conversations.batch import Update
 from conversations.models import Conversation, LLMCall, Message, Run
 from conversations.selectors import conversation_messages_all, run_step_read
@@ -42,8 +43,24 @@ Turn = list[Unit]
 SUMMARY_HEADING = "Summary of the earlier conversation (its messages are no longer shown):\n"
 
 
-def message_to_wire(message: Message, *, trim_to: int | None = None) -> dict:
-    wire = {"role": message.role, "content": message.content}
+def converted_part(part: dict, conversion: dict) -> dict:
+    """A part the model does not take, as the text a pre-step turned it into (engine.part_conversion)."""
+    return {"type": "text", "text": f"[{part['type']} {part['name']}, {conversion['method']}]\n{conversion['text']}"}
+
+
+def message_to_wire(message: Message, *, trim_to: int | None = None, converted: dict[str, dict] | None = None) -> dict:
+    """A message in the internal format. One with parts has a list content (attachments.parts):
+    its text (as the input guardrails left it: engine.guardrails.screened), then its parts, those
+    in `converted` (attachment id -> {"method", "text"}) as their text."""
+    content = message.content
+    if message.parts:
+        parts = message.parts
+        if converted:
+            parts = [
+                converted_part(p, converted[p["attachment"]]) if p["attachment"] in converted else p for p in parts
+            ]
+        content = wire_content(content, parts)
+    wire = {"role": message.role, "content": content}
     if message.role == Message.Role.ASSISTANT and message.tool_calls:
         wire["tool_calls"] = message.tool_calls
     if message.reasoning:
@@ -98,12 +115,16 @@ def step_read(*, run_id) -> tuple[Run, list[Message]]:
     return run, _drop_unanswered_tool_calls(history, run.pk)
 
 
-def _wire_turns(turns: list[Turn], trim_to: int | None) -> list[list[dict]]:
+def _wire_turns(turns: list[Turn], trim_to: int | None, converted: dict[str, dict] | None) -> list[list[dict]]:
     """Tool results are trimmed except those answering the newest assistant message: the step
     right after a tool call sees the whole result (bounded by the tool's own limit)."""
     newest = turns[-1][-1] if turns else None
     return [
-        [message_to_wire(m, trim_to=None if unit is newest else trim_to) for unit in turn for m in unit]
+        [
+            message_to_wire(m, trim_to=None if unit is newest else trim_to, converted=converted)
+            for unit in turn
+            for m in unit
+        ]
         for turn in turns
     ]
 
@@ -142,11 +163,14 @@ def build_context(
     iteration: int,
     shrink: bool = False,
     memory: dict | None = None,
+    converted: dict[str, dict] | None = None,
 ) -> list[dict]:
     """The messages to send. `shrink` folds at least half of the history's estimated size into
     the summary: the server said the request did not fit, so the estimate ran short. `memory`:
     the message showing the end user's long-term memories (engine.memory), placed before the
-    conversation (after the system messages) and counted in the budget like the system prompt."""
+    conversation (after the system messages) and counted in the budget like the system prompt.
+    `converted`: the parts turned into text before the step (engine.part_conversion), by
+    attachment id ({"method", "text"}), sent as that text."""
     agent = snapshot["agent"]
     system = render_system_prompt(
         template=agent["system_prompt"], now=run.created_at, time_zone=agent["time_zone"], agent_name=agent["name"]
@@ -159,7 +183,7 @@ def build_context(
         # the window keeps it, so the client's instructions are never dropped silently.
         opening = turns[:1] if turns[0][0][0].role == Message.Role.SYSTEM else []
         turns = opening + turns[len(opening) :][-agent["context_max_turns"] :]
-    wire_turns = _wire_turns(turns, agent.get("context_tool_result_max_chars"))
+    wire_turns = _wire_turns(turns, agent.get("context_tool_result_max_chars"), converted)
     budget = context_budget(snapshot)
     if not (budget or shrink) or len(turns) < 2:
         return _assemble(system, summary, wire_turns, memory)
