@@ -30,13 +30,18 @@ def transcription_send(
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     timeout = transport.request_timeout(model, timeout_cap)
     try:
-        response = outbound.get_client().post(
+        client = outbound.get_client()
+        request = client.build_request(
+            "POST",
             url,
             headers=headers,
             data={"model": body["model"], "response_format": "json"},
             files={"file": (body["filename"] or "audio", data, media_type)},
             timeout=timeout,
         )
+        # The multipart body in memory: a worker's carried transport sends bodies it can read whole.
+        request.read()
+        response = client.send(request)
     except httpx.TimeoutException as exc:
         raise ProviderError(f"The transcription request to {url} timed out: {exc}", retryable=True) from exc
     except httpx.TransportError as exc:
