@@ -276,7 +276,13 @@ def converted_check(
     if brought_fresh and not guardrails.blocked(fresh_hits):
         text = "\n\n".join(guardrails.redacted(texts[key].text, found[key]) for key in brought_fresh)
         moderated = _moderation_hits(
-            run=run, owner=owner, snapshot=snapshot, rules=rules, side=guardrails.SIDE_INPUT, text=text, iteration=0
+            run=run,
+            owner=owner,
+            snapshot=snapshot,
+            rules=rules,
+            side=guardrails.SIDE_INPUT,
+            text=text,
+            iteration=iteration,
         )
         if guardrails.blocked(moderated):
             # A verdict on all the new text, not on a span of one: it can only block.
