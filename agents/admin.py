@@ -24,8 +24,13 @@ from agents.models import (
     AgentTool,
     AgentUsageDay,
     AgentVersion,
+    AudioParts,
+    FileParts,
     GuardrailRule,
+    ImageParts,
     ModelConfig,
+    ModelPurpose,
+    input_kinds_default,
 )
 from agents.page_links import agent_column
 from agents.prompting import system_prompt_check
@@ -50,6 +55,19 @@ class ModelConfigForm(forms.ModelForm):
     )
     clear_api_key = forms.BooleanField(required=False, label=_("Remove the stored key"))
     base_url = forms.URLField(max_length=500, assume_scheme="https", help_text=_("e.g. https://api.openai.com/v1"))
+    # Left empty (or absent from a form posted by a script): a chat model that takes text.
+    purpose = ModelConfig._meta.get_field("purpose").formfield(required=False)
+    price_audio_per_minute = ModelConfig._meta.get_field("price_audio_per_minute").formfield(required=False)
+
+    def clean_purpose(self):
+        return self.cleaned_data["purpose"] or ModelPurpose.CHAT
+
+    def clean_price_audio_per_minute(self):
+        price = self.cleaned_data["price_audio_per_minute"]
+        return 0 if price is None else price
+
+    def clean_input_kinds(self):
+        return self.cleaned_data.get("input_kinds") or input_kinds_default()
 
     class Meta:
         model = ModelConfig
@@ -258,9 +276,22 @@ class AgentForm(forms.ModelForm):
     # Left empty (or absent from a form posted by a script), the default, as for a new agent.
     memory_shown = Agent._meta.get_field("memory_shown").formfield(required=False)
 
+    audio_parts = Agent._meta.get_field("audio_parts").formfield(required=False)
+    image_parts = Agent._meta.get_field("image_parts").formfield(required=False)
+    file_parts = Agent._meta.get_field("file_parts").formfield(required=False)
+
     def clean_memory_shown(self):
         shown = self.cleaned_data["memory_shown"]
         return Agent._meta.get_field("memory_shown").default if shown is None else shown
+
+    def clean_audio_parts(self):
+        return self.cleaned_data["audio_parts"] or AudioParts.REFUSE
+
+    def clean_image_parts(self):
+        return self.cleaned_data["image_parts"] or ImageParts.REFUSE
+
+    def clean_file_parts(self):
+        return self.cleaned_data["file_parts"] or FileParts.REFUSE
 
     def clean_memory_kinds(self):
         # An empty box is no kind named (every kind kept), not JSON null; Agent.clean checks the rest.
