@@ -19,7 +19,7 @@ from engine.admission import message_submit
 from knowledge.format_set import _docx, scan_png
 from tests.attachments import samples
 from tests.support.factories import ModelConfigFactory, make_user
-from tests.support.llm import agent_on, assert_totals_match_calls
+from tests.support.llm import agent_on, assert_totals_match_calls, fake_model
 from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -133,3 +133,22 @@ def test_a_redacting_rule_redacts_a_transcript_as_typed_text(worker, fake_llm):
     assert run.status == RunStatus.COMPLETED, run.error
     sent = _sent_text(run)[1]["text"]
     assert "ann@example.com" not in sent and sent.startswith("[audio note.wav, transcription]\nwrite to ")
+
+
+def test_an_image_is_described_by_a_model_that_sees_it(worker, fake_llm):
+    describer = fake_model(
+        fake_llm,
+        {"scenarios": [{"match": ".", "steps": [{"content": "A red square on white."}]}]},
+        input_kinds=["text", "image"],
+    )
+    agent = agent_on(fake_llm, SCRIPT, tools=[], image_parts="describe", description_model_config=describer)
+    run, attachment = _run(agent, samples.png(), "photo.png")
+    assert run.status == RunStatus.COMPLETED, run.error
+    call = LLMCall.objects.get(run=run, purpose=LLMCall.Purpose.DESCRIPTION)
+    assert call.model_config_id == describer.pk and call.status == "succeeded"
+    # The ledger holds the image by reference, never its bytes.
+    assert str(attachment.pk) in str(call.request) and "base64," not in str(call.request)
+    text = PartText.objects.get(attachment=attachment, method="description")
+    assert (text.text, text.llm_call_id) == ("A red square on white.", call.pk)
+    assert _sent_text(run)[1] == {"type": "text", "text": "[image photo.png, description]\nA red square on white."}
+    assert_totals_match_calls(run)
