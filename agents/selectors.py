@@ -126,7 +126,8 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
 
     The state is the agent's own columns (as held by `agent`, which is what the build reads)
     and every column of its model configs, tool links and their tools, guardrail rules and their
-    moderation models, delegates (agents as tools) and their agents' slug and activity, so that any
+    moderation models, delegates (agents as tools) and their agents' slug and activity, the models
+    that turn parts into text (transcription, description), so that any
     write, a queryset update or a raw one included, changes it. Equal states build equal snapshots;
     a new input of snapshot_build must be added here."""
     configs, links, tools, versions, rules, delegates, agents = (

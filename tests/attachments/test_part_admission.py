@@ -6,7 +6,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from rest_framework.views import APIView
 
-from agents.models import ModelPurpose
+from agents.models import Agent, ModelConfig, ModelPurpose
+from agents.services import agent_version_current
 from agents.snapshot import snapshot_build
 from attachments.services import attachment_store
 from conversations.models import Conversation, Run
@@ -123,3 +124,15 @@ def test_an_agent_without_conversions_pins_the_snapshot_it_pinned_before():
     assert "conversions" not in snapshot_build(agent=agent)
     agent.image_parts = "ocr"
     assert snapshot_build(agent=agent)["conversions"] == {"kinds": {"image": "ocr"}}
+
+
+def test_a_change_to_the_transcription_model_pins_a_new_version():
+    transcriber = ModelConfigFactory(purpose=ModelPurpose.TRANSCRIPTION)
+    agent = make_agent(audio_parts="transcribe", transcription_model_config=transcriber)
+    first = agent_version_current(agent=agent)
+    assert first.snapshot["conversions"]["transcription_model"]["purpose"] == "transcription"
+    assert agent_version_current(agent=agent).pk == first.pk
+    ModelConfig.objects.filter(pk=transcriber.pk).update(price_audio_per_minute="0.006")
+    changed = agent_version_current(agent=Agent.objects.get(pk=agent.pk))
+    assert changed.pk != first.pk
+    assert changed.snapshot["conversions"]["transcription_model"]["price_audio_per_minute"] == "0.006"
