@@ -24,8 +24,12 @@ from agents.models import (
     AgentTool,
     AgentUsageDay,
     AgentVersion,
+    AudioParts,
+    FileParts,
     GuardrailRule,
+    ImageParts,
     ModelConfig,
+    ModelPurpose,
     input_kinds_default,
 )
 from agents.page_links import agent_column
@@ -51,6 +55,19 @@ class ModelConfigForm(forms.ModelForm):
     )
     clear_api_key = forms.BooleanField(required=False, label=_("Remove the stored key"))
     base_url = forms.URLField(max_length=500, assume_scheme="https", help_text=_("e.g. https://api.openai.com/v1"))
+    # Left empty (or absent from a form posted by a script): a chat model that takes text.
+    purpose = ModelConfig._meta.get_field("purpose").formfield(required=False)
+    price_audio_per_minute = ModelConfig._meta.get_field("price_audio_per_minute").formfield(required=False)
+
+    def clean_purpose(self):
+        return self.cleaned_data["purpose"] or ModelPurpose.CHAT
+
+    def clean_price_audio_per_minute(self):
+        price = self.cleaned_data["price_audio_per_minute"]
+        return 0 if price is None else price
+
+    def clean_input_kinds(self):
+        return self.cleaned_data.get("input_kinds") or input_kinds_default()
 
     class Meta:
         model = ModelConfig
@@ -115,7 +132,7 @@ class ModelConfigAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdm
         "key_status",
         "updated_at",
     ]
-    list_filter = ["provider", "stream", "stream_tools_unsupported"]
+    list_filter = ["purpose", "provider", "stream", "stream_tools_unsupported"]
     search_fields = ["name", "model", "base_url"]
     readonly_fields = ["key_status", "estimate_calibration"]
     fieldsets = [
@@ -124,6 +141,7 @@ class ModelConfigAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdm
             {
                 "fields": [
                     "name",
+                    "purpose",
                     "provider",
                     "base_url",
                     "model",
@@ -168,8 +186,9 @@ class ModelConfigAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdm
                 "fields": [
                     "price_input_per_million",
                     "price_cached_input_per_million",
-                    "price_audio_input_per_million",
                     "price_output_per_million",
+                    "price_audio_input_per_million",
+                    "price_audio_per_minute",
                 ]
             },
         ),
@@ -268,9 +287,22 @@ class AgentForm(forms.ModelForm):
     # Left empty (or absent from a form posted by a script), the default, as for a new agent.
     memory_shown = Agent._meta.get_field("memory_shown").formfield(required=False)
 
+    audio_parts = Agent._meta.get_field("audio_parts").formfield(required=False)
+    image_parts = Agent._meta.get_field("image_parts").formfield(required=False)
+    file_parts = Agent._meta.get_field("file_parts").formfield(required=False)
+
     def clean_memory_shown(self):
         shown = self.cleaned_data["memory_shown"]
         return Agent._meta.get_field("memory_shown").default if shown is None else shown
+
+    def clean_audio_parts(self):
+        return self.cleaned_data["audio_parts"] or AudioParts.REFUSE
+
+    def clean_image_parts(self):
+        return self.cleaned_data["image_parts"] or ImageParts.REFUSE
+
+    def clean_file_parts(self):
+        return self.cleaned_data["file_parts"] or FileParts.REFUSE
 
     def clean_memory_kinds(self):
         # An empty box is no kind named (every kind kept), not JSON null; Agent.clean checks the rest.
@@ -506,6 +538,23 @@ class AgentAdmin(AgentReleaseAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin)
                     "memory_ttl_days",
                     "memory_embedding_model",
                     "memory_daily_tokens",
+                ],
+            },
+        ),
+        (
+            _("Attachments the model does not take"),
+            {
+                "description": _(
+                    "A part of a kind the model (and its fallback) does not take, per its input kinds: refused "
+                    "with 400 when posted, or turned into text before the model is called. The text is kept "
+                    "with the attachment and screened by the input guardrails like typed text."
+                ),
+                "fields": [
+                    "audio_parts",
+                    "transcription_model_config",
+                    "image_parts",
+                    "description_model_config",
+                    "file_parts",
                 ],
             },
         ),

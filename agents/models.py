@@ -59,10 +59,28 @@ def validate_input_kinds(value) -> None:
         )
 
 
+class ModelPurpose(models.TextChoices):
+    # A chat model: an agent's, a fallback, a moderator, a describer of images.
+    CHAT = "chat", _("chat")
+    # A speech-to-text model behind OpenAI's POST /audio/transcriptions (whisper and its kin):
+    # only an agent's transcription of audio parts uses it (engine.part_conversion).
+    TRANSCRIPTION = "transcription", _("transcription")
+
+
 class ModelConfig(InWorkspace):
     """How to reach one model: endpoint, credentials, sampling parameters and prices."""
 
     name = models.CharField(_("name"), max_length=100)
+    purpose = models.CharField(
+        _("purpose"),
+        max_length=16,
+        choices=ModelPurpose.choices,
+        default=ModelPurpose.CHAT,
+        help_text=_(
+            "Chat: answers messages. Transcription: turns audio into text (OpenAI's /audio/transcriptions), "
+            "for agents whose model does not take audio."
+        ),
+    )
     provider = models.CharField(
         _("provider"), max_length=32, choices=ProviderKind.choices, default=ProviderKind.OPENAI_COMPATIBLE
     )
@@ -188,6 +206,14 @@ class ModelConfig(InWorkspace):
         default=0,
         help_text=_("Audio input tokens; 0 prices them as input tokens."),
     )
+    # Speech-to-text is billed by the minute of audio (OpenAI's whisper), not by the token.
+    price_audio_per_minute = models.DecimalField(
+        _("price per audio minute"),
+        max_digits=12,
+        decimal_places=6,
+        default=0,
+        help_text=_("Transcription: the price of a minute of audio (the clip's duration, to the second)."),
+    )
     # Learned (agents.providers.calibration): over the calls whose server reported usage, what it
     # reported and what the estimate rule said, summed; estimates for calls reporting none are
     # scaled by their quotients. Written by the engine only, never by a form.
@@ -219,6 +245,8 @@ class ModelConfig(InWorkspace):
             problems["max_tokens"] = _("Max tokens must be below the context window, which also holds the prompt.")
         if self.structured_output and self.provider == ProviderKind.ANTHROPIC:
             problems["structured_output"] = _("Anthropic Messages has no JSON Schema response format.")
+        if self.purpose == ModelPurpose.TRANSCRIPTION and self.provider != ProviderKind.OPENAI_COMPATIBLE:
+            problems["purpose"] = _("Transcription is OpenAI's /audio/transcriptions: use an OpenAI-compatible server.")
         if not problems and self.pk and self.provider == ProviderKind.ANTHROPIC and self.thinking == Thinking.ENABLED:
             forced = Agent.objects.filter(
                 models.Q(model_config=self) | models.Q(fallback_model_config=self),
@@ -244,6 +272,22 @@ class ConcurrentMessages(models.TextChoices):
     REJECT = "reject", _("reject (409 while a run is active)")
     ENQUEUE = "enqueue", _("enqueue (the new run waits for the active one)")
     INTERRUPT = "interrupt", _("interrupt (cancel the active run, then start)")
+
+
+class AudioParts(models.TextChoices):
+    REFUSE = "refuse", _("refuse (400 when posted)")
+    TRANSCRIBE = "transcribe", _("transcribe (with the transcription model)")
+
+
+class ImageParts(models.TextChoices):
+    REFUSE = "refuse", _("refuse (400 when posted)")
+    OCR = "ocr", _("read its text (OCR on the worker's CPU)")
+    DESCRIBE = "describe", _("describe (with the description model)")
+
+
+class FileParts(models.TextChoices):
+    REFUSE = "refuse", _("refuse (400 when posted)")
+    EXTRACT = "extract", _("extract its text (PDF, Word, Excel, PowerPoint, CSV, text)")
 
 
 # The kinds of long-term memory an agent may keep: memory.models.MemoryKind's values, named here
@@ -567,6 +611,36 @@ class Agent(InWorkspace):
             "Otherwise only what the model is sent is redacted, and the stored message keeps the original."
         ),
     )
+    # What becomes of a part (attachments.parts) of a kind the agent's model does not take
+    # (ModelConfig.input_kinds): refused when posted, or turned into text before the step that
+    # sends it (engine.part_conversion).
+    audio_parts = models.CharField(
+        _("audio the model does not take"), max_length=16, choices=AudioParts.choices, default=AudioParts.REFUSE
+    )
+    transcription_model_config = models.ForeignKey(
+        ModelConfig,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("transcription model config"),
+        help_text=_("A model config of purpose transcription: what transcribes audio."),
+    )
+    image_parts = models.CharField(
+        _("images the model does not take"), max_length=16, choices=ImageParts.choices, default=ImageParts.REFUSE
+    )
+    description_model_config = models.ForeignKey(
+        ModelConfig,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("description model config"),
+        help_text=_("A chat model config that takes images: what describes an image."),
+    )
+    file_parts = models.CharField(
+        _("files the model does not take"), max_length=16, choices=FileParts.choices, default=FileParts.REFUSE
+    )
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
@@ -600,6 +674,9 @@ class Agent(InWorkspace):
         kinds_problem = memory_kinds_problem(self.memory_kinds)
         if kinds_problem:
             raise ValidationError({"memory_kinds": kinds_problem})
+        conversion_problems = self._conversion_problems()
+        if conversion_problems:
+            raise ValidationError(conversion_problems)
         problems = agent_problems(
             tool_choice=self.tool_choice,
             models=[
@@ -610,6 +687,27 @@ class Agent(InWorkspace):
         )
         if problems:
             raise ValidationError(problems)
+
+    def _conversion_problems(self) -> dict:
+        """A conversion names the model config it needs, and that config can do it."""
+        problems = {}
+        transcriber = self.transcription_model_config if self.transcription_model_config_id else None
+        if self.audio_parts == AudioParts.TRANSCRIBE and transcriber is None:
+            problems["transcription_model_config"] = _("Name the model config that transcribes audio.")
+        elif transcriber is not None and transcriber.purpose != ModelPurpose.TRANSCRIPTION:
+            problems["transcription_model_config"] = _("Choose a model config of purpose transcription.")
+        describer = self.description_model_config if self.description_model_config_id else None
+        if self.image_parts == ImageParts.DESCRIBE and describer is None:
+            problems["description_model_config"] = _("Name the model config that describes images.")
+        elif describer is not None and (
+            describer.purpose != ModelPurpose.CHAT or "image" not in (describer.input_kinds or [])
+        ):
+            problems["description_model_config"] = _("Choose a chat model config whose input kinds include image.")
+        for field in ("model_config", "fallback_model_config"):
+            config = getattr(self, field) if getattr(self, f"{field}_id") else None
+            if config is not None and config.purpose != ModelPurpose.CHAT:
+                problems[field] = _("An agent answers with a chat model config, not a transcription one.")
+        return problems
 
 
 class AgentTool(models.Model):

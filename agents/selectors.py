@@ -112,6 +112,8 @@ def _config_columns() -> str:
         ("gm", ModelConfig),
         ("d", AgentDelegate),
         ("e", ModelConfig),
+        ("tm", ModelConfig),
+        ("dm", ModelConfig),
     )
     return ", ".join(
         Columns(model, config_fields if model is ModelConfig else None, alias).sql for alias, model in aliases
@@ -124,7 +126,8 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
 
     The state is the agent's own columns (as held by `agent`, which is what the build reads)
     and every column of its model configs, tool links and their tools, guardrail rules and their
-    moderation models, delegates (agents as tools) and their agents' slug and activity, so that any
+    moderation models, delegates (agents as tools) and their agents' slug and activity, the models
+    that turn parts into text (transcription, description), so that any
     write, a queryset update or a raw one included, changes it. Equal states build equal snapshots;
     a new input of snapshot_build must be added here."""
     configs, links, tools, versions, rules, delegates, agents = (
@@ -143,6 +146,7 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
             f'LEFT JOIN "{rules}" g ON g."agent_id" = %s LEFT JOIN "{configs}" gm ON gm."id" = g."model_config_id" '
             f'LEFT JOIN "{delegates}" d ON d."parent_id" = %s LEFT JOIN "{agents}" c ON c."id" = d."child_id" '
             f'LEFT JOIN "{configs}" e ON e."id" = %s '
+            f'LEFT JOIN "{configs}" tm ON tm."id" = %s LEFT JOIN "{configs}" dm ON dm."id" = %s '
             'WHERE m."id" = %s ORDER BY l."id", g."id", d."id"',
             [
                 agent.pk,
@@ -151,6 +155,8 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
                 agent.pk,
                 agent.pk,
                 agent.memory_embedding_model_id,
+                agent.transcription_model_config_id,
+                agent.description_model_config_id,
                 agent.model_config_id,
             ],
         )

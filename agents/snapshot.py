@@ -24,7 +24,7 @@ from agents.guardrails import (
     GuardrailsSnapshot,
     terms_parse,
 )
-from agents.models import MEMORY_KINDS, Agent, AgentDelegate, AgentTool, GuardrailRule, ModelConfig
+from agents.models import MEMORY_KINDS, Agent, AgentDelegate, AgentTool, GuardrailRule, ModelConfig, ModelPurpose
 from tools.approval_policy import ApprovalExpiry, ApprovalPolicy, effective_policy
 from tools.models import ToolDefinition
 
@@ -89,6 +89,10 @@ class ModelSnapshot(TypedDict):
     input_kinds: NotRequired[list[str]]
     # Only for configs that price audio apart from input, for the same reason.
     price_audio_input_per_million: NotRequired[str]
+    # Only for a transcription config (agents.models.ModelPurpose), with its price of a minute of
+    # audio when it has one, for the same reason.
+    purpose: NotRequired[str]
+    price_audio_per_minute: NotRequired[str]
 
 
 class ToolApproval(TypedDict):
@@ -159,6 +163,16 @@ class MemorySnapshot(TypedDict):
     daily_tokens: NotRequired[int]
 
 
+class ConversionsSnapshot(TypedDict):
+    """What becomes of a part the agent's models do not take (engine.part_conversion): per kind
+    ("audio", "image", "file") the conversion ("transcribe", "ocr", "describe", "extract"); a
+    kind absent is refused when posted. The model a conversion needs comes with it."""
+
+    kinds: dict[str, str]
+    transcription_model: NotRequired[ModelSnapshot]
+    description_model: NotRequired[ModelSnapshot]
+
+
 class AgentSnapshot(TypedDict):
     agent: AgentSettings
     model: ModelSnapshot
@@ -169,6 +183,8 @@ class AgentSnapshot(TypedDict):
     guardrails: NotRequired[GuardrailsSnapshot]
     # Only agents with memory on have the key, for the same reason as "guardrails".
     memory: NotRequired[MemorySnapshot]
+    # Only agents that turn some part into text have the key, for the same reason.
+    conversions: NotRequired[ConversionsSnapshot]
 
 
 class SnapshotInvalid(ValueError):
@@ -259,6 +275,10 @@ def _model_snapshot(config: ModelConfig) -> ModelSnapshot:
         model["input_kinds"] = list(config.input_kinds)
     if config.price_audio_input_per_million:
         model["price_audio_input_per_million"] = _decimal(config.price_audio_input_per_million)
+    if config.purpose != ModelPurpose.CHAT:
+        model["purpose"] = config.purpose
+    if config.price_audio_per_minute:
+        model["price_audio_per_minute"] = _decimal(config.price_audio_per_minute)
     return model
 
 
@@ -440,4 +460,27 @@ def snapshot_build(*, agent: Agent, links: Iterable[AgentTool] | None = None) ->
         snapshot["guardrails"] = {"redact_stored": agent.guardrail_redact_stored, "rules": rules}
     if agent.memory_enabled:
         snapshot["memory"] = _memory_snapshot(agent)
+    conversions = _conversions_snapshot(agent)
+    if conversions is not None:
+        snapshot["conversions"] = conversions
     return snapshot
+
+
+def _conversions_snapshot(agent: Agent) -> ConversionsSnapshot | None:
+    kinds = {
+        kind: choice
+        for kind, choice in (("audio", agent.audio_parts), ("image", agent.image_parts), ("file", agent.file_parts))
+        if choice != "refuse"
+    }
+    if not kinds:
+        return None
+    conversions: ConversionsSnapshot = {"kinds": kinds}
+    if kinds.get("audio") == "transcribe" and agent.transcription_model_config_id:
+        conversions["transcription_model"] = _model_snapshot(agent.transcription_model_config)
+    if kinds.get("image") == "describe" and agent.description_model_config_id:
+        conversions["description_model"] = _model_snapshot(agent.description_model_config)
+    return conversions
+
+
+def snapshot_conversions(snapshot: AgentSnapshot) -> ConversionsSnapshot | None:
+    return snapshot.get("conversions")

@@ -115,11 +115,13 @@ class PartTextMethod(models.TextChoices):
     TRANSCRIPTION = "transcription", _("transcription")
     OCR = "ocr", _("OCR")
     DESCRIPTION = "description", _("description")
+    # A file's text read by knowledge's parsers (PDF, Word, Excel, PowerPoint, CSV, text).
+    EXTRACTION = "extraction", _("extraction")
 
 
 class PartText(models.Model):
     """An attachment turned into text for a model that does not take its kind: an audio clip
-    transcribed, an image read by OCR or described by a model. Made once per attachment and
+    transcribed, an image read by OCR or described by a model, a file's text extracted. Made once per attachment and
     method, by the first run that needed it (its ledger: the model call that made it, if a model
     did); later steps and runs send this text in the part's place."""
 

@@ -27,14 +27,12 @@ from django.utils.translation import gettext as _
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from attachments.audio import AudioInvalid, audio_duration_ms
+from platform_site.refusals import InputRefused
 
 
-class AttachmentRefused(ValueError):
-    """Not accepted; `code` names the rule (for tests and logs), the message says why."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
+class AttachmentRefused(InputRefused):
+    """Not accepted; `code` names the rule (for tests and logs), the message says why. A 400
+    wherever the API meets it (platform_site.refusals)."""
 
 
 @dataclass(frozen=True)

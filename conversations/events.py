@@ -38,6 +38,7 @@ class EventType(models.TextChoices):
     APPROVAL_CANCELLED = "approval.cancelled"
     APPROVAL_ESCALATED = "approval.escalated"
     GUARDRAIL_TRIGGERED = "guardrail.triggered"
+    PART_CONVERTED = "part.converted"
 
     @classmethod
     def run_ended(cls, status: str) -> "EventType":
@@ -304,6 +305,26 @@ def guardrail_triggered(*, side: str, outcome: str, triggers: list[dict]) -> dic
     return {"side": side, "outcome": outcome, "triggers": triggers}
 
 
+# Attachments.
+
+
+def part_converted(
+    *, attachment_id: str, kind: str, name: str, method: str, chars: int, llm_call_id: int | None, duration_ms: int
+) -> dict:
+    """A part the run's models do not take, turned into text before a step (engine.part_conversion):
+    which attachment, by which `method` (transcription, ocr, description, extraction), how long
+    the text is and, when a model made it, its call."""
+    return {
+        "attachment": attachment_id,
+        "kind": kind,
+        "name": name,
+        "method": method,
+        "chars": chars,
+        "llm_call_id": llm_call_id,
+        "duration_ms": duration_ms,
+    }
+
+
 PAYLOAD_BUILDERS: dict[EventType, Callable[..., dict]] = {
     EventType.RUN_QUEUED: run_queued,
     EventType.RUN_RUNNING: run_running,
@@ -328,4 +349,5 @@ PAYLOAD_BUILDERS: dict[EventType, Callable[..., dict]] = {
     EventType.APPROVAL_CANCELLED: approval_cancelled,
     EventType.APPROVAL_ESCALATED: approval_escalated,
     EventType.GUARDRAIL_TRIGGERED: guardrail_triggered,
+    EventType.PART_CONVERTED: part_converted,
 }

@@ -27,6 +27,7 @@ from conversations.run_labels import run_labels
 from conversations.selectors import conversation_lock_for_post
 from conversations.services import conversation_create, messages_append
 from engine.admission_limits import conversation_limits_check, end_user_limits_check, workspace_limits_check
+from engine.admission_parts import parts_check
 from engine.dispatch import ACTIVE_STATUSES, run_admit
 from engine.runs import run_cancel
 from engine.tracing import run_trace_fields
@@ -195,8 +196,14 @@ def _run_submit(
     `attachments`, waiting for the `active` runs if there are any, else admitted at once. The
     run, what was posted, its first event, its attachments' uses (`earlier_attachments`, those
     of the history it was posted with, first) and (admitted at once) its user message are one
-    statement: the post's writes cost one round trip, not five."""
-    timeout = snapshot_parse(pinned.snapshot)["agent"]["run_timeout_seconds"]
+    statement: the post's writes cost one round trip, not five. A part the pinned version's
+    models cannot be sent refuses the post first (engine.admission_parts.PartNotTaken)."""
+    snapshot = snapshot_parse(pinned.snapshot)
+    sent = [*earlier_attachments, *attachments]
+    if sent:
+        # Before any write: a part the pinned models cannot be sent refuses the post (a 400).
+        parts_check(snapshot, sent)
+    timeout = snapshot["agent"]["run_timeout_seconds"]
     now = timezone.now()
     run = Run(
         conversation=conversation,
@@ -229,7 +236,6 @@ def _run_submit(
         content_hash=digest or _content_hash(content, attachments),
     )
     row_insert(batch, "request", request)
-    sent = [*earlier_attachments, *attachments]
     if sent:
         uses = attachment_uses(
             run=run,

@@ -246,6 +246,68 @@ def input_check(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
     return None
 
 
+@dataclass
+class ConvertedText:
+    """A part's text as converted (engine.part_conversion): whether the run brings it (its own
+    message's part, as for input_check) and whether it was made in this step (`new`)."""
+
+    text: str
+    brings: bool
+    new: bool
+
+
+def converted_check(
+    *, run: Run, owner: str, snapshot: AgentSnapshot, iteration: int, texts: dict[str, ConvertedText]
+) -> tuple[dict[str, str], Finish | None]:
+    """The input rules on text turned out of parts, as on the text the requester typed: what
+    models are to be shown of each (by the same key), and how the run ends if a blocking rule
+    matches text the run brings. The pattern and term rules scan every text on each step (no
+    query: what a rule hides is never stored, so it is hidden again); what they and the
+    moderation rules find in text made in this step is recorded (a GuardrailTrigger per rule and
+    one event), once."""
+    rules = guardrails.side_rules(snapshot_guardrails(snapshot), guardrails.SIDE_INPUT)
+    if not rules:
+        return {key: item.text for key, item in texts.items()}, None
+    keys = list(texts)
+    found = dict(zip(keys, _scanned(rules, [texts[key].text for key in keys]), strict=True))
+    fresh = [key for key in keys if texts[key].new]
+    fresh_hits = [hit for key in fresh for hit in found[key]]
+    brought_fresh = [key for key in fresh if texts[key].brings]
+    if brought_fresh and not guardrails.blocked(fresh_hits):
+        text = "\n\n".join(guardrails.redacted(texts[key].text, found[key]) for key in brought_fresh)
+        moderated = _moderation_hits(
+            run=run,
+            owner=owner,
+            snapshot=snapshot,
+            rules=rules,
+            side=guardrails.SIDE_INPUT,
+            text=text,
+            iteration=iteration,
+        )
+        if guardrails.blocked(moderated):
+            # A verdict on all the new text, not on a span of one: it can only block.
+            for key in brought_fresh:
+                found[key] = [*found[key], *moderated]
+        fresh_hits += moderated
+    if fresh_hits:
+        batch = Batch()
+        run_guard(batch, run_id=run.pk, lease_owner=owner, event=True)
+        triggers = _triggers_add(batch, run_id=run.pk, side=GuardrailTrigger.Side.INPUT, hits=fresh_hits)
+        payload = events.guardrail_triggered(
+            side=GuardrailTrigger.Side.INPUT, outcome=_outcome(fresh_hits), triggers=triggers
+        )
+        event_add(batch, run_id=run.pk, type=EventType.GUARDRAIL_TRIGGERED, payload=payload)
+        if batch.execute() is None:
+            raise LeaseLost(str(run.pk))
+    shown = {}
+    for key in keys:
+        replaced = guardrails.shown(texts[key].text, found[key])
+        shown[key] = texts[key].text if replaced is None else replaced
+    if any(texts[key].brings and guardrails.blocked(found[key]) for key in keys):
+        return shown, Finish(StopReason.GUARDRAIL_BLOCKED, agent_says(snapshot, INPUT_BLOCKED_MESSAGE))
+    return shown, None
+
+
 def screened(messages: list[Message]) -> list[Message]:
     """The messages as models are shown them: where the input rules changed a message, what they
     left of it (stored by input_check) in place of its content. Whatever the rules of the version

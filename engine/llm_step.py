@@ -48,6 +48,7 @@ from engine.model_call import (
 )
 from engine.next_step import Finish, RunTools, Step, next_step
 from engine.overrun import answer_truncated, overflow_error, truncation_error
+from engine.part_conversion import parts_converted
 from engine.runs import AnswerEnding
 
 FORCED_CHOICES = ("required", "tool")
@@ -161,8 +162,16 @@ def _fitted_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: lis
     shown = screened(messages)
     # The end user's long-term memories, if the version keeps them (engine.memory).
     recall = memories_recall(run=run, snapshot=snapshot, messages=shown, iteration=iteration)
+    # Parts the models do not take, as text (engine.part_conversion): None without any.
+    converted = parts_converted(run=run, owner=owner, snapshot=snapshot, messages=shown, iteration=iteration)
     wire_messages = build_context(
-        run=run, owner=owner, snapshot=snapshot, messages=shown, iteration=iteration, memory=recall.message
+        run=run,
+        owner=owner,
+        snapshot=snapshot,
+        messages=shown,
+        iteration=iteration,
+        memory=recall.message,
+        converted=converted,
     )
     try:
         return _call(
@@ -185,6 +194,7 @@ def _fitted_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: lis
             iteration=iteration,
             shrink=True,
             memory=recall.message,
+            converted=converted,
         )
         if len(folded) >= len(wire_messages):
             raise  # nothing older to fold: the same request would fail the same way

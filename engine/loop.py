@@ -51,6 +51,7 @@ from engine.limits import daily_usage, timeout_limit
 from engine.llm_step import llm_step
 from engine.model_call import EMPTY_ANSWER_MESSAGE, DeadlineReached, EmptyAnswer, ModelStepFailed
 from engine.next_step import Finish, RunTools, Step, next_step
+from engine.part_conversion import PartsBlocked
 from engine.runs import run_finish, run_park_for_approval
 from engine.snapshots import run_snapshot
 from engine.speech import agent_says
@@ -157,6 +158,9 @@ def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list
             if blocked is not None:
                 return blocked
         result = llm_step(run=run, owner=owner, snapshot=snapshot, messages=messages)
+    except PartsBlocked as exc:
+        # Text turned out of a part the run brings is blocked like the same text typed.
+        return exc.finish
     except DeadlineReached:
         limit = timeout_limit(snapshot)
         return Finish(limit.stop_reason, limit.message)

@@ -283,6 +283,20 @@ class ModelRequest:
     # memories it is shown: engine.memory.Recall), so every attempt says what it was sent,
     # answered or not. In that batch `{call.id}` is the attempt's row.
     attempt_writes: Callable[[Batch], None] | None = None
+    # Sent instead of a chat request to each model tried (a transcription: engine.part_conversion).
+    custom: "CustomCall | None" = None
+
+
+@dataclass(frozen=True)
+class CustomCall:
+    """A call that is not a chat completion, made with a model call's attempts, retries, ledger
+    rows and totals: `body(model)` is what the call's row records, `send(model=, api_key=, body=,
+    timeout_cap=)` makes it (an LLMResponse, or a ProviderError), `cost(model, response)` prices
+    its answer (instead of its tokens at the config's prices)."""
+
+    body: Callable[[dict], dict]
+    send: Callable[..., LLMResponse]
+    cost: Callable[[dict, LLMResponse], Decimal]
 
 
 def request_body(provider, model: dict, request: ModelRequest) -> dict:
@@ -332,6 +346,8 @@ class Answer:
     arrived: float = field(default_factory=time.monotonic)
     # What the answer adds to its model config's calibration sums (calibration_sample), if any.
     learned: dict | None = None
+    # Its price when it is not its tokens at the config's prices (a CustomCall's).
+    cost: Decimal | None = None
 
 
 def _account(
@@ -342,7 +358,7 @@ def _account(
     `returning` columns too) and on the agent's day. Returns (usage, cost)."""
     run, call, response = answered.run, answered.call, answered.response
     usage = response.usage
-    cost = call_cost(answered.prices, response)
+    cost = answered.cost if answered.cost is not None else call_cost(answered.prices, response)
     step = call.purpose == LLMCall.Purpose.STEP and status == LLMCall.Status.SUCCEEDED
     amounts = (1 if step else 0, *usage_values(usage).values(), cost)
     sets: dict[str, object] = {name: Plus(amount) for name, amount in zip(_TOTALS, amounts, strict=True)}
@@ -575,7 +591,7 @@ def model_call(
         live = _live_settings(model) if model.get("stream") else None
         try:
             provider = get_provider(model["provider"])
-            body = request_body(provider, model, request)
+            body = request.custom.body(model) if request.custom else request_body(provider, model, request)
             if live and live.stream_tools_unsupported and body.get("stream") and body.get("tools"):
                 body = request_body(provider, {**model, "stream": False}, request)
         except ProviderError as exc:
@@ -605,9 +621,12 @@ def model_call(
             try:
                 sent = _with_bytes(body, attachment_ids) if attachment_ids else body
                 release_connection()
-                response = provider.send(
-                    model=model, api_key=api_key, body=sent, on_delta=relay.push if relay else None, timeout_cap=cap
-                )
+                if request.custom:
+                    response = request.custom.send(model=model, api_key=api_key, body=sent, timeout_cap=cap)
+                else:
+                    response = provider.send(
+                        model=model, api_key=api_key, body=sent, on_delta=relay.push if relay else None, timeout_cap=cap
+                    )
             except ProviderError as exc:
                 if relay:
                     relay.flush()
@@ -640,7 +659,10 @@ def model_call(
                 relay.flush()
             if media is not None:
                 response = _with_media(response, media)
-            response, learned = _calibrated(live, provider, body, call, response, media)
+            if request.custom:
+                learned, cost = None, request.custom.cost(model, response)
+            else:
+                (response, learned), cost = _calibrated(live, provider, body, call, response, media), None
             log.info(
                 "model call %s.%s (%s) to %s: %s, %s tokens",
                 iteration,
@@ -653,7 +675,9 @@ def model_call(
             problem = _turned_down(request, response)
             if problem is None:
                 # Stored text may hold no NUL (PostgreSQL refuses it), whoever records it.
-                return Answer(run, owner, call, scrub_nul(response), prices, started, time_zone, learned=learned)
+                return Answer(
+                    run, owner, call, scrub_nul(response), prices, started, time_zone, learned=learned, cost=cost
+                )
             _record_rejected(
                 Answer(run, owner, call, response, prices, started, time_zone, learned=learned), reason=str(problem)
             )

@@ -13,6 +13,7 @@ from fakellm.embeddings import embeddings_response
 from fakellm.engine import ANTHROPIC, OPENAI, handle
 from fakellm.state import Hold, ServerState
 from fakellm.step_validation import HOLD_LABEL, HOLD_LABEL_RULE
+from fakellm.transcriptions import transcriptions
 from fakellm.validation import ScriptError
 
 
@@ -120,6 +121,7 @@ def create_app(scripts: dict[str, dict]) -> Starlette:
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/embeddings", embeddings, methods=["POST"]),
+            Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/_health", health, methods=["GET"]),
             Route("/_scripts", list_scripts, methods=["GET"]),

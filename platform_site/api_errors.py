@@ -20,7 +20,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from platform_site.crypto import SecretDecryptionError
 from platform_site.error_responses import OPENAI_PREFIX, error_json
-from platform_site.refusals import LimitReached
+from platform_site.refusals import InputRefused, LimitReached
 from platform_site.unavailable import (
     RETRY_AFTER_SECONDS,
     unavailable_body,
@@ -45,6 +45,12 @@ class RequestTooLarge(exceptions.APIException):
         return cls(
             _("The request body is larger than %(count)s bytes.") % {"count": settings.DATA_UPLOAD_MAX_MEMORY_SIZE}
         )
+
+
+class BadInput(exceptions.APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = gettext_lazy("The request cannot be taken as it is.")
+    default_code = "invalid"
 
 
 class SecretUnreadable(exceptions.APIException):
@@ -96,6 +102,9 @@ def api_exception_handler(exc, context):
         exc = SecretUnreadable()
     elif isinstance(exc, RequestDataTooBig):
         exc = RequestTooLarge.over_limit()
+    elif isinstance(exc, InputRefused):
+        # An attachment refused, or a part the agent's model cannot take, whichever view posted it.
+        exc = BadInput(detail=exc.message, code=exc.code)
     elif isinstance(exc, LimitReached):
         # A limit of admission (engine.admission_limits), whichever view's post reached it.
         exc = exceptions.Throttled(wait=exc.retry_after, detail=exc.message)

@@ -134,6 +134,13 @@ def _sentence(kind: str, p: dict, calls: dict) -> str:
             "outcome": p.get("outcome", "?"),
             "count": len(p.get("triggers", [])),
         }
+    if kind == EventType.PART_CONVERTED:
+        return _("%(kind)s %(name)s turned into text by %(method)s (%(chars)s characters)") % {
+            "kind": p.get("kind", "?"),
+            "name": p.get("name", "?"),
+            "method": p.get("method", "?"),
+            "chars": p.get("chars", 0),
+        }
     return kind
 
 

@@ -9,6 +9,7 @@ from agents.services import agent_version_current
 from agents.snapshot import (
     AgentSettings,
     AgentSnapshot,
+    ConversionsSnapshot,
     ModelSnapshot,
     ToolApproval,
     ToolHttp,
@@ -43,14 +44,23 @@ def _http_tool() -> ToolDefinition:
 
 @pytest.mark.django_db
 def test_the_types_name_every_stored_key_and_no_other():
-    # Optional keys present: models that keep to a schema (structured_output), take more than
-    # text (input_kinds) and price audio apart.
-    richer = {"structured_output": True, "input_kinds": ["text", "image"], "price_audio_input_per_million": "40"}
+    # Optional keys present: models that keep to a schema (structured_output) and take images,
+    # price audio apart, parts turned into text by models of their own (a transcription config's keys: purpose, price).
+    seeing = {"structured_output": True, "input_kinds": ["text", "image"], "price_audio_input_per_million": "40"}
     agent = make_agent(
         tools=["test-echo"],
-        model_config=ModelConfigFactory(**richer),
-        fallback_model_config=ModelConfigFactory(**richer),
+        model_config=ModelConfigFactory(**seeing),
+        fallback_model_config=ModelConfigFactory(**seeing),
         memory_enabled=True,
+        audio_parts="transcribe",
+        transcription_model_config=ModelConfigFactory(
+            purpose="transcription",
+            price_audio_per_minute="0.006",
+            structured_output=True,
+            input_kinds=["text", "audio"],
+        ),
+        image_parts="describe",
+        description_model_config=ModelConfigFactory(**seeing),
     )
     AgentTool.objects.create(agent=agent, tool=_http_tool())
     GuardrailRule.objects.create(agent=agent, side="input", kind="blocked_terms", terms="x", action="block")
@@ -65,7 +75,12 @@ def test_the_types_name_every_stored_key_and_no_other():
     assert set(pattern) == GuardrailSpec.__required_keys__ | {"pattern"}
     assert set(pii) == GuardrailSpec.__required_keys__
     assert set(snapshot["agent"]) == _keys(AgentSettings)
-    assert set(snapshot["model"]) == set(snapshot["fallback_model"]) == _keys(ModelSnapshot)
+    chat_keys = _keys(ModelSnapshot) - {"purpose", "price_audio_per_minute"}
+    assert set(snapshot["model"]) == set(snapshot["fallback_model"]) == chat_keys
+    conversions = snapshot["conversions"]
+    assert set(conversions) == _keys(ConversionsSnapshot)
+    assert set(conversions["transcription_model"]) == _keys(ModelSnapshot)
+    assert set(conversions["description_model"]) == chat_keys
     echo, http = snapshot_tool(snapshot, "test-echo"), snapshot_tool(snapshot, "lookup-order")
     assert set(echo) == ToolSpec.__required_keys__
     assert set(http) == ToolSpec.__required_keys__ | {"http"}

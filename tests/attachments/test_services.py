@@ -18,7 +18,7 @@ from conversations.models import Conversation, Message
 from engine.admission import message_submit
 from tests.attachments import samples
 from tests.attachments.conftest import files_in
-from tests.support.factories import make_agent, make_user
+from tests.support.factories import ModelConfigFactory, make_agent, make_user
 from workspaces.defaults import default_workspace_id
 from workspaces.membership import membership_set
 from workspaces.models import Workspace
@@ -115,7 +115,8 @@ def _conversation(agent, owner, end_user=""):
 
 def test_a_message_carries_its_identitys_attachments_as_parts(stored, workspace, django_capture_on_commit_callbacks):
     owner = make_user()
-    agent = make_agent()
+    # A model that takes files: otherwise the post is refused (engine.admission_parts).
+    agent = make_agent(model_config=ModelConfigFactory(input_kinds=["text", "file"]))
     conversation = _conversation(agent, owner, end_user="eu-1")
     mine = [_store(workspace, owner, f"note {n}".encode(), name=f"{n}.txt", end_user="eu-1") for n in range(3)]
     with django_capture_on_commit_callbacks():

@@ -89,5 +89,5 @@ def workspace_seed(workspace: Workspace, tag: str, *, token_user) -> dict:
         name=f"photo-{tag}.png",
         storage_key=f"{workspace.pk}/photo-{tag}",
     )
-    AttachmentUse.objects.create(attachment=attachment, message=run.messages.first(), run=run, position=0)
+    AttachmentUse.objects.create(attachment=attachment, run=run, position=0)
     return {"agent": agent, "model": model, "tool": tool, "server": server, "suite": suite, "base": base}
