@@ -66,9 +66,6 @@ class ModelConfigForm(forms.ModelForm):
         price = self.cleaned_data["price_audio_per_minute"]
         return 0 if price is None else price
 
-    def clean_input_kinds(self):
-        return self.cleaned_data.get("input_kinds") or input_kinds_default()
-
     class Meta:
         model = ModelConfig
         exclude = ["api_key"]
