@@ -48,6 +48,9 @@ CUSTOMER_SERVICE_QUESTIONS = [
     "收到的杯子是破损的，怎么办？",
 ]
 
+# Asked after them: the FAQ search finds the scanned order form by the number OCR read on it.
+ORDER_FORM_QUESTION = f"订单 {ORDER_FORM_NUMBER} 买了哪些商品？"
+
 # Sent by `agentry_demo --customer-service` after the questions, with the photo of demo.pictures:
 # the router's model takes images (its model config's input kinds), so the photo goes to it as
 # it is, its metadata stripped when it was stored.

@@ -24,6 +24,7 @@ from demo.cli import (
 )
 from demo.customer_service import (
     CUSTOMER_SERVICE_QUESTIONS,
+    ORDER_FORM_QUESTION,
     PHOTO_MESSAGE,
     customer_service_seed,
     demo_widget_seed,
@@ -166,7 +167,7 @@ class Command(BaseCommand):
             where = f"order service at {url}" + (" (already running)" if server is None else "")
             self.stdout.write(self.style.SUCCESS(f"Customer-service demo ready: {router.name}, {where}"))
             self._warn_other_order_service(url)
-            for question in CUSTOMER_SERVICE_QUESTIONS:
+            for question in [*CUSTOMER_SERVICE_QUESTIONS, ORDER_FORM_QUESTION]:
                 conversation = conversation_create(agent=router, title=question[:80])
                 run = message_post(conversation=conversation, content=question, trigger=RunTrigger.CLI)
                 self.stdout.write(self.style.MIGRATE_HEADING(f"\n用户: {question}"))
