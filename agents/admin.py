@@ -108,7 +108,21 @@ class ModelConfigAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdm
     search_fields = ["name", "model", "base_url"]
     readonly_fields = ["key_status", "estimate_calibration"]
     fieldsets = [
-        (None, {"fields": ["name", "provider", "base_url", "model", "key_status", "new_api_key", "clear_api_key"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "name",
+                    "provider",
+                    "base_url",
+                    "model",
+                    "input_kinds",
+                    "key_status",
+                    "new_api_key",
+                    "clear_api_key",
+                ]
+            },
+        ),
         (
             _("Parameters"),
             {
@@ -139,7 +153,14 @@ class ModelConfigAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdm
         (_("Timeouts and retries"), {"fields": ["connect_timeout_seconds", "read_timeout_seconds", "max_retries"]}),
         (
             _("Prices per million tokens"),
-            {"fields": ["price_input_per_million", "price_cached_input_per_million", "price_output_per_million"]},
+            {
+                "fields": [
+                    "price_input_per_million",
+                    "price_cached_input_per_million",
+                    "price_audio_input_per_million",
+                    "price_output_per_million",
+                ]
+            },
         ),
         (
             _("Token estimates"),

@@ -180,6 +180,14 @@ class ModelConfig(InWorkspace):
     price_cached_input_per_million = models.DecimalField(
         _("price cached input per million"), max_digits=12, decimal_places=6, default=0
     )
+    # Images are input tokens to every provider we speak to; audio is priced apart by some.
+    price_audio_input_per_million = models.DecimalField(
+        _("price audio input per million"),
+        max_digits=12,
+        decimal_places=6,
+        default=0,
+        help_text=_("Audio input tokens; 0 prices them as input tokens."),
+    )
     # Learned (agents.providers.calibration): over the calls whose server reported usage, what it
     # reported and what the estimate rule said, summed; estimates for calls reporting none are
     # scaled by their quotients. Written by the engine only, never by a form.

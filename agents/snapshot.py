@@ -87,6 +87,8 @@ class ModelSnapshot(TypedDict):
     structured_output: NotRequired[bool]
     # Only for configs that take more than text (agents.models.INPUT_KINDS), for the same reason.
     input_kinds: NotRequired[list[str]]
+    # Only for configs that price audio apart from input, for the same reason.
+    price_audio_input_per_million: NotRequired[str]
 
 
 class ToolApproval(TypedDict):
@@ -255,6 +257,8 @@ def _model_snapshot(config: ModelConfig) -> ModelSnapshot:
         model["structured_output"] = True
     if config.input_kinds and list(config.input_kinds) != ["text"]:
         model["input_kinds"] = list(config.input_kinds)
+    if config.price_audio_input_per_million:
+        model["price_audio_input_per_million"] = _decimal(config.price_audio_input_per_million)
     return model
 
 

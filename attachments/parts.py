@@ -19,13 +19,25 @@ then these descriptors as they are. Each provider adapter maps them to its wire 
 
 from collections.abc import Sequence
 
+from agents.providers.media import DATA_URL_PREFIX, REF_PREFIX, TEXT_PREFIX, data_url_ref, ref, text_ref
 from attachments.models import Attachment
 
 PART_TYPES = ("image", "file", "audio")
-# What a request written to the ledger holds instead of an attachment's bytes: `REF_PREFIX` + its id
-# (for the base64 text itself), or `DATA_URL_PREFIX` + its id (for a data: URL of them).
-REF_PREFIX = "attachment:"
-DATA_URL_PREFIX = "attachment-data-url:"
+# What a request written to the ledger holds instead of an attachment's bytes (ref: the base64
+# text itself, data_url_ref: a data: URL of them, text_ref: the bytes as text) lives with the
+# provider adapters that write them, below this app: agents.providers.media.
+__all__ = [
+    "DATA_URL_PREFIX",
+    "PART_TYPES",
+    "REF_PREFIX",
+    "TEXT_PREFIX",
+    "data_url_ref",
+    "part_of",
+    "parts_of",
+    "ref",
+    "text_ref",
+    "wire_content",
+]
 
 
 def part_of(attachment: Attachment) -> dict:
@@ -47,16 +59,6 @@ def part_of(attachment: Attachment) -> dict:
 def parts_of(attachments: Sequence[Attachment]) -> list[dict] | None:
     """A message's `parts` for these attachments: None for none, so a text message stays null."""
     return [part_of(attachment) for attachment in attachments] or None
-
-
-def ref(part: dict) -> str:
-    """The reference a ledger's request holds for this part's bytes as base64."""
-    return f"{REF_PREFIX}{part['attachment']}"
-
-
-def data_url_ref(part: dict) -> str:
-    """The reference a ledger's request holds for this part's bytes as a data: URL."""
-    return f"{DATA_URL_PREFIX}{part['attachment']}"
 
 
 def wire_content(content: str, parts: list[dict] | None) -> str | list[dict]:

@@ -266,6 +266,8 @@ _STEP_MESSAGE = Columns(
         "reasoning",
         # What the input guardrails let models see of it (engine.guardrails), read with it.
         "screened_content",
+        # Its attachments (attachments.parts): null for a text message.
+        "parts",
     ),
     "m",
 )

@@ -281,7 +281,8 @@ def customer_service_seed(
             "price_input_per_million": "0.15",
             "price_output_per_million": "1.50",
             "price_cached_input_per_million": "0.03",
-            "input_kinds": ["text", "image"],
+            # The shipped fake server answers images, files and audio (fakellm).
+            "input_kinds": ["text", "image", "audio", "file"],
         },
     )
     order_tools = _order_tools(order_service_url, reset=reset)

@@ -75,6 +75,8 @@ def _demo_model(*, llm_base_url: str, stream: bool, seed) -> ModelConfig:
         "price_input_per_million": "0.15",
         "price_output_per_million": "1.50",
         "price_cached_input_per_million": "0.03",
+        # The shipped fake server answers images, files and audio (fakellm).
+        "input_kinds": ["text", "image", "audio", "file"],
     }
     # The demo's own rows are in the installation's first workspace, where names are looked up.
     return seed(ModelConfig, {"workspace_id": default_workspace_id(), "name": "demo"}, model_defaults)

@@ -46,6 +46,8 @@ def research_workspace_seed(*, llm_base_url: str, password: str | None, stream: 
             "price_input_per_million": "0.15",
             "price_output_per_million": "1.50",
             "price_cached_input_per_million": "0.03",
+            # The shipped fake server answers images, files and audio (fakellm).
+            "input_kinds": ["text", "image", "audio", "file"],
         },
     )
     agent = seed(

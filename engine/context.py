@@ -29,6 +29,7 @@ import json
 from agents.prompting import render_system_prompt
 from agents.providers.base import estimate_message_tokens, estimate_prompt_tokens, estimate_tokens
 from agents.snapshot import AgentSnapshot
+from attachments.parts import wire_content
 from conversations.batch import Update
 from conversations.models import Conversation, LLMCall, Message, Run
 from conversations.selectors import conversation_messages_all, run_step_read
@@ -42,8 +43,24 @@ Turn = list[Unit]
 SUMMARY_HEADING = "Summary of the earlier conversation (its messages are no longer shown):\n"
 
 
-def message_to_wire(message: Message, *, trim_to: int | None = None) -> dict:
-    wire = {"role": message.role, "content": message.content}
+def converted_part(part: dict, conversion: dict) -> dict:
+    """A part the model does not take, as the text a pre-step turned it into (engine.part_conversion)."""
+    return {"type": "text", "text": f"[{part['type']} {part['name']}, {conversion['method']}]\n{conversion['text']}"}
+
+
+def message_to_wire(message: Message, *, trim_to: int | None = None, converted: dict[str, dict] | None = None) -> dict:
+    """A message in the internal format. One with parts has a list content (attachments.parts):
+    its text (as the input guardrails left it: engine.guardrails.screened), then its parts, those
+    in `converted` (attachment id -> {"method", "text"}) as their text."""
+    content = message.content
+    if message.parts:
+        converted = converted or {}
+        parts = [
+            converted_part(part, converted[part["attachment"]]) if part["attachment"] in converted else part
+            for part in message.parts
+        ]
+        content = wire_content(content, parts)
+    wire = {"role": message.role, "content": content}
     if message.role == Message.Role.ASSISTANT and message.tool_calls:
         wire["tool_calls"] = message.tool_calls
     if message.reasoning:
@@ -98,12 +115,16 @@ def step_read(*, run_id) -> tuple[Run, list[Message]]:
     return run, _drop_unanswered_tool_calls(history, run.pk)
 
 
-def _wire_turns(turns: list[Turn], trim_to: int | None) -> list[list[dict]]:
+def _wire_turns(turns: list[Turn], trim_to: int | None, converted: dict[str, dict] | None) -> list[list[dict]]:
     """Tool results are trimmed except those answering the newest assistant message: the step
     right after a tool call sees the whole result (bounded by the tool's own limit)."""
     newest = turns[-1][-1] if turns else None
     return [
-        [message_to_wire(m, trim_to=None if unit is newest else trim_to) for unit in turn for m in unit]
+        [
+            message_to_wire(m, trim_to=None if unit is newest else trim_to, converted=converted)
+            for unit in turn
+            for m in unit
+        ]
         for turn in turns
     ]
 
@@ -122,6 +143,8 @@ def _assemble(system: str, summary: str, wire_turns: list[list[dict]], memory: d
         first = body[opening] if opening < len(body) else None
         if first is not None and first["role"] == "user" and isinstance(first.get("content"), str):
             body[opening] = {**first, "content": f"{memory['content']}\n\n{first['content']}"}
+        elif first is not None and first["role"] == "user" and isinstance(first.get("content"), list):
+            body[opening] = {**first, "content": [{"type": "text", "text": memory["content"]}, *first["content"]]}
         else:
             body.insert(opening, memory)
     return head + body
@@ -142,11 +165,15 @@ def build_context(
     iteration: int,
     shrink: bool = False,
     memory: dict | None = None,
+    converted: dict[str, dict] | None = None,
 ) -> list[dict]:
     """The messages to send. `shrink` folds at least half of the history's estimated size into
     the summary: the server said the request did not fit, so the estimate ran short. `memory`:
     the message showing the end user's long-term memories (engine.memory), placed before the
-    conversation (after the system messages) and counted in the budget like the system prompt."""
+    conversation (after the system messages) and counted in the budget like the system prompt.
+    `converted`: the parts the model does not take, turned into text by a pre-step
+    (engine.part_conversion), by attachment id: {"method": …, "text": …}; they are sent as that
+    text (converted_part)."""
     agent = snapshot["agent"]
     system = render_system_prompt(
         template=agent["system_prompt"], now=run.created_at, time_zone=agent["time_zone"], agent_name=agent["name"]
@@ -159,7 +186,7 @@ def build_context(
         # the window keeps it, so the client's instructions are never dropped silently.
         opening = turns[:1] if turns[0][0][0].role == Message.Role.SYSTEM else []
         turns = opening + turns[len(opening) :][-agent["context_max_turns"] :]
-    wire_turns = _wire_turns(turns, agent.get("context_tool_result_max_chars"))
+    wire_turns = _wire_turns(turns, agent.get("context_tool_result_max_chars"), converted)
     budget = context_budget(snapshot)
     if not (budget or shrink) or len(turns) < 2:
         return _assemble(system, summary, wire_turns, memory)
@@ -168,7 +195,8 @@ def build_context(
         + estimate_tokens(summary)
         + (wire_tokens(memory) if memory is not None else 0)
     )
-    fold = fold_count(wire_turns, fixed=fixed, budget=budget, shrink=shrink)
+    provider = snapshot["model"]["provider"]
+    fold = fold_count(wire_turns, fixed=fixed, budget=budget, shrink=shrink, provider=provider)
     if not fold:
         return _assemble(system, summary, wire_turns, memory)
     through = min(m.order for turn in turns[fold:] for unit in turn for m in unit) - 1
@@ -184,7 +212,9 @@ def build_context(
     return _assemble(system, summary, wire_turns[fold:], memory)
 
 
-def fold_count(wire_turns: list[list[dict]], *, fixed: int, budget: int | None, shrink: bool) -> int:
+def fold_count(
+    wire_turns: list[list[dict]], *, fixed: int, budget: int | None, shrink: bool, provider: str | None = None
+) -> int:
     """How many of the oldest turns to fold into the summary. None while the context (`fixed`
     tokens of system prompt, tools, summary and memory, then the turns) fits the budget; else as
     many as bring it down to half the budget, so a summary is made now and then rather than every
@@ -192,10 +222,11 @@ def fold_count(wire_turns: list[list[dict]], *, fixed: int, budget: int | None, 
     the estimate ran short) folds at least half of the estimated size, within the budget or not.
 
     Turns are sized from the newest back, and only until the answer is known: the oldest turns
-    of a long history are folded whatever their size, so they are never estimated."""
+    of a long history are folded whatever their size, so they are never estimated. `provider`
+    (the agent's model's kind) sizes the turns' images by its rule (agents.providers.media)."""
 
     def size(turn: list[dict]) -> int:
-        return sum(wire_tokens(wire) for wire in turn)
+        return sum(wire_tokens(wire, provider=provider) for wire in turn)
 
     if shrink:
         sizes = [size(turn) for turn in wire_turns]
@@ -257,8 +288,8 @@ def trimmed(content: str, limit: int | None) -> str:
     return f"{content[:limit]}\n… [trimmed: {len(content) - limit} more characters not shown]"
 
 
-def wire_tokens(wire: dict) -> int:
-    return estimate_message_tokens(wire)
+def wire_tokens(wire: dict, *, provider: str | None = None) -> int:
+    return estimate_message_tokens(wire, provider=provider)
 
 
 # --- Summaries
@@ -281,6 +312,8 @@ def _line(message: Message) -> str:
         return f"tool {message.name or message.tool_call_id} returned: {trimmed(message.content, _RESULT_CHARS)}"
     content = message.content
     line = f"{message.role}: {content}" if content else ""
+    for part in message.parts or []:
+        line += f"\n{message.role} attached the {part['type']} {part['name']}"
     for call in message.tool_calls or []:
         function = call["function"]
         arguments = function.get("arguments")

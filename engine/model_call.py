@@ -43,8 +43,10 @@ from django.utils.translation import gettext_lazy as _
 from agents.models import ModelConfig
 from agents.providers import LLMResponse, ProviderError, get_provider
 from agents.providers.calibration import Calibration, calibration_sample
+from agents.providers.media import MediaTokens, has_parts, is_part, media_tokens
 from agents.services import agent_usage_add
 from agents.snapshot import AgentSnapshot, ModelSnapshot, snapshot_models
+from attachments.inline import AttachmentUnavailable, inlined
 from conversations import events
 from conversations.batch import (
     Batch,
@@ -76,6 +78,8 @@ log = logging.getLogger(__name__)
 
 _MILLION = Decimal(1_000_000)
 _PRICES = ("price_input_per_million", "price_output_per_million", "price_cached_input_per_million")
+# Priced apart only where the config says so (else as input tokens), and only then in a call's prices.
+_AUDIO_PRICE = "price_audio_input_per_million"
 
 
 class ModelStepFailed(Exception):
@@ -130,13 +134,20 @@ class DeltaRelay:
 
 
 def call_cost(prices: dict, response: LLMResponse) -> Decimal:
+    """Prompt tokens at the input price (cached ones at theirs; images are input tokens to both
+    providers), audio tokens at the audio price where the config sets one, the answer at the
+    output price."""
     usage = response.usage
-    uncached = max(usage.prompt_tokens - usage.cached_tokens, 0)
-    return (
+    audio = usage.audio_tokens
+    uncached = max(usage.prompt_tokens - usage.cached_tokens - audio, 0)
+    cost = (
         Decimal(uncached) * Decimal(prices["price_input_per_million"])
         + Decimal(usage.cached_tokens) * Decimal(prices["price_cached_input_per_million"])
         + Decimal(usage.completion_tokens) * Decimal(prices["price_output_per_million"])
-    ) / _MILLION
+    )
+    if audio:
+        cost += Decimal(audio) * Decimal(prices.get(_AUDIO_PRICE) or prices["price_input_per_million"])
+    return cost / _MILLION
 
 
 def backoff_seconds(attempt: int, retry_after: float | None) -> float:
@@ -160,7 +171,9 @@ def seconds_left(deadline) -> float | None:
 
 # Read at call time, not from the snapshot: a rotated key or a changed price applies at once.
 _CALIBRATION = tuple(field.name for field in fields(Calibration))
-_SETTINGS = Columns(ModelConfig, ("id", "api_key", "stream_tools_unsupported", *_PRICES, *_CALIBRATION), "config")
+_SETTINGS = Columns(
+    ModelConfig, ("id", "api_key", "stream_tools_unsupported", *_PRICES, _AUDIO_PRICE, *_CALIBRATION), "config"
+)
 _SETTINGS_SQL = f'SELECT {_SETTINGS.sql} FROM "{ModelConfig._meta.db_table}" config WHERE config."id" = %s'
 _SETTINGS_COLUMNS = tuple(field.column for field in _SETTINGS.fields)
 
@@ -185,10 +198,15 @@ def _live_settings(model: dict, values: list | None = None) -> _Live:
             values = cursor.fetchone()
     if values is None or values[0] is None:
         # The config is protected from deletion; the snapshot's prices are the fallback.
-        return _Live("", {name: model[name] for name in _PRICES}, False, Calibration())
+        prices = {name: model[name] for name in _PRICES}
+        if model.get(_AUDIO_PRICE):
+            prices[_AUDIO_PRICE] = model[_AUDIO_PRICE]
+        return _Live("", prices, False, Calibration())
     config = _SETTINGS.instance(values)
     # Plain notation: str() of a zero price read back from the database is "0E-6".
     prices = {name: format(getattr(config, name), "f") for name in _PRICES}
+    if getattr(config, _AUDIO_PRICE):
+        prices[_AUDIO_PRICE] = format(getattr(config, _AUDIO_PRICE), "f")
     return _Live(config.api_key or "", prices, config.stream_tools_unsupported, Calibration.of(config))
 
 
@@ -342,6 +360,7 @@ def _account(
         http_status=response.http_status,
         finish_reason=response.finish_reason[:32],
         **usage_values(usage),
+        **_media_values(usage),
         usage_estimated=usage.estimated,
         cost=cost,
         latency_ms=int((time.monotonic() - answered.started) * 1000),
@@ -361,12 +380,18 @@ def _account(
     return usage, cost
 
 
+def _media_values(usage) -> dict[str, int]:
+    """The call's image and audio tokens, written only where it sent some: a text call's
+    statement stays as it was."""
+    return {name: value for name in ("image_tokens", "audio_tokens") if (value := getattr(usage, name))}
+
+
 def _calibration_add(batch, model_config_id: int, learned: dict) -> None:
     # A write of the call's own statement: no round trip, and only if the call is recorded.
     batch.add("calibration", Update(ModelConfig).add(**learned).where(id=model_config_id))
 
 
-def _calibrated(live: _Live, provider, body: dict, call: LLMCall, response: LLMResponse):
+def _calibrated(live: _Live, provider, body: dict, call: LLMCall, response: LLMResponse, media: MediaTokens | None):
     """The answer with an estimated usage scaled by the config's calibration, and what an answer
     with reported usage teaches it (None when it is not sampled)."""
     calibration = live.calibration
@@ -375,6 +400,8 @@ def _calibrated(live: _Live, provider, body: dict, call: LLMCall, response: LLMR
     if not calibration.learns_from(call.pk):
         return response, None
     estimated = provider.estimate_usage(body=body, response=response)
+    if media is not None:
+        estimated = replace(estimated, prompt_tokens=estimated.prompt_tokens + media.total)
     return response, calibration_sample(reported=response.usage, estimated=estimated)
 
 
@@ -482,6 +509,39 @@ def _start_attempt(
     return call, list(results["settings"].values()) if read_settings else None
 
 
+def _attachments_sent(messages: list[dict]) -> set[str]:
+    """The ids of the attachments whose parts `messages` carry (attachments.parts)."""
+    return {
+        block["attachment"]
+        for message in messages
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+        if is_part(block)
+    }
+
+
+def _with_bytes(body: dict, attachment_ids: set[str]) -> dict:
+    """The body to send: its attachments' references replaced by their bytes (attachments.inline).
+    An attachment gone since the message was posted fails the call for good."""
+    try:
+        return inlined(body, attachment_ids=attachment_ids)
+    except AttachmentUnavailable as exc:
+        raise ProviderError(str(exc), retryable=False) from exc
+
+
+def _with_media(response: LLMResponse, media: MediaTokens) -> LLMResponse:
+    """The answer's usage with the tokens of the parts sent: images by the provider's rule,
+    audio as the server reports it, else by the rule; an estimated prompt gains them all (the
+    estimate of a body counts none of its attachments)."""
+    usage = response.usage
+    prompt = usage.prompt_tokens + media.total if usage.estimated else usage.prompt_tokens
+    total = usage.total_tokens + media.total if usage.estimated else usage.total_tokens
+    audio = min(usage.audio_tokens or media.audio, prompt)
+    image = min(media.image, prompt - audio)
+    usage = replace(usage, prompt_tokens=prompt, total_tokens=total, image_tokens=image, audio_tokens=audio)
+    return replace(response, usage=usage)
+
+
 def _wait_before_retry(run: Run, try_number: int, retry_after: float | None) -> None:
     wait = backoff_seconds(try_number, retry_after)
     left = seconds_left(run.deadline)
@@ -506,7 +566,10 @@ def model_call(
     # Each model config's last error: a run that tried the fallback too says what failed where.
     errors: dict[str, ProviderError] = {}
     time_zone = snapshot["agent"]["time_zone"]
+    # A request with parts: their bytes go in at sending, their tokens by each provider's rule.
+    attachment_ids = _attachments_sent(request.messages) if has_parts(request.messages) else set()
     for model in request.models or snapshot_models(snapshot):
+        media = media_tokens(request.messages, model["provider"]) if attachment_ids else None
         # A streamed request's body depends on what was learned about the server, so the live
         # settings are read first; otherwise they come with the first attempt's row.
         live = _live_settings(model) if model.get("stream") else None
@@ -540,9 +603,10 @@ def model_call(
             started = time.monotonic()
             relay = DeltaRelay(run_id=run.pk, llm_call_id=call.pk) if request.relay_deltas else None
             try:
+                sent = _with_bytes(body, attachment_ids) if attachment_ids else body
                 release_connection()
                 response = provider.send(
-                    model=model, api_key=api_key, body=body, on_delta=relay.push if relay else None, timeout_cap=cap
+                    model=model, api_key=api_key, body=sent, on_delta=relay.push if relay else None, timeout_cap=cap
                 )
             except ProviderError as exc:
                 if relay:
@@ -574,7 +638,9 @@ def model_call(
                 continue
             if relay:
                 relay.flush()
-            response, learned = _calibrated(live, provider, body, call, response)
+            if media is not None:
+                response = _with_media(response, media)
+            response, learned = _calibrated(live, provider, body, call, response, media)
             log.info(
                 "model call %s.%s (%s) to %s: %s, %s tokens",
                 iteration,

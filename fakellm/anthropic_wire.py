@@ -24,7 +24,7 @@ MALFORMED_STREAM = (
 )
 
 
-def error_body(status: int, message: str, code: str | None = None) -> dict:
+def error_body(status: int, message: str, code: str | None = None, param: str | None = None) -> dict:
     kind = _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
     return {"type": "error", "error": {"type": kind, "message": message}}
 

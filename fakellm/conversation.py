@@ -10,6 +10,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from fakellm.parts import NO_PARTS, Part, RequestParts
+
 # A first line in square brackets, then the tool's output: a note the client put before the
 # result (the engine writes one when a reviewer changed the arguments before approving).
 _NOTE = re.compile(r"\[([^\n]*)\]\n")
@@ -53,6 +55,8 @@ class ToolChoice:
 class Conversation:
     system: str = ""
     last_user_text: str = ""
+    # The image, file and audio parts of that message, in order (fakellm/parts.py).
+    last_user_parts: tuple[Part, ...] = ()
     # The memory blocks the request shows (user-role texts that open with MEMORY_OPEN).
     memory: str = ""
     # Assistant turns since the last user message: the script's step index.
@@ -72,6 +76,11 @@ class Conversation:
     @property
     def last_tool_name(self) -> str:
         return self.tool_results[-1].name if self.tool_results else ""
+
+    @property
+    def last_user_parts_text(self) -> str:
+        """A line per part, each starting with a newline; empty for a text-only message."""
+        return "".join(part.line for part in self.last_user_parts)
 
 
 def split_note(text: str) -> tuple[str, str]:
@@ -204,7 +213,7 @@ def _openai_tools(body: dict) -> tuple[list[OfferedTool], ToolChoice]:
     return tools, ToolChoice(parallel=parallel)
 
 
-def from_openai(body: dict) -> Conversation:
+def from_openai(body: dict, parts: RequestParts = NO_PARTS) -> Conversation:
     messages = _dict_messages(body)
     system = "\n".join(text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
     last_user = _last_index(messages, lambda m: m.get("role") == "user" and not _memory_only(m.get("content")))
@@ -236,6 +245,7 @@ def from_openai(body: dict) -> Conversation:
     return Conversation(
         system=system,
         last_user_text=_said(messages[last_user].get("content")) if last_user >= 0 else "",
+        last_user_parts=parts.by_message.get(last_user, ()),
         memory=_memory_of(messages),
         step_index=sum(1 for m in after if m.get("role") == "assistant"),
         tool_results=results,
@@ -251,7 +261,10 @@ def _has_user_text(message: dict) -> bool:
     content = message.get("content")
     if isinstance(content, str):
         return True
-    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "text" for b in content)
+    # An image or a document sent alone is the user's turn too.
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") in ("text", "image", "document") for b in content
+    )
 
 
 def _anthropic_tools(body: dict) -> tuple[list[OfferedTool], ToolChoice]:
@@ -275,7 +288,7 @@ def _anthropic_tools(body: dict) -> tuple[list[OfferedTool], ToolChoice]:
     return tools, ToolChoice(mode, "", parallel)
 
 
-def from_anthropic(body: dict) -> Conversation:
+def from_anthropic(body: dict, parts: RequestParts = NO_PARTS) -> Conversation:
     messages = _dict_messages(body)
     last_user = _last_index(messages, _has_user_text)
     after = messages[last_user + 1 :]
@@ -301,6 +314,7 @@ def from_anthropic(body: dict) -> Conversation:
     return Conversation(
         system=text_of(body.get("system")),
         last_user_text=_said(messages[last_user].get("content")) if last_user >= 0 else "",
+        last_user_parts=parts.by_message.get(last_user, ()),
         memory=_memory_of(messages),
         step_index=sum(1 for m in after if m.get("role") == "assistant"),
         tool_results=results,

@@ -17,6 +17,7 @@ from fakellm import anthropic_wire, openai_wire
 from fakellm.conversation import from_anthropic, from_openai
 from fakellm.generic import generic_step
 from fakellm.memory import extraction_step
+from fakellm.parts import NO_PARTS, PartError, RequestParts, anthropic_parts, carries_parts, openai_parts
 from fakellm.reply import build_reply
 from fakellm.state import ServerState
 from fakellm.templates import TemplateContext
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Wire:
+    parts: Callable
     conversation: Callable
     completion: Callable
     stream_events: Callable
@@ -37,6 +39,7 @@ class Wire:
 
 
 OPENAI = Wire(
+    openai_parts,
     from_openai,
     openai_wire.completion,
     openai_wire.stream_events,
@@ -45,6 +48,7 @@ OPENAI = Wire(
     openai_wire.MALFORMED_STREAM,
 )
 ANTHROPIC = Wire(
+    anthropic_parts,
     from_anthropic,
     anthropic_wire.completion,
     anthropic_wire.stream_events,
@@ -55,9 +59,9 @@ ANTHROPIC = Wire(
 SSE = "text/event-stream"
 
 
-def error_response(wire: Wire, status: int, message: str, retry_after=None, code=None):
+def error_response(wire: Wire, status: int, message: str, retry_after=None, code=None, param=None):
     headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else None
-    return JSONResponse(wire.error_body(status, message, code), status_code=status, headers=headers)
+    return JSONResponse(wire.error_body(status, message, code, param), status_code=status, headers=headers)
 
 
 def _digest(messages: list) -> str:
@@ -65,7 +69,7 @@ def _digest(messages: list) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _refusal(wire: Wire, settings: dict, body: dict) -> Response | None:
+def _refusal(wire: Wire, settings: dict, body: dict, parts: RequestParts) -> Response | None:
     """What a small self-hosted server refuses: a streamed request with tools, when it cannot
     stream tool calls; a request larger than its context window."""
     refusal = settings["stream_tools_error"]
@@ -84,7 +88,7 @@ def _refusal(wire: Wire, settings: dict, body: dict) -> Response | None:
     window = settings["context_window"]
     if not window:
         return None
-    prompt = prompt_tokens(body, settings["token_counting"], settings["token_scale"])
+    prompt = prompt_tokens(body, settings["token_counting"], settings["token_scale"], parts)
     wanted = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else 0
     if prompt + wanted <= window:
         return None
@@ -145,11 +149,18 @@ async def handle(request: Request, wire: Wire) -> Response:
         message = f"The model `{model}` does not exist or you do not have access to it."
         return error_response(wire, 404, message, code="model_not_found")
 
-    refused = _refusal(wire, script.defaults, body)
+    parts = NO_PARTS
+    if carries_parts(body):
+        try:
+            # Decoding an image takes a few milliseconds: off the event loop.
+            parts = await asyncio.to_thread(wire.parts, body)
+        except PartError as exc:
+            return error_response(wire, exc.status, exc.message, code=exc.code, param=exc.param)
+    refused = _refusal(wire, script.defaults, body, parts)
     if refused is not None:
         return refused
 
-    conversation = wire.conversation(body)
+    conversation = wire.conversation(body, parts)
     step, groups = script.pick(conversation)
     if "generic" in step:
         step = generic_step(step, conversation)
@@ -185,8 +196,9 @@ async def handle(request: Request, wire: Wire) -> Response:
     reply = build_reply(
         step,
         TemplateContext(conversation, groups),
-        lambda: prompt_tokens(body, counting, scale),
+        lambda: prompt_tokens(body, counting, scale, parts),
         text_counter(counting, scale),
+        parts.audio_tokens if parts.present else None,
     )
     meta = Meta(model, int(time.time()), digest, script.defaults)
     if stream:

@@ -73,7 +73,7 @@ def generic_step(step: dict, conversation: Conversation) -> dict:
     reply = {key: value for key, value in step.items() if key != "generic"}
     tools = _to_call(options, conversation)
     if not tools:
-        reply["content"] = _answer(conversation)
+        reply["content"] = _answer(conversation) + conversation.last_user_parts_text
         return reply
     # Raw JSON strings: sent as they are, so a drawn value is never read as a template.
     reply["tool_calls"] = [

@@ -11,14 +11,14 @@ MALFORMED_PLAIN = '{"id":"chatcmpl-malformed","object":"chat.completion","choice
 MALFORMED_STREAM = 'data: {"id":"chatcmpl-malformed","choices":[{"delta":{"content":"\n\ndata: [DONE]\n\n'
 
 
-def error_body(status: int, message: str, code: str | None = None) -> dict:
+def error_body(status: int, message: str, code: str | None = None, param: str | None = None) -> dict:
     if status == 429:
         kind, code = "rate_limit_error", code or "rate_limit_exceeded"
     elif status >= 500:
         kind = "server_error"
     else:
         kind = "invalid_request_error"
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 def finish_reason(reply: Reply) -> str:
@@ -40,11 +40,14 @@ def _identity(call: ToolCall, index: int, meta: Meta) -> dict:
 
 
 def usage_body(usage: Usage) -> dict:
+    details = {"cached_tokens": usage.cached_tokens}
+    if usage.audio_tokens is not None:
+        details["audio_tokens"] = usage.audio_tokens
     return {
         "completion_tokens": usage.completion_tokens,
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "prompt_tokens": usage.prompt_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "prompt_tokens_details": details,
         "total_tokens": usage.total_tokens,
     }
 

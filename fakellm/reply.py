@@ -14,6 +14,7 @@ class Usage:
     completion_tokens: int
     cached_tokens: int = 0
     reasoning_tokens: int = 0
+    audio_tokens: int | None = None  # None: a request without parts, whose usage never names them
 
     @property
     def total_tokens(self) -> int:
@@ -50,7 +51,9 @@ def _tool_call(spec: dict, ctx: TemplateContext) -> ToolCall:
     return ToolCall(spec["name"], text, rendered, spec.get("id"))
 
 
-def _usage(step: dict, content: str, calls: list[ToolCall], count_prompt, count_text) -> Usage | None:
+def _usage(
+    step: dict, content: str, calls: list[ToolCall], count_prompt, count_text, audio_tokens: int | None
+) -> Usage | None:
     if "usage" in step and step["usage"] is None:
         return None
     given = step.get("usage") or {}
@@ -60,12 +63,14 @@ def _usage(step: dict, content: str, calls: list[ToolCall], count_prompt, count_
     completion = given.get("completion_tokens")
     if completion is None:
         completion = count_text(content + "".join(c.arguments for c in calls))
-    return Usage(prompt, completion, given.get("cached_tokens", 0), given.get("reasoning_tokens", 0))
+    return Usage(prompt, completion, given.get("cached_tokens", 0), given.get("reasoning_tokens", 0), audio_tokens)
 
 
-def build_reply(step: dict, ctx: TemplateContext, count_prompt, count_text) -> Reply:
+def build_reply(step: dict, ctx: TemplateContext, count_prompt, count_text, audio_tokens: int | None = None) -> Reply:
     """count_prompt is a callable so the prompt is only measured when needed; count_text
-    counts the tokens of the reply's text (fakellm.tokens)."""
+    counts the tokens of the reply's text (fakellm.tokens); audio_tokens is the prompt's share
+    spent on audio, when the request has parts."""
     content = render(step.get("content", ""), ctx)
     calls = [_tool_call(spec, ctx) for spec in step.get("tool_calls", [])]
-    return Reply(content, calls, _usage(step, content, calls, count_prompt, count_text), step.get("finish_reason"))
+    usage = _usage(step, content, calls, count_prompt, count_text, audio_tokens)
+    return Reply(content, calls, usage, step.get("finish_reason"))

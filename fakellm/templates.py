@@ -98,6 +98,8 @@ class TemplateContext:
             return self.conversation.last_tool_result
         if key == "last_user_message":
             return self.conversation.last_user_text
+        if key == "last_user_parts":
+            return self.conversation.last_user_parts_text
         return None
 
 

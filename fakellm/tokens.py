@@ -17,6 +17,8 @@ import math
 from collections.abc import Callable
 from functools import cache
 
+from fakellm.parts import NO_PARTS, RequestParts
+
 COUNTINGS = ("chars", "cl100k_base", "o200k_base")
 _PER_MESSAGE = 3
 _REPLY_PRIMING = 3
@@ -41,8 +43,10 @@ def text_counter(counting: str, scale: float = 1) -> Callable[[str], int]:
     return count if scale == 1 else lambda text: math.ceil(count(text) * scale)
 
 
-def prompt_tokens(body: dict, counting: str, scale: float = 1) -> int:
-    return math.ceil(_prompt_tokens(body, counting) * scale)
+def prompt_tokens(body: dict, counting: str, scale: float = 1, parts: RequestParts = NO_PARTS) -> int:
+    """The text's tokens (the request without its image, file and audio parts), then each
+    part's by its provider's rule (fakellm/parts.py), which token_scale leaves alone."""
+    return math.ceil(_prompt_tokens(parts.text_body or body, counting) * scale) + parts.tokens
 
 
 def _prompt_tokens(body: dict, counting: str) -> int:

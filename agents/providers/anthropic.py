@@ -15,6 +15,7 @@ from httpx_sse import EventSource
 
 from agents.providers import transport
 from agents.providers.base import LLMResponse, ProviderError, ToolCall, Usage, estimate_prompt_tokens, estimate_tokens
+from agents.providers.media import is_part, ref, text_ref
 from tools.arguments import parse_arguments
 
 API_VERSION = "2023-06-01"
@@ -43,6 +44,45 @@ def _add(out: list[dict], role: str, blocks: list[dict]) -> None:
         out.append({"role": role, "content": blocks[0]["text"]})  # seed 002 sends plain strings
     else:
         out.append({"role": role, "content": list(blocks)})
+
+
+# What Messages takes as a document's text source (any text file is sent as plain text).
+_TEXT_DOCUMENTS = ("text/plain", "text/csv", "text/markdown")
+
+
+def _part_block(part: dict) -> dict:
+    """An attachment's descriptor (attachments.parts) as a content block, its bytes referenced."""
+    media_type = part.get("media_type")
+    if part["type"] == "image":
+        return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": ref(part)}}
+    if part["type"] == "file" and media_type == "application/pdf":
+        source = {"type": "base64", "media_type": "application/pdf", "data": ref(part)}
+        return {"type": "document", "source": source, "title": part.get("name") or "document"}
+    if part["type"] == "file" and media_type in _TEXT_DOCUMENTS:
+        source = {"type": "text", "media_type": "text/plain", "data": text_ref(part)}
+        return {"type": "document", "source": source, "title": part.get("name") or "document"}
+    # Admission refuses such parts for a model that cannot take them; a snapshot that says
+    # otherwise cannot be sent.
+    raise ProviderError(
+        f"Anthropic Messages cannot take the {part['type']} {part.get('name')!r} ({media_type}): "
+        "only images, PDF and text documents.",
+        retryable=False,
+    )
+
+
+def _user_blocks(content) -> list[dict]:
+    if not isinstance(content, list):
+        return [{"type": "text", "text": content}]
+    blocks = []
+    for block in content:
+        if is_part(block):
+            blocks.append(_part_block(block))
+        elif block.get("type") == "text":
+            if block.get("text"):
+                blocks.append({"type": "text", "text": block["text"]})
+        else:
+            blocks.append(block)
+    return blocks
 
 
 def _assistant_blocks(message: dict) -> list[dict]:
@@ -78,7 +118,7 @@ def to_anthropic_messages(messages: list[dict]) -> tuple[str, list[dict]]:
                 system.append(message["content"])
         elif role == "user":
             if message.get("content"):
-                _add(out, "user", [{"type": "text", "text": message["content"]}])
+                _add(out, "user", _user_blocks(message["content"]))
         elif role == "assistant":
             blocks = _assistant_blocks(message)
             if blocks:  # an empty text block is refused; an empty answer carries nothing
@@ -174,9 +214,11 @@ class AnthropicProvider:
 
 def _estimate(body: dict, content: str, calls: list[ToolCall]) -> Usage:
     system = [{"content": body["system"]}] if body.get("system") else []
-    prompt = estimate_prompt_tokens(messages=system + body.get("messages", []), tools=body.get("tools", []))
+    prompt = estimate_prompt_tokens(
+        messages=system + body.get("messages", []), tools=body.get("tools", []), provider=AnthropicProvider.kind
+    )
     completion = estimate_tokens(content + "".join(c.arguments for c in calls))
-    return Usage(prompt, completion, 0, 0, prompt + completion, estimated=True)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, estimated=True)
 
 
 def _usage(data: dict | None, body: dict, content: str, calls: list[ToolCall]) -> Usage:

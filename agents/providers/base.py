@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
+from agents.providers import media
+
 
 @dataclass
 class ToolCall:
@@ -139,8 +141,31 @@ def estimate_tokens(value) -> int:
     return tokens
 
 
-def estimate_message_tokens(message: dict) -> int:
-    tokens = MESSAGE_OVERHEAD + estimate_tokens(message.get("content") or "")
+def _content_tokens(content, provider: str | None) -> int:
+    """A list content with attachments is counted part by part: its text by the rule above, an
+    attachment's descriptor by its provider's rule (agents.providers.media), and a provider's
+    wire block for one not at all (the model call adds the part by the rule; its reference or its
+    bytes are no text). Any other content is counted as its text, or its JSON's."""
+    if not isinstance(content, list) or not any(_is_media(block) for block in content):
+        return estimate_tokens(content or "")
+    tokens = 0
+    for block in content:
+        if media.is_part(block):
+            tokens += media.part_tokens(block, provider).total
+        elif isinstance(block, dict) and block.get("type") == "text":
+            tokens += estimate_tokens(block.get("text") or "")
+        elif not _is_media(block):
+            tokens += estimate_tokens(block)
+    return tokens
+
+
+def _is_media(block) -> bool:
+    return isinstance(block, dict) and (media.is_part(block) or block.get("type") in media.WIRE_MEDIA_BLOCKS)
+
+
+def estimate_message_tokens(message: dict, *, provider: str | None = None) -> int:
+    """Estimated tokens of a message; `provider` (its kind) picks the rule for its images."""
+    tokens = MESSAGE_OVERHEAD + _content_tokens(message.get("content"), provider)
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
         tokens += MESSAGE_OVERHEAD + estimate_tokens(function.get("name") or "")
@@ -148,10 +173,10 @@ def estimate_message_tokens(message: dict) -> int:
     return tokens
 
 
-def estimate_prompt_tokens(*, messages: list[dict], tools: list[dict] = ()) -> int:
+def estimate_prompt_tokens(*, messages: list[dict], tools: list[dict] = (), provider: str | None = None) -> int:
     """Estimated prompt tokens of a chat request: messages with their framing, tool definitions."""
     return (
         REPLY_OVERHEAD
-        + sum(estimate_message_tokens(m) for m in messages)
+        + sum(estimate_message_tokens(m, provider=provider) for m in messages)
         + sum(TOOL_OVERHEAD + estimate_tokens(t) for t in tools)
     )

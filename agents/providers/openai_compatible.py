@@ -12,11 +12,38 @@ from httpx_sse import EventSource
 
 from agents.providers import transport
 from agents.providers.base import LLMResponse, ProviderError, ToolCall, Usage, estimate_prompt_tokens, estimate_tokens
+from agents.providers.media import data_url_ref, is_part, ref
 
 # Finish reasons some compatible servers spell their own way, in the OpenAI vocabulary: an answer
 # cut off at its output limit is `length` whoever says so (the engine must not deliver it as whole).
 _FINISH = {"max_tokens": "length", "model_length": "length"}
 _SAMPLING = ("temperature", "top_p", "max_tokens", "frequency_penalty", "presence_penalty", "seed", "reasoning_effort")
+
+
+# The audio formats Chat Completions' input_audio takes, by media type.
+_AUDIO_FORMATS = {"audio/wav": "wav", "audio/mpeg": "mp3"}
+
+
+def _wire_part(part: dict) -> dict:
+    """An attachment's descriptor (attachments.parts) as a content part, its bytes referenced."""
+    if part["type"] == "image":
+        return {"type": "image_url", "image_url": {"url": data_url_ref(part)}}
+    if part["type"] == "audio":
+        audio_format = _AUDIO_FORMATS.get(part.get("media_type"))
+        if audio_format is None:
+            raise ProviderError(
+                f"The audio {part.get('name')!r} is {part.get('media_type')}: Chat Completions takes WAV or MP3 only.",
+                retryable=False,
+            )
+        return {"type": "input_audio", "input_audio": {"data": ref(part), "format": audio_format}}
+    return {"type": "file", "file": {"filename": part.get("name") or "file", "file_data": data_url_ref(part)}}
+
+
+def _wire_message(message: dict) -> dict:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    return {**message, "content": [_wire_part(block) if is_part(block) else block for block in content]}
 
 
 def _tool_choice(choice: str, name: str):
@@ -50,7 +77,7 @@ class OpenAICompatibleProvider:
         if any("reasoning" in m for m in messages):
             # Thinking blocks kept for Anthropic are not part of this format.
             messages = [{k: v for k, v in m.items() if k != "reasoning"} for m in messages]
-        body = {"model": model["model"], "messages": messages}
+        body = {"model": model["model"], "messages": [_wire_message(m) for m in messages]}
         for name in _SAMPLING:
             if model.get(name) not in (None, ""):
                 body[name] = model[name]
@@ -103,9 +130,11 @@ class OpenAICompatibleProvider:
 
 
 def _estimate(body: dict, content: str, tool_calls: list[ToolCall]) -> Usage:
-    prompt = estimate_prompt_tokens(messages=body.get("messages", []), tools=body.get("tools", []))
+    prompt = estimate_prompt_tokens(
+        messages=body.get("messages", []), tools=body.get("tools", []), provider=OpenAICompatibleProvider.kind
+    )
     completion = estimate_tokens(content + "".join(c.arguments for c in tool_calls))
-    return Usage(prompt, completion, 0, 0, prompt + completion, estimated=True)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, estimated=True)
 
 
 def _usage(data: dict | None, body: dict, content: str, tool_calls: list[ToolCall]) -> Usage:
@@ -116,11 +145,14 @@ def _usage(data: dict | None, body: dict, content: str, tool_calls: list[ToolCal
     # OpenAI and Doubao nest the details; DeepSeek and Moonshot report cache hits at the top.
     cached = (data.get("prompt_tokens_details") or {}).get("cached_tokens")
     cached = cached or data.get("prompt_cache_hit_tokens") or data.get("cached_tokens")
+    # OpenAI's audio models count an audio input's tokens apart (images are not reported apart).
+    audio = (data.get("prompt_tokens_details") or {}).get("audio_tokens")
     return Usage(
         prompt_tokens=prompt,
         completion_tokens=completion,
         cached_tokens=int(cached or 0),
         reasoning_tokens=int((data.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0),
+        audio_tokens=int(audio or 0),
         total_tokens=int(data.get("total_tokens") or prompt + completion),
     )
 

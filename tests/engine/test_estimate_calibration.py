@@ -180,7 +180,7 @@ def test_only_estimates_are_scaled_and_by_a_bounded_factor():
     learned = Calibration(2, 300, 200, 50, 100)
     assert (learned.prompt_ratio, learned.completion_ratio) == (1.5, 0.5)
     estimate = Usage(prompt_tokens=46, completion_tokens=11, total_tokens=57, estimated=True)
-    assert learned.apply(estimate) == Usage(69, 6, 0, 0, 75, estimated=True)
+    assert learned.apply(estimate) == Usage(prompt_tokens=69, completion_tokens=6, total_tokens=75, estimated=True)
     reported = Usage(prompt_tokens=72, completion_tokens=10, total_tokens=82)
     assert learned.apply(reported) == reported
     assert Calibration().apply(estimate) == estimate

@@ -46,7 +46,7 @@ def test_the_newest_turn_is_kept_even_when_it_alone_is_too_big():
 
 def test_the_oldest_turns_of_a_long_history_are_not_sized(monkeypatch):
     sized = []
-    monkeypatch.setattr("engine.context.wire_tokens", lambda wire: sized.append(wire) or 100)
+    monkeypatch.setattr("engine.context.wire_tokens", lambda wire, provider=None: sized.append(wire) or 100)
     turns = [turn(1) for _ in range(200)]
     assert fold_count(turns, fixed=0, budget=1000, shrink=False) == 195
     assert len(sized) == 11  # the newest turns until the budget is passed, not all 200
