@@ -176,7 +176,7 @@ def image_main(options) -> None:
     stack_prepare(script="bench.step_cost", env={"LOG_LEVEL": "WARNING"})
     from django.db import connection
 
-    from conversations.models import Run
+    from conversations.models import LLMCall, Run
     from conversations.services import conversation_create
     from engine import tasks
     from engine.admission import message_submit
@@ -206,6 +206,8 @@ def image_main(options) -> None:
             cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
             if Run.objects.get(pk=run.pk).status != "completed":
                 raise SystemExit(f"{kind} run {run.pk} did not complete")
+            if kind == "image" and not LLMCall.objects.filter(run_id=run.pk, image_tokens__gt=0).exists():
+                raise SystemExit(f"run {run.pk}: the image did not reach the model")
             return cpu, wall, sent[0]
 
         for _ in range(options.warm_up):
