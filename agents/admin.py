@@ -26,6 +26,7 @@ from agents.models import (
     AgentVersion,
     GuardrailRule,
     ModelConfig,
+    input_kinds_default,
 )
 from agents.page_links import agent_column
 from agents.prompting import system_prompt_check
@@ -65,6 +66,16 @@ class ModelConfigForm(forms.ModelForm):
         else:
             help_text = _("No key is stored. Type one to set it, or leave empty for a server that needs none.")
         self.fields["new_api_key"].help_text = help_text
+        # Left empty: a model that takes text only, audio priced as input (the defaults).
+        for name in ("input_kinds", "price_audio_input_per_million"):
+            if name in self.fields:
+                self.fields[name].required = False
+
+    def clean_input_kinds(self):
+        return self.cleaned_data.get("input_kinds") or input_kinds_default()
+
+    def clean_price_audio_input_per_million(self):
+        return self.cleaned_data.get("price_audio_input_per_million") or 0
 
     def clean_base_url(self):
         # URLField would quietly put https:// before a bare host, and a plain-HTTP server (llama.cpp,

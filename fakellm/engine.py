@@ -14,10 +14,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from fakellm import anthropic_wire, openai_wire
+from fakellm.anthropic_parts import anthropic_parts
 from fakellm.conversation import from_anthropic, from_openai
 from fakellm.generic import generic_step
 from fakellm.memory import extraction_step
-from fakellm.parts import NO_PARTS, PartError, RequestParts, anthropic_parts, carries_parts, openai_parts
+from fakellm.openai_parts import openai_parts
+from fakellm.parts import NO_PARTS, PartError, RequestParts, carries_parts
 from fakellm.reply import build_reply
 from fakellm.state import ServerState
 from fakellm.templates import TemplateContext

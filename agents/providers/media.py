@@ -60,22 +60,24 @@ def is_part(block) -> bool:
     return isinstance(block, dict) and block.get("type") in PART_TYPES and "attachment" in block
 
 
+def _scaled(width: int, height: int, side: int, limit: int) -> tuple[int, int]:
+    """Both edges scaled by limit/side when `side` is over the limit, rounded down in integers
+    (3000x1500 to a 1568 long edge is 1568x784, where floats give 1567)."""
+    if side <= limit:
+        return width, height
+    return width * limit // side, height * limit // side
+
+
 def openai_image_tokens(width: int, height: int, *, detail: str = "high") -> int:
     if detail == "low":
         return 85
-    if max(width, height) > 2048:
-        scale = 2048 / max(width, height)
-        width, height = int(width * scale), int(height * scale)
-    if min(width, height) > 768:
-        scale = 768 / min(width, height)
-        width, height = int(width * scale), int(height * scale)
+    width, height = _scaled(width, height, max(width, height), 2048)
+    width, height = _scaled(width, height, min(width, height), 768)
     return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
 
 
 def anthropic_image_tokens(width: int, height: int) -> int:
-    if max(width, height) > 1568:
-        scale = 1568 / max(width, height)
-        width, height = int(width * scale), int(height * scale)
+    width, height = _scaled(width, height, max(width, height), 1568)
     return math.ceil(width * height / 750)
 
 

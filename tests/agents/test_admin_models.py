@@ -114,3 +114,43 @@ def test_guardrail_rules_are_validated_by_the_agent_form(admin_client):
     assert list(Agent.objects.get().guardrail_rules.values_list("kind", "pattern")) == [
         ("blocked_pattern", r"(?i)secret-\d{4}")
     ]
+
+
+def _model_form(**fields) -> dict:
+    return {
+        "name": "vision",
+        "provider": "openai_compatible",
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "m",
+        "stop": "[]",
+        "response_format": "text",
+        "extra_params": "{}",
+        "response_schema": "null",
+        "connect_timeout_seconds": 10,
+        "read_timeout_seconds": 120,
+        "max_retries": 2,
+        "price_input_per_million": 0,
+        "price_output_per_million": 0,
+        "price_cached_input_per_million": 0,
+        **fields,
+    }
+
+
+def test_the_model_config_form_says_what_the_model_takes_and_what_its_audio_costs(admin_client):
+    page = admin_client.get("/admin/agents/modelconfig/add/").content.decode()
+    assert 'name="input_kinds"' in page and 'name="price_audio_input_per_million"' in page
+
+    refused = admin_client.post("/admin/agents/modelconfig/add/", _model_form(input_kinds='["image"]'))
+    assert refused.status_code == 200 and not ModelConfig.objects.exists()
+    assert "text included" in refused.content.decode()
+
+    taken = _model_form(input_kinds='["text", "image", "audio"]', price_audio_input_per_million="40")
+    assert admin_client.post("/admin/agents/modelconfig/add/", taken).status_code == 302
+    config = ModelConfig.objects.get()
+    assert config.input_kinds == ["text", "image", "audio"] and config.price_audio_input_per_million == 40
+
+    # Left empty: text only, audio priced as input.
+    plain = _model_form(name="plain", input_kinds="", price_audio_input_per_million="")
+    assert admin_client.post("/admin/agents/modelconfig/add/", plain).status_code == 302
+    config = ModelConfig.objects.get(name="plain")
+    assert config.input_kinds == ["text"] and config.price_audio_input_per_million == 0

@@ -43,11 +43,13 @@ def _http_tool() -> ToolDefinition:
 
 @pytest.mark.django_db
 def test_the_types_name_every_stored_key_and_no_other():
-    # Optional keys present: models that keep to a schema (structured_output).
+    # Optional keys present: models that keep to a schema (structured_output), take more than
+    # text (input_kinds) and price audio apart.
+    richer = {"structured_output": True, "input_kinds": ["text", "image"], "price_audio_input_per_million": "40"}
     agent = make_agent(
         tools=["test-echo"],
-        model_config=ModelConfigFactory(structured_output=True),
-        fallback_model_config=ModelConfigFactory(structured_output=True),
+        model_config=ModelConfigFactory(**richer),
+        fallback_model_config=ModelConfigFactory(**richer),
         memory_enabled=True,
     )
     AgentTool.objects.create(agent=agent, tool=_http_tool())

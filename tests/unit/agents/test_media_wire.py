@@ -132,6 +132,7 @@ def test_openai_low_detail_is_flat():
         ((1568, 1568), 3279),  # 2,458,624 / 750 = 3278.2
         ((3136, 1568), 1640),  # long edge to 1568: 1568x784 = 1,229,312 / 750 = 1639.1
         ((40, 30), 2),
+        ((3000, 1500), 1640),  # 1568x784 in integers (floats would give 1567x784)
     ],
 )
 def test_anthropic_image_rule(size, tokens):

@@ -1,0 +1,128 @@
+"""A message with an image, a file and an audio clip through the real worker, once per wire
+format, to the fake server's echo script: the answer names each part as the server decoded it,
+the ledger's request holds references and never the bytes, the call's image and audio tokens
+follow the provider's rule (the server's own count) and its cost prices them."""
+
+from decimal import Decimal
+
+import pytest
+
+from attachments.services import attachment_store
+from conversations.models import Conversation, LLMCall, Message, Run
+from engine.admission import message_submit
+from fakellm import parts as fake_rules
+from tests.attachments import samples
+from tests.support.factories import ModelConfigFactory, make_agent, make_user
+from tests.support.llm import assert_totals_match_calls
+from tests.support.waits import wait_for
+from workspaces.defaults import default_workspace_id
+from workspaces.models import Workspace
+
+pytestmark = pytest.mark.e2e
+
+CSV = "名称,数量\ntea,2\n".encode()
+PRICES = {
+    "price_input_per_million": "1.0",
+    "price_cached_input_per_million": "0.5",
+    "price_output_per_million": "2.0",
+    "price_audio_input_per_million": "40.0",
+}
+
+
+def _finish(run: Run) -> Run:
+    return wait_for(
+        lambda: Run.objects.filter(pk=run.pk, status__in=["completed", "failed"]).first(),
+        timeout=30,
+        message=f"run {run.pk} to end",
+    )
+
+
+def _post(fake_llm, provider: str, *, audio: bool, stream: bool) -> tuple[Run, LLMCall]:
+    model = ModelConfigFactory(
+        base_url=fake_llm.api_base,
+        model="echo",
+        provider=provider,
+        stream=stream,
+        input_kinds=["text", "image", "audio", "file"],
+        **PRICES,
+    )
+    owner = make_user()
+    conversation = Conversation.objects.create(agent=make_agent(model_config=model), owner=owner)
+    workspace = Workspace.objects.get(pk=default_workspace_id())
+
+    def store(data, name):
+        return attachment_store(workspace=workspace, uploaded_by=owner, owner=owner, end_user="", data=data, name=name)
+
+    attachments = [store(samples.png(size=(1024, 1024), color=(200, 30, 30)), "photo.png"), store(CSV, "order.csv")]
+    if audio:
+        attachments.append(store(samples.wav(seconds=1.5), "note.wav"))
+    run = _finish(message_submit(conversation=conversation, content="look", user=owner, attachments=attachments).run)
+    assert run.status == "completed", run.error
+    assert_totals_match_calls(run)
+    return run, LLMCall.objects.get(run=run)
+
+
+def _answer(run: Run) -> str:
+    return Message.objects.get(run=run, role=Message.Role.ASSISTANT).content
+
+
+def _cost(call: LLMCall) -> Decimal:
+    text = call.prompt_tokens - call.audio_tokens
+    return (Decimal(text) * 1 + Decimal(call.audio_tokens) * 40 + Decimal(call.completion_tokens) * 2) / 1_000_000
+
+
+def _references_only(call: LLMCall) -> None:
+    request = str(call.request)
+    assert "attachment" in request and "base64," not in request and "tea,2" not in request
+
+
+STREAM = pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+
+
+@STREAM
+def test_openai_takes_an_image_a_file_and_audio(worker, fake_llm, stream):
+    run, call = _post(fake_llm, "openai_compatible", audio=True, stream=stream)
+    assert _answer(run) == f"look\n[image 1024x1024 #c81e1e]\n[file order.csv {len(CSV)} bytes]\n[audio 1.5 s]"
+    _references_only(call)
+    content = call.request["messages"][-1]["content"]
+    assert [part["type"] for part in content] == ["text", "image_url", "file", "input_audio"]
+    assert content[1]["image_url"]["url"].startswith("attachment-data-url:")
+    # 1024x1024: 768x768, four tiles; 1.5 s of audio as the server reports it.
+    assert call.image_tokens == 765 == fake_rules.openai_image_tokens(1024, 1024, "auto")
+    assert call.audio_tokens == 15 == fake_rules.audio_tokens(1.5)
+    assert not call.usage_estimated and call.prompt_tokens > call.image_tokens + call.audio_tokens
+    assert call.cost == _cost(call) and run.cost == call.cost
+
+
+@STREAM
+def test_anthropic_takes_an_image_and_a_text_document(worker, fake_llm, stream):
+    run, call = _post(fake_llm, "anthropic", audio=False, stream=stream)
+    assert _answer(run) == f"look\n[image 1024x1024 #c81e1e]\n[file order.csv {len(CSV)} bytes]"
+    _references_only(call)
+    blocks = call.request["messages"][-1]["content"]
+    assert [block["type"] for block in blocks] == ["text", "image", "document"]
+    assert blocks[2]["source"]["type"] == "text" and blocks[2]["source"]["data"].startswith("attachment-text:")
+    # 1024x1024 under the 1568 long edge: 1,048,576 / 750, rounded up.
+    assert call.image_tokens == 1399 == fake_rules.anthropic_image_tokens(1024, 1024)
+    assert call.audio_tokens == 0
+    assert call.cost == _cost(call)
+
+
+def test_anthropic_cannot_take_audio_and_says_so(worker, fake_llm):
+    model = ModelConfigFactory(
+        base_url=fake_llm.api_base, model="echo", provider="anthropic", input_kinds=["text", "image", "audio", "file"]
+    )
+    owner = make_user()
+    conversation = Conversation.objects.create(agent=make_agent(model_config=model), owner=owner)
+    clip = attachment_store(
+        workspace=Workspace.objects.get(pk=default_workspace_id()),
+        uploaded_by=owner,
+        owner=owner,
+        end_user="",
+        data=samples.wav(),
+        name="note.wav",
+    )
+    run = _finish(message_submit(conversation=conversation, content="hear", user=owner, attachments=[clip]).run)
+    assert run.status == "failed" and "note.wav" in run.error
+    # Refused before sending: no call was made.
+    assert not LLMCall.objects.filter(run=run).exists()
