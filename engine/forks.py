@@ -459,4 +459,5 @@ def _fields(message: Message) -> dict:
         "name": message.name,
         "reasoning": message.reasoning,
         "screened_content": message.screened_content,
+        "parts": message.parts,
     }

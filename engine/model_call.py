@@ -64,7 +64,7 @@ from conversations.events import EventType
 from conversations.fencing import LeaseLost
 from conversations.models import LLMCall, Run
 from conversations.selectors import STEP_RUN_COLUMNS
-from conversations.usage import USAGE_FIELDS, usage_values
+from conversations.usage import PROMPT_SHARES, USAGE_FIELDS, usage_values
 from engine.tracing import chat_span
 from engine.window import fitted
 from platform_site import green
@@ -383,7 +383,7 @@ def _account(
 def _media_values(usage) -> dict[str, int]:
     """The call's image and audio tokens, written only where it sent some: a text call's
     statement stays as it was."""
-    return {name: value for name in ("image_tokens", "audio_tokens") if (value := getattr(usage, name))}
+    return {name: value for name in PROMPT_SHARES if (value := getattr(usage, name))}
 
 
 def _calibration_add(batch, model_config_id: int, learned: dict) -> None:

@@ -29,6 +29,7 @@ def fitted(model: dict, *, messages: list[dict], tools: list[dict]) -> dict:
     window = model.get("context_window")
     if not window:
         return model
-    room = max(window - estimate_prompt_tokens(messages=messages, tools=tool_definitions(tools)), 1)
+    prompt = estimate_prompt_tokens(messages=messages, tools=tool_definitions(tools), provider=model.get("provider"))
+    room = max(window - prompt, 1)
     wanted = model.get("max_tokens")
     return {**model, "max_tokens": room if wanted is None else min(wanted, room)}

@@ -7,18 +7,25 @@ from agents.providers.base import Usage
 from api.runs import UsageSerializer
 from conversations.models import LLMCall, Run
 from conversations.monitoring.models import LLMCallHourly
-from conversations.usage import USAGE_FIELDS, usage_values
+from conversations.usage import PROMPT_SHARES, USAGE_FIELDS, usage_values
 
 
 def _token_columns(model) -> tuple[str, ...]:
     return tuple(f.name for f in model._meta.concrete_fields if f.name.endswith("_tokens"))
 
 
+def _counts(names) -> tuple[str, ...]:
+    """The counts of USAGE_FIELDS' kinds: a call's shares of its prompt tokens stand beside them."""
+    return tuple(name for name in names if name not in PROMPT_SHARES)
+
+
 def test_the_calls_the_runs_the_rollups_and_the_api_count_the_same_tokens():
-    assert _token_columns(LLMCall) == USAGE_FIELDS
+    assert _counts(_token_columns(LLMCall)) == USAGE_FIELDS
+    assert set(PROMPT_SHARES) <= set(_token_columns(LLMCall))
     assert _token_columns(LLMCallHourly) == USAGE_FIELDS
     assert tuple(name for name in _token_columns(Run) if name != "children_tokens") == USAGE_FIELDS
-    assert tuple(f.name for f in fields(Usage) if f.name.endswith("_tokens")) == USAGE_FIELDS
+    usage_counts = tuple(f.name for f in fields(Usage) if f.name.endswith("_tokens"))
+    assert _counts(usage_counts) == USAGE_FIELDS and set(PROMPT_SHARES) <= set(usage_counts)
     assert tuple(name for name in UsageSerializer().fields if name != "estimated") == USAGE_FIELDS
 
 

@@ -1,15 +1,20 @@
 """A message with an image, a file and an audio clip through the real worker, once per wire
 format, to the fake server's echo script: the answer names each part as the server decoded it,
 the ledger's request holds references and never the bytes, the call's image and audio tokens
-follow the provider's rule (the server's own count) and its cost prices them."""
+follow the provider's rule (the server's own count) and its cost prices them. In process: what a
+step with an image costs the database beside a text step."""
 
 from decimal import Decimal
+from unittest import mock
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from attachments.services import attachment_store
 from conversations.models import Conversation, LLMCall, Message, Run
 from engine.admission import message_submit
+from engine.loop import run_advance
 from fakellm import parts as fake_rules
 from tests.attachments import samples
 from tests.support.factories import ModelConfigFactory, make_agent, make_user
@@ -17,8 +22,6 @@ from tests.support.llm import assert_totals_match_calls
 from tests.support.waits import wait_for
 from workspaces.defaults import default_workspace_id
 from workspaces.models import Workspace
-
-pytestmark = pytest.mark.e2e
 
 CSV = "名称,数量\ntea,2\n".encode()
 PRICES = {
@@ -80,6 +83,7 @@ STREAM = pytest.mark.parametrize("stream", [False, True], ids=["plain", "streame
 
 
 @STREAM
+@pytest.mark.e2e
 def test_openai_takes_an_image_a_file_and_audio(worker, fake_llm, stream):
     run, call = _post(fake_llm, "openai_compatible", audio=True, stream=stream)
     assert _answer(run) == f"look\n[image 1024x1024 #c81e1e]\n[file order.csv {len(CSV)} bytes]\n[audio 1.5 s]"
@@ -95,6 +99,7 @@ def test_openai_takes_an_image_a_file_and_audio(worker, fake_llm, stream):
 
 
 @STREAM
+@pytest.mark.e2e
 def test_anthropic_takes_an_image_and_a_text_document(worker, fake_llm, stream):
     run, call = _post(fake_llm, "anthropic", audio=False, stream=stream)
     assert _answer(run) == f"look\n[image 1024x1024 #c81e1e]\n[file order.csv {len(CSV)} bytes]"
@@ -108,6 +113,7 @@ def test_anthropic_takes_an_image_and_a_text_document(worker, fake_llm, stream):
     assert call.cost == _cost(call)
 
 
+@pytest.mark.e2e
 def test_anthropic_cannot_take_audio_and_says_so(worker, fake_llm):
     model = ModelConfigFactory(
         base_url=fake_llm.api_base, model="echo", provider="anthropic", input_kinds=["text", "image", "audio", "file"]
@@ -126,3 +132,33 @@ def test_anthropic_cannot_take_audio_and_says_so(worker, fake_llm):
     assert run.status == "failed" and "note.wav" in run.error
     # Refused before sending: no call was made.
     assert not LLMCall.objects.filter(run=run).exists()
+
+
+def test_a_step_with_an_image_costs_one_statement_more_than_a_text_step(scripted_agent):
+    """The attachment rows a request names are read in one statement before sending; a text
+    step's statements are as they were."""
+    if connection.vendor != "postgresql":
+        pytest.skip("a commit is one statement on PostgreSQL; SQLite takes the same statements one by one")
+    agent = scripted_agent({"scenarios": [], "fallback": {"content": "{last_user_message}{last_user_parts}"}})
+    owner = make_user()
+    image = attachment_store(
+        workspace=Workspace.objects.get(pk=default_workspace_id()),
+        uploaded_by=owner,
+        owner=owner,
+        end_user="",
+        data=samples.png(),
+        name="a.png",
+    )
+    counts = {}
+    # The first run also reads the agent's version (then cached in the process): not counted.
+    for label, attachments in (("first", []), ("text", []), ("image", [image])):
+        conversation = Conversation.objects.create(agent=agent, owner=owner)
+        with mock.patch("engine.tasks.run_advance_task.delay"):
+            run = message_submit(conversation=conversation, content="look", user=owner, attachments=attachments).run
+        with CaptureQueriesContext(connection) as queries:
+            run_advance(run_id=run.pk)
+        run.refresh_from_db()
+        assert run.status == "completed"
+        counts[label] = len(queries)
+    assert _answer(run) == "look\n[image 40x30 #c81e1e]"
+    assert counts["image"] == counts["text"] + 1, counts
