@@ -18,6 +18,13 @@ user who already has `--memories` memories: each run is shown the most relevant 
 step, and its memory extraction (one more model call, which the fake model answers by its rules)
 runs after it in this thread and is counted in the figures. Compare it with a run without, in the
 same window, for what memory adds.
+
+`--image`: one-step runs instead (a message, then the answer, no tool), two kinds alternated in
+the same window: a text message, and the same text with one image (demo/fixtures/broken-mug.jpg,
+480×360, stored once as an attachment and sent with every image run) to a model config that takes
+images. The image goes through the real provider code to the fake model: its bytes read from the
+attachments' storage and put in the request at send. Printed per step for each kind: this
+thread's CPU, PostgreSQL's CPU (posting included), wall and statements.
 """
 
 import argparse
@@ -61,13 +68,52 @@ def step_cost_agent(llm_base: str, *, memory: bool):
     return agent
 
 
+IMAGE_SCRIPT = "step-cost-image"
+IMAGE_BLOCK = 10
+
+
+def image_step_agent(llm_base: str):
+    """The one-step agent of `--image`, on a model config that takes images, and the photo its
+    image runs send (an attachment of the agent's workspace, stored once)."""
+    import httpx
+
+    from agents.models import Agent, ModelConfig
+    from attachments.services import attachment_store
+    from demo.pictures import PHOTO
+
+    answer = {"content": "照片里的杯子碎了。"}
+    script = {"scenarios": [{"match": ".", "steps": [answer]}]}
+    httpx.put(f"{llm_base}/_scripts/{IMAGE_SCRIPT}", json=script, timeout=10).raise_for_status()
+    config, _ = ModelConfig.objects.update_or_create(
+        name=IMAGE_SCRIPT,
+        defaults={
+            "base_url": f"{llm_base}/v1",
+            "model": IMAGE_SCRIPT,
+            "stream": False,
+            "input_kinds": ["text", "image"],
+        },
+    )
+    agent, _ = Agent.objects.update_or_create(
+        slug=IMAGE_SCRIPT,
+        defaults={"name": "step cost, one image", "model_config": config, "system_prompt": "你是一名智能客服。"},
+    )
+    photo = attachment_store(
+        workspace=agent.workspace, uploaded_by=None, owner=None, data=PHOTO.read_bytes(), name=PHOTO.name
+    )
+    return agent, photo
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=200, help="runs measured")
     parser.add_argument("--warm-up", type=int, default=30, help="runs advanced first, not measured")
     parser.add_argument("--memory", action="store_true", help="long-term memory on, extraction included")
     parser.add_argument("--memories", type=int, default=20, help="memories the end user holds, with --memory")
+    parser.add_argument("--image", action="store_true", help="one-step runs, a text one and a one-image one alternated")
     options = parser.parse_args()
+    if options.image:
+        image_main(options)
+        return
     stack_prepare(script="bench.step_cost", env={"AGENTRY_TOOL_MODULES": "demo.tools", "LOG_LEVEL": "WARNING"})
     from django.db import connection
 
@@ -124,6 +170,71 @@ def main() -> None:
         f"wall {sum(wall for _, wall in measured) * per_run:.2f} ms, "
         f"{sum(statements[-options.runs :]) / options.runs:.1f} statements per run"
     )
+
+
+def image_main(options) -> None:
+    stack_prepare(script="bench.step_cost", env={"LOG_LEVEL": "WARNING"})
+    from django.db import connection
+
+    from conversations.models import LLMCall, Run
+    from conversations.services import conversation_create
+    from engine import tasks
+    from engine.admission import message_submit
+    from engine.loop import run_advance
+
+    port = free_port()
+    fake = harness.start_fakellm(port)
+    figures = {"text": [], "image": []}  # (CPU, wall, statements) per run
+    postgres = {"text": 0.0, "image": 0.0}
+    try:
+        agent, photo = image_step_agent(f"http://127.0.0.1:{port}")
+        tasks.run_advance_task.delay = lambda run_id: None
+
+        def one(kind: str) -> tuple[float, float, int]:
+            conversation = conversation_create(agent=agent)
+            attachments = [photo] if kind == "image" else []
+            run = message_submit(conversation=conversation, content="看看这个", attachments=attachments).run
+            sent = [0]
+
+            def count(execute, sql, params, many, context):
+                sent[0] += 1
+                return execute(sql, params, many, context)
+
+            cpu, wall = time.thread_time(), time.perf_counter()
+            with connection.execute_wrapper(count):
+                run_advance(run_id=run.pk)
+            cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+            if Run.objects.get(pk=run.pk).status != "completed":
+                raise SystemExit(f"{kind} run {run.pk} did not complete")
+            if kind == "image" and not LLMCall.objects.filter(run_id=run.pk, image_tokens__gt=0).exists():
+                raise SystemExit(f"run {run.pk}: the image did not reach the model")
+            return cpu, wall, sent[0]
+
+        for _ in range(options.warm_up):
+            one("text")
+            one("image")
+        # Blocks of ten of each kind in turn: PostgreSQL's CPU is read from /proc in clock ticks
+        # (10 ms), too coarse for one run.
+        for start in range(0, options.runs, IMAGE_BLOCK):
+            for kind in ("text", "image"):
+                before = harness.named_cpu_seconds("postgres")
+                figures[kind] += [one(kind) for _ in range(min(IMAGE_BLOCK, options.runs - start))]
+                postgres[kind] += harness.named_cpu_seconds("postgres") - before
+    finally:
+        harness.stop(fake)
+    print(
+        f"{options.runs} one-step runs of each kind, in alternating blocks of {IMAGE_BLOCK}, advanced in this "
+        f"process (git {_revision()}), per step:"
+    )
+    for kind, label in (("text", "text"), ("image", f"one image ({photo.width}×{photo.height} {photo.media_type})")):
+        rows = figures[kind]
+        per_run = 1000 / len(rows)
+        print(
+            f"  {label}: this thread's CPU {sum(r[0] for r in rows) * per_run:.2f} ms, "
+            f"PostgreSQL's CPU {postgres[kind] * per_run:.2f} ms (posting included), "
+            f"wall {sum(r[1] for r in rows) * per_run:.2f} ms, "
+            f"{sum(r[2] for r in rows) / len(rows):.1f} statements"
+        )
 
 
 def _memories_seed(agent, count: int) -> str:

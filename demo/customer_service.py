@@ -19,7 +19,8 @@ from pathlib import Path
 from django.db import transaction
 
 from agents.models import Agent, AgentDelegate, AgentTool, ModelConfig
-from knowledge.models import Document, KnowledgeBase
+from demo.pictures import ORDER_FORM, ORDER_FORM_NUMBER
+from knowledge.models import Document, DocumentUpload, KnowledgeBase
 from knowledge.services import base_index, knowledge_base_save
 from tools.approval_policy import ApprovalPolicy
 from tools.models import ToolDefinition
@@ -31,6 +32,8 @@ from workspaces.defaults import default_workspace_id
 SCRIPT = "customer_service"
 FAQ_DIR = Path(__file__).resolve().parent.parent / "knowledge" / "fixtures" / "faq"
 FAQ_NAME = "客服常见问题"
+# A scanned order form (demo.pictures) the base reads by OCR, beside the FAQ's Markdown.
+ORDER_FORM_TITLE = f"订单确认单 {ORDER_FORM_NUMBER}（扫描件）"
 # The name the fake model's script calls the FAQ's search tool by.
 FAQ_TOOL = "search_faq"
 FALLBACK_ANSWER = "抱歉，常见问题里没有找到这个问题的答案。已为您转接人工客服，请稍候，我们会尽快回复您。"
@@ -44,6 +47,14 @@ CUSTOMER_SERVICE_QUESTIONS = [
     "你们的实体门店几点关门？",
     "收到的杯子是破损的，怎么办？",
 ]
+
+# Asked after them: the FAQ search finds the scanned order form by the number OCR read on it.
+ORDER_FORM_QUESTION = f"订单 {ORDER_FORM_NUMBER} 买了哪些商品？"
+
+# Sent by `agentry_demo --customer-service` after the questions, with the photo of demo.pictures:
+# the router's model takes images (its model config's input kinds), so the photo goes to it as
+# it is, its metadata stripped when it was stored.
+PHOTO_MESSAGE = "这是我收到的杯子，请看照片。"
 
 ROUTER, ORDERS, AFTER_SALES, QUALITY = "cs-router", "cs-orders", "cs-after-sales", "cs-quality-check"
 
@@ -140,10 +151,12 @@ def _title(text: str, filename: str) -> str:
 
 
 def faq_seed(*, reset: bool = False) -> KnowledgeBase:
-    """The FAQ base with every document of knowledge/fixtures/faq, indexed here (keyword search,
-    no embedding model needed); documents whose text did not change keep their chunks. Without
-    `reset`, an existing base and its documents keep an operator's edits (only missing or
-    unindexed documents are indexed)."""
+    """The FAQ base with every document of knowledge/fixtures/faq and the scanned order form,
+    indexed here (keyword search, no embedding model needed; the scan through OCR, in the limited
+    child that reads uploaded files); Markdown documents whose text did not change keep their
+    chunks. Without `reset`, an existing base and its documents keep an operator's edits (only
+    missing or unindexed documents are indexed); with it, the scan is read again too (its text is
+    known only once it is read)."""
     base = KnowledgeBase.objects.filter(workspace_id=default_workspace_id(), name=FAQ_NAME).first()
     if base is not None and not reset:
         return _faq_documents_seed(base=base, reset=False)
@@ -178,12 +191,40 @@ def _faq_documents_seed(*, base: KnowledgeBase, reset: bool) -> KnowledgeBase:
             # Never indexed (or it failed): indexed as the operator left it.
             Document.objects.filter(pk=document.pk).update(status=Document.Status.PENDING)
             stale.append(document.pk)
+    scan = _order_form_seed(base=base, reset=reset)
+    if scan is not None:
+        stale.append(scan)
     if not stale and not reset:
         return base
     KnowledgeBase.objects.filter(pk=base.pk).update(status=KnowledgeBase.Status.INDEXING)
     base_index(base_id=base.pk, document_ids=stale)
     base.refresh_from_db()
     return base
+
+
+def _order_form_seed(*, base: KnowledgeBase, reset: bool) -> int | None:
+    """The scanned order form as an uploaded file left for the indexing to read; its document's
+    id when it is to be read, None when it stays as it is."""
+    document, created = Document.objects.get_or_create(
+        base=base,
+        filename=ORDER_FORM.name,
+        defaults={"title": ORDER_FORM_TITLE, "source": Document.Source.UPLOAD, "tags": ["zh"]},
+    )
+    if not (created or reset or document.status != Document.Status.INDEXED):
+        return None
+    data = ORDER_FORM.read_bytes()
+    DocumentUpload.objects.update_or_create(
+        document=document,
+        defaults={
+            "filename": ORDER_FORM.name,
+            "content_type": "image/png",
+            "data": data,
+            "size": len(data),
+            "title_from_content": False,
+        },
+    )
+    Document.objects.filter(pk=document.pk).update(status=Document.Status.PENDING)
+    return document.pk
 
 
 @transaction.atomic

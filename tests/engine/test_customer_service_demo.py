@@ -10,9 +10,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.urls import reverse
+from PIL import Image
 
 from agents.models import Agent, AgentDelegate, AgentTool
-from conversations.models import Approval, Run, RunStatus, ToolInvocation
+from attachments.models import AttachmentUse
+from attachments.services import attachment_read
+from conversations.models import Approval, LLMCall, Message, Run, RunStatus, ToolInvocation
 from conversations.selectors import run_final_answer
 from demo.customer_service import (
     _AGENTS,
@@ -20,13 +23,16 @@ from demo.customer_service import (
     CUSTOMER_SERVICE_QUESTIONS,
     DEMO_WIDGET,
     FALLBACK_ANSWER,
+    ORDER_FORM_QUESTION,
     ORDERS,
+    PHOTO_MESSAGE,
     QUALITY,
     ROUTER,
     customer_service_seed,
     demo_widget_seed,
 )
 from demo.orders import order_service_start, order_service_start_or_reuse
+from demo.pictures import ORDER_FORM, ORDER_FORM_NUMBER, PHOTO
 from knowledge.models import Chunk, Document, KnowledgeSearch
 from widgets.models import Widget
 
@@ -99,6 +105,28 @@ def test_command_answers_through_the_agent_tree(worker, fake_llm):
     assert f"[C{refund.pk}] 退款到账时间" in printed
     assert "(fallback)" in printed
     assert f"answer: {FALLBACK_ANSWER}" in printed
+
+    # The scanned order form: OCR read its number, and the FAQ search found it by that number.
+    form = Chunk.objects.get(document__filename=ORDER_FORM.name)
+    form_run = _root(ORDER_FORM_QUESTION)
+    assert form_run.status == RunStatus.COMPLETED, form_run.error
+    assert KnowledgeSearch.objects.get(run=form_run).passages[0]["citation"] == f"C{form.pk}"
+    assert ORDER_FORM_NUMBER in _answer(form_run) and f"[C{form.pk}]" in _answer(form_run)
+
+    # The photo: stored without its camera's EXIF, sent to the router's model (which takes
+    # images) through the real provider code, and answered from what the model saw of it.
+    photo_run = _root(PHOTO_MESSAGE)
+    assert photo_run.status == RunStatus.COMPLETED, photo_run.error
+    use = AttachmentUse.objects.select_related("attachment").get(run=photo_run)
+    photo = use.attachment
+    assert (photo.kind, photo.media_type, photo.width, photo.height) == ("image", "image/jpeg", 480, 360)
+    assert Image.open(PHOTO).getexif() and not Image.open(io.BytesIO(attachment_read(attachment=photo))).getexif()
+    message = Message.objects.get(run=photo_run, role=Message.Role.USER)
+    assert message.content == PHOTO_MESSAGE and [part["attachment"] for part in message.parts] == [str(photo.pk)]
+    assert "[image 480x360 #" in _answer(photo_run) and "四十八小时内" in _answer(photo_run)
+    call = LLMCall.objects.get(run=photo_run)
+    assert f"attachment-data-url:{photo.pk}" in json.dumps(call.request) and call.image_tokens
+    assert "EXIF stripped" in printed and "[image 480x360 #" in printed
 
 
 @pytest.mark.django_db

@@ -3,8 +3,9 @@ threshold still separates the demo's answered questions from the one the FAQ doe
 
 import pytest
 
-from demo.customer_service import CUSTOMER_SERVICE_QUESTIONS, faq_seed
-from knowledge.models import KnowledgeBase
+from demo.customer_service import CUSTOMER_SERVICE_QUESTIONS, ORDER_FORM_TITLE, faq_seed
+from demo.pictures import ORDER_FORM, ORDER_FORM_NUMBER
+from knowledge.models import Chunk, Document, KnowledgeBase
 from knowledge.retrieval import search
 
 pytestmark = pytest.mark.django_db
@@ -17,3 +18,17 @@ def test_the_demo_base_uses_the_default_keyword_method_of_new_bases():
     assert search(base=base, query=refund)[0].chunk.document.filename == "zh-refund.md"
     assert search(base=base, query=damaged)[0].chunk.document.filename == "zh-damaged.md"
     assert search(base=base, query=store_hours) == []
+
+
+def test_the_scanned_order_form_is_read_by_ocr_and_found_by_its_order_number():
+    base = faq_seed(reset=True)
+    document = Document.objects.get(base=base, filename=ORDER_FORM.name)
+    assert document.status == Document.Status.INDEXED and document.title == ORDER_FORM_TITLE
+    chunk = Chunk.objects.get(document=document)
+    # What OCR read from the rotated, specked scan: the number, an item, the total.
+    assert ORDER_FORM_NUMBER in chunk.text and "白色陶瓷马克杯" in chunk.text and "193.00" in chunk.text
+    hits = search(base=base, query=f"订单 {ORDER_FORM_NUMBER} 买了哪些商品？")
+    assert hits[0].chunk == chunk
+    # Seeding again without reset does not read the scan again: its chunk stays.
+    faq_seed()
+    assert Chunk.objects.get(document=document).pk == chunk.pk

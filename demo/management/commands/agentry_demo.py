@@ -5,6 +5,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import Agent
+from agents.services import agent_version_current
+from agents.snapshot import model_input_kinds
+from attachments.services import attachment_store
+from attachments.sniff import AttachmentRefused
 from conversations.end_users import EndUserInvalid, end_user_clean
 from conversations.models import Approval, RunStatus, RunTrigger
 from conversations.services import conversation_create
@@ -18,11 +22,18 @@ from demo.cli import (
     run_tree_wait,
     run_wait,
 )
-from demo.customer_service import CUSTOMER_SERVICE_QUESTIONS, customer_service_seed, demo_widget_seed
+from demo.customer_service import (
+    CUSTOMER_SERVICE_QUESTIONS,
+    ORDER_FORM_QUESTION,
+    PHOTO_MESSAGE,
+    customer_service_seed,
+    demo_widget_seed,
+)
 from demo.memory import MEMORY_END_USER, MEMORY_QUESTIONS, extraction_wait, memory_demo_fresh_start
 from demo.orders import order_service_start_or_reuse
+from demo.pictures import PHOTO
 from demo.seed import demo_memory_seed
-from engine.admission import message_post
+from engine.admission import message_post, message_submit
 from engine.approvals import APPROVE, approval_decide
 from tools.models import ToolDefinition
 from workspaces.defaults import default_workspace_id
@@ -156,7 +167,7 @@ class Command(BaseCommand):
             where = f"order service at {url}" + (" (already running)" if server is None else "")
             self.stdout.write(self.style.SUCCESS(f"Customer-service demo ready: {router.name}, {where}"))
             self._warn_other_order_service(url)
-            for question in CUSTOMER_SERVICE_QUESTIONS:
+            for question in [*CUSTOMER_SERVICE_QUESTIONS, ORDER_FORM_QUESTION]:
                 conversation = conversation_create(agent=router, title=question[:80])
                 run = message_post(conversation=conversation, content=question, trigger=RunTrigger.CLI)
                 self.stdout.write(self.style.MIGRATE_HEADING(f"\n用户: {question}"))
@@ -165,10 +176,48 @@ class Command(BaseCommand):
                 except RunWaitTimeout as exc:
                     raise CommandError(str(exc)) from exc
                 self.stdout.write(format_run_tree(run))
+            self._photo(router=router, timeout=timeout)
         finally:
             if server is not None:
                 server.shutdown()
                 server.server_close()
+
+    def _photo(self, *, router, timeout):
+        """The customer's photo of the broken mug, stored as an attachment (its EXIF stripped) and
+        sent with a message through the queue, like the questions."""
+        snapshot = agent_version_current(agent=router).snapshot
+        if "image" not in model_input_kinds(snapshot["model"]):
+            self.stdout.write(
+                self.style.WARNING(
+                    f"{router.name}'s model config does not take images: the photo is not sent (--reset puts it back)."
+                )
+            )
+            return
+        try:
+            photo = attachment_store(
+                workspace=router.workspace,
+                uploaded_by=self.approver,
+                owner=None,
+                data=PHOTO.read_bytes(),
+                name=PHOTO.name,
+            )
+        except AttachmentRefused as exc:
+            raise CommandError(f"The demo photo was refused: {exc}") from exc
+        conversation = conversation_create(agent=router, title=PHOTO_MESSAGE[:80])
+        run = message_submit(
+            conversation=conversation, content=PHOTO_MESSAGE, trigger=RunTrigger.CLI, attachments=[photo]
+        ).run
+        self.stdout.write(
+            self.style.MIGRATE_HEADING(
+                f"\n用户: {PHOTO_MESSAGE} [{photo.name}: {photo.media_type}, {photo.width}×{photo.height}, "
+                f"{photo.size} bytes, EXIF stripped]"
+            )
+        )
+        try:
+            run = run_tree_wait(run_id=run.pk, timeout=timeout, on_pending=self._approve)
+        except RunWaitTimeout as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(format_run_tree(run))
 
     def _warn_other_order_service(self, url: str) -> None:
         # Seeding leaves an existing tool's URL as it is: say so when it is not this service.
