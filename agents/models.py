@@ -500,6 +500,18 @@ class Agent(InWorkspace):
             "new messages are refused with 429 until the day ends. Empty: no limit."
         ),
     )
+    # Where else the agent may be reached: opt-in, and not part of a version (like its widgets and
+    # hooks): who may call it is decided by the caller's token as on every way in.
+    mcp_exposed = models.BooleanField(
+        _("reachable over MCP"),
+        default=False,
+        help_text=_("List the agent as a tool of the workspace's MCP server (docs/mcp-server.md)."),
+    )
+    a2a_exposed = models.BooleanField(
+        _("reachable over A2A"),
+        default=False,
+        help_text=_("Publish the agent's card and answer A2A messages (docs/a2a.md)."),
+    )
     # Long-term memory (the memory app): part of the version, like the context policy.
     memory_enabled = models.BooleanField(
         _("long-term memory"),

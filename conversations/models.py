@@ -194,6 +194,11 @@ class RunTrigger(models.TextChoices):
     # The prompt playground (console.playground): a sandboxed run, like a fork's, kept out of
     # production figures.
     PLAYGROUND = "playground", _("prompt playground")
+    # Agents reached from elsewhere (issue: MCP, A2A, chat apps): an MCP client's tool call, an
+    # A2A client's message, a chat app's message to the agent's bot.
+    MCP = "mcp", _("MCP client")
+    A2A = "a2a", _("A2A client")
+    CHAT_APP = "chat_app", _("chat app")
 
 
 class Run(models.Model):

@@ -1,0 +1,4 @@
+"""One module per chat service (Slack, Telegram, Feishu/Lark, DingTalk, WeCom), each a
+`chatbots.services.base.ChatService`: how the service proves a callback is its own, what an event
+says, how to answer in the thread and how an approval card's button press arrives. The registry
+(SERVICES) maps a channel's service name to its module's object."""
