@@ -56,6 +56,7 @@ def test_the_types_name_every_stored_key_and_no_other():
         transcription_model_config=ModelConfigFactory(
             purpose="transcription",
             price_audio_per_minute="0.006",
+            price_audio_input_per_million="40",
             structured_output=True,
             input_kinds=["text", "audio"],
         ),

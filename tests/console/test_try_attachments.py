@@ -14,7 +14,7 @@ from django.urls import reverse
 from attachments.models import Attachment, AttachmentUse
 from conversations.models import Message, Run
 from tests.attachments import samples
-from tests.support.factories import make_agent
+from tests.support.factories import ModelConfigFactory, make_agent
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +41,7 @@ def _send(client, agent, content="what is this?", attachments=(), end_user=""):
 
 
 def test_a_staff_member_sends_an_image_through_admission(client, staff, no_enqueue):
-    agent = make_agent()
+    agent = make_agent(model_config=ModelConfigFactory(input_kinds=["text", "image"]))
     uploaded = _attach(client, agent, samples.jpeg(exif=samples.gps_exif()), name="mug.jpg", end_user="eu-7")
     assert uploaded.status_code == 201, uploaded.content
     part = uploaded.json()

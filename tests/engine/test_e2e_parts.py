@@ -139,7 +139,10 @@ def test_a_step_with_an_image_costs_one_statement_more_than_a_text_step(scripted
     step's statements are as they were."""
     if connection.vendor != "postgresql":
         pytest.skip("a commit is one statement on PostgreSQL; SQLite takes the same statements one by one")
-    agent = scripted_agent({"scenarios": [], "fallback": {"content": "{last_user_message}{last_user_parts}"}})
+    agent = scripted_agent(
+        {"scenarios": [], "fallback": {"content": "{last_user_message}{last_user_parts}"}},
+        model_fields={"input_kinds": ["text", "image"]},
+    )
     owner = make_user()
     image = attachment_store(
         workspace=Workspace.objects.get(pk=default_workspace_id()),

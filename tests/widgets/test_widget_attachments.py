@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from attachments.models import Attachment, AttachmentUse
 from conversations.models import Message, Run
 from tests.attachments import samples
-from tests.support.factories import make_agent
+from tests.support.factories import ModelConfigFactory, make_agent
 from widgets.models import Widget
 from widgets.tokens import end_user_token_sign
 
@@ -39,7 +39,7 @@ def stored(settings, tmp_path):
 def widget():
     owner = User.objects.create_user("widget-owner", password="owner-pass-1")
     return Widget.objects.create(
-        agent=make_agent(),
+        agent=make_agent(model_config=ModelConfigFactory(input_kinds=["text", "image"])),
         name="shop",
         secret="wsec_test-secret-of-the-widget-0123456789",
         owner=owner,

@@ -44,7 +44,15 @@ MARK = "B-SECRET"
 END_USER = "eu-shared"
 METHODS = ("get", "post", "put", "patch", "delete")
 # Authenticated by their own secrets, not an API token: a token of A is no credential there.
-OWN_CREDENTIALS = {"hook", "widget-conversations", "widget-conversation", "widget-messages", "widget-run-events"}
+OWN_CREDENTIALS = {
+    "hook",
+    "widget-conversations",
+    "widget-conversation",
+    "widget-messages",
+    "widget-run-events",
+    "widget-attachments",
+    "widget-attachment-content",
+}
 # Every route's rows are swept, the configuration audit's included (its rows carry a workspace).
 AUDIT_ROWS: set[str] = set()
 
