@@ -199,6 +199,19 @@ def test_a_token_of_another_workspace_sees_and_calls_nothing_of_this_one(api_ser
     assert not Run.objects.exists()
 
 
+def test_a_viewer_s_token_lists_the_tools_but_starts_no_run(api_server, agents):
+    viewer = make_user()
+    membership_set(user=viewer, workspace=Workspace.objects.get(pk=agents.workspace_id), role=Role.VIEWER)
+
+    async def use(session):
+        return await session.list_tools(), await session.call_tool("mcp-helper", {"message": "hi"})
+
+    listed, result = _session_run(api_server.base_url, token_for(viewer), use)
+    assert [tool.name for tool in listed.tools] == ["mcp-helper"]
+    assert result.is_error and "may not start runs" in result.content[0].text
+    assert not Run.objects.exists()
+
+
 def test_bad_calls_are_tool_errors_and_start_nothing(api_server, worker, agents, user):
     other = make_user()
 
