@@ -176,7 +176,10 @@ async def mcp_application(scope, receive, send) -> None:
             response = exc.response()
             return await _send_django(response, send)
         scope[CALLER] = (request, user)
-        manager = StreamableHTTPSessionManager(app=server, stateless=True)
+        # The SDK's own limit is the site's (platform_site.body_limit counts the body first).
+        manager = StreamableHTTPSessionManager(
+            app=server, stateless=True, max_request_body_size=settings.AGENTRY_MAX_BODY_BYTES
+        )
         async with manager.run():
             await manager.handle_request(scope, receive, send)
 
