@@ -491,6 +491,16 @@ class AgentAdmin(AgentReleaseAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin)
             },
         ),
         (
+            _("Reach"),
+            {
+                "description": _(
+                    "Other ways in: an MCP client, another agent over A2A. Who may call the agent is decided by the "
+                    "caller's API token, as on every way in."
+                ),
+                "fields": ["mcp_exposed", "a2a_exposed"],
+            },
+        ),
+        (
             _("End users"),
             {
                 "description": _(

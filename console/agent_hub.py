@@ -346,6 +346,8 @@ def _reach(agent: Agent, *, request) -> dict:
         "rest_conversations": public_url(reverse("conversation-list"), request=request),
         "model_name": agent.slug,
         "completions_url": completions,
+        # Where the API mounts its MCP server (api.mcp_server.PATHS; the console does not import the API).
+        "mcp_url": public_url("/mcp/", request=request) if agent.mcp_exposed else "",
         "curl": (
             f"curl {completions} \\\n"
             '  -H "Authorization: Bearer $AGENTRY_TOKEN" -H "Content-Type: application/json" \\\n'

@@ -611,6 +611,9 @@ AGENTRY_SSE_KEEPALIVE_SECONDS = float(os.environ.get("AGENTRY_SSE_KEEPALIVE_SECO
 AGENTRY_SSE_POLL_SECONDS = float(os.environ.get("AGENTRY_SSE_POLL_SECONDS", "1"))
 # How long POST /v1/chat/completions waits for a run to end or park before answering 504.
 AGENTRY_COMPLETION_TIMEOUT_SECONDS = float(os.environ.get("AGENTRY_COMPLETION_TIMEOUT_SECONDS", "600"))
+# How long an MCP tool call (/mcp/) waits for its run before answering where it stands
+# ("waiting for approval, run …"); the run goes on either way.
+AGENTRY_MCP_CALL_WAIT_SECONDS = float(os.environ.get("AGENTRY_MCP_CALL_WAIT_SECONDS", "300"))
 AGENTRY_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("AGENTRY_WEBHOOK_MAX_ATTEMPTS", "6"))
 AGENTRY_WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY_BASE_SECONDS", "10"))
 AGENTRY_WEBHOOK_RETRY_MAX_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY_MAX_SECONDS", "3600"))
@@ -718,5 +721,12 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+    # The MCP server (/mcp/) serves each request with a session manager of its own, which logs
+    # its start and end at INFO: two lines per request.
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+        "mcp.server.streamable_http": {"level": "WARNING"},
+        "mcp.server.streamable_http_manager": {"level": "WARNING"},
+    },
 }

@@ -369,6 +369,15 @@ def test_how_it_is_reached_with_absolute_addresses(client, seeded):
     assert "open.feishu.cn" in text and "hook/secret-key" not in text
 
 
+def test_the_mcp_address_shows_once_the_agent_is_exposed(client, seeded):
+    agent = seeded["agent"]
+    assert 'id="hub-mcp"' not in _section(_page(client, agent), "reach")
+    agent.mcp_exposed = True
+    agent.save(update_fields=["mcp_exposed"])
+    text = _section(_page(client, agent), "reach")
+    assert 'id="hub-mcp">http://testserver/mcp/<' in text and 'data-copy="hub-mcp"' in text
+
+
 def test_another_workspace_s_agent_is_a_404(client, seeded):
     bravo = Workspace.objects.create(name="Bravo", slug="bravo")
     theirs = make_agent(
