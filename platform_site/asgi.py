@@ -27,6 +27,7 @@ from django.core.asgi import get_asgi_application
 from django.core.handlers.wsgi import WSGIHandler
 from django.urls import Resolver404, get_resolver, resolve
 
+from platform_site.asgi_mounts import asgi_mounted
 from platform_site.body_limit import (
     BodyTooLarge,
     BodyTooSlow,
@@ -231,6 +232,9 @@ async def application(scope, receive, send):
 
 
 async def _serve(scope, receive, send) -> None:
+    mounted = asgi_mounted(scope["path"])
+    if mounted is not None:
+        return await mounted(scope, receive, send)
     if LONG_LIVED_PATHS.match(scope["path"]):
         async with ThreadSensitiveContext(executor=_long_lived_executor):
             return await django_application(scope, receive, send)
