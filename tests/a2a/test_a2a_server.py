@@ -250,3 +250,24 @@ def test_another_workspaces_token_sees_nothing(a2a_expose, talker, transactional
     # An agent not opted in is as unknown as another workspace's.
     hidden = make_agent(slug="a2a-hidden")
     assert httpx.get(exposed.card_url.replace(talker.slug, hidden.slug), headers=exposed.headers).status_code == 404
+
+
+def test_resubscribing_to_a_running_task_follows_it_to_its_answer(worker, a2a_expose, fake_llm):
+    name = fake_llm.script(f"a2a-slow-{uuid.uuid4().hex[:8]}", {"fallback": {"content": "Slow.", "latency_ms": 2500}})
+    slow = make_agent(model_config=ModelConfigFactory(base_url=fake_llm.api_base, model=name), slug="a2a-slow")
+    exposed = a2a_expose(slow)
+
+    async def talk():
+        async with a2a_client(exposed, streaming=False) as client:
+            request = _ask("take your time")
+            request.configuration.return_immediately = True
+            [sent] = await _events(client, request)
+        async with a2a_client(exposed) as client:
+            followed = [event async for event in client.subscribe(SubscribeToTaskRequest(id=sent.task.id))]
+        return sent.task, followed
+
+    task, followed = asyncio.run(talk())
+    assert task.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+    assert followed[0].task.id == task.id and followed[0].task.status.state != TaskState.TASK_STATE_COMPLETED
+    assert followed[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    assert followed[-2].artifact_update.artifact.parts[0].text == "Slow."
