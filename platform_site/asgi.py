@@ -9,6 +9,9 @@ the loop, the whole request is handled on a thread kept between requests, and th
 from the loop. Async views (event streams, chat completions, the streamed export) keep Django's
 ASGI handler, which lets them wait without holding a thread.
 
+A path under a registered prefix (platform_site.asgi_mounts: A2A's routes, an SDK's own Starlette
+application) is handed to that application instead, without Django's middleware.
+
 Either way the body is counted against its limit as it arrives, before anything else looks at
 the request (platform_site.body_limit): too large, it is refused with a 413, never read whole.
 """

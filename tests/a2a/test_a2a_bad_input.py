@@ -62,6 +62,9 @@ BODIES = {
     "batch": b'[{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}]',
     "no method": b'{"jsonrpc": "2.0", "id": 1}',
     "old jsonrpc": b'{"jsonrpc": "1.0", "id": 1, "method": "GetTask"}',
+    "method not a string": b'{"jsonrpc": "2.0", "id": 1, "method": ["SendMessage"]}',
+    "not UTF-8": b'{"jsonrpc": "2.0", "id": 1, "method": "\xff"}',
+    "null": b"null",
     "huge number": b'{"jsonrpc": "2.0", "id": 1e999, "method": "GetTask"}',
 }
 
