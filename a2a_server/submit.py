@@ -16,6 +16,7 @@ The refusals are the protocol's errors (a2a.utils.errors), never an exception of
 
 import secrets
 import uuid
+from contextlib import nullcontext
 
 from a2a.types import Message, Role, SendMessageRequest, TaskPushNotificationConfig
 from a2a.utils.errors import (
@@ -132,13 +133,15 @@ def message_admit(*, user, agent: Agent, request: SendMessageRequest) -> tuple[R
     if message.task_id:
         _task_continued(user=user, agent=agent, message=message)
     content, end_user = _text(message), _end_user(message)
-    push = request.configuration.task_push_notification_config if request.HasField("configuration") else None
-    if push is not None and not request.configuration.HasField("task_push_notification_config"):
-        push = None
+    configuration = request.configuration
+    push = (
+        configuration.task_push_notification_config if configuration.HasField("task_push_notification_config") else None
+    )
     if push is not None:
         push_config_check(push)
     try:
-        with transaction.atomic():
+        # With a push config, the config commits with the run: the worker hears its first events.
+        with transaction.atomic() if push is not None else nullcontext():
             run = _submitted(user=user, agent=agent, message=message, content=content, end_user=end_user)
             config = None if push is None else push_config_store(run=run, user=user, config=push)
     except LimitReached as exc:
