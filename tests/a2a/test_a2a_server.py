@@ -24,7 +24,7 @@ from a2a.types import (
     TaskPushNotificationConfig,
     TaskState,
 )
-from a2a.utils.errors import A2AError
+from a2a.utils.errors import A2AError, TaskNotFoundError
 from django.contrib.auth.models import Group
 
 from a2a_server.models import PushConfig
@@ -176,11 +176,20 @@ def test_an_approval_is_input_required_then_completed_once_decided_in_the_queue(
 
 def test_cancel_ends_a_task_waiting_for_approval(worker, a2a_expose, careful):
     exposed = a2a_expose(careful)
+    neighbour = a2a_expose(careful)  # another member of the same workspace
 
     async def talk():
         async with a2a_client(exposed) as client:
             streamed = await _events(client, _ask("count it"))
             task_id = streamed[0].task.id
+        async with a2a_client(neighbour) as client:
+            for call in (
+                client.get_task(GetTaskRequest(id=task_id)),
+                client.cancel_task(CancelTaskRequest(id=task_id)),
+            ):
+                with pytest.raises(TaskNotFoundError):
+                    await call
+        async with a2a_client(exposed) as client:
             cancelled = await client.cancel_task(CancelTaskRequest(id=task_id))
             try:
                 await client.cancel_task(CancelTaskRequest(id=task_id))
