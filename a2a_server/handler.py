@@ -17,7 +17,7 @@ import contextlib
 from dataclasses import dataclass
 
 from a2a.server.context import ServerCallContext
-from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.server.request_handlers.request_handler import RequestHandler, validate_request_params
 from a2a.types import (
     AgentCard,
     Artifact,
@@ -156,6 +156,8 @@ def _chunk(task: Task, text: str, *, append: bool, last: bool = False) -> TaskAr
 
 
 class RunTaskHandler(RequestHandler):
+    """Each method checks the request's required fields first, as the SDK's own handler does."""
+
     async def _settled(self, caller: Caller, task_id: str, *, states, seconds: float) -> RunTask:
         """The task once its state is one of `states`, or as it stands when `seconds` have passed.
         Woken by the events that may settle the run (and its timed poll)."""
@@ -194,6 +196,7 @@ class RunTaskHandler(RequestHandler):
                         yield _status_event(ended)
                         return
 
+    @validate_request_params
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         _history_checked(params)
         found = await db(_read, _caller(context), params.id)
@@ -204,11 +207,13 @@ class RunTaskHandler(RequestHandler):
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         raise UnsupportedOperationError(_("Listing tasks is not supported: the REST API lists runs."))
 
+    @validate_request_params
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         caller = _caller(context)
         await db(_task_cancel, caller, params.id)
         return (await self._settled(caller, params.id, states=TERMINAL_STATES, seconds=CANCEL_WAIT_SECONDS)).task
 
+    @validate_request_params
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
         caller = _caller(context)
         _history_checked(params.configuration)
@@ -222,6 +227,7 @@ class RunTaskHandler(RequestHandler):
             )
         return apply_history_length(found.task, params.configuration)
 
+    @validate_request_params
     async def on_message_send_stream(self, params: SendMessageRequest, context: ServerCallContext):
         caller = _caller(context)
         _history_checked(params.configuration)
@@ -232,6 +238,7 @@ class RunTaskHandler(RequestHandler):
             async for event in self._follow(caller, found):
                 yield event
 
+    @validate_request_params
     async def on_subscribe_to_task(self, params, context: ServerCallContext):
         caller = _caller(context)
         found = await db(_read, caller, params.id)
@@ -243,22 +250,26 @@ class RunTaskHandler(RequestHandler):
         async for event in self._follow(caller, found):
             yield event
 
+    @validate_request_params
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
         return await db(_push_create, _caller(context), params)
 
+    @validate_request_params
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
         return await db(_push_get, _caller(context), params.task_id, params.id)
 
+    @validate_request_params
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
         configs = await db(_push_list, _caller(context), params.task_id)
         return ListTaskPushNotificationConfigsResponse(configs=configs)
 
+    @validate_request_params
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
