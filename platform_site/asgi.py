@@ -9,9 +9,8 @@ the loop, the whole request is handled on a thread kept between requests, and th
 from the loop. Async views (event streams, chat completions, the streamed export) keep Django's
 ASGI handler, which lets them wait without holding a thread.
 
-The MCP server (/mcp/, api.mcp_server) is an ASGI application of the MCP SDK's, mounted here
-beside Django: it authenticates the API token itself and waits for runs on the loop, as the
-async views do, holding no thread.
+A path under a registered prefix (platform_site.asgi_mounts: A2A's routes, an SDK's own Starlette
+application) is handed to that application instead, without Django's middleware.
 
 Either way the body is counted against its limit as it arrives, before anything else looks at
 the request (platform_site.body_limit): too large, it is refused with a 413, never read whole.
@@ -31,6 +30,7 @@ from django.core.asgi import get_asgi_application
 from django.core.handlers.wsgi import WSGIHandler
 from django.urls import Resolver404, get_resolver, resolve
 
+from platform_site.asgi_mounts import asgi_mounted
 from platform_site.body_limit import (
     BodyTooLarge,
     BodyTooSlow,
@@ -45,8 +45,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
 django_application = get_asgi_application()
 django_wsgi = WSGIHandler()
 # Its modules read models: imported once Django is set up.
-from api.mcp_server import PATHS as MCP_PATHS  # noqa: E402
-from api.mcp_server import mcp_application  # noqa: E402
 
 # The URLconf imports every view (the API's, the admin's, drf-spectacular's): loaded now, when
 # the process starts, rather than by its first request, which would wait for it on the event
@@ -239,8 +237,9 @@ async def application(scope, receive, send):
 
 
 async def _serve(scope, receive, send) -> None:
-    if scope["path"] in MCP_PATHS:
-        return await mcp_application(scope, receive, send)
+    mounted = asgi_mounted(scope["path"])
+    if mounted is not None:
+        return await mounted(scope, receive, send)
     if LONG_LIVED_PATHS.match(scope["path"]):
         async with ThreadSensitiveContext(executor=_long_lived_executor):
             return await django_application(scope, receive, send)

@@ -94,6 +94,8 @@ INSTALLED_APPS = [
     "triggers",
     "widgets",
     "notifications",
+    # Agents over Google's A2A protocol (its transport is api.a2a).
+    "a2a_server",
     # Above the ledger it links to (messages, runs) and the registries it joins.
     "attachments",
     # Its admin wraps the audited models' admins, so it comes after the apps that register them.
@@ -619,6 +621,8 @@ AGENTRY_WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY
 AGENTRY_WEBHOOK_RETRY_MAX_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY_MAX_SECONDS", "3600"))
 AGENTRY_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_TIMEOUT_SECONDS", "10"))
 CELERY_TASK_ROUTES["notifications.tasks.webhook_deliver_task"] = {"queue": "maintenance"}
+# A2A push notifications (a2a_server.push), sent and retried like webhook deliveries.
+CELERY_TASK_ROUTES["a2a_server.tasks.a2a_push_send_task"] = {"queue": "maintenance"}
 CELERY_TASK_ROUTES["knowledge.tasks.base_index_task"] = {"queue": "maintenance"}
 # --- Knowledge documents: read on the worker, in a child process with these limits (docs/knowledge.md).
 AGENTRY_KNOWLEDGE_MAX_FILE_BYTES = int(os.environ.get("AGENTRY_KNOWLEDGE_MAX_FILE_BYTES", "20000000"))
