@@ -565,13 +565,6 @@ class AgentAdmin(AgentReleaseAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin)
                 ],
             },
         ),
-        (
-            _("Reach"),
-            {
-                "description": _("Ways in beside the API, each opt-in: other agents and clients find the agent there."),
-                "fields": ["mcp_exposed", "a2a_exposed"],
-            },
-        ),
     ]
 
     @admin.display(description=_("agent's page"))
