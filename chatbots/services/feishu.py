@@ -226,6 +226,10 @@ def _message(header: dict, event: dict) -> ChatMessage:
     text, files = "", []
     if kind == "text":
         text = content.get("text", "")
+        # A mention is a placeholder ("@_user_1") in the text: the bot's own is not part of the question.
+        for mention in message.get("mentions") or []:
+            text = text.replace(mention["key"], "")
+        text = text.strip()
     elif kind == "image":
         files.append({"name": f"{content['image_key']}.png", "key": content["image_key"], "type": "image"})
     elif kind in ("file", "audio", "media"):

@@ -70,6 +70,7 @@ def message_event(**message) -> dict:
                 "chat_type": "group",
                 "message_type": "text",
                 "content": json.dumps({"text": "@_user_1 hello"}),
+                "mentions": [{"key": "@_user_1", "id": {"open_id": "ou_bot"}, "name": "Agent", "tenant_key": "t"}],
                 **message,
             },
         },
@@ -115,7 +116,7 @@ def test_a_signed_encrypted_message_verifies_and_parses(feishu):
         event_id="5e3702a84e847582be8db7fb73283c02",
         user_id="ou_84aad35d084aa403a838cf73ee18467",
         thread_id="oc_5ce6d572455d361153b7xx51da133945",
-        text="@_user_1 hello",
+        text="hello",
         reply_to={
             "message_id": "om_5ce6d572455d361153b7cb51da133945",
             "chat_id": "oc_5ce6d572455d361153b7xx51da133945",
