@@ -94,6 +94,8 @@ INSTALLED_APPS = [
     "triggers",
     "widgets",
     "notifications",
+    # Chat-app bots: a chat message starts a run through admission, like a hook.
+    "chatbots",
     # Above the ledger it links to (messages, runs) and the registries it joins.
     "attachments",
     # Its admin wraps the audited models' admins, so it comes after the apps that register them.
