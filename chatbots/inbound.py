@@ -224,17 +224,13 @@ def _press_check(channel: ChatChannel, press: ButtonPress) -> PressCheck:
         return PressCheck(_("This button does not carry a decision."))
     if not press.approval_id.isascii() or not press.approval_id.isdigit() or len(press.approval_id) > 18:
         return PressCheck(_("This button does not name an approval."))
-    approval = (
-        approvals_visible_to(user=account)
-        .filter(pk=int(press.approval_id), run__chat_event__channel=channel)
-        .only("arguments_hash")
-        .first()
-    )
-    if approval is None:
+    visible = approvals_visible_to(user=account).filter(pk=int(press.approval_id), run__chat_event__channel=channel)
+    request_hash = visible.values_list("arguments_hash", flat=True).first()
+    if request_hash is None:
         return PressCheck(_("You may not decide this approval, or it is not one of this channel's."))
     given = press.request_hash.lower()
-    if len(given) < HASH_PREFIX_MIN or not approval.arguments_hash.startswith(given):
+    if len(given) < HASH_PREFIX_MIN or not request_hash.startswith(given):
         return PressCheck(
             _("The arguments of this approval are not the ones the card showed; decide it on the approval page.")
         )
-    return PressCheck(account=account, request_hash=approval.arguments_hash)
+    return PressCheck(account=account, request_hash=request_hash)

@@ -108,6 +108,7 @@ class ChatAPI:
     """The service's API on a local port: `posts` holds each request with what it got wrong."""
 
     def __init__(self, service: str):
+        self.service = service
         self.posts: list[dict] = []
         self.lock = threading.Lock()
         api = self
