@@ -25,6 +25,13 @@ from workspaces.admin_scope import WorkspaceScopedAdmin, WorkspaceScopedInline
 
 
 class ChatChannelForm(forms.ModelForm):
+    api_base = forms.URLField(
+        label=gettext_lazy("API base URL"),
+        required=False,
+        max_length=200,
+        assume_scheme="https",
+        help_text=ChatChannel._meta.get_field("api_base").help_text,
+    )
     new_secrets = forms.CharField(
         label=gettext_lazy("secrets"),
         required=False,
@@ -107,7 +114,8 @@ class ChatChannelAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
         return fields
 
     def save_model(self, request, obj, form, change):
-        if not change and (not request.user.is_superuser or obj.owner_id is None):
+        # The creator, unless a superuser chose another; a superuser who empties the field keeps it theirs.
+        if (not change and not request.user.is_superuser) or obj.owner_id is None:
             obj.owner = request.user
         super().save_model(request, obj, form, change)
 
