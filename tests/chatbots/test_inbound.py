@@ -206,3 +206,29 @@ def test_a_channel_acts_in_its_workspace_only(owner, enqueued):
     run = Run.objects.get()
     assert run.agent.workspace_id == other.pk == channel.workspace_id
     assert run.conversation.agent_id == there.pk
+
+
+def test_purging_and_forgetting_reach_the_chat_records(telegram, enqueued):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from conversations.end_users import EndUser
+    from conversations.retention import runs_purge
+    from memory.forget import end_user_forget
+
+    assert telegram_post(Client(), telegram, recorded("telegram_message")).status_code == 200
+    run = Run.objects.get()
+    Run.objects.filter(pk=run.pk).update(status="completed", created_at=timezone.now() - timedelta(days=40))
+    Conversation.objects.update(created_at=timezone.now() - timedelta(days=40))
+    forgotten = end_user_forget(
+        person=EndUser(telegram.owner_id, "tg-user"), requested_by=telegram.owner, channel="api"
+    )
+    assert forgotten.counts["chat_events_erased"] == 1
+    event = ChatEvent.objects.get()
+    assert (event.chat_user_id, event.thread_id, event.reply_to) == ("", "", {})
+
+    type(telegram.agent).objects.filter(pk=telegram.agent_id).update(retention_days=30)
+    telegram.agent.refresh_from_db()
+    assert runs_purge(agent=telegram.agent).counts["runs"] == 1
+    assert ChatEvent.objects.get().run is None and not ChatThread.objects.exists()
