@@ -89,6 +89,12 @@ class ChatUserInline(WorkspaceScopedInline, LabelledTabularInline):
     fields = ["chat_user_id", "end_user", "account"]
     raw_id_fields = ["account"]
 
+    def get_readonly_fields(self, request, obj=None):
+        # A chat user's buttons decide approvals as their account: whoever could link any chat
+        # id to any account could decide as any approver. Only a superuser links them.
+        readonly = list(super().get_readonly_fields(request, obj))
+        return readonly if request.user.is_superuser else [*readonly, "account"]
+
 
 @admin.register(ChatChannel)
 class ChatChannelAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):

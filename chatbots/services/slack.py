@@ -102,7 +102,8 @@ class Slack:
         channel = str((payload.get("channel") or {}).get("id", ""))
         message = payload.get("message") or {}
         return ButtonPress(
-            event_id="action:" + str(payload.get("trigger_id", "")),
+            # Interactions have no event id; the trigger id is unique per press (empty: refused).
+            event_id=f"action:{payload['trigger_id']}" if payload.get("trigger_id") else "",
             user_id=str((payload.get("user") or {}).get("id", "")),
             approval_id=approval_id,
             decision=str(action.get("action_id", "")),

@@ -79,3 +79,38 @@ def test_pages_need_the_model_permissions_and_events_are_read_only(root):
     assert client.post("/admin/chatbots/chatchannel/add/", {}).status_code == 403
     assert _client(root).get("/admin/chatbots/chatevent/add/").status_code == 403
     assert _client(root).post(f"/admin/chatbots/chatevent/{event.pk}/delete/", {"post": "yes"}).status_code == 403
+
+
+def test_only_a_superuser_links_a_chat_user_to_a_platform_account(root):
+    from chatbots.models import ChatUser
+    from workspaces.membership import membership_set
+    from workspaces.models import Workspace
+    from workspaces.roles import Role
+
+    channel = channel_make(agent=make_agent(), owner=root, service="telegram")
+    builder = User.objects.create_user("builder", password="builder-pass-1", is_staff=True)
+    membership_set(user=builder, workspace=Workspace.objects.get(pk=channel.workspace_id), role=Role.OWNER)
+    form = {
+        **_form(channel.agent, ""),
+        "users-TOTAL_FORMS": "1",
+        "users-0-chat_user_id": "1111111",
+        "users-0-end_user": "tg-user",
+        "users-0-account": str(root.pk),
+    }
+    response = _client(builder).post(f"/admin/chatbots/chatchannel/{channel.pk}/change/", form)
+    assert response.status_code == 302, response.content[:3000]
+    assert ChatUser.objects.get().account is None
+    mapped = ChatUser.objects.get()
+    by_root = {**form, "users-INITIAL_FORMS": "1", "users-0-id": str(mapped.pk), "users-0-channel": str(channel.pk)}
+    assert _client(root).post(f"/admin/chatbots/chatchannel/{channel.pk}/change/", by_root).status_code == 302
+    assert ChatUser.objects.get().account == root
+    # The same chat user twice is a form error, not a database one.
+    twice = {
+        **by_root,
+        "users-TOTAL_FORMS": "2",
+        "users-1-chat_user_id": "1111111",
+        "users-1-end_user": "again",
+        "users-1-account": "",
+    }
+    assert _client(root).post(f"/admin/chatbots/chatchannel/{channel.pk}/change/", twice).status_code == 200
+    assert ChatUser.objects.count() == 1
