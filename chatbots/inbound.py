@@ -72,16 +72,27 @@ def channel_secrets(channel: ChatChannel) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
+def _ids_check(event: ChatMessage | ButtonPress) -> None:
+    """ValueError (a 400) unless the ids the event names can be stored and looked up as they are:
+    an event id, and ids of at most ID_MAX_CHARS printable characters (PostgreSQL refuses NUL)."""
+    if not event.event_id:
+        raise ValueError("the event has no id")
+    for name in ("event_id", "user_id", "thread_id"):
+        value = getattr(event, name, "")
+        if len(value) > ID_MAX_CHARS or not value.isprintable():
+            raise ValueError(f"the event's {name} is not an id of at most {ID_MAX_CHARS} printable characters")
+    if "\\u0000" in json.dumps(event.reply_to):
+        raise ValueError("the event holds the NUL character")
+
+
 def _event(channel: ChatChannel, event: ChatMessage | ButtonPress, outcome: str, **fields) -> ChatEvent:
     """The event's row, first in the caller's transaction: EventReplayed if its id was taken."""
-    if not event.event_id or len(event.event_id) > ID_MAX_CHARS:
-        raise ValueError("the event has no usable id")
     try:
         with transaction.atomic():
             return ChatEvent.objects.create(
                 channel=channel,
                 event_id=event.event_id,
-                chat_user_id=event.user_id[:200],
+                chat_user_id=event.user_id,
                 reply_to=event.reply_to,
                 outcome=outcome,
                 **fields,
@@ -122,14 +133,15 @@ def chat_message_receive(*, channel: ChatChannel, message: ChatMessage) -> ChatE
     """The run a chat user's message starts (ChatEvent.run), or why it started none (the event's
     outcome and detail, told in the chat by chatbots.replies when the user is known).
     EventReplayed when the service sent it before."""
+    _ids_check(message)
     with transaction.atomic():
         chat_user = chat_user_of(channel=channel, user_id=message.user_id)
         if chat_user is None:
-            return _event(channel, message, ChatEvent.Outcome.UNKNOWN_USER, thread_id=message.thread_id[:200])
+            return _event(channel, message, ChatEvent.Outcome.UNKNOWN_USER, thread_id=message.thread_id)
         refusal = _content_refusal(message.text)
         if refusal:
             return _event(channel, message, ChatEvent.Outcome.REFUSED, detail=refusal)
-        event = _event(channel, message, ChatEvent.Outcome.STARTED, thread_id=message.thread_id[:200])
+        event = _event(channel, message, ChatEvent.Outcome.STARTED, thread_id=message.thread_id)
         try:
             with transaction.atomic():
                 run = _run_start(channel, chat_user, message)
@@ -149,7 +161,7 @@ def _run_start(channel: ChatChannel, chat_user: ChatUser, message: ChatMessage):
     """The run answering `message` in its thread's conversation (a new one for a new thread)."""
     thread = (
         ChatThread.objects.select_related("conversation__agent")
-        .filter(channel=channel, thread_id=message.thread_id[:200])
+        .filter(channel=channel, thread_id=message.thread_id)
         .first()
     )
     if thread is not None:
@@ -170,13 +182,14 @@ def _run_start(channel: ChatChannel, chat_user: ChatUser, message: ChatMessage):
         trigger=RunTrigger.CHAT_APP,
         workspace_id=channel.workspace_id,
     )
-    ChatThread.objects.create(channel=channel, thread_id=message.thread_id[:200], conversation_id=run.conversation_id)
+    ChatThread.objects.create(channel=channel, thread_id=message.thread_id, conversation_id=run.conversation_id)
     return run
 
 
 def chat_press_receive(*, channel: ChatChannel, press: ButtonPress) -> ChatEvent:
     """The decision a button press takes, or why it takes none (the event's detail, told in the
     chat). EventReplayed when the service sent it before."""
+    _ids_check(press)
     with transaction.atomic():
         check = _press_check(channel, press)
         outcome = ChatEvent.Outcome.REFUSED if check.refusal else ChatEvent.Outcome.DECIDED

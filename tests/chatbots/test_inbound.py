@@ -232,3 +232,19 @@ def test_purging_and_forgetting_reach_the_chat_records(telegram, enqueued):
     telegram.agent.refresh_from_db()
     assert runs_purge(agent=telegram.agent).counts["runs"] == 1
     assert ChatEvent.objects.get().run is None and not ChatThread.objects.exists()
+
+
+def test_ids_that_cannot_be_stored_are_a_400_and_start_nothing(telegram, slack, enqueued):
+    for changes in ({"update_id": "\u0000"}, {"update_id": "9" * 300}):
+        update = {**recorded("telegram_message"), **changes}
+        assert telegram_post(Client(), telegram, update).status_code == 400
+    update = recorded("telegram_message")
+    update["message"]["from"]["id"] = "a\u0000b"
+    assert telegram_post(Client(), telegram, update).status_code == 400
+    update = recorded("telegram_message")
+    update["message"]["chat"]["id"] = "x" * 201
+    assert telegram_post(Client(), telegram, update).status_code == 400
+    event = recorded("slack_app_mention")
+    event["event"]["channel"] = "C\u0000"
+    assert slack_post(Client(), slack, event).status_code == 400
+    assert not Run.objects.exists() and not ChatEvent.objects.exists()
