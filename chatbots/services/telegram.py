@@ -9,6 +9,7 @@ replying to the user's message; an approval card is an inline keyboard whose `ca
 press arrives as a `callback_query`."""
 
 import hmac
+import json
 
 from chatbots.services.base import Answer, ButtonPress, ChatMessage, Inbound, Refused
 from platform_site.json_input import json_loads_checked
@@ -81,6 +82,10 @@ class Telegram:
         )
 
     def ack(self, event: ChatMessage | ButtonPress | None) -> Answer:
+        query_id = event.reply_to.get("callback_query_id") if isinstance(event, ButtonPress) else None
+        if query_id:
+            # A webhook's answer may be a Bot API call: this one stops the button's spinner.
+            return Answer(body=json.dumps({"method": "answerCallbackQuery", "callback_query_id": query_id}).encode())
         return Answer(body=b"", content_type="text/plain")
 
     def _send(self, message: ChatMessage, body: dict, secrets: dict[str, str], api_base: str) -> dict:

@@ -95,3 +95,10 @@ def test_telegram_cards_fit_callback_data_and_presses_read_back():
     update["callback_query"]["data"] = buttons[1]["callback_data"]
     press = TELEGRAM.parse(_telegram(update), TELEGRAM_SECRETS)
     assert (press.approval_id, press.decision, press.request_hash) == ("123456789", "reject", "f" * 48)
+
+
+def test_telegram_acknowledges_a_press_by_answering_its_callback_query():
+    press = TELEGRAM.parse(_telegram(recorded("telegram_callback_query")), TELEGRAM_SECRETS)
+    answer = TELEGRAM.ack(press)
+    assert json.loads(answer.body) == {"method": "answerCallbackQuery", "callback_query_id": "4382bfdwdsb323b2d9"}
+    assert TELEGRAM.ack(None).body == b""
