@@ -44,15 +44,19 @@ class PostFailed(Exception):
         self.retryable = retryable
 
 
+# An approval's request (its card) and its settlement elsewhere than in the chat (a follow-up).
+APPROVAL_EVENT_TYPES = frozenset({EventType.APPROVAL_REQUESTED, EventType.APPROVAL_DECIDED, EventType.APPROVAL_EXPIRED})
+
+
 def _heard(event: RunEvent) -> None:
-    approval_id = event.payload.get("approval_id") if event.type == EventType.APPROVAL_REQUESTED else None
+    approval_id = event.payload.get("approval_id") if event.type in APPROVAL_EVENT_TYPES else None
     run_id, kind = str(event.run_id), event.type
     transaction.on_commit(lambda: app.tasks[CHAT_REPLY_TASK].delay(run_id, kind, approval_id))
 
 
 # The ledger asks whether a chat event started the run (its one-to-one row, by the run's id).
 LISTENER = RunEventListener(
-    event_types=TERMINAL_EVENT_TYPES | {EventType.APPROVAL_REQUESTED},
+    event_types=TERMINAL_EVENT_TYPES | APPROVAL_EVENT_TYPES,
     hears=exists(ChatEvent, Is("run_id", Row("id"))),
     written=_heard,
 )
@@ -133,6 +137,23 @@ def _approval_card(approval: Approval) -> dict:
     }
 
 
+def _settled_text(*, approval_id, run_id) -> str:
+    """What the thread is told of an approval settled outside the chat (a press in the chat is
+    told by its own notice); "" for one decided in the chat."""
+    approval = Approval.objects.select_related("decided_by", "invocation").filter(pk=approval_id, run_id=run_id).first()
+    if approval is None or approval.channel == Approval.Channel.CHAT_APP:
+        return ""
+    tool = approval.invocation.tool_name
+    if approval.status == Approval.Status.EXPIRED:
+        return _("Nobody decided the call of %(tool)s in time; it was not made.") % {"tool": tool}
+    who = approval.decided_by.get_username() if approval.decided_by else _("the system")
+    if approval.status == Approval.Status.APPROVED:
+        return _("%(user)s approved the call of %(tool)s.") % {"user": who, "tool": tool}
+    if approval.status == Approval.Status.REJECTED:
+        return _("%(user)s rejected the call of %(tool)s.") % {"user": who, "tool": tool}
+    return ""
+
+
 def _answer_text(run: Run) -> str:
     answer = run_final_answer(run=run)
     if answer is not None and answer.content:
@@ -161,6 +182,11 @@ def chat_reply(*, run_id, kind: str, approval_id=None) -> None:
             return
         request = service.approval_card_request(message, _approval_card(approval), secrets, channel.api_base)
         _send_recorded(event, request)
+        return
+    if kind in APPROVAL_EVENT_TYPES:
+        text = _settled_text(approval_id=approval_id, run_id=run_id)
+        if text:
+            _send_recorded(event, service.reply_request(message, text, secrets, channel.api_base))
         return
     if event.replied_at is not None:
         return

@@ -10,6 +10,7 @@ from django.test import Client
 
 from chatbots.models import ChatEvent
 from conversations.models import Approval, Run, RunStatus
+from engine.approvals import approval_decide
 from tests.approvals.conftest import Scenario, counter_steps
 from tests.chatbots.support import (
     ChatAPI,
@@ -147,3 +148,22 @@ def test_approval_buttons_decide_only_as_a_mapped_approver(worker, fake_llm, own
     assert wait_for(lambda: Run.objects.filter(pk=run.pk, status=RunStatus.COMPLETED).exists(), timeout=30)
     assert executions("chat-approval") == 1
     assert any(post["body"]["text"].startswith("Counted:") for post in posts)
+
+
+def test_a_decision_in_the_queue_is_told_in_the_thread_before_the_answer(worker, fake_llm, owner, chat_api):
+    service = chat_api.service
+    scenario = Scenario(fake_llm, steps=counter_steps("chat-queue", reply="Counted: {last_tool_result}"))
+    channel = channel_make(agent=scenario.agent, owner=owner, service=service, api_base=chat_api.url)
+    user_map(channel, "U061F7AUR" if service == "slack" else "1111111", "ana")
+    approver = User.objects.create_user("queue-approver", password="approver-pass-1")
+    approver.groups.add(Group.objects.get(name="Approvers"))
+
+    assert _send(service, channel, _message(service)).status_code == 200
+    _posts(chat_api, 1, "the approval card")
+    approval_decide(
+        approval_id=Approval.objects.get().pk, user=approver, decision="approve", channel=Approval.Channel.PAGE
+    )
+    card, told, answer = _posts(chat_api, 3, "the decision told, then the answer")
+    assert all(post["problems"] == [] for post in (card, told, answer))
+    assert told["body"]["text"] == "queue-approver approved the call of test-counter."
+    assert answer["body"]["text"].startswith("Counted:")
