@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('agents', '0023_agent_exposed'),
-        ('conversations', '0038_chat_channels'),
+        ('conversations', '0037_alter_run_trigger'),
         ('workspaces', '0004_workspace_attachment_bytes_limit'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
