@@ -596,6 +596,8 @@ class Approval(models.Model):
         PAGE = "page", _("approval page")
         API = "api", _("API")
         ADMIN = "admin", _("admin")
+        # An approval card's button in a chat app (chatbots), as the presser's mapped account.
+        CHAT_APP = "chat_app", _("chat app")
         RUN_GRANT = "run_grant", _("approved earlier for the rest of the run")
         SYSTEM = "system", _("system (expiry, cancellation)")
 

@@ -24,14 +24,21 @@ OWNER_CHANNEL = ""
 # The metadata keys: the widget's or hook's id, and the join.
 WIDGET_KEY = "widget"
 HOOK_KEY = "hook"
+# A chat app's bot (chatbots): its chat users' ids are the chat service's word.
+CHAT_KEY = "chat_channel"
 SHARED_KEY = "memory_shared"
 # What a channel looks like, for a filter that names one (the owner's is empty).
-CHANNEL_PATTERN = r"^((widget|hook):[0-9a-f-]{36})?$"
+CHANNEL_PATTERN = r"^((widget|hook|chat_channel):[0-9a-f-]{36})?$"
 
 
-def channel_metadata(*, widget_id=None, hook_id=None, shared: bool) -> dict:
-    """The metadata a conversation started through a widget or a hook carries."""
-    metadata = {WIDGET_KEY: str(widget_id)} if widget_id is not None else {HOOK_KEY: str(hook_id)}
+def channel_metadata(*, widget_id=None, hook_id=None, chat_channel_id=None, shared: bool) -> dict:
+    """The metadata a conversation started through a widget, a hook or a chat app's bot carries."""
+    if widget_id is not None:
+        metadata = {WIDGET_KEY: str(widget_id)}
+    elif chat_channel_id is not None:
+        metadata = {CHAT_KEY: str(chat_channel_id)}
+    else:
+        metadata = {HOOK_KEY: str(hook_id)}
     if shared:
         metadata[SHARED_KEY] = True
     return metadata
@@ -42,7 +49,7 @@ def conversation_channel(metadata) -> str:
     "widget:<id>", "hook:<id>", or OWNER_CHANNEL (the API, or a widget or hook joined to it)."""
     if not isinstance(metadata, dict) or metadata.get(SHARED_KEY) is True:
         return OWNER_CHANNEL
-    for key in (WIDGET_KEY, HOOK_KEY):
+    for key in (WIDGET_KEY, HOOK_KEY, CHAT_KEY):
         value = metadata.get(key)
         if isinstance(value, str) and value:
             return f"{key}:{value}"[:80]

@@ -96,6 +96,8 @@ INSTALLED_APPS = [
     "notifications",
     # Agents over Google's A2A protocol (its transport is api.a2a).
     "a2a_server",
+    # Chat-app bots: a chat message starts a run through admission, like a hook.
+    "chatbots",
     # Above the ledger it links to (messages, runs) and the registries it joins.
     "attachments",
     # Its admin wraps the audited models' admins, so it comes after the apps that register them.

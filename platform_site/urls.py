@@ -28,6 +28,8 @@ urlpatterns = [
     path("evals/", include("console.evals.urls")),
     # The chat widget's script (/widget.js) and hosted page (/chat/<widget id>/).
     path("", include("widgets.urls")),
+    # Chat services' callbacks to an agent's bot (/chatbots/<channel id>/).
+    path("", include("chatbots.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", docs.SwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc/", docs.redoc_moved, name="api-redoc"),

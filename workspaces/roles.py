@@ -38,6 +38,7 @@ WORKSPACE_APPS = (
     "triggers",
     "widgets",
     "notifications",
+    "chatbots",
     "attachments",
     "audit",
     "workspaces",

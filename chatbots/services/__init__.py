@@ -2,3 +2,12 @@
 `chatbots.services.base.ChatService`: how the service proves a callback is its own, what an event
 says, how to answer in the thread and how an approval card's button press arrives. The registry
 (SERVICES) maps a channel's service name to its module's object."""
+
+from chatbots.services.base import ChatService
+from chatbots.services.slack import SLACK
+from chatbots.services.telegram import TELEGRAM
+
+SERVICES: dict[str, ChatService] = {
+    SLACK.name: SLACK,
+    TELEGRAM.name: TELEGRAM,
+}

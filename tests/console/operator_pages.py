@@ -23,6 +23,7 @@ from alerts.models import AlertFiring, AlertRule
 from attachments.models import PartText
 from attachments.parts import parts_of
 from attachments.services import attachment_store
+from chatbots.models import ChatChannel, ChatEvent, ChatUser
 from conversations.models import (
     Approval,
     EndUserErasure,
@@ -273,6 +274,15 @@ def seed() -> Seeded:
         title="在线客服",
         greeting="您好，请问有什么可以帮您？",
     )
+    bot = ChatChannel.objects.create(
+        agent=agent,
+        name="电报机器人",
+        service="telegram",
+        secrets='{"bot_token": "t", "secret_token": "s"}',
+        owner=operator,
+    )
+    ChatUser.objects.create(channel=bot, chat_user_id="1111111", end_user="顾客-7", account=operator)
+    ChatEvent.objects.create(channel=bot, event_id="10000", chat_user_id="1111111", outcome="started", run=run)
     invoice = attachment_store(
         workspace=agent.workspace, uploaded_by=operator, owner=operator, end_user="顾客-7", data=_png(), name="发票.png"
     )

@@ -89,6 +89,7 @@ ROUTES = {
     "api/v1/widget/{widget}/runs/{run}/events/": {"GET"},
     "widget.js": {"GET"},  # the widget's script, for other sites' pages
     "chat/{widget}/": {"GET"},  # the widget's hosted page
+    "chatbots/{chat_channel}/": {"POST"},  # a chat service's callback, checked by the service's own rule
     "approvals/": {"GET"},
     "approvals/poll/": {"GET"},
     "approvals/history/": {"GET"},
@@ -120,6 +121,7 @@ _CONVERTERS = {
     "<uuid:pk>": "{memory}",
     "<uuid:hook_id>": "{hook}",
     "<uuid:widget_id>": "{widget}",
+    "<uuid:channel_id>": "{chat_channel}",
     "<uuid:conversation_id>": "{conversation}",
     "<uuid:attachment_id>": "{attachment}",
     "<slug:slug>": "{agent}",

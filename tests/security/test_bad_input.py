@@ -67,6 +67,7 @@ def site(fake_llm, enqueued, admin_user):
         "hook": "00000000-0000-0000-0000-000000000000",
         "attachment": "00000000-0000-0000-0000-000000000000",
         "widget": "00000000-0000-0000-0000-000000000000",
+        "chat_channel": "00000000-0000-0000-0000-000000000000",
         **eval_ids(agent_version=run.agent_version),
     }
 

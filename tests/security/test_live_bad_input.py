@@ -43,6 +43,7 @@ def live(api_server, fake_llm, monkeypatch):
         "hook": "00000000-0000-0000-0000-000000000000",
         "attachment": "00000000-0000-0000-0000-000000000000",
         "widget": "00000000-0000-0000-0000-000000000000",
+        "chat_channel": "00000000-0000-0000-0000-000000000000",
         **eval_ids(agent_version=run.agent_version),
     }
     api = httpx.Client(base_url=api_server.base_url, headers={"Authorization": f"Bearer {token_for(user)}"}, timeout=30)

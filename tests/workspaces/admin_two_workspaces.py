@@ -10,6 +10,7 @@ from django.utils import timezone
 from agents.models import AgentDelegate, AgentRelease, AgentTool, AgentUsageDay, GuardrailRule
 from alerts.models import AlertFiring, AlertRule
 from attachments.models import Attachment, AttachmentUse
+from chatbots.models import ChatChannel, ChatEvent, ChatUser
 from conversations.models import EndUserErasure, RunFeedback, RunPurge
 from conversations.tokens import api_token_create
 from evals.models import EvalCase, EvalRun, EvalSuite, ReleaseGate
@@ -66,6 +67,11 @@ def workspace_seed(workspace: Workspace, tag: str, *, token_user) -> dict:
         workspace=workspace, agent=agent, name=f"hook-{tag}", secret="s" * 32, message=tag, owner=token_user
     )
     Widget.objects.create(workspace=workspace, agent=agent, name=f"widget-{tag}", secret="s" * 32, owner=token_user)
+    bot = ChatChannel.objects.create(
+        workspace=workspace, agent=agent, name=f"bot-{tag}", service="telegram", owner=token_user
+    )
+    ChatUser.objects.create(channel=bot, chat_user_id=f"chat-{tag}", end_user=f"user-{tag}")
+    ChatEvent.objects.create(channel=bot, event_id=f"event-{tag}", outcome="started", run=run)
     webhook = Webhook.objects.create(
         workspace=workspace, agent=agent, url=f"https://{tag}.example.com/hook", secret="s" * 32
     )
