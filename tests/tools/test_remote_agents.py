@@ -20,8 +20,9 @@ from tests.support.a2a_agent import echo_agent  # noqa: F401 (fixture)
 from tests.support.factories import ModelConfigFactory, make_agent
 from tests.support.waits import wait_for
 from tools.executors import execute_tool
+from tools.executors.sandbox import run_sandboxed
 from tools.models import ToolDefinition
-from tools.registry import ToolContext
+from tools.registry import ToolContext, registry
 from tools.remote_agents import PARAMETERS, CardError, card_fetch, card_refresh, card_skills
 
 SECRET = json.dumps({"Authorization": "Bearer remote-s3cret"})
@@ -264,3 +265,9 @@ def test_cancelling_a_run_cancels_the_remote_agents_task(worker, fake_llm, echo_
     wait_for(lambda: task_id in echo_agent.cancelled, message="the remote task to be cancelled")
     invocation.refresh_from_db()
     assert invocation.status == "error" and f"Remote task {task_id} was cancelled." in invocation.result
+
+
+def test_a_sandboxed_tool_runs_with_a_context_that_carries_the_engines_callbacks():
+    # The child process gets a pickled context; the engine's callbacks (closures) stay behind.
+    ctx = Ctx().ctx
+    assert run_sandboxed(registry.get("calculator"), arguments={"expression": "6 * 7"}, ctx=ctx, timeout_seconds=10)
