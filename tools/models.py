@@ -298,7 +298,11 @@ class ToolDefinition(InWorkspace):
             self._clean_a2a()
 
     def _clean_a2a(self):
-        """The skill must be one the cached card lists (the admin fetches the card before this)."""
+        """The skill must be one the cached card lists (the admin fetches the card before this).
+        Another agent usually acts, so a new remote agent tool starts as a write (its calls ask
+        for approval under "auto") until an operator says it only answers."""
+        if self._state.adding:
+            self.side_effect = self.SideEffect.WRITE
         if not self.a2a_card_url:
             raise ValidationError({"a2a_card_url": _("A remote agent needs the URL of its agent card.")})
         skills = [skill.get("id") for skill in (self.a2a_card or {}).get("skills") or []]

@@ -12,9 +12,10 @@ from django.db import connection
 from agents.models import AgentTool
 from agents.snapshot import snapshot_build
 from conversations.events import EventType
-from conversations.models import Run, RunEvent, ToolInvocation
+from conversations.models import Approval, Run, RunEvent, ToolInvocation
 from conversations.services import conversation_create
 from engine.admission import message_post
+from engine.approvals import approval_decide
 from engine.runs import run_cancel
 from tests.support.a2a_agent import echo_agent  # noqa: F401 (fixture)
 from tests.support.factories import ModelConfigFactory, make_agent
@@ -265,6 +266,32 @@ def test_cancelling_a_run_cancels_the_remote_agents_task(worker, fake_llm, echo_
     wait_for(lambda: task_id in echo_agent.cancelled, message="the remote task to be cancelled")
     invocation.refresh_from_db()
     assert invocation.status == "error" and f"Remote task {task_id} was cancelled." in invocation.result
+
+
+@pytest.mark.e2e
+def test_a_remote_agent_is_a_write_whose_call_waits_for_approval_before_anything_is_sent(
+    worker, fake_llm, echo_agent, admin_user
+):
+    tool = a2a_tool(echo_agent)
+    assert tool.side_effect == "write"
+    agent = _script(fake_llm, "a2a-approve", "approved hello")
+    AgentTool.objects.create(agent=agent, tool=tool)
+    before = len(echo_agent.started)
+    run = message_post(conversation=conversation_create(agent=agent), content="ask after approval")
+    run = wait_for(lambda: Run.objects.filter(pk=run.pk, status="awaiting_approval").first(), message="run to park")
+    assert len(echo_agent.started) == before
+
+    approval = Approval.objects.get(run=run)
+    approval_decide(
+        approval_id=approval.pk,
+        user=admin_user,
+        decision="approve",
+        channel=Approval.Channel.API,
+        expected_hash=approval.arguments_hash,
+    )
+    run = wait_for(lambda: Run.objects.filter(pk=run.pk, status="completed").first(), message="run to complete")
+    assert run.messages.order_by("-order").first().content == "The remote agent said: echo: approved hello"
+    assert ToolInvocation.objects.get(run=run).details["a2a"]["state"] == "completed"
 
 
 def test_a_sandboxed_tool_runs_with_a_context_that_carries_the_engines_callbacks():
