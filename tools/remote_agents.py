@@ -114,8 +114,8 @@ def card_fetch(*, url: str, headers: dict[str, str]) -> dict:
         raise CardError(_("The agent card is larger than %(bytes)s bytes.") % {"bytes": CARD_MAX_BYTES})
     try:
         card = parse_agent_card(httpx.Response(200, content=fetched.body).json())
-    except (ValueError, ParseError) as exc:
-        raise CardError(_("This is not an agent card: %(error)s") % {"error": exc}) from exc
+    except (ValueError, ParseError, RecursionError) as exc:
+        raise CardError(_("This is not an agent card: %(error)s") % {"error": str(exc)[:300]}) from exc
     if not card.supported_interfaces:
         raise CardError(_("The agent card names no interface to call the agent at."))
     return MessageToDict(card)
