@@ -19,6 +19,7 @@ from engine.approvals import approval_decide
 from engine.runs import run_cancel
 from tests.support.a2a_agent import echo_agent  # noqa: F401 (fixture)
 from tests.support.factories import ModelConfigFactory, make_agent
+from tests.support.servers import petstore  # noqa: F401 (fixture)
 from tests.support.waits import wait_for
 from tools.executors import execute_tool
 from tools.executors.sandbox import run_sandboxed
@@ -82,6 +83,20 @@ def test_the_card_is_fetched_through_the_guard_and_the_skill_checked_against_it(
 
     with pytest.raises(CardError, match="not an agent card|HTTP 404"):
         card_fetch(url=f"{echo_agent.base_url}/nothing-here", headers={})
+
+
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        ("/page", "This is not an agent card"),
+        ("/pets", "This is not an agent card: Agent card must be a JSON object"),
+        ("/many", "names no interface"),
+        ("/pets/999", "answered HTTP 404"),
+    ],
+)
+def test_what_is_not_an_agent_card_is_refused_with_a_reason(petstore, path, said):
+    with pytest.raises(CardError, match=said):
+        card_fetch(url=f"{petstore.base_url}{path}", headers={})
 
 
 @pytest.mark.django_db
