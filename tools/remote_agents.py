@@ -24,7 +24,17 @@ from dataclasses import dataclass, field
 import httpx
 from a2a.client import ClientConfig, ClientFactory
 from a2a.client.card_resolver import parse_agent_card
-from a2a.types import AgentCard, CancelTaskRequest, Message, Part, Role, SendMessageRequest, StreamResponse, TaskState
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    TaskState,
+)
 from a2a.utils.errors import A2AError
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -72,6 +82,9 @@ _STATES = {
     TaskState.TASK_STATE_AUTH_REQUIRED: "auth-required",
 }
 INTERRUPTED = {"input-required", "auth-required"}
+ACTIVE = {"submitted", "working"}
+# How often the task of an agent that does not stream is read again while it works.
+POLL_SECONDS = 1.0
 
 
 class CardError(Exception):
@@ -161,8 +174,9 @@ class _Follow:
         elif kind == "task":
             task = event.task
             changed = self._status(task.id, task.context_id, task.status)
+            # An artifact's parts are the pieces a stream would have appended one by one.
             for artifact in task.artifacts:
-                self.artifacts[artifact.artifact_id] = [_text(artifact.parts)]
+                self.artifacts[artifact.artifact_id] = [p.text for p in artifact.parts if p.HasField("text")]
         elif kind == "status_update":
             update = event.status_update
             changed = self._status(update.task_id, update.context_id, update.status)
@@ -171,7 +185,7 @@ class _Follow:
             pieces = self.artifacts.setdefault(update.artifact.artifact_id, [])
             if not update.append:
                 pieces.clear()
-            pieces.append(_text(update.artifact.parts))
+            pieces.extend(p.text for p in update.artifact.parts if p.HasField("text"))
             changed = time.monotonic() - self.reported_at >= REPORT_EVERY_SECONDS
         return changed
 
@@ -273,8 +287,9 @@ async def remote_call_async(
     *,
     report: Callable[[dict], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
-) -> tuple[dict, dict]:
-    """Send the message and follow the task: (the result the model reads, the call's details).
+) -> dict:
+    """Send the message and follow the task: the result the model reads (the engine learns the
+    task's ids and state through `report`).
     Raises ToolError when the remote failed, refused, or the call was stopped."""
     card = ParseDict(call.card, AgentCard(), ignore_unknown_fields=True)
     follow = _Follow(report=report)
@@ -285,6 +300,11 @@ async def remote_call_async(
         async def consume():
             async for event in client.send_message(_request(call, arguments)):
                 if follow.take(event):
+                    await follow.send()
+            # An agent that answered with a task still at work (it does not stream): ask again.
+            while follow.task_id and follow.state in ACTIVE:
+                await asyncio.sleep(POLL_SECONDS)
+                if follow.take(StreamResponse(task=await client.get_task(GetTaskRequest(id=follow.task_id)))):
                     await follow.send()
 
         consuming = asyncio.create_task(consume())
@@ -302,7 +322,7 @@ async def remote_call_async(
             await _settle(client, follow, consuming, cancelled_first=watching is not None and watching in done)
         finally:
             await follow.send(unless_same=True)
-    return _result(follow), follow.details()
+    return _result(follow)
 
 
 def _result(follow: _Follow) -> dict:
@@ -321,6 +341,6 @@ def _result(follow: _Follow) -> dict:
     return {"state": follow.state or "completed", **ids, "answer": follow.answer()}
 
 
-def remote_call(call: RemoteCall, arguments: dict, **callbacks) -> tuple[dict, dict]:
+def remote_call(call: RemoteCall, arguments: dict, **callbacks) -> dict:
     """remote_call_async on a loop of this thread's own (executors run on the tool pool's threads)."""
     return asyncio.run(remote_call_async(call, arguments, **callbacks))

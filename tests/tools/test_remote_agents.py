@@ -17,7 +17,7 @@ from conversations.services import conversation_create
 from engine.admission import message_post
 from engine.approvals import approval_decide
 from engine.runs import run_cancel
-from tests.support.a2a_agent import echo_agent  # noqa: F401 (fixture)
+from tests.support.a2a_agent import EchoAgent, echo_agent  # noqa: F401 (fixture)
 from tests.support.factories import ModelConfigFactory, make_agent
 from tests.support.servers import petstore  # noqa: F401 (fixture)
 from tests.support.waits import wait_for
@@ -135,6 +135,26 @@ def test_a_call_streams_the_task_and_returns_the_answer_with_its_ids(echo_agent)
     with connection.cursor() as cursor:
         cursor.execute("SELECT a2a_secret_headers FROM tools_tooldefinition WHERE name = 'echo-agent'")
         assert "remote-s3cret" not in cursor.fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def quiet_agent():
+    agent = EchoAgent(streaming=False)
+    yield agent
+    agent.stop()
+
+
+@pytest.mark.django_db
+def test_an_agent_that_does_not_stream_is_sent_the_message_once(quiet_agent):
+    ctx = Ctx()
+    outcome = execute_tool(spec=spec_of(a2a_tool(quiet_agent)), arguments={"message": "hi"}, ctx=ctx.ctx)
+    result = json.loads(outcome.content)
+    assert result["state"] == "completed" and result["answer"] == "echo: hi"
+    assert ctx.reports[-1]["a2a"] == {
+        "task_id": result["task_id"],
+        "context_id": result["context_id"],
+        "state": "completed",
+    }
 
 
 @pytest.mark.django_db

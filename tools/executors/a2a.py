@@ -32,5 +32,4 @@ def load(spec: dict, live: dict | None = None) -> RemoteCall:
 
 
 def run(*, spec: dict, arguments: dict, ctx: ToolContext, loaded: RemoteCall):
-    result, _details = remote_call(loaded, arguments, report=ctx.report, cancelled=ctx.cancelled)
-    return result
+    return remote_call(loaded, arguments, report=ctx.report, cancelled=ctx.cancelled)
