@@ -68,6 +68,9 @@ CANCEL_POLL_SECONDS = 1.0
 # A call stops this much before the tool's timeout, so the remote task is cancelled in time.
 CANCEL_MARGIN_SECONDS = 2.0
 CANCEL_TIMEOUT_SECONDS = 5.0
+# A remote that streams without end cannot fill the worker's memory: pieces past this are dropped
+# (the result is cut to the tool's own limit anyway).
+MAX_ANSWER_CHARS = 1_000_000
 # Streamed artifact pieces are reported at most this often.
 REPORT_EVERY_SECONDS = 0.5
 
@@ -158,6 +161,7 @@ class _Follow:
     answer_message: str = ""
     reported_at: float = 0.0
     reported: dict = field(default_factory=dict)
+    kept: int = 0  # characters of streamed artifacts kept so far
 
     def details(self) -> dict:
         return {"a2a": {"task_id": self.task_id, "context_id": self.context_id, "state": self.state}}
@@ -185,7 +189,10 @@ class _Follow:
             pieces = self.artifacts.setdefault(update.artifact.artifact_id, [])
             if not update.append:
                 pieces.clear()
-            pieces.extend(p.text for p in update.artifact.parts if p.HasField("text"))
+            if self.kept < MAX_ANSWER_CHARS:
+                texts = [p.text for p in update.artifact.parts if p.HasField("text")]
+                pieces.extend(texts)
+                self.kept += sum(map(len, texts))
             changed = time.monotonic() - self.reported_at >= REPORT_EVERY_SECONDS
         return changed
 
