@@ -16,6 +16,7 @@ timeout is near, the remote task is cancelled (tasks/cancel) before the call ret
 """
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -71,6 +72,8 @@ CANCEL_TIMEOUT_SECONDS = 5.0
 # A remote that streams without end cannot fill the worker's memory: pieces past this are dropped
 # (the result is cut to the tool's own limit anyway).
 MAX_ANSWER_CHARS = 1_000_000
+# The remote task's metadata is kept on the invocation up to this size (as JSON).
+MAX_METADATA_CHARS = 4000
 # Streamed artifact pieces are reported at most this often.
 REPORT_EVERY_SECONDS = 0.5
 
@@ -162,9 +165,11 @@ class _Follow:
     reported_at: float = 0.0
     reported: dict = field(default_factory=dict)
     kept: int = 0  # characters of streamed artifacts kept so far
+    metadata: dict = field(default_factory=dict)
 
     def details(self) -> dict:
-        return {"a2a": {"task_id": self.task_id, "context_id": self.context_id, "state": self.state}}
+        known = {"task_id": self.task_id, "context_id": self.context_id, "state": self.state}
+        return {"a2a": known | ({"metadata": self.metadata} if self.metadata else {})}
 
     def take(self, event: StreamResponse) -> bool:
         """Learn from one event; whether it is worth a report."""
@@ -252,6 +257,19 @@ def _request(call: RemoteCall, arguments: dict) -> SendMessageRequest:
     return SendMessageRequest(message=message)
 
 
+async def _task_metadata(client, follow: _Follow) -> None:
+    """The ended task's metadata, read once (a stream's first task event was sent before the work):
+    an Agentry agent puts its run's id and usage there, which the invocation keeps."""
+    try:
+        task = await client.get_task(GetTaskRequest(id=follow.task_id, history_length=0))
+    except (A2AError, httpx.HTTPError):
+        return  # a remote that keeps no tasks; the answer is had already
+    if task.HasField("metadata"):
+        metadata = MessageToDict(task.metadata)
+        if len(json.dumps(metadata)) <= MAX_METADATA_CHARS:
+            follow.metadata = metadata
+
+
 async def _watch_cancel(cancelled: Callable[[], bool]) -> None:
     while not await asyncio.to_thread(cancelled):
         await asyncio.sleep(CANCEL_POLL_SECONDS)
@@ -313,6 +331,8 @@ async def remote_call_async(
                 await asyncio.sleep(POLL_SECONDS)
                 if follow.take(StreamResponse(task=await client.get_task(GetTaskRequest(id=follow.task_id)))):
                     await follow.send()
+            if follow.task_id:
+                await _task_metadata(client, follow)
 
         consuming = asyncio.create_task(consume())
         waits = {consuming}
