@@ -125,6 +125,13 @@ class ToolDelegate(TypedDict):
     delegate_id: int
 
 
+class ToolA2A(TypedDict):
+    """A remote agent: its card (fetched and cached on the tool's row) and the skill used."""
+
+    card_url: str
+    skill: str
+
+
 # The kind of a tool that is another agent: no executor runs it, the engine starts a child run.
 DELEGATE_KIND = "agent"
 
@@ -145,6 +152,7 @@ class ToolSpec(TypedDict):
     max_result_chars: int
     http: NotRequired[ToolHttp]  # kind "http" only
     mcp: NotRequired[ToolMcp]  # kind "mcp" only
+    a2a: NotRequired[ToolA2A]  # kind "a2a" only
     delegate: NotRequired[ToolDelegate]  # kind DELEGATE_KIND only
 
 
@@ -332,6 +340,8 @@ def _tool_snapshot(link: AgentTool) -> ToolSpec:
         }
     elif tool.kind == ToolDefinition.Kind.MCP:
         spec["mcp"] = {"server_id": tool.mcp_server_id, "tool_name": tool.mcp_tool_name}
+    elif tool.kind == ToolDefinition.Kind.A2A:
+        spec["a2a"] = {"card_url": tool.a2a_card_url, "skill": tool.a2a_skill}
     return spec
 
 

@@ -32,6 +32,7 @@ class EventType(models.TextChoices):
     MESSAGE_DELTA = "message.delta"
     TOOL_STARTED = "tool.started"
     TOOL_COMPLETED = "tool.completed"
+    TOOL_PROGRESS = "tool.progress"
     APPROVAL_REQUESTED = "approval.requested"
     APPROVAL_DECIDED = "approval.decided"
     APPROVAL_EXPIRED = "approval.expired"
@@ -202,6 +203,11 @@ def tool_completed(*, tool_invocation_id: int, tool: str, status: str, truncated
     }
 
 
+def tool_progress(*, tool_invocation_id: int, tool: str, details: dict) -> dict:
+    """What a running tool learnt (a remote agent's task id and state: tools.remote_agents)."""
+    return {"tool_invocation_id": tool_invocation_id, "tool": tool, "details": details}
+
+
 # Approvals. Every approval event names the approval, the invocation, the call and the tool.
 
 
@@ -343,6 +349,7 @@ PAYLOAD_BUILDERS: dict[EventType, Callable[..., dict]] = {
     EventType.MESSAGE_DELTA: message_delta,
     EventType.TOOL_STARTED: tool_started,
     EventType.TOOL_COMPLETED: tool_completed,
+    EventType.TOOL_PROGRESS: tool_progress,
     EventType.APPROVAL_REQUESTED: approval_requested,
     EventType.APPROVAL_DECIDED: approval_decided,
     EventType.APPROVAL_EXPIRED: approval_decided,

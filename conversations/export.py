@@ -116,6 +116,7 @@ _CHILDREN = {
             "simulated",
             "copied",
             "error",
+            "details",
             "latency_ms",
             "created_at",
             "started_at",

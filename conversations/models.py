@@ -558,6 +558,8 @@ class ToolInvocation(models.Model):
     error = models.TextField(blank=True, default="", verbose_name=_("error"))
     idempotency_key = models.CharField(max_length=200, verbose_name=_("idempotency key"))
     latency_ms = models.PositiveIntegerField(null=True, blank=True, verbose_name=_("latency ms"))
+    # What the tool reported while it ran, e.g. a remote agent's {"a2a": {"task_id", "context_id", "state"}}.
+    details = models.JSONField(default=dict, blank=True, verbose_name=_("details"))
     # The result is the one an evaluation case gave; the tool itself was not called.
     # The result is not the tool's: an evaluation case gave it, or a fork was given it (its
     # source's recorded result for the same call, or the operator's); the tool was not called.

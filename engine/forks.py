@@ -441,6 +441,7 @@ def _invocation_copy(
         result=result if is_edited else source.result,
         truncated=False if is_edited else source.truncated,
         error="" if is_edited else source.error,
+        details={} if is_edited else source.details,
         idempotency_key=f"{run.pk}:{source.tool_call_id}",
         simulated=is_edited or source.simulated,
         copied=True,

@@ -64,6 +64,7 @@ from engine.invocations import (
 )
 from engine.leases import lease_fence
 from engine.next_step import Repeat, repeat_found, run_steps
+from engine.tool_reports import cancel_watch, tool_reporter
 from engine.tracing import tool_span
 from platform_site.dbpool import release_connection
 from platform_site.logs import log_context
@@ -290,7 +291,11 @@ def _execute(
                 "again to avoid doing it twice. Tell the user, and do not assume it succeeded.",
             )
     ctx = ToolContext(
-        run_id=str(run.pk), tool_call_id=invocation.tool_call_id, idempotency_key=invocation.idempotency_key
+        run_id=str(run.pk),
+        tool_call_id=invocation.tool_call_id,
+        idempotency_key=invocation.idempotency_key,
+        report=tool_reporter(run_id=run.pk, owner=owner, invocation=invocation),
+        cancelled=cancel_watch(run_id=run.pk),
     )
     started = time.monotonic()
     release_connection()

@@ -171,11 +171,13 @@ class GuardedBackend(httpcore.NetworkBackend):
         self._backend.sleep(seconds)
 
 
-class GuardedAsyncBackend(httpcore2.AsyncNetworkBackend):
-    """The same guard for httpcore2 (under httpx2, which the MCP SDK's HTTP transport uses)."""
+class _GuardedAnyIO:
+    """The same guard for an async httpcore: `_httpcore` is the module (httpcore or httpcore2)."""
+
+    _httpcore = httpcore2
 
     def __init__(self):
-        self._backend = httpcore2.AnyIOBackend()
+        self._backend = self._httpcore.AnyIOBackend()
 
     async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
         if _allowed(host, port, settings.AGENTRY_OUTBOUND_ALLOWLIST):
@@ -186,7 +188,7 @@ class GuardedAsyncBackend(httpcore2.AsyncNetworkBackend):
         for address in addresses:
             try:
                 return await self._backend.connect_tcp(address, port, timeout, local_address, socket_options)
-            except httpcore2.ConnectError as exc:
+            except self._httpcore.ConnectError as exc:
                 last_error = exc
         raise last_error
 
@@ -195,3 +197,13 @@ class GuardedAsyncBackend(httpcore2.AsyncNetworkBackend):
 
     async def sleep(self, seconds: float) -> None:
         await self._backend.sleep(seconds)
+
+
+class GuardedAsyncBackend(_GuardedAnyIO, httpcore2.AsyncNetworkBackend):
+    """For httpcore2 (under httpx2, which the MCP SDK's HTTP transport uses)."""
+
+
+class GuardedHttpxAsyncBackend(_GuardedAnyIO, httpcore.AsyncNetworkBackend):
+    """For httpcore (under httpx's AsyncClient, which the A2A SDK's client uses)."""
+
+    _httpcore = httpcore

@@ -7,7 +7,7 @@ destination:
 - `get_client()`: endpoints an operator configured for the platform itself (model
   providers' base URLs). They are allowed explicitly: a self-hosted model on a private
   address is a normal setup, and no model output can change where these calls go.
-- `guarded_request()` / `mcp_http_client()`: everything a tool reaches. A model chooses
+- `guarded_request()` / `mcp_http_client()` / `a2a_http_client()`: everything a tool reaches. A model chooses
   the arguments (and a server chooses redirects), so these connect only to public
   addresses unless the host is in AGENTRY_OUTBOUND_ALLOWLIST (see platform_site.netguard).
 - `guarded_request(..., allowlist=ATTACHMENT_URLS)`: images an API client names by URL
@@ -38,7 +38,7 @@ import httpx2
 
 from platform_site.green import carrying_loop
 from platform_site.green_http import carried_client, carried_send_whole
-from platform_site.netguard import GuardedAsyncBackend, GuardedBackend, OutboundBlocked
+from platform_site.netguard import GuardedAsyncBackend, GuardedBackend, GuardedHttpxAsyncBackend, OutboundBlocked
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ __all__ = [
     "TOOLS",
     "WEBHOOKS",
     "OutboundBlocked",
+    "a2a_http_client",
     "get_client",
     "guarded_request",
     "mcp_http_client",
@@ -240,4 +241,21 @@ def mcp_http_client(*, headers: dict[str, str], timeout_seconds: float) -> httpx
         follow_redirects=False,
         trust_env=False,
         timeout=httpx2.Timeout(timeout_seconds, read=300),
+    )
+
+
+def a2a_http_client(*, headers: dict[str, str], timeout_seconds: float) -> httpx.AsyncClient:
+    """An async httpx client (the A2A SDK's HTTP library) that connects through the same guard,
+    for remote agent tools (tools.remote_agents). No redirects: a JSON-RPC call is not one to follow."""
+    transport = httpx.AsyncHTTPTransport(trust_env=False)
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=httpx.create_ssl_context(trust_env=False),
+        network_backend=GuardedHttpxAsyncBackend(),
+    )
+    return httpx.AsyncClient(
+        transport=transport,
+        headers=headers,
+        follow_redirects=False,
+        trust_env=False,
+        timeout=httpx.Timeout(timeout_seconds, connect=min(10.0, timeout_seconds)),
     )

@@ -4,7 +4,7 @@ from django.db.models import Count
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -15,6 +15,7 @@ from tools.approval_policy import ApprovalPolicy, effective_policy, live_approva
 from tools.mcp_sessions import MCPUnavailable
 from tools.models import MCPServer, ToolDefinition
 from tools.openapi import OpenAPIError
+from tools.remote_agents import card_skills
 from tools.services import (
     mcp_server_discover,
     tool_definitions_import_openapi,
@@ -91,7 +92,14 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, Workspa
     list_filter = ["kind", "side_effect", "approval_policy", "is_active", "mcp_server"]
     list_select_related = ["mcp_server"]
     search_fields = ["name", "description"]
-    readonly_fields = ["secret_headers_status", "effective_approval", "live_approval"]
+    readonly_fields = [
+        "secret_headers_status",
+        "effective_approval",
+        "live_approval",
+        "a2a_card_summary",
+        "a2a_card_fetched_at",
+        "a2a_secret_headers_status",
+    ]
     write_only_fields = ()
     change_list_template = "admin/tools/tooldefinition/change_list.html"
 
@@ -149,6 +157,22 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, Workspa
             },
         ),
         (gettext_lazy("MCP tool"), {"classes": ["collapse", "kind-mcp"], "fields": ["mcp_server", "mcp_tool_name"]}),
+        (
+            gettext_lazy("Remote agent (A2A)"),
+            {
+                "classes": ["collapse", "kind-a2a"],
+                "fields": [
+                    "a2a_card_url",
+                    "a2a_skill",
+                    "refresh_a2a_card",
+                    "a2a_card_summary",
+                    "a2a_card_fetched_at",
+                    "a2a_secret_headers_status",
+                    "new_a2a_secret_headers",
+                    "clear_a2a_secret_headers",
+                ],
+            },
+        ),
     ]
 
     @admin.display(description=gettext_lazy("effective approval"))
@@ -176,6 +200,24 @@ class ToolDefinitionAdmin(JSONInputAdminMixin, SuperuserOnlyFieldsMixin, Workspa
     @admin.display(description=gettext_lazy("Secret headers"))
     def secret_headers_status(self, obj):
         return masked_mapping(obj.http_secret_headers) if obj and obj.pk else _("none")
+
+    @admin.display(description=gettext_lazy("Remote agent secret headers"))
+    def a2a_secret_headers_status(self, obj):
+        return masked_mapping(obj.a2a_secret_headers) if obj and obj.pk else _("none")
+
+    @admin.display(description=gettext_lazy("Agent card"))
+    def a2a_card_summary(self, obj):
+        if obj is None or not obj.a2a_card:
+            return _("not fetched")
+        skills = card_skills(obj.a2a_card)
+        return format_html(
+            "{} — {}<br>{}",
+            obj.a2a_card.get("name", ""),
+            obj.a2a_card.get("description", ""),
+            format_html_join(
+                mark_safe("<br>"), "<code>{}</code> {}: {}", ((s.id, s.name, s.description) for s in skills)
+            ),
+        )
 
     def get_urls(self):
         sync = self.admin_site.admin_view(self.sync_registry_view)

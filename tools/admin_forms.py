@@ -15,6 +15,8 @@ from django.utils.translation import gettext_lazy
 
 from platform_site.crypto import mask
 from tools.models import MCPServer, ToolDefinition, secret_mapping, validate_secret_mapping
+from tools.remote_agents import PARAMETERS as A2A_PARAMETERS
+from tools.remote_agents import CardError, card_refresh
 
 
 def masked_mapping(value: str) -> str:
@@ -106,14 +108,21 @@ def _python_target(kind: str, name: str, python_callable: str) -> str | None:
 
 
 class ToolDefinitionForm(_SuperuserOnlyFieldsForm):
-    secret_fields = ("http_secret_headers",)
+    secret_fields = ("http_secret_headers", "a2a_secret_headers")
     superuser_only = ("python_callable",)
     new_http_secret_headers = _new_secret(gettext_lazy("New secret headers"))
     clear_http_secret_headers = _clear_secret(gettext_lazy("Remove the stored secret headers"))
+    new_a2a_secret_headers = _new_secret(gettext_lazy("New remote agent secret headers"))
+    clear_a2a_secret_headers = _clear_secret(gettext_lazy("Remove the stored remote agent secret headers"))
+    refresh_a2a_card = forms.BooleanField(
+        required=False,
+        label=gettext_lazy("Fetch the agent card again"),
+        help_text=gettext_lazy("The card is fetched when the URL changes; tick this to see the agent's new skills."),
+    )
 
     class Meta:
         model = ToolDefinition
-        exclude = ["http_secret_headers"]
+        exclude = ["http_secret_headers", "a2a_secret_headers"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -122,9 +131,15 @@ class ToolDefinitionForm(_SuperuserOnlyFieldsForm):
             self.initial["parameters"] = copy.deepcopy(STARTER_PARAMETERS)
         if "parameters" in self.fields:
             self.fields["parameters"].help_text = PARAMETERS_HELP
+            # A remote agent's arguments are the same for every one (tools.remote_agents.PARAMETERS).
+            if self.data.get("kind") == ToolDefinition.Kind.A2A:
+                self.fields["parameters"].required = False
 
     def clean(self):
         cleaned = super().clean()
+        if cleaned.get("kind") == ToolDefinition.Kind.A2A:
+            cleaned["parameters"] = A2A_PARAMETERS
+            self._fetch_card(cleaned)
         if self.for_superuser:
             return cleaned
         # Kind and name decide the python callable too (it defaults to the tool's name).
@@ -138,6 +153,26 @@ class ToolDefinitionForm(_SuperuserOnlyFieldsForm):
         if after is not None and after != before:
             raise ValidationError(_("Only a superuser can choose the python code a tool runs."))
         return cleaned
+
+    def _fetch_card(self, cleaned) -> None:
+        """Fetch the agent card (through the outbound guard) when the URL is new or changed, or
+        when asked, so that the model's clean() checks the skill against it."""
+        tool, url = self.instance, cleaned.get("a2a_card_url") or ""
+        if not url:
+            return
+        if url == tool.a2a_card_url and tool.a2a_card and not cleaned.get("refresh_a2a_card"):
+            return
+        probe = ToolDefinition(a2a_card_url=url, a2a_skill=cleaned.get("a2a_skill") or "")
+        if cleaned.get("new_a2a_secret_headers"):
+            probe.a2a_secret_headers = cleaned["new_a2a_secret_headers"]
+        elif not cleaned.get("clear_a2a_secret_headers"):
+            probe.a2a_secret_headers = tool.a2a_secret_headers
+        try:
+            card_refresh(tool=probe)
+        except CardError as exc:
+            self.add_error("a2a_card_url", str(exc))
+            return
+        tool.a2a_card, tool.a2a_card_fetched_at = probe.a2a_card, probe.a2a_card_fetched_at
 
 
 class MCPServerForm(_SuperuserOnlyFieldsForm):

@@ -134,6 +134,8 @@ class ToolDefinition(InWorkspace):
         MCP = "mcp", _("MCP server tool")
         # Made by a knowledge base for itself (the knowledge app registers its executor).
         KNOWLEDGE = "knowledge", _("Knowledge base search")
+        # Another agent, reached over the A2A protocol (tools.remote_agents).
+        A2A = "a2a", _("Remote agent (A2A)")
 
     class HttpMethod(models.TextChoices):
         GET = "GET"
@@ -248,6 +250,20 @@ class ToolDefinition(InWorkspace):
     mcp_tool_name = models.CharField(
         _("mcp tool name"), max_length=200, blank=True, help_text=_("The tool's name on its MCP server.")
     )
+    a2a_card_url = models.URLField(
+        _("agent card URL"),
+        max_length=1000,
+        blank=True,
+        help_text=_("Remote agent: its agent card, e.g. https://agents.example.com/.well-known/agent-card.json."),
+    )
+    a2a_skill = models.CharField(
+        _("skill"), max_length=200, blank=True, help_text=_("Remote agent: the id of the card's skill to use.")
+    )
+    a2a_card = models.JSONField(_("agent card"), default=dict, blank=True, editable=False)
+    a2a_card_fetched_at = models.DateTimeField(_("agent card fetched at"), null=True, blank=True, editable=False)
+    a2a_secret_headers = EncryptedTextField(
+        _("remote agent secret headers"), blank=True, default="", validators=[validate_secret_mapping]
+    )
     is_active = models.BooleanField(_("is active"), default=True)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
@@ -278,6 +294,27 @@ class ToolDefinition(InWorkspace):
             raise ValidationError({"kind": _("A knowledge search tool is created by its knowledge base.")})
         elif self.kind == self.Kind.MCP and not (self.mcp_server_id and self.mcp_tool_name):
             raise ValidationError("An MCP tool needs its server and the tool's name there (use “Discover tools”).")
+        elif self.kind == self.Kind.A2A:
+            self._clean_a2a()
+
+    def _clean_a2a(self):
+        """The skill must be one the cached card lists (the admin fetches the card before this).
+        Another agent usually acts, so a new remote agent tool starts as a write (its calls ask
+        for approval under "auto") until an operator says it only answers."""
+        if self._state.adding:
+            self.side_effect = self.SideEffect.WRITE
+        if not self.a2a_card_url:
+            raise ValidationError({"a2a_card_url": _("A remote agent needs the URL of its agent card.")})
+        skills = [skill.get("id") for skill in (self.a2a_card or {}).get("skills") or []]
+        if not self.a2a_card:
+            raise ValidationError({"a2a_card_url": _("The agent card has not been fetched yet.")})
+        if self.a2a_skill not in skills:
+            raise ValidationError(
+                {
+                    "a2a_skill": _("The card lists no skill %(skill)r. Its skills: %(skills)s.")
+                    % {"skill": self.a2a_skill, "skills": ", ".join(map(str, skills)) or _("none")}
+                }
+            )
 
     def _clean_http(self):
         # A call other than GET or HEAD is taken to change something, as the OpenAPI import does:

@@ -41,6 +41,11 @@ class ToolContext:
     run_id: str
     tool_call_id: str
     idempotency_key: str
+    # Given by the engine for a call of a run, callable from the tool's thread: `report` records
+    # what a long call learns (a remote task's id and state) on the invocation, with an event;
+    # `cancelled` says whether the run was asked to stop since the call began.
+    report: Callable[[dict], None] | None = None
+    cancelled: Callable[[], bool] | None = None
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,11 @@ def _sentence(kind: str, p: dict, calls: dict) -> str:
             "duration": duration_text(p.get("latency_ms")),
         }
         return text + (" · " + _("result trimmed") if p.get("truncated") else "")
+    if kind == EventType.TOOL_PROGRESS:
+        return _("Tool %(tool)s reports %(details)s") % {
+            "tool": p.get("tool", "?"),
+            "details": _compact(p.get("details")),
+        }
     if kind == EventType.APPROVAL_REQUESTED:
         text = _("Approval #%(id)s requested for %(tool)s with %(arguments)s") % {
             "id": p.get("approval_id"),

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from django.core.exceptions import ImproperlyConfigured
 
 from platform_site import green
-from tools.executors import http, mcp, python
+from tools.executors import a2a, http, mcp, python
 from tools.executors.sandbox import SandboxCrash
 from tools.registry import HandOff, ToolContext, ToolError
 from tools.results import render, trim_text
@@ -39,7 +39,7 @@ class Executor(Protocol):
     def run(self, *, spec: dict, arguments: dict, ctx: ToolContext, loaded: Any) -> Any: ...
 
 
-_EXECUTORS: dict[str, Executor] = {"python": python, "http": http, "mcp": mcp}
+_EXECUTORS: dict[str, Executor] = {"python": python, "http": http, "mcp": mcp, "a2a": a2a}
 
 
 def executor_register(*, kind: str, executor: Executor) -> None:

@@ -12,6 +12,7 @@ costs one fork rather than a new interpreter, and no child inherits a lock that 
 worker's other threads happened to hold when it forked.
 """
 
+import dataclasses
 import importlib
 import math
 import multiprocessing
@@ -102,9 +103,11 @@ def run_sandboxed(tool: PythonTool, *, arguments: dict, ctx: ToolContext, timeou
     cpu_seconds = max(1, math.ceil(timeout_seconds))
     memory_bytes = settings.AGENTRY_SANDBOX_MEMORY_MB * 1024 * 1024
     receiver, sender = _context.Pipe(duplex=False)
+    # The child gets a pickled copy of the context: the engine's callbacks stay here.
+    plain = dataclasses.replace(ctx, report=None, cancelled=None)
     process = _context.Process(
         target=_child,
-        args=(sender, tool.func.__module__, tool.name, arguments, ctx, cpu_seconds, memory_bytes),
+        args=(sender, tool.func.__module__, tool.name, arguments, plain, cpu_seconds, memory_bytes),
         daemon=True,
     )
     process.start()
