@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0037_alter_run_trigger'),
+        ('conversations', '0038_approval_chat_channel'),
     ]
 
     operations = [
