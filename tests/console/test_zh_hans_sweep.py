@@ -26,7 +26,7 @@ ALLOWED = {
     Token Tokens API APIs HTTP HTTPS URL URLs JSON JSONL YAML CSV SSE MCP LLM OpenAPI Swagger ReDoc Redoc
     UUID UTC CPU SQL PostgreSQL Redis Celery Python stdio GET POST PUT PATCH DELETE HEAD Bearer
     Authorization Content Type Webhook Webhooks SMTP CSRF ASCII UTF PDF HTML Markdown regex
-    English Streamable Cookie Cookies TLS Retry After Cron curl IANA Lark Slack DingTalk WeCom Feishu
+    English Streamable Cookie Cookies TLS Retry After Cron curl IANA Lark Slack DingTalk WeCom Feishu Telegram
     Word Excel PowerPoint JPEG PNG OCR WebP GIF
     """.split()
 } | {
