@@ -9,10 +9,11 @@ operator); a refusal the service reports in a 2xx body (`"ok": false`, a non-zer
 `errcode`) is a failed post. A service whose API wants an access token (its module has
 `token_request`: Feishu's tenant token, WeCom's gettoken, DingTalk's robot API) gets one fetched
 the same way when a request asks for `secrets["access_token"]`, cached (Django's cache, by
-channel) until shortly before it expires; an answer saying the token expired drops it and the
-post is tried once more with a new one. What the card dict holds for a module's approval_card_request:
-`id`, `request_hash`, `tool`, `arguments`, `text` (the card's words, translated), `approve_label`
-and `reject_label`."""
+channel) until shortly before it expires; an answer saying the token expired (an expired-token
+code, or DingTalk's 401) replaces it with a new one and the post is tried once more.
+
+What the card dict holds for a module's approval_card_request: `id`, `request_hash`, `tool`,
+`arguments`, `text` (the card's words, translated), `approve_label` and `reject_label`."""
 
 import hashlib
 import json
@@ -91,7 +92,8 @@ def _message(event: ChatEvent) -> ChatMessage:
 
 
 def _refused_in_body(text: str) -> tuple[str, int | None]:
-    """The error a chat API reports with a 2xx status and its code, or ("", None)."""
+    """The error a chat API reports in its body (with a 2xx status, or beside an error status) and
+    its numeric code, or ("", None)."""
     try:
         body = json.loads(text)
     except ValueError:
