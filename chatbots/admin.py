@@ -36,16 +36,23 @@ class ChatChannelForm(forms.ModelForm):
         label=gettext_lazy("secrets"),
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
-        help_text=gettext_lazy(
-            'A JSON object of the service\'s credentials, e.g. {"signing_secret": "…", "bot_token": "xoxb-…"} for '
-            'Slack, {"bot_token": "…", "secret_token": "…"} for Telegram (docs/chat-bots.md). Never shown again; '
-            "leave empty to keep the ones stored."
-        ),
     )
 
     class Meta:
         model = ChatChannel
         exclude = ["secrets"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        names = "; ".join(
+            f"{label}: {', '.join(SERVICES[value].secret_names)}"
+            for value, label in ChatChannel._meta.get_field("service").choices
+            if value in SERVICES
+        )
+        self.fields["new_secrets"].help_text = _(
+            "A JSON object of the service's credentials by name (docs/chat-bots.md), for %(names)s. "
+            "Never shown again; leave empty to keep the ones stored."
+        ) % {"names": names}
 
     def clean(self):
         cleaned = super().clean()

@@ -6,14 +6,22 @@ registered by ChatbotsConfig.ready) hears its end and its approval requests and 
 after the event commits (chatbots.tasks). Each post is the service module's request, sent through
 the outbound guard with the webhooks' allowlist (a chat service's API base is typed by an
 operator); a refusal the service reports in a 2xx body (`"ok": false`, a non-zero `code` or
-`errcode`) is a failed post. What the card dict holds for a module's approval_card_request:
-`id`, `request_hash`, `tool`, `arguments`, `text` (the card's words, translated), `approve_label`
-and `reject_label`."""
+`errcode`) is a failed post. A service whose API wants an access token (its module has
+`token_request`: Feishu's tenant token, WeCom's gettoken, DingTalk's robot API) gets one fetched
+the same way when a request asks for `secrets["access_token"]`, cached (Django's cache, by
+channel) until shortly before it expires; an answer saying the token expired (an expired-token
+code, or DingTalk's 401) replaces it with a new one and the post is tried once more.
 
+What the card dict holds for a module's approval_card_request: `id`, `request_hash`, `tool`,
+`arguments`, `text` (the card's words, translated), `approve_label` and `reject_label`."""
+
+import hashlib
 import json
+from collections.abc import Callable
 
 import httpx
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -36,12 +44,23 @@ CHAT_REPLY_TASK = "chatbots.tasks.chat_reply_task"
 CHAT_NOTICE_TASK = "chatbots.tasks.chat_notice_task"
 ERROR_CHARS = 2000
 ARGUMENTS_SHOWN_CHARS = 1500
+# A token is dropped this long before the service says it expires.
+TOKEN_MARGIN_SECONDS = 300
+# The codes a 2xx answer (or DingTalk's 401) gives for an access token expired or revoked: Feishu's
+# invalid / expired tenant token, WeCom's invalid / expired access_token.
+EXPIRED_TOKEN_CODES = frozenset({99991663, 99991677, 40014, 42001})
 
 
 class PostFailed(Exception):
-    def __init__(self, message: str, *, retryable: bool):
+    def __init__(self, message: str, *, retryable: bool, code=None, status: int | None = None):
         super().__init__(message)
         self.retryable = retryable
+        self.code = code
+        self.status = status
+
+    @property
+    def token_expired(self) -> bool:
+        return self.code in EXPIRED_TOKEN_CODES or self.status == 401
 
 
 # An approval's request (its card) and its settlement elsewhere than in the chat (a follow-up).
@@ -72,24 +91,26 @@ def _message(event: ChatEvent) -> ChatMessage:
     )
 
 
-def _refused_in_body(text: str) -> str:
-    """The error a chat API reports with a 2xx status, or ""."""
+def _refused_in_body(text: str) -> tuple[str, int | None]:
+    """The error a chat API reports in its body (with a 2xx status, or beside an error status) and
+    its numeric code, or ("", None)."""
     try:
         body = json.loads(text)
     except ValueError:
-        return ""
+        return "", None
     if not isinstance(body, dict):
-        return ""
+        return "", None
     if body.get("ok") is False:
-        return str(body.get("error") or body.get("description") or "ok: false")
+        return str(body.get("error") or body.get("description") or "ok: false"), None
     for key in ("code", "errcode"):
         if isinstance(body.get(key), int) and body[key] != 0:
-            return f"{key} {body[key]}: {body.get('msg') or body.get('errmsg') or ''}".strip()
-    return ""
+            return f"{key} {body[key]}: {body.get('msg') or body.get('errmsg') or ''}".strip(), body[key]
+    return "", None
 
 
-def chat_send(request: dict) -> None:
-    """Send one request a service module built; PostFailed says why it did not land."""
+def chat_send(request: dict) -> dict:
+    """Send one request a service module built and return its JSON answer ({} when it has none);
+    PostFailed says why it did not land."""
     try:
         fetched = outbound.guarded_request(
             request.get("method", "POST"),
@@ -107,12 +128,67 @@ def chat_send(request: dict) -> None:
         raise PostFailed(exc.detail, retryable=exc.retryable) from None
     except httpx.HTTPError as exc:
         raise PostFailed(f"{type(exc).__name__}: {exc}", retryable=True) from None
-    status = fetched.response.status_code
+    status, text = fetched.response.status_code, fetched.text()
+    refused, code = _refused_in_body(text)
     if not 200 <= status < 300:
-        raise PostFailed(f"HTTP {status}: {fetched.text()[:200]}", retryable=is_retryable_status(status))
-    refused = _refused_in_body(fetched.text())
+        retryable = is_retryable_status(status)
+        raise PostFailed(f"HTTP {status}: {text[:200]}", retryable=retryable, code=code, status=status)
     if refused:
-        raise PostFailed(refused, retryable=False)
+        raise PostFailed(refused, retryable=False, code=code)
+    try:
+        answer = json.loads(text) if text.strip() else {}
+    except ValueError:
+        return {}
+    return answer if isinstance(answer, dict) else {}
+
+
+def _token_key(channel, request: dict) -> str:
+    # By channel, and by the credentials asked with: new credentials are not answered with an old token.
+    asked = hashlib.sha256(json.dumps([request.get("url"), request.get("json")], sort_keys=True).encode())
+    return f"chatbots:token:{channel.pk}:{asked.hexdigest()[:16]}"
+
+
+def _access_token(channel, service, secrets: dict, *, renew: bool = False) -> str:
+    request = service.token_request(secrets, channel.api_base)
+    key = _token_key(channel, request)
+    token = None if renew else cache.get(key)
+    if token:
+        return token
+    try:
+        token, expires_in = service.token_from_answer(chat_send(request))
+    except ValueError as exc:
+        raise PostFailed(str(exc), retryable=False) from None
+    cache.set(key, token, timeout=max(int(expires_in) - TOKEN_MARGIN_SECONDS, 1))
+    return token
+
+
+class _Secrets(dict):
+    """The channel's secrets; `access_token`, when a request asks for it, fetched (or cached)."""
+
+    def __init__(self, secrets: dict, fetch: Callable[[], str] | None):
+        super().__init__(secrets)
+        self.fetch = fetch
+
+    def __missing__(self, key):
+        if key != "access_token" or self.fetch is None:
+            raise KeyError(key)
+        self[key] = token = self.fetch()
+        return token
+
+
+def _post(channel, service, build: Callable[[dict], dict]) -> dict:
+    """Send the request `build(secrets)` makes, with an access token when it asks for one."""
+    secrets = channel_secrets(channel)
+    if not hasattr(service, "token_request"):
+        return chat_send(build(secrets))
+    with_token = _Secrets(secrets, lambda: _access_token(channel, service, secrets))
+    try:
+        return chat_send(build(with_token))
+    except PostFailed as exc:
+        if "access_token" not in with_token or not exc.token_expired:
+            raise
+    renewed = _Secrets(secrets, lambda: _access_token(channel, service, secrets, renew=True))
+    return chat_send(build(renewed))
 
 
 def _approval_card(approval: Approval) -> dict:
@@ -175,24 +251,23 @@ def chat_reply(*, run_id, kind: str, approval_id=None) -> None:
     service = SERVICES.get(channel.service)
     if service is None:
         return
-    secrets, message = channel_secrets(channel), _message(event)
+    message = _message(event)
     if kind == EventType.APPROVAL_REQUESTED:
         approval = Approval.objects.select_related("invocation").filter(pk=approval_id, run_id=run_id).first()
         if approval is None or approval.status != Approval.Status.PENDING:
             return
-        request = service.approval_card_request(message, _approval_card(approval), secrets, channel.api_base)
-        _send_recorded(event, request)
+        card = _approval_card(approval)
+        _send_recorded(event, lambda secrets: service.approval_card_request(message, card, secrets, channel.api_base))
         return
     if kind in APPROVAL_EVENT_TYPES:
         text = _settled_text(approval_id=approval_id, run_id=run_id)
         if text:
-            _send_recorded(event, service.reply_request(message, text, secrets, channel.api_base))
+            _send_recorded(event, lambda secrets: service.reply_request(message, text, secrets, channel.api_base))
         return
     if event.replied_at is not None:
         return
-    run = Run.objects.get(pk=run_id)
-    request = service.reply_request(message, _answer_text(run), secrets, channel.api_base)
-    _send_recorded(event, request)
+    answer = _answer_text(Run.objects.get(pk=run_id))
+    _send_recorded(event, lambda secrets: service.reply_request(message, answer, secrets, channel.api_base))
     ChatEvent.objects.filter(pk=event.pk, replied_at__isnull=True).update(replied_at=timezone.now(), reply_error="")
 
 
@@ -201,19 +276,18 @@ def chat_notice(*, event_id) -> None:
     event = ChatEvent.objects.select_related("channel").filter(pk=event_id).first()
     if event is None or not event.detail or event.replied_at is not None:
         return
-    service = SERVICES.get(event.channel.service)
+    channel = event.channel
+    service = SERVICES.get(channel.service)
     if service is None:
         return
-    request = service.reply_request(
-        _message(event), event.detail, channel_secrets(event.channel), event.channel.api_base
-    )
-    _send_recorded(event, request)
+    message = _message(event)
+    _send_recorded(event, lambda secrets: service.reply_request(message, event.detail, secrets, channel.api_base))
     ChatEvent.objects.filter(pk=event.pk).update(replied_at=timezone.now(), reply_error="")
 
 
-def _send_recorded(event: ChatEvent, request: dict) -> None:
+def _send_recorded(event: ChatEvent, build: Callable[[dict], dict]) -> dict:
     try:
-        chat_send(request)
+        return _post(event.channel, SERVICES[event.channel.service], build)
     except PostFailed as exc:
         ChatEvent.objects.filter(pk=event.pk).update(reply_error=str(exc)[:ERROR_CHARS])
         raise

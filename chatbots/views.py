@@ -1,5 +1,8 @@
 """POST /chatbots/<channel id>/: a chat service's callback (its event subscription, its bot's
-webhook, its interactivity URL), answered at once within the service's deadline.
+webhook, its interactivity URL), answered at once within the service's deadline. A GET is only a
+URL verification, for a service that verifies its callback URL so (WeCom's signed `echostr`;
+`handshake_by_get` on its module): any other GET is refused as that service refuses, and a GET to
+another service's channel is a 405.
 
 No session and no CSRF token: the channel's service module checks the request the service's own
 way (chatbots.services). The order is the protocol's: a URL verification is answered, then the
@@ -28,8 +31,8 @@ from chatbots.models import ChatEvent
 from chatbots.replies import chat_notice_after_commit
 from chatbots.services import SERVICES
 from chatbots.services.base import Answer, ButtonPress, ChatMessage, Inbound, Refused
-from platform_site.error_responses import error_json
-from platform_site.http_methods import require_POST
+from platform_site.error_responses import error_json, method_not_allowed
+from platform_site.http_methods import require_http_methods
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,7 @@ def _inbound(request) -> Inbound:
 
 
 @csrf_exempt
-@require_POST
+@require_http_methods(["GET", "POST"])
 def chat_callback(request, channel_id):
     try:
         channel = channel_usable(channel_id=channel_id)
@@ -59,6 +62,9 @@ def chat_callback(request, channel_id):
     service = SERVICES.get(channel.service) if channel is not None else None
     if service is None:
         return error_json(request, 404, _("Not found."), code="not_found")
+    by_get = request.method == "GET"
+    if by_get and not getattr(service, "handshake_by_get", False):
+        return method_not_allowed(request, {"POST"})
     if len(request.body) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
         return error_json(request, 413, _("The request body is too large."), code="request_too_large")
     inbound, secrets = _inbound(request), channel_secrets(channel)
@@ -66,6 +72,8 @@ def chat_callback(request, channel_id):
         answer = service.handshake(inbound, secrets)
         if answer is not None:
             return _response(answer)
+        if by_get:
+            return method_not_allowed(request, {"POST"})
         service.verify(inbound, secrets)
         event = service.parse(inbound, secrets)
     except Refused as exc:

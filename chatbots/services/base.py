@@ -70,6 +70,10 @@ class ChatService(Protocol):
 
     name: str
     secret_names: tuple[str, ...]
+    # Optional, not declared here: `handshake_by_get = True` when the service verifies its callback
+    # URL with a GET (the view lets a GET reach `handshake` only then); `token_request(secrets,
+    # api_base)` and `token_from_answer(json) -> (token, seconds)` when its API wants an access token
+    # (chatbots.replies fetches and caches it, and passes it as secrets["access_token"]).
 
     def verify(self, inbound: Inbound, secrets: dict[str, str]) -> None:
         """Raise Refused unless the request is the service's own and fresh (replays are caught by

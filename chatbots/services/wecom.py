@@ -53,6 +53,7 @@ def _xml(data: bytes) -> dict[str, str]:
 class WeCom:
     name = "wecom"
     secret_names = ("corp_id", "corp_secret", "agent_id", "token", "encoding_aes_key")
+    handshake_by_get = True  # the callback URL is verified by a GET (its echostr)
 
     def __init__(self, clock=time.time):
         self.clock = clock

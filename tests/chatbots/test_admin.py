@@ -10,7 +10,7 @@ from django.test import Client
 
 from chatbots.inbound import channel_secrets
 from chatbots.models import ChatChannel, ChatEvent
-from tests.chatbots.support import TELEGRAM_SECRETS, channel_make
+from tests.chatbots.support import SECRETS, TELEGRAM_SECRETS, channel_make
 from tests.support.factories import make_agent
 
 pytestmark = pytest.mark.django_db
@@ -27,11 +27,11 @@ def _client(user) -> Client:
     return client
 
 
-def _form(agent, secrets: str) -> dict:
+def _form(agent, secrets: str, service: str = "telegram") -> dict:
     return {
         "agent": agent.pk,
         "name": "电报机器人",
-        "service": "telegram",
+        "service": service,
         "enabled": "on",
         "new_secrets": secrets,
         "api_base": "",
@@ -61,6 +61,21 @@ def test_a_channel_is_created_with_its_secrets_which_are_never_shown(root):
     assert client.post(f"/admin/chatbots/chatchannel/{channel.pk}/change/", form).status_code == 302
     channel.refresh_from_db()
     assert channel.name == "renamed" and channel_secrets(channel) == TELEGRAM_SECRETS
+
+
+@pytest.mark.parametrize("service", ["feishu", "dingtalk", "wecom"])
+def test_every_service_is_offered_with_its_secrets_names(root, service):
+    agent = make_agent()
+    client = _client(root)
+    page = client.get("/admin/chatbots/chatchannel/add/").content.decode()
+    assert f'value="{service}"' in page
+    for names in ("app_id, app_secret, verification_token, encrypt_key", "corp_id, corp_secret, agent_id"):
+        assert names in page
+    wrong = client.post("/admin/chatbots/chatchannel/add/", _form(agent, '{"token": "x"}', service))
+    assert wrong.status_code == 200 and not ChatChannel.objects.exists()
+    response = client.post("/admin/chatbots/chatchannel/add/", _form(agent, json.dumps(SECRETS[service]), service))
+    assert response.status_code == 302, response.content[:2000]
+    assert channel_secrets(ChatChannel.objects.get()) == SECRETS[service]
 
 
 def test_pages_need_the_model_permissions_and_events_are_read_only(root):

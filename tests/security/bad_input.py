@@ -89,7 +89,8 @@ ROUTES = {
     "api/v1/widget/{widget}/runs/{run}/events/": {"GET"},
     "widget.js": {"GET"},  # the widget's script, for other sites' pages
     "chat/{widget}/": {"GET"},  # the widget's hosted page
-    "chatbots/{chat_channel}/": {"POST"},  # a chat service's callback, checked by the service's own rule
+    # A chat service's callback, checked by the service's own rule; a GET only for a URL verification (WeCom).
+    "chatbots/{chat_channel}/": {"GET", "POST"},
     "approvals/": {"GET"},
     "approvals/poll/": {"GET"},
     "approvals/history/": {"GET"},
