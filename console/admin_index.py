@@ -62,8 +62,14 @@ GROUPS: tuple[TaskGroup, ...] = (
     TaskGroup(
         "reach",
         _("Reach"),
-        _("Where agents meet people and systems: hooks, schedules, chat widgets, webhooks, the API."),
-        models=("triggers.Hook", "triggers.Schedule", "widgets.Widget", "notifications.Webhook"),
+        _("Where agents meet people and systems: hooks, schedules, chat widgets, chat-app bots, webhooks, the API."),
+        models=(
+            "triggers.Hook",
+            "triggers.Schedule",
+            "widgets.Widget",
+            "chatbots.ChatChannel",
+            "notifications.Webhook",
+        ),
         pages=("api-docs",),
     ),
     TaskGroup(
@@ -101,6 +107,7 @@ LEDGER: frozenset[str] = frozenset(
         "agents.AgentUsageDay",
         "triggers.HookDelivery",
         "triggers.ScheduleFire",
+        "chatbots.ChatEvent",
     }
 )
 
