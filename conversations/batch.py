@@ -696,6 +696,13 @@ def run_listened(*, run_id, listeners: list[RunEventListener] | None = None) -> 
         return cursor.fetchone() is not None
 
 
+def run_listened_for(*, run_id, type: str) -> bool:
+    """Whether a listener taking events of `type` hears the run (no read when none takes them):
+    for a caller appending many events of one type (a model call's text deltas), read once."""
+    listeners = [listener for listener in _listeners if type in listener.event_types]
+    return bool(listeners) and run_listened(run_id=run_id, listeners=listeners)
+
+
 def listening_read(batch: Batch, *, run_id) -> Callable[[dict], bool]:
     """Read in `batch` whether a listener hears the run (event_add's `listening`, for an event a
     later batch adds), instead of by a read of its own; returns what tells it from the batch's
@@ -802,15 +809,23 @@ def messages_add(batch: Batch, *, conversation_id, run_id, messages: list[dict])
     return rows
 
 
-def run_event_append(*, run_id, type: str, payload: dict | None = None, lease_owner: str | None = None) -> RunEvent:
+def run_event_append(
+    *,
+    run_id,
+    type: str,
+    payload: dict | None = None,
+    lease_owner: str | None = None,
+    listening: bool | None = None,
+) -> RunEvent:
     """Append an event to the run's timeline.
 
     With `lease_owner`, the same statement checks that this worker still holds the run's lease
     and extends it, so a step's commit is fenced at no extra cost (LeaseLost otherwise).
+    `listening`: event_add's, when the caller read it already (run_listened_for).
     """
     batch = Batch()
     run_guard(batch, run_id=run_id, lease_owner=lease_owner)
-    event = event_add(batch, run_id=run_id, type=type, payload=payload or {})
+    event = event_add(batch, run_id=run_id, type=type, payload=payload or {}, listening=listening)
     if batch.execute() is None:
         if lease_owner is not None:
             raise LeaseLost(str(run_id))

@@ -59,6 +59,7 @@ from conversations.batch import (
     row_update,
     run_event_append,
     run_guard,
+    run_listened_for,
 )
 from conversations.events import EventType
 from conversations.fencing import LeaseLost
@@ -114,6 +115,9 @@ class DeltaRelay:
         self.llm_call_id = llm_call_id
         self._buffer: list[str] = []
         self._last_flush = time.monotonic()
+        # Whether a listener hears the run's deltas (chat answers edited as they stream): read
+        # once per model call, not once per delta.
+        self._listening: bool | None = None
 
     def push(self, text: str) -> None:
         self._buffer.append(text)
@@ -123,10 +127,13 @@ class DeltaRelay:
     def flush(self) -> None:
         if self._buffer:
             text, self._buffer = "".join(self._buffer), []
+            if self._listening is None:
+                self._listening = run_listened_for(run_id=self.run_id, type=EventType.MESSAGE_DELTA)
             run_event_append(
                 run_id=self.run_id,
                 type=EventType.MESSAGE_DELTA,
                 payload=events.message_delta(llm_call_id=self.llm_call_id, text=text),
+                listening=self._listening,
             )
             # Back to waiting on the stream: do not hold a pooled connection meanwhile.
             release_connection()
