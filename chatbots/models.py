@@ -143,6 +143,9 @@ class ChatEvent(models.Model):
         verbose_name=_("run"),
     )
     replied_at = models.DateTimeField(_("answer posted"), null=True, blank=True)
+    # The message the streamed answer was first posted as (the service module's
+    # posted_from_answer: what its update_request edits), and the digest of the text it shows.
+    posted = models.JSONField(_("posted message"), default=dict, blank=True)
     reply_error = models.TextField(_("last posting error"), blank=True, default="")
     received_at = models.DateTimeField(_("received at"), auto_now_add=True)
 

@@ -12,6 +12,15 @@ the same way when a request asks for `secrets["access_token"]`, cached (Django's
 channel) until shortly before it expires; an answer saying the token expired (an expired-token
 code, or DingTalk's 401) replaces it with a new one and the post is tried once more.
 
+An answer the model streams (its text delta events) is posted early where the service lets a bot
+edit its message (the module has `update_request`: Slack's chat.update, Telegram's
+editMessageText) and edited as text arrives: `STREAM_LISTENER` hears the deltas and sends
+chat_stream_task at most once per AGENTRY_CHAT_STREAM_EDIT_SECONDS per run; the task posts (or
+edits) the text streamed so far by the run's latest model call, and the run's end edits the
+message into the whole answer. Other services (Feishu posts text, DingTalk, WeCom) post once.
+The event's row is locked while its message is posted or edited, so a late edit never overwrites
+the final answer nor posts a second message; the run never waits on any of it.
+
 What the card dict holds for a module's approval_card_request: `id`, `request_hash`, `tool`,
 `arguments`, `text` (the card's words, translated), `approve_label` and `reject_label`."""
 
@@ -42,6 +51,7 @@ from platform_site.celery import app
 # Sent by name: chatbots.tasks wraps this module.
 CHAT_REPLY_TASK = "chatbots.tasks.chat_reply_task"
 CHAT_NOTICE_TASK = "chatbots.tasks.chat_notice_task"
+CHAT_STREAM_TASK = "chatbots.tasks.chat_stream_task"
 ERROR_CHARS = 2000
 ARGUMENTS_SHOWN_CHARS = 1500
 # A token is dropped this long before the service says it expires.
@@ -78,6 +88,23 @@ LISTENER = RunEventListener(
     event_types=TERMINAL_EVENT_TYPES | APPROVAL_EVENT_TYPES,
     hears=exists(ChatEvent, Is("run_id", Row("id"))),
     written=_heard,
+)
+
+
+def _delta_heard(event: RunEvent) -> None:
+    seconds = settings.AGENTRY_CHAT_STREAM_EDIT_SECONDS
+    if seconds <= 0:
+        return
+    run_id = str(event.run_id)
+    # The first delta of a window sends the edit; the rest of the window's deltas are shown by the next.
+    if cache.add(f"chatbots:stream:{run_id}", 1, timeout=seconds):
+        transaction.on_commit(lambda: app.tasks[CHAT_STREAM_TASK].delay(run_id))
+
+
+STREAM_LISTENER = RunEventListener(
+    event_types=frozenset({EventType.MESSAGE_DELTA}),
+    hears=exists(ChatEvent, Is("run_id", Row("id"))),
+    written=_delta_heard,
 )
 
 
@@ -264,11 +291,72 @@ def chat_reply(*, run_id, kind: str, approval_id=None) -> None:
         if text:
             _send_recorded(event, lambda secrets: service.reply_request(message, text, secrets, channel.api_base))
         return
-    if event.replied_at is not None:
-        return
     answer = _answer_text(Run.objects.get(pk=run_id))
-    _send_recorded(event, lambda secrets: service.reply_request(message, answer, secrets, channel.api_base))
-    ChatEvent.objects.filter(pk=event.pk, replied_at__isnull=True).update(replied_at=timezone.now(), reply_error="")
+    try:
+        with transaction.atomic():
+            # Waits for an edit being sent: the answer then replaces it, and nothing is posted twice.
+            event = ChatEvent.objects.select_for_update(of=("self",)).select_related("channel").get(pk=event.pk)
+            if event.replied_at is not None:
+                return
+            _answer_post(event, service, message, answer)
+            ChatEvent.objects.filter(pk=event.pk).update(replied_at=timezone.now(), reply_error="", posted=event.posted)
+    except PostFailed as exc:
+        ChatEvent.objects.filter(pk=event.pk).update(reply_error=str(exc)[:ERROR_CHARS])
+        raise
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _answer_post(event: ChatEvent, service, message: ChatMessage, text: str) -> None:
+    """Post `text` as the run's answer, or edit the message it was first posted as; `event.posted`
+    is left naming that message and the text it shows."""
+    channel = event.channel
+    posted = event.posted if isinstance(event.posted, dict) else {}
+    if posted.get("message") and hasattr(service, "update_request"):
+        if posted.get("digest") != _digest(text):  # an unchanged text is not sent again (Telegram refuses it)
+            _send_recorded(
+                event, lambda secrets: service.update_request(posted["message"], text, secrets, channel.api_base)
+            )
+        event.posted = {**posted, "digest": _digest(text)}
+        return
+    answer = _send_recorded(event, lambda secrets: service.reply_request(message, text, secrets, channel.api_base))
+    found = service.posted_from_answer(answer, message) if hasattr(service, "posted_from_answer") else None
+    event.posted = {"message": found, "digest": _digest(text)} if found else {}
+
+
+def _streamed_text(run_id) -> str:
+    """The text the run's latest model call has streamed so far."""
+    found = RunEvent.objects.filter(run_id=run_id, type=EventType.MESSAGE_DELTA).order_by("seq")
+    deltas = list(found.values_list("payload", flat=True))
+    if not deltas:
+        return ""
+    latest = deltas[-1].get("llm_call_id")
+    return "".join(str(d.get("text", "")) for d in deltas if d.get("llm_call_id") == latest)
+
+
+def chat_stream(*, run_id) -> None:
+    """Post the answer streamed so far, or edit the message it was posted as. Nothing once the
+    answer is posted whole, nor while another post of the event is being sent (the next delta's
+    task, or the final answer, shows this text)."""
+    with transaction.atomic():
+        event = (
+            ChatEvent.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("channel")
+            .filter(run_id=run_id, replied_at__isnull=True)
+            .first()
+        )
+        if event is None:
+            return
+        service = SERVICES.get(event.channel.service)
+        if service is None or not hasattr(service, "update_request"):
+            return
+        text = _streamed_text(run_id).strip()
+        if not text:
+            return
+        _answer_post(event, service, _message(event), text)
+        ChatEvent.objects.filter(pk=event.pk).update(posted=event.posted, reply_error="")
 
 
 def chat_notice(*, event_id) -> None:

@@ -5,7 +5,15 @@ a refusal is not."""
 from celery import shared_task
 from django.conf import settings
 
-from chatbots.replies import CHAT_NOTICE_TASK, CHAT_REPLY_TASK, PostFailed, chat_notice, chat_reply
+from chatbots.replies import (
+    CHAT_NOTICE_TASK,
+    CHAT_REPLY_TASK,
+    CHAT_STREAM_TASK,
+    PostFailed,
+    chat_notice,
+    chat_reply,
+    chat_stream,
+)
 from platform_site.backoff import backoff_delay
 
 MAX_ATTEMPTS = 4
@@ -35,3 +43,12 @@ def chat_notice_task(self, event_id: int) -> None:
     except PostFailed as exc:
         if exc.retryable and self.request.retries < MAX_ATTEMPTS - 1:
             raise self.retry(countdown=_delay(self.request.retries)) from None
+
+
+@shared_task(name=CHAT_STREAM_TASK, acks_late=True, ignore_result=True)
+def chat_stream_task(run_id: str) -> None:
+    # Not retried: the next edit, or the final answer, shows the text this one would have.
+    try:
+        chat_stream(run_id=run_id)
+    except PostFailed:
+        pass

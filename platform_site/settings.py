@@ -622,6 +622,8 @@ AGENTRY_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("AGENTRY_WEBHOOK_MAX_ATTEMPTS"
 AGENTRY_WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY_BASE_SECONDS", "10"))
 AGENTRY_WEBHOOK_RETRY_MAX_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_RETRY_MAX_SECONDS", "3600"))
 AGENTRY_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("AGENTRY_WEBHOOK_TIMEOUT_SECONDS", "10"))
+# A chat answer the model streams is edited at most once per this many seconds per run (0: posted once, whole).
+AGENTRY_CHAT_STREAM_EDIT_SECONDS = int(os.environ.get("AGENTRY_CHAT_STREAM_EDIT_SECONDS", "1"))
 CELERY_TASK_ROUTES["notifications.tasks.webhook_deliver_task"] = {"queue": "maintenance"}
 # A2A push notifications (a2a_server.push), sent and retried like webhook deliveries.
 CELERY_TASK_ROUTES["a2a_server.tasks.a2a_push_send_task"] = {"queue": "maintenance"}

@@ -74,6 +74,10 @@ class ChatService(Protocol):
     # URL with a GET (the view lets a GET reach `handshake` only then); `token_request(secrets,
     # api_base)` and `token_from_answer(json) -> (token, seconds)` when its API wants an access token
     # (chatbots.replies fetches and caches it, and passes it as secrets["access_token"]).
+    # `posted_from_answer(answer, message) -> dict | None` (what identifies the message a reply_request's
+    # answer says was posted) and `update_request(posted, text, secrets, api_base) -> dict` (the
+    # request replacing that message's text) when the service lets a bot edit its message: the
+    # answer is then posted as the model streams it and edited as text arrives.
 
     def verify(self, inbound: Inbound, secrets: dict[str, str]) -> None:
         """Raise Refused unless the request is the service's own and fresh (replays are caught by

@@ -5,7 +5,8 @@ secret over `v0:<X-Slack-Request-Timestamp>:<raw body>`, refused when the timest
 five minutes from now. The Events API's first request is a `url_verification` whose challenge is
 echoed. A message is an `event_callback` (its `event_id` is what a retry repeats): an
 `app_mention` in a channel, or a `message` in a direct chat; a bot's own messages are ignored.
-The answer is chat.postMessage in the message's thread; an approval card has Block Kit buttons
+The answer is chat.postMessage in the message's thread (edited with chat.update as the model
+streams it); an approval card has Block Kit buttons
 whose `value` carries the approval id and its request hash, and a press arrives as a
 form-encoded `payload` of type `block_actions`."""
 
@@ -127,6 +128,21 @@ class Slack:
 
     def reply_request(self, message: ChatMessage, text: str, secrets: dict[str, str], api_base: str) -> dict:
         return self._post(message, {"text": text}, secrets, api_base)
+
+    def posted_from_answer(self, answer: dict, message: ChatMessage) -> dict | None:
+        # chat.postMessage answers with the message's channel and ts, what chat.update names it by.
+        channel = answer.get("channel") or message.reply_to.get("channel")
+        if channel and answer.get("ts"):
+            return {"channel": str(channel), "ts": str(answer["ts"])}
+        return None
+
+    def update_request(self, posted: dict, text: str, secrets: dict[str, str], api_base: str) -> dict:
+        return {
+            "method": "POST",
+            "url": (api_base or API_BASE).rstrip("/") + "/api/chat.update",
+            "headers": {"Authorization": f"Bearer {secrets.get('bot_token', '')}"},
+            "json": {"channel": posted["channel"], "ts": posted["ts"], "text": text},
+        }
 
     def approval_card_request(
         self, message: ChatMessage, approval: dict, secrets: dict[str, str], api_base: str

@@ -4,7 +4,8 @@ The webhook is set with a `secret_token`, which Telegram sends in every request'
 `X-Telegram-Bot-Api-Secret-Token` header; a request without it, or with another, is refused. An
 update's `update_id` is its event id (Telegram repeats an update until it is answered with 200).
 A chat (a group, or the direct chat with the user) is one conversation. The answer is sendMessage
-replying to the user's message; an approval card is an inline keyboard whose `callback_data`
+replying to the user's message (edited with editMessageText as the model streams it); an
+approval card is an inline keyboard whose `callback_data`
 (at most 64 bytes) carries the approval id and the first 48 hex digits of its request hash, and a
 press arrives as a `callback_query`."""
 
@@ -102,6 +103,24 @@ class Telegram:
 
     def reply_request(self, message: ChatMessage, text: str, secrets: dict[str, str], api_base: str) -> dict:
         return self._send(message, {"text": text}, secrets, api_base)
+
+    def posted_from_answer(self, answer: dict, message: ChatMessage) -> dict | None:
+        # sendMessage answers with the Message sent: editMessageText names it by chat and message id.
+        result = answer.get("result")
+        if not isinstance(result, dict) or result.get("message_id") is None:
+            return None
+        chat = result.get("chat") if isinstance(result.get("chat"), dict) else {}
+        chat_id = chat.get("id", message.reply_to.get("chat_id", ""))
+        return {"chat_id": str(chat_id), "message_id": result["message_id"]}
+
+    def update_request(self, posted: dict, text: str, secrets: dict[str, str], api_base: str) -> dict:
+        token = secrets.get("bot_token", "")
+        return {
+            "method": "POST",
+            "url": f"{(api_base or API_BASE).rstrip('/')}/bot{token}/editMessageText",
+            "headers": {},
+            "json": {"chat_id": posted["chat_id"], "message_id": posted["message_id"], "text": text},
+        }
 
     def approval_card_request(
         self, message: ChatMessage, approval: dict, secrets: dict[str, str], api_base: str
