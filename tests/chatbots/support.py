@@ -223,8 +223,10 @@ def _slack_problems(path: str, headers: dict, body: dict) -> list[str]:
     """chat.postMessage (api.slack.com/methods/chat.postMessage): a bot token as Bearer, JSON
     with the channel, a text, blocks as a list when there are any."""
     problems = []
-    if path != "/api/chat.postMessage":
+    if path not in ("/api/chat.postMessage", "/api/chat.update"):
         problems.append(f"path {path}")
+    if path == "/api/chat.update" and (not body.get("ts") or set(body) - {"channel", "ts", "text", "blocks"}):
+        problems.append("chat.update names the message by channel and ts")
     if headers.get("authorization") != f"Bearer {SLACK_SECRETS['bot_token']}":
         problems.append("invalid_auth")
     if not headers.get("content-type", "").startswith("application/json"):
@@ -241,8 +243,13 @@ def _telegram_problems(path: str, headers: dict, body: dict) -> list[str]:
     chat_id and text, reply_markup an inline keyboard of buttons with callback_data of at most
     64 bytes."""
     problems = []
-    if path != f"/bot{TELEGRAM_SECRETS['bot_token']}/sendMessage":
+    bot = f"/bot{TELEGRAM_SECRETS['bot_token']}"
+    if path not in (f"{bot}/sendMessage", f"{bot}/editMessageText"):
         problems.append("Unauthorized")
+    if path == f"{bot}/editMessageText" and (
+        not isinstance(body.get("message_id"), int) or "reply_to_message_id" in body
+    ):
+        problems.append("editMessageText names the message by chat_id and message_id")
     if not headers.get("content-type", "").startswith("application/json"):
         problems.append("content type")
     if not body.get("chat_id") or not body.get("text"):
@@ -333,10 +340,12 @@ class ChatAPI:
             self.posts.append({"path": path, "headers": headers, "body": body, "problems": problems})
         if service == "slack":
             # Slack answers its errors with 200 and ok: false
-            return 200, ({"ok": False, "error": problems[0]} if problems else {"ok": True, "ts": "1515449599.000300"})
+            if problems:
+                return 200, {"ok": False, "error": problems[0]}
+            return 200, {"ok": True, "channel": body["channel"], "ts": body.get("ts") or "1515449599.000300"}
         if problems:
             return 400, {"ok": False, "error_code": 400, "description": problems[0]}
-        return 200, {"ok": True, "result": {"message_id": 1400}}
+        return 200, {"ok": True, "result": {"message_id": 1400, "chat": {"id": int(body["chat_id"])}}}
 
     def stop(self) -> None:
         self.server.shutdown()
