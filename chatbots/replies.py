@@ -285,6 +285,8 @@ def chat_reply(*, run_id, kind: str, approval_id=None) -> None:
             return
         card = _approval_card(approval)
         _send_recorded(event, lambda secrets: service.approval_card_request(message, card, secrets, channel.api_base))
+        # What streams after the card (once decided) is a new message below it, not an edit above it.
+        ChatEvent.objects.filter(pk=event.pk).update(posted={})
         return
     if kind in APPROVAL_EVENT_TYPES:
         text = _settled_text(approval_id=approval_id, run_id=run_id)

@@ -6,11 +6,16 @@ into the whole answer; a model that does not stream still posts once
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
 
 from chatbots.models import ChatEvent
+from chatbots.replies import chat_stream
 from chatbots.services import SERVICES
 from chatbots.services.base import ChatMessage
+from conversations.batch import run_event_append
+from conversations.events import EventType
 from conversations.models import Run, RunStatus
+from engine.tasks import run_advance_task
 from tests.chatbots.support import ChatAPI, channel_make, recorded, slack_post, telegram_post, user_map
 from tests.support.factories import ModelConfigFactory, make_agent
 from tests.support.waits import wait_for
@@ -93,3 +98,40 @@ def test_the_posted_message_is_read_from_the_post_s_answer_and_edited_by_it():
     assert telegram.posted_from_answer({"ok": True, "result": True}, _message("telegram")) is None
     # Services that post once have no edit.
     assert not any(hasattr(SERVICES[name], "update_request") for name in ("feishu", "dingtalk", "wecom"))
+
+
+@pytest.mark.django_db
+def test_edits_follow_the_stream_and_stop_once_the_answer_is_posted(monkeypatch):
+    monkeypatch.setattr(run_advance_task, "delay", lambda run_id: None)
+    api = ChatAPI("telegram")
+    try:
+        owner = User.objects.create_user("stream-owner-2", password="owner-pass-1")
+        channel = channel_make(agent=make_agent(), owner=owner, service="telegram", api_base=api.url)
+        user_map(channel, "1111111", "ana")
+        assert telegram_post(Client(), channel, recorded("telegram_message")).status_code == 200
+        run = Run.objects.get()
+
+        def delta(text: str, call: int = 1):
+            run_event_append(run_id=run.pk, type=EventType.MESSAGE_DELTA, payload={"llm_call_id": call, "text": text})
+
+        chat_stream(run_id=run.pk)
+        assert api.posts == [], "nothing streamed yet: nothing posted"
+        delta("Deploy ")
+        chat_stream(run_id=run.pk)
+        delta("42 is ")
+        chat_stream(run_id=run.pk)
+        chat_stream(run_id=run.pk)  # nothing new: no edit (Telegram refuses an unchanged text)
+        assert [post["path"].rsplit("/", 1)[1] for post in api.posts] == ["sendMessage", "editMessageText"]
+        assert [post["body"]["text"] for post in api.posts] == ["Deploy", "Deploy 42 is"]
+        # A later model call's text replaces the earlier step's.
+        delta("Done.", call=2)
+        chat_stream(run_id=run.pk)
+        assert api.posts[-1]["body"]["text"] == "Done." and len(api.posts) == 3
+
+        ChatEvent.objects.filter(run=run).update(replied_at=timezone.now())
+        delta(" More.", call=2)
+        chat_stream(run_id=run.pk)
+        assert len(api.posts) == 3, "once the answer is posted whole, no edit follows"
+        assert all(post["problems"] == [] for post in api.posts)
+    finally:
+        api.stop()
