@@ -5,6 +5,8 @@ a refusal is not."""
 from celery import shared_task
 from django.conf import settings
 
+from chatbots.files import chat_files_receive
+from chatbots.inbound import CHAT_FILES_TASK
 from chatbots.replies import CHAT_NOTICE_TASK, CHAT_REPLY_TASK, PostFailed, chat_notice, chat_reply
 from platform_site.backoff import backoff_delay
 
@@ -35,3 +37,8 @@ def chat_notice_task(self, event_id: int) -> None:
     except PostFailed as exc:
         if exc.retryable and self.request.retries < MAX_ATTEMPTS - 1:
             raise self.retry(countdown=_delay(self.request.retries)) from None
+
+
+@shared_task(name=CHAT_FILES_TASK, acks_late=True, ignore_result=True)
+def chat_files_task(event_id: int, text: str, files: list) -> None:
+    chat_files_receive(event_id=event_id, text=text, files=files)

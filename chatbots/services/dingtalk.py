@@ -173,6 +173,13 @@ class DingTalk:
             },
         }
 
+    def file_download_request(self, answer: dict, file: dict, secrets: dict[str, str], api_base: str) -> dict:
+        """The download URL the first request answered (a short-lived signed URL: no token)."""
+        url = str(answer.get("downloadUrl") or "")
+        if not url.startswith(("https://", "http://")):
+            raise ValueError("DingTalk gave no download URL")
+        return {"method": "GET", "url": url}
+
 
 DINGTALK = DingTalk()
 
