@@ -209,7 +209,7 @@ def _event(body: dict) -> ChatMessage | ButtonPress | None:
     if kind == "text":
         text = body["text"]["content"].strip()
     elif kind == "picture":
-        files.append({"name": "picture.png", "key": body["content"]["downloadCode"], "type": "image"})
+        files.append({"name": "picture", "key": body["content"]["downloadCode"], "type": "image"})
     elif kind == "file":
         files.append(
             {"name": body["content"].get("fileName", "file"), "key": body["content"]["downloadCode"], "type": "file"}

@@ -1,9 +1,12 @@
 """Through the real worker: a recorded, signed Slack event and Telegram update carrying an image
 start a run whose user message holds the image (the shipped fake LLM's echo model describes it
 in its answer), the image fetched as the service documents it (Slack's url_private_download with
-the bot token; Telegram's getFile, then the file path) from a local server checking each
-download. A file the agent's model does not take is told in the thread and the text still goes;
+the bot token; Telegram's getFile, then the file path; Feishu's message resource, WeCom's
+media/get and DingTalk's messageFiles/download with the access token fetched first) from a local
+server checking each download. A file the agent's model does not take is told in the thread and the text still goes;
 a file alone that cannot be fetched starts nothing."""
+
+import json
 
 import pytest
 from django.contrib.auth.models import User
@@ -13,7 +16,17 @@ from attachments.models import Attachment, AttachmentUse
 from chatbots.models import ChatEvent
 from conversations.models import Run, RunStatus
 from tests.attachments import samples
-from tests.chatbots.support import ChatAPI, channel_make, recorded, slack_post, telegram_post, user_map
+from tests.chatbots import test_dingtalk, test_feishu, test_wecom
+from tests.chatbots.support import (
+    ASKERS,
+    ChatAPI,
+    channel_make,
+    recorded,
+    slack_post,
+    telegram_post,
+    token_service_post,
+    user_map,
+)
 from tests.support.factories import ModelConfigFactory, make_agent
 from tests.support.waits import wait_for
 
@@ -131,3 +144,47 @@ def test_a_file_alone_that_cannot_be_fetched_starts_nothing(worker, fake_llm, ow
     assert post["problems"] == [] and "could not be fetched" in post["body"]["text"]
     assert not Run.objects.exists()
     assert ChatEvent.objects.get().outcome == ChatEvent.Outcome.REFUSED
+
+
+@pytest.fixture(params=["feishu", "dingtalk", "wecom"])
+def token_api(request):
+    api = ChatAPI(request.param)
+    yield api
+    api.stop()
+
+
+def _token_service_image(service: str, key: str):
+    if service == "feishu":
+        payload = test_feishu.message_event(message_type="image", content=json.dumps({"image_key": key}), mentions=[])
+        return payload
+    if service == "dingtalk":
+        return test_dingtalk.callback(
+            conversation_type="1",
+            msgtype="picture",
+            content={"downloadCode": key, "pictureDownloadCode": "pdc"},
+            sessionWebhookExpiredTime=1000,
+        )
+    return test_wecom.text_message("x").replace(
+        "<MsgType><![CDATA[text]]></MsgType><Content><![CDATA[x]]></Content>",
+        f"<MsgType><![CDATA[image]]></MsgType><PicUrl><![CDATA[http://p/1]]></PicUrl><MediaId><![CDATA[{key}]]></MediaId>",
+    )
+
+
+def test_an_image_in_a_token_service_s_chat_reaches_the_model(worker, fake_llm, owner, token_api):
+    service = token_api.service
+    channel = channel_make(
+        agent=_agent(fake_llm, ["text", "image"]), owner=owner, service=service, api_base=token_api.url
+    )
+    user_map(channel, ASKERS[service], "ana")
+    token_api.file_add("/img-key-7", samples.png(size=(40, 30), color=(200, 30, 30)))
+
+    response = token_service_post(service, Client(), channel, _token_service_image(service, "img-key-7"))
+    assert response.status_code == 200
+
+    [post] = _posts(token_api, 1, "the answer posted to the chat")
+    assert post["problems"] == []
+    assert token_api.downloads and all(d["problems"] == [] for d in token_api.downloads), token_api.downloads
+    assert len(token_api.tokens) == 1  # the download and the answer share the cached token
+    assert Run.objects.get().status == RunStatus.COMPLETED
+    assert Attachment.objects.get().end_user == "ana"
+    assert AttachmentUse.objects.exists()
