@@ -10,9 +10,10 @@ import json
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
+from django.test import Client, override_settings
 
 from attachments.models import Attachment, AttachmentUse
+from chatbots.files import chat_files_receive
 from chatbots.models import ChatEvent
 from conversations.models import Run, RunStatus
 from tests.attachments import samples
@@ -188,3 +189,63 @@ def test_an_image_in_a_token_service_s_chat_reaches_the_model(worker, fake_llm, 
     assert Run.objects.get().status == RunStatus.COMPLETED
     assert Attachment.objects.get().end_user == "ana"
     assert AttachmentUse.objects.exists()
+
+
+def _telegram_document(api: ChatAPI, channel, name: str, data: bytes, caption: str = "read this"):
+    api.file_add("/BQACAgIAAxkBAAIBd", data)
+    update = recorded("telegram_message")
+    del update["message"]["text"]
+    update["message"]["caption"] = caption
+    update["message"]["document"] = {"file_id": "BQACAgIAAxkBAAIBd", "file_name": name, "mime_type": "text/plain"}
+    return telegram_post(Client(), channel, update)
+
+
+def test_a_file_whose_bytes_are_not_its_name_is_told_and_the_caption_goes(worker, fake_llm, owner):
+    api = ChatAPI("telegram")
+    try:
+        channel = channel_make(
+            agent=_agent(fake_llm, ["text", "image", "file"]), owner=owner, service="telegram", api_base=api.url
+        )
+        user_map(channel, ASKER["telegram"], "ana")
+
+        assert _telegram_document(api, channel, "notes.txt", samples.png()).status_code == 200
+
+        posts = _posts(api, 2, "the notice and the answer")
+        texts = [post["body"]["text"] for post in posts]
+        assert all(post["problems"] == [] for post in posts)
+        assert any(".txt" in text and "image/png" in text for text in texts), texts
+        assert "read this" in texts
+        assert not Attachment.objects.exists()
+    finally:
+        api.stop()
+
+
+def test_more_files_than_a_message_may_carry_are_told_and_the_text_goes(worker, fake_llm, owner):
+    api = ChatAPI("slack")
+    try:
+        channel = channel_make(
+            agent=_agent(fake_llm, ["text", "image"]), owner=owner, service="slack", api_base=api.url
+        )
+        user_map(channel, ASKER["slack"], "ana")
+        event = ChatEvent.objects.create(
+            channel=channel,
+            event_id="Ev-many",
+            chat_user_id=ASKER["slack"],
+            thread_id="C0LAE2ZGG:1515449522.000016",
+            reply_to={"channel": "C0LAE2ZGG", "thread_ts": "1515449522.000016"},
+            outcome=ChatEvent.Outcome.STARTED,
+        )
+        files = [
+            {"name": f"p{n}.png", "key": api.file_add(f"/files-pri/T-{n}/p.png", samples.png()), "type": "image"}
+            for n in range(2)
+        ]
+        with override_settings(AGENTRY_ATTACHMENTS_PER_MESSAGE=1):
+            chat_files_receive(event_id=event.pk, text="two pictures", files=files)
+
+        posts = _posts(api, 2, "the notice and the answer")
+        texts = [post["body"]["text"] for post in posts]
+        assert any("at most 1 attachments" in text for text in texts), texts
+        assert "two pictures" in texts
+        assert api.downloads == [] and not Attachment.objects.exists()
+    finally:
+        api.stop()
