@@ -26,14 +26,18 @@ from conversations.end_users import EndUserInvalid, end_user_clean
 from conversations.models import Approval, RunTrigger
 from conversations.permissions import user_may_decide
 from engine.admission import AgentOutsideWorkspace, ConversationBusy, conversation_start, message_submit
+from engine.admission_parts import PartNotTaken
 from engine.approvals import APPROVE, REJECT, ApprovalError, approval_decide
 from memory.channels import channel_metadata
+from platform_site.celery import app
 from platform_site.crypto import SecretDecryptionError
 from platform_site.refusals import InputRefused, LimitReached
 from workspaces.access import binding_for, workspace_bind
 
 log = logging.getLogger(__name__)
 
+# Sent by name: chatbots.tasks wraps chatbots.files.
+CHAT_FILES_TASK = "chatbots.tasks.chat_files_task"
 # A card carries the approval's request hash, or (Telegram's 64-byte buttons) a prefix this long at least.
 HASH_PREFIX_MIN = 32
 ID_MAX_CHARS = ChatEvent._meta.get_field("event_id").max_length
@@ -138,26 +142,42 @@ def chat_message_receive(*, channel: ChatChannel, message: ChatMessage) -> ChatE
         chat_user = chat_user_of(channel=channel, user_id=message.user_id)
         if chat_user is None:
             return _event(channel, message, ChatEvent.Outcome.UNKNOWN_USER, thread_id=message.thread_id)
-        refusal = _content_refusal(message.text)
+        refusal = _content_refusal(message.text) if not message.files or message.text else ""
         if refusal:
             return _event(channel, message, ChatEvent.Outcome.REFUSED, detail=refusal)
         event = _event(channel, message, ChatEvent.Outcome.STARTED, thread_id=message.thread_id)
-        try:
-            with transaction.atomic():
-                run = _run_start(channel, chat_user, message)
-        except (LimitReached, InputRefused, ConversationBusy, AgentOutsideWorkspace) as exc:
-            detail = getattr(exc, "message", "") or _("The agent is busy with this conversation; try again shortly.")
-            if isinstance(exc, AgentOutsideWorkspace):
-                detail = _("This channel's agent is not in its workspace.")
-            ChatEvent.objects.filter(pk=event.pk).update(outcome=ChatEvent.Outcome.REFUSED, detail=detail)
-            event.outcome, event.detail = ChatEvent.Outcome.REFUSED, detail
+        if message.files:
+            # Fetching the files takes longer than the service waits for its answer: the task
+            # fetches and stores them, then starts the run (chatbots.files).
+            event_pk, text, files = event.pk, message.text, message.files
+            transaction.on_commit(lambda: app.tasks[CHAT_FILES_TASK].delay(event_pk, text, files))
             return event
-        ChatEvent.objects.filter(pk=event.pk).update(run=run)
-        event.run = run
+        chat_run_start(event=event, channel=channel, chat_user=chat_user, message=message)
     return event
 
 
-def _run_start(channel: ChatChannel, chat_user: ChatUser, message: ChatMessage):
+def chat_run_start(
+    *, event: ChatEvent, channel: ChatChannel, chat_user: ChatUser, message: ChatMessage, attachments=()
+):
+    """Start the run answering `message` and link it to its event, or record why not on the event."""
+    try:
+        with transaction.atomic():
+            run = _run_start(channel, chat_user, message, attachments)
+    except (LimitReached, InputRefused, ConversationBusy, AgentOutsideWorkspace) as exc:
+        if isinstance(exc, PartNotTaken):
+            raise
+        detail = getattr(exc, "message", "") or _("The agent is busy with this conversation; try again shortly.")
+        if isinstance(exc, AgentOutsideWorkspace):
+            detail = _("This channel's agent is not in its workspace.")
+        ChatEvent.objects.filter(pk=event.pk).update(outcome=ChatEvent.Outcome.REFUSED, detail=detail)
+        event.outcome, event.detail = ChatEvent.Outcome.REFUSED, detail
+        return event
+    ChatEvent.objects.filter(pk=event.pk).update(run=run)
+    event.run = run
+    return event
+
+
+def _run_start(channel: ChatChannel, chat_user: ChatUser, message: ChatMessage, attachments=()):
     """The run answering `message` in its thread's conversation (a new one for a new thread)."""
     thread = (
         ChatThread.objects.select_related("conversation__agent")
@@ -171,6 +191,7 @@ def _run_start(channel: ChatChannel, chat_user: ChatUser, message: ChatMessage):
             user=channel.owner,
             trigger=RunTrigger.CHAT_APP,
             workspace_id=channel.workspace_id,
+            attachments=attachments,
         ).run
     run = conversation_start(
         agent=channel.agent,
@@ -181,6 +202,7 @@ def _run_start(channel: ChatChannel, chat_user: ChatUser, message: ChatMessage):
         metadata=channel_metadata(chat_channel_id=channel.pk, shared=False),
         trigger=RunTrigger.CHAT_APP,
         workspace_id=channel.workspace_id,
+        attachments=attachments,
     )
     ChatThread.objects.create(channel=channel, thread_id=message.thread_id, conversation_id=run.conversation_id)
     return run

@@ -169,6 +169,36 @@ def chat_send(request: dict) -> dict:
     return answer if isinstance(answer, dict) else {}
 
 
+def chat_fetch(request: dict) -> bytes:
+    """Download the file one request a service module built names: its bytes, read up to one past
+    the attachment size limit (attachment_store refuses a larger file). PostFailed when the
+    service did not give it (an error status, or an error in a JSON body)."""
+    try:
+        fetched = outbound.guarded_request(
+            request.get("method", "GET"),
+            request["url"],
+            headers=request.get("headers") or {},
+            params=request.get("params"),
+            json=request.get("json"),
+            timeout_seconds=settings.AGENTRY_WEBHOOK_TIMEOUT_SECONDS,
+            max_bytes=settings.AGENTRY_ATTACHMENT_MAX_BYTES + 1,
+            follow_redirects=False,
+            allowlist=outbound.WEBHOOKS,
+        )
+    except outbound.OutboundBlocked as exc:
+        raise PostFailed(exc.detail, retryable=exc.retryable) from None
+    except httpx.HTTPError as exc:
+        raise PostFailed(f"{type(exc).__name__}: {exc}", retryable=True) from None
+    status = fetched.response.status_code
+    if not 200 <= status < 300:
+        raise PostFailed(f"HTTP {status}", retryable=is_retryable_status(status), status=status)
+    if fetched.response.headers.get("content-type", "").startswith(("application/json", "text/plain")):
+        refused, code = _refused_in_body(fetched.text())
+        if refused:
+            raise PostFailed(refused, retryable=False, code=code)
+    return fetched.body
+
+
 def _token_key(channel, request: dict) -> str:
     # By channel, and by the credentials asked with: new credentials are not answered with an old token.
     asked = hashlib.sha256(json.dumps([request.get("url"), request.get("json")], sort_keys=True).encode())
@@ -203,19 +233,35 @@ class _Secrets(dict):
         return token
 
 
-def _post(channel, service, build: Callable[[dict], dict]) -> dict:
+def _post(channel, service, build: Callable[[dict], dict], send: Callable[[dict], object] = chat_send):
     """Send the request `build(secrets)` makes, with an access token when it asks for one."""
     secrets = channel_secrets(channel)
     if not hasattr(service, "token_request"):
-        return chat_send(build(secrets))
+        return send(build(secrets))
     with_token = _Secrets(secrets, lambda: _access_token(channel, service, secrets))
     try:
-        return chat_send(build(with_token))
+        return send(build(with_token))
     except PostFailed as exc:
         if "access_token" not in with_token or not exc.token_expired:
             raise
     renewed = _Secrets(secrets, lambda: _access_token(channel, service, secrets, renew=True))
-    return chat_send(build(renewed))
+    return send(build(renewed))
+
+
+def chat_file_bytes(channel, service, message: ChatMessage, file: dict) -> bytes:
+    """The bytes of one of the message's files, fetched as its service documents it: one request
+    (`file_request`), or two when the first answers where the file is (`file_download_request`,
+    Telegram's getFile, DingTalk's download URL). A request the module cannot build (a file URL
+    outside the service) is a ValueError."""
+    api_base = channel.api_base
+    if not hasattr(service, "file_download_request"):
+        return _post(
+            channel, service, lambda secrets: service.file_request(message, file, secrets, api_base), chat_fetch
+        )
+    answer = _post(channel, service, lambda secrets: service.file_request(message, file, secrets, api_base))
+    return _post(
+        channel, service, lambda secrets: service.file_download_request(answer, file, secrets, api_base), chat_fetch
+    )
 
 
 def _approval_card(approval: Approval) -> dict:

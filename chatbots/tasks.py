@@ -5,6 +5,8 @@ a refusal is not."""
 from celery import shared_task
 from django.conf import settings
 
+from chatbots.files import chat_files_receive
+from chatbots.inbound import CHAT_FILES_TASK
 from chatbots.replies import (
     CHAT_NOTICE_TASK,
     CHAT_REPLY_TASK,
@@ -52,3 +54,8 @@ def chat_stream_task(run_id: str) -> None:
         chat_stream(run_id=run_id)
     except PostFailed:
         pass
+
+
+@shared_task(name=CHAT_FILES_TASK, acks_late=True, ignore_result=True)
+def chat_files_task(event_id: int, text: str, files: list) -> None:
+    chat_files_receive(event_id=event_id, text=text, files=files)

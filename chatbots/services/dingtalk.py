@@ -173,6 +173,13 @@ class DingTalk:
             },
         }
 
+    def file_download_request(self, answer: dict, file: dict, secrets: dict[str, str], api_base: str) -> dict:
+        """The download URL the first request answered (a short-lived signed URL: no token)."""
+        url = str(answer.get("downloadUrl") or "")
+        if not url.startswith(("https://", "http://")):
+            raise ValueError("DingTalk gave no download URL")
+        return {"method": "GET", "url": url}
+
 
 DINGTALK = DingTalk()
 
@@ -202,7 +209,7 @@ def _event(body: dict) -> ChatMessage | ButtonPress | None:
     if kind == "text":
         text = body["text"]["content"].strip()
     elif kind == "picture":
-        files.append({"name": "picture.png", "key": body["content"]["downloadCode"], "type": "image"})
+        files.append({"name": "picture", "key": body["content"]["downloadCode"], "type": "image"})
     elif kind == "file":
         files.append(
             {"name": body["content"].get("fileName", "file"), "key": body["content"]["downloadCode"], "type": "file"}

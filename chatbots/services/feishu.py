@@ -231,7 +231,7 @@ def _message(header: dict, event: dict) -> ChatMessage:
             text = text.replace(mention["key"], "")
         text = text.strip()
     elif kind == "image":
-        files.append({"name": f"{content['image_key']}.png", "key": content["image_key"], "type": "image"})
+        files.append({"name": content["image_key"], "key": content["image_key"], "type": "image"})
     elif kind in ("file", "audio", "media"):
         files.append(
             {"name": content.get("file_name") or content["file_key"], "key": content["file_key"], "type": "file"}

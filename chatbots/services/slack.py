@@ -15,12 +15,13 @@ import hmac
 import json
 import re
 import time
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from chatbots.services.base import Answer, ButtonPress, ChatMessage, Inbound, Refused
 from platform_site.json_input import json_loads_checked
 
 API_BASE = "https://slack.com"
+FILES_HOST = "files.slack.com"
 TOLERANCE_SECONDS = 5 * 60
 _MENTION = re.compile(r"<@[A-Z0-9]+>\s*")
 
@@ -44,6 +45,17 @@ def _payload(inbound: Inbound) -> dict:
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
     return value
+
+
+def _files(event: dict) -> list[dict]:
+    """The files shared with the message (a `file_share`, or a mention carrying files)."""
+    files = []
+    for file in event.get("files") or []:
+        if isinstance(file, dict) and (file.get("url_private_download") or file.get("url_private")):
+            kind = "image" if str(file.get("mimetype", "")).startswith("image/") else "file"
+            url = str(file.get("url_private_download") or file.get("url_private"))
+            files.append({"name": str(file.get("name") or file.get("id") or "file"), "key": url, "type": kind})
+    return files
 
 
 class Slack:
@@ -78,7 +90,7 @@ class Slack:
         if payload.get("type") != "event_callback":
             return None
         event = payload.get("event") or {}
-        if event.get("bot_id") or event.get("subtype"):
+        if event.get("bot_id") or event.get("subtype") not in (None, "file_share"):
             return None  # a bot's message (ours among them), an edit, a join
         direct = event.get("type") == "message" and event.get("channel_type") == "im"
         if event.get("type") != "app_mention" and not direct:
@@ -91,8 +103,23 @@ class Slack:
             # A direct chat is one conversation; in a channel, each thread is one.
             thread_id=f"{channel}:{thread_ts}" if thread_ts else channel,
             text=_MENTION.sub("", str(event.get("text", ""))).strip(),
+            files=_files(event),
             reply_to={"channel": channel, "thread_ts": thread_ts},
         )
+
+    def file_request(self, message: ChatMessage, file: dict, secrets: dict[str, str], api_base: str) -> dict:
+        """A file's `url_private_download`, fetched with the bot token as Bearer
+        (api.slack.com/types/file#auth); only a URL of Slack's file host (or of the channel's API
+        base, when set) is sent the token."""
+        url = urlsplit(str(file.get("key", "")))
+        allowed = urlsplit(api_base).netloc if api_base else FILES_HOST
+        if url.netloc != allowed or url.scheme not in ("https", urlsplit(api_base).scheme if api_base else "https"):
+            raise ValueError("the file's URL is not Slack's")
+        return {
+            "method": "GET",
+            "url": url.geturl(),
+            "headers": {"Authorization": f"Bearer {secrets.get('bot_token', '')}"},
+        }
 
     def _press(self, payload: dict) -> ButtonPress | None:
         actions = payload.get("actions") or []

@@ -11,6 +11,7 @@ press arrives as a `callback_query`."""
 
 import hmac
 import json
+from urllib.parse import quote
 
 from chatbots.services.base import Answer, ButtonPress, ChatMessage, Inbound, Refused
 from platform_site.json_input import json_loads_checked
@@ -26,6 +27,19 @@ def _update(inbound: Inbound) -> dict:
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
     return value
+
+
+def _files(message: dict) -> list[dict]:
+    """A photo (its largest size; named by its sniffed type) and a document the message carries, by file_id."""
+    files = []
+    photo = message.get("photo")
+    if isinstance(photo, list) and photo and isinstance(photo[-1], dict) and photo[-1].get("file_id"):
+        files.append({"name": "photo", "key": str(photo[-1]["file_id"]), "type": "image"})
+    document = message.get("document")
+    if isinstance(document, dict) and document.get("file_id"):
+        name = str(document.get("file_name") or "document")
+        files.append({"name": name, "key": str(document["file_id"]), "type": "file"})
+    return files
 
 
 class Telegram:
@@ -48,8 +62,13 @@ class Telegram:
         if isinstance(query, dict):
             return self._press(event_id, query)
         message = update.get("message")
-        if not isinstance(message, dict) or not isinstance(message.get("text"), str):
-            return None  # an edit, a member joining, a sticker
+        if not isinstance(message, dict):
+            return None  # an edit, a member joining
+        text = message.get("text") if isinstance(message.get("text"), str) else message.get("caption")
+        files = _files(message)
+        if not isinstance(text, str) and not files:
+            return None  # a sticker, a location
+        text = text if isinstance(text, str) else ""
         sender = message.get("from") or {}
         if sender.get("is_bot"):
             return None
@@ -58,9 +77,27 @@ class Telegram:
             event_id=event_id,
             user_id=str(sender.get("id", "")),
             thread_id=chat_id,
-            text=message["text"],
+            text=text,
+            files=files,
             reply_to={"chat_id": chat_id, "message_id": message.get("message_id")},
         )
+
+    def file_request(self, message: ChatMessage, file: dict, secrets: dict[str, str], api_base: str) -> dict:
+        """getFile (core.telegram.org/bots/api#getfile): where the file is, by its file_id."""
+        token = secrets.get("bot_token", "")
+        return {
+            "method": "GET",
+            "url": f"{(api_base or API_BASE).rstrip('/')}/bot{token}/getFile",
+            "params": {"file_id": str(file.get("key", ""))},
+        }
+
+    def file_download_request(self, answer: dict, file: dict, secrets: dict[str, str], api_base: str) -> dict:
+        """The file itself: https://api.telegram.org/file/bot<token>/<file_path>, getFile's answer."""
+        path = str((answer.get("result") or {}).get("file_path") or "")
+        if not path or ".." in path.split("/") or path.startswith("/"):
+            raise ValueError("getFile gave no file path")
+        token = secrets.get("bot_token", "")
+        return {"method": "GET", "url": f"{(api_base or API_BASE).rstrip('/')}/file/bot{token}/{quote(path)}"}
 
     def _press(self, event_id: str, query: dict) -> ButtonPress | None:
         kind, _, rest = str(query.get("data", "")).partition(":")

@@ -279,16 +279,32 @@ class ChatAPI:
         self.service = service
         self.posts: list[dict] = []
         self.tokens: list[dict] = []
+        # Files the service holds, by download path, and each download asked (with what it got wrong).
+        self.files: dict[str, bytes] = {}
+        self.downloads: list[dict] = []
         self.token = TOKENS.get(service, "")
         self.lock = threading.Lock()
         api = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
-                self._answer("GET", b"")
+                self._download("GET", b"")
+
+            def _download(self, method: str, raw: bytes):
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                download = api.download(self.path, headers, json.loads(raw) if raw else {})
+                if download is None:
+                    self._answer(method, raw)
+                    return
+                status, content_type, data = download
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self):
-                self._answer("POST", self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                self._download("POST", self.rfile.read(int(self.headers.get("Content-Length", 0))))
 
             def _answer(self, method: str, raw: bytes):
                 headers = {k.lower(): v for k, v in self.headers.items()}
@@ -306,6 +322,77 @@ class ChatAPI:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def file_add(self, path: str, data: bytes) -> str:
+        """Hold `data` as a file of the service: Slack's url_private_download (the returned URL),
+        or Telegram's file_path (getFile answers it for the file_id `path`)."""
+        self.files[path] = data
+        return f"{self.url}{path}"
+
+    def download(self, path: str, headers: dict, body: dict) -> tuple[int, str, bytes] | None:
+        """A file download as the service documents it: Slack's url_private_download with the
+        bot token as Bearer (files.slack.com); Telegram's getFile?file_id=… then
+        /file/bot<token>/<file_path>; Feishu's message resource with the tenant token; WeCom's
+        media/get with the access token in the query; DingTalk's messageFiles/download, then the
+        URL it answers. None when the request is not a download."""
+        url = urlsplit(path)
+        found = self._token_download(url, headers, body)
+        if found is not None:
+            return found
+        if self.service == "slack" and url.path.startswith("/files-pri/"):
+            problems = [] if headers.get("authorization") == f"Bearer {SLACK_SECRETS['bot_token']}" else ["auth"]
+            self.downloads.append({"path": url.path, "problems": problems})
+            if problems or url.path not in self.files:
+                return 404, "text/html", b"<html>not found</html>"
+            return 200, "application/octet-stream", self.files[url.path]
+        token = TELEGRAM_SECRETS["bot_token"]
+        if self.service == "telegram" and url.path == f"/bot{token}/getFile":
+            file_id = parse_qs(url.query).get("file_id", [""])[0]
+            self.downloads.append({"path": url.path, "file_id": file_id, "problems": []})
+            if f"/{file_id}" not in self.files:
+                body = {"ok": False, "error_code": 400, "description": "Bad Request: invalid file_id"}
+                return 400, "application/json", json.dumps(body).encode()
+            result = {"file_id": file_id, "file_unique_id": "u-" + file_id, "file_path": f"photos/{file_id}.jpg"}
+            return 200, "application/json", json.dumps({"ok": True, "result": result}).encode()
+        if self.service == "telegram" and url.path.startswith("/file/bot"):
+            problems = [] if url.path.startswith(f"/file/bot{token}/photos/") else ["token"]
+            self.downloads.append({"path": url.path, "problems": problems})
+            file_id = url.path.rsplit("/", 1)[-1].removesuffix(".jpg")
+            if problems or f"/{file_id}" not in self.files:
+                return 404, "application/json", b'{"ok":false,"error_code":404,"description":"Not Found"}'
+            return 200, "application/octet-stream", self.files[f"/{file_id}"]
+        return None
+
+    def _token_download(self, url, headers: dict, body: dict) -> tuple[int, str, bytes] | None:
+        query = parse_qs(url.query)
+        if self.service == "feishu" and "/resources/" in url.path:
+            key = url.path.rsplit("/", 1)[-1]
+            problems = [] if headers.get("authorization") == f"Bearer {self.token}" else ["token"]
+            if not url.path.startswith("/open-apis/im/v1/messages/om_") or query.get("type") not in (
+                ["image"],
+                ["file"],
+            ):
+                problems.append("path or type")
+        elif self.service == "wecom" and url.path == "/cgi-bin/media/get":
+            key = query.get("media_id", [""])[0]
+            problems = [] if query.get("access_token") == [self.token] else ["token"]
+        elif self.service == "dingtalk" and url.path == "/v1.0/robot/messageFiles/download":
+            problems = [] if headers.get("x-acs-dingtalk-access-token") == self.token else ["token"]
+            if body.get("robotCode") not in (DINGTALK_SECRETS["app_key"], "dingabc123"):
+                problems.append("robotCode")
+            self.downloads.append({"path": url.path, "body": body, "problems": problems})
+            if problems or f"/{body.get('downloadCode')}" not in self.files:
+                return 400, "application/json", b'{"code":"InvalidParameter","message":"bad downloadCode"}'
+            answer = {"downloadUrl": f"{self.url}/dl/{body['downloadCode']}?sig=1"}
+            return 200, "application/json", json.dumps(answer).encode()
+        elif self.service == "dingtalk" and url.path.startswith("/dl/"):
+            key, problems = url.path.removeprefix("/dl/"), []
+        else:
+            return None
+        self.downloads.append({"path": url.path, "problems": problems})
+        if problems or f"/{key}" not in self.files:
+            return 400, "application/json", b'{"code": 234001, "errcode": 40007, "msg": "invalid media"}'
+        return 200, "application/octet-stream", self.files[f"/{key}"]
 
     def expire_token(self) -> None:
         with self.lock:

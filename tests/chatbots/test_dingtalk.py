@@ -127,7 +127,7 @@ def test_other_message_kinds_are_ignored(dingtalk):
 
 def test_a_picture_carries_its_download_code(dingtalk):
     event = dingtalk.parse(request(callback(msgtype="picture", content={"downloadCode": "dc-1"})), SECRETS)
-    assert event.files == [{"name": "picture.png", "key": "dc-1", "type": "image"}]
+    assert event.files == [{"name": "picture", "key": "dc-1", "type": "image"}]
     assert dingtalk.file_request(event, event.files[0], SECRETS, API) == {
         "method": "POST",
         "url": f"{API}/v1.0/robot/messageFiles/download",

@@ -139,7 +139,7 @@ def test_an_image_message_carries_its_file(feishu):
         request(message_event(message_type="image", content=json.dumps({"image_key": "img_v2_1"}))), SECRETS
     )
     assert event.text == ""
-    assert event.files == [{"name": "img_v2_1.png", "key": "img_v2_1", "type": "image"}]
+    assert event.files == [{"name": "img_v2_1", "key": "img_v2_1", "type": "image"}]
     download = feishu.file_request(event, event.files[0], SECRETS, API)
     assert (
         download["url"]
