@@ -95,10 +95,10 @@ WITH spec AS (
     INSERT INTO conversations_toolinvocation (
         run_id, llm_call_id, tool_name, tool_call_id, position, raw_arguments, arguments, validation_errors,
         status, result, truncated, error, idempotency_key, simulated, copied, latency_ms, created_at, started_at,
-        finished_at)
+        finished_at, details)
     SELECT run_id, id, 'get_weather', 'call_' || iteration, 0, '{"city": "成都"}', '{"city": "成都"}', '[]',
            'succeeded', '晴，25°C', false, '', '', false, false, 40, started_at + interval '1 second',
-           started_at + interval '1 second', started_at + interval '1040 milliseconds'
+           started_at + interval '1 second', started_at + interval '1040 milliseconds', '{}'
     FROM calls WHERE iteration < %(calls_per_run)s
 )
 INSERT INTO conversations_runevent (run_id, seq, type, payload, created_at)
