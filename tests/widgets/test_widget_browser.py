@@ -246,9 +246,12 @@ def test_the_widget_attaches_images_and_shows_their_thumbnails(api_server, worke
     page.locator(".launcher").click()
     page.locator(".panel .title").wait_for()
     attach = page.get_by_role("button", name="Attach a file")
+    # A button, so the keyboard reaches it (Tab, then Enter or Space); opened here by a click, which
+    # a loaded machine cannot race with the widget focusing its text box as it starts.
     attach.focus()
+    assert attach.evaluate("(node) => node.tagName === 'BUTTON' && node.getRootNode().activeElement === node")
     with page.expect_file_chooser() as chooser:
-        page.keyboard.press("Enter")
+        attach.click()
     chooser.value.set_files([{"name": "mug.png", "mimeType": "image/png", "buffer": _png((40, 30), (200, 30, 30))}])
     page.evaluate(HAND_OVER, ["drop", "dropped.png", base64.b64encode(_png((8, 8), (0, 0, 255))).decode()])
     page.evaluate(HAND_OVER, ["paste", "pasted.png", base64.b64encode(_png((16, 16), (0, 255, 0))).decode()])
