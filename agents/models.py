@@ -512,6 +512,21 @@ class Agent(InWorkspace):
         default=False,
         help_text=_("Publish the agent's card and answer A2A messages (docs/a2a.md)."),
     )
+    # Answers in a schema (docs/quality.md): the final answer is validated on the platform's side;
+    # an invalid one is sent back to the model with the errors, at most `output_repair_turns`
+    # times, then the run ends (stop reason schema_invalid). Null: any text is an answer.
+    output_schema = models.JSONField(
+        _("output schema"),
+        null=True,
+        blank=True,
+        help_text=_("A JSON Schema the final answer, parsed as JSON, must match. Leave empty for free text."),
+    )
+    output_repair_turns = models.PositiveSmallIntegerField(
+        _("repair turns"),
+        default=2,
+        validators=[MaxValueValidator(5)],
+        help_text=_("How many times an answer that does not match the output schema is sent back to be fixed."),
+    )
     # Long-term memory (the memory app): part of the version, like the context policy.
     memory_enabled = models.BooleanField(
         _("long-term memory"),

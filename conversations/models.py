@@ -161,6 +161,8 @@ class StopReason(models.TextChoices):
     EMPTY_ANSWER = "empty_answer", _("Empty answer")
     TRUNCATED = "truncated", _("Answer cut off")
     GUARDRAIL_BLOCKED = "guardrail_blocked", _("Guardrail blocked")
+    # The answer never matched the agent's output schema, also after the repair turns.
+    SCHEMA_INVALID = "schema_invalid", _("Answer not in the schema")
     CANCELLED = "cancelled", _("Cancelled")
     APPROVAL_EXPIRED = "approval_expired", _("Approval expired")
     WORKER_LOST = "worker_lost", _("Worker lost")
@@ -442,6 +444,11 @@ class LLMCall(models.Model):
         # (attachments.models.PartText): an audio clip transcribed, an image described.
         TRANSCRIPTION = "transcription", _("Transcription")
         DESCRIPTION = "description", _("Description")
+        # An online evaluator's judge scoring a completed production run (evals.online), after
+        # the run ended and out of its totals, like an eval case's judge.
+        ONLINE_JUDGE = "online_judge", _("Online judge")
+        # A routing rule's classifier call choosing the step's model (engine.routing), before the step.
+        ROUTING = "routing", _("Routing")
 
     # Empty only for calls made outside a run: embeddings of documents being indexed (the
     # knowledge app links those to their base).
@@ -483,6 +490,9 @@ class LLMCall(models.Model):
     cost = models.DecimalField(max_digits=14, decimal_places=8, default=0, verbose_name=_("cost"))
     latency_ms = models.PositiveIntegerField(null=True, blank=True, verbose_name=_("latency ms"))
     error = models.TextField(blank=True, default="", verbose_name=_("error"))
+    # Why this model config was tried (engine.routing): the rule that matched and what it saw,
+    # or null where the agent has no routing rules (its model, then its fallback).
+    routing = models.JSONField(null=True, blank=True, verbose_name=_("routing"))
     # A fork's copy of its source's call (engine.forks): the answer as recorded, never sent
     # again; its usage and cost stay the source's (zero here, out of the fork's totals).
     copied = models.BooleanField(default=False, verbose_name=_("copied"))

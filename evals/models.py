@@ -451,3 +451,139 @@ class ReleaseGate(models.Model):
 
     def clean(self):
         references_check(self)
+
+
+class OnlineEvaluator(models.Model):
+    """A check of an agent's completed production runs (docs/quality.md): a rule, or a judge
+    model with a rubric, on a sampled share of them, and on every run with negative feedback or a
+    guardrail hit where asked. Each check made is an OnlineScore (evals.online)."""
+
+    class Kind(models.TextChoices):
+        SCHEMA = "schema", _("Answer matches a JSON Schema")
+        REGEX = "regex", _("Answer matches a pattern")
+        TOOL_USED = "tool_used", _("A tool was used")
+        LATENCY = "latency", _("Latency under a ceiling")
+        COST = "cost", _("Cost under a ceiling")
+        JUDGE = "judge", _("Judge model with a rubric")
+
+    # Its workspace is its agent's (workspaces.access.in_workspace).
+    workspace_path = "agent__workspace"
+    agent = models.ForeignKey(
+        "agents.Agent", on_delete=models.CASCADE, related_name="online_evaluators", verbose_name=_("agent")
+    )
+    # Only the runs of this version; null: every version's.
+    version = models.ForeignKey(
+        "agents.AgentVersion",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("version"),
+        help_text=_("Only this version's runs. Leave empty for every version."),
+    )
+    name = models.CharField(max_length=100, verbose_name=_("name"))
+    kind = models.CharField(max_length=16, choices=Kind.choices, verbose_name=_("kind"))
+    # What the rule needs: {"schema": {...}} (empty: the agent's output schema), {"pattern": "..."},
+    # {"tool": "name"}, {"max_ms": 5000}, {"max_cost": "0.01"}.
+    config = models.JSONField(default=dict, blank=True, verbose_name=_("configuration"))
+    judge_model = models.ForeignKey(
+        "agents.ModelConfig",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("judge model"),
+    )
+    rubric = models.TextField(blank=True, default="", verbose_name=_("rubric"))
+    sample_rate = models.FloatField(
+        default=0.1,
+        validators=[MinValueValidator(0), MaxValueValidator(1)],
+        verbose_name=_("sample rate"),
+        help_text=_("The share of completed runs checked, from 0 to 1."),
+    )
+    on_negative_feedback = models.BooleanField(
+        default=True, verbose_name=_("every run with negative feedback"), help_text=_("Also check every such run.")
+    )
+    on_guardrail_hit = models.BooleanField(
+        default=True, verbose_name=_("every run with a guardrail hit"), help_text=_("Also check every such run.")
+    )
+    enabled = models.BooleanField(default=True, verbose_name=_("enabled"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+
+    class Meta:
+        verbose_name = _("online evaluator")
+        verbose_name_plural = _("online evaluators")
+        ordering = ["agent", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "name"], name="online_evaluator_name_unique"),
+            models.CheckConstraint(
+                condition=models.Q(sample_rate__gte=0, sample_rate__lte=1), name="online_evaluator_rate_range"
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class OnlineScore(models.Model):
+    """One online evaluator's score of one production run: why the run was checked, the score
+    (0 to 1) and whether it passed, and the judge's call where a model judged (its cost stays out
+    of the run's totals)."""
+
+    class Reason(models.TextChoices):
+        SAMPLE = "sample", _("Sampled")
+        NEGATIVE_FEEDBACK = "negative_feedback", _("Negative feedback")
+        GUARDRAIL = "guardrail", _("Guardrail hit")
+
+    # Its workspace is its evaluator's agent's (workspaces.access.in_workspace).
+    workspace_path = "evaluator__agent__workspace"
+    evaluator = models.ForeignKey(
+        OnlineEvaluator, on_delete=models.CASCADE, related_name="scores", verbose_name=_("evaluator")
+    )
+    # No database constraint: retention deletes old runs with plain SQL (conversations.retention),
+    # and a score outlives the run it was read from, as an eval result does.
+    run = models.ForeignKey(
+        "conversations.Run",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="online_scores",
+        verbose_name=_("run"),
+    )
+    # The run's version, copied so the dashboard groups scores by version without the runs.
+    agent_version = models.ForeignKey(
+        "agents.AgentVersion",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        null=True,
+        related_name="+",
+        verbose_name=_("version"),
+    )
+    reason = models.CharField(max_length=20, choices=Reason.choices, verbose_name=_("reason"))
+    score = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(1)], verbose_name=_("score")
+    )
+    passed = models.BooleanField(null=True, blank=True, verbose_name=_("passed"))
+    explanation = models.TextField(blank=True, default="", verbose_name=_("explanation"))
+    # The judge's call (LLMCall purpose online_judge); null for rules.
+    llm_call = models.ForeignKey(
+        "conversations.LLMCall",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("judge call"),
+    )
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+
+    class Meta:
+        verbose_name = _("online score")
+        verbose_name_plural = _("online scores")
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["evaluator", "run"], name="online_score_once_per_run"),
+        ]
+        indexes = [models.Index(fields=["evaluator", "created_at"], name="online_score_evaluator_idx")]
+
+    def __str__(self):
+        return f"{self.evaluator} #{self.run_id}"
