@@ -98,6 +98,8 @@ INSTALLED_APPS = [
     "a2a_server",
     # Chat-app bots: a chat message starts a run through admission, like a hook.
     "chatbots",
+    # People's reviews of production runs, above the evaluations a review's case joins.
+    "reviews",
     # Above the ledger it links to (messages, runs) and the registries it joins.
     "attachments",
     # Its admin wraps the audited models' admins, so it comes after the apps that register them.
@@ -660,6 +662,15 @@ CELERY_TASK_ROUTES["evals.tasks.eval_run_collect_task"] = {"queue": "maintenance
 CELERY_TASK_ROUTES["evals.tasks.eval_runs_sweep_task"] = {"queue": "maintenance"}
 CELERY_BEAT_SCHEDULE["sweep-eval-runs"] = {"task": "evals.tasks.eval_runs_sweep_task", "schedule": 300.0}
 AGENTRY_EVAL_RUN_DEADLINE_HOURS = float(os.environ.get("AGENTRY_EVAL_RUN_DEADLINE_HOURS", "24"))
+# --- Review queues (reviews/): beat fills every queue this often (opening a queue fills it too);
+# a reviewer's claim on a run lapses after this many minutes, and the run goes back to the queue.
+AGENTRY_REVIEW_FILL_SECONDS = float(os.environ.get("AGENTRY_REVIEW_FILL_SECONDS", "300"))
+AGENTRY_REVIEW_CLAIM_MINUTES = float(os.environ.get("AGENTRY_REVIEW_CLAIM_MINUTES", "30"))
+CELERY_TASK_ROUTES["reviews.tasks.review_queues_fill_task"] = {"queue": "maintenance"}
+CELERY_BEAT_SCHEDULE["fill-review-queues"] = {
+    "task": "reviews.tasks.review_queues_fill_task",
+    "schedule": AGENTRY_REVIEW_FILL_SECONDS,
+}
 
 # --- Broker: how long a task's message may stay unacknowledged -------------------------------
 # A worker acknowledges a message when its task ends (acks late), and holds a retry with a

@@ -26,6 +26,7 @@ urlpatterns = [
     path("api/v1/", include("api.urls")),
     path("approvals/", include("console.approvals.urls")),
     path("evals/", include("console.evals.urls")),
+    path("reviews/", include("console.reviews.urls")),
     # The chat widget's script (/widget.js) and hosted page (/chat/<widget id>/).
     path("", include("widgets.urls")),
     # Chat services' callbacks to an agent's bot (/chatbots/<channel id>/).

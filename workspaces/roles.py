@@ -39,6 +39,7 @@ WORKSPACE_APPS = (
     "widgets",
     "notifications",
     "chatbots",
+    "reviews",
     "attachments",
     "audit",
     "workspaces",
@@ -51,8 +52,14 @@ _BUILDER_MODELS = {
     "tools": None,
     "knowledge": None,
     "evals": None,
+    "reviews": {"reviewqueue"},
 }
-_BUILDER_EXTRA = {"agents.publish_agent", "agents.test_agent_version", "conversations.add_run"}
+_BUILDER_EXTRA = {
+    "agents.publish_agent",
+    "agents.test_agent_version",
+    "conversations.add_run",
+    "reviews.review_run",
+}
 _OPERATOR_EXTRA = {
     "conversations.add_run",
     "conversations.operate_run",
@@ -61,6 +68,7 @@ _OPERATOR_EXTRA = {
     "conversations.decide_approval",
     "conversations.change_runfeedback",
     "evals.add_evalrun",
+    "reviews.review_run",
 }
 _APPROVER = {"conversations.decide_approval", "conversations.view_approval"}
 

@@ -7,6 +7,7 @@ import re
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from evals.models import EvalCase, EvalRun, EvalSuite
+from reviews.models import ReviewItem, ReviewQueue
 
 # Every route outside the admin, with the methods it takes (GET implies HEAD). A new route must
 # be added here: test_every_route_is_listed says so.
@@ -99,6 +100,13 @@ ROUTES = {
     "approvals/{approval}/preview/": {"POST"},
     "approvals/login/": {"GET", "POST", "PUT"},
     "approvals/logout/": {"POST"},
+    "reviews/": {"GET"},  # the review queues
+    "reviews/{review_queue}/": {"GET"},
+    "reviews/{review_queue}/next/": {"POST"},  # claim the next run to review
+    "reviews/items/{review_item}/": {"GET"},
+    "reviews/items/{review_item}/label/": {"POST"},
+    "reviews/items/{review_item}/release/": {"POST"},
+    "reviews/items/{review_item}/case/": {"POST"},  # the reviewed run as an eval case
 }
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 # Routes whose POST reads no body (an action on the row in the URL; the login form answers bad
@@ -111,6 +119,8 @@ NO_BODY = {
     "api/v1/end-users/{end_user}/",
     "approvals/login/",
     "approvals/logout/",
+    "reviews/{review_queue}/next/",
+    "reviews/items/{review_item}/release/",
 }
 
 _CONVERTERS = {
@@ -126,6 +136,8 @@ _CONVERTERS = {
     "<uuid:conversation_id>": "{conversation}",
     "<uuid:attachment_id>": "{attachment}",
     "<slug:slug>": "{agent}",
+    "<int:queue_id>": "{review_queue}",
+    "<int:item_id>": "{review_item}",
 }
 _REGEX_GROUPS = re.compile(r"\(\?P<(\w+)>[^)]*\)")
 
@@ -212,6 +224,13 @@ def eval_ids(*, agent_version) -> dict:
     EvalCase.objects.create(suite=suite, name="c", turns=[{"role": "user", "content": "hi"}])
     eval_run = EvalRun.objects.create(suite=suite, agent_version=agent_version)
     return {"suite": suite.pk, "eval_run": eval_run.pk}
+
+
+def review_ids(*, run) -> dict:
+    """A review queue with the run as its item, for the review routes."""
+    queue = ReviewQueue.objects.create(name="bad-input")
+    item = ReviewItem.objects.create(queue=queue, run_id=run.pk, reason=ReviewItem.Reason.SAMPLE)
+    return {"review_queue": queue.pk, "review_item": item.pk}
 
 
 def assert_error_shape(route: str, body: dict) -> None:

@@ -24,6 +24,7 @@ from tests.security.bad_input import (
     SURROGATE_BODIES,
     assert_error_shape,
     eval_ids,
+    review_ids,
     site_routes,
 )
 from tests.support.admin_forms import agent_admin_inlines
@@ -69,6 +70,7 @@ def site(fake_llm, enqueued, admin_user):
         "widget": "00000000-0000-0000-0000-000000000000",
         "chat_channel": "00000000-0000-0000-0000-000000000000",
         **eval_ids(agent_version=run.agent_version),
+        **review_ids(run=run),
     }
 
 

@@ -14,7 +14,7 @@ from django.test import Client
 from conversations.models import Approval, Conversation, Message, Run
 from engine.loop import run_advance
 from tests.approvals.conftest import Scenario, counter_steps
-from tests.security.bad_input import BAD_BODIES, METHODS, NO_BODY, ROUTES, assert_error_shape, eval_ids
+from tests.security.bad_input import BAD_BODIES, METHODS, NO_BODY, ROUTES, assert_error_shape, eval_ids, review_ids
 from tests.support.factories import token_for
 
 pytestmark = [pytest.mark.e2e]
@@ -45,6 +45,7 @@ def live(api_server, fake_llm, monkeypatch):
         "widget": "00000000-0000-0000-0000-000000000000",
         "chat_channel": "00000000-0000-0000-0000-000000000000",
         **eval_ids(agent_version=run.agent_version),
+        **review_ids(run=run),
     }
     api = httpx.Client(base_url=api_server.base_url, headers={"Authorization": f"Bearer {token_for(user)}"}, timeout=30)
     # Signed in as the browser would be; cookies set by hand, since deployments mark them Secure.
