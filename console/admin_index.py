@@ -57,7 +57,9 @@ GROUPS: tuple[TaskGroup, ...] = (
             "evals.EvalRun",
             "evals.ReleaseGate",
             "conversations.RunFeedback",
+            "reviews.ReviewQueue",
         ),
+        pages=("reviews",),
     ),
     TaskGroup(
         "reach",
@@ -108,6 +110,8 @@ LEDGER: frozenset[str] = frozenset(
         "triggers.HookDelivery",
         "triggers.ScheduleFire",
         "chatbots.ChatEvent",
+        "reviews.ReviewItem",
+        "reviews.ReviewLabel",
     }
 )
 

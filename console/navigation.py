@@ -13,7 +13,8 @@ from console.monitoring.views import TRY_PERMISSIONS, VIEW_PERMISSION
 from console.workspace_usage import VIEW_PERMISSION as USAGE_PERMISSION
 from conversations.models import Approval
 from conversations.permissions import user_may_decide
-from workspaces.access import in_workspace
+from reviews.services import REVIEW_PERMISSION
+from workspaces.access import in_workspace, may
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,15 @@ def operator_links(user) -> list[OperatorLink]:
                 reverse("approvals:queue"),
                 _("Tool calls waiting for a person: approve, edit or reject."),
                 count=pending,
+            )
+        )
+    if user.is_authenticated and may(user, REVIEW_PERMISSION):
+        links.append(
+            OperatorLink(
+                "reviews",
+                _("Review queues"),
+                reverse("reviews:queues"),
+                _("Production runs picked for people to label, correct and make eval cases of."),
             )
         )
     if _is_operator(user, *TRY_PERMISSIONS):

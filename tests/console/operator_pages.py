@@ -44,6 +44,7 @@ from evals.selectors import eval_results_data
 from knowledge.models import Document, EmbeddingCall, KnowledgeSearch
 from memory.models import Memory, MemoryChange
 from notifications.models import Webhook, WebhookAttempt, WebhookDelivery
+from reviews.models import ReviewItem, ReviewLabel, ReviewQueue
 from tests.knowledge.helpers import make_base
 from tests.support.factories import ModelConfigFactory, make_agent
 from tests.support.ledger import ledger_call, ledger_run
@@ -226,6 +227,17 @@ def seed() -> Seeded:
     baseline = _eval_run(suite, case, version, runs[0], passed=True)
     candidate = _eval_run(suite, case, version, runs[1], passed=False)
     ReleaseGate.objects.create(agent=agent, suite=suite)
+    queue = ReviewQueue.objects.create(
+        name="差评复核", agent=agent, rubric=[{"name": "语气", "choices": ["得体", "生硬"]}], guidelines="核对答案"
+    )
+    item = ReviewItem.objects.create(queue=queue, run_id=runs[0].pk, reason=ReviewItem.Reason.NEGATIVE_FEEDBACK)
+    ReviewLabel.objects.create(
+        item=item,
+        reviewer=operator,
+        verdict=ReviewLabel.Verdict.BAD,
+        labels={"语气": "生硬"},
+        corrected_answer="明天晴",
+    )
 
     api_token_create(user=operator, name="应用")
     webhook = Webhook.objects.create(url="https://hooks.example.com/agentry", agent=agent, secret="whsec-0123456789")
@@ -354,6 +366,9 @@ def pages(seeded: Seeded) -> list[str]:
         reverse("approvals:queue"),
         reverse("approvals:history"),
         reverse("approvals:detail", args=[seeded.approval.pk]),
+        reverse("reviews:queues"),
+        reverse("reviews:queue", args=[ReviewQueue.objects.get().pk]),
+        reverse("reviews:item", args=[ReviewItem.objects.get().pk]),
         "/",
     ]
     return urls

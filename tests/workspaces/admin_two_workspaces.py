@@ -18,6 +18,7 @@ from knowledge.models import Chunk, Document, EmbeddingCall, KnowledgeBase, Know
 from knowledge.services import knowledge_base_save
 from memory.models import Memory, MemoryChange
 from notifications.models import Webhook, WebhookDelivery
+from reviews.models import ReviewItem, ReviewLabel, ReviewQueue
 from tests.support.factories import AgentFactory, ModelConfigFactory, registered_tools_synced
 from tests.support.ledger_seed import ledger_seed
 from tools.models import MCPServer, ToolDefinition
@@ -62,6 +63,9 @@ def workspace_seed(workspace: Workspace, tag: str, *, token_user) -> dict:
     EvalCase.objects.create(suite=suite, name=f"case-{tag}", turns=[{"role": "user", "content": tag}])
     EvalRun.objects.create(suite=suite, agent_version=version)
     ReleaseGate.objects.create(agent=agent, suite=suite)
+    queue = ReviewQueue.objects.create(workspace=workspace, name=f"queue-{tag}", agent=agent)
+    item = ReviewItem.objects.create(queue=queue, run_id=run.pk, reason=ReviewItem.Reason.SAMPLE)
+    ReviewLabel.objects.create(item=item, reviewer=token_user, verdict=ReviewLabel.Verdict.GOOD, notes=tag)
     Schedule.objects.create(workspace=workspace, agent=agent, name=f"schedule-{tag}", message=tag)
     Hook.objects.create(
         workspace=workspace, agent=agent, name=f"hook-{tag}", secret="s" * 32, message=tag, owner=token_user
