@@ -25,13 +25,18 @@ def queues_with_counts(queues: QuerySet[ReviewQueue]) -> QuerySet[ReviewQueue]:
     )
 
 
-def queue_agreement(*, queue: ReviewQueue) -> Agreement:
-    """The first two verdicts of each of the queue's runs labelled at least twice."""
-    verdicts: dict[int, list[str]] = {}
-    for item_id, verdict in (
-        ReviewLabel.objects.filter(item__queue=queue)
+def queues_agreement(*, queue_ids) -> dict[int, Agreement]:
+    """Each queue's agreement: the first two verdicts of each of its runs labelled at least twice."""
+    twice = ReviewItem.objects.filter(queue_id__in=queue_ids).annotate(reviews=Count("labels")).filter(reviews__gte=2)
+    verdicts: dict[int, dict[int, list[str]]] = {queue_id: {} for queue_id in queue_ids}
+    for queue_id, item_id, verdict in (
+        ReviewLabel.objects.filter(item__in=twice.values("pk"))
         .order_by("item_id", "created_at", "pk")
-        .values_list("item_id", "verdict")
+        .values_list("item__queue_id", "item_id", "verdict")
     ):
-        verdicts.setdefault(item_id, []).append(verdict)
-    return verdict_agreement([(v[0], v[1]) for v in verdicts.values() if len(v) >= 2])
+        verdicts[queue_id].setdefault(item_id, []).append(verdict)
+    return {queue_id: verdict_agreement([(v[0], v[1]) for v in items.values()]) for queue_id, items in verdicts.items()}
+
+
+def queue_agreement(*, queue: ReviewQueue) -> Agreement:
+    return queues_agreement(queue_ids=[queue.pk])[queue.pk]

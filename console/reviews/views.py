@@ -26,7 +26,13 @@ from evals.selectors import run_case_material
 from platform_site.http_methods import require_GET, require_POST
 from reviews.filling import review_queue_fill
 from reviews.models import ReviewItem
-from reviews.selectors import items_visible_to, queue_agreement, queues_visible_to, queues_with_counts
+from reviews.selectors import (
+    items_visible_to,
+    queue_agreement,
+    queues_agreement,
+    queues_visible_to,
+    queues_with_counts,
+)
 from reviews.services import (
     CASE_PERMISSIONS,
     REVIEW_PERMISSION,
@@ -77,7 +83,9 @@ def _item(request, item_id: int) -> ReviewItem:
 @reviewer_required()
 def queue_list(request):
     queues = queues_with_counts(queues_visible_to(user=request.user).filter(enabled=True).select_related("agent"))
-    rows = [{"queue": queue, "agreement": queue_agreement(queue=queue)} for queue in queues]
+    queues = list(queues)
+    agreements = queues_agreement(queue_ids=[queue.pk for queue in queues])
+    rows = [{"queue": queue, "agreement": agreements[queue.pk]} for queue in queues]
     return _page(request, "reviews/queues.html", title=_("Review queues"), rows=rows)
 
 

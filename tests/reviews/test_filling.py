@@ -11,6 +11,7 @@ from evals.models import OnlineEvaluator
 from reviews import filling
 from reviews.filling import review_queue_fill, review_queues_fill
 from reviews.models import ReviewItem, ReviewQueue
+from reviews.tasks import review_queues_fill_task
 from tests.reviews.support import ended_run, guardrail_hit, rated_bad, scored, tool_failed
 from tests.support.factories import make_agent
 from workspaces.models import Workspace
@@ -142,3 +143,13 @@ def test_the_evaluator_filter_reads_only_that_evaluator_s_scores():
     review_queues_fill()
     assert set(_items(only_strict)) == {a.pk}
     assert set(_items(any_low)) == {a.pk, b.pk}
+
+
+def test_beat_fills_every_enabled_queue(settings):
+    assert settings.CELERY_BEAT_SCHEDULE["fill-review-queues"]["task"] == review_queues_fill_task.name
+    agent = make_agent()
+    run = ended_run(agent)
+    rated_bad(run)
+    queue = ReviewQueue.objects.create(name="q", agent=agent)
+    assert review_queues_fill_task.apply().get() == {queue.pk: 1}
+    assert set(_items(queue)) == {run.pk}

@@ -218,3 +218,19 @@ def test_a_reviewer_of_alpha_sees_nothing_of_bravo(client, fake_llm, no_enqueue)
     assert client.post(reverse("reviews:case", args=[alpha_item.pk]), case).status_code == 400
     assert not EvalCase.objects.exists()
     assert ReviewItem.objects.filter(queue=bravo, state="open").count() == 1
+
+
+def test_the_queue_list_and_page_show_the_agreement_of_runs_reviewed_twice(client, fake_llm, no_enqueue):
+    run, queue = _reviewed_run(fake_llm)
+    queue.reviews_per_run = 2
+    queue.save()
+    other = ask(queue.agent, "What is the capital of France?")
+    reviewer = _member(client, Role.OPERATOR)
+    second = User.objects.create_user("second", password="pw")
+    for run_id, verdicts in ((run.pk, ("bad", "bad")), (other.pk, ("bad", "good"))):
+        item = ReviewItem.objects.create(queue=queue, run_id=run_id, reason="sample", state="done")
+        for user, verdict in zip((reviewer, second), verdicts, strict=True):
+            ReviewLabel.objects.create(item=item, reviewer=user, verdict=verdict)
+    for url in (reverse("reviews:queues"), reverse("reviews:queue", args=[queue.pk])):
+        body = client.get(url).content.decode()
+        assert "50.0 % of 2 runs reviewed twice" in body and "κ 0.00" in body, url
