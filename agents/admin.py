@@ -30,6 +30,7 @@ from agents.models import (
     ImageParts,
     ModelConfig,
     ModelPurpose,
+    PromptCaching,
     input_kinds_default,
 )
 from agents.page_links import agent_column
@@ -58,9 +59,14 @@ class ModelConfigForm(forms.ModelForm):
     # Left empty (or absent from a form posted by a script): a chat model that takes text.
     purpose = ModelConfig._meta.get_field("purpose").formfield(required=False)
     price_audio_per_minute = ModelConfig._meta.get_field("price_audio_per_minute").formfield(required=False)
+    # Left empty (or absent from a form posted by a script): auto.
+    prompt_caching = ModelConfig._meta.get_field("prompt_caching").formfield(required=False)
 
     def clean_purpose(self):
         return self.cleaned_data["purpose"] or ModelPurpose.CHAT
+
+    def clean_prompt_caching(self):
+        return self.cleaned_data["prompt_caching"] or PromptCaching.AUTO
 
     def clean_price_audio_per_minute(self):
         price = self.cleaned_data["price_audio_per_minute"]
