@@ -3,6 +3,7 @@ has seen. No Django involved."""
 
 from fakellm.prompt_cache import PromptCache
 from fakellm.reply import Reply, Usage
+from fakellm.tokens import prompt_tokens
 
 
 def _count(text: str) -> int:
@@ -29,15 +30,16 @@ def _user(text: str, cached: bool = True) -> dict:
 def test_anthropic_writes_then_reads_the_prefix_closed_by_a_breakpoint():
     cache = PromptCache()
     first = _anthropic(_user("hello " * 20))
-    usage = cache.anthropic(first, _reply(1000), _count, 100).usage
-    assert usage.cached_tokens == 0 and usage.cache_write_tokens > 200
+    usage = cache.anthropic(first, _reply(prompt_tokens(first, "chars")), _count, 10).usage
+    # The last block closed by a breakpoint: the whole prompt is written, nothing read.
+    assert usage.cached_tokens == 0 and usage.cache_write_tokens == usage.prompt_tokens > 0
     written = usage.cache_write_tokens
     # The next turn: the same prefix, then more. What was written is read; the rest is written.
     second = _anthropic(
         _user("hello " * 20, cached=False), {"role": "assistant", "content": "hi"}, _user("and tomorrow?")
     )
-    usage = cache.anthropic(second, _reply(1000), _count, 100).usage
-    assert usage.cached_tokens == written and usage.cache_write_tokens > 0
+    usage = cache.anthropic(second, _reply(prompt_tokens(second, "chars")), _count, 10).usage
+    assert usage.cached_tokens == written and usage.cache_write_tokens == usage.prompt_tokens - written > 0
 
 
 def test_anthropic_caches_nothing_shorter_than_the_minimum_or_without_breakpoints():
@@ -57,9 +59,16 @@ def test_openai_reads_the_longest_seen_prefix_in_steps_only_with_a_key():
     assert cache.openai(body, _reply(2000), _count, 100, 64).usage.cached_tokens == 0
     longer = {**body, "messages": [*messages, {"role": "assistant", "content": "hi"}, {"role": "user", "content": "x"}]}
     cached = cache.openai(longer, _reply(2000), _count, 100, 64).usage.cached_tokens
-    seen = len('{"content":"' + "S" * 300 + '","role":"system"}') + len('{"content":"hello","role":"user"}')
-    assert cached == 100 + (seen - 100) // 64 * 64
+    # The first request's whole prompt (2000 tokens), in steps of 64 past 100.
+    assert cached == 100 + (2000 - 100) // 64 * 64
     # Another key is another cache; no key, no cache at all (usage as scripted).
     assert cache.openai({**longer, "prompt_cache_key": "other"}, _reply(2000), _count, 100, 64).usage.cached_tokens == 0
     unkeyed = {k: v for k, v in longer.items() if k != "prompt_cache_key"}
     assert cache.openai(unkeyed, _reply(2000), _count, 100, 64).usage == Usage(2000, 5)
+
+
+def test_a_prompt_counts_the_same_with_or_without_breakpoints():
+    system = "S" * 200
+    plain = {"model": "m", "system": system, "messages": [{"role": "user", "content": "hello"}]}
+    marked = _anthropic(_user("hello"), system=[{"type": "text", "text": system, "cache_control": EPHEMERAL}])
+    assert prompt_tokens(marked, "chars") == prompt_tokens(plain, "chars")
