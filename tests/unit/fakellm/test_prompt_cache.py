@@ -1,9 +1,12 @@
 """The fake server's prompt cache (fakellm.prompt_cache): what each wire reports for a prefix it
 has seen. No Django involved."""
 
+import pytest
+
 from fakellm.prompt_cache import PromptCache
 from fakellm.reply import Reply, Usage
 from fakellm.tokens import prompt_tokens
+from fakellm.validation import ScriptError, validate_script
 
 
 def _count(text: str) -> int:
@@ -72,3 +75,10 @@ def test_a_prompt_counts_the_same_with_or_without_breakpoints():
     plain = {"model": "m", "system": system, "messages": [{"role": "user", "content": "hello"}]}
     marked = _anthropic(_user("hello"), system=[{"type": "text", "text": system, "cache_control": EPHEMERAL}])
     assert prompt_tokens(marked, "chars") == prompt_tokens(plain, "chars")
+
+
+@pytest.mark.parametrize("value", [0, -5, 1.5, "64", True])
+def test_the_cache_figures_of_a_script_are_positive_integers(value):
+    with pytest.raises(ScriptError, match="defaults.cache_min_tokens"):
+        validate_script({"defaults": {"cache_min_tokens": value}})
+    validate_script({"defaults": {"cache_min_tokens": 64, "cache_step_tokens": 16}})
