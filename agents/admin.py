@@ -30,6 +30,7 @@ from agents.models import (
     ImageParts,
     ModelConfig,
     ModelPurpose,
+    PromptCaching,
     input_kinds_default,
 )
 from agents.page_links import agent_column
@@ -58,9 +59,14 @@ class ModelConfigForm(forms.ModelForm):
     # Left empty (or absent from a form posted by a script): a chat model that takes text.
     purpose = ModelConfig._meta.get_field("purpose").formfield(required=False)
     price_audio_per_minute = ModelConfig._meta.get_field("price_audio_per_minute").formfield(required=False)
+    # Left empty (or absent from a form posted by a script): auto.
+    prompt_caching = ModelConfig._meta.get_field("prompt_caching").formfield(required=False)
 
     def clean_purpose(self):
         return self.cleaned_data["purpose"] or ModelPurpose.CHAT
+
+    def clean_prompt_caching(self):
+        return self.cleaned_data["prompt_caching"] or PromptCaching.AUTO
 
     def clean_price_audio_per_minute(self):
         price = self.cleaned_data["price_audio_per_minute"]
@@ -80,8 +86,8 @@ class ModelConfigForm(forms.ModelForm):
         else:
             help_text = _("No key is stored. Type one to set it, or leave empty for a server that needs none.")
         self.fields["new_api_key"].help_text = help_text
-        # Left empty: a model that takes text only, audio priced as input (the defaults).
-        for name in ("input_kinds", "price_audio_input_per_million"):
+        # Left empty: a model that takes text only, audio and cache writes priced as input (the defaults).
+        for name in ("input_kinds", "price_audio_input_per_million", "price_cache_write_per_million"):
             if name in self.fields:
                 self.fields[name].required = False
 
@@ -90,6 +96,9 @@ class ModelConfigForm(forms.ModelForm):
 
     def clean_price_audio_input_per_million(self):
         return self.cleaned_data.get("price_audio_input_per_million") or 0
+
+    def clean_price_cache_write_per_million(self):
+        return self.cleaned_data.get("price_cache_write_per_million") or 0
 
     def clean_base_url(self):
         # URLField would quietly put https:// before a bare host, and a plain-HTTP server (llama.cpp,
@@ -172,6 +181,7 @@ class ModelConfigAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdm
                     "reasoning_effort",
                     "stream",
                     "stream_tools_unsupported",
+                    "prompt_caching",
                     "extra_params",
                 ],
             },
@@ -183,6 +193,7 @@ class ModelConfigAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdm
                 "fields": [
                     "price_input_per_million",
                     "price_cached_input_per_million",
+                    "price_cache_write_per_million",
                     "price_output_per_million",
                     "price_audio_input_per_million",
                     "price_audio_per_minute",

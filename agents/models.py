@@ -42,6 +42,14 @@ class ReasoningEffort(models.TextChoices):
     HIGH = "high", _("high")
 
 
+class PromptCaching(models.TextChoices):
+    """What a request asks of the provider's prompt cache (docs/engine.md, Prompt caching)."""
+
+    AUTO = "auto", _("auto: Anthropic breakpoints; prompt_cache_key to OpenAI itself only")
+    ON = "on", _("on: also prompt_cache_key to any OpenAI-compatible server")
+    OFF = "off", _("off: nothing about caching is sent")
+
+
 INPUT_KINDS = ("text", "image", "audio", "file")
 
 
@@ -176,6 +184,17 @@ class ModelConfig(InWorkspace):
             "requests are then sent unstreamed. Clear it to try streaming again."
         ),
     )
+    prompt_caching = models.CharField(
+        _("prompt caching"),
+        max_length=8,
+        choices=PromptCaching.choices,
+        default=PromptCaching.AUTO,
+        help_text=_(
+            "Anthropic: cache_control breakpoints on the tools, the system prompt, the memories and the "
+            "conversation. OpenAI-compatible: a prompt_cache_key per agent version, sent to api.openai.com "
+            "on auto; a server that refuses unknown fields needs auto or off."
+        ),
+    )
     extra_params = models.JSONField(
         _("extra params"),
         default=dict,
@@ -197,6 +216,14 @@ class ModelConfig(InWorkspace):
     )
     price_cached_input_per_million = models.DecimalField(
         _("price cached input per million"), max_digits=12, decimal_places=6, default=0
+    )
+    # Anthropic charges writing a prompt to its cache at 1.25 times the input price.
+    price_cache_write_per_million = models.DecimalField(
+        _("price cache write per million"),
+        max_digits=12,
+        decimal_places=6,
+        default=0,
+        help_text=_("Prompt tokens written to the cache (Anthropic); 0 prices them as input tokens."),
     )
     # Images are input tokens to every provider we speak to; audio is priced apart by some.
     price_audio_input_per_million = models.DecimalField(

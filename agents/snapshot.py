@@ -25,6 +25,7 @@ from agents.guardrails import (
     terms_parse,
 )
 from agents.models import MEMORY_KINDS, Agent, AgentDelegate, AgentTool, GuardrailRule, ModelConfig, ModelPurpose
+from agents.providers.caching import AUTO as CACHING_AUTO
 from tools.approval_policy import ApprovalExpiry, ApprovalPolicy, effective_policy
 from tools.models import ToolDefinition
 
@@ -89,6 +90,10 @@ class ModelSnapshot(TypedDict):
     input_kinds: NotRequired[list[str]]
     # Only for configs that price audio apart from input, for the same reason.
     price_audio_input_per_million: NotRequired[str]
+    # Only for configs whose prompt caching is not "auto" (agents.models.PromptCaching), and that
+    # price cache writes apart from input, for the same reason.
+    prompt_caching: NotRequired[str]
+    price_cache_write_per_million: NotRequired[str]
     # Only for a transcription config (agents.models.ModelPurpose), with its price of a minute of
     # audio when it has one, for the same reason.
     purpose: NotRequired[str]
@@ -283,6 +288,10 @@ def _model_snapshot(config: ModelConfig) -> ModelSnapshot:
         model["input_kinds"] = list(config.input_kinds)
     if config.price_audio_input_per_million:
         model["price_audio_input_per_million"] = _decimal(config.price_audio_input_per_million)
+    if config.prompt_caching != CACHING_AUTO:
+        model["prompt_caching"] = config.prompt_caching
+    if config.price_cache_write_per_million:
+        model["price_cache_write_per_million"] = _decimal(config.price_cache_write_per_million)
     if config.purpose != ModelPurpose.CHAT:
         model["purpose"] = config.purpose
     if config.price_audio_per_minute:

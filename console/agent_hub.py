@@ -258,6 +258,17 @@ def _quality(agent: Agent, *, start: datetime, may_see_alerts: bool) -> dict:
     }
 
 
+# The prices of each rollup row's model config, joined to it: what its cached tokens saved.
+_CACHE_PRICES = ("model_config__price_input_per_million", "model_config__price_cached_input_per_million")
+
+
+def _cache_saving(row: dict) -> Decimal:
+    """What a rollup row's cached prompt tokens saved: each at the input price less the cached
+    one, at its model config's prices now (the rollups keep tokens and cost, not prices)."""
+    price, cached_price = (row[name] or 0 for name in _CACHE_PRICES)
+    return Decimal(row["cached_tokens"] or 0) * (price - cached_price) / 1_000_000
+
+
 def _traffic(agent: Agent, *, start: datetime) -> dict:
     """The last DAYS calendar days (the site's time zone) from the hourly rollups."""
     first_day = timezone.localdate(start)
@@ -274,13 +285,14 @@ def _traffic(agent: Agent, *, start: datetime) -> dict:
             cell["runs"] += n
             cell["failed"] += n if status == RunStatus.FAILED else 0
     tokens = dict.fromkeys(USAGE_FIELDS, 0)
-    cost, calls, failed_calls, histograms = Decimal(0), 0, 0, []
+    cost, calls, failed_calls, histograms, saved = Decimal(0), 0, 0, [], Decimal(0)
     for row in LLMCallHourly.objects.filter(agent=agent, hour__gte=start).values(
-        "calls", "failed", "cost", "latency_histogram", *USAGE_FIELDS
+        "calls", "failed", "cost", "latency_histogram", *USAGE_FIELDS, *_CACHE_PRICES
     ):
         calls += row["calls"]
         failed_calls += row["failed"]
         cost += row["cost"] or 0
+        saved += _cache_saving(row)
         histograms.append(row["latency_histogram"])
         for kind in USAGE_FIELDS:
             tokens[kind] += row[kind] or 0
@@ -320,6 +332,10 @@ def _traffic(agent: Agent, *, start: datetime) -> dict:
         "last_failed_url": reverse("monitoring:run", args=[last_failed.pk]) if last_failed else "",
         "tokens": tokens,
         "cost": fixed_amount(cost),
+        "cache": {
+            "share": round(100 * tokens["cached_tokens"] / tokens["prompt_tokens"]) if tokens["prompt_tokens"] else 0,
+            "saved": fixed_amount(saved.quantize(Decimal("0.00000001"))),
+        },
         "llm_calls": calls,
         "llm_calls_url": _changelist("conversations_llmcall", **calls_list),
         "llm_calls_failed": failed_calls,

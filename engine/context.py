@@ -28,6 +28,7 @@ import json
 
 from agents.prompting import render_system_prompt
 from agents.providers.base import estimate_message_tokens, estimate_prompt_tokens, estimate_tokens
+from agents.providers.caching import MEMORY_CHARS
 from agents.snapshot import AgentSnapshot
 from attachments.parts import wire_content
 from conversations.batch import Update
@@ -141,12 +142,16 @@ def _assemble(system: str, summary: str, wire_turns: list[list[dict]], memory: d
         # chat templates (Gemma's, Mistral's) refuse two user messages in a row.
         opening = next((index for index, wire in enumerate(body) if wire["role"] != "system"), len(body))
         first = body[opening] if opening < len(body) else None
+        # Where the memories end is marked (MEMORY_CHARS): Anthropic's prompt cache gets a
+        # breakpoint there (agents.providers.caching); other wires drop the mark.
         if first is not None and first["role"] == "user" and isinstance(first.get("content"), str):
-            body[opening] = {**first, "content": f"{memory['content']}\n\n{first['content']}"}
+            opened = f"{memory['content']}\n\n"
+            body[opening] = {**first, "content": opened + first["content"], MEMORY_CHARS: len(opened)}
         elif first is not None and first["role"] == "user" and isinstance(first.get("content"), list):
-            body[opening] = {**first, "content": [{"type": "text", "text": memory["content"]}, *first["content"]]}
+            content = [{"type": "text", "text": memory["content"]}, *first["content"]]
+            body[opening] = {**first, "content": content, MEMORY_CHARS: len(memory["content"])}
         else:
-            body.insert(opening, memory)
+            body.insert(opening, {**memory, MEMORY_CHARS: len(memory["content"])})
     return head + body
 
 

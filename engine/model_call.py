@@ -42,6 +42,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.models import ModelConfig
 from agents.providers import LLMResponse, ProviderError, get_provider
+from agents.providers.caching import cache_key
 from agents.providers.calibration import Calibration, calibration_sample
 from agents.providers.media import MediaTokens, has_parts, is_part, media_tokens
 from agents.services import agent_usage_add
@@ -81,6 +82,8 @@ _MILLION = Decimal(1_000_000)
 _PRICES = ("price_input_per_million", "price_output_per_million", "price_cached_input_per_million")
 # Priced apart only where the config says so (else as input tokens), and only then in a call's prices.
 _AUDIO_PRICE = "price_audio_input_per_million"
+_CACHE_WRITE_PRICE = "price_cache_write_per_million"
+_APART = (_AUDIO_PRICE, _CACHE_WRITE_PRICE)
 
 
 class ModelStepFailed(Exception):
@@ -142,18 +145,19 @@ class DeltaRelay:
 
 def call_cost(prices: dict, response: LLMResponse) -> Decimal:
     """Prompt tokens at the input price (cached ones at theirs; images are input tokens to both
-    providers), audio tokens at the audio price where the config sets one, the answer at the
-    output price."""
+    providers), audio tokens and cache writes at their prices where the config sets them, the
+    answer at the output price."""
     usage = response.usage
-    audio = usage.audio_tokens
-    uncached = max(usage.prompt_tokens - usage.cached_tokens - audio, 0)
+    audio, written = usage.audio_tokens, usage.cache_write_tokens
+    uncached = max(usage.prompt_tokens - usage.cached_tokens - audio - written, 0)
     cost = (
         Decimal(uncached) * Decimal(prices["price_input_per_million"])
         + Decimal(usage.cached_tokens) * Decimal(prices["price_cached_input_per_million"])
         + Decimal(usage.completion_tokens) * Decimal(prices["price_output_per_million"])
     )
-    if audio:
-        cost += Decimal(audio) * Decimal(prices.get(_AUDIO_PRICE) or prices["price_input_per_million"])
+    for tokens, price in ((audio, _AUDIO_PRICE), (written, _CACHE_WRITE_PRICE)):
+        if tokens:
+            cost += Decimal(tokens) * Decimal(prices.get(price) or prices["price_input_per_million"])
     return cost / _MILLION
 
 
@@ -179,7 +183,7 @@ def seconds_left(deadline) -> float | None:
 # Read at call time, not from the snapshot: a rotated key or a changed price applies at once.
 _CALIBRATION = tuple(field.name for field in fields(Calibration))
 _SETTINGS = Columns(
-    ModelConfig, ("id", "api_key", "stream_tools_unsupported", *_PRICES, _AUDIO_PRICE, *_CALIBRATION), "config"
+    ModelConfig, ("id", "api_key", "stream_tools_unsupported", *_PRICES, *_APART, *_CALIBRATION), "config"
 )
 _SETTINGS_SQL = f'SELECT {_SETTINGS.sql} FROM "{ModelConfig._meta.db_table}" config WHERE config."id" = %s'
 _SETTINGS_COLUMNS = tuple(field.column for field in _SETTINGS.fields)
@@ -206,14 +210,12 @@ def _live_settings(model: dict, values: list | None = None) -> _Live:
     if values is None or values[0] is None:
         # The config is protected from deletion; the snapshot's prices are the fallback.
         prices = {name: model[name] for name in _PRICES}
-        if model.get(_AUDIO_PRICE):
-            prices[_AUDIO_PRICE] = model[_AUDIO_PRICE]
+        prices.update({name: model[name] for name in _APART if model.get(name)})
         return _Live("", prices, False, Calibration())
     config = _SETTINGS.instance(values)
     # Plain notation: str() of a zero price read back from the database is "0E-6".
     prices = {name: format(getattr(config, name), "f") for name in _PRICES}
-    if getattr(config, _AUDIO_PRICE):
-        prices[_AUDIO_PRICE] = format(getattr(config, _AUDIO_PRICE), "f")
+    prices.update({name: format(getattr(config, name), "f") for name in _APART if getattr(config, name)})
     return _Live(config.api_key or "", prices, config.stream_tools_unsupported, Calibration.of(config))
 
 
@@ -306,8 +308,8 @@ class CustomCall:
     cost: Callable[[dict, LLMResponse], Decimal]
 
 
-def request_body(provider, model: dict, request: ModelRequest) -> dict:
-    """The request's body for one model config."""
+def request_body(provider, model: dict, request: ModelRequest, *, key: str = "") -> dict:
+    """The request's body for one model config; `key` groups it on the provider's prompt cache."""
     if request.answer_schema is not None and model.get("structured_output"):
         model = {**model, "response_format": "json_schema", "response_schema": request.answer_schema}
     elif request.plain_text:
@@ -319,6 +321,7 @@ def request_body(provider, model: dict, request: ModelRequest) -> dict:
         tool_choice=request.tool_choice,
         parallel_tool_calls=request.parallel_tool_calls,
         tool_name=request.tool_name,
+        cache_key=key,
     )
 
 
@@ -591,6 +594,7 @@ def model_call(
     time_zone = snapshot["agent"]["time_zone"]
     # A request with parts: their bytes go in at sending, their tokens by each provider's rule.
     attachment_ids = _attachments_sent(request.messages) if has_parts(request.messages) else set()
+    key = cache_key(agent_id=snapshot["agent"]["id"], version_id=run.agent_version_id, purpose=purpose)
     for model in request.models or snapshot_models(snapshot):
         media = media_tokens(request.messages, model["provider"]) if attachment_ids else None
         # A streamed request's body depends on what was learned about the server, so the live
@@ -598,9 +602,9 @@ def model_call(
         live = _live_settings(model) if model.get("stream") else None
         try:
             provider = get_provider(model["provider"])
-            body = request.custom.body(model) if request.custom else request_body(provider, model, request)
+            body = request.custom.body(model) if request.custom else request_body(provider, model, request, key=key)
             if live and live.stream_tools_unsupported and body.get("stream") and body.get("tools"):
-                body = request_body(provider, {**model, "stream": False}, request)
+                body = request_body(provider, {**model, "stream": False}, request, key=key)
         except ProviderError as exc:
             last_error, rejected = exc, None
             errors[model["name"]] = exc
@@ -654,7 +658,7 @@ def model_call(
                     # The same attempt again in the mode that works: no retry is used up.
                     if body.get("tools"):
                         _learn_stream_tools_unsupported(model)
-                    body = request_body(provider, {**model, "stream": False}, request)
+                    body = request_body(provider, {**model, "stream": False}, request, key=key)
                     continue
                 if not exc.retryable:
                     break

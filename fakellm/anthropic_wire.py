@@ -36,12 +36,12 @@ def stop_reason(reply: Reply) -> str:
 
 
 def usage_body(usage: Usage) -> dict:
-    # Anthropic counts cache reads separately from (uncached) input tokens.
+    # Anthropic counts cache reads and writes separately from (uncached) input tokens.
     return {
-        "input_tokens": max(usage.prompt_tokens - usage.cached_tokens, 0),
+        "input_tokens": max(usage.prompt_tokens - usage.cached_tokens - usage.cache_write_tokens, 0),
         "output_tokens": usage.completion_tokens,
         "cache_read_input_tokens": usage.cached_tokens,
-        "cache_creation_input_tokens": 0,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
     }
 
 

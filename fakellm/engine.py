@@ -118,6 +118,14 @@ def overflow_body(wire: Wire, style: str, window: int, prompt: int, wanted: int)
     return openai_wire.error_body(400, message, "context_length_exceeded")
 
 
+def _cached(state: ServerState, wire: Wire, body: dict, reply, defaults: dict):
+    """The reply with the cached tokens the request's prefix earns (fakellm.prompt_cache)."""
+    count, minimum = text_counter(defaults["token_counting"], defaults["token_scale"]), defaults["cache_min_tokens"]
+    if wire is ANTHROPIC:
+        return state.prompt_cache.anthropic(body, reply, count, minimum)
+    return state.prompt_cache.openai(body, reply, count, minimum, defaults["cache_step_tokens"])
+
+
 # A STAMP in scripted text leaves the server as STAMP + the emission time in microseconds,
 # so a benchmark can measure how long streamed text takes to reach a client downstream.
 STAMP = "\u231a"
@@ -202,6 +210,8 @@ async def handle(request: Request, wire: Wire) -> Response:
         text_counter(counting, scale),
         parts.audio_tokens if parts.present else None,
     )
+    if "cached_tokens" not in (step.get("usage") or {}):
+        reply = _cached(state, wire, body, reply, script.defaults)
     meta = Meta(model, int(time.time()), digest, script.defaults)
     if stream:
         events, trailer = wire.stream_events(reply, meta)

@@ -15,6 +15,7 @@ class Usage:
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     audio_tokens: int | None = None  # None: a request without parts, whose usage never names them
+    cache_write_tokens: int = 0  # of prompt_tokens, written to the prompt cache (fakellm.prompt_cache)
 
     @property
     def total_tokens(self) -> int:

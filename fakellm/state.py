@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from fakellm.prompt_cache import PromptCache
 from fakellm.script import Script
 from fakellm.validation import ScriptError
 
@@ -56,6 +57,7 @@ class ServerState:
         # whether slow requests overlap (the server runs on one event loop, so no lock is needed).
         self.in_flight = 0
         self.max_in_flight = 0
+        self.prompt_cache = PromptCache()
         for name, document in scripts.items():
             try:
                 self.install(name, document)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from functools import cache
 
 from fakellm.parts import NO_PARTS, RequestParts
+from fakellm.prompt_cache import has_breakpoints, without_breakpoints
 
 COUNTINGS = ("chars", "cl100k_base", "o200k_base")
 _PER_MESSAGE = 3
@@ -46,7 +47,10 @@ def text_counter(counting: str, scale: float = 1) -> Callable[[str], int]:
 def prompt_tokens(body: dict, counting: str, scale: float = 1, parts: RequestParts = NO_PARTS) -> int:
     """The text's tokens (the request without its image, file and audio parts), then each
     part's by its provider's rule (fakellm/parts.py), which token_scale leaves alone."""
-    return math.ceil(_prompt_tokens(parts.text_body or body, counting) * scale) + parts.tokens
+    text_body = parts.text_body or body
+    if has_breakpoints(text_body):
+        text_body = without_breakpoints(text_body)  # an Anthropic request's cache breakpoints are no text
+    return math.ceil(_prompt_tokens(text_body, counting) * scale) + parts.tokens
 
 
 def _prompt_tokens(body: dict, counting: str) -> int:

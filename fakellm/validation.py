@@ -18,6 +18,8 @@ DEFAULTS = {
     "context_error": "openai",
     "stream_tools_error": None,
     "hold_timeout_ms": 60000,
+    "cache_min_tokens": 1024,
+    "cache_step_tokens": 128,
 }
 CONTEXT_ERRORS = ("openai", "llamacpp")
 FAULT_DEFAULTS = {"rate": {}, "seed": 1, "retry_after": 1, "timeout_ms": 30000}
@@ -56,6 +58,9 @@ def _check_defaults(value, problems: Problems) -> None:
     if value.get("context_error", "openai") not in CONTEXT_ERRORS:
         problems.fail("defaults.context_error", f"must be one of {CONTEXT_ERRORS}")
     _check_stream_tools_error(value.get("stream_tools_error"), problems)
+    for key in ("cache_min_tokens", "cache_step_tokens"):
+        if not (is_int(value.get(key, 1)) and value.get(key, 1) >= 1):
+            problems.fail(f"defaults.{key}", "must be a positive integer")
 
 
 def _check_stream_tools_error(value, problems: Problems) -> None:

@@ -5,7 +5,8 @@ Internally messages stay in the OpenAI chat format; this adapter maps them on th
 (system apart; assistant tool calls → `tool_use` blocks; each run of tool messages → one user
 message of `tool_result` blocks, so several calls of one assistant message answer together)
 and maps the answer back (text, `tool_use` → tool calls, thinking blocks kept to be sent
-again, usage with cache reads counted as cached prompt tokens).
+again, usage with cache reads counted as cached prompt tokens and writes apart). With prompt
+caching on (agents.providers.caching) the stable prefix carries breakpoints.
 """
 
 import json
@@ -15,6 +16,7 @@ from httpx_sse import EventSource
 
 from agents.providers import transport
 from agents.providers.base import LLMResponse, ProviderError, ToolCall, Usage, estimate_prompt_tokens, estimate_tokens
+from agents.providers.caching import EPHEMERAL, MEMORY_CHARS, OFF, caching
 from agents.providers.media import is_part, ref, text_ref
 from tools.arguments import parse_arguments
 
@@ -107,8 +109,23 @@ def _assistant_blocks(message: dict) -> list[dict]:
     return blocks
 
 
-def to_anthropic_messages(messages: list[dict]) -> tuple[str, list[dict]]:
-    """(system, messages) in Anthropic's shape from internal OpenAI-style messages."""
+def _memory_blocks(message: dict) -> list[dict]:
+    """A user message opening with the end user's memories (caching.MEMORY_CHARS), a breakpoint
+    closing them: the same text, cut in two blocks where the memories end."""
+    content, length = message["content"], message[MEMORY_CHARS]
+    if isinstance(content, str):
+        head, rest = content[:length], content[length:]
+        blocks = [{"type": "text", "text": head}] + ([{"type": "text", "text": rest}] if rest.strip() else [])
+    else:
+        blocks = _user_blocks(content)
+    if blocks and blocks[0].get("type") == "text" and blocks[0].get("text"):
+        blocks[0] = {**blocks[0], "cache_control": EPHEMERAL}
+    return blocks
+
+
+def to_anthropic_messages(messages: list[dict], *, cache: bool = False) -> tuple[str, list[dict]]:
+    """(system, messages) in Anthropic's shape from internal OpenAI-style messages; with `cache`,
+    a breakpoint after the end user's memories where a message carries them."""
     system: list[str] = []
     out: list[dict] = []
     for message in messages:
@@ -117,7 +134,9 @@ def to_anthropic_messages(messages: list[dict]) -> tuple[str, list[dict]]:
             if message.get("content"):
                 system.append(message["content"])
         elif role == "user":
-            if message.get("content"):
+            if cache and message.get(MEMORY_CHARS) and message.get("content"):
+                _add(out, "user", _memory_blocks(message))
+            elif message.get("content"):
                 _add(out, "user", _user_blocks(message["content"]))
         elif role == "assistant":
             blocks = _assistant_blocks(message)
@@ -150,6 +169,22 @@ def _tool_choice(choice: str, name: str, parallel: bool) -> dict:
     return mapped
 
 
+def _close_conversation(messages: list[dict]) -> None:
+    """A breakpoint on the last block of the last message, when it is the user's (or tool
+    results): the next step, or the conversation's next run, reads the whole history back."""
+    if not messages or messages[-1]["role"] != "user":
+        return
+    last = messages[-1]
+    blocks = last["content"]
+    if isinstance(blocks, str):
+        blocks = [{"type": "text", "text": blocks}]
+    if not blocks or (blocks[-1].get("type") == "text" and not blocks[-1].get("text")):
+        return  # Anthropic refuses a breakpoint on an empty text block
+    if "cache_control" in blocks[-1]:
+        return  # the memories' own breakpoint, when they are all the conversation holds
+    last["content"] = [*blocks[:-1], {**blocks[-1], "cache_control": EPHEMERAL}]
+
+
 class AnthropicProvider:
     kind = "anthropic"
 
@@ -162,11 +197,17 @@ class AnthropicProvider:
         tool_choice: str,
         parallel_tool_calls: bool,
         tool_name: str = "",
+        cache_key: str = "",
     ) -> dict:
-        system, wire = to_anthropic_messages(messages)
+        # Breakpoints (caching.MAX_BREAKPOINTS at most): the last tool, the system prompt, the
+        # end user's memories, the conversation's last message. The key is OpenAI's alone.
+        cache = caching(model) != OFF
+        system, wire = to_anthropic_messages(messages, cache=cache)
+        if cache:
+            _close_conversation(wire)
         body = {"model": model["model"], "max_tokens": model.get("max_tokens") or DEFAULT_MAX_TOKENS}
         if system:
-            body["system"] = system
+            body["system"] = [{"type": "text", "text": system, "cache_control": EPHEMERAL}] if cache else system
         body["messages"] = wire
         for name in ("temperature", "top_p"):
             if model.get(name) is not None:
@@ -181,6 +222,8 @@ class AnthropicProvider:
             body["tools"] = [
                 {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in tools
             ]
+            if cache:
+                body["tools"][-1]["cache_control"] = EPHEMERAL
             body["tool_choice"] = _tool_choice(tool_choice, tool_name, parallel_tool_calls)
         if model.get("stream"):
             body["stream"] = True
@@ -212,8 +255,13 @@ class AnthropicProvider:
         return _estimate(body, response.content, response.tool_calls)
 
 
+def _system_text(system) -> str:
+    """The system prompt's text, sent as a string or (with a breakpoint) as text blocks."""
+    return system if isinstance(system, str) else "".join(block.get("text") or "" for block in system)
+
+
 def _estimate(body: dict, content: str, calls: list[ToolCall]) -> Usage:
-    system = [{"content": body["system"]}] if body.get("system") else []
+    system = [{"content": _system_text(body["system"])}] if body.get("system") else []
     prompt = estimate_prompt_tokens(
         messages=system + body.get("messages", []), tools=body.get("tools", []), provider=AnthropicProvider.kind
     )
@@ -224,14 +272,17 @@ def _estimate(body: dict, content: str, calls: list[ToolCall]) -> Usage:
 def _usage(data: dict | None, body: dict, content: str, calls: list[ToolCall]) -> Usage:
     if not data or data.get("input_tokens") is None:
         return _estimate(body, content, calls)
-    # Anthropic counts cache reads and cache writes apart from the (uncached) input tokens.
+    # Anthropic counts cache reads and cache writes apart from the (uncached) input tokens: the
+    # prompt is their sum.
     cache_read = int(data.get("cache_read_input_tokens") or 0)
-    prompt = int(data.get("input_tokens") or 0) + cache_read + int(data.get("cache_creation_input_tokens") or 0)
+    cache_write = int(data.get("cache_creation_input_tokens") or 0)
+    prompt = int(data.get("input_tokens") or 0) + cache_read + cache_write
     completion = int(data.get("output_tokens") or 0)
     return Usage(
         prompt_tokens=prompt,
         completion_tokens=completion,
         cached_tokens=cache_read,
+        cache_write_tokens=cache_write,
         reasoning_tokens=0,
         total_tokens=prompt + completion,
     )

@@ -28,6 +28,8 @@ class Usage:
     # published rules).
     image_tokens: int = 0
     audio_tokens: int = 0
+    # Of prompt_tokens: those written to the provider's prompt cache (Anthropic reports them).
+    cache_write_tokens: int = 0
 
 
 @dataclass
@@ -63,7 +65,8 @@ class Provider(Protocol):
 
     `model` is the snapshot's model (agents.snapshot.ModelSnapshot) and `messages` are in the
     internal format, the OpenAI chat format; an adapter maps both to its wire format in
-    `build_request`, which the engine writes to the LLMCall row before `send` makes the call.
+    `build_request` (with `cache_key`, what groups requests sharing a prefix on a provider's
+    prompt cache: agents.providers.caching), which the engine writes to the LLMCall row before `send` makes the call.
     `send` streams when the body asks for it, handing text to `on_delta` as it arrives, and
     returns the parsed answer or raises ProviderError (retryable or not)."""
 
@@ -78,6 +81,7 @@ class Provider(Protocol):
         tool_choice: str,
         parallel_tool_calls: bool,
         tool_name: str = "",
+        cache_key: str = "",
     ) -> dict: ...
 
     def send(

@@ -12,6 +12,7 @@ from httpx_sse import EventSource
 
 from agents.providers import transport
 from agents.providers.base import LLMResponse, ProviderError, ToolCall, Usage, estimate_prompt_tokens, estimate_tokens
+from agents.providers.caching import MEMORY_CHARS, sends_cache_key
 from agents.providers.media import data_url_ref, is_part, ref
 
 # Finish reasons some compatible servers spell their own way, in the OpenAI vocabulary: an answer
@@ -40,6 +41,9 @@ def _wire_part(part: dict) -> dict:
 
 
 def _wire_message(message: dict) -> dict:
+    if MEMORY_CHARS in message:
+        # Where the memories end matters to Anthropic's breakpoints only.
+        message = {k: v for k, v in message.items() if k != MEMORY_CHARS}
     content = message.get("content")
     if not isinstance(content, list):
         return message
@@ -73,6 +77,7 @@ class OpenAICompatibleProvider:
         tool_choice: str,
         parallel_tool_calls: bool,
         tool_name: str = "",
+        cache_key: str = "",
     ) -> dict:
         if any("reasoning" in m for m in messages):
             # Thinking blocks kept for Anthropic are not part of this format.
@@ -103,6 +108,8 @@ class OpenAICompatibleProvider:
         if model.get("stream"):
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
+        if cache_key and sends_cache_key(model):
+            body["prompt_cache_key"] = cache_key
         body.update(model.get("extra_params") or {})
         return body
 

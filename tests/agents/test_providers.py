@@ -187,6 +187,8 @@ def test_anthropic_request_has_seed_002s_shape(fake_llm):
         "anthropic",
         messages=messages,
         max_tokens=2048,
+        # Seed 002's shape as it is; the cache's breakpoints: tests/unit/agents/test_prompt_caching.py.
+        prompt_caching="off",
     )
 
     assert sent["system"] == "你是一个乐于助人的助手。" and sent["max_tokens"] == 2048

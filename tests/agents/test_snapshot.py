@@ -46,7 +46,14 @@ def _http_tool() -> ToolDefinition:
 def test_the_types_name_every_stored_key_and_no_other():
     # Optional keys present: models that keep to a schema (structured_output) and take images,
     # price audio apart, parts turned into text by models of their own (a transcription config's keys: purpose, price).
-    seeing = {"structured_output": True, "input_kinds": ["text", "image"], "price_audio_input_per_million": "40"}
+    # Prompt caching other than auto, cache writes priced apart.
+    seeing = {
+        "structured_output": True,
+        "input_kinds": ["text", "image"],
+        "price_audio_input_per_million": "40",
+        "prompt_caching": "off",
+        "price_cache_write_per_million": "3.75",
+    }
     agent = make_agent(
         tools=["test-echo"],
         model_config=ModelConfigFactory(**seeing),
@@ -59,6 +66,8 @@ def test_the_types_name_every_stored_key_and_no_other():
             price_audio_input_per_million="40",
             structured_output=True,
             input_kinds=["text", "audio"],
+            prompt_caching="on",
+            price_cache_write_per_million="3.75",
         ),
         image_parts="describe",
         description_model_config=ModelConfigFactory(**seeing),

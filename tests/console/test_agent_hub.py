@@ -488,3 +488,17 @@ def test_the_front_door_links_every_demo_agent(client, staff):
         assert client.get(hub_url(agent)).status_code == 200, agent.slug
     # The research workspace's agent is on its members' front door, not on this one.
     assert RESEARCH_AGENT not in front
+
+
+def test_traffic_shows_the_cached_share_of_prompt_tokens_and_what_it_saved(client, staff):
+    model = ModelConfigFactory(price_input_per_million="3", price_cached_input_per_million="0.3")
+    agent = make_agent(name="Cached desk", slug="cached-desk", model_config=model)
+    now = timezone.now()
+    for cached in (800, 0):
+        run = ledger_run(agent, created_at=now - timedelta(minutes=5), finished_at=now)
+        ledger_call(run, started_at=now - timedelta(minutes=2), prompt_tokens=1000, cached_tokens=cached)
+    rollups_refresh(since=now - timedelta(days=1))
+    text = _section(_page(client, agent), "traffic")
+    # 800 cached tokens, each 3 - 0.3 per million cheaper than at the input price.
+    cell = re.search(r'id="hub-cache">(.*?)</td>', text).group(1)
+    assert cell == "800 of 2000 (40 %), saved 0.00216000"

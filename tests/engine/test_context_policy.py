@@ -30,7 +30,10 @@ def turn_script(*, with_tool: bool = True) -> dict:
 def openai_view(body: dict) -> list[tuple[str, str]]:
     """(role, text) of each message a request carried, whichever the wire format."""
     if "system" in body or not any(m["role"] == "system" for m in body["messages"]):
-        rows = [("system", body["system"])] if body.get("system") else []
+        system = body.get("system")
+        if isinstance(system, list):  # text blocks, the last with the prompt cache's breakpoint
+            system = "".join(block["text"] for block in system)
+        rows = [("system", system)] if system else []
         for message in body["messages"]:
             content = message["content"]
             if isinstance(content, str):

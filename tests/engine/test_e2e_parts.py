@@ -70,8 +70,13 @@ def _answer(run: Run) -> str:
 
 
 def _cost(call: LLMCall) -> Decimal:
-    text = call.prompt_tokens - call.audio_tokens
-    return (Decimal(text) * 1 + Decimal(call.audio_tokens) * 40 + Decimal(call.completion_tokens) * 2) / 1_000_000
+    # Cached at their price: Anthropic's breakpoints close the message, and the same image sent
+    # again (the other parametrisation) is read back from the fake server's prompt cache.
+    text = call.prompt_tokens - call.audio_tokens - call.cached_tokens
+    cached = Decimal(call.cached_tokens) * Decimal("0.5")
+    return (
+        Decimal(text) * 1 + cached + Decimal(call.audio_tokens) * 40 + Decimal(call.completion_tokens) * 2
+    ) / 1_000_000
 
 
 def _references_only(call: LLMCall) -> None:

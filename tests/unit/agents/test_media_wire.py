@@ -33,7 +33,9 @@ TEXT = {"type": "file", "attachment": ID, "media_type": "text/csv", "name": "row
 WAV = {"type": "audio", "attachment": ID, "media_type": "audio/wav", "name": "note.wav", "size": 9, "duration_ms": 1510}
 MP3 = {**WAV, "media_type": "audio/mpeg", "name": "note.mp3"}
 OGG = {**WAV, "media_type": "audio/ogg", "name": "note.ogg"}
-MODEL = {"model": "m", "max_tokens": 100}
+# Without the prompt cache's breakpoints (tests/unit/agents/test_prompt_caching.py), which
+# turn the last message into blocks.
+MODEL = {"model": "m", "max_tokens": 100, "prompt_caching": "off"}
 
 
 def _user(*parts, text="What is this?"):
