@@ -101,12 +101,16 @@ def in_window(at: time, *, start: time, end: time) -> bool:
     return at >= start or at < end
 
 
+# What a model puts around a one-word answer: spaces, quotes, a full stop.
+_AROUND_LABEL = " \t\"'`“”‘’.。*"
+
+
 def label_read(answer: str) -> str:
     """A classifier's answer as a label: its first line, trimmed of spaces, quotes and a final
     full stop, lower-cased, at most RECORDED_CHARS characters."""
     lines = answer.strip().splitlines()
     first = lines[0] if lines else ""
-    return first.strip().strip("\"'`“”‘’").rstrip(".。").strip().lower()[:RECORDED_CHARS]
+    return first.strip(_AROUND_LABEL).lower()[:RECORDED_CHARS]
 
 
 def classifier_key(rule: RoutingRuleSpec) -> str:
