@@ -27,6 +27,12 @@ def _says(text: str) -> dict:
     return {"scenarios": [{"match": ".", "steps": [{"content": text}]}]}
 
 
+def _tool_then_answer(text: str) -> dict:
+    """A script whose model calls test-echo once, then answers `text`: a run of two steps."""
+    tool_call = {"tool_calls": [{"name": "test-echo", "arguments": {"text": "x"}}]}
+    return {"scenarios": [{"match": ".", "steps": [tool_call, {"content": text}]}]}
+
+
 def _ended(run: Run) -> Run:
     wait_for(lambda: Run.objects.get(pk=run.pk).is_terminal, timeout=60, message="the run to end")
     run.refresh_from_db()
@@ -43,20 +49,7 @@ def _step_calls(run: Run) -> list[LLMCall]:
 
 def test_a_long_message_goes_to_the_rules_model_and_a_short_one_to_the_agents(worker, fake_llm, admin_client):
     small = fake_model(fake_llm, _says("small model here"))
-    big = fake_model(
-        fake_llm,
-        {
-            "scenarios": [
-                {
-                    "match": ".",
-                    "steps": [
-                        {"tool_calls": [{"name": "test-echo", "arguments": {"text": "x"}}]},
-                        {"content": "big model here"},
-                    ],
-                }
-            ]
-        },
-    )
+    big = fake_model(fake_llm, _tool_then_answer("big model here"))
     agent = make_agent(model_config=small, tools=["test-echo"])
     RoutingRule.objects.create(
         agent=agent, name="long input", condition="input_length", length_over=100, model_config=big
@@ -131,9 +124,9 @@ CLASSIFIER = {
 
 def test_a_classifiers_label_picks_the_model_and_its_call_is_spending_of_the_run(worker, fake_llm, admin_client):
     small = fake_model(fake_llm, _says("small model here"))
-    coder = fake_model(fake_llm, _says("coder here"))
+    coder = fake_model(fake_llm, _tool_then_answer("coder here"))
     classifier = fake_model(fake_llm, CLASSIFIER)
-    agent = make_agent(model_config=small)
+    agent = make_agent(model_config=small, tools=["test-echo"])
     RoutingRule.objects.create(
         agent=agent,
         name="coding",
@@ -146,9 +139,11 @@ def test_a_classifiers_label_picks_the_model_and_its_call_is_spending_of_the_run
 
     run = _ended(message_post(conversation=conversation_create(agent=agent), content="Write a Python loop"))
     assert (run.status, _answer(run)) == ("completed", "coder here")
-    routing_call, step_call = LLMCall.objects.filter(run=run).order_by("started_at", "pk")
+    # The classifier is asked once; both steps (a tool call, then the answer) use its pick.
+    routing_call, step_call, second_step = LLMCall.objects.filter(run=run).order_by("started_at", "pk")
     assert (routing_call.purpose, routing_call.model_config_id, routing_call.iteration) == ("routing", classifier.pk, 0)
     assert routing_call.routing["condition"] == "classifier" and routing_call.total_tokens > 0
+    assert (second_step.model_config_id, second_step.routing) == (coder.pk, step_call.routing)
     [asked] = fake_llm.requests(classifier.model)
     assert asked["messages"][0]["content"].startswith("Label the message")
     assert asked["messages"][-1]["content"] == "Write a Python loop"
@@ -156,7 +151,7 @@ def test_a_classifiers_label_picks_the_model_and_its_call_is_spending_of_the_run
     assert (step_call.routing["rule"], step_call.routing["saw"]) == (1, "code")
     # The classifier's tokens and cost are the run's: its totals are the sum of its calls.
     assert_totals_match_calls(run)
-    assert run.total_tokens == routing_call.total_tokens + step_call.total_tokens
+    assert run.total_tokens == sum(call.total_tokens for call in (routing_call, step_call, second_step))
     page = admin_client.get(reverse("monitoring:run", args=[run.pk])).content.decode()
     assert "classifier of routing rule 1 coding" in page
 
@@ -214,3 +209,21 @@ def test_the_fallback_still_answers_when_the_routed_model_fails(worker, fake_llm
     assert fake_llm.requests(small.model) == []
     page = admin_client.get(reverse("monitoring:run", args=[run.pk])).content.decode()
     assert "the fallback model, after the routed one failed" in page
+
+
+def test_the_end_users_tier_comes_from_the_message_else_the_conversation(worker, fake_llm):
+    small = fake_model(fake_llm, _says("small model here"))
+    premium = fake_model(fake_llm, _says("premium here"))
+    agent = make_agent(model_config=small)
+    RoutingRule.objects.create(agent=agent, condition="tier", tiers="gold, platinum", model_config=premium)
+    owner = make_user()
+    gold = conversation_create(agent=agent, owner=owner, metadata={"tier": "Gold"})
+
+    run = _ended(message_submit(conversation=gold, content="hello", user=owner).run)
+    assert _answer(run) == "premium here"
+    assert _step_calls(run)[0].routing["saw"] == "gold"
+    # The tier posted with the message is the one that counts.
+    run = _ended(message_submit(conversation=gold, content="hello again", user=owner, metadata={"tier": "free"}).run)
+    assert _answer(run) == "small model here"
+    plain = _ended(message_post(conversation=conversation_create(agent=agent), content="hello"))
+    assert _answer(plain) == "small model here"
