@@ -608,7 +608,7 @@ def model_call(
     attachment_ids = _attachments_sent(request.messages) if has_parts(request.messages) else set()
     run_sets = {"routing": request.routing} if request.routing_store else None
     for tried, model in enumerate(request.models or snapshot_models(snapshot)):
-        routing = request.routing if not (tried and request.routing) else {**request.routing, "fallback": True}
+        routing = {**request.routing, "fallback": True} if tried and request.routing else request.routing
         media = media_tokens(request.messages, model["provider"]) if attachment_ids else None
         # A streamed request's body depends on what was learned about the server, so the live
         # settings are read first; otherwise they come with the first attempt's row.

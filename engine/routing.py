@@ -106,8 +106,8 @@ _AROUND_LABEL = " \t\"'`“”‘’.。*"
 
 
 def label_read(answer: str) -> str:
-    """A classifier's answer as a label: its first line, trimmed of spaces, quotes and a final
-    full stop, lower-cased, at most RECORDED_CHARS characters."""
+    """A classifier's answer as a label: its first line, trimmed of spaces, quotes, full stops
+    and emphasis marks, lower-cased, at most RECORDED_CHARS characters."""
     lines = answer.strip().splitlines()
     first = lines[0] if lines else ""
     return first.strip(_AROUND_LABEL).lower()[:RECORDED_CHARS]

@@ -173,9 +173,8 @@ def test_the_inline_offers_and_takes_only_the_workspaces_chat_model_configs(clie
 
 
 def test_a_rule_may_not_refer_to_another_workspaces_model_config():
-    other = Workspace.objects.create(name="zulu team", slug="zulu")
-    agent = make_agent()
-    theirs = ModelConfigFactory(workspace=other)
+    agent = make_agent(workspace=Workspace.objects.get(pk=default_workspace_id()))
+    theirs = ModelConfigFactory(workspace=Workspace.objects.create(name="zulu team", slug="zulu"))
     with pytest.raises(ValidationError) as refused:
         RoutingRule(agent=agent, condition="attachments", attachment_kind="any", model_config=theirs).full_clean()
     assert str(OTHER_WORKSPACE) in refused.value.message_dict["model_config"]
