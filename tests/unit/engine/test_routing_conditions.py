@@ -2,9 +2,11 @@
 circumstances, and the decision they make in order."""
 
 from datetime import UTC, datetime, time
+from types import SimpleNamespace
 
 import pytest
 
+from engine import snapshots
 from engine.routing import (
     Facts,
     attachments_match,
@@ -145,3 +147,12 @@ def test_the_routed_snapshot_holds_the_rules_model_and_keeps_the_fallback():
     assert routed_snapshot(snapshot, {"rule": None}) is snapshot
     # A decision naming a rule the version does not have (never written so) keeps the agent's model.
     assert routed_snapshot(snapshot, {"rule": 5}) is snapshot
+
+
+def test_a_fork_that_asks_for_a_model_is_not_routed_away_from_it(monkeypatch):
+    version = {"model": {"id": 1}, "fallback_model": {"id": 2}, "routing": {"rules": [_rule("x")]}}
+    monkeypatch.setattr(snapshots, "version_snapshot", lambda version_id: version)
+    asked = {"id": 9, "name": "asked"}
+    fork = snapshots.run_snapshot(SimpleNamespace(agent_version_id=1, sandbox={"model": asked}))
+    assert fork == {"model": asked, "fallback_model": None}
+    assert snapshots.run_snapshot(SimpleNamespace(agent_version_id=1, sandbox=None)) is version
