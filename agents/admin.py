@@ -31,6 +31,7 @@ from agents.models import (
     ModelConfig,
     ModelPurpose,
     PromptCaching,
+    RoutingRule,
     input_kinds_default,
 )
 from agents.page_links import agent_column
@@ -406,6 +407,27 @@ class GuardrailRuleInline(WorkspaceScopedInline, admin.StackedInline):
     fields = [("side", "kind", "action", "enabled"), "terms", "pattern", "model_config", "rubric"]
 
 
+class RoutingRuleInline(WorkspaceScopedInline, admin.StackedInline):
+    """Which model a run uses, by its user message (engine.routing): tried in order of position,
+    the first that matches wins. The model configs offered are the workspace's chat ones (the
+    field's limit_choices_to, then the scoped inline); RoutingRule.clean checks each condition's
+    settings."""
+
+    model = RoutingRule
+    extra = 0
+    fields = [
+        ("position", "name", "condition", "enabled"),
+        "model_config",
+        ("length_unit", "length_over", "length_under"),
+        "attachment_kind",
+        "tiers",
+        ("time_start", "time_end", "time_zone"),
+        "classifier_model",
+        "classifier_prompt",
+        "labels",
+    ]
+
+
 class AgentDelegateFormSet(AgentInlineFormSet):
     def clean(self):
         super().clean()
@@ -444,7 +466,7 @@ class AgentAdmin(AgentReleaseAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin)
     prepopulated_fields = {"slug": ["name"]}
     list_select_related = ["model_config"]
     filter_horizontal = ["allowed_groups"]
-    inlines = [AgentToolInline, AgentDelegateInline, GuardrailRuleInline]
+    inlines = [AgentToolInline, AgentDelegateInline, GuardrailRuleInline, RoutingRuleInline]
     fieldsets = [
         (
             None,

@@ -981,6 +981,138 @@ def delegation_edges(*, exclude=None) -> dict[int, set[int]]:
     return edges
 
 
+class RoutingRule(models.Model):
+    """One of an agent's routing rules: when its condition holds for a run's user message, the
+    run's steps use its model config instead of the agent's (engine.routing). The rules are
+    tried in order (`position`, then id), once per run; the first that matches wins, none: the
+    agent's model. The agent's fallback model stays the fallback whichever model a rule picked."""
+
+    class Condition(models.TextChoices):
+        INPUT_LENGTH = "input_length", _("input length")
+        ATTACHMENTS = "attachments", _("attachments")
+        TIER = "tier", _("end user tier")
+        TIME_OF_DAY = "time_of_day", _("time of day")
+        CLASSIFIER = "classifier", _("classifier")
+
+    class LengthUnit(models.TextChoices):
+        CHARS = "chars", _("characters")
+        TOKENS = "tokens", _("tokens (estimated)")
+
+    class AttachmentKind(models.TextChoices):
+        ANY = "any", _("any attachment")
+        IMAGE = "image", _("an image")
+        AUDIO = "audio", _("audio")
+        FILE = "file", _("a file")
+
+    # Its workspace is its agent's (workspaces.access.in_workspace).
+    workspace_path = "agent__workspace"
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="routing_rules", verbose_name=_("agent"))
+    position = models.PositiveSmallIntegerField(_("position"), default=0, help_text=_("Lower is tried first."))
+    name = models.CharField(_("name"), max_length=100, blank=True, help_text=_("Shown where the decision is recorded."))
+    condition = models.CharField(_("condition"), max_length=16, choices=Condition.choices)
+    length_unit = models.CharField(
+        _("length unit"), max_length=8, choices=LengthUnit.choices, default=LengthUnit.CHARS, blank=True
+    )
+    length_over = models.PositiveIntegerField(
+        _("longer than"), null=True, blank=True, help_text=_("Input length: matches a message longer than this.")
+    )
+    length_under = models.PositiveIntegerField(
+        _("shorter than"), null=True, blank=True, help_text=_("Input length: matches a message shorter than this.")
+    )
+    attachment_kind = models.CharField(
+        _("attachment kind"), max_length=8, choices=AttachmentKind.choices, blank=True, default=""
+    )
+    tiers = models.CharField(
+        _("tiers"),
+        max_length=200,
+        blank=True,
+        help_text=_(
+            "End user tier: the values that match, comma-separated, compared with the 'tier' of the message's "
+            "metadata, else of the conversation's metadata (both set by the application through the API)."
+        ),
+    )
+    time_start = models.TimeField(_("from"), null=True, blank=True)
+    time_end = models.TimeField(
+        _("until"), null=True, blank=True, help_text=_("Time of day: a window that may span midnight (22:00 to 06:00).")
+    )
+    time_zone = models.CharField(
+        _("time zone"),
+        max_length=64,
+        blank=True,
+        validators=[validate_time_zone],
+        help_text=_("Time of day: empty for the agent's time zone."),
+    )
+    classifier_model = models.ForeignKey(
+        ModelConfig,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        limit_choices_to={"purpose": ModelPurpose.CHAT},
+        related_name="+",
+        verbose_name=_("classifier model"),
+        help_text=_("Classifier: the model that labels the message. Its call counts toward the run's tokens and cost."),
+    )
+    classifier_prompt = models.TextField(
+        _("classifier prompt"),
+        blank=True,
+        help_text=_("Classifier: how to label the message, naming the labels; the model answers with one label."),
+    )
+    labels = models.CharField(
+        _("labels"),
+        max_length=200,
+        blank=True,
+        help_text=_("Classifier: the labels that match, comma-separated (compared ignoring case)."),
+    )
+    model_config = models.ForeignKey(
+        ModelConfig,
+        on_delete=models.PROTECT,
+        limit_choices_to={"purpose": ModelPurpose.CHAT},
+        related_name="+",
+        verbose_name=_("model config"),
+        help_text=_("The model the run's steps use when the rule matches."),
+    )
+    enabled = models.BooleanField(_("enabled"), default=True)
+
+    class Meta:
+        verbose_name = _("routing rule")
+        verbose_name_plural = _("routing rules")
+        ordering = ["agent", "position", "id"]
+
+    def __str__(self):
+        return self.name or f"{self.get_condition_display()} → {self.model_config_id}"
+
+    def clean(self):
+        references_check(self)
+        problems = {}
+        for field in ("model_config", "classifier_model"):
+            config = getattr(self, field) if getattr(self, f"{field}_id") else None
+            if config is not None and config.purpose != ModelPurpose.CHAT:
+                problems[field] = _("Choose a chat model config.")
+        condition = self.condition
+        if condition == self.Condition.INPUT_LENGTH and self.length_over is None and self.length_under is None:
+            problems["length_over"] = _("Give a length the message must be longer or shorter than.")
+        if condition == self.Condition.ATTACHMENTS and not self.attachment_kind:
+            problems["attachment_kind"] = _("Choose the kind of attachment.")
+        if condition == self.Condition.TIER and not routing_values(self.tiers):
+            problems["tiers"] = _("List at least one tier.")
+        if condition == self.Condition.TIME_OF_DAY and (self.time_start is None or self.time_end is None):
+            problems["time_start"] = _("Give the window's start and end.")
+        if condition == self.Condition.CLASSIFIER:
+            if not self.classifier_model_id:
+                problems["classifier_model"] = _("Choose the model that classifies the message.")
+            if not self.classifier_prompt.strip():
+                problems["classifier_prompt"] = _("Say how to label the message.")
+            if not routing_values(self.labels):
+                problems["labels"] = _("List at least one label.")
+        if problems:
+            raise ValidationError(problems)
+
+
+def routing_values(text: str) -> list[str]:
+    """A rule's comma-separated tiers or labels, trimmed and lower-cased, empty ones left out."""
+    return [value.strip().lower() for value in text.split(",") if value.strip()]
+
+
 class AgentVersion(models.Model):
     """Immutable snapshot of everything a run needs to know about its agent.
 

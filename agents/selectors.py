@@ -18,6 +18,7 @@ from agents.models import (
     AgentVersion,
     GuardrailRule,
     ModelConfig,
+    RoutingRule,
 )
 from agents.providers.calibration import Calibration
 from agents.snapshot import AgentSnapshot, SnapshotInvalid, ToolSpec, snapshot_parse, snapshot_tools
@@ -114,6 +115,9 @@ def _config_columns() -> str:
         ("e", ModelConfig),
         ("tm", ModelConfig),
         ("dm", ModelConfig),
+        ("rr", RoutingRule),
+        ("rm", ModelConfig),
+        ("rc", ModelConfig),
     )
     return ", ".join(
         Columns(model, config_fields if model is ModelConfig else None, alias).sql for alias, model in aliases
@@ -127,15 +131,13 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
     The state is the agent's own columns (as held by `agent`, which is what the build reads)
     and every column of its model configs, tool links and their tools, guardrail rules and their
     moderation models, delegates (agents as tools) and their agents' slug and activity, the models
-    that turn parts into text (transcription, description), so that any
+    that turn parts into text (transcription, description), routing rules and their models, so that any
     write, a queryset update or a raw one included, changes it. Equal states build equal snapshots;
     a new input of snapshot_build must be added here."""
-    configs, links, tools, versions, rules, delegates, agents = (
-        m._meta.db_table
-        for m in (ModelConfig, AgentTool, ToolDefinition, AgentVersion, GuardrailRule, AgentDelegate, Agent)
-    )
-    # Links, rules and delegates are independent, so their join is a cross product (a few rows
-    # per agent) in a fixed order: it changes exactly when one of them does.
+    tables = (ModelConfig, AgentTool, ToolDefinition, AgentVersion, GuardrailRule, AgentDelegate, Agent, RoutingRule)
+    configs, links, tools, versions, rules, delegates, agents, routes = (m._meta.db_table for m in tables)
+    # Links, rules, delegates and routing rules are independent, so their join is a cross product
+    # (a few rows per agent) in a fixed order: it changes exactly when one of them does.
     with connection.cursor() as cursor:
         cursor.execute(
             f'SELECT (SELECT v."id" FROM "{versions}" v WHERE v."agent_id" = %s AND NOT v."playground" '
@@ -147,7 +149,9 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
             f'LEFT JOIN "{delegates}" d ON d."parent_id" = %s LEFT JOIN "{agents}" c ON c."id" = d."child_id" '
             f'LEFT JOIN "{configs}" e ON e."id" = %s '
             f'LEFT JOIN "{configs}" tm ON tm."id" = %s LEFT JOIN "{configs}" dm ON dm."id" = %s '
-            'WHERE m."id" = %s ORDER BY l."id", g."id", d."id"',
+            f'LEFT JOIN "{routes}" rr ON rr."agent_id" = %s LEFT JOIN "{configs}" rm ON rm."id" = rr."model_config_id" '
+            f'LEFT JOIN "{configs}" rc ON rc."id" = rr."classifier_model_id" '
+            'WHERE m."id" = %s ORDER BY l."id", g."id", d."id", rr."id"',
             [
                 agent.pk,
                 agent.fallback_model_config_id,
@@ -157,6 +161,7 @@ def agent_config_state(*, agent: Agent) -> tuple[tuple, int | None]:
                 agent.memory_embedding_model_id,
                 agent.transcription_model_config_id,
                 agent.description_model_config_id,
+                agent.pk,
                 agent.model_config_id,
             ],
         )

@@ -24,7 +24,17 @@ from agents.guardrails import (
     GuardrailsSnapshot,
     terms_parse,
 )
-from agents.models import MEMORY_KINDS, Agent, AgentDelegate, AgentTool, GuardrailRule, ModelConfig, ModelPurpose
+from agents.models import (
+    MEMORY_KINDS,
+    Agent,
+    AgentDelegate,
+    AgentTool,
+    GuardrailRule,
+    ModelConfig,
+    ModelPurpose,
+    RoutingRule,
+    routing_values,
+)
 from agents.providers.caching import AUTO as CACHING_AUTO
 from tools.approval_policy import ApprovalExpiry, ApprovalPolicy, effective_policy
 from tools.models import ToolDefinition
@@ -186,6 +196,31 @@ class ConversionsSnapshot(TypedDict):
     description_model: NotRequired[ModelSnapshot]
 
 
+class RoutingRuleSpec(TypedDict):
+    """A routing rule as a run reads it (engine.routing): its condition's settings, only those
+    of its kind, and the model it picks."""
+
+    id: int
+    name: str
+    condition: str
+    model: ModelSnapshot
+    length_unit: NotRequired[str]  # input_length: "chars" or "tokens"
+    length_over: NotRequired[int | None]
+    length_under: NotRequired[int | None]
+    attachment_kind: NotRequired[str]  # attachments: "any", "image", "audio", "file"
+    tiers: NotRequired[list[str]]  # tier: lower-cased
+    time_start: NotRequired[str]  # time_of_day: "HH:MM:SS", in time_zone ("" the agent's)
+    time_end: NotRequired[str]
+    time_zone: NotRequired[str]
+    classifier_model: NotRequired[ModelSnapshot]  # classifier
+    classifier_prompt: NotRequired[str]
+    labels: NotRequired[list[str]]  # lower-cased
+
+
+class RoutingSnapshot(TypedDict):
+    rules: list[RoutingRuleSpec]
+
+
 class AgentSnapshot(TypedDict):
     agent: AgentSettings
     model: ModelSnapshot
@@ -198,6 +233,8 @@ class AgentSnapshot(TypedDict):
     memory: NotRequired[MemorySnapshot]
     # Only agents that turn some part into text have the key, for the same reason.
     conversions: NotRequired[ConversionsSnapshot]
+    # Only agents with enabled routing rules have the key, for the same reason (engine.routing).
+    routing: NotRequired[RoutingSnapshot]
 
 
 class SnapshotInvalid(ValueError):
@@ -482,7 +519,48 @@ def snapshot_build(*, agent: Agent, links: Iterable[AgentTool] | None = None) ->
     conversions = _conversions_snapshot(agent)
     if conversions is not None:
         snapshot["conversions"] = conversions
+    routing = [
+        _routing_rule_snapshot(rule)
+        for rule in RoutingRule.objects.filter(agent=agent, enabled=True)
+        .select_related("model_config", "classifier_model")
+        .order_by("position", "id")
+    ]
+    if routing:
+        snapshot["routing"] = {"rules": routing}
     return snapshot
+
+
+def _routing_rule_snapshot(rule: RoutingRule) -> RoutingRuleSpec:
+    spec: RoutingRuleSpec = {
+        "id": rule.pk,
+        "name": rule.name,
+        "condition": rule.condition,
+        "model": _model_snapshot(rule.model_config),
+    }
+    condition = RoutingRule.Condition
+    if rule.condition == condition.INPUT_LENGTH:
+        spec["length_unit"] = rule.length_unit or RoutingRule.LengthUnit.CHARS
+        spec["length_over"] = rule.length_over
+        spec["length_under"] = rule.length_under
+    elif rule.condition == condition.ATTACHMENTS:
+        spec["attachment_kind"] = rule.attachment_kind
+    elif rule.condition == condition.TIER:
+        spec["tiers"] = routing_values(rule.tiers)
+    elif rule.condition == condition.TIME_OF_DAY:
+        spec["time_start"] = rule.time_start.isoformat()
+        spec["time_end"] = rule.time_end.isoformat()
+        spec["time_zone"] = rule.time_zone
+    elif rule.condition == condition.CLASSIFIER:
+        spec["classifier_model"] = _model_snapshot(rule.classifier_model)
+        spec["classifier_prompt"] = rule.classifier_prompt
+        spec["labels"] = routing_values(rule.labels)
+    return spec
+
+
+def snapshot_routing(snapshot: AgentSnapshot) -> RoutingSnapshot | None:
+    """The version's routing rules; None for an agent without any (and for versions pinned
+    before routing existed)."""
+    return snapshot.get("routing")
 
 
 def _conversions_snapshot(agent: Agent) -> ConversionsSnapshot | None:

@@ -13,7 +13,16 @@ from dataclasses import dataclass, field
 from django.core.exceptions import ObjectDoesNotExist
 from django.db import models
 
-from agents.models import Agent, AgentDelegate, AgentRelease, AgentTool, AgentVersion, GuardrailRule, ModelConfig
+from agents.models import (
+    Agent,
+    AgentDelegate,
+    AgentRelease,
+    AgentTool,
+    AgentVersion,
+    GuardrailRule,
+    ModelConfig,
+    RoutingRule,
+)
 from alerts.models import AlertRule
 from conversations.models import ApiToken
 from evals.models import EvalCase, EvalSuite, ReleaseGate
@@ -93,6 +102,7 @@ AUDITED = (
     Audited(Agent, agent_attr="pk"),
     Audited(AgentTool),
     Audited(GuardrailRule),
+    Audited(RoutingRule),
     Audited(AgentDelegate, agent_attr="parent_id"),
     # The snapshot is the configuration the changes above made, hashed: the hash stands for it.
     Audited(AgentVersion, ignored=frozenset({"snapshot"}), creates=False),

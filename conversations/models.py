@@ -313,6 +313,10 @@ class Run(models.Model):
     # find runs by them through RunLabel, written only when there are some.
     tags = models.JSONField(default=list, blank=True, editable=False, verbose_name=_("tags"))
     metadata = models.JSONField(default=dict, blank=True, editable=False, verbose_name=_("metadata"))
+    # The routing decision (engine.routing), made once at the run's first model step and read
+    # with the run by every later one: the rule that matched (or none) and what it saw. Null for
+    # an agent without routing rules.
+    routing = models.JSONField(null=True, blank=True, editable=False, verbose_name=_("routing"))
 
     class Meta:
         verbose_name = _("run")

@@ -244,6 +244,8 @@ _STEP_RUN = Columns(
         "depth",
         "children_tokens",
         "children_cost",
+        # The routing decision (engine.routing): later steps use the model it picked.
+        "routing",
     ),
     "r",
 )

@@ -49,6 +49,7 @@ from engine.model_call import (
 from engine.next_step import Finish, RunTools, Step, next_step
 from engine.overrun import answer_truncated, overflow_error, truncation_error
 from engine.part_conversion import parts_converted
+from engine.routing import Route, run_route
 from engine.runs import AnswerEnding
 
 FORCED_CHOICES = ("required", "tool")
@@ -146,15 +147,22 @@ def effective_tool_choice(*, run: Run, snapshot: AgentSnapshot, messages: list[M
 
 
 def llm_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> StepResult:
+    # The model the run's routing rules picked, decided at its first step (engine.routing): the
+    # step goes on with the version's snapshot holding that model.
+    route = run_route(run=run, owner=owner, snapshot=snapshot, messages=messages)
+    if route is not None:
+        snapshot = route.snapshot
     try:
-        return _fitted_step(run=run, owner=owner, snapshot=snapshot, messages=messages)
+        return _fitted_step(run=run, owner=owner, snapshot=snapshot, messages=messages, route=route)
     except ContextOverflow as exc:
         # Said as what happened: a model whose own answers filled its context produced too much.
         error = overflow_error(server_said=exc.server_said, messages=messages, run_id=run.pk)
         raise ModelStepFailed(error) from exc
 
 
-def _fitted_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> StepResult:
+def _fitted_step(
+    *, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], route: Route | None
+) -> StepResult:
     """The step, and once more with the history folded if the server says it does not fit."""
     iteration = run.iterations + 1
     tool_choice, tool_name = effective_tool_choice(run=run, snapshot=snapshot, messages=messages)
@@ -184,6 +192,7 @@ def _fitted_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: lis
             tool_choice=tool_choice,
             tool_name=tool_name,
             recall=recall,
+            route=route,
         )
     except ContextOverflow:
         folded = build_context(
@@ -208,6 +217,7 @@ def _fitted_step(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: lis
         tool_choice=tool_choice,
         tool_name=tool_name,
         recall=recall,
+        route=route,
     )
 
 
@@ -222,6 +232,7 @@ def _call(
     tool_choice: str,
     tool_name: str,
     recall: Recall,
+    route: Route | None,
 ) -> StepResult:
     request = ModelRequest(
         messages=wire_messages,
@@ -232,6 +243,8 @@ def _call(
         reject_empty=True,
         relay_deltas=streams_answer(snapshot),
         attempt_writes=partial(recall.record, run_id=run.pk) if recall.memories else None,
+        routing=route.decision if route else None,
+        routing_store=bool(route and route.new),
     )
     answer = model_call(
         run=run,

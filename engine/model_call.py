@@ -294,6 +294,10 @@ class ModelRequest:
     attempt_writes: Callable[[Batch], None] | None = None
     # Sent instead of a chat request to each model tried (a transcription: engine.part_conversion).
     custom: "CustomCall | None" = None
+    # Why these models are tried (engine.routing): recorded on each attempt's row, the fallback's
+    # marked so; with `routing_store`, set on the run too, in each attempt's first batch.
+    routing: dict | None = None
+    routing_store: bool = False
 
 
 @dataclass(frozen=True)
@@ -499,7 +503,17 @@ INTERRUPTED = "interrupted: the worker stopped before the call completed"
 
 
 def _start_attempt(
-    *, run, owner, model, body, purpose, iteration, read_settings: bool, writes: Callable[[Batch], None] | None
+    *,
+    run,
+    owner,
+    model,
+    body,
+    purpose,
+    iteration,
+    read_settings: bool,
+    writes: Callable[[Batch], None] | None,
+    routing: dict | None = None,
+    run_sets: dict | None = None,
 ) -> tuple[LLMCall, list | None]:
     """The attempt's row (started) and its event, committed before the request is sent. It is
     numbered after the rows this call already has; those a dead worker left started are closed
@@ -514,9 +528,10 @@ def _start_attempt(
         provider=model["provider"],
         model_name=model["model"],
         request=body,
+        routing=routing,
     )
     batch = Batch()
-    run_guard(batch, run_id=run.pk, lease_owner=owner)
+    run_guard(batch, run_id=run.pk, lease_owner=owner, sets=run_sets)
     interrupted = Update(LLMCall).set(status=LLMCall.Status.FAILED, error=INTERRUPTED, finished_at=timezone.now())
     batch.add("interrupted", interrupted.where(**same_call, status=LLMCall.Status.STARTED))
     attempt = count(LLMCall, plus=1, **same_call)
@@ -595,7 +610,9 @@ def model_call(
     # A request with parts: their bytes go in at sending, their tokens by each provider's rule.
     attachment_ids = _attachments_sent(request.messages) if has_parts(request.messages) else set()
     key = cache_key(agent_id=snapshot["agent"]["id"], version_id=run.agent_version_id, purpose=purpose)
-    for model in request.models or snapshot_models(snapshot):
+    run_sets = {"routing": request.routing} if request.routing_store else None
+    for tried, model in enumerate(request.models or snapshot_models(snapshot)):
+        routing = {**request.routing, "fallback": True} if tried and request.routing else request.routing
         media = media_tokens(request.messages, model["provider"]) if attachment_ids else None
         # A streamed request's body depends on what was learned about the server, so the live
         # settings are read first; otherwise they come with the first attempt's row.
@@ -621,6 +638,8 @@ def model_call(
                 iteration=iteration,
                 read_settings=live is None,
                 writes=request.attempt_writes,
+                routing=routing,
+                run_sets=run_sets,
             )
             live = live or _live_settings(model, values)
             api_key, prices = live.api_key, live.prices

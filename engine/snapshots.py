@@ -19,7 +19,11 @@ def version_snapshot(version_id: int) -> AgentSnapshot:
 
 def run_snapshot(run) -> AgentSnapshot:
     """The snapshot a run's steps use: its version's, with the model a fork runs instead
-    (Run.sandbox["model"], engine.forks) and no fallback, which the fork did not ask for."""
+    (Run.sandbox["model"], engine.forks) and no fallback, which the fork did not ask for, nor
+    routing rules (engine.routing), which would pick another model than the one it asked for."""
     snapshot = version_snapshot(run.agent_version_id)
     model = (run.sandbox or {}).get("model")
-    return snapshot if model is None else {**snapshot, "model": model, "fallback_model": None}
+    if model is None:
+        return snapshot
+    kept = {key: value for key, value in snapshot.items() if key != "routing"}
+    return {**kept, "model": model, "fallback_model": None}

@@ -45,10 +45,10 @@ WORKSPACE_APPS = (
     "workspaces",
 )
 
-# What a builder shapes: agents (versions, releases, guardrails), tools and MCP servers,
+# What a builder shapes: agents (versions, releases, guardrails, routing rules), tools and MCP servers,
 # knowledge, evals. Model configs hold provider keys: an owner's.
 _BUILDER_MODELS = {
-    "agents": {"agent", "agenttool", "agentdelegate", "agentversion", "agentrelease", "guardrailrule"},
+    "agents": {"agent", "agenttool", "agentdelegate", "agentversion", "agentrelease", "guardrailrule", "routingrule"},
     "tools": None,
     "knowledge": None,
     "evals": None,

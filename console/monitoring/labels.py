@@ -4,6 +4,7 @@ the export keeps the stored values, so they are looked up here when a page is dr
 
 from django.utils.translation import gettext as _
 
+from agents.models import RoutingRule
 from conversations.models import (
     Approval,
     ForkChange,
@@ -78,3 +79,42 @@ def llm_call_title(step: dict) -> str:
     if step["attempt"] > 1:
         title += " · " + _("attempt %(attempt)s") % {"attempt": step["attempt"]}
     return title
+
+
+def _saw_text(saw) -> str:
+    if isinstance(saw, list):
+        return ", ".join(map(str, saw)) or _("none")
+    return "–" if saw is None or saw == "" else str(saw)
+
+
+def routing_text(routing: dict | None) -> str:
+    """How the agent's routing rules chose the call's model (engine.routing), in words; empty
+    for a call of an agent without rules."""
+    if not routing:
+        return ""
+    if "model_config" not in routing and routing.get("rule") is not None:
+        # The classifier's own call: which rule it labels the message for.
+        return _("classifier of routing rule %(number)s %(name)s") % {
+            "number": routing["rule"],
+            "name": routing.get("name") or "",
+        }
+    if routing.get("rule") is None:
+        text = _("routing: no rule matched, the agent's model")
+    else:
+        text = _("routed by rule %(number)s %(name)s (%(condition)s: %(saw)s) to %(model)s") % {
+            "number": routing["rule"],
+            "name": routing.get("name") or "",
+            "condition": _label(RoutingRule.Condition, routing.get("condition", "")).lower(),
+            "saw": _saw_text(routing.get("saw")),
+            "model": routing["model_config"]["name"],
+        }
+    for tried in routing.get("unmatched") or ():
+        if tried.get("error"):
+            text += " · " + _("rule %(number)s did not match: %(error)s (%(saw)s)") % {
+                "number": tried["rule"],
+                "error": tried["error"],
+                "saw": _saw_text(tried.get("saw")),
+            }
+    if routing.get("fallback"):
+        text += " · " + _("the fallback model, after the routed one failed")
+    return text

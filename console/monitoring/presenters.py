@@ -13,6 +13,7 @@ from console.monitoring.labels import (
     approval_status_text,
     fork_change_text,
     llm_call_title,
+    routing_text,
     run_status_text,
     step_status_text,
     stop_reason_text,
@@ -129,6 +130,7 @@ def timeline_rows(steps: list[dict]) -> list[dict]:
         if step["kind"] == "llm_call":
             row.update(
                 title=llm_call_title(step),
+                routing_text=routing_text(step.get("routing")),
                 duration_ms=step["latency_ms"],
                 request=_pretty(step["request"]),
                 response=_pretty(step["response"]),

@@ -45,6 +45,8 @@ def _llm_call(call, *, requests: bool) -> dict:
         "error": call.error,
         # A fork's copy of its source's call (engine.forks): not sent again, no usage of its own.
         "copied": call.copied,
+        # Why this model was tried: the routing rule that picked it (engine.routing), or None.
+        "routing": call.routing,
         "started_at": _iso(call.started_at),
         "finished_at": _iso(call.finished_at),
         # The agent's rendered system prompt and tools: None unless the reader may see agents'

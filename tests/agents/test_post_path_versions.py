@@ -5,7 +5,7 @@ changed by a save or by a bulk update, gives the next post a new version."""
 import pytest
 
 from agents import services
-from agents.models import Agent, AgentTool, AgentVersion, ModelConfig
+from agents.models import Agent, AgentTool, AgentVersion, ModelConfig, RoutingRule
 from agents.services import agent_version_current
 from conversations.models import Run
 from tests.support.api import client_for
@@ -90,6 +90,12 @@ CHANGES = {
     "tool definition updated in bulk": (
         lambda a: ToolDefinition.objects.filter(name="test-echo").update(description="Changed."),
         lambda s: s["tools"][0]["description"] == "Changed.",
+    ),
+    "routing rule added": (
+        lambda a: RoutingRule.objects.create(
+            agent=a, condition="input_length", length_over=100, model_config_id=a.fallback_model_config_id
+        ),
+        lambda s: s["routing"]["rules"][0]["length_over"] == 100,
     ),
     "tool deactivated in bulk": (
         lambda a: ToolDefinition.objects.filter(name="test-echo").update(is_active=False),

@@ -1,16 +1,20 @@
 """The agent-version snapshot: the typed structures describe exactly what is stored, equal
 configurations pin the same version, and a stored snapshot is checked when it is read."""
 
+from datetime import time
+
 import pytest
 
 from agents.guardrails import GuardrailSpec, GuardrailsSnapshot
-from agents.models import Agent, AgentTool, GuardrailRule, ModelConfig
+from agents.models import Agent, AgentTool, GuardrailRule, ModelConfig, RoutingRule
 from agents.services import agent_version_current
 from agents.snapshot import (
     AgentSettings,
     AgentSnapshot,
     ConversionsSnapshot,
     ModelSnapshot,
+    RoutingRuleSpec,
+    RoutingSnapshot,
     ToolApproval,
     ToolHttp,
     ToolSpec,
@@ -76,9 +80,28 @@ def test_the_types_name_every_stored_key_and_no_other():
     GuardrailRule.objects.create(agent=agent, side="input", kind="blocked_terms", terms="x", action="block")
     GuardrailRule.objects.create(agent=agent, side="output", kind="blocked_pattern", pattern="y+", action="flag")
     GuardrailRule.objects.create(agent=agent, side="both", kind="pii_email", action="redact")
+    routed = ModelConfigFactory(**seeing)
+    RoutingRule.objects.create(agent=agent, condition="input_length", length_over=9, model_config=routed)
+    RoutingRule.objects.create(agent=agent, condition="attachments", attachment_kind="image", model_config=routed)
+    RoutingRule.objects.create(agent=agent, condition="tier", tiers="gold", model_config=routed)
+    RoutingRule.objects.create(
+        agent=agent, condition="time_of_day", time_start=time(9), time_end=time(17), model_config=routed
+    )
+    RoutingRule.objects.create(
+        agent=agent,
+        condition="classifier",
+        classifier_model=routed,
+        classifier_prompt="Label it.",
+        labels="a",
+        model_config=routed,
+    )
     snapshot = snapshot_build(agent=agent)
 
     assert set(snapshot) == _keys(AgentSnapshot)
+    assert set(snapshot["routing"]) == _keys(RoutingSnapshot)
+    rules = snapshot["routing"]["rules"]
+    assert set().union(*rules) == _keys(RoutingRuleSpec)
+    assert all(set(rule["model"]) == set(snapshot["model"]) for rule in rules)
     assert set(snapshot["guardrails"]) == _keys(GuardrailsSnapshot)
     terms, pattern, pii = snapshot["guardrails"]["rules"]
     assert set(terms) == GuardrailSpec.__required_keys__ | {"terms"}

@@ -1,8 +1,8 @@
 """Form fields the admin's pages need beside a test's own."""
 
-# The agent admin's inlines (tool links, delegates, guardrail rules): a posted form needs each
+# The agent admin's inlines (tool links, delegates, guardrail rules, routing rules): a posted form needs each
 # one's management form, or Django refuses the whole post.
-AGENT_ADMIN_INLINES = ("agent_tools", "delegates", "guardrail_rules")
+AGENT_ADMIN_INLINES = ("agent_tools", "delegates", "guardrail_rules", "routing_rules")
 
 
 def agent_admin_inlines(**totals: int) -> dict:
