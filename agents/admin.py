@@ -468,6 +468,17 @@ class AgentAdmin(AgentReleaseAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin)
             {"fields": ["context_max_turns", "context_tool_result_max_chars", "context_token_budget"]},
         ),
         (
+            _("Answers in a schema"),
+            {
+                "description": _(
+                    "A JSON Schema the final answer must match (docs/quality.md). An answer that does not is sent "
+                    "back to the model with the errors, at most the repair turns; then the run ends with stop "
+                    "reason schema_invalid."
+                ),
+                "fields": ["output_schema", "output_repair_turns"],
+            },
+        ),
+        (
             _("Budgets"),
             {
                 "description": _("Reaching a budget ends the run with stop reason budget (or timeout) and says why."),

@@ -313,6 +313,11 @@ class Run(models.Model):
     # find runs by them through RunLabel, written only when there are some.
     tags = models.JSONField(default=list, blank=True, editable=False, verbose_name=_("tags"))
     metadata = models.JSONField(default=dict, blank=True, editable=False, verbose_name=_("metadata"))
+    # Answers in a schema (agents.output_schema): the schema this run's answer must match when
+    # its request gave one (a /v1 response_format), over the version's; null: the version's.
+    output_schema = models.JSONField(null=True, blank=True, editable=False, verbose_name=_("output schema"))
+    # The final answer parsed as JSON, once it matched the schema; null without a schema.
+    output = models.JSONField(null=True, blank=True, editable=False, verbose_name=_("output"))
 
     class Meta:
         verbose_name = _("run")

@@ -244,6 +244,8 @@ _STEP_RUN = Columns(
         "depth",
         "children_tokens",
         "children_cost",
+        # The schema a /v1 request gave its run (agents.output_schema): null for nearly every run.
+        "output_schema",
     ),
     "r",
 )

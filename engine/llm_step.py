@@ -26,6 +26,7 @@ from agents.snapshot import AgentSnapshot, snapshot_tool, snapshot_tools
 from conversations.batch import Is, Row, exists, listening_read, messages_add, run_guard
 from conversations.models import LLMCall, Message, Run, StopReason, ToolInvocation
 from conversations.selectors import run_step_row
+from engine.answer_schema import run_schema
 from engine.context import build_context
 from engine.guardrails import (
     OutputReview,
@@ -232,6 +233,8 @@ def _call(
         reject_empty=True,
         relay_deltas=streams_answer(snapshot),
         attempt_writes=partial(recall.record, run_id=run.pk) if recall.memories else None,
+        # Asked of models that keep to a schema; every answer is checked all the same (next_step).
+        answer_schema=run_schema(run, snapshot)[0],
     )
     answer = model_call(
         run=run,
@@ -285,7 +288,7 @@ def _plan(
         # matched the answer; engine.loop ends the run, enforcing what the rule does, after
         # the commit (engine.runs.AnswerEnding).
         return None
-    ending = AnswerEnding(run.pk, owner)
+    ending = AnswerEnding(run.pk, owner, output=decision.output)
     return _Plan(ending.guard, ending)
 
 
