@@ -2,7 +2,7 @@
 many repair turns it has, and the repair turn itself.
 
 The decision is engine.next_step's (a pure function): a final answer that matches is the run's
-answer, its parsed value kept on the run (Run.output) by the commit that ends the run; one that
+answer, its parsed value kept on the run (Run.output_parsed) by the commit that ends the run; one that
 does not is sent back (Repair) while repair turns are left, then the run ends (schema_invalid).
 
 A repair turn is a ledger row like any other: a user-role message the model sees, written by

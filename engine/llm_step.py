@@ -224,6 +224,9 @@ def _call(
     tool_name: str,
     recall: Recall,
 ) -> StepResult:
+    # Asked of models that keep to a schema; every answer is checked all the same (next_step), so
+    # none is relayed as it arrives: an answer is only the run's once it matched.
+    schema = run_schema(run, snapshot)[0]
     request = ModelRequest(
         messages=wire_messages,
         tools=snapshot["tools"],
@@ -231,10 +234,9 @@ def _call(
         tool_name=tool_name,
         parallel_tool_calls=snapshot["agent"]["parallel_tool_calls"],
         reject_empty=True,
-        relay_deltas=streams_answer(snapshot),
+        relay_deltas=streams_answer(snapshot) and schema is None,
         attempt_writes=partial(recall.record, run_id=run.pk) if recall.memories else None,
-        # Asked of models that keep to a schema; every answer is checked all the same (next_step).
-        answer_schema=run_schema(run, snapshot)[0],
+        answer_schema=schema,
     )
     answer = model_call(
         run=run,

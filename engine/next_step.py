@@ -101,7 +101,7 @@ class Finish:
     error: str = ""
     listening: bool | None = field(default=None, compare=False)
     made: MadeEnding | None = field(default=None, compare=False)
-    # A final answer that matched the run's output schema: its parsed value (Run.output).
+    # A final answer that matched the run's output schema: its parsed value (Run.output_parsed).
     output: object = None
 
     @property

@@ -144,17 +144,18 @@ def _answered(
         batch.read("waiting", _WAITING_SQL, [db_value(Run, "id", run_id), RunStatus.QUEUED], ("waiting",))
         batch.after(_answered_found(ended))
 
+    # An answer's parsed value is JSON, which a shaped change cannot bind: that ending's UPDATE is
+    # built each time (a run with an output schema).
+    change = (
+        {"shape": _ANSWERED, "values": {"error": error, "now": now}}
+        if output is None
+        else {"where": _ANSWERED.where(error, now), "fields": {**_ANSWERED.fields(error, now), "output_parsed": output}}
+    )
     run_transition(
         run_id=run_id,
         to=RunStatus.COMPLETED,
         expect=ACTIVE_STATUSES,
-        # An answer's parsed value is JSON, which a shaped change cannot bind: that ending's
-        # UPDATE is built each time (a run with an output schema).
-        **(
-            {"shape": _ANSWERED, "values": {"error": error, "now": now}}
-            if output is None
-            else {"where": _ANSWERED.where(error, now), "fields": {**_ANSWERED.fields(error, now), "output": output}}
-        ),
+        **change,
         payload=events.run_ended(stop_reason=StopReason.FINAL_ANSWER, error=error),
         writes=writes,
         listening=listening,
@@ -211,7 +212,7 @@ class AnswerEnding:
                 "stop_reason": StopReason.FINAL_ANSWER,
                 "error": "",
                 "finished_at": self.now,
-                **({"output": self.output} if self.output is not None else {}),
+                **({"output_parsed": self.output} if self.output is not None else {}),
             },
             sets=sets,
             where=(*_ANSWER_ENDS, *unheard()),

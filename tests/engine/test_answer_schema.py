@@ -40,12 +40,12 @@ def test_a_valid_answer_is_kept_on_the_run_without_another_statement(scripted_ag
     assert len(_statements(held)) == len(_statements(free))
     free.refresh_from_db()
     held.refresh_from_db()
-    assert (held.status, held.stop_reason, held.output) == (
+    assert (held.status, held.stop_reason, held.output_parsed) == (
         "completed",
         "final_answer",
         {"city": "Beijing", "temperature": 21},
     )
-    assert free.output is None
+    assert free.output_parsed is None
 
 
 def test_a_wrong_answer_is_repaired_on_the_second_try(scripted_agent, fake_llm):
@@ -53,7 +53,7 @@ def test_a_wrong_answer_is_repaired_on_the_second_try(scripted_agent, fake_llm):
     run = advance(start_run(agent, "Weather in Beijing?"))
 
     assert (run.status, run.stop_reason) == ("completed", "final_answer")
-    assert run.output == {"city": "Beijing", "temperature": 21}
+    assert run.output_parsed == {"city": "Beijing", "temperature": 21}
     assert run.iterations == 2 and LLMCall.objects.filter(run=run, purpose="step").count() == 2
     roles = list(Message.objects.filter(run=run).order_by("order").values_list("role", "name"))
     assert roles == [("user", ""), ("assistant", ""), ("user", REPAIR_NAME), ("assistant", "")]
@@ -75,7 +75,7 @@ def test_an_answer_that_never_matches_ends_schema_invalid_after_the_repairs(scri
     )
     run = advance(start_run(agent))
 
-    assert (run.status, run.stop_reason, run.output) == ("completed", "schema_invalid", None)
+    assert (run.status, run.stop_reason, run.output_parsed) == ("completed", "schema_invalid", None)
     assert LLMCall.objects.filter(run=run, purpose="step").count() == 4
     assert Message.objects.filter(run=run, name=REPAIR_NAME).count() == 3
     assert RunEvent.objects.filter(run=run, type="answer.repair").count() == 3
@@ -87,7 +87,7 @@ def test_a_model_that_keeps_to_a_schema_is_asked_with_it(scripted_agent, fake_ll
     agent = scripted_agent(script({"content": VALID}), output_schema=SCHEMA, model_fields={"structured_output": True})
     run = advance(start_run(agent))
 
-    assert run.output == {"city": "Beijing", "temperature": 21}
+    assert run.output_parsed == {"city": "Beijing", "temperature": 21}
     [request] = fake_llm.requests(agent.model_config.model)
     assert request["response_format"] == {"type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA}}
 
@@ -105,7 +105,7 @@ def test_a_valid_answer_ended_in_a_statement_of_its_own_keeps_its_value(scripted
     Webhook.objects.create(agent=agent, url="https://hooks.example.com/agentry", secret="s" * 32)
     run = advance(start_run(agent))
 
-    assert (run.status, run.stop_reason, run.output) == (
+    assert (run.status, run.stop_reason, run.output_parsed) == (
         "completed",
         "final_answer",
         {"city": "Beijing", "temperature": 21},
