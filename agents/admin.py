@@ -287,10 +287,15 @@ class AgentForm(forms.ModelForm):
     audio_parts = Agent._meta.get_field("audio_parts").formfield(required=False)
     image_parts = Agent._meta.get_field("image_parts").formfield(required=False)
     file_parts = Agent._meta.get_field("file_parts").formfield(required=False)
+    output_repair_turns = Agent._meta.get_field("output_repair_turns").formfield(required=False)
 
     def clean_memory_shown(self):
         shown = self.cleaned_data["memory_shown"]
         return Agent._meta.get_field("memory_shown").default if shown is None else shown
+
+    def clean_output_repair_turns(self):
+        turns = self.cleaned_data["output_repair_turns"]
+        return Agent._meta.get_field("output_repair_turns").default if turns is None else turns
 
     def clean_audio_parts(self):
         return self.cleaned_data["audio_parts"] or AudioParts.REFUSE

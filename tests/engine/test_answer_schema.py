@@ -3,8 +3,10 @@ kept on the run at no extra statement, a wrong one repaired with a ledger row th
 one that never matches ending schema_invalid, and a model that keeps to a schema asked with it."""
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from conversations.models import LLMCall, Message, RunEvent
 from engine.answer_schema import REPAIR_NAME
@@ -111,3 +113,12 @@ def test_a_valid_answer_ended_in_a_statement_of_its_own_keeps_its_value(scripted
         {"city": "Beijing", "temperature": 21},
     )
     assert WebhookDelivery.objects.get(run_event__run=run).event_type == "run.completed"
+
+
+def test_the_run_admin_shows_the_parsed_output(scripted_agent, client):
+    run = advance(start_run(scripted_agent(script({"content": VALID}), output_schema=SCHEMA)))
+    client.force_login(User.objects.create_superuser(username="root", password="pw"))
+
+    page = client.get(reverse("admin:conversations_run_change", args=[run.pk])).content.decode()
+
+    assert "Answer in a schema</h2>" in page and "&quot;temperature&quot;: 21" in page
