@@ -34,6 +34,12 @@ SCRIPT = {
 def client(api_server, worker, fake_llm):
     fake_llm.script("oa-schema", SCRIPT)
     fake_llm.script("oa-schema-never", {"fallback": {"content": "never JSON"}})
+    # A model config that streams: the wrong answer's deltas must not reach the client.
+    make_agent(
+        slug="oa-schema-stream",
+        language="en",
+        model_config=ModelConfigFactory(base_url=fake_llm.api_base, model="oa-schema", stream=True),
+    )
     make_agent(
         slug="oa-schema-never",
         language="en",
@@ -104,3 +110,31 @@ def test_a_bad_response_format_is_a_400_and_starts_no_run(client, response_forma
         _ask(client, "valid please", response_format=response_format)
     assert raised.value.body["param"].endswith(param)
     assert not Run.objects.exists()
+
+
+def test_a_streamed_reply_carries_only_the_answer_that_matched(client):
+    chunks = list(
+        client.chat.completions.create(
+            model="oa-schema-stream",
+            messages=[{"role": "user", "content": "repair please"}],
+            response_format=FORMAT,
+            stream=True,
+        )
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert json.loads(text) == {"city": "Chengdu", "temperature": 18}
+    run = Run.objects.get(pk=chunks[-1].model_extra["agentry"]["run_id"])
+    assert LLMCall.objects.filter(run=run, purpose="step").count() == 2
+
+
+def test_a_streamed_request_that_never_matches_ends_with_the_error(client):
+    with pytest.raises(openai.APIError) as raised:
+        list(
+            client.chat.completions.create(
+                model="oa-schema-never",
+                messages=[{"role": "user", "content": "anything"}],
+                response_format=FORMAT,
+                stream=True,
+            )
+        )
+    assert "without an answer matching the requested schema" in raised.value.message
