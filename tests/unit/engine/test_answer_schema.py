@@ -195,3 +195,8 @@ def test_the_ending_is_said_in_the_agents_language():
     snap = snapshot(output_schema=SCHEMA, output_repair_turns=0, language="zh-hans")
     decision = decide([user(), answer("a")], snap)
     assert decision.reason == StopReason.SCHEMA_INVALID and decision.message
+
+
+def test_a_schema_that_refers_to_itself_forever_fails_the_answer_not_the_worker():
+    read = answer_read({"$ref": "#"}, '{"a": 1}')
+    assert read.errors == ["The schema or the answer is nested too deeply to be checked."]
