@@ -111,12 +111,7 @@ def _step(run_id, owner: str, carried: Carried | None = None) -> Carried | Finis
     if isinstance(step, RunTools):
         return _tools(run=run, owner=owner, snapshot=snapshot, messages=messages, carried=carried)
     if isinstance(step, Repair):
-        answer = messages[-1]
-        answer_repair(
-            run=run, owner=owner, snapshot=snapshot, answer=answer, errors=step.errors, repair=step.repair, of=step.of
-        )
-        # The next step reads the run and its messages, the repair turn among them, and calls the model.
-        return True
+        return _repair(run=run, owner=owner, snapshot=snapshot, messages=messages, repair=step)
     return _call_model(run=run, owner=owner, snapshot=snapshot, messages=messages)
 
 
@@ -157,6 +152,21 @@ def _tools(
     # The next step starts from the run as the step's last commit left it: a cancel accepted
     # while the tools ran is seen at that step's boundary.
     return Carried(outcome.run, [*messages, *outcome.messages])
+
+
+def _repair(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], repair: Repair) -> bool:
+    """Send the final answer (the last message) back: it does not match the run's output schema."""
+    answer_repair(
+        run=run,
+        owner=owner,
+        snapshot=snapshot,
+        answer=messages[-1],
+        errors=repair.errors,
+        repair=repair.repair,
+        of=repair.of,
+    )
+    # The next step reads the run and its messages, the repair turn among them, and calls the model.
+    return True
 
 
 def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> Carried | Finish | bool:

@@ -2,7 +2,7 @@
 
 `next_step` reads the run row, the messages its model would see and the agent-version snapshot
 (plus the time and the agent's usage today, so the caller does every read) and returns one of
-three values; the loop executes it (engine.loop). The order of the checks is the promise:
+four values; the loop executes it (engine.loop). The order of the checks is the promise:
 
 1. a cancel the API accepted ends the run, whatever else holds;
 2. past the deadline, the run ends (timeout), unless the model's answer without tool calls has
@@ -16,8 +16,8 @@ three values; the loop executes it (engine.loop). The order of the checks is the
    the runs it delegated to used up its budget (engine.delegation: the tree stops);
 5. the last message is the model's, without tool calls: that is the answer, if the run has no
    output schema or the answer matches it (its parsed value goes with the ending); one that does
-   not is sent back with what is wrong (Repair) while the run has repair turns left, and then
-   ends the run (schema_invalid) (engine.answer_schema);
+   not is sent back with what is wrong (Repair) while the run has repair turns left, then ends
+   the run: schema_invalid (engine.answer_schema);
 6. the model was called as often as the agent allows: max_iterations;
 7. a run or daily budget is used up: budget;
 8. otherwise (a user message, or tool results): call the model.
