@@ -299,10 +299,15 @@ class AgentForm(forms.ModelForm):
     audio_parts = Agent._meta.get_field("audio_parts").formfield(required=False)
     image_parts = Agent._meta.get_field("image_parts").formfield(required=False)
     file_parts = Agent._meta.get_field("file_parts").formfield(required=False)
+    output_repair_turns = Agent._meta.get_field("output_repair_turns").formfield(required=False)
 
     def clean_memory_shown(self):
         shown = self.cleaned_data["memory_shown"]
         return Agent._meta.get_field("memory_shown").default if shown is None else shown
+
+    def clean_output_repair_turns(self):
+        turns = self.cleaned_data["output_repair_turns"]
+        return Agent._meta.get_field("output_repair_turns").default if turns is None else turns
 
     def clean_audio_parts(self):
         return self.cleaned_data["audio_parts"] or AudioParts.REFUSE
@@ -499,6 +504,17 @@ class AgentAdmin(AgentReleaseAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin)
         (
             _("Context policy"),
             {"fields": ["context_max_turns", "context_tool_result_max_chars", "context_token_budget"]},
+        ),
+        (
+            _("Answers in a schema"),
+            {
+                "description": _(
+                    "A JSON Schema the final answer must match (docs/quality.md). An answer that does not is sent "
+                    "back to the model with the errors, at most the repair turns; then the run ends with stop "
+                    "reason schema_invalid."
+                ),
+                "fields": ["output_schema", "output_repair_turns"],
+            },
         ),
         (
             _("Budgets"),

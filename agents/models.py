@@ -8,6 +8,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents import guardrails
 from agents.delegation import chain_problem
+from agents.output_schema import OutputSchemaInvalid, output_schema_check
 from agents.providers.parameters import agent_problems, parameter_problems
 from platform_site.crypto import EncryptedTextField
 from tools.approval_policy import validate_rule
@@ -728,6 +729,11 @@ class Agent(InWorkspace):
         kinds_problem = memory_kinds_problem(self.memory_kinds)
         if kinds_problem:
             raise ValidationError({"memory_kinds": kinds_problem})
+        if self.output_schema is not None:
+            try:
+                output_schema_check(self.output_schema)
+            except OutputSchemaInvalid as exc:
+                raise ValidationError({"output_schema": str(exc)}) from None
         conversion_problems = self._conversion_problems()
         if conversion_problems:
             raise ValidationError(conversion_problems)

@@ -62,6 +62,10 @@ class AgentSettings(TypedDict):
     run_timeout_seconds: int | None
     daily_token_budget: int | None
     daily_cost_budget: str | None
+    # Answers in a schema (agents.output_schema): only for an agent that declares one, so the
+    # others pin the same snapshot (and hash) as before; absent reads as none (snapshot_output).
+    output_schema: NotRequired[dict]
+    output_repair_turns: NotRequired[int]
 
 
 class ModelSnapshot(TypedDict):
@@ -510,6 +514,9 @@ def snapshot_build(*, agent: Agent, links: Iterable[AgentTool] | None = None) ->
         "fallback_model": _model_snapshot(agent.fallback_model_config) if agent.fallback_model_config_id else None,
         "tools": [*(_tool_snapshot(link) for link in links), *(_delegate_snapshot(d) for d in delegates)],
     }
+    if agent.output_schema is not None:
+        snapshot["agent"]["output_schema"] = agent.output_schema
+        snapshot["agent"]["output_repair_turns"] = agent.output_repair_turns
     enabled = GuardrailRule.objects.filter(agent=agent, enabled=True).select_related("model_config").order_by("id")
     rules = [_guardrail_snapshot(rule) for rule in enabled]
     if rules:
@@ -577,6 +584,12 @@ def _conversions_snapshot(agent: Agent) -> ConversionsSnapshot | None:
     if kinds.get("image") == "describe" and agent.description_model_config_id:
         conversions["description_model"] = _model_snapshot(agent.description_model_config)
     return conversions
+
+
+def snapshot_output(snapshot: AgentSnapshot) -> tuple[dict | None, int]:
+    """The version's output schema (None: free text) and how many repair turns it allows."""
+    agent = snapshot["agent"]
+    return agent.get("output_schema"), agent.get("output_repair_turns", 0)
 
 
 def snapshot_conversions(snapshot: AgentSnapshot) -> ConversionsSnapshot | None:

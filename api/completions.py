@@ -18,18 +18,25 @@ storing them (attachments.services.attachment_store, as the token's user and the
 user) is completion_start's, before the run: the last user message's parts become its
 attachments, the earlier ones' go with the history. The worker only ever reads stored bytes.
 
+`response_format` holds this request's answer to a JSON Schema (`json_schema`) or to any JSON
+object (`json_object`), as an agent's output schema would (docs/quality.md): the answer is
+checked on the platform's side and sent back to the model to be fixed, and the reply's content is
+the JSON text. A run whose answer never matched answers an error (code schema_invalid).
+
 OpenAI's `user` field (the application's id for its end user) becomes the conversation's end
 user: the agent's limits per end user and its long-term memory go by it. Its `metadata` (string
 pairs, bounded as OpenAI bounds them) goes on the run and the conversation: the runs list
 filters by it.
 """
 
+import json
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.utils.translation import gettext as _
 
 from agents.models import Agent
+from agents.output_schema import OutputSchemaInvalid, output_schema_check
 from agents.selectors import agent_usable_by
 from attachments.data_urls import base64_decode, data_url_decode, declared_check
 from attachments.fetch import attachment_url_fetch, fetch_deadline
@@ -57,6 +64,12 @@ FINISH_REASONS = {
 PARKED_TEXT = (
     "This request is waiting for approval: before it can go on, a person must approve the call of "
     "{tools}. Run {run_id} continues after the decision; follow it at /api/v1/runs/{run_id}/."
+)
+
+
+SCHEMA_INVALID_TEXT = (
+    "Run {run_id} ended without an answer matching the requested schema, also after its repair turns "
+    "(stop reason schema_invalid). {error}"
 )
 
 
@@ -92,6 +105,37 @@ class CompletionRequest:
     metadata: dict[str, str] = field(default_factory=dict)
     # The last user message's parts; the history's are in each turn's "parts_in".
     parts_in: list[PartIn] = field(default_factory=list)
+    # The schema the answer must match (response_format), over the agent's; None: the agent's.
+    output_schema: dict | None = None
+
+
+# response_format json_object: any JSON object is an answer.
+ANY_OBJECT = {"type": "object"}
+
+
+def _response_format(value) -> dict | None:
+    """The schema a response_format asks the answer to match (None: text, the agent's own)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or value.get("type") not in ("text", "json_object", "json_schema"):
+        raise CompletionRequestError(
+            _('Must be {"type": "text"}, {"type": "json_object"} or {"type": "json_schema", "json_schema": {…}}.'),
+            param="response_format",
+        )
+    if value["type"] == "text":
+        return None
+    if value["type"] == "json_object":
+        return ANY_OBJECT
+    described = value.get("json_schema")
+    if not isinstance(described, dict) or "schema" not in described:
+        raise CompletionRequestError(
+            _('Required: {"name": …, "schema": {a JSON Schema}}.'), param="response_format.json_schema"
+        )
+    try:
+        output_schema_check(described["schema"])
+    except OutputSchemaInvalid as exc:
+        raise CompletionRequestError(str(exc), param="response_format.json_schema.schema") from None
+    return described["schema"]
 
 
 ATTACHMENT_PART_TYPES = ("image_url", "input_audio", "file")
@@ -240,6 +284,7 @@ def completion_request_parse(body) -> CompletionRequest:
         metadata = metadata_clean(body.get("metadata"))
     except LabelsInvalid as exc:
         raise CompletionRequestError(exc.message, param="metadata") from None
+    output_schema = _response_format(body.get("response_format"))
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise CompletionRequestError(_("Must be an object."), param="stream_options")
@@ -295,6 +340,7 @@ def completion_request_parse(body) -> CompletionRequest:
         include_usage=bool(options.get("include_usage")),
         end_user=end_user,
         metadata=metadata,
+        output_schema=output_schema,
     )
 
 
@@ -366,6 +412,7 @@ def completion_start(*, user, agent: Agent, request: CompletionRequest) -> Run:
             run_metadata=request.metadata,
             attachments=attachments,
             history_attachments=earlier,
+            output_schema=request.output_schema,
         )
     except AttachmentRefused as exc:
         # Admission's refusal of a part the agent's models cannot be sent.
@@ -394,10 +441,17 @@ def completion_outcome(*, run_id, settled_only: bool = False) -> CompletionOutco
         )
         text = PARKED_TEXT.format(tools=", ".join(sorted(set(tools))) or "a tool", run_id=run.pk)
         return CompletionOutcome(run, text, None, "stop", None)
+    if run.status == RunStatus.COMPLETED and run.stop_reason == StopReason.SCHEMA_INVALID:
+        # The client asked for JSON in a schema: the words that say why there is none are no answer.
+        return CompletionOutcome(run, None, None, "stop", SCHEMA_INVALID_TEXT.format(run_id=run.pk, error=run.error))
     if run.status == RunStatus.COMPLETED:
         finish = FINISH_REASONS.get(run.stop_reason, "stop")
         if final is None:
             return CompletionOutcome(run, "", None, finish, None)
+        if run.output_parsed is not None:
+            # The JSON text of the answer that matched, without the code fence a model may add.
+            text = json.dumps(run.output_parsed, ensure_ascii=False)
+            return CompletionOutcome(run, text, final.llm_call_id, finish, None)
         return CompletionOutcome(run, final.content, final.llm_call_id, finish, None)
     if run.is_terminal:
         detail = "an internal error" if run.stop_reason == StopReason.INTERNAL_ERROR else (run.error or run.stop_reason)

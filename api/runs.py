@@ -106,6 +106,12 @@ class RunSerializer(serializers.ModelSerializer):
         help_text="The images, files and audio clips sent after the input's text, in order."
     )
     output = serializers.SerializerMethodField()
+    output_parsed = serializers.JSONField(
+        read_only=True,
+        allow_null=True,
+        help_text="The answer parsed as JSON, when the run's agent (or its /v1 request) declares an output schema "
+        "and the answer matched it (docs/quality.md); null otherwise. output keeps the answer's text.",
+    )
     usage = UsageSerializer(
         source="*",
         read_only=True,
@@ -172,6 +178,7 @@ class RunSerializer(serializers.ModelSerializer):
             "input",
             "input_attachments",
             "output",
+            "output_parsed",
             "iterations",
             "usage",
             "cost",

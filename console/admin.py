@@ -313,6 +313,8 @@ class RunAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
             {"fields": ["parent_run", "parent_tool_invocation", "depth", "children_tokens", "children_cost"]},
         ),
         (gettext_lazy("Fork"), {"fields": ["forked_from", "fork_step", "fork_change"]}),
+        # Answers in a schema (docs/quality.md): a request's own schema, and the answer parsed.
+        (gettext_lazy("Answer in a schema"), {"fields": ["output_schema", "output_parsed"]}),
         (gettext_lazy("Timeline"), {"fields": ["timeline"]}),
     ]
     inlines = [GuardrailTriggerInline, RunEventInline, KnowledgeSearchInline]

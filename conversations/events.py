@@ -40,6 +40,7 @@ class EventType(models.TextChoices):
     APPROVAL_ESCALATED = "approval.escalated"
     GUARDRAIL_TRIGGERED = "guardrail.triggered"
     PART_CONVERTED = "part.converted"
+    ANSWER_REPAIR = "answer.repair"
 
     @classmethod
     def run_ended(cls, status: str) -> "EventType":
@@ -331,6 +332,16 @@ def part_converted(
     }
 
 
+# Answers in a schema.
+
+
+def answer_repair(*, llm_call_id: int | None, repair: int, of: int, errors: list[str]) -> dict:
+    """A final answer that did not match the run's output schema (agents.output_schema), sent back
+    to the model with `errors`: this is repair turn `repair` of at most `of`; `llm_call_id` is
+    the call whose answer failed."""
+    return {"llm_call_id": llm_call_id, "repair": repair, "of": of, "errors": errors}
+
+
 PAYLOAD_BUILDERS: dict[EventType, Callable[..., dict]] = {
     EventType.RUN_QUEUED: run_queued,
     EventType.RUN_RUNNING: run_running,
@@ -357,4 +368,5 @@ PAYLOAD_BUILDERS: dict[EventType, Callable[..., dict]] = {
     EventType.APPROVAL_ESCALATED: approval_escalated,
     EventType.GUARDRAIL_TRIGGERED: guardrail_triggered,
     EventType.PART_CONVERTED: part_converted,
+    EventType.ANSWER_REPAIR: answer_repair,
 }

@@ -317,6 +317,12 @@ class Run(models.Model):
     # with the run by every later one: the rule that matched (or none) and what it saw. Null for
     # an agent without routing rules.
     routing = models.JSONField(null=True, blank=True, editable=False, verbose_name=_("routing"))
+    # Answers in a schema (agents.output_schema): the schema this run's answer must match when
+    # its request gave one (a /v1 response_format), over the version's; null: the version's.
+    output_schema = models.JSONField(null=True, blank=True, editable=False, verbose_name=_("output schema"))
+    # The final answer parsed as JSON, once it matched the schema; null without a schema. Beside
+    # the answer's text, which the API calls the run's output.
+    output_parsed = models.JSONField(null=True, blank=True, editable=False, verbose_name=_("parsed output"))
 
     class Meta:
         verbose_name = _("run")

@@ -246,6 +246,8 @@ _STEP_RUN = Columns(
         "children_cost",
         # The routing decision (engine.routing): later steps use the model it picked.
         "routing",
+        # The schema a /v1 request gave its run (agents.output_schema): null for nearly every run.
+        "output_schema",
     ),
     "r",
 )

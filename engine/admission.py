@@ -191,13 +191,15 @@ def _run_submit(
     metadata: dict[str, str] | None = None,
     attachments: Sequence[Attachment] = (),
     earlier_attachments: Sequence[Attachment] = (),
+    output_schema: dict | None = None,
 ) -> Run:
     """In the caller's transaction: the run of `pinned` that answers `content` and carries
     `attachments`, waiting for the `active` runs if there are any, else admitted at once. The
     run, what was posted, its first event, its attachments' uses (`earlier_attachments`, those
     of the history it was posted with, first) and (admitted at once) its user message are one
     statement: the post's writes cost one round trip, not five. A part the pinned version's
-    models cannot be sent refuses the post first (engine.admission_parts.PartNotTaken)."""
+    models cannot be sent refuses the post first (engine.admission_parts.PartNotTaken).
+    `output_schema`: the schema the request holds this run's answer to (engine.answer_schema)."""
     snapshot = snapshot_parse(pinned.snapshot)
     sent = [*earlier_attachments, *attachments]
     if sent:
@@ -220,6 +222,7 @@ def _run_submit(
         **run_trace_fields(),
         tags=list(tags),
         metadata=metadata or {},
+        output_schema=output_schema,
     )
     batch = Batch()
     row_insert(batch, "new_run", run, returning=("id", "event_seq"), guard=True)
@@ -270,6 +273,7 @@ def conversation_start(
     run_metadata: dict[str, str] | None = None,
     attachments: Sequence[Attachment] = (),
     history_attachments: Sequence[Attachment] = (),
+    output_schema: dict | None = None,
 ) -> Run:
     """A new conversation of `agent` whose first run answers `content`, after `history` (earlier
     messages that belong to no run), as message_submit would start it. What message_submit
@@ -285,7 +289,9 @@ def conversation_start(
     An agent outside the caller's workspace (AgentOutsideWorkspace) is refused before all that.
     `metadata` is the conversation's; `tags` and `run_metadata` go on its run (message_submit).
     `attachments` are the new message's parts (message_submit); `history_attachments`, those the
-    history's messages carry in their own `parts`, recorded as the run's uses too."""
+    history's messages carry in their own `parts`, recorded as the run's uses too.
+    `output_schema`: the schema its run's answer must match, over the version's (a chat
+    completion's response_format: engine.answer_schema)."""
     agent_workspace_check(agent, workspace_id)
     end_user_limits_check(agent=agent, owner_id=user.pk if user else None, end_user=end_user, trigger=trigger)
     workspace = agent.workspace if Agent.workspace.is_cached(agent) else None
@@ -314,6 +320,7 @@ def conversation_start(
             metadata=run_metadata,
             attachments=attachments,
             earlier_attachments=history_attachments,
+            output_schema=output_schema,
         )
 
 

@@ -26,6 +26,7 @@ from agents.snapshot import AgentSnapshot, snapshot_tool, snapshot_tools
 from conversations.batch import Is, Row, exists, listening_read, messages_add, run_guard
 from conversations.models import LLMCall, Message, Run, StopReason, ToolInvocation
 from conversations.selectors import run_step_row
+from engine.answer_schema import run_schema
 from engine.context import build_context
 from engine.guardrails import (
     OutputReview,
@@ -234,6 +235,9 @@ def _call(
     recall: Recall,
     route: Route | None,
 ) -> StepResult:
+    # Asked of models that keep to a schema; every answer is checked all the same (next_step), so
+    # none is relayed as it arrives: an answer is only the run's once it matched.
+    schema = run_schema(run, snapshot)[0]
     request = ModelRequest(
         messages=wire_messages,
         tools=snapshot["tools"],
@@ -241,10 +245,11 @@ def _call(
         tool_name=tool_name,
         parallel_tool_calls=snapshot["agent"]["parallel_tool_calls"],
         reject_empty=True,
-        relay_deltas=streams_answer(snapshot),
+        relay_deltas=streams_answer(snapshot) and schema is None,
         attempt_writes=partial(recall.record, run_id=run.pk) if recall.memories else None,
         routing=route.decision if route else None,
         routing_store=bool(route and route.new),
+        answer_schema=schema,
     )
     answer = model_call(
         run=run,
@@ -298,7 +303,7 @@ def _plan(
         # matched the answer; engine.loop ends the run, enforcing what the rule does, after
         # the commit (engine.runs.AnswerEnding).
         return None
-    ending = AnswerEnding(run.pk, owner)
+    ending = AnswerEnding(run.pk, owner, output=decision.output)
     return _Plan(ending.guard, ending)
 
 

@@ -11,7 +11,10 @@
      the commit acted on is carried to the next step, which executes it without deciding again;
    - a tool step (_tools → engine.tool_step): every call of the model's last message, then
      their results as messages. A call that needs a person parks the run (awaiting_approval,
-     or waiting on the runs it delegated to) and ends the task: no worker waits for a human.
+     or waiting on the runs it delegated to) and ends the task: no worker waits for a human;
+   - a repair turn (_repair → engine.answer_schema): a final answer that does not match the
+     run's output schema is sent back to the model with what is wrong, and the next step calls
+     the model again.
 3. End: a finish decided by next_step, or found by a step (a tool loop, a failed or empty model
    call, a guardrail, a cancel seen at a step boundary), is made once by engine.runs.run_finish
    (_end). A run that used up its time slice goes back to the queue between two steps.
@@ -41,6 +44,7 @@ from django.utils.translation import gettext_lazy as _
 from agents.snapshot import AgentSnapshot
 from conversations import events
 from conversations.models import Message, Run, RunStatus, StopReason, ToolInvocation
+from engine.answer_schema import answer_repair
 from engine.context import step_read
 from engine.delegation import run_park_for_children
 from engine.dispatch import run_enqueue
@@ -50,7 +54,7 @@ from engine.leases import LeaseLost, process_owner, renewer, run_claim
 from engine.limits import daily_usage, timeout_limit
 from engine.llm_step import llm_step
 from engine.model_call import EMPTY_ANSWER_MESSAGE, DeadlineReached, EmptyAnswer, ModelStepFailed
-from engine.next_step import Finish, RunTools, Step, next_step
+from engine.next_step import Finish, Repair, RunTools, Step, next_step
 from engine.part_conversion import PartsBlocked
 from engine.runs import run_finish, run_park_for_approval
 from engine.snapshots import run_snapshot
@@ -106,6 +110,8 @@ def _step(run_id, owner: str, carried: Carried | None = None) -> Carried | Finis
         return step
     if isinstance(step, RunTools):
         return _tools(run=run, owner=owner, snapshot=snapshot, messages=messages, carried=carried)
+    if isinstance(step, Repair):
+        return _repair(run=run, owner=owner, snapshot=snapshot, messages=messages, repair=step)
     return _call_model(run=run, owner=owner, snapshot=snapshot, messages=messages)
 
 
@@ -146,6 +152,21 @@ def _tools(
     # The next step starts from the run as the step's last commit left it: a cancel accepted
     # while the tools ran is seen at that step's boundary.
     return Carried(outcome.run, [*messages, *outcome.messages])
+
+
+def _repair(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message], repair: Repair) -> bool:
+    """Send the final answer (the last message) back: it does not match the run's output schema."""
+    answer_repair(
+        run=run,
+        owner=owner,
+        snapshot=snapshot,
+        answer=messages[-1],
+        errors=repair.errors,
+        repair=repair.repair,
+        of=repair.of,
+    )
+    # The next step reads the run and its messages, the repair turn among them, and calls the model.
+    return True
 
 
 def _call_model(*, run: Run, owner: str, snapshot: AgentSnapshot, messages: list[Message]) -> Carried | Finish | bool:
@@ -263,6 +284,7 @@ def _end(run_id, finish: Finish) -> None:
         final_message=finish.message,
         listening=finish.listening,
         made=finish.made,
+        output=finish.output,
     )
 
 

@@ -2,7 +2,7 @@
 
 `next_step` reads the run row, the messages its model would see and the agent-version snapshot
 (plus the time and the agent's usage today, so the caller does every read) and returns one of
-three values; the loop executes it (engine.loop). The order of the checks is the promise:
+four values; the loop executes it (engine.loop). The order of the checks is the promise:
 
 1. a cancel the API accepted ends the run, whatever else holds;
 2. past the deadline, the run ends (timeout), unless the model's answer without tool calls has
@@ -14,7 +14,10 @@ three values; the loop executes it (engine.loop). The order of the checks is the
 4. the last message is the model's, with tool calls: run them (even at the iteration limit or
    over budget: the calls were asked for and are recorded, their results end the step), unless
    the runs it delegated to used up its budget (engine.delegation: the tree stops);
-5. the last message is the model's, without tool calls: that is the answer;
+5. the last message is the model's, without tool calls: that is the answer, if the run has no
+   output schema or the answer matches it (its parsed value goes with the ending); one that does
+   not is sent back with what is wrong (Repair) while the run has repair turns left, then ends
+   the run: schema_invalid (engine.answer_schema);
 6. the model was called as often as the agent allows: max_iterations;
 7. a run or daily budget is used up: budget;
 8. otherwise (a user message, or tool results): call the model.
@@ -43,8 +46,10 @@ from typing import Protocol
 
 from django.utils.translation import gettext_lazy as _
 
+from agents.output_schema import answer_read
 from agents.snapshot import AgentSnapshot, snapshot_tools
 from conversations.models import Message, Run, RunStatus, StopReason
+from engine.answer_schema import SCHEMA_INVALID_MESSAGE, repairs_made, run_schema
 from engine.delegation import tree_budget_finish
 from engine.invocations import invocation_new, runs_at_once
 from engine.limits import budget_limit, deadline_passed
@@ -96,6 +101,8 @@ class Finish:
     error: str = ""
     listening: bool | None = field(default=None, compare=False)
     made: MadeEnding | None = field(default=None, compare=False)
+    # A final answer that matched the run's output schema: its parsed value (Run.output_parsed).
+    output: object = None
 
     @property
     def status(self) -> str:
@@ -106,7 +113,18 @@ class Finish:
         return RunStatus.FAILED if self.reason == StopReason.PROVIDER_ERROR else RunStatus.COMPLETED
 
 
-Step = CallModel | RunTools | Finish
+@dataclass(frozen=True)
+class Repair:
+    """The model's last message, a final answer, does not match the run's output schema
+    (`errors`, what is wrong): send it back (engine.answer_schema.answer_repair), repair turn
+    `repair` of at most `of`, then call the model again."""
+
+    errors: list[str]
+    repair: int
+    of: int
+
+
+Step = CallModel | RunTools | Finish | Repair
 
 
 def next_step(
@@ -139,7 +157,7 @@ def next_step(
         if limit:
             return Finish(limit.stop_reason, limit.message)
         if not last.tool_calls:
-            return Finish(StopReason.FINAL_ANSWER)
+            return _final_answer(run, messages, snapshot)
         return RunTools(last, start_first=answered and _first_runs_at_once(run, messages, snapshot))
     max_iterations = snapshot["agent"]["max_iterations"]
     if run.iterations >= max_iterations:
@@ -148,6 +166,22 @@ def next_step(
     if limit:
         return Finish(limit.stop_reason, limit.message)
     return CallModel()
+
+
+def _final_answer(run: Run, messages: list[Message], snapshot: AgentSnapshot) -> Finish | Repair:
+    """The last message is a final answer: held to the run's output schema, if it has one."""
+    schema, repairs = run_schema(run, snapshot)
+    if schema is None:
+        return Finish(StopReason.FINAL_ANSWER)
+    read = answer_read(schema, messages[-1].content)
+    if read.valid:
+        return Finish(StopReason.FINAL_ANSWER, output=read.value)
+    made = repairs_made(messages, run.pk)
+    if made < repairs:
+        return Repair(read.errors, made + 1, repairs)
+    message = agent_says(snapshot, SCHEMA_INVALID_MESSAGE, tries=made + 1)
+    error = "The answer does not match the output schema: " + "; ".join(read.errors)
+    return Finish(StopReason.SCHEMA_INVALID, message, error)
 
 
 def _first_runs_at_once(run: Run, messages: list[Message], snapshot: AgentSnapshot) -> bool:

@@ -47,6 +47,7 @@ def run_finish(
     final_message: str | None = None,
     listening: bool | None = None,
     made: "AnswerEnding | None" = None,
+    output: object = None,
 ) -> bool:
     """Move a run to a terminal state, once, and do what follows an ending. Returns False if it
     already was terminal.
@@ -64,12 +65,13 @@ def run_finish(
     on its way, so only the statement itself can tell, and a statement whose guard fails writes
     nothing (the answer is then recorded without the ending: engine.model_call._record_success).
     `listening`: whether a webhook hears the run, as the commit of its final answer read it (the
-    usual ending then reads nothing more; conversations.batch.event_add)."""
+    usual ending then reads nothing more; conversations.batch.event_add). `output`: the final
+    answer's parsed value, when it matched the run's output schema (engine.answer_schema)."""
     if made is not None:
         made.follow()
         return True
     if (status, stop_reason, final_message) == (RunStatus.COMPLETED, StopReason.FINAL_ANSWER, None):
-        answered = _answered(run_id=run_id, error=error, listening=listening)
+        answered = _answered(run_id=run_id, error=error, listening=listening, output=output)
         if answered is not None:
             _answered_follow(run_id, answered)
             return True
@@ -124,7 +126,9 @@ def _answered_found(ended: list):
 _EXTRACTION_COLUMNS = ("agent_version_id", "sandbox")
 
 
-def _answered(*, run_id, error: str, listening: bool | None) -> tuple[object, bool, object, int, dict | None] | None:
+def _answered(
+    *, run_id, error: str, listening: bool | None, output: object = None
+) -> tuple[object, bool, object, int, dict | None] | None:
     """The usual ending in one statement: a run that answered ends completed, unless a cancel was
     accepted or an approval is pending (both need the long way: a different ending, events for
     the approvals). A final answer leaves no call unrecorded; what a dead worker left open is
@@ -140,12 +144,18 @@ def _answered(*, run_id, error: str, listening: bool | None) -> tuple[object, bo
         batch.read("waiting", _WAITING_SQL, [db_value(Run, "id", run_id), RunStatus.QUEUED], ("waiting",))
         batch.after(_answered_found(ended))
 
+    # An answer's parsed value is JSON, which a shaped change cannot bind: that ending's UPDATE is
+    # built each time (a run with an output schema).
+    change = (
+        {"shape": _ANSWERED, "values": {"error": error, "now": now}}
+        if output is None
+        else {"where": _ANSWERED.where(error, now), "fields": {**_ANSWERED.fields(error, now), "output_parsed": output}}
+    )
     run_transition(
         run_id=run_id,
         to=RunStatus.COMPLETED,
         expect=ACTIVE_STATUSES,
-        shape=_ANSWERED,
-        values={"error": error, "now": now},
+        **change,
         payload=events.run_ended(stop_reason=StopReason.FINAL_ANSWER, error=error),
         writes=writes,
         listening=listening,
@@ -187,6 +197,8 @@ class AnswerEnding:
     run_id: object
     owner: str
     now: datetime = field(default_factory=timezone.now)
+    # The answer's parsed value, when it matched the run's output schema (engine.answer_schema).
+    output: object = None
     _event: EventType | None = None
     _ended: list = field(default_factory=list)
 
@@ -196,7 +208,12 @@ class AnswerEnding:
             run_id=self.run_id,
             to=RunStatus.COMPLETED,
             owner=self.owner,
-            fields={"stop_reason": StopReason.FINAL_ANSWER, "error": "", "finished_at": self.now},
+            fields={
+                "stop_reason": StopReason.FINAL_ANSWER,
+                "error": "",
+                "finished_at": self.now,
+                **({"output_parsed": self.output} if self.output is not None else {}),
+            },
             sets=sets,
             where=(*_ANSWER_ENDS, *unheard()),
             returning=returning,

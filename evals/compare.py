@@ -9,6 +9,7 @@ RATES = (
     "task_completion_rate",
     "tool_hit_rate",
     "argument_validity_rate",
+    "schema_valid_rate",
     "pass_at_k",
     "pass_all_k",
     "pass_rate_min",

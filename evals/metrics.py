@@ -33,6 +33,8 @@ def percentile(values: list[float], p: float) -> float | None:
 def eval_metrics(results: list[dict], *, repetitions: int) -> dict:
     checks = [check for result in results for check in result["checks"]]
     expected_calls = [check for check in checks if check["kind"] == "tool_call"]
+    # Only runs held to an output schema that answered or ended schema_invalid carry this check.
+    schema_checks = [check for check in checks if check["kind"] == "output_schema"]
     guarded = [r for r in results if any(c["kind"] in WRONG_CALL_KINDS for c in r["checks"])]
     wrong = [r for r in guarded if any(c["kind"] in WRONG_CALL_KINDS and not c["passed"] for c in r["checks"])]
     by_case: dict = {}
@@ -51,6 +53,7 @@ def eval_metrics(results: list[dict], *, repetitions: int) -> dict:
             sum(r["valid_tool_calls"] for r in results), sum(r["tool_calls"] for r in results)
         ),
         "task_completion_rate": _rate(sum(bool(r["passed"]) for r in results), len(results)),
+        "schema_valid_rate": _rate(sum(c["passed"] for c in schema_checks), len(schema_checks)),
         "wrong_call_rate": _rate(len(wrong), len(guarded)),
         "avg_model_turns": _mean(r["model_turns"] for r in results),
         "tokens_per_task": _mean(r["total_tokens"] for r in results),

@@ -52,6 +52,21 @@ def unanswered_check(kind: str, stop_reason: str) -> dict:
     return _check(kind, False, f"the run ended on {stop_reason}, not with an answer")
 
 
+SCHEMA_INVALID = "schema_invalid"
+
+
+def output_schema_check(*, stop_reason: str, repairs: int, error: str) -> dict | None:
+    """Whether the answer of a run held to an output schema (engine.answer_schema) matched it,
+    after `repairs` repair turns: the schema valid rate counts these. None for a run that ended
+    on something else (a limit, an error): no answer was held to the schema."""
+    if stop_reason == FINAL_ANSWER:
+        after = f" after {repairs} repair turn{'s' if repairs != 1 else ''}" if repairs else ""
+        return _check("output_schema", True, f"the answer matched the output schema{after}")
+    if stop_reason == SCHEMA_INVALID:
+        return _check("output_schema", False, error or "the answer never matched the output schema")
+    return None
+
+
 def _expected_call_checks(expected: list[dict], calls: list[dict]) -> list[dict]:
     """Each expected call is met by its own call of the run (one call meets one expectation)."""
     used: set[int] = set()

@@ -22,15 +22,17 @@ from django.utils.translation import gettext as _
 from agents.models import Agent, AgentVersion
 from agents.releases import DRAFT, PUBLISHED, UnknownVersion, version_target
 from agents.selectors import agents_usable_by
-from conversations.models import TERMINAL_STATUSES, Run, RunTrigger
+from conversations.models import TERMINAL_STATUSES, Message, Run, RunTrigger
 from conversations.services import conversation_create, messages_append
 from engine.admission import message_submit
+from engine.answer_schema import REPAIR_NAME, run_schema
 from engine.memory import memory_extract
+from engine.snapshots import version_snapshot
 from evals.jsonl import CaseLineInvalid, case_from_line
 from evals.judge import rubric_check
 from evals.metrics import eval_metrics
 from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite
-from evals.scoring import FINAL_ANSWER, expectations_of, score_run, unanswered_check
+from evals.scoring import FINAL_ANSWER, expectations_of, output_schema_check, score_run, unanswered_check
 from evals.selectors import eval_results_data, run_case_material, run_observation
 from platform_site.celery import app
 from workspaces.defaults import default_workspace_id
@@ -179,6 +181,9 @@ def _score(result: EvalResult) -> None:
         result.model_turns = run.iterations
         result.total_tokens = run.total_tokens
         result.cost = run.cost
+        schema = _schema_check(run)
+        if schema is not None:
+            checks.append(schema)
         if result.earlier_runs:
             checks.append(_earlier_check(result))
         start = run.started_at or run.created_at
@@ -189,6 +194,15 @@ def _score(result: EvalResult) -> None:
     result.passed = all(check["passed"] for check in checks)
     result.scored = True
     result.save()
+
+
+def _schema_check(run: Run) -> dict | None:
+    """The output_schema check of a run held to a schema (the version's, or its own), else None."""
+    schema, _repairs = run_schema(run, version_snapshot(run.agent_version_id))
+    if schema is None:
+        return None
+    repairs = Message.objects.filter(run=run, role=Message.Role.USER, name=REPAIR_NAME).count()
+    return output_schema_check(stop_reason=run.stop_reason, repairs=repairs, error=run.error)
 
 
 def _earlier_check(result: EvalResult) -> dict:

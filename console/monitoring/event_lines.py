@@ -146,6 +146,13 @@ def _sentence(kind: str, p: dict, calls: dict) -> str:
             "method": p.get("method", "?"),
             "chars": p.get("chars", 0),
         }
+    if kind == EventType.ANSWER_REPAIR:
+        errors = p.get("errors") or []
+        text = _("Answer not in the schema, sent back to the model (repair %(repair)s of %(of)s)") % {
+            "repair": p.get("repair", "?"),
+            "of": p.get("of", "?"),
+        }
+        return text + (" · " + _compact(errors[0]) if errors else "")
     return kind
 
 

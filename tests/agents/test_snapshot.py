@@ -75,6 +75,8 @@ def test_the_types_name_every_stored_key_and_no_other():
         ),
         image_parts="describe",
         description_model_config=ModelConfigFactory(**seeing),
+        # Answers in a schema: the version pins the schema and its repair turns.
+        output_schema={"type": "object"},
     )
     AgentTool.objects.create(agent=agent, tool=_http_tool())
     GuardrailRule.objects.create(agent=agent, side="input", kind="blocked_terms", terms="x", action="block")

@@ -27,6 +27,7 @@ class RunRow:
     agent_id: int = 1
     children_tokens: int = 0
     children_cost: Decimal = Decimal(0)
+    output_schema: dict | None = None
 
 
 def snapshot(**agent) -> dict:

@@ -29,6 +29,7 @@ class RunRow:
     children_tokens: int = 0
     children_cost: Decimal = Decimal(0)
     sandbox: dict | None = None
+    output_schema: dict | None = None
 
 
 def tool(name: str, *, policy: str = "never", kind: str = "python", side_effect: str = "read") -> dict:

@@ -78,3 +78,15 @@ def test_percentile_nearest_rank():
     assert percentile(list(range(1, 21)), 95) == 19
     assert percentile([7], 95) == 7
     assert percentile([], 50) is None
+
+
+def test_the_schema_valid_rate_counts_only_runs_held_to_a_schema():
+    results = [
+        _result(1, 1, True, [("finished", True), ("output_schema", True)]),
+        _result(2, 1, False, [("finished", False), ("output_schema", False)]),
+        _result(3, 1, True, [("finished", True), ("output_schema", True)]),
+        # Ended on a limit, or its agent has no schema: no check, not counted.
+        _result(4, 1, False, [("finished", False)]),
+    ]
+    assert eval_metrics(results, repetitions=1)["schema_valid_rate"] == 2 / 3
+    assert eval_metrics(results[3:], repetitions=1)["schema_valid_rate"] is None
