@@ -8,6 +8,7 @@ from django.db.models import QuerySet
 from conversations.models import TERMINAL_STATUSES, Conversation, Run
 from conversations.services import conversation_create
 from engine.admission import agent_workspace_check
+from engine.answer_schema import REPAIR_NAME
 from memory.channels import channel_metadata
 from widgets.models import Widget
 
@@ -61,11 +62,15 @@ def widget_conversation_state(*, conversation: Conversation) -> dict:
     """What the chat panel shows after a page load: the user's and the agent's messages with text
     or attachments (each with its parts, attachments.parts), and the run still answering, if any,
     to follow its events."""
-    messages = (
+    messages = list(
         conversation.messages.filter(role__in=["user", "assistant"])
         .exclude(content="", parts__isnull=True)
         .order_by("order")
     )
+    # A repair turn (engine.answer_schema) is the platform's word to the model, and the answer it
+    # corrects was never the run's: the end user saw neither, so a reload shows neither.
+    corrected = {i - 1 for i, m in enumerate(messages) if m.name == REPAIR_NAME}
+    messages = [m for i, m in enumerate(messages) if m.name != REPAIR_NAME and i not in corrected]
     active = (
         conversation.runs.exclude(status__in=TERMINAL_STATUSES).order_by("-created_at").values_list("pk", flat=True)
     )

@@ -15,6 +15,7 @@ from django.db import connection
 from django.test import Client
 
 from conversations.models import Conversation, Message, Run
+from engine.answer_schema import REPAIR_NAME
 from tests.security.bad_input import BAD_BODIES
 from tests.support.factories import make_agent
 from widgets.models import Widget
@@ -271,3 +272,26 @@ def test_admin_shows_the_secret_once_and_rotates_it(admin_client, admin_user):
     )
     widget.refresh_from_db()
     assert widget.secret != old and widget.secret.startswith("wsec_")
+
+
+def test_a_reload_shows_neither_a_repair_turn_nor_the_answer_it_corrected(widget, no_enqueue):
+    alice = _client(end_user_token_sign(widget=widget, end_user="alice"))
+    conversation_id = _open(widget, alice).json()["id"]
+    assert _send(widget, alice, conversation_id, "my order as JSON").status_code == 202
+    conversation = Conversation.objects.get(pk=conversation_id)
+    run = Run.objects.get(conversation=conversation)
+    # What engine.answer_schema writes for an answer that missed the schema, then the good one.
+    for order, (role, content, name) in enumerate(
+        [
+            ("assistant", "order 7, shipped", ""),
+            ("user", "[Platform check, not the user] …", REPAIR_NAME),
+            ("assistant", '{"order": 7, "status": "shipped"}', ""),
+        ],
+        start=conversation.messages.count() + 1,
+    ):
+        Message.objects.create(conversation=conversation, run=run, order=order, role=role, content=content, name=name)
+    shown = alice.get(f"/api/v1/widget/{widget.pk}/conversations/{conversation_id}/").json()["messages"]
+    assert [(m["role"], m["content"]) for m in shown] == [
+        ("user", "my order as JSON"),
+        ("assistant", '{"order": 7, "status": "shipped"}'),
+    ]
