@@ -440,6 +440,16 @@ class ReleaseGate(models.Model):
             "replayed on the candidate and on the published version, with no regression beyond the thresholds."
         ),
     )
+    online_min_runs = models.PositiveIntegerField(
+        default=0,
+        validators=[MaxValueValidator(100_000)],
+        verbose_name=_("online scores needed"),
+        help_text=_(
+            "0: off. Otherwise promoting a canary also needs at least this many online scores of the candidate's "
+            "live traffic since the canary started, and no evaluator's average falling by more than the largest "
+            "rate drop against the published version's over the same time."
+        ),
+    )
     enabled = models.BooleanField(default=True, verbose_name=_("enabled"))
 
     class Meta:
@@ -484,7 +494,7 @@ class OnlineEvaluator(models.Model):
     name = models.CharField(max_length=100, verbose_name=_("name"))
     kind = models.CharField(max_length=16, choices=Kind.choices, verbose_name=_("kind"))
     # What the rule needs: {"schema": {...}} (empty: the agent's output schema), {"pattern": "..."},
-    # {"tool": "name"}, {"max_ms": 5000}, {"max_cost": "0.01"}.
+    # {"tool": "name"}, {"max_ms": 5000}, {"max_cost": "0.01"}; a judge's {"pass_score": 0.5} (optional).
     config = models.JSONField(default=dict, blank=True, verbose_name=_("configuration"))
     judge_model = models.ForeignKey(
         "agents.ModelConfig",
@@ -523,6 +533,68 @@ class OnlineEvaluator(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        references_check(self)
+        errors = {}
+        if self.version_id is not None and self.agent_id is not None and self.version.agent_id != self.agent_id:
+            errors["version"] = _("Choose a version of this agent.")
+        try:
+            online_config_check(self.kind, self.config)
+        except ExpectationInvalid as exc:
+            errors["config"] = str(exc)
+        if self.kind == self.Kind.JUDGE:
+            if self.judge_model_id is None:
+                errors["judge_model"] = _("A judge needs a judge model.")
+            if not self.rubric.strip():
+                errors["rubric"] = _("A judge needs a rubric.")
+        if errors:
+            raise ValidationError(errors)
+
+
+def _number(config: dict, key: str, *, whole: bool) -> None:
+    value = config.get(key)
+    if isinstance(value, str) and not whole:
+        try:
+            value = float(value)
+        except ValueError:
+            value = None
+    if isinstance(value, bool) or not isinstance(value, int if whole else int | float) or not 0 <= value < 1e12:
+        raise ExpectationInvalid(f'{{"{key}": ...}} must be a {"whole " if whole else ""}number of at least 0')
+
+
+def online_config_check(kind: str, config) -> None:
+    """ExpectationInvalid unless `config` is what an evaluator of `kind` needs (the model's
+    comment on `config` lists them)."""
+    kinds = OnlineEvaluator.Kind
+    keys = {
+        kinds.SCHEMA: {"schema"},
+        kinds.REGEX: {"pattern"},
+        kinds.TOOL_USED: {"tool"},
+        kinds.LATENCY: {"max_ms"},
+        kinds.COST: {"max_cost"},
+        kinds.JUDGE: {"pass_score"},
+    }.get(kind, set())
+    if not isinstance(config, dict):
+        raise ExpectationInvalid("the configuration is a JSON object")
+    if set(config) - keys:
+        raise ExpectationInvalid(f"unknown keys for this kind: {', '.join(sorted(set(config) - keys))}")
+    if kind == kinds.SCHEMA and config.get("schema") is not None:
+        schema_check(config["schema"])
+    elif kind == kinds.REGEX:
+        if not isinstance(config.get("pattern"), str) or not config["pattern"]:
+            raise ExpectationInvalid('{"pattern": "..."} is needed')
+        pattern_check(config["pattern"])
+    elif kind == kinds.TOOL_USED and (not isinstance(config.get("tool"), str) or not config["tool"].strip()):
+        raise ExpectationInvalid('{"tool": "name"} is needed')
+    elif kind == kinds.LATENCY:
+        _number(config, "max_ms", whole=True)
+    elif kind == kinds.COST:
+        _number(config, "max_cost", whole=False)
+    elif kind == kinds.JUDGE and "pass_score" in config:
+        score = config["pass_score"]
+        if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
+            raise ExpectationInvalid('{"pass_score": ...} is a number from 0 to 1')
 
 
 class OnlineScore(models.Model):

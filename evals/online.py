@@ -1,0 +1,112 @@
+"""Which production runs the online evaluators check (docs/quality.md § Online evaluation).
+
+A run's end is heard through the ledger's run-event listener (`LISTENER`, registered by
+EvalsConfig.ready: conversations.batch.RunEventListener), only for an agent with an enabled
+evaluator: for every other agent the question is one more EXISTS in a read the ending makes
+anyway, and nothing else happens. For a heard run of production traffic (no sandbox: not an
+evaluation, a replay, a fork or a playground's) each evaluator of its version decides:
+
+1. the run had a guardrail hit and the evaluator checks every such run: reason `guardrail`;
+2. else the run completed and it is sampled: reason `sample`. Sampled means a hash of the
+   evaluator's and the run's ids falls below the evaluator's rate, so an event heard twice (a
+   re-delivery) decides the same and no count is kept anywhere.
+
+A negative rating (conversations.feedback, `feedback_heard`) is the third way in: reason
+`negative_feedback` for the evaluators that check every such run.
+
+What is picked is sent after commit to a task (evals.tasks.online_score_task) that scores it
+(evals.online_scoring): nothing is scored on the worker's run path, and a rolled-back ending
+sends nothing. A score is made once per evaluator and run (a unique constraint): a second
+trigger for the same pair is a no-op there.
+"""
+
+import hashlib
+import logging
+from functools import partial
+
+from django.db import transaction
+from django.db.models import Q
+
+from conversations.batch import Is, Row, RunEventListener, exists
+from conversations.events import TERMINAL_EVENT_TYPES
+from conversations.models import GuardrailTrigger, Run, RunEvent, RunFeedback, RunStatus
+from evals.models import OnlineEvaluator, OnlineScore
+from platform_site.celery import app
+
+log = logging.getLogger(__name__)
+
+# Sent by name: evals.tasks wraps evals.online_scoring, which this module does not import.
+ONLINE_SCORE_TASK = "evals.tasks.online_score_task"
+NEGATIVE = -1
+
+
+def sampled(*, run_id, evaluator_id: int, rate: float) -> bool:
+    """Whether the evaluator samples the run: uniform over runs, fixed for a pair."""
+    digest = hashlib.sha256(f"{evaluator_id}:{run_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < rate
+
+
+def _evaluators(run: Run, **flags) -> list[OnlineEvaluator]:
+    return list(
+        OnlineEvaluator.objects.filter(agent_id=run.agent_id, enabled=True, **flags)
+        .filter(Q(version__isnull=True) | Q(version_id=run.agent_version_id))
+        .only("pk", "sample_rate", "on_guardrail_hit")
+    )
+
+
+def picks_of_ended(*, run: Run, evaluators: list[OnlineEvaluator], guardrail_hit: bool) -> list[tuple[int, str]]:
+    """(evaluator id, reason) for the evaluators that check the ended run."""
+    picks = []
+    for evaluator in evaluators:
+        if guardrail_hit and evaluator.on_guardrail_hit:
+            picks.append((evaluator.pk, OnlineScore.Reason.GUARDRAIL))
+        elif run.status == RunStatus.COMPLETED and sampled(
+            run_id=run.pk, evaluator_id=evaluator.pk, rate=evaluator.sample_rate
+        ):
+            picks.append((evaluator.pk, OnlineScore.Reason.SAMPLE))
+    return picks
+
+
+def run_ended_heard(*, event: RunEvent) -> None:
+    """In the ending's transaction: pick the evaluators that check the run, send them after commit."""
+    run = Run.objects.only("pk", "agent_id", "agent_version_id", "status", "sandbox").get(pk=event.run_id)
+    if run.sandbox is not None:
+        return
+    evaluators = _evaluators(run)
+    guardrail_hit = any(e.on_guardrail_hit for e in evaluators) and (
+        GuardrailTrigger.objects.filter(run_id=run.pk).exists()
+    )
+    online_scores_later(
+        run_id=run.pk, picks=picks_of_ended(run=run, evaluators=evaluators, guardrail_hit=guardrail_hit)
+    )
+
+
+def feedback_heard(*, feedback: RunFeedback, run: Run) -> None:
+    """After a rating is stored: a negative one on a production run is checked by every evaluator
+    that checks such runs."""
+    if feedback.rating != NEGATIVE or run.sandbox is not None:
+        return
+    picks = [(e.pk, OnlineScore.Reason.NEGATIVE_FEEDBACK) for e in _evaluators(run, on_negative_feedback=True)]
+    online_scores_later(run_id=run.pk, picks=picks)
+
+
+def _send(run_id, picks: list[tuple[int, str]]) -> None:
+    try:
+        app.tasks[ONLINE_SCORE_TASK].delay(str(run_id), [list(pick) for pick in picks])
+    except Exception:
+        # A score is a sample, not a promise: a broker outage loses it, and says so.
+        log.exception("run %s: the online scores' task not sent", run_id)
+
+
+def online_scores_later(*, run_id, picks: list[tuple[int, str]]) -> None:
+    if picks:
+        transaction.on_commit(partial(_send, run_id, picks), robust=True)
+
+
+# The ledger asks whether an enabled evaluator watches a run's agent (through the run's row)
+# before its ending event, and calls run_ended_heard with the event in its transaction.
+LISTENER = RunEventListener(
+    event_types=TERMINAL_EVENT_TYPES,
+    hears=exists(OnlineEvaluator, Is("agent_id", Row("agent_id")), enabled=True),
+    written=lambda event: run_ended_heard(event=event),
+)
