@@ -25,7 +25,7 @@ import logging
 from functools import partial
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, Q, Subquery
 
 from conversations.batch import Is, Row, RunEventListener, exists
 from conversations.events import TERMINAL_EVENT_TYPES
@@ -54,31 +54,42 @@ def _evaluators(run: Run, **flags) -> list[OnlineEvaluator]:
     )
 
 
-def picks_of_ended(*, run: Run, evaluators: list[OnlineEvaluator], guardrail_hit: bool) -> list[tuple[int, str]]:
-    """(evaluator id, reason) for the evaluators that check the ended run."""
+def picks_of_ended(*, run_id, completed: bool, evaluators: list[OnlineEvaluator]) -> list[tuple[int, str]]:
+    """(evaluator id, reason) for the evaluators that check the ended run; each evaluator read
+    with `guardrail_hit` (whether the run has a guardrail trigger)."""
     picks = []
     for evaluator in evaluators:
-        if guardrail_hit and evaluator.on_guardrail_hit:
+        if evaluator.guardrail_hit and evaluator.on_guardrail_hit:
             picks.append((evaluator.pk, OnlineScore.Reason.GUARDRAIL))
-        elif run.status == RunStatus.COMPLETED and sampled(
-            run_id=run.pk, evaluator_id=evaluator.pk, rate=evaluator.sample_rate
-        ):
+        elif completed and sampled(run_id=run_id, evaluator_id=evaluator.pk, rate=evaluator.sample_rate):
             picks.append((evaluator.pk, OnlineScore.Reason.SAMPLE))
     return picks
 
 
 def run_ended_heard(*, event: RunEvent) -> None:
-    """In the ending's transaction: pick the evaluators that check the run, send them after commit."""
-    run = Run.objects.only("pk", "agent_id", "agent_version_id", "status", "sandbox").get(pk=event.run_id)
-    if run.sandbox is not None:
-        return
-    evaluators = _evaluators(run)
-    guardrail_hit = any(e.on_guardrail_hit for e in evaluators) and (
-        GuardrailTrigger.objects.filter(run_id=run.pk).exists()
+    """In the ending's transaction: pick the evaluators that check the run, send them after commit.
+
+    Every listener of an ending is called once one of them hears the run (a webhook's run
+    included), so this is one read: the enabled evaluators of the run's agent and version, with
+    what the choice needs of the run; none for another agent's run or a sandboxed one."""
+    run = Run.objects.filter(pk=event.run_id)
+    evaluators = list(
+        OnlineEvaluator.objects.filter(
+            Q(version__isnull=True) | Q(version_id=Subquery(run.values("agent_version_id"))),
+            agent_id=Subquery(run.filter(sandbox__isnull=True).values("agent_id")),
+            enabled=True,
+        )
+        .annotate(
+            completed=Exists(run.filter(status=RunStatus.COMPLETED)),
+            guardrail_hit=Exists(GuardrailTrigger.objects.filter(run_id=event.run_id)),
+        )
+        .only("pk", "sample_rate", "on_guardrail_hit")
     )
-    online_scores_later(
-        run_id=run.pk, picks=picks_of_ended(run=run, evaluators=evaluators, guardrail_hit=guardrail_hit)
-    )
+    if evaluators:
+        completed = evaluators[0].completed
+        online_scores_later(
+            run_id=event.run_id, picks=picks_of_ended(run_id=event.run_id, completed=completed, evaluators=evaluators)
+        )
 
 
 def feedback_heard(*, feedback: RunFeedback, run: Run) -> None:

@@ -7,6 +7,8 @@ from decimal import Decimal
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from agents.services import agent_version_current
 from conversations.feedback import run_feedback_set
@@ -77,6 +79,18 @@ def test_an_agent_without_evaluators_is_not_heard(scripted_agent, online_sent):
     for i in range(5):
         ask(agent, f"question {i}")
     assert online_sent == []
+
+
+def test_hearing_a_run_of_another_agent_is_one_read(scripted_agent, online_sent):
+    """Every listener of an ending is called once one hears the run (a webhook of an agent with no
+    evaluator): the evaluators' part is then one read, and picks nothing."""
+    agent = scripted_agent(ANSWER)
+    run = ask(agent, "hello")
+    _evaluator(scripted_agent(ANSWER), sample_rate=1)
+    ended = RunEvent.objects.get(run=run, type="run.completed")
+    with CaptureQueriesContext(connection) as queries:
+        run_ended_heard(event=ended)
+    assert len(queries) == 1 and online_sent == []
 
 
 def test_only_production_runs_and_the_evaluator_s_version_are_picked(scripted_agent, online_sent):
