@@ -13,9 +13,11 @@ from django.test.utils import CaptureQueriesContext
 from agents.services import agent_version_current
 from conversations.feedback import run_feedback_set
 from conversations.models import GuardrailTrigger, LLMCall, Run, RunEvent
+from evals.erasure import online_scores_erase
 from evals.models import OnlineEvaluator, OnlineScore
 from evals.online import ONLINE_SCORE_TASK, run_ended_heard, sampled
 from evals.online_scoring import online_scores_make, score_read
+from memory.forget import _run_copies
 from platform_site.celery import app
 from tests.support.llm import fake_model
 from tests.support.runs import advance, ask, start_run
@@ -261,3 +263,17 @@ def test_an_evaluator_s_configuration_is_checked_per_kind(agent):
             OnlineEvaluator(agent=agent, name="x", **fields).full_clean()
         assert field in refused.value.message_dict, fields
     OnlineEvaluator(agent=agent, name="x", kind="latency", config={"max_ms": 10}).full_clean()
+
+
+def test_forgetting_an_end_user_blanks_their_runs_scores_explanations(scripted_agent):
+    agent = scripted_agent(ANSWER)
+    run, other = ask(agent, "json please"), ask(agent, "hello")
+    evaluator = _evaluator(agent, kind="schema", config={"schema": {"type": "array"}}, sample_rate=0)
+    online_scores_make(run_id=run.pk, picks=[(evaluator.pk, "sample")])
+    online_scores_make(run_id=other.pk, picks=[(evaluator.pk, "sample")])
+    assert any(copies.erase is online_scores_erase for copies in _run_copies)
+
+    assert online_scores_erase(run_ids={run.pk}) == {"online_scores_anonymised": 1}
+    assert OnlineScore.objects.get(run_id=run.pk).explanation == ""
+    assert OnlineScore.objects.get(run_id=run.pk).score == 0.0
+    assert OnlineScore.objects.get(run_id=other.pk).explanation != ""
