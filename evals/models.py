@@ -1,6 +1,8 @@
 """Evaluation suites: cases with their expectations, and eval runs that play every case through
 the engine and keep, per case and repetition, what was checked and the run that is the evidence."""
 
+import uuid
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -511,6 +513,9 @@ class OnlineEvaluator(models.Model):
         verbose_name=_("sample rate"),
         help_text=_("The share of completed runs checked, from 0 to 1."),
     )
+    # The runs sampled are those whose id is below this: run ids are random (uuid4), so
+    # sample_rate of them, always the same ones (evals.online). Kept with sample_rate by save().
+    sample_below = models.UUIDField(default=uuid.UUID(int=0), editable=False, verbose_name=_("sampled below"))
     on_negative_feedback = models.BooleanField(
         default=True, verbose_name=_("every run with negative feedback"), help_text=_("Also check every such run.")
     )
@@ -534,6 +539,13 @@ class OnlineEvaluator(models.Model):
     def __str__(self):
         return self.name
 
+    def save(self, *args, **kwargs):
+        # Derived from sample_rate, as a column the ledger's listener can compare run ids with.
+        self.sample_below = sample_bound(self.sample_rate)
+        if kwargs.get("update_fields") is not None and "sample_rate" in kwargs["update_fields"]:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "sample_below"}
+        super().save(*args, **kwargs)
+
     def clean(self):
         references_check(self)
         errors = {}
@@ -550,6 +562,14 @@ class OnlineEvaluator(models.Model):
                 errors["rubric"] = _("A judge needs a rubric.")
         if errors:
             raise ValidationError(errors)
+
+
+UUID_SPACE = 2**128
+
+
+def sample_bound(rate: float) -> uuid.UUID:
+    """The id below which a run is sampled at `rate` (0 to 1) of them."""
+    return uuid.UUID(int=min(max(int(rate * UUID_SPACE), 0), UUID_SPACE - 1))
 
 
 def _number(config: dict, key: str, *, whole: bool) -> None:

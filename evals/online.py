@@ -1,15 +1,19 @@
 """Which production runs the online evaluators check (docs/quality.md § Online evaluation).
 
 A run's end is heard through the ledger's run-event listener (`LISTENER`, registered by
-EvalsConfig.ready: conversations.batch.RunEventListener), only for an agent with an enabled
-evaluator: for every other agent the question is one more EXISTS in a read the ending makes
-anyway, and nothing else happens. For a heard run of production traffic (no sandbox: not an
-evaluation, a replay, a fork or a playground's) each evaluator of its version decides:
+EvalsConfig.ready: conversations.batch.RunEventListener) only when an enabled evaluator of its
+agent and version would pick it: its id is below the evaluator's sample bound, or it has a
+guardrail trigger. For every other run, of an agent with evaluators or not, the question is one
+more EXISTS in a read the ending makes anyway, and nothing else happens. For a heard run of
+production traffic (no sandbox: not an evaluation, a replay, a fork or a playground's) each
+such evaluator decides:
 
 1. the run had a guardrail hit and the evaluator checks every such run: reason `guardrail`;
-2. else the run completed and it is sampled: reason `sample`. Sampled means a hash of the
-   evaluator's and the run's ids falls below the evaluator's rate, so an event heard twice (a
-   re-delivery) decides the same and no count is kept anywhere.
+2. else the run completed and it is sampled: reason `sample`. Sampled means the run's id falls
+   below the evaluator's bound (OnlineEvaluator.sample_below: sample_rate of the id space). Run
+   ids are random (uuid4), so that is sample_rate of the runs, decided by the run's id and the
+   evaluator's rate alone: an event heard twice (a re-delivery) decides the same, no count is
+   kept anywhere, and evaluators with the same rate check the same runs (their scores compare).
 
 A negative rating (conversations.feedback, `feedback_heard`) is the third way in: reason
 `negative_feedback` for the evaluators that check every such run.
@@ -20,14 +24,14 @@ sends nothing. A score is made once per evaluator and run (a unique constraint):
 trigger for the same pair is a no-op there.
 """
 
-import hashlib
 import logging
+import uuid
 from functools import partial
 
 from django.db import transaction
 from django.db.models import Exists, Q, Subquery
 
-from conversations.batch import Is, Row, RunEventListener, exists
+from conversations.batch import Is, Row, RunEventListener, either, exists
 from conversations.events import TERMINAL_EVENT_TYPES
 from conversations.models import GuardrailTrigger, Run, RunEvent, RunFeedback, RunStatus
 from evals.models import OnlineEvaluator, OnlineScore
@@ -40,17 +44,16 @@ ONLINE_SCORE_TASK = "evals.tasks.online_score_task"
 NEGATIVE = -1
 
 
-def sampled(*, run_id, evaluator_id: int, rate: float) -> bool:
-    """Whether the evaluator samples the run: uniform over runs, fixed for a pair."""
-    digest = hashlib.sha256(f"{evaluator_id}:{run_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64 < rate
+def sampled(*, run_id, evaluator: OnlineEvaluator) -> bool:
+    """Whether the evaluator samples the run (the listener's condition, `LISTENER`, in Python)."""
+    return uuid.UUID(str(run_id)) < evaluator.sample_below
 
 
 def _evaluators(run: Run, **flags) -> list[OnlineEvaluator]:
     return list(
         OnlineEvaluator.objects.filter(agent_id=run.agent_id, enabled=True, **flags)
         .filter(Q(version__isnull=True) | Q(version_id=run.agent_version_id))
-        .only("pk", "sample_rate", "on_guardrail_hit")
+        .only("pk", "sample_below", "on_guardrail_hit")
     )
 
 
@@ -61,7 +64,7 @@ def picks_of_ended(*, run_id, completed: bool, evaluators: list[OnlineEvaluator]
     for evaluator in evaluators:
         if evaluator.guardrail_hit and evaluator.on_guardrail_hit:
             picks.append((evaluator.pk, OnlineScore.Reason.GUARDRAIL))
-        elif completed and sampled(run_id=run_id, evaluator_id=evaluator.pk, rate=evaluator.sample_rate):
+        elif completed and sampled(run_id=run_id, evaluator=evaluator):
             picks.append((evaluator.pk, OnlineScore.Reason.SAMPLE))
     return picks
 
@@ -83,7 +86,7 @@ def run_ended_heard(*, event: RunEvent) -> None:
             completed=Exists(run.filter(status=RunStatus.COMPLETED)),
             guardrail_hit=Exists(GuardrailTrigger.objects.filter(run_id=event.run_id)),
         )
-        .only("pk", "sample_rate", "on_guardrail_hit")
+        .only("pk", "sample_below", "on_guardrail_hit")
     )
     if evaluators:
         completed = evaluators[0].completed
@@ -114,10 +117,17 @@ def online_scores_later(*, run_id, picks: list[tuple[int, str]]) -> None:
         transaction.on_commit(partial(_send, run_id, picks), robust=True)
 
 
-# The ledger asks whether an enabled evaluator watches a run's agent (through the run's row)
-# before its ending event, and calls run_ended_heard with the event in its transaction.
+# The ledger asks, through the run's row, whether an enabled evaluator of its agent and version
+# would pick it (its id below the evaluator's bound, or a guardrail trigger on it) before its
+# ending event, and calls run_ended_heard with the event in its transaction.
 LISTENER = RunEventListener(
     event_types=TERMINAL_EVENT_TYPES,
-    hears=exists(OnlineEvaluator, Is("agent_id", Row("agent_id")), enabled=True),
+    hears=exists(
+        OnlineEvaluator,
+        Is("agent_id", Row("agent_id")),
+        either(Is("version_id", None), Is("version_id", Row("agent_version_id"))),
+        either(Is("sample_below", Row("id"), ">"), exists(GuardrailTrigger, Is("run_id", Row("id")))),
+        enabled=True,
+    ),
     written=lambda event: run_ended_heard(event=event),
 )

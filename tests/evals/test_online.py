@@ -13,8 +13,9 @@ from django.test.utils import CaptureQueriesContext
 from agents.services import agent_version_current
 from conversations.feedback import run_feedback_set
 from conversations.models import GuardrailTrigger, LLMCall, Run, RunEvent
+from evals import online
 from evals.erasure import online_scores_erase
-from evals.models import OnlineEvaluator, OnlineScore
+from evals.models import OnlineEvaluator, OnlineScore, sample_bound
 from evals.online import ONLINE_SCORE_TASK, run_ended_heard, sampled
 from evals.online_scoring import online_scores_make, score_read
 from memory.forget import _run_copies
@@ -61,7 +62,7 @@ def test_a_tenth_of_400_production_runs_is_sampled_and_scored(scripted_agent, on
 
     assert 0.05 <= len(online_sent) / 400 <= 0.15
     # The decision is a function of the run and the evaluator: heard again, the same runs.
-    expected = {str(run.pk) for run in runs if sampled(run_id=run.pk, evaluator_id=evaluator.pk, rate=0.1)}
+    expected = {str(run.pk) for run in runs if sampled(run_id=run.pk, evaluator=evaluator)}
     assert {run_id for run_id, _picks in online_sent} == expected
     assert all(picks == [[evaluator.pk, "sample"]] for _run_id, picks in online_sent)
 
@@ -74,13 +75,27 @@ def test_a_tenth_of_400_production_runs_is_sampled_and_scored(scripted_agent, on
     assert scores.count() == len(online_sent)
 
 
-def test_an_agent_without_evaluators_is_not_heard(scripted_agent, online_sent):
+def test_only_the_runs_an_evaluator_picks_are_heard(scripted_agent, online_sent, monkeypatch):
+    """The ledger's listener hears a run only when an evaluator of its agent would pick it: an
+    agent without one, and the runs an evaluator does not sample, cost one EXISTS in the ending."""
+    heard = []
+    monkeypatch.setattr(online, "run_ended_heard", lambda event: heard.append(event.run_id))
     other = scripted_agent(ANSWER)
     _evaluator(other, sample_rate=1)
     agent = scripted_agent(ANSWER)
     for i in range(5):
         ask(agent, f"question {i}")
-    assert online_sent == []
+    assert heard == []
+    evaluator = _evaluator(agent, sample_rate=0.5, on_guardrail_hit=True)
+    runs = [ask(agent, f"question {i}") for i in range(20)]
+    assert heard == [run.pk for run in runs if sampled(run_id=run.pk, evaluator=evaluator)]
+    assert 0 < len(heard) < 20
+    # A guardrail hit is heard whatever the sample.
+    OnlineEvaluator.objects.filter(pk=evaluator.pk).update(sample_below=sample_bound(0))
+    run = start_run(agent, "hello")
+    GuardrailTrigger.objects.create(run=run, side="input", rule_id=1, kind="term", action="flag", matched="x")
+    advance(run)
+    assert heard[-1] == run.pk
 
 
 def test_hearing_a_run_of_another_agent_is_one_read(scripted_agent, online_sent):
