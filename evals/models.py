@@ -9,6 +9,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from agents.models import AgentVersion
 from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_LATENCY_INCREASE, DEFAULT_MAX_RATE_DROP
 from evals.matching import ExpectationInvalid, expected_calls_check, pattern_check, schema_check
 from tools.arguments import contains_nul
@@ -549,7 +550,11 @@ class OnlineEvaluator(models.Model):
     def clean(self):
         references_check(self)
         errors = {}
-        if self.version_id is not None and self.agent_id is not None and self.version.agent_id != self.agent_id:
+        if (
+            self.version_id is not None
+            and self.agent_id is not None
+            and not AgentVersion.objects.filter(pk=self.version_id, agent_id=self.agent_id).exists()
+        ):
             errors["version"] = _("Choose a version of this agent.")
         try:
             online_config_check(self.kind, self.config)

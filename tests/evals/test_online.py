@@ -20,6 +20,7 @@ from evals.online import ONLINE_SCORE_TASK, run_ended_heard, sampled
 from evals.online_scoring import online_scores_make, score_read
 from memory.forget import _run_copies
 from platform_site.celery import app
+from tests.support.factories import make_agent
 from tests.support.llm import fake_model
 from tests.support.runs import advance, ask, start_run
 
@@ -278,6 +279,12 @@ def test_an_evaluator_s_configuration_is_checked_per_kind(agent):
             OnlineEvaluator(agent=agent, name="x", **fields).full_clean()
         assert field in refused.value.message_dict, fields
     OnlineEvaluator(agent=agent, name="x", kind="latency", config={"max_ms": 10}).full_clean()
+    other = make_agent()
+    with pytest.raises(ValidationError) as refused:
+        OnlineEvaluator(
+            agent=agent, name="x", kind="latency", config={"max_ms": 10}, version=agent_version_current(agent=other)
+        ).full_clean()
+    assert "version" in refused.value.message_dict
 
 
 def test_forgetting_an_end_user_blanks_their_runs_scores_explanations(scripted_agent):
