@@ -191,8 +191,11 @@ def agent_page(request, slug):
 def agent_online_page(request, slug):
     """An agent's online scores: each evaluator's daily average per version, the latest scores."""
     agent = _hub_agent(request, slug)
-    context = {**admin.site.each_context(request), "title": agent.name, "agent": agent, **online_page(agent=agent)}
-    return render(request, "monitoring/agent_online.html", context)
+    page = online_page(agent=agent)
+    # Thumbnails and links to the downloads for those who may download, as on a run's timeline.
+    readable = page["attachments_shown"] and request.user.has_perm(VIEW_ATTACHMENT_PERMISSION)
+    context = {**admin.site.each_context(request), "title": agent.name, "agent": agent, **page}
+    return render(request, "monitoring/agent_online.html", {**context, "attachments_readable": readable})
 
 
 @require_POST

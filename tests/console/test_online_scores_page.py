@@ -3,6 +3,7 @@ an SVG line chart, the latest scores linked to their runs' timelines; another wo
 is a 404, and the page takes the permission to read online scores."""
 
 import re
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -12,6 +13,7 @@ from django.utils import timezone
 
 from agents.releases import version_publish
 from agents.services import agent_version_current
+from conversations.models import Message
 from evals.models import OnlineEvaluator, OnlineScore
 from tests.support.factories import ModelConfigFactory, make_agent
 from tests.support.ledger import ledger_run
@@ -92,3 +94,27 @@ def test_another_workspace_s_agent_and_scores_are_a_404(client, reader):
 def test_reading_online_scores_takes_its_permission(client, staff):
     agent = make_agent(slug="weather-desk")
     assert client.get(online_url(agent)).status_code == 403
+
+
+def test_the_latest_scores_show_their_runs_attachments(client, reader):
+    reader.user_permissions.add(
+        Permission.objects.get(codename="view_attachment", content_type__app_label="attachments")
+    )
+    agent = make_agent(slug="weather-desk")
+    evaluator = OnlineEvaluator.objects.create(agent=agent, name="tone", kind="regex", config={"pattern": "."})
+    image = str(uuid.uuid4())
+    score = _score(evaluator, None, 1.0, days_ago=0)
+    Message.objects.create(
+        conversation_id=score.run.conversation_id,
+        run_id=score.run_id,
+        order=1,
+        role="user",
+        content="what is broken here?",
+        parts=[
+            {"type": "image", "attachment": image, "media_type": "image/png", "name": "mug.png", "size": 2048},
+            {"type": "file", "attachment": str(uuid.uuid4()), "media_type": "application/pdf", "name": "r.pdf"},
+        ],
+    )
+    recent = client.get(online_url(agent)).content.decode().split('id="online-recent"')[1]
+    assert f'<img class="attachment-thumb" src="{reverse("monitoring:attachment-download", args=[image])}"' in recent
+    assert 'class="attachment-chip" data-type="file"' in recent and "r.pdf" in recent
