@@ -56,6 +56,7 @@ GROUPS: tuple[TaskGroup, ...] = (
             "evals.EvalCase",
             "evals.EvalRun",
             "evals.ReleaseGate",
+            "evals.OnlineEvaluator",
             "conversations.RunFeedback",
         ),
     ),
@@ -108,6 +109,7 @@ LEDGER: frozenset[str] = frozenset(
         "triggers.HookDelivery",
         "triggers.ScheduleFire",
         "chatbots.ChatEvent",
+        "evals.OnlineScore",
     }
 )
 
