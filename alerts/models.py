@@ -35,13 +35,21 @@ class AlertRule(InWorkspace):
         APPROVAL_AGE = "approval_age", _("Oldest pending approval older than N minutes")
         NEGATIVE_FEEDBACK = "negative_feedback", _("Negative feedback rate over a window (%)")
         EXTRACTION_RATE = "extraction_rate", _("Memory extraction success rate below the threshold over a window (%)")
+        ONLINE_SCORE = "online_score", _("Average online evaluation score below the threshold over a window (0 to 1)")
 
     class Window(models.TextChoices):
         HOUR = "hour", _("Last hour")
         DAY = "day", _("Last 24 hours")
 
     # Kinds measured over a sliding window; the other two look at what is open now.
-    WINDOWED = (Kind.TOKENS, Kind.COST, Kind.FAILURE_RATE, Kind.NEGATIVE_FEEDBACK, Kind.EXTRACTION_RATE)
+    WINDOWED = (
+        Kind.TOKENS,
+        Kind.COST,
+        Kind.FAILURE_RATE,
+        Kind.NEGATIVE_FEEDBACK,
+        Kind.EXTRACTION_RATE,
+        Kind.ONLINE_SCORE,
+    )
     # Runs and approvals belong to agents, not to model configs.
     AGENT_ONLY = (Kind.STUCK_RUNS, Kind.APPROVAL_AGE)
 
@@ -73,15 +81,16 @@ class AlertRule(InWorkspace):
         help_text=_(
             "Tokens: a whole number. Cost: an amount in the prices' currency. Failure rate and negative "
             "feedback rate: a percentage above 0, at most 100. Memory extraction success rate: fires below this "
-            "percentage (above 0, at most 100). Stuck runs and approval age: whole minutes."
+            "percentage (above 0, at most 100). Online score: fires below this average score (above 0, at most 1). "
+            "Stuck runs and approval age: whole minutes."
         ),
         verbose_name=_("threshold"),
     )
     min_runs = models.PositiveIntegerField(
         default=10,
         help_text=_(
-            "Rates only: fewer runs (or model calls, feedback posts, memory extraction calls) than this in the "
-            "window never fire."
+            "Rates only: fewer runs (or model calls, feedback posts, memory extraction calls, online scores) than "
+            "this in the window never fire."
         ),
         verbose_name=_("minimum runs"),
     )
@@ -136,6 +145,8 @@ class AlertRule(InWorkspace):
             errors["model_config"] = _("Feedback is on runs: watch it per agent or for everything.")
         elif self.kind == self.Kind.EXTRACTION_RATE and self.model_config_id:
             errors["model_config"] = _("Memory is an agent's: watch its extractions per agent or for everything.")
+        elif self.kind == self.Kind.ONLINE_SCORE and self.model_config_id:
+            errors["model_config"] = _("Online scores are on runs: watch them per agent or for everything.")
         threshold = self.threshold
         if threshold is not None:
             whole = threshold == threshold.to_integral_value()
@@ -149,6 +160,8 @@ class AlertRule(InWorkspace):
                 errors["threshold"] = _("A negative feedback rate is a percentage above 0 and at most 100.")
             elif self.kind == self.Kind.EXTRACTION_RATE and not 0 < threshold <= 100:
                 errors["threshold"] = _("A success rate is a percentage above 0 and at most 100.")
+            elif self.kind == self.Kind.ONLINE_SCORE and not 0 < threshold <= 1:
+                errors["threshold"] = _("An online score threshold is above 0 and at most 1.")
             elif self.kind in self.AGENT_ONLY and not (whole and 1 <= threshold <= MAX_AGE_MINUTES):
                 errors["threshold"] = _("An age is a whole number of minutes from 1 to %(max)d.") % {
                     "max": MAX_AGE_MINUTES
@@ -159,6 +172,8 @@ class AlertRule(InWorkspace):
             errors["min_runs"] = _("At least one feedback post is needed to measure a negative feedback rate.")
         elif self.kind == self.Kind.EXTRACTION_RATE and self.min_runs < 1:
             errors["min_runs"] = _("At least one extraction call is needed to measure a success rate.")
+        elif self.kind == self.Kind.ONLINE_SCORE and self.min_runs < 1:
+            errors["min_runs"] = _("At least one score is needed to measure an average score.")
         for address in self.recipients:
             try:
                 validate_email(address)

@@ -8,6 +8,7 @@ of rows whatever the size of the ledger (all of the window when the rollups are 
 Open runs and pending approvals come from their status indexes: there are few of them.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -185,6 +186,34 @@ def _extraction_rate(rule: AlertRule, now: datetime) -> Measurement:
     return Measurement(rate, total >= rule.min_runs and rate < rule.threshold, summary)
 
 
+# The online scores' measure, registered at start-up by the app that keeps them (evals, from
+# EvalsConfig.ready): (workspace_id=, agent_id=, start=, end=) -> (scores, average). This module
+# imports no app above it.
+_online_scores: list[Callable[..., tuple[int, float]]] = []
+
+
+def online_scores_register(measure: Callable[..., tuple[int, float]]) -> None:
+    """Measure the online_score rules with `measure`; registering it again is a no-op."""
+    if measure not in _online_scores:
+        _online_scores.append(measure)
+
+
+def _online_score(rule: AlertRule, now: datetime) -> Measurement:
+    total, average = 0, 0.0
+    for measure in _online_scores:
+        total, average = measure(
+            workspace_id=rule.workspace_id, agent_id=rule.agent_id, start=now - WINDOWS[rule.window], end=now
+        )
+    value = Decimal(str(average)).quantize(Decimal("0.0001"))
+    summary = _("average online score %(value)s over %(total)d scores in %(hours)d h (fires below %(threshold)s)") % {
+        "value": number_text(value),
+        "total": total,
+        "hours": _window_hours(rule),
+        "threshold": number_text(rule.threshold),
+    }
+    return Measurement(value, total >= rule.min_runs and value < rule.threshold, summary)
+
+
 def _oldest(rows, field: str, now: datetime) -> tuple[int, Decimal]:
     row = rows.aggregate(n=Count("pk"), oldest=Min(field))
     age = (now - row["oldest"]).total_seconds() / 60 if row["oldest"] else 0
@@ -231,6 +260,8 @@ def alert_rule_measure(*, rule: AlertRule, now: datetime) -> Measurement:
         return _negative_feedback_rate(rule, now)
     elif rule.kind == AlertRule.Kind.EXTRACTION_RATE:
         return _extraction_rate(rule, now)
+    elif rule.kind == AlertRule.Kind.ONLINE_SCORE:
+        return _online_score(rule, now)
     elif rule.kind == AlertRule.Kind.STUCK_RUNS:
         runs = Run.objects.filter(status__in=OPEN_STATUSES, created_at__lt=now - timedelta(minutes=int(threshold)))
         runs = _of_rule(runs, rule)

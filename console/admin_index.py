@@ -56,6 +56,7 @@ GROUPS: tuple[TaskGroup, ...] = (
             "evals.EvalCase",
             "evals.EvalRun",
             "evals.ReleaseGate",
+            "evals.OnlineEvaluator",
             "conversations.RunFeedback",
             "reviews.ReviewQueue",
         ),
@@ -112,6 +113,7 @@ LEDGER: frozenset[str] = frozenset(
         "chatbots.ChatEvent",
         "reviews.ReviewItem",
         "reviews.ReviewLabel",
+        "evals.OnlineScore",
     }
 )
 

@@ -96,7 +96,7 @@ class Plus:
 @dataclass(frozen=True)
 class Is:
     """`field` compared with `value` (a value for the field, a Row or a Ref) by `op`: "=", "<>",
-    "<" or "in" (over a tuple of values). None is NULL; a boolean equality is the column or its
+    "<", ">" or "in" (over a tuple of values). None is NULL; a boolean equality is the column or its
     negation, as the ledger's partial indexes state their predicates."""
 
     field: str

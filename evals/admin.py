@@ -18,7 +18,7 @@ from agents.selectors import agents_usable_by
 from conversations.models import StopReason
 from conversations.permissions import FORK_PERMISSION
 from evals.jsonl import CaseLineInvalid, case_to_line
-from evals.models import EvalCase, EvalResult, EvalRun, EvalSuite, ReleaseGate
+from evals.models import EvalCase, EvalResult, EvalRun, EvalSuite, OnlineEvaluator, OnlineScore, ReleaseGate
 from evals.replays import DEFAULT_LIMIT, MAX_LIMIT, ReplayFilter, ReplayInvalid, replay_start
 from evals.services import (
     EvalNotAllowed,
@@ -29,7 +29,7 @@ from evals.services import (
     eval_run_start,
     eval_version_resolve,
 )
-from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyInline
+from platform_site.admin_mixins import JSONInputAdminMixin, ReadOnlyAdminMixin, ReadOnlyInline
 from workspaces.access import binding_of, in_workspace
 from workspaces.admin_scope import WorkspaceScopedAdmin, WorkspaceScopedInline
 from workspaces.defaults import default_workspace_id
@@ -428,9 +428,74 @@ class ReleaseGateAdmin(WorkspaceScopedAdmin, admin.ModelAdmin):
         "max_cost_increase",
         "max_latency_increase",
         "replay_hours",
+        "online_min_runs",
         "enabled",
     ]
     list_filter = ["enabled"]
     list_select_related = ["agent", "suite"]
     agent_link = agent_column()
     autocomplete_fields = ["agent"]
+
+
+@admin.register(OnlineEvaluator)
+class OnlineEvaluatorAdmin(JSONInputAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
+    """Online evaluators of an agent's production runs (evals.online); the model checks each
+    kind's configuration and that a judge has a model and a rubric."""
+
+    list_display = [
+        "name",
+        "agent_link",
+        "kind",
+        "version",
+        "sample_rate",
+        "on_negative_feedback",
+        "on_guardrail_hit",
+        "enabled",
+    ]
+    list_filter = ["enabled", "kind"]
+    list_select_related = ["agent", "version"]
+    search_fields = ["name", "agent__name"]
+    agent_link = agent_column()
+    autocomplete_fields = ["agent"]
+    raw_id_fields = ["version"]
+    fields = [
+        "agent",
+        "name",
+        "kind",
+        "version",
+        "config",
+        "judge_model",
+        "rubric",
+        "sample_rate",
+        "on_negative_feedback",
+        "on_guardrail_hit",
+        "enabled",
+    ]
+
+
+@admin.register(OnlineScore)
+class OnlineScoreAdmin(ReadOnlyAdminMixin, WorkspaceScopedAdmin, admin.ModelAdmin):
+    """Audit rows written by the online evaluators: read-only."""
+
+    list_display = ["evaluator", "run_link", "agent_version", "reason", "score", "passed", "created_at"]
+    list_filter = ["reason", "passed", "evaluator__kind", "evaluator"]
+    list_select_related = ["evaluator", "agent_version"]
+    search_fields = ["evaluator__name", "explanation"]
+    raw_id_fields = ["run", "llm_call", "agent_version"]
+    show_full_result_count = False
+    fields = [
+        "evaluator",
+        "run_link",
+        "agent_version",
+        "reason",
+        "score",
+        "passed",
+        "explanation",
+        "llm_call",
+        "created_at",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description=gettext_lazy("run"))
+    def run_link(self, obj):
+        return format_html('<a href="{}">{}</a>', reverse("monitoring:run", args=[obj.run_id]), obj.run_id)

@@ -12,7 +12,7 @@ import uuid
 
 from django.db.models import Q
 
-from evals.models import EvalCase, EvalResult
+from evals.models import EvalCase, EvalResult, OnlineScore
 
 # A case's turns once forgotten: still a well-formed conversation (one user turn), saying nothing.
 BLANK_TURNS = [{"role": "user", "content": ""}]
@@ -56,3 +56,14 @@ def case_copies_erase(*, run_ids: set) -> dict[str, int]:
         result.checks = [{**check, "reason": ""} if isinstance(check, dict) else check for check in result.checks or []]
     EvalResult.objects.bulk_update(results, ["checks"], batch_size=500)
     return {"eval_cases_anonymised": len(cases), "eval_results_anonymised": len(results)}
+
+
+def no_copy_runs(*, run_ids: set) -> set:
+    """Online scores start no runs: none is made from them."""
+    return set()
+
+
+def online_scores_erase(*, run_ids: set) -> dict[str, int]:
+    """Blank the explanations of these runs' online scores (a schema's errors and a judge's
+    reason may quote the answer); the scores themselves stay, the dashboards' figures with them."""
+    return {"online_scores_anonymised": OnlineScore.objects.filter(run_id__in=run_ids).update(explanation="")}

@@ -12,7 +12,12 @@ runs of that many last hours replayed (evals.replays) on the candidate and on th
 version, compared with the same thresholds. A release refused for want of them sends the task
 that starts them (not on commit: the refusal rolls the release's transaction back, and the task
 reads only rows committed before it) and says so; the next attempt, once they have finished,
-compares them. With no production run in the window there is nothing to replay."""
+compares them. With no production run in the window there is nothing to replay.
+
+With `online_min_runs` set, promoting a canary also reads the online scores (evals.online) made
+since the canary started: the candidate needs that many, and no evaluator's average on it may
+fall by more than `max_rate_drop` below its average on the published version over the same time
+(an evaluator that scored only one of them is not compared)."""
 
 import logging
 from datetime import timedelta
@@ -20,10 +25,11 @@ from datetime import timedelta
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from agents.models import Agent, AgentVersion
+from agents.models import Agent, AgentRelease, AgentVersion, ReleaseAction
 from agents.releases import ReleaseRefused
 from evals.compare import Thresholds, case_rows, metric_rows
-from evals.models import EvalRun, EvalRunStatus, EvalSuite, ReleaseGate
+from evals.models import EvalRun, EvalRunStatus, EvalSuite, OnlineEvaluator, ReleaseGate
+from evals.online_selectors import online_averages
 from evals.replays import MAX_LIMIT, ReplayFilter, replay_runs_select
 from evals.selectors import eval_results_data, eval_run_reusable
 from platform_site.celery import app
@@ -63,6 +69,43 @@ def release_gate_check(*, agent: Agent, version: AgentVersion, action: str) -> N
     _regressions_refuse(_eval_run_of(gate, published, role=_("published")), candidate, thresholds)
     if gate.replay_hours:
         _replay_check(gate, candidate=version, published=published, thresholds=thresholds)
+    if gate.online_min_runs and action == ReleaseAction.CANARY_PROMOTE:
+        _online_check(gate, candidate=version, published=published)
+
+
+def _online_check(gate: ReleaseGate, *, candidate: AgentVersion, published: AgentVersion) -> None:
+    """ReleaseRefused unless the canary's online scores are enough and none dropped."""
+    started = (
+        AgentRelease.objects.filter(agent_id=gate.agent_id, action=ReleaseAction.CANARY_START, version=candidate)
+        .order_by("-at")
+        .values_list("at", flat=True)
+        .first()
+    )
+    averages = online_averages(
+        agent=gate.agent, version_ids=[candidate.pk, published.pk], since=started or timezone.now()
+    )
+    scored = sum(n for (_evaluator, version_id), (n, _average) in averages.items() if version_id == candidate.pk)
+    if scored < gate.online_min_runs:
+        raise ReleaseRefused(
+            _(
+                "The release gate needs %(needed)s online scores of the candidate's live traffic since the canary "
+                "started; it has %(scored)s so far."
+            )
+            % {"needed": gate.online_min_runs, "scored": scored}
+        )
+    names = dict(OnlineEvaluator.objects.filter(agent_id=gate.agent_id).values_list("pk", "name"))
+    dropped = []
+    for (evaluator_id, version_id), (_n, average) in sorted(averages.items()):
+        baseline = averages.get((evaluator_id, published.pk))
+        if version_id != candidate.pk or baseline is None:
+            continue
+        if baseline[1] - average > gate.max_rate_drop:
+            dropped.append(f"{names.get(evaluator_id, evaluator_id)} ({baseline[1]:.2f} → {average:.2f})")
+    if dropped:
+        raise ReleaseRefused(
+            _("The release gate found online scores of the canary dropping against the published version: %(names)s.")
+            % {"names": ", ".join(dropped)}
+        )
 
 
 def _regressions_refuse(baseline: EvalRun, candidate: EvalRun, thresholds: Thresholds) -> None:

@@ -1,5 +1,6 @@
 """An eval case's rubric, judged by its suite's judge model on the final answer of a run that
-ended: one request, recorded as an LLMCall of purpose `judge` on that run.
+ended: one request, recorded as an LLMCall of purpose `judge` on that run. An online evaluator's
+judge (evals.online_scoring) asks the same way (judge_ask), as a call of purpose `online_judge`.
 
 The answer is the evaluated model's output, so it is untrusted twice over: it travels to the
 judge as a JSON string (data, never instructions), and the judge's own answer is parsed
@@ -44,12 +45,12 @@ JUDGE_INSTRUCTIONS = (
 )
 
 
-def judge_messages(*, question: str, answer: str, rubric: str) -> list[dict]:
+def judge_messages(*, question: str, answer: str, rubric: str, instructions: str = JUDGE_INSTRUCTIONS) -> list[dict]:
     # JSON strings cannot pose as the end of the message or as a new one.
     quoted_question = json.dumps(question, ensure_ascii=False)
     quoted_answer = json.dumps(answer, ensure_ascii=False)
     return [
-        {"role": "system", "content": JUDGE_INSTRUCTIONS.format(rubric=rubric)},
+        {"role": "system", "content": instructions.format(rubric=rubric)},
         {
             "role": "user",
             "content": f"Question, as a JSON string:\n{quoted_question}\n\nAnswer to grade, as a JSON string:\n"
@@ -111,14 +112,12 @@ def _succeeded(call: LLMCall, response: LLMResponse, prices: dict, started: floa
     )
 
 
-def rubric_check(*, run: Run, config: ModelConfig | None, question: str, answer: str, rubric: str) -> dict:
-    """The rubric check of a run that ended: {"kind": "rubric", "passed", "reason"}."""
-    if config is None:
-        return _check(False, "no judge model is configured on the suite")
-    if not answer:
-        return _check(False, "no answer to judge")
+def judge_ask(
+    *, run: Run, config: ModelConfig, messages: list[dict], purpose: str
+) -> tuple[LLMCall | None, str | None, str]:
+    """Ask `config` once, recorded as an LLMCall of `purpose` on `run` (out of its totals): the
+    call (None when it could not be made), the answer's text (None on failure) and the error."""
     model = model_snapshot(config)
-    messages = judge_messages(question=question, answer=answer, rubric=rubric)
     # A verdict is plain, unstreamed text whatever the config asks of an agent's answers.
     plain = fitted(
         {**model, "response_format": "text", "response_schema": None, "stream": False}, messages=messages, tools=[]
@@ -129,12 +128,12 @@ def rubric_check(*, run: Run, config: ModelConfig | None, question: str, answer:
             model=plain, messages=messages, tools=[], tool_choice="auto", parallel_tool_calls=True
         )
     except ProviderError as exc:
-        return _check(False, f"the judge could not be asked: {exc.message}")
+        return None, None, f"the judge could not be asked: {exc.message}"
     call = LLMCall.objects.create(
         run=run,
         iteration=1,
-        attempt=LLMCall.objects.filter(run=run, purpose=LLMCall.Purpose.JUDGE).count() + 1,
-        purpose=LLMCall.Purpose.JUDGE,
+        attempt=LLMCall.objects.filter(run=run, purpose=purpose).count() + 1,
+        purpose=purpose,
         model_config=config,
         provider=model["provider"],
         model_name=model["model"],
@@ -156,7 +155,20 @@ def rubric_check(*, run: Run, config: ModelConfig | None, question: str, answer:
             http_status=exc.http_status,
             error=exc.message,
         )
-        return _check(False, f"the judge call failed: {exc.message}")
+        return call, None, f"the judge call failed: {exc.message}"
     response = scrub_nul(response)
     _succeeded(call, response, {name: model[name] or "0" for name in _PRICES}, started)
-    return _check(*verdict_read(response.content))
+    return call, response.content or "", ""
+
+
+def rubric_check(*, run: Run, config: ModelConfig | None, question: str, answer: str, rubric: str) -> dict:
+    """The rubric check of a run that ended: {"kind": "rubric", "passed", "reason"}."""
+    if config is None:
+        return _check(False, "no judge model is configured on the suite")
+    if not answer:
+        return _check(False, "no answer to judge")
+    messages = judge_messages(question=question, answer=answer, rubric=rubric)
+    _call, content, error = judge_ask(run=run, config=config, messages=messages, purpose=LLMCall.Purpose.JUDGE)
+    if content is None:
+        return _check(False, error)
+    return _check(*verdict_read(content))

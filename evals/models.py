@@ -1,12 +1,15 @@
 """Evaluation suites: cases with their expectations, and eval runs that play every case through
 the engine and keep, per case and repetition, what was checked and the run that is the evidence."""
 
+import uuid
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from agents.models import AgentVersion
 from evals.compare import DEFAULT_MAX_COST_INCREASE, DEFAULT_MAX_LATENCY_INCREASE, DEFAULT_MAX_RATE_DROP
 from evals.matching import ExpectationInvalid, expected_calls_check, pattern_check, schema_check
 from tools.arguments import contains_nul
@@ -440,6 +443,16 @@ class ReleaseGate(models.Model):
             "replayed on the candidate and on the published version, with no regression beyond the thresholds."
         ),
     )
+    online_min_runs = models.PositiveIntegerField(
+        default=0,
+        validators=[MaxValueValidator(100_000)],
+        verbose_name=_("online scores needed"),
+        help_text=_(
+            "0: off. Otherwise promoting a canary also needs at least this many online scores of the candidate's "
+            "live traffic since the canary started, and no evaluator's average falling by more than the largest "
+            "rate drop against the published version's over the same time."
+        ),
+    )
     enabled = models.BooleanField(default=True, verbose_name=_("enabled"))
 
     class Meta:
@@ -484,7 +497,7 @@ class OnlineEvaluator(models.Model):
     name = models.CharField(max_length=100, verbose_name=_("name"))
     kind = models.CharField(max_length=16, choices=Kind.choices, verbose_name=_("kind"))
     # What the rule needs: {"schema": {...}} (empty: the agent's output schema), {"pattern": "..."},
-    # {"tool": "name"}, {"max_ms": 5000}, {"max_cost": "0.01"}.
+    # {"tool": "name"}, {"max_ms": 5000}, {"max_cost": "0.01"}; a judge's {"pass_score": 0.5} (optional).
     config = models.JSONField(default=dict, blank=True, verbose_name=_("configuration"))
     judge_model = models.ForeignKey(
         "agents.ModelConfig",
@@ -501,6 +514,9 @@ class OnlineEvaluator(models.Model):
         verbose_name=_("sample rate"),
         help_text=_("The share of completed runs checked, from 0 to 1."),
     )
+    # The runs sampled are those whose id is below this: run ids are random (uuid4), so
+    # sample_rate of them, always the same ones (evals.online). Kept with sample_rate by save().
+    sample_below = models.UUIDField(default=uuid.UUID(int=0), editable=False, verbose_name=_("sampled below"))
     on_negative_feedback = models.BooleanField(
         default=True, verbose_name=_("every run with negative feedback"), help_text=_("Also check every such run.")
     )
@@ -523,6 +539,87 @@ class OnlineEvaluator(models.Model):
 
     def __str__(self):
         return self.name
+
+    def save(self, *args, **kwargs):
+        # Derived from sample_rate, as a column the ledger's listener can compare run ids with.
+        self.sample_below = sample_bound(self.sample_rate)
+        if kwargs.get("update_fields") is not None and "sample_rate" in kwargs["update_fields"]:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "sample_below"}
+        super().save(*args, **kwargs)
+
+    def clean(self):
+        references_check(self)
+        errors = {}
+        if (
+            self.version_id is not None
+            and self.agent_id is not None
+            and not AgentVersion.objects.filter(pk=self.version_id, agent_id=self.agent_id).exists()
+        ):
+            errors["version"] = _("Choose a version of this agent.")
+        try:
+            online_config_check(self.kind, self.config)
+        except ExpectationInvalid as exc:
+            errors["config"] = str(exc)
+        if self.kind == self.Kind.JUDGE:
+            if self.judge_model_id is None:
+                errors["judge_model"] = _("A judge needs a judge model.")
+            if not self.rubric.strip():
+                errors["rubric"] = _("A judge needs a rubric.")
+        if errors:
+            raise ValidationError(errors)
+
+
+UUID_SPACE = 2**128
+
+
+def sample_bound(rate: float) -> uuid.UUID:
+    """The id below which a run is sampled at `rate` (0 to 1) of them."""
+    return uuid.UUID(int=min(max(int(rate * UUID_SPACE), 0), UUID_SPACE - 1))
+
+
+def _number(config: dict, key: str, *, whole: bool) -> None:
+    value = config.get(key)
+    if isinstance(value, str) and not whole:
+        try:
+            value = float(value)
+        except ValueError:
+            value = None
+    if isinstance(value, bool) or not isinstance(value, int if whole else int | float) or not 0 <= value < 1e12:
+        raise ExpectationInvalid(f'{{"{key}": ...}} must be a {"whole " if whole else ""}number of at least 0')
+
+
+def online_config_check(kind: str, config) -> None:
+    """ExpectationInvalid unless `config` is what an evaluator of `kind` needs (the model's
+    comment on `config` lists them)."""
+    kinds = OnlineEvaluator.Kind
+    keys = {
+        kinds.SCHEMA: {"schema"},
+        kinds.REGEX: {"pattern"},
+        kinds.TOOL_USED: {"tool"},
+        kinds.LATENCY: {"max_ms"},
+        kinds.COST: {"max_cost"},
+        kinds.JUDGE: {"pass_score"},
+    }.get(kind, set())
+    if not isinstance(config, dict):
+        raise ExpectationInvalid("the configuration is a JSON object")
+    if set(config) - keys:
+        raise ExpectationInvalid(f"unknown keys for this kind: {', '.join(sorted(set(config) - keys))}")
+    if kind == kinds.SCHEMA and config.get("schema") is not None:
+        schema_check(config["schema"])
+    elif kind == kinds.REGEX:
+        if not isinstance(config.get("pattern"), str) or not config["pattern"]:
+            raise ExpectationInvalid('{"pattern": "..."} is needed')
+        pattern_check(config["pattern"])
+    elif kind == kinds.TOOL_USED and (not isinstance(config.get("tool"), str) or not config["tool"].strip()):
+        raise ExpectationInvalid('{"tool": "name"} is needed')
+    elif kind == kinds.LATENCY:
+        _number(config, "max_ms", whole=True)
+    elif kind == kinds.COST:
+        _number(config, "max_cost", whole=False)
+    elif kind == kinds.JUDGE and "pass_score" in config:
+        score = config["pass_score"]
+        if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
+            raise ExpectationInvalid('{"pass_score": ...} is a number from 0 to 1')
 
 
 class OnlineScore(models.Model):

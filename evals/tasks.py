@@ -5,6 +5,8 @@ from celery import shared_task
 from agents.models import Agent, AgentVersion
 from evals.gate import RELEASE_REPLAY_TASK, release_replay_filter
 from evals.models import EvalRun, EvalRunStatus
+from evals.online import ONLINE_SCORE_TASK
+from evals.online_scoring import online_scores_make
 from evals.replays import ReplayInvalid, replay_again, replay_start
 from evals.services import EVAL_COLLECT_TASK, eval_run_collect, eval_run_collect_later, eval_runs_sweep
 
@@ -44,3 +46,9 @@ def release_replay_task(agent_id: int, candidate_id: int, published_id: int, hou
     except ReplayInvalid:
         return  # the window's runs aged out meanwhile: the gate finds nothing to replay
     replay_again(eval_run=eval_run, version=versions[published_id], user=None)
+
+
+@shared_task(name=ONLINE_SCORE_TASK, ignore_result=True)
+def online_score_task(run_id: str, picks: list[list]) -> None:
+    """The online evaluators picked for a run that ended (evals.online) score it, once each."""
+    online_scores_make(run_id=run_id, picks=[(evaluator_id, reason) for evaluator_id, reason in picks])

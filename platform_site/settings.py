@@ -658,6 +658,8 @@ AGENTRY_KNOWLEDGE_OCR_TIMEOUT_SECONDS = int(os.environ.get("AGENTRY_KNOWLEDGE_OC
 AGENTRY_KNOWLEDGE_OCR_MAX_PIXELS = int(os.environ.get("AGENTRY_KNOWLEDGE_OCR_MAX_PIXELS", "40000000"))
 AGENTRY_KNOWLEDGE_OCR_MAX_PAGES = int(os.environ.get("AGENTRY_KNOWLEDGE_OCR_MAX_PAGES", "100"))
 CELERY_TASK_ROUTES["evals.tasks.eval_run_collect_task"] = {"queue": "maintenance"}
+# An online evaluator's score of a production run that ended (evals.online): a judge's model call after the run.
+CELERY_TASK_ROUTES["evals.tasks.online_score_task"] = {"queue": "maintenance"}
 # Eval runs still running are collected on this beat, and failed once running this many hours.
 CELERY_TASK_ROUTES["evals.tasks.eval_runs_sweep_task"] = {"queue": "maintenance"}
 CELERY_BEAT_SCHEDULE["sweep-eval-runs"] = {"task": "evals.tasks.eval_runs_sweep_task", "schedule": 300.0}

@@ -96,6 +96,57 @@ def latency_bars(rows: list[dict]) -> dict:
     }
 
 
+def score_lines(*, days: list, versions: list[dict]) -> dict:
+    """Scores from 0 to 1 per day, one line per version: versions are [{"name", "points": [one
+    (average, count) or None per day]}]; a day without scores breaks the line."""
+    plot_w, plot_h = WIDTH - LEFT - 4, HEIGHT - BOTTOM - TOP
+    slot = plot_w / max(len(days) - 1, 1)
+    label_every = max(1, math.ceil(len(days) / 10))
+    lines = []
+    for index, version in enumerate(versions):
+        color = PALETTE[index % len(PALETTE)]
+        points, segments, segment = [], [], []
+        for i, point in enumerate(version["points"]):
+            if point is None:
+                if segment:
+                    segments.append(" ".join(segment))
+                segment = []
+                continue
+            average, count = point
+            x, y = round(LEFT + i * slot, 1), round(TOP + plot_h - average * plot_h, 1)
+            segment.append(f"{x},{y}")
+            points.append(
+                {
+                    "x": x,
+                    "y": y,
+                    "title": _("%(day)s · %(name)s: %(average)s over %(count)s scores")
+                    % {"day": days[i], "name": version["name"], "average": f"{average:.2f}", "count": count},
+                }
+            )
+        if segment:
+            segments.append(" ".join(segment))
+        lines.append({"name": version["name"], "color": color, "segments": segments, "points": points})
+    return {
+        "width": WIDTH,
+        "height": HEIGHT,
+        "left": LEFT,
+        "baseline": TOP + plot_h,
+        "top": TOP,
+        "right": WIDTH - 4,
+        "max_label": "1",
+        "lines": lines,
+        "labels": [
+            {"x": round(LEFT + i * slot, 1), "text": day.strftime("%m-%d")}
+            for i, day in enumerate(days)
+            if i % label_every == 0
+        ],
+        "legend": [{"name": line["name"], "color": line["color"]} for line in lines],
+        "empty": not any(line["points"] for line in lines),
+        "mid_x": WIDTH / 2,
+        "mid_y": HEIGHT / 2,
+    }
+
+
 def _fmt(value: float) -> str:
     if value >= 1_000_000:
         return f"{value / 1_000_000:.3g}M"

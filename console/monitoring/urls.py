@@ -16,6 +16,7 @@ urlpatterns = [
     path("agents/<slug:slug>/playground/save/", playground.playground_save_view, name="playground-save"),
     path("agents/<slug:slug>/playground/eval/", playground.playground_eval_view, name="playground-eval"),
     path("agents/<slug:slug>/release/", views.agent_release, name="agent-release"),
+    path("agents/<slug:slug>/online/", views.agent_online_page, name="agent-online"),
     path("runs/<uuid:run_id>/", views.run_timeline_page, name="run"),
     path("runs/<uuid:run_id>/timeline.json", views.run_timeline_json, name="run-json"),
     path("runs/<uuid:run_id>/events.json", views.run_events_json, name="run-events"),

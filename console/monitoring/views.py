@@ -37,6 +37,7 @@ from console.monitoring.services import ConversationNotFound, try_attachment_sto
 from console.monitoring.thread import conversation_thread
 from console.monitoring.timeline import run_timeline_export
 from console.monitoring.waterfall import run_waterfall
+from console.online_scores import online_page
 from conversations.models import TERMINAL_STATUSES, Conversation, Run
 from conversations.permissions import FORK_PERMISSION, user_may_decide
 from conversations.selectors import agent_config_visible_to
@@ -59,6 +60,7 @@ log = logging.getLogger(__name__)
 
 ACTIONS = {"cancel": run_cancel_by_operator, "requeue": run_requeue, "retry": run_retry}
 VIEW_PERMISSION = "conversations.view_run"
+ONLINE_SCORES_PERMISSION = "evals.view_onlinescore"
 # The try page starts runs, and follows them on the run's timeline and events.
 TRY_PERMISSIONS = ("conversations.add_run", VIEW_PERMISSION)
 ADD_EVAL_CASE_PERMISSION = "evals.add_evalcase"
@@ -182,6 +184,18 @@ def _hub_page(request, agent: Agent, *, release_form=None, status: int = 200):
 def agent_page(request, slug):
     """An agent's page (the hub)."""
     return _hub_page(request, _hub_agent(request, slug))
+
+
+@require_GET
+@operator_required(VIEW_PERMISSION, ONLINE_SCORES_PERMISSION)
+def agent_online_page(request, slug):
+    """An agent's online scores: each evaluator's daily average per version, the latest scores."""
+    agent = _hub_agent(request, slug)
+    page = online_page(agent=agent)
+    # Thumbnails and links to the downloads for those who may download, as on a run's timeline.
+    readable = page["attachments_shown"] and request.user.has_perm(VIEW_ATTACHMENT_PERMISSION)
+    context = {**admin.site.each_context(request), "title": agent.name, "agent": agent, **page}
+    return render(request, "monitoring/agent_online.html", {**context, "attachments_readable": readable})
 
 
 @require_POST

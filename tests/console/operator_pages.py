@@ -39,7 +39,16 @@ from conversations.models import (
 )
 from conversations.tokens import api_token_create
 from evals.metrics import eval_metrics
-from evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSuite, ReleaseGate
+from evals.models import (
+    EvalCase,
+    EvalResult,
+    EvalRun,
+    EvalRunStatus,
+    EvalSuite,
+    OnlineEvaluator,
+    OnlineScore,
+    ReleaseGate,
+)
 from evals.selectors import eval_results_data
 from knowledge.models import Document, EmbeddingCall, KnowledgeSearch
 from memory.models import Memory, MemoryChange
@@ -238,6 +247,12 @@ def seed() -> Seeded:
         labels={"语气": "生硬"},
         corrected_answer="明天晴",
     )
+    evaluator = OnlineEvaluator.objects.create(
+        agent=agent, name="语气", kind="judge", judge_model=model, rubric="回答礼貌", sample_rate=0.1
+    )
+    OnlineScore.objects.create(
+        evaluator=evaluator, run=run, agent_version=version, reason="sample", score=0.5, explanation="0.5: 稍显生硬"
+    )
 
     api_token_create(user=operator, name="应用")
     webhook = Webhook.objects.create(url="https://hooks.example.com/agentry", agent=agent, secret="whsec-0123456789")
@@ -357,6 +372,7 @@ def pages(seeded: Seeded) -> list[str]:
         reverse("monitoring:try"),
         reverse("monitoring:agent", args=[agent.slug]),
         reverse("monitoring:playground", args=[agent.slug]),
+        reverse("monitoring:agent-online", args=[agent.slug]),
         reverse("monitoring:run", args=[seeded.run.pk]),
         reverse("monitoring:conversation", args=[seeded.run.conversation_id]),
         reverse("monitoring:run", args=[seeded.approval.run_id]),

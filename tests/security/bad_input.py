@@ -47,6 +47,7 @@ ROUTES = {
     "monitor/agents/{agent}/playground/save/": {"POST"},
     "monitor/agents/{agent}/playground/eval/": {"POST"},
     "monitor/agents/{agent}/release/": {"POST"},  # a release action from the agent's page
+    "monitor/agents/{agent}/online/": {"GET"},  # its online scores
     "monitor/try/send/": {"POST"},
     "monitor/try/attachments/": {"POST"},  # one file for the try page's next message
     "api/v1/": {"GET"},

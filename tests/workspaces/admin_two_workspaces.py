@@ -13,7 +13,7 @@ from attachments.models import Attachment, AttachmentUse
 from chatbots.models import ChatChannel, ChatEvent, ChatUser
 from conversations.models import EndUserErasure, RunFeedback, RunPurge
 from conversations.tokens import api_token_create
-from evals.models import EvalCase, EvalRun, EvalSuite, ReleaseGate
+from evals.models import EvalCase, EvalRun, EvalSuite, OnlineEvaluator, OnlineScore, ReleaseGate
 from knowledge.models import Chunk, Document, EmbeddingCall, KnowledgeBase, KnowledgeSearch
 from knowledge.services import knowledge_base_save
 from memory.models import Memory, MemoryChange
@@ -66,6 +66,12 @@ def workspace_seed(workspace: Workspace, tag: str, *, token_user) -> dict:
     queue = ReviewQueue.objects.create(workspace=workspace, name=f"queue-{tag}", agent=agent)
     item = ReviewItem.objects.create(queue=queue, run_id=run.pk, reason=ReviewItem.Reason.SAMPLE)
     ReviewLabel.objects.create(item=item, reviewer=token_user, verdict=ReviewLabel.Verdict.GOOD, notes=tag)
+    evaluator = OnlineEvaluator.objects.create(
+        agent=agent, name=f"online-{tag}", kind="judge", judge_model=model, rubric=tag
+    )
+    OnlineScore.objects.create(
+        evaluator=evaluator, run=run, agent_version=version, reason="sample", score=1, explanation=tag
+    )
     Schedule.objects.create(workspace=workspace, agent=agent, name=f"schedule-{tag}", message=tag)
     Hook.objects.create(
         workspace=workspace, agent=agent, name=f"hook-{tag}", secret="s" * 32, message=tag, owner=token_user
