@@ -223,4 +223,4 @@ class ReviewLabel(models.Model):
         constraints = [models.UniqueConstraint(fields=["item", "reviewer"], name="review_label_once_per_reviewer")]
 
     def __str__(self):
-        return f"{self.item} {self.verdict}"
+        return f"{self.item} {self.get_verdict_display()}"

@@ -36,7 +36,7 @@ ALLOWED = {
     for word in """
     Command Control Mac LDAP REST PII now weekday disabled nUser ask researcher amount currency CNY args
     Pointer data petId pets readOnlyHint destructiveHint uvx jieba embeddings arguments subset assistant
-    draft published expired operationId petstore findPets prefix transcriptions docs bots well known
+    draft published expired operationId petstore findPets prefix transcriptions docs bots well known quality tier
     """.split()
 }
 # What a text box holds is data; what code and kbd show is typed as it is (a command, a setting).
