@@ -192,7 +192,13 @@ class RunTaskHandler(RequestHandler):
                         if ended.artifacts:
                             # The whole answer, in place of what was streamed (which may hold the
                             # text of a step before its tool calls).
-                            yield _chunk(ended, ended.artifacts[0].parts[0].text, append=False, last=True)
+                            yield TaskArtifactUpdateEvent(
+                                task_id=ended.id,
+                                context_id=ended.context_id,
+                                artifact=ended.artifacts[0],
+                                append=False,
+                                last_chunk=True,
+                            )
                         yield _status_event(ended)
                         return
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from a2a.types import Artifact, Message, Part, Role, Task, TaskState, TaskStatus
 from django.utils.translation import gettext as _
-from google.protobuf.struct_pb2 import Struct
+from google.protobuf import json_format
+from google.protobuf.struct_pb2 import Struct, Value
 
 from conversations.models import Approval, Run, RunStatus
 from conversations.selectors import runs_visible_to
@@ -68,8 +69,15 @@ def agent_message(*, run: Run, text: str, suffix: str) -> Message:
     )
 
 
-def answer_artifact(text: str) -> Artifact:
-    return Artifact(artifact_id=ANSWER_ARTIFACT, name=ANSWER_ARTIFACT, parts=[Part(text=text)])
+def answer_artifact(text: str, parsed=None) -> Artifact:
+    """The answer's text, and beside it as a data part the value it parsed to where the agent
+    holds its answers to a schema (docs/quality.md)."""
+    parts = [Part(text=text)]
+    if parsed is not None:
+        data = Value()
+        json_format.ParseDict(parsed, data)
+        parts.append(Part(data=data, media_type="application/json"))
+    return Artifact(artifact_id=ANSWER_ARTIFACT, name=ANSWER_ARTIFACT, parts=parts)
 
 
 def _waiting_text(run: Run) -> str:
@@ -119,7 +127,7 @@ def task_of(run: Run) -> Task:
     output = getattr(run, "output", None)
     if output is not None:
         history.append(agent_message(run=run, text=output, suffix="answer"))
-        artifacts.append(answer_artifact(output))
+        artifacts.append(answer_artifact(output, run.output_parsed))
     metadata = Struct()
     metadata.update(
         {

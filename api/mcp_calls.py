@@ -80,6 +80,8 @@ class CallState:
     status: str
     terminal: bool
     answer: str | None = None
+    # The answer parsed, when the agent holds its answers to a schema (docs/quality.md).
+    output_parsed: object = None
     detail: str = ""
     waiting_on: list[str] = field(default_factory=list)
 
@@ -178,6 +180,7 @@ def mcp_call_state(*, run_id) -> CallState:
     state = CallState(run.pk, run.conversation_id, run.status, terminal=run.is_terminal)
     if run.status == RunStatus.COMPLETED:
         state.answer = final.content if final is not None else ""
+        state.output_parsed = run.output_parsed
     elif run.is_terminal:
         internal = run.stop_reason == StopReason.INTERNAL_ERROR
         state.detail = _("an internal error") if internal else (run.error or run.stop_reason)

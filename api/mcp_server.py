@@ -113,6 +113,7 @@ def _result(state: CallState) -> types.CallToolResult:
         "run_id": str(state.run_id),
         "conversation_id": str(state.conversation_id),
         "answer": state.answer,
+        "output_parsed": state.output_parsed,
     }
     if state.answer is not None:
         text, error = state.answer, False

@@ -26,6 +26,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError, TaskNotFoundError
 from django.contrib.auth.models import Group
+from google.protobuf import json_format
 
 from a2a_server.models import PushConfig
 from conversations.models import Approval, LLMCall, Run, RunTrigger
@@ -280,3 +281,27 @@ def test_resubscribing_to_a_running_task_follows_it_to_its_answer(worker, a2a_ex
     assert followed[0].task.id == task.id and followed[0].task.status.state != TaskState.TASK_STATE_COMPLETED
     assert followed[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
     assert followed[-2].artifact_update.artifact.parts[0].text == "Slow."
+
+
+def test_an_answer_held_to_a_schema_carries_its_parsed_value_as_a_data_part(worker, a2a_expose, fake_llm):
+    name = fake_llm.script(f"a2a-json-{uuid.uuid4().hex[:8]}", {"fallback": {"content": '{"order": "A-17"}'}})
+    agent = make_agent(
+        model_config=ModelConfigFactory(base_url=fake_llm.api_base, model=name),
+        slug="a2a-json",
+        output_schema={"type": "object", "properties": {"order": {"type": "string"}}, "required": ["order"]},
+    )
+    exposed = a2a_expose(agent)
+
+    async def talk():
+        async with a2a_client(exposed, streaming=False) as client:
+            [sent] = await _events(client, _ask("order?"))
+        async with a2a_client(exposed) as client:
+            streamed = await _events(client, _ask("again", context_id=sent.task.context_id))
+        return sent.task, streamed
+
+    sent, streamed = asyncio.run(talk())
+    text, data = sent.artifacts[0].parts
+    assert text.text == '{"order": "A-17"}' and data.media_type == "application/json"
+    assert json_format.MessageToDict(data.data) == {"order": "A-17"}
+    last = [e.artifact_update for e in streamed if e.HasField("artifact_update")][-1]
+    assert last.last_chunk and json_format.MessageToDict(last.artifact.parts[1].data) == {"order": "A-17"}

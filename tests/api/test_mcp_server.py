@@ -122,6 +122,22 @@ def test_the_client_lists_the_exposed_agents_and_a_call_is_a_run(api_server, wor
     assert again.content[0].text == "answer to hello"
     second = Run.objects.get(pk=again.structured_content["run_id"])
     assert second.conversation_id == run.conversation_id and second.trigger == "mcp"
+    assert first.structured_content["output_parsed"] is None
+
+
+def test_an_answer_held_to_a_schema_comes_parsed_in_the_structured_content(api_server, worker, fake_llm, user):
+    config = ModelConfigFactory(
+        base_url=fake_llm.api_base, model=fake_llm.script("mcp-json", {"fallback": {"content": '{"order": "A-17"}'}})
+    )
+    schema = {"type": "object", "properties": {"order": {"type": "string"}}, "required": ["order"]}
+    make_agent(slug="mcp-json", model_config=config, mcp_exposed=True, output_schema=schema)
+
+    async def use(session):
+        return await session.call_tool("mcp-json", {"message": "order?"})
+
+    called = _session_run(api_server.base_url, token_for(user), use)
+    assert not called.is_error and called.content[0].text == '{"order": "A-17"}'
+    assert called.structured_content["output_parsed"] == {"order": "A-17"}
 
 
 def test_an_approval_decided_in_the_queue_while_the_call_waits(api_server, worker, agents, user):
