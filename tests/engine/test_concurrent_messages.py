@@ -1,11 +1,9 @@
 """Concurrent messages on one conversation: each agent policy, with real concurrent posts on
 PostgreSQL and a real worker."""
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from conversations.models import Message, Run
@@ -14,32 +12,11 @@ from engine.admission import ConversationBusy, message_post, message_submit
 from engine.leases import run_claim
 from engine.runs import run_finish
 from engine.sweeper import runs_sweep
+from tests.support.concurrency import concurrently
 from tests.support.factories import ModelConfigFactory, make_agent, make_user
 from tests.support.waits import wait_for
 
 THREADS = 5
-
-
-def _concurrently(calls: list) -> list:
-    """Run the calls at the same moment, each on its own thread and database connection."""
-    barrier = threading.Barrier(len(calls))
-    results: list = [None] * len(calls)
-
-    def target(index, call):
-        try:
-            barrier.wait()
-            results[index] = call()
-        except Exception as exc:  # the outcome under test may be an exception
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=target, args=(i, call)) for i, call in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return results
 
 
 def _conversation(policy: str, *, model: str = "echo", base_url: str = "http://127.0.0.1:9/v1"):
@@ -59,7 +36,7 @@ def _all_terminal(runs):
 @pytest.mark.e2e
 def test_reject_lets_exactly_one_of_concurrent_posts_through(worker, fake_llm):
     conversation, user = _conversation("reject", base_url=fake_llm.api_base)
-    results = _concurrently(
+    results = concurrently(
         [lambda i=i: message_post(conversation=conversation, content=f"q{i}", user=user) for i in range(THREADS)]
     )
     runs = [r for r in results if isinstance(r, Run)]
@@ -76,7 +53,7 @@ def test_reject_lets_exactly_one_of_concurrent_posts_through(worker, fake_llm):
 @pytest.mark.e2e
 def test_concurrent_retries_with_one_idempotency_key_make_one_run(worker, fake_llm):
     conversation, user = _conversation("enqueue", base_url=fake_llm.api_base)
-    results = _concurrently(
+    results = concurrently(
         [
             lambda: message_submit(conversation=conversation, content="pay", user=user, idempotency_key="retry-1")
             for _ in range(THREADS)
@@ -95,7 +72,7 @@ def test_enqueue_runs_concurrent_posts_one_after_another(worker, fake_llm):
         {"defaults": {"latency_ms": 150}, "scenarios": [], "fallback": {"content": "answer to {last_user_message}"}},
     )
     conversation, user = _conversation("enqueue", model="slow-echo-enqueue", base_url=fake_llm.api_base)
-    results = _concurrently(
+    results = concurrently(
         [lambda i=i: message_post(conversation=conversation, content=f"q{i}", user=user) for i in range(THREADS)]
     )
     assert all(isinstance(r, Run) for r in results), results
@@ -154,7 +131,7 @@ def test_interrupt_with_concurrent_posts_leaves_only_the_last_one(worker, fake_l
     with fake_llm.held() as held:
         _interruptible(fake_llm, "slow-interrupt-many", held)
         conversation, user = _conversation("interrupt", model="slow-interrupt-many", base_url=fake_llm.api_base)
-        results = _concurrently(
+        results = concurrently(
             [
                 lambda i=i: message_post(conversation=conversation, content=f"long q{i}", user=user)
                 for i in range(THREADS)

@@ -3,18 +3,17 @@
 back to the queue, a reviewer never gets a run they labelled, and a run is done after
 reviews_per_run different reviewers."""
 
-import threading
 from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import connection
 from django.utils import timezone
 
 from reviews.models import ReviewItem, ReviewLabel, ReviewQueue
 from reviews.selectors import queue_agreement
 from reviews.services import ReviewRefused, review_label, review_next, review_release
 from tests.reviews.support import ended_run
+from tests.support.concurrency import concurrently
 from tests.support.factories import make_agent, make_user
 
 
@@ -135,28 +134,6 @@ def test_the_rubric_and_scores_are_checked_on_the_queue():
     ReviewQueue(name="good", agent=agent, rubric=[{"name": "tone", "choices": ["fine", "rude"]}]).full_clean()
 
 
-def _concurrently(calls: list) -> list:
-    """Run the calls at the same moment, each on its own thread and database connection."""
-    barrier = threading.Barrier(len(calls))
-    results: list = [None] * len(calls)
-
-    def target(index, call):
-        try:
-            barrier.wait()
-            results[index] = call()
-        except Exception as exc:  # the outcome under test may be an exception
-            results[index] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=target, args=(i, call)) for i, call in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    return results
-
-
 REVIEWERS = 6
 
 
@@ -164,7 +141,7 @@ REVIEWERS = 6
 def test_reviewers_asking_at_once_never_hold_the_same_run():
     queue, items = _queue(3)
     users = [make_user() for _ in range(REVIEWERS)]
-    got = _concurrently([lambda user=user: review_next(queue=queue, user=user) for user in users])
+    got = concurrently([lambda user=user: review_next(queue=queue, user=user) for user in users])
     assert not [r for r in got if isinstance(r, Exception)], got
     taken = [r.pk for r in got if r is not None]
     assert sorted(taken) == sorted(item.pk for item in items) and got.count(None) == REVIEWERS - 3
@@ -184,7 +161,7 @@ def test_reviewers_working_a_queue_together_review_each_run_exactly_as_often_as_
             review_label(item=item, user=user, verdict="good", labels={})
         return claimed
 
-    results = _concurrently([lambda user=user: work(user) for user in users])
+    results = concurrently([lambda user=user: work(user) for user in users])
     assert not [r for r in results if isinstance(r, Exception)], results
     # Each run was claimed twice in all, by two different reviewers; no label was refused.
     claims = [pk for claimed in results for pk in claimed]
