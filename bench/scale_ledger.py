@@ -84,10 +84,11 @@ WITH spec AS (
     INSERT INTO conversations_llmcall (
         run_id, iteration, attempt, purpose, model_config_id, provider, model_name, request, status, http_status,
         finish_reason, prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, total_tokens,
-        image_tokens, audio_tokens, usage_estimated, cost, latency_ms, error, copied, started_at, finished_at)
+        image_tokens, audio_tokens, cache_write_tokens, usage_estimated, cost, latency_ms, error, copied, started_at,
+        finished_at)
     SELECT r.id, k, 1, 'step', a.model_config_id, 'openai_compatible', 'scale-ledger', '{}'::jsonb, 'succeeded',
-           200, CASE WHEN k = %(calls_per_run)s THEN 'stop' ELSE 'tool_calls' END, 1000, 100, 250, 0, 1100, 0, 0, false,
-           0.0003, 300 + (random() * 900)::int, '', false, r.started_at + (k - 1) * interval '2 seconds',
+           200, CASE WHEN k = %(calls_per_run)s THEN 'stop' ELSE 'tool_calls' END, 1000, 100, 250, 0, 1100, 0, 0, 0,
+           false, 0.0003, 300 + (random() * 900)::int, '', false, r.started_at + (k - 1) * interval '2 seconds',
            r.started_at + (k - 1) * interval '2 seconds' + interval '1 second'
     FROM runs r JOIN agents_agent a ON a.id = r.agent_id CROSS JOIN generate_series(1, %(calls_per_run)s) AS k
     RETURNING id, run_id, iteration, started_at

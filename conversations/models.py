@@ -495,6 +495,8 @@ class LLMCall(models.Model):
     # the provider's published rules where its server does not report them apart.
     image_tokens = models.PositiveIntegerField(default=0, verbose_name=_("image tokens"))
     audio_tokens = models.PositiveIntegerField(default=0, verbose_name=_("audio tokens"))
+    # Of the prompt tokens, those the provider wrote to its prompt cache (Anthropic), priced apart.
+    cache_write_tokens = models.PositiveIntegerField(default=0, verbose_name=_("cache write tokens"))
     total_tokens = models.PositiveIntegerField(default=0, verbose_name=_("total tokens"))
     usage_estimated = models.BooleanField(default=False, verbose_name=_("usage estimated"))
     cost = models.DecimalField(max_digits=14, decimal_places=8, default=0, verbose_name=_("cost"))

@@ -6,9 +6,11 @@ exports): one list, in one order, for all of them.
 """
 
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens", "total_tokens")
-# Of a call's prompt tokens, those of the images and audio it sent (agents.providers.media): on the
-# call and its provider's Usage only, beside USAGE_FIELDS (a run's totals count them as prompt tokens).
-PROMPT_SHARES = ("image_tokens", "audio_tokens")
+# Of a call's prompt tokens, those of the images and audio it sent (agents.providers.media) and
+# those it wrote to the provider's prompt cache (Anthropic's cache_creation_input_tokens, priced
+# apart): on the call and its provider's Usage only, beside USAGE_FIELDS (a run's totals count
+# them as prompt tokens).
+PROMPT_SHARES = ("image_tokens", "audio_tokens", "cache_write_tokens")
 
 
 def usage_values(source) -> dict[str, int]:

@@ -39,6 +39,8 @@ def _llm_call(call, *, requests: bool) -> dict:
         # Shares of prompt_tokens: what the images and the audio the call sent counted for.
         "image_tokens": call.image_tokens,
         "audio_tokens": call.audio_tokens,
+        # Of prompt_tokens, those written to the provider's prompt cache (priced apart).
+        "cache_write_tokens": call.cache_write_tokens,
         "usage_estimated": call.usage_estimated,
         "cost": fixed_amount(call.cost),
         "latency_ms": call.latency_ms,

@@ -54,6 +54,7 @@ def test_the_admin_is_branded_and_links_every_operator_page_with_the_pending_cou
         "approvals": reverse("approvals:queue"),
         "try": reverse("monitoring:try"),
         "workspace-usage": reverse("workspace_usage"),
+        "reviews": reverse("reviews:queues"),
         "api-docs": reverse("api-docs"),
     }
     assert '<span class="operator-count" title="pending approvals">2</span>' in page

@@ -68,6 +68,7 @@ def test_anthropic_reads_back_the_prefix_its_breakpoints_wrote(worker, fake_llm,
     assert first.cached_tokens == 0 and first.response["usage"]["cache_creation_input_tokens"] > 0
     assert first.cost > _at_input_price(first)
     written = first.response["usage"]["cache_creation_input_tokens"]
+    assert first.cache_write_tokens == written and second.cache_write_tokens < written
     assert second.cached_tokens == written and second.prompt_tokens > first.prompt_tokens
     assert second.cost < _at_input_price(second) and second.cost < first.cost
     body = second.request
@@ -91,6 +92,6 @@ def test_openai_reads_back_the_prefix_under_the_agent_versions_key(worker, fake_
 def test_with_caching_off_nothing_is_cached(worker, fake_llm, provider):
     first, second = _two_messages(fake_llm, provider, "off", stream=False)
     for call in (first, second):
-        assert call.cached_tokens == 0 and call.cost == _at_input_price(call)
+        assert call.cached_tokens == 0 == call.cache_write_tokens and call.cost == _at_input_price(call)
         assert "cache_control" not in str(call.request) and "prompt_cache_key" not in call.request
     assert second.cost > first.cost
